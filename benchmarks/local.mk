@@ -1,0 +1,1 @@
+# benchmarks: sources, programs and tests of this room (see Makefile.am).

@@ -1,0 +1,1 @@
+# cuda: sources, programs and tests of this room (see Makefile.am).

@@ -1,0 +1,1 @@
+# slurm: sources, programs and tests of this room (see Makefile.am).

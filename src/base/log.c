@@ -1,0 +1,146 @@
+/* log.c: messages, the abort path and checked allocation (see log.h). */
+#include "config.h"
+#include "base/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *program = "gridlm";
+static int my_rank = -1;
+static char my_host[256];
+static gl_abort_fn abort_fn;
+
+void gl_log_set_program(const char *name)
+{
+    const char *slash = strrchr(name, '/');
+    program = slash ? slash + 1 : name;
+}
+
+const char *gl_log_program(void) { return program; }
+
+void gl_log_set_rank(int rank, const char *host)
+{
+    my_rank = rank;
+    snprintf(my_host, sizeof my_host, "%s", host ? host : "");
+}
+
+int gl_log_rank(void) { return my_rank; }
+const char *gl_log_host(void) { return my_host; }
+
+void gl_log_set_abort(gl_abort_fn fn) { abort_fn = fn; }
+
+/* "prog: KIND: rank R on HOST: message\n", built in one buffer so that
+ * lines from many ranks do not interleave mid-line. */
+static void emit(FILE *f, const char *kind, const char *fmt, va_list ap)
+{
+    char line[4096];
+    int n = snprintf(line, sizeof line, "%s: %s%s", program, kind, *kind ? ": " : "");
+    if (my_rank >= 0 && n < (int)sizeof line)
+        n += snprintf(line + n, sizeof line - n, "rank %d on %s: ", my_rank,
+                      my_host[0] ? my_host : "?");
+    if (n < (int)sizeof line)
+        n += vsnprintf(line + n, sizeof line - n, fmt, ap);
+    if (n >= (int)sizeof line - 1)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    line[n] = '\0';
+    fputs(line, f);
+    fflush(f);
+}
+
+void gl_vdie(const char *fmt, va_list ap)
+{
+    emit(stderr, "error", fmt, ap);
+    fflush(stdout);
+    if (abort_fn)
+        abort_fn(1);
+    exit(1);
+}
+
+void gl_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gl_vdie(fmt, ap);
+}
+
+void gl_die_code(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(stderr, "error", fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    if (abort_fn)
+        abort_fn(code);
+    exit(code);
+}
+
+void gl_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(stderr, "warning", fmt, ap);
+    va_end(ap);
+}
+
+void gl_info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void gl_info0(const char *fmt, ...)
+{
+    if (my_rank > 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void *gl_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        gl_die("out of host memory allocating %zu bytes", n);
+    return p;
+}
+
+void *gl_calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        gl_die("out of host memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *gl_realloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        gl_die("out of host memory reallocating %zu bytes", n);
+    return q;
+}
+
+char *gl_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(gl_malloc(n), s, n);
+}
+
+double gl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}

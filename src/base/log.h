@@ -1,0 +1,70 @@
+/*
+ * log.h: messages for people, and the one way gridlm stops on an error.
+ *
+ * Every message carries the program name and, once the process knows it,
+ * its rank and host: "gridlm-train: error: rank 3 on node07: ...".
+ * gl_die() prints one such line and stops the whole job: it calls the
+ * abort hook (the boot code installs MPI_Abort there) and otherwise
+ * exit(1).  Nothing in gridlm prints an error and carries on.
+ *
+ * No MPI and no CUDA here: this is the bottom of the tree.
+ */
+#ifndef GL_BASE_LOG_H
+#define GL_BASE_LOG_H
+
+#include <stddef.h>
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define GL_NORETURN __attribute__((noreturn))
+#else
+#define GL_PRINTF(a, b)
+#define GL_NORETURN
+#endif
+
+/* The program name used as the prefix (default "gridlm"). */
+void gl_log_set_program(const char *name);
+const char *gl_log_program(void);
+
+/* Rank and host for the prefix; rank < 0 means "not known yet". */
+void gl_log_set_rank(int rank, const char *host);
+int gl_log_rank(void);
+const char *gl_log_host(void);
+
+/* Called by gl_die() instead of exit(); it must not return. */
+typedef void (*gl_abort_fn)(int code);
+void gl_log_set_abort(gl_abort_fn fn);
+
+/* One line on stderr with the prefix, then stop the job (exit code 1). */
+GL_NORETURN void gl_die(const char *fmt, ...) GL_PRINTF(1, 2);
+GL_NORETURN void gl_vdie(const char *fmt, va_list ap);
+
+/* Same, but exit with the given code (2 for usage errors). */
+GL_NORETURN void gl_die_code(int code, const char *fmt, ...) GL_PRINTF(2, 3);
+
+/* A warning on stderr, on whichever rank calls it. */
+void gl_warn(const char *fmt, ...) GL_PRINTF(1, 2);
+
+/* Progress on stdout: gl_info on every caller, gl_info0 on rank 0 (or
+ * before ranks are known) only.  Lines are flushed at once. */
+void gl_info(const char *fmt, ...) GL_PRINTF(1, 2);
+void gl_info0(const char *fmt, ...) GL_PRINTF(1, 2);
+
+/* Allocation that stops the job, naming the size, when memory runs out. */
+void *gl_malloc(size_t n);
+void *gl_calloc(size_t n, size_t size);
+void *gl_realloc(void *p, size_t n);
+char *gl_strdup(const char *s);
+
+/* Seconds on a monotonic clock. */
+double gl_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1 @@
+# src/ckpt: sources, programs and tests of this room (see Makefile.am).

@@ -1,0 +1,91 @@
+/*
+ * comm.h: collectives and point-to-point on one group of ranks.
+ *
+ * A gl_comm is one group (the world, or one TP/CP/DP/PP group of the grid)
+ * with one back end:
+ *   - MPI:  buffers are host memory; calls complete before they return.
+ *   - NCCL: buffers are device memory; calls are enqueued on the CUDA
+ *           stream given (a cudaStream_t passed as void *) and never block
+ *           the host.  The caller orders them with events.
+ * The model and the schedules are written once against this header.
+ *
+ * Counts are in elements of the given dtype.  Every call is collective
+ * over the group except send/recv.  A failure stops the job through
+ * gl_die(), naming the call, the group and the peer.
+ */
+#ifndef GL_COMM_COMM_H
+#define GL_COMM_COMM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    GL_DT_F32 = 0,
+    GL_DT_BF16,
+    GL_DT_F64,
+    GL_DT_I32,
+    GL_DT_I64,
+    GL_DT_U8,
+    GL_DT_COUNT
+} gl_dtype;
+
+size_t gl_dtype_size(gl_dtype t);
+const char *gl_dtype_name(gl_dtype t);
+
+typedef enum { GL_OP_SUM = 0, GL_OP_MAX, GL_OP_MIN } gl_redop;
+
+typedef enum { GL_COMM_MPI = 0, GL_COMM_NCCL } gl_comm_kind;
+
+typedef struct gl_comm gl_comm;
+
+/* The name given at creation ("tp", "dp", ...), its size, this rank's
+ * index in it, its back end, and the world rank of member i. */
+const char *gl_comm_name(const gl_comm *c);
+int gl_comm_size(const gl_comm *c);
+int gl_comm_rank(const gl_comm *c);
+gl_comm_kind gl_comm_kind_of(const gl_comm *c);
+int gl_comm_world_rank(const gl_comm *c, int member);
+
+/* recv = reduce(send) over the group; send == recv is in place. */
+void gl_all_reduce(gl_comm *c, const void *send, void *recv, size_t count,
+                   gl_dtype t, gl_redop op, void *stream);
+
+/* send holds size * recv_count elements; member i receives the reduced
+ * i-th block of recv_count.  send == recv + i*recv_count ... is allowed
+ * only where the back end allows in-place (pass distinct buffers). */
+void gl_reduce_scatter(gl_comm *c, const void *send, void *recv,
+                       size_t recv_count, gl_dtype t, gl_redop op, void *stream);
+
+/* recv (size * send_count elements) = concatenation of every member's
+ * send, in member order.  In place when send == recv + rank*send_count. */
+void gl_all_gather(gl_comm *c, const void *send, void *recv, size_t send_count,
+                   gl_dtype t, void *stream);
+
+void gl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t, int root,
+                  void *stream);
+
+/* Point-to-point with member `peer` of the group.  Between
+ * gl_comm_group_start() and gl_comm_group_end() sends and receives are
+ * posted together and complete (or, for NCCL, are enqueued) at the end,
+ * so a pair of ranks may both send first without deadlock.  Pipeline
+ * code always brackets its exchanges this way. */
+void gl_send(gl_comm *c, const void *buf, size_t count, gl_dtype t, int peer,
+             void *stream);
+void gl_recv(gl_comm *c, void *buf, size_t count, gl_dtype t, int peer,
+             void *stream);
+void gl_comm_group_start(void);
+void gl_comm_group_end(void);
+
+/* Wait on the host until every operation this rank enqueued on the
+ * group's back end is done (NCCL: the stream; MPI: no-op). */
+void gl_comm_barrier(gl_comm *c);
+
+void gl_comm_free(gl_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

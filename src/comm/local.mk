@@ -1,0 +1,1 @@
+# src/comm: sources, programs and tests of this room (see Makefile.am).

@@ -1,0 +1,1 @@
+# src/device: sources, programs and tests of this room (see Makefile.am).

@@ -1,0 +1,216 @@
+/*
+ * ops.h: the compute interface the model is written against.
+ *
+ * A gl_dev is one compute device with a table of operations.  Two back
+ * ends implement it:
+ *   - cpu  (src/device/ops_cpu.c): fp32 everywhere, plain loops and CBLAS.
+ *          It is the reference every other back end is checked against.
+ *   - cuda (cuda/): activations and compute weights in bf16, fp32 master
+ *          weights, fp32 gradients and optimizer state.
+ *
+ * Buffer types.  "act" buffers (void *) hold elements of d->act (F32 on the
+ * CPU, BF16 on CUDA): activations, their gradients, and the compute copy
+ * of weights.  "f32" buffers (float *) are always fp32: master weights,
+ * main gradients, optimizer moments, norms' rstd, attention's
+ * log-sum-exp, loss statistics.  "i32" buffers hold token ids.  All
+ * pointers are device memory of the back end (host memory for the CPU).
+ *
+ * Layout.  Matrices are row-major.  n is the number of tokens of the
+ * operation (micro-batch x sequence, or the local part of it under
+ * sequence parallelism), h the hidden size.  Linear layers follow
+ * Megatron: W is [out, in] and Y = X W^T.
+ *
+ * Calls are asynchronous on the device's compute stream (d->stream) and
+ * ordered with each other; download() and sync() wait.  Nothing here
+ * communicates: the model puts comm.h calls between ops.
+ *
+ * "accumulate" outputs are added to (+=), others are overwritten.
+ */
+#ifndef GL_DEVICE_OPS_H
+#define GL_DEVICE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "comm/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gl_dev gl_dev;
+typedef struct gl_ops gl_ops;
+
+/* One segment of a multi-tensor AdamW update: count fp32 elements of
+ * master weights, their gradient and moments, and where the updated
+ * weights go in act dtype (NULL: nowhere). */
+typedef struct {
+    float *master;
+    const float *grad;
+    float *m, *v;
+    void *act_out;
+    size_t count;
+    float weight_decay;        /* 0 for norm weights */
+} gl_adamw_seg;
+
+/* AdamW hyper-parameters of one step.  step counts from 1; the update is
+ *   m = b1 m + (1-b1) g          v = b2 v + (1-b2) g^2
+ *   mhat = m / (1-b1^step)       vhat = v / (1-b2^step)
+ *   w -= lr (mhat / (sqrt(vhat) + eps) + wd w)
+ * with g = grad * grad_scale (the clipping factor). */
+typedef struct {
+    float lr, beta1, beta2, eps, grad_scale;
+    long step;
+} gl_adamw_hyper;
+
+struct gl_ops {
+    const char *name;
+
+    /* memory */
+    void *(*alloc)(gl_dev *d, size_t bytes);          /* zeroed; dies on OOM */
+    void (*free)(gl_dev *d, void *p);
+    void (*upload)(gl_dev *d, void *dst, const void *host, size_t bytes);
+    void (*download)(gl_dev *d, void *host, const void *src, size_t bytes);
+    void (*copy)(gl_dev *d, void *dst, const void *src, size_t bytes);
+    void (*zero)(gl_dev *d, void *p, size_t bytes);
+    void (*sync)(gl_dev *d);
+
+    /* dtype conversion: f32 <-> act, count elements */
+    void (*to_act)(gl_dev *d, void *dst, const float *src, size_t count);
+    void (*to_f32)(gl_dev *d, float *dst, const void *src, size_t count);
+
+    /* C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C, row-major, A and B in
+     * act dtype, C in ctype (act or GL_DT_F32, the latter for weight
+     * gradients accumulated in fp32 with beta = 1).  op(X) = X^T when
+     * trans is non-zero; lda/ldb/ldc are row strides as stored. */
+    void (*gemm)(gl_dev *d, int transa, int transb, int m, int n, int k,
+                 float alpha, const void *A, int lda, const void *B, int ldb,
+                 float beta, void *C, gl_dtype ctype, int ldc);
+
+    /* y = x + r, count act elements (y may alias x or r). */
+    void (*add)(gl_dev *d, void *y, const void *x, const void *r, size_t count);
+
+    /* RMSNorm over rows of h: y = x / rms(x) * w, rms = sqrt(mean(x^2)+eps).
+     * rstd[i] = 1/rms of row i (f32, kept for backward). */
+    void (*rmsnorm_fwd)(gl_dev *d, void *y, float *rstd, const void *x,
+                        const void *w, int n, int h, float eps);
+    /* dx (+)= d/dx, dw += d/dw (f32).  accumulate_dx selects += for dx, so
+     * the residual stream's gradient is summed in the same pass. */
+    void (*rmsnorm_bwd)(gl_dev *d, void *dx, float *dw, const void *dy,
+                        const void *x, const void *w, const float *rstd,
+                        int n, int h, int accumulate_dx);
+
+    /* Rotary embedding, rotate-half convention (pairs i and i + D/2), in
+     * place on x viewed as [B, S, H, D] with row stride `ld` elements
+     * between consecutive tokens (heads contiguous within a token).
+     * cos/sin are f32 tables [S, D/2]; bwd applies the inverse rotation. */
+    void (*rope_fwd)(gl_dev *d, void *x, int ld, int B, int S, int H, int D,
+                     const float *cos, const float *sin);
+    void (*rope_bwd)(gl_dev *d, void *x, int ld, int B, int S, int H, int D,
+                     const float *cos, const float *sin);
+
+    /* Causal grouped-query attention.  q is [B, S, Hq, D], k and v
+     * [B, S, Hkv, D], each token's heads contiguous, token row strides
+     * ldq/ldk/ldv (so they may be views into one fused QKV buffer); o is
+     * [B, S, Hq, D] with stride ldo.  Query head j uses kv head
+     * j / (Hq/Hkv).  lse [B, Hq, S] (f32) is the log-sum-exp of each
+     * softmax row, kept for backward.  scale is usually 1/sqrt(D). */
+    void (*attn_fwd)(gl_dev *d, void *o, int ldo, float *lse,
+                     const void *q, int ldq, const void *k, int ldk,
+                     const void *v, int ldv, int B, int S, int Hq, int Hkv,
+                     int D, float scale);
+    /* dq, dk, dv (overwritten) with the same layouts and strides as q, k,
+     * v; they may be views into one fused buffer. */
+    void (*attn_bwd)(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
+                     const void *dout, int lddo, const void *o, int ldo,
+                     const float *lse, const void *q, int ldq,
+                     const void *k, int ldk, const void *v, int ldv,
+                     int B, int S, int Hq, int Hkv, int D, float scale);
+
+    /* SwiGLU.  gu is [n, 2f] with each row [gate (f) | up (f)];
+     * y[n, f] = silu(gate) * up.  bwd writes dgu [n, 2f]. */
+    void (*swiglu_fwd)(gl_dev *d, void *y, const void *gu, int n, int f);
+    void (*swiglu_bwd)(gl_dev *d, void *dgu, const void *dy, const void *gu,
+                       int n, int f);
+
+    /* Vocab-parallel embedding.  table is this rank's rows
+     * [vocab_start, vocab_start + vl) of the (padded) vocabulary, [vl, h].
+     * fwd writes y[n, h] (zero rows for ids outside the shard, so a sum
+     * over TP gives the full lookup); bwd accumulates into dtable (f32). */
+    void (*embed_fwd)(gl_dev *d, void *y, const void *table, const int32_t *ids,
+                      int n, int h, long vocab_start, int vl);
+    void (*embed_bwd)(gl_dev *d, float *dtable, const void *dy,
+                      const int32_t *ids, int n, int h, long vocab_start, int vl);
+
+    /* Vocab-parallel cross-entropy in three steps around two TP
+     * all-reduces, never storing probabilities:
+     *   1. ce_max:  rowmax[i] = max over valid local columns of logits
+     *               (all-reduce MAX over TP);
+     *   2. ce_sum:  stats[2i] = sum_j exp(logit_ij - rowmax_i) over valid
+     *               local columns, stats[2i+1] = the target's logit if the
+     *               target is in this shard, else 0 (all-reduce SUM);
+     *   3. ce_bwd:  loss_i = log(stats[2i]) + rowmax_i - stats[2i+1]
+     *               written to loss[i] (when loss != NULL), and logits
+     *               replaced in place by their gradient
+     *               (softmax - onehot(target)) * gscale[i].
+     * logits is [n, vl] with row stride ld (act), covering vocabulary ids
+     * [vocab_start, vocab_start + vl); only the first `valid` columns are
+     * real tokens (the rest pad the vocabulary: never predicted, gradient
+     * 0).  gscale (f32, per token) carries the loss mask and the 1/tokens
+     * averaging; NULL skips the gradient. */
+    void (*ce_max)(gl_dev *d, float *rowmax, const void *logits, int ld,
+                   int n, int valid);
+    void (*ce_sum)(gl_dev *d, float *stats, const void *logits, int ld,
+                   const int32_t *targets, const float *rowmax, int n,
+                   int valid, long vocab_start);
+    void (*ce_bwd)(gl_dev *d, float *loss, void *logits, int ld,
+                   const int32_t *targets, const float *rowmax,
+                   const float *stats, const float *gscale, int n, int vl,
+                   int valid, long vocab_start);
+
+    /* f32 helpers on fp32 buffers. */
+    void (*scale_f32)(gl_dev *d, float *x, float s, size_t count);
+    /* out[0] += sum of x^2 (f32 device scalar, accumulated in double on
+     * the CPU and in fp32 tree order on GPUs). */
+    void (*sumsq_f32)(gl_dev *d, float *out, const float *x, size_t count);
+    /* out[0] = 1 if any element of x is NaN or Inf, else unchanged. */
+    void (*nonfinite_f32)(gl_dev *d, float *out, const float *x, size_t count);
+    /* out[0] += sum of x * w over count f32 elements (loss averaging). */
+    void (*dot_f32)(gl_dev *d, float *out, const float *x, const float *w,
+                    size_t count);
+
+    /* Multi-tensor AdamW over nseg segments, writing the act copy too. */
+    void (*adamw)(gl_dev *d, const gl_adamw_seg *segs, int nseg,
+                  const gl_adamw_hyper *hp);
+
+    /* Bytes of device memory in use / peak since start (0 if unknown). */
+    void (*mem_info)(gl_dev *d, size_t *in_use, size_t *peak, size_t *total);
+
+    void (*close)(gl_dev *d);
+};
+
+struct gl_dev {
+    const gl_ops *ops;
+    gl_dtype act;          /* GL_DT_F32 (cpu) or GL_DT_BF16 (cuda) */
+    size_t act_bytes;      /* gl_dtype_size(act) */
+    gl_comm_kind comm;     /* the comm back end that reaches this memory */
+    void *stream;          /* cudaStream_t of the compute stream; NULL on cpu */
+    int index;             /* GPU ordinal, -1 on cpu */
+    void *impl;            /* back-end state */
+};
+
+/* The CPU reference device (always available). */
+gl_dev *gl_dev_open_cpu(void);
+
+/* The CUDA device of the given ordinal; NULL when this build has no CUDA
+ * back end.  Dies with a clear message when the GPU cannot be used. */
+gl_dev *gl_dev_open_cuda(int ordinal);
+
+/* Number of CUDA devices visible (0 without the CUDA back end or GPUs). */
+int gl_cuda_device_count(void);
+
+void gl_dev_close(gl_dev *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

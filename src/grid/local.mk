@@ -1,0 +1,1 @@
+# src/grid: sources, programs and tests of this room (see Makefile.am).

@@ -1,0 +1,1 @@
+# src/train: sources, programs and tests of this room (see Makefile.am).
