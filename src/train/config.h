@@ -1,0 +1,155 @@
+/*
+ * config.h: everything a gridlm run is told, in one struct.
+ *
+ * Field names follow Megatron-LM's argument names (--hidden-size is
+ * hidden_size).  gl_config_defaults() fills Megatron's defaults;
+ * gl_config_parse() (config.c) reads the command line, applies a --model
+ * preset first so that explicit flags override it, and validates every
+ * value and every combination, stopping with one line that names the
+ * flag, the value and the fix.  Derived values (padded vocabulary, layers
+ * per stage, data-parallel size, ...) are filled by gl_config_finish()
+ * once the world size is known.
+ */
+#ifndef GL_TRAIN_CONFIG_H
+#define GL_TRAIN_CONFIG_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GL_MAX_DATA_PATHS 64
+
+typedef enum { GL_DEVICE_AUTO = 0, GL_DEVICE_CPU, GL_DEVICE_CUDA } gl_device_kind;
+typedef enum { GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE } gl_lr_style;
+typedef enum { GL_RECOMPUTE_NONE = 0, GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL } gl_recompute;
+
+typedef struct gl_config {
+    /* --- model --- */
+    char model[64];                  /* --model preset name, "" when none */
+    int num_layers;                  /* --num-layers */
+    int hidden_size;                 /* --hidden-size */
+    int ffn_hidden_size;             /* --ffn-hidden-size (default 4h, or Llama's rule) */
+    int num_attention_heads;         /* --num-attention-heads */
+    int num_query_groups;            /* --num-query-groups (0: = heads, i.e. MHA) */
+    int kv_channels;                 /* --kv-channels (0: hidden / heads) */
+    int seq_length;                  /* --seq-length */
+    int max_position_embeddings;     /* --max-position-embeddings (0: seq_length) */
+    int vocab_size;                  /* --vocab-size (0: from the tokenizer) */
+    int make_vocab_size_divisible_by;/* --make-vocab-size-divisible-by (128) */
+    double norm_epsilon;             /* --norm-epsilon (1e-5) */
+    double rotary_base;              /* --rotary-base (10000) */
+    int use_rope_scaling;            /* --use-rope-scaling (Llama 3.1 frequency scaling) */
+    double rope_scaling_factor;      /* --rope-scaling-factor (8) */
+    int untie_embeddings_and_output_weights; /* --untie-embeddings-and-output-weights */
+    double init_method_std;          /* --init-method-std (0.02) */
+
+    /* --- parallelism --- */
+    int tensor_model_parallel_size;  /* --tensor-model-parallel-size */
+    int pipeline_model_parallel_size;/* --pipeline-model-parallel-size */
+    int context_parallel_size;       /* --context-parallel-size (1) */
+    int expert_model_parallel_size;  /* --expert-model-parallel-size (1) */
+    int num_layers_per_virtual_pipeline_stage; /* 0: no interleaving */
+    int sequence_parallel;           /* --sequence-parallel */
+    int use_distributed_optimizer;   /* --use-distributed-optimizer */
+    int overlap_grad_reduce;         /* --overlap-grad-reduce */
+    int overlap_param_gather;        /* --overlap-param-gather */
+    long ddp_bucket_size;            /* --ddp-bucket-size, elements (0: auto) */
+
+    /* --- batch and schedule --- */
+    int micro_batch_size;            /* --micro-batch-size */
+    int global_batch_size;           /* --global-batch-size (0: mbs x dp) */
+    long train_iters;                /* --train-iters */
+    long train_samples;              /* --train-samples (0: unused) */
+    int seed;                        /* --seed (1234) */
+
+    /* --- optimizer and learning rate --- */
+    char optimizer[16];              /* --optimizer adam (AdamW) */
+    double lr;                       /* --lr */
+    double min_lr;                   /* --min-lr */
+    long lr_warmup_iters;            /* --lr-warmup-iters */
+    double lr_warmup_fraction;       /* --lr-warmup-fraction (0: unused) */
+    long lr_decay_iters;             /* --lr-decay-iters (0: train_iters) */
+    gl_lr_style lr_decay_style;      /* --lr-decay-style */
+    double weight_decay;             /* --weight-decay (0.01) */
+    double adam_beta1, adam_beta2;   /* --adam-beta1 (0.9) --adam-beta2 (0.999) */
+    double adam_eps;                 /* --adam-eps (1e-8) */
+    double clip_grad;                /* --clip-grad (1.0; 0 disables) */
+
+    /* --- precision, device, memory --- */
+    gl_device_kind device;           /* --device cpu|cuda (auto) */
+    int bf16;                        /* --bf16 */
+    gl_recompute recompute_granularity; /* --recompute-granularity */
+    char recompute_method[16];       /* --recompute-method uniform|block */
+    int recompute_num_layers;        /* --recompute-num-layers */
+
+    /* --- data --- */
+    int mock_data;                   /* --mock-data */
+    int n_data_paths;                /* --data-path [W1] P1 [W2] P2 ... */
+    double data_weight[GL_MAX_DATA_PATHS];
+    char *data_path[GL_MAX_DATA_PATHS];
+    char split[64];                  /* --split (969,30,1) */
+    char *data_cache_path;           /* --data-cache-path */
+    char tokenizer_type[64];         /* --tokenizer-type */
+    char *tokenizer_model;           /* --tokenizer-model */
+    int eod_mask_loss;               /* --eod-mask-loss */
+    int num_workers;                 /* --num-workers (2) */
+    long eval_interval;              /* --eval-interval (1000) */
+    long eval_iters;                 /* --eval-iters (100) */
+
+    /* --- checkpoints --- */
+    char *save;                      /* --save DIR */
+    char *load;                      /* --load DIR|FILE */
+    long save_interval;              /* --save-interval */
+    int no_save_optim, no_load_optim, no_load_rng; /* --no-save-optim ... */
+    int finetune;                    /* --finetune */
+    int async_save;                  /* --async-save */
+
+    /* --- logging --- */
+    long log_interval;               /* --log-interval (100) */
+    char *log_json;                  /* --log-json FILE (gridlm) */
+    double peak_tflops;              /* --peak-tflops (0: from the GPU table) */
+    double straggler_threshold;      /* --straggler-threshold (gridlm, 1.2) */
+
+    /* --- faults --- */
+    int exit_signal_handler;         /* --exit-signal-handler */
+    double exit_duration_in_mins;    /* --exit-duration-in-mins */
+    long exit_interval;              /* --exit-interval */
+    double distributed_timeout_minutes; /* --distributed-timeout-minutes (10) */
+    int max_nonfinite_iters;         /* --max-nonfinite-iters (gridlm, 5) */
+
+    /* --- program --- */
+    int dry_run;                     /* --dry-run (gridlm) */
+
+    /* --- derived by gl_config_finish() --- */
+    int world_size;
+    int data_parallel_size;
+    int padded_vocab_size;           /* vocab padded to divisible_by x TP */
+    int head_dim;                    /* kv_channels */
+    int virtual_pipeline_size;       /* chunks per pipeline rank (1: none) */
+    int num_micro_batches;           /* global / (mbs x dp) */
+} gl_config;
+
+/* Megatron's defaults. */
+void gl_config_defaults(gl_config *c);
+
+/* Parse argv (after a --model preset is applied); prints --help or
+ * --version and exits 0 when asked; dies (exit 2) with a one-line message
+ * on a bad flag or value. */
+void gl_config_parse(gl_config *c, int argc, char **argv);
+
+/* Fill the derived fields for a world of world_size ranks and check every
+ * combination (grid.md's layout checks); ranks_per_node feeds the
+ * TP-crosses-nodes warning.  Dies (exit 2) on an impossible layout. */
+void gl_config_finish(gl_config *c, int world_size, int ranks_per_node);
+
+/* Model FLOPs per trained token as ../shared/reference/flops.md counts. */
+double gl_config_flops_per_token(const gl_config *c);
+
+void gl_config_free(gl_config *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
