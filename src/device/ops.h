@@ -70,7 +70,7 @@ struct gl_ops {
     void (*free)(gl_dev *d, void *p);
     void (*upload)(gl_dev *d, void *dst, const void *host, size_t bytes);
     void (*download)(gl_dev *d, void *host, const void *src, size_t bytes);
-    void (*copy)(gl_dev *d, void *dst, const void *src, size_t bytes);
+    void (*copy)(gl_dev *d, void *dst, const void *src, size_t bytes); /* no overlap */
     void (*zero)(gl_dev *d, void *p, size_t bytes);
     void (*sync)(gl_dev *d);
 
@@ -182,7 +182,8 @@ struct gl_ops {
     void (*adamw)(gl_dev *d, const gl_adamw_seg *segs, int nseg,
                   const gl_adamw_hyper *hp);
 
-    /* Bytes of device memory in use / peak since start (0 if unknown). */
+    /* Bytes of device memory in use / peak since start, and the device's
+     * total memory (physical RAM on the CPU); 0 where unknown. */
     void (*mem_info)(gl_dev *d, size_t *in_use, size_t *peak, size_t *total);
 
     void (*close)(gl_dev *d);

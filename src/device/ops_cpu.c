@@ -1,0 +1,290 @@
+/*
+ * ops_cpu.c: the CPU reference device, the operation table of ops.h on
+ * host memory in fp32.  "act" and "f32" buffers are both float arrays
+ * here, so each operation hands its pointers to the float kernel of
+ * ops_cpu_impl.h (gl_cpu_NAME_f32); calls complete before they return.
+ *
+ * Memory comes from the C heap with a 64-byte header in front of each
+ * block that records its size, so mem_info can report the bytes held
+ * through alloc now and at most.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "device/ops_cpu.h"
+
+/* The header before each block: its size, padded so that the block
+ * itself stays 64-byte aligned (a cache line, enough for any SIMD). */
+#define CPU_HEADER 64
+
+static gl_cpu_state *cpu_state(gl_dev *d)
+{
+    return (gl_cpu_state *)d->impl;
+}
+
+static void *cpu_alloc(gl_dev *d, size_t bytes)
+{
+    void *p = NULL;
+    if (bytes > SIZE_MAX - CPU_HEADER ||
+        posix_memalign(&p, CPU_HEADER, CPU_HEADER + bytes) != 0)
+        gl_die("out of host memory allocating %zu bytes for the CPU device "
+               "(%zu bytes already in use); reduce --micro-batch-size or the "
+               "model size", bytes, cpu_state(d)->in_use);
+    memset(p, 0, CPU_HEADER + bytes);
+    *(size_t *)p = bytes;
+    gl_cpu_state *st = cpu_state(d);
+    st->in_use += bytes;
+    if (st->in_use > st->peak)
+        st->peak = st->in_use;
+    return (char *)p + CPU_HEADER;
+}
+
+static void cpu_free(gl_dev *d, void *p)
+{
+    if (!p)
+        return;
+    char *base = (char *)p - CPU_HEADER;
+    cpu_state(d)->in_use -= *(size_t *)base;
+    free(base);
+}
+
+static void cpu_upload(gl_dev *d, void *dst, const void *host, size_t bytes)
+{
+    memcpy(dst, host, bytes);
+}
+
+static void cpu_download(gl_dev *d, void *host, const void *src, size_t bytes)
+{
+    memcpy(host, src, bytes);
+}
+
+/* Copies may overlap (a shift within one buffer): memmove. */
+static void cpu_copy(gl_dev *d, void *dst, const void *src, size_t bytes)
+{
+    memmove(dst, src, bytes);
+}
+
+static void cpu_zero(gl_dev *d, void *p, size_t bytes)
+{
+    memset(p, 0, bytes);
+}
+
+/* Every call has completed when it returns: nothing to wait for. */
+static void cpu_sync(gl_dev *d)
+{
+}
+
+/* act is fp32 on the CPU: conversion is a copy. */
+static void cpu_to_act(gl_dev *d, void *dst, const float *src, size_t count)
+{
+    memmove(dst, src, count * sizeof(float));
+}
+
+static void cpu_to_f32(gl_dev *d, float *dst, const void *src, size_t count)
+{
+    memmove(dst, src, count * sizeof(float));
+}
+
+static void cpu_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
+                     float alpha, const void *A, int lda, const void *B,
+                     int ldb, float beta, void *C, gl_dtype ctype, int ldc)
+{
+    if (ctype != GL_DT_F32)
+        gl_die("gemm on the CPU device: output dtype %d is not fp32 (%d); the "
+               "CPU back end computes everything in fp32", (int)ctype,
+               (int)GL_DT_F32);
+    gl_cpu_gemm_f32(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C,
+                    ldc);
+}
+
+static void cpu_add(gl_dev *d, void *y, const void *x, const void *r,
+                    size_t count)
+{
+    gl_cpu_add_f32(y, x, r, count);
+}
+
+static void cpu_rmsnorm_fwd(gl_dev *d, void *y, float *rstd, const void *x,
+                            const void *w, int n, int h, float eps)
+{
+    gl_cpu_rmsnorm_fwd_f32(y, rstd, x, w, n, h, eps);
+}
+
+static void cpu_rmsnorm_bwd(gl_dev *d, void *dx, float *dw, const void *dy,
+                            const void *x, const void *w, const float *rstd,
+                            int n, int h, int accumulate_dx)
+{
+    gl_cpu_rmsnorm_bwd_f32(dx, dw, dy, x, w, rstd, n, h, accumulate_dx);
+}
+
+static void cpu_rope_fwd(gl_dev *d, void *x, int ld, int B, int S, int H,
+                         int D, const float *cos, const float *sin)
+{
+    gl_cpu_rope_fwd_f32(x, ld, B, S, H, D, cos, sin);
+}
+
+static void cpu_rope_bwd(gl_dev *d, void *x, int ld, int B, int S, int H,
+                         int D, const float *cos, const float *sin)
+{
+    gl_cpu_rope_bwd_f32(x, ld, B, S, H, D, cos, sin);
+}
+
+static void cpu_attn_fwd(gl_dev *d, void *o, int ldo, float *lse,
+                         const void *q, int ldq, const void *k, int ldk,
+                         const void *v, int ldv, int B, int S, int Hq,
+                         int Hkv, int D, float scale)
+{
+    gl_cpu_attn_fwd_f32(o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv,
+                        D, scale);
+}
+
+static void cpu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
+                         const void *dout, int lddo, const void *o, int ldo,
+                         const float *lse, const void *q, int ldq,
+                         const void *k, int ldk, const void *v, int ldv,
+                         int B, int S, int Hq, int Hkv, int D, float scale)
+{
+    gl_cpu_attn_bwd_f32(dq, dk, dv, ldg, dout, lddo, o, ldo, lse, q, ldq, k,
+                        ldk, v, ldv, B, S, Hq, Hkv, D, scale);
+}
+
+static void cpu_swiglu_fwd(gl_dev *d, void *y, const void *gu, int n, int f)
+{
+    gl_cpu_swiglu_fwd_f32(y, gu, n, f);
+}
+
+static void cpu_swiglu_bwd(gl_dev *d, void *dgu, const void *dy,
+                           const void *gu, int n, int f)
+{
+    gl_cpu_swiglu_bwd_f32(dgu, dy, gu, n, f);
+}
+
+static void cpu_embed_fwd(gl_dev *d, void *y, const void *table,
+                          const int32_t *ids, int n, int h, long vocab_start,
+                          int vl)
+{
+    gl_cpu_embed_fwd_f32(y, table, ids, n, h, vocab_start, vl);
+}
+
+static void cpu_embed_bwd(gl_dev *d, float *dtable, const void *dy,
+                          const int32_t *ids, int n, int h, long vocab_start,
+                          int vl)
+{
+    gl_cpu_embed_bwd_f32(dtable, dy, ids, n, h, vocab_start, vl);
+}
+
+static void cpu_ce_max(gl_dev *d, float *rowmax, const void *logits, int ld,
+                       int n, int valid)
+{
+    gl_cpu_ce_max_f32(rowmax, logits, ld, n, valid);
+}
+
+static void cpu_ce_sum(gl_dev *d, float *stats, const void *logits, int ld,
+                       const int32_t *targets, const float *rowmax, int n,
+                       int valid, long vocab_start)
+{
+    gl_cpu_ce_sum_f32(stats, logits, ld, targets, rowmax, n, valid,
+                      vocab_start);
+}
+
+static void cpu_ce_bwd(gl_dev *d, float *loss, void *logits, int ld,
+                       const int32_t *targets, const float *rowmax,
+                       const float *stats, const float *gscale, int n, int vl,
+                       int valid, long vocab_start)
+{
+    gl_cpu_ce_bwd_f32(loss, logits, ld, targets, rowmax, stats, gscale, n, vl,
+                      valid, vocab_start);
+}
+
+static void cpu_scale_f32(gl_dev *d, float *x, float s, size_t count)
+{
+    gl_cpu_scale_f32(x, s, count);
+}
+
+static void cpu_sumsq_f32(gl_dev *d, float *out, const float *x, size_t count)
+{
+    gl_cpu_sumsq_f32(out, x, count);
+}
+
+static void cpu_nonfinite_f32(gl_dev *d, float *out, const float *x,
+                              size_t count)
+{
+    gl_cpu_nonfinite_f32(out, x, count);
+}
+
+static void cpu_dot_f32(gl_dev *d, float *out, const float *x, const float *w,
+                        size_t count)
+{
+    gl_cpu_dot_f32(out, x, w, count);
+}
+
+static void cpu_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,
+                      const gl_adamw_hyper *hp)
+{
+    for (int s = 0; s < nseg; s++)
+        gl_cpu_adamw_f32(segs[s].master, segs[s].grad, segs[s].m, segs[s].v,
+                         segs[s].act_out, segs[s].count, segs[s].weight_decay,
+                         hp->lr, hp->beta1, hp->beta2, hp->eps,
+                         hp->grad_scale, hp->step);
+}
+
+/* in_use and peak count the bytes held through alloc; total is the
+ * machine's physical memory (0 when the system does not say). */
+static void cpu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,
+                         size_t *total)
+{
+    gl_cpu_state *st = cpu_state(d);
+    if (in_use)
+        *in_use = st->in_use;
+    if (peak)
+        *peak = st->peak;
+    if (total) {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        *total = pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+    }
+}
+
+static void cpu_close(gl_dev *d)
+{
+    free(d->impl);
+    free(d);
+}
+
+const gl_ops gl_ops_cpu = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .to_act = cpu_to_act,
+    .to_f32 = cpu_to_f32,
+    .gemm = cpu_gemm,
+    .add = cpu_add,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .rope_fwd = cpu_rope_fwd,
+    .rope_bwd = cpu_rope_bwd,
+    .attn_fwd = cpu_attn_fwd,
+    .attn_bwd = cpu_attn_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .embed_fwd = cpu_embed_fwd,
+    .embed_bwd = cpu_embed_bwd,
+    .ce_max = cpu_ce_max,
+    .ce_sum = cpu_ce_sum,
+    .ce_bwd = cpu_ce_bwd,
+    .scale_f32 = cpu_scale_f32,
+    .sumsq_f32 = cpu_sumsq_f32,
+    .nonfinite_f32 = cpu_nonfinite_f32,
+    .dot_f32 = cpu_dot_f32,
+    .adamw = cpu_adamw,
+    .mem_info = cpu_mem_info,
+    .close = cpu_close,
+};

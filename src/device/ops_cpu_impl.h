@@ -1,0 +1,441 @@
+/*
+ * ops_cpu_impl.h: the CPU kernels, generic over the element type.
+ *
+ * No include guard: ops_cpu_kern.c includes this file twice, with `real`
+ * defined as float and as double, GL_K(name) naming the function and
+ * GL_K_GEMM the CBLAS routine of that type.  <tgmath.h> makes exp, log,
+ * sqrt and pow follow the type of their argument.
+ *
+ * Clear before fast: plain loops over row-major arrays, one CBLAS call
+ * for the matrix product.  Sums that reduce many terms (norms, dot
+ * products, softmax denominators) accumulate in double in both versions.
+ * Each kernel's comment gives the forward math and the derivation of its
+ * backward.
+ */
+
+/*
+ * C = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when trans is set.
+ * The backward of Y = X W^T (X [n, in], W [out, in]) is two more calls:
+ *   dX = dY W       (gemm(0, 0, n, in, out, dY, W))
+ *   dW += dY^T X    (gemm(1, 0, out, in, n, dY, X, beta = 1)).
+ */
+void GL_K(gemm)(int transa, int transb, int m, int n, int k, real alpha,
+                const real *A, int lda, const real *B, int ldb, real beta,
+                real *C, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {                 /* an empty product: C = beta C */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    GL_K_GEMM(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
+              transb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              A, lda, B, ldb, beta, C, ldc);
+}
+
+/* y = x + r elementwise; backward is the identity into both operands. */
+void GL_K(add)(real *y, const real *x, const real *r, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        y[i] = x[i] + r[i];
+}
+
+/*
+ * RMSNorm of each row x of h elements:
+ *   rstd = 1 / sqrt(mean(x^2) + eps),   y_j = x_j rstd w_j.
+ * Backward, with g = w * dy (the gradient reaching x rstd):
+ *   d rstd / d x_k = -rstd^3 x_k / h, so
+ *   dx_k = rstd g_k - x_k rstd^3 (1/h) sum_j g_j x_j
+ *        = rstd (g_k - x_k rstd^2 mean(g x)),
+ *   dw_j = sum over rows of dy_j x_j rstd.
+ */
+void GL_K(rmsnorm_fwd)(real *y, real *rstd, const real *x, const real *w,
+                       int n, int h, real eps)
+{
+    for (int i = 0; i < n; i++) {
+        const real *xi = x + (size_t)i * h;
+        real *yi = y + (size_t)i * h;
+        double ss = 0;
+        for (int j = 0; j < h; j++)
+            ss += (double)xi[j] * xi[j];
+        real r = (real)(1 / sqrt(ss / h + eps));
+        for (int j = 0; j < h; j++)
+            yi[j] = xi[j] * r * w[j];
+        rstd[i] = r;
+    }
+}
+
+void GL_K(rmsnorm_bwd)(real *dx, real *dw, const real *dy, const real *x,
+                       const real *w, const real *rstd, int n, int h,
+                       int accumulate_dx)
+{
+    for (int i = 0; i < n; i++) {
+        const real *xi = x + (size_t)i * h, *dyi = dy + (size_t)i * h;
+        real *dxi = dx + (size_t)i * h;
+        real r = rstd[i];
+        double gx = 0;
+        for (int j = 0; j < h; j++)
+            gx += (double)w[j] * dyi[j] * xi[j];
+        real c = (real)(gx / h) * r * r;
+        for (int j = 0; j < h; j++) {
+            real d = r * (w[j] * dyi[j] - xi[j] * c);
+            dxi[j] = accumulate_dx ? dxi[j] + d : d;
+            dw[j] += dyi[j] * xi[j] * r;
+        }
+    }
+}
+
+/*
+ * Rotary embedding, rotate-half convention: in each head of D elements,
+ * element i < D/2 pairs with i + D/2, and the pair turns by the angle of
+ * token position s and frequency i:
+ *   x'_i       = x_i cos - x_{i+D/2} sin
+ *   x'_{i+D/2} = x_{i+D/2} cos + x_i sin        (cos, sin = table[s, i]).
+ * The map is a rotation R, so its backward (multiplication by R^T) is the
+ * inverse rotation, the same formula with sin negated.
+ */
+static void GL_K(rope_apply)(real *x, int ld, int B, int S, int H, int D,
+                             const real *cos, const real *sin, real sign,
+                             const char *what)
+{
+    if (D % 2 != 0)
+        gl_die("%s: head dimension %d is odd; rotary embedding pairs "
+               "elements i and i + D/2 and needs an even head dimension",
+               what, D);
+    int half = D / 2;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < S; s++) {
+            const real *cs = cos + (size_t)s * half;
+            const real *sn = sin + (size_t)s * half;
+            real *tok = x + ((size_t)b * S + s) * ld;
+            for (int hd = 0; hd < H; hd++) {
+                real *xh = tok + (size_t)hd * D;
+                for (int i = 0; i < half; i++) {
+                    real a = xh[i], c = xh[i + half];
+                    real sv = sign * sn[i];
+                    xh[i] = a * cs[i] - c * sv;
+                    xh[i + half] = c * cs[i] + a * sv;
+                }
+            }
+        }
+}
+
+void GL_K(rope_fwd)(real *x, int ld, int B, int S, int H, int D,
+                    const real *cos, const real *sin)
+{
+    GL_K(rope_apply)(x, ld, B, S, H, D, cos, sin, 1, "rope_fwd");
+}
+
+void GL_K(rope_bwd)(real *x, int ld, int B, int S, int H, int D,
+                    const real *cos, const real *sin)
+{
+    GL_K(rope_apply)(x, ld, B, S, H, D, cos, sin, -1, "rope_bwd");
+}
+
+/*
+ * Causal grouped-query attention, one (batch, query head j) at a time,
+ * with kv head g = j / (Hq / Hkv).  For query token t and keys u <= t:
+ *   s_tu = scale q_t . k_u,  lse_t = log sum_{u<=t} exp(s_tu),
+ *   P_tu = exp(s_tu - lse_t),  o_t = sum_{u<=t} P_tu v_u.
+ * Backward, from dO (dout):
+ *   dv_u = sum_t P_tu do_t                    (over the query heads of g)
+ *   dP_tu = do_t . v_u
+ *   dS_tu = P_tu (dP_tu - sum_w P_tw dP_tw) = P_tu (dP_tu - do_t . o_t)
+ *   dq_t = scale sum_u dS_tu k_u,   dk_u = scale sum_t dS_tu q_t.
+ * P is recomputed from q, k and the saved lse; only one score row of S
+ * elements exists at a time.
+ */
+static void GL_K(attn_check)(int Hq, int Hkv, const char *what)
+{
+    if (Hkv <= 0 || Hq % Hkv != 0)
+        gl_die("%s: %d query heads are not a multiple of %d key/value heads; "
+               "choose --num-attention-heads divisible by --num-query-groups",
+               what, Hq, Hkv);
+}
+
+void GL_K(attn_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
+                    const real *k, int ldk, const real *v, int ldv,
+                    int B, int S, int Hq, int Hkv, int D, real scale)
+{
+    GL_K(attn_check)(Hq, Hkv, "attn_fwd");
+    int group = Hq / Hkv;
+    double *p = gl_malloc((size_t)(S > 0 ? S : 1) * sizeof *p);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Hq; j++) {
+            int g = j / group;
+            for (int t = 0; t < S; t++) {
+                const real *qt = q + ((size_t)b * S + t) * ldq + (size_t)j * D;
+                double mx = -INFINITY;
+                for (int u = 0; u <= t; u++) {
+                    const real *ku = k + ((size_t)b * S + u) * ldk + (size_t)g * D;
+                    double dot = 0;
+                    for (int e = 0; e < D; e++)
+                        dot += (double)qt[e] * ku[e];
+                    p[u] = scale * dot;
+                    if (p[u] > mx)
+                        mx = p[u];
+                }
+                double sum = 0;
+                for (int u = 0; u <= t; u++)
+                    sum += exp(p[u] - mx);
+                double l = mx + log(sum);
+                for (int u = 0; u <= t; u++)
+                    p[u] = exp(p[u] - l);
+                real *ot = o + ((size_t)b * S + t) * ldo + (size_t)j * D;
+                for (int e = 0; e < D; e++) {
+                    double acc = 0;
+                    for (int u = 0; u <= t; u++)
+                        acc += p[u] * v[((size_t)b * S + u) * ldv + (size_t)g * D + e];
+                    ot[e] = (real)acc;
+                }
+                lse[((size_t)b * Hq + j) * S + t] = (real)l;
+            }
+        }
+    free(p);
+}
+
+/* Zero `heads` heads of D elements in each of B*S token rows of stride ld. */
+static void GL_K(zero_heads)(real *x, int ld, int BS, int heads, int D)
+{
+    for (int r = 0; r < BS; r++)
+        memset(x + (size_t)r * ld, 0, (size_t)heads * D * sizeof(real));
+}
+
+void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
+                    const real *dout, int lddo, const real *o, int ldo,
+                    const real *lse, const real *q, int ldq,
+                    const real *k, int ldk, const real *v, int ldv,
+                    int B, int S, int Hq, int Hkv, int D, real scale)
+{
+    GL_K(attn_check)(Hq, Hkv, "attn_bwd");
+    int group = Hq / Hkv;
+    GL_K(zero_heads)(dq, ldg, B * S, Hq, D);
+    GL_K(zero_heads)(dk, ldg, B * S, Hkv, D);
+    GL_K(zero_heads)(dv, ldg, B * S, Hkv, D);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Hq; j++) {
+            int g = j / group;
+            for (int t = 0; t < S; t++) {
+                size_t row = (size_t)b * S + t;
+                const real *qt = q + row * ldq + (size_t)j * D;
+                const real *dot_ = dout + row * lddo + (size_t)j * D;
+                const real *ot = o + row * ldo + (size_t)j * D;
+                real *dqt = dq + row * ldg + (size_t)j * D;
+                double l = lse[((size_t)b * Hq + j) * S + t];
+                double Dt = 0;
+                for (int e = 0; e < D; e++)
+                    Dt += (double)dot_[e] * ot[e];
+                for (int u = 0; u <= t; u++) {
+                    size_t ru = (size_t)b * S + u;
+                    const real *ku = k + ru * ldk + (size_t)g * D;
+                    const real *vu = v + ru * ldv + (size_t)g * D;
+                    real *dku = dk + ru * ldg + (size_t)g * D;
+                    real *dvu = dv + ru * ldg + (size_t)g * D;
+                    double s = 0, dp = 0;
+                    for (int e = 0; e < D; e++) {
+                        s += (double)qt[e] * ku[e];
+                        dp += (double)dot_[e] * vu[e];
+                    }
+                    double p = exp(scale * s - l);
+                    real ds = (real)(p * (dp - Dt) * scale);
+                    for (int e = 0; e < D; e++) {
+                        dqt[e] += ds * ku[e];
+                        dku[e] += ds * qt[e];
+                        dvu[e] += (real)p * dot_[e];
+                    }
+                }
+            }
+        }
+}
+
+/*
+ * SwiGLU on rows [gate (f) | up (f)]:
+ *   y = silu(a) b,  silu(a) = a sigmoid(a),
+ *   silu'(a) = sigmoid(a) (1 + a (1 - sigmoid(a))),
+ * so da = dy b silu'(a) and db = dy silu(a).
+ */
+void GL_K(swiglu_fwd)(real *y, const real *gu, int n, int f)
+{
+    for (int i = 0; i < n; i++) {
+        const real *a = gu + (size_t)i * 2 * f, *b = a + f;
+        real *yi = y + (size_t)i * f;
+        for (int j = 0; j < f; j++) {
+            real sg = 1 / (1 + exp(-a[j]));
+            yi[j] = a[j] * sg * b[j];
+        }
+    }
+}
+
+void GL_K(swiglu_bwd)(real *dgu, const real *dy, const real *gu, int n, int f)
+{
+    for (int i = 0; i < n; i++) {
+        const real *a = gu + (size_t)i * 2 * f, *b = a + f;
+        const real *dyi = dy + (size_t)i * f;
+        real *da = dgu + (size_t)i * 2 * f, *db = da + f;
+        for (int j = 0; j < f; j++) {
+            real aj = a[j], bj = b[j], d = dyi[j];   /* dgu may alias gu */
+            real sg = 1 / (1 + exp(-aj));
+            da[j] = d * bj * sg * (1 + aj * (1 - sg));
+            db[j] = d * aj * sg;
+        }
+    }
+}
+
+/*
+ * Vocab-parallel embedding lookup: y_i = table[id_i - vocab_start] when
+ * the id is in this rank's rows, else 0 (the TP sum then holds the one
+ * real row).  The lookup is a selection, so its backward adds dy_i to the
+ * row it read: dtable[id_i - vocab_start] += dy_i.
+ */
+void GL_K(embed_fwd)(real *y, const real *table, const int32_t *ids, int n,
+                     int h, long vocab_start, int vl)
+{
+    for (int i = 0; i < n; i++) {
+        long r = (long)ids[i] - vocab_start;
+        real *yi = y + (size_t)i * h;
+        if (r >= 0 && r < vl)
+            memcpy(yi, table + (size_t)r * h, (size_t)h * sizeof(real));
+        else
+            memset(yi, 0, (size_t)h * sizeof(real));
+    }
+}
+
+void GL_K(embed_bwd)(real *dtable, const real *dy, const int32_t *ids, int n,
+                     int h, long vocab_start, int vl)
+{
+    for (int i = 0; i < n; i++) {
+        long r = (long)ids[i] - vocab_start;
+        if (r < 0 || r >= vl)
+            continue;
+        real *row = dtable + (size_t)r * h;
+        const real *dyi = dy + (size_t)i * h;
+        for (int e = 0; e < h; e++)
+            row[e] += dyi[e];
+    }
+}
+
+/*
+ * Cross-entropy over a vocabulary split in column shards, in three steps
+ * (see ops.h).  With M = max_j z_j (all shards) and Z = sum_j exp(z_j - M),
+ *   loss = log Z + M - z_target = -log softmax(z)_target,
+ *   d loss / d z_j = exp(z_j - M) / Z - [j == target].
+ * Padding columns (j >= valid) are no tokens: they enter neither M nor Z
+ * and get gradient 0.  The gradient is scaled by gscale_i (loss mask and
+ * 1/tokens averaging).
+ */
+void GL_K(ce_max)(real *rowmax, const real *logits, int ld, int n, int valid)
+{
+    for (int i = 0; i < n; i++) {
+        const real *zi = logits + (size_t)i * ld;
+        real mx = -INFINITY;
+        for (int j = 0; j < valid; j++)
+            if (zi[j] > mx)
+                mx = zi[j];
+        rowmax[i] = mx;
+    }
+}
+
+void GL_K(ce_sum)(real *stats, const real *logits, int ld,
+                  const int32_t *targets, const real *rowmax, int n,
+                  int valid, long vocab_start)
+{
+    for (int i = 0; i < n; i++) {
+        const real *zi = logits + (size_t)i * ld;
+        double sum = 0;
+        for (int j = 0; j < valid; j++)
+            sum += exp((double)zi[j] - rowmax[i]);
+        long t = (long)targets[i] - vocab_start;
+        stats[2 * i] = (real)sum;
+        stats[2 * i + 1] = (t >= 0 && t < valid) ? zi[t] : 0;
+    }
+}
+
+void GL_K(ce_bwd)(real *loss, real *logits, int ld, const int32_t *targets,
+                  const real *rowmax, const real *stats, const real *gscale,
+                  int n, int vl, int valid, long vocab_start)
+{
+    for (int i = 0; i < n; i++) {
+        if (loss)
+            loss[i] = (real)(log((double)stats[2 * i]) + rowmax[i]
+                             - stats[2 * i + 1]);
+        if (!gscale)
+            continue;
+        real *zi = logits + (size_t)i * ld;
+        long t = (long)targets[i] - vocab_start;
+        double inv = 1 / (double)stats[2 * i];
+        for (int j = 0; j < valid; j++) {
+            double p = exp((double)zi[j] - rowmax[i]) * inv;
+            zi[j] = (real)((p - (j == t ? 1 : 0)) * gscale[i]);
+        }
+        for (int j = valid; j < vl; j++)
+            zi[j] = 0;
+    }
+}
+
+/* x *= s. */
+void GL_K(scale)(real *x, real s, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] *= s;
+}
+
+/* out[0] += sum x_i^2, summed in double, added once. */
+void GL_K(sumsq)(real *out, const real *x, size_t count)
+{
+    double acc = 0;
+    for (size_t i = 0; i < count; i++)
+        acc += (double)x[i] * x[i];
+    out[0] = (real)(out[0] + acc);
+}
+
+/* out[0] = 1 when some x_i is NaN or +-Inf; otherwise out is untouched. */
+void GL_K(nonfinite)(real *out, const real *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(x[i])) {
+            out[0] = 1;
+            return;
+        }
+}
+
+/* out[0] += sum x_i w_i, summed in double. */
+void GL_K(dot)(real *out, const real *x, const real *w, size_t count)
+{
+    double acc = 0;
+    for (size_t i = 0; i < count; i++)
+        acc += (double)x[i] * w[i];
+    out[0] = (real)(out[0] + acc);
+}
+
+/*
+ * AdamW with decoupled weight decay, step counted from 1:
+ *   g = grad grad_scale
+ *   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2
+ *   mhat = m / (1 - b1^step),  vhat = v / (1 - b2^step)
+ *   w -= lr (mhat / (sqrt(vhat) + eps) + wd w)
+ * and out (the compute copy) = the new w.
+ */
+void GL_K(adamw)(real *master, const real *grad, real *m, real *v, real *out,
+                 size_t count, real weight_decay, real lr, real beta1,
+                 real beta2, real eps, real grad_scale, long step)
+{
+    if (step < 1)
+        gl_die("adamw: step %ld is not positive; optimizer steps count from 1",
+               step);
+    real bc1 = (real)(1 - pow((double)beta1, (double)step));
+    real bc2 = (real)(1 - pow((double)beta2, (double)step));
+    for (size_t i = 0; i < count; i++) {
+        real g = grad[i] * grad_scale;
+        m[i] = beta1 * m[i] + (1 - beta1) * g;
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g;
+        real mhat = m[i] / bc1, vhat = v[i] / bc2;
+        real w = master[i];
+        w -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * w);
+        master[i] = w;
+        if (out)
+            out[i] = w;
+    }
+}

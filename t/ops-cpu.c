@@ -1,0 +1,950 @@
+/*
+ * ops-cpu.c: the CPU back end of ops.h.
+ *
+ * Gradients are checked in double: the kernels are compiled a second time
+ * on double (gl_cpu_NAME_f64, the same source as the float ones the
+ * device runs), and each backward is compared with central finite
+ * differences of a scalar loss.  Forwards are compared with direct
+ * formulas.  The device's float operations are then checked against the
+ * double kernels on the same inputs, which tests the operation table's
+ * wiring and the float arithmetic.  Sizes are small and odd, with row
+ * strides wider than the rows, so that index mistakes show.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/ops.h"
+#include "device/ops_cpu.h"
+#include "tap.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static uint64_t rng_state = 0x243f6a8885a308d3ULL;
+
+/* splitmix64: uniform in [-1, 1). */
+static double rnd1(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static double *rnd(size_t n, double scale)
+{
+    double *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * rnd1();
+    return x;
+}
+
+static double *dzeros(size_t n)
+{
+    return calloc(n ? n : 1, sizeof(double));
+}
+
+static double *dcopy(const double *x, size_t n)
+{
+    double *y = malloc(n * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+/* ||a - b|| / ||b|| (or ||a - b|| when b is zero). */
+static double relerr(const double *a, const double *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double relerr_f(const float *a, const double *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* A float copy of x in the device's memory (host memory on the CPU). */
+static float *dev_f(gl_dev *d, const double *x, size_t n)
+{
+    float *y = d->ops->alloc(d, n * sizeof *y);
+    for (size_t i = 0; i < n; i++)
+        y[i] = (float)x[i];
+    return y;
+}
+
+/* x rounded to float and back, so a double reference sees the very
+ * inputs the float operation saw. */
+static double *rounded(const double *x, size_t n)
+{
+    double *y = malloc(n * sizeof *y);
+    for (size_t i = 0; i < n; i++)
+        y[i] = (float)x[i];
+    return y;
+}
+
+/* Central finite differences of f with respect to each element of x,
+ * compared with grad: ||grad - fd|| / ||fd||. */
+typedef double (*loss_fn)(void *ctx);
+#define FD_STEP 1e-5
+static double fd_relerr(loss_fn f, void *ctx, double *x, size_t n,
+                        const double *grad)
+{
+    double *fd = malloc(n * sizeof *fd);
+    for (size_t i = 0; i < n; i++) {
+        double save = x[i];
+        x[i] = save + FD_STEP;
+        double lp = f(ctx);
+        x[i] = save - FD_STEP;
+        double lm = f(ctx);
+        x[i] = save;
+        fd[i] = (lp - lm) / (2 * FD_STEP);
+    }
+    double e = relerr(grad, fd, n);
+    free(fd);
+    return e;
+}
+
+#define FD_TOL 1e-6      /* finite differences in double */
+#define F32_TOL 2e-6     /* float operation against the double kernel */
+
+/* ---- device basics ---------------------------------------------------- */
+
+static void test_device(gl_dev *d)
+{
+    is_string(d->ops->name, "cpu", "cpu device: ops name");
+    ok(d->act == GL_DT_F32 && d->act_bytes == 4, "cpu device: act is fp32, 4 bytes");
+    ok(d->comm == GL_COMM_MPI, "cpu device: reached by the MPI comm back end");
+    ok(d->stream == NULL && d->index == -1, "cpu device: no stream, index -1");
+}
+
+static void test_memory(gl_dev *d)
+{
+    size_t use0, peak0, total;
+    d->ops->mem_info(d, &use0, &peak0, &total);
+    unsigned char *a = d->ops->alloc(d, 1000);
+    unsigned char *b = d->ops->alloc(d, 24);
+    size_t use1, peak1;
+    d->ops->mem_info(d, &use1, &peak1, NULL);
+    is_int((long long)(use1 - use0), 1024, "mem_info: in_use grows by the bytes allocated");
+    ok(peak1 >= use1 && peak1 >= peak0, "mem_info: peak >= in_use");
+    ok(((uintptr_t)a % 64) == 0 && ((uintptr_t)b % 64) == 0, "alloc: 64-byte aligned");
+    int zero = 1;
+    for (int i = 0; i < 1000; i++)
+        zero &= a[i] == 0;
+    ok(zero, "alloc: memory is zeroed");
+    d->ops->free(d, a);
+    size_t use2, peak2;
+    d->ops->mem_info(d, &use2, &peak2, NULL);
+    is_int((long long)(use2 - use0), 24, "mem_info: free returns the bytes");
+    is_int((long long)peak2, (long long)peak1, "mem_info: peak is kept after free");
+    d->ops->free(d, b);
+    d->ops->free(d, NULL);
+    d->ops->mem_info(d, &use2, NULL, NULL);
+    is_int((long long)use2, (long long)use0, "mem_info: back to the start after freeing all");
+    ok(total > 0, "mem_info: total reports the machine's memory (%zu bytes)", total);
+
+    /* upload / download / copy / zero / to_act / to_f32 */
+    float host[7] = { 1.5f, -2, 3.25f, 1e-30f, -0.0f, 7, 8 }, back[7];
+    float *x = d->ops->alloc(d, sizeof host), *y = d->ops->alloc(d, sizeof host);
+    d->ops->upload(d, x, host, sizeof host);
+    d->ops->copy(d, y, x, sizeof host);
+    d->ops->sync(d);
+    d->ops->download(d, back, y, sizeof host);
+    ok(memcmp(back, host, sizeof host) == 0, "upload, copy, download round-trip");
+    d->ops->zero(d, y + 2, 3 * sizeof(float));
+    d->ops->download(d, back, y, sizeof host);
+    ok(back[0] == 1.5f && back[1] == -2 && back[2] == 0 && back[3] == 0 &&
+       back[4] == 0 && back[5] == 7 && back[6] == 8, "zero clears just the range given");
+    d->ops->to_act(d, y, host, 7);
+    d->ops->to_f32(d, back, y, 7);
+    ok(memcmp(back, host, sizeof host) == 0, "to_act then to_f32 is exact (act is fp32)");
+    d->ops->free(d, x);
+    d->ops->free(d, y);
+}
+
+/* ---- gemm ------------------------------------------------------------- */
+
+static void naive_gemm(int ta, int tb, int m, int n, int k, double alpha,
+                       const double *A, int lda, const double *B, int ldb,
+                       double beta, double *C, int ldc)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int p = 0; p < k; p++) {
+                double a = ta ? A[p * lda + i] : A[i * lda + p];
+                double b = tb ? B[j * ldb + p] : B[p * ldb + j];
+                acc += a * b;
+            }
+            C[i * ldc + j] = alpha * acc + beta * C[i * ldc + j];
+        }
+}
+
+static void test_gemm(gl_dev *d)
+{
+    const int m = 5, n = 7, k = 3;
+    const double alpha = 0.7, beta = -0.3;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int arows = ta ? k : m, acols = ta ? m : k;
+            int brows = tb ? n : k, bcols = tb ? k : n;
+            int lda = acols + 2, ldb = bcols + 1, ldc = n + 3;
+            size_t na = (size_t)arows * lda, nb = (size_t)brows * ldb,
+                   nc = (size_t)m * ldc;
+            double *A = rnd(na, 1), *B = rnd(nb, 1), *C0 = rnd(nc, 1);
+            double *C = dcopy(C0, nc), *Cref = dcopy(C0, nc);
+            gl_cpu_gemm_f64(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+            naive_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, Cref, ldc);
+            ok(relerr(C, Cref, nc) < 1e-14, "gemm f64 transa=%d transb=%d vs triple loop (rel %.2g)",
+               ta, tb, relerr(C, Cref, nc));
+
+            /* The device's fp32 gemm on the same (rounded) inputs. */
+            float *fA = dev_f(d, A, na), *fB = dev_f(d, B, nb), *fC = dev_f(d, C0, nc);
+            double *rA = rounded(A, na), *rB = rounded(B, nb), *rC = rounded(C0, nc);
+            naive_gemm(ta, tb, m, n, k, alpha, rA, lda, rB, ldb, beta, rC, ldc);
+            d->ops->gemm(d, ta, tb, m, n, k, (float)alpha, fA, lda, fB, ldb,
+                         (float)beta, fC, GL_DT_F32, ldc);
+            int pad_kept = 1;
+            for (int i = 0; i < m; i++)
+                for (int j = n; j < ldc; j++)
+                    pad_kept &= fC[i * ldc + j] == (float)C0[i * ldc + j];
+            ok(relerr_f(fC, rC, nc) < F32_TOL && pad_kept,
+               "gemm f32 device transa=%d transb=%d vs triple loop, columns past n untouched (rel %.2g)",
+               ta, tb, relerr_f(fC, rC, nc));
+            d->ops->free(d, fA);
+            d->ops->free(d, fB);
+            d->ops->free(d, fC);
+            free(A); free(B); free(C0); free(C); free(Cref);
+            free(rA); free(rB); free(rC);
+        }
+
+    /* k = 0: an empty product, C = beta C */
+    float c0[6] = { 1, 2, 3, 4, 5, 6 };
+    d->ops->gemm(d, 0, 0, 2, 3, 0, 1, c0, 1, c0, 3, 0.5f, c0, GL_DT_F32, 3);
+    ok(c0[0] == 0.5f && c0[5] == 3, "gemm with k = 0 scales C by beta");
+}
+
+/* ---- add, scale, sumsq, nonfinite, dot ---------------------------------- */
+
+static void test_vector_ops(gl_dev *d)
+{
+    float *x = d->ops->alloc(d, 5 * sizeof(float)), *r = d->ops->alloc(d, 5 * sizeof(float));
+    for (int i = 0; i < 5; i++) {
+        x[i] = (float)i + 0.5f;
+        r[i] = (float)(10 * i);
+    }
+    d->ops->add(d, x, x, r, 5);       /* y aliases x */
+    int good = 1;
+    for (int i = 0; i < 5; i++)
+        good &= x[i] == (float)i + 0.5f + (float)(10 * i);
+    ok(good, "add: y = x + r, in place on x");
+    d->ops->scale_f32(d, x, -2, 5);
+    ok(x[0] == -1 && x[4] == -2 * (4.5f + 40), "scale_f32 multiplies every element");
+
+    /* sumsq accumulates in double: 4096^2 = 2^24, plus 1000 ones.  A float
+     * running sum would stay at 2^24 (each +1 rounds away). */
+    size_t cnt = 1001;
+    float *s = d->ops->alloc(d, cnt * sizeof(float)), *out = d->ops->alloc(d, sizeof(float));
+    s[0] = 4096;
+    for (size_t i = 1; i < cnt; i++)
+        s[i] = 1;
+    d->ops->sumsq_f32(d, out, s, cnt);
+    is_double(out[0], 16778216.0, 0, "sumsq_f32 sums in double (2^24 + 1000 exactly)");
+    out[0] = 2;
+    d->ops->sumsq_f32(d, out, s + 1, 3);
+    is_double(out[0], 5, 0, "sumsq_f32 adds to out[0]");
+
+    double *rv = rnd(37, 3), dref = 0, sref = 0;
+    float *fv = dev_f(d, rv, 37), *fw = dev_f(d, rv + 1, 36);
+    for (int i = 0; i < 37; i++)
+        sref += (double)fv[i] * fv[i];
+    for (int i = 0; i < 36; i++)
+        dref += (double)fv[i] * fw[i];
+    out[0] = 0;
+    d->ops->sumsq_f32(d, out, fv, 37);
+    is_double(out[0], sref, sref * 1e-7, "sumsq_f32 of random values");
+    out[0] = 1.25f;
+    d->ops->dot_f32(d, out, fv, fw, 36);
+    is_double(out[0], 1.25 + dref, fabs(1.25 + dref) * 1e-7 + 1e-7, "dot_f32 adds sum x*w to out[0]");
+
+    out[0] = 0;
+    d->ops->nonfinite_f32(d, out, fv, 37);
+    is_double(out[0], 0, 0, "nonfinite_f32: all finite leaves out[0] at 0");
+    out[0] = 0.5f;
+    d->ops->nonfinite_f32(d, out, fv, 37);
+    is_double(out[0], 0.5, 0, "nonfinite_f32: all finite leaves out[0] unchanged");
+    float specials[3] = { NAN, INFINITY, -INFINITY };
+    for (int k = 0; k < 3; k++) {
+        float save = fv[20];
+        fv[20] = specials[k];
+        out[0] = 0;
+        d->ops->nonfinite_f32(d, out, fv, 37);
+        is_double(out[0], 1, 0, "nonfinite_f32 finds %s", k == 0 ? "NaN" : k == 1 ? "+Inf" : "-Inf");
+        fv[20] = save;
+    }
+    d->ops->free(d, x); d->ops->free(d, r); d->ops->free(d, s); d->ops->free(d, out);
+    d->ops->free(d, fv); d->ops->free(d, fw);
+    free(rv);
+}
+
+/* ---- RMSNorm ----------------------------------------------------------- */
+
+typedef struct {
+    int n, h;
+    double eps, *x, *w, *y, *rstd, *r;
+} rms_ctx;
+
+static double rms_loss(void *p)
+{
+    rms_ctx *c = p;
+    gl_cpu_rmsnorm_fwd_f64(c->y, c->rstd, c->x, c->w, c->n, c->h, c->eps);
+    double L = 0;
+    for (int i = 0; i < c->n * c->h; i++)
+        L += c->y[i] * c->r[i];
+    return L;
+}
+
+static void test_rmsnorm(gl_dev *d)
+{
+    const int n = 7, h = 12;
+    const size_t nh = (size_t)n * h;
+    rms_ctx c = { n, h, 1e-5, rnd(nh, 2), rnd(h, 1), dzeros(nh), dzeros(n), rnd(nh, 1) };
+    for (int j = 0; j < h; j++)
+        c.w[j] += 1.5;
+
+    /* forward against the formula */
+    rms_loss(&c);
+    double err = 0;
+    for (int i = 0; i < n; i++) {
+        double ss = 0;
+        for (int j = 0; j < h; j++)
+            ss += c.x[i * h + j] * c.x[i * h + j];
+        double rs = 1 / sqrt(ss / h + c.eps);
+        err = fmax(err, fabs(rs - c.rstd[i]) / rs);
+        for (int j = 0; j < h; j++)
+            err = fmax(err, fabs(c.x[i * h + j] * rs * c.w[j] - c.y[i * h + j]));
+    }
+    ok(err < 1e-14, "rmsnorm_fwd f64: y and rstd as the formula (err %.2g)", err);
+
+    double *dx = dzeros(nh), *dw = dzeros(h);
+    gl_cpu_rmsnorm_bwd_f64(dx, dw, c.r, c.x, c.w, c.rstd, n, h, 0);
+    double ex = fd_relerr(rms_loss, &c, c.x, nh, dx);
+    double ew = fd_relerr(rms_loss, &c, c.w, h, dw);
+    ok(ex < FD_TOL, "rmsnorm_bwd f64: dx vs finite differences (rel %.2g)", ex);
+    ok(ew < FD_TOL, "rmsnorm_bwd f64: dw vs finite differences (rel %.2g)", ew);
+
+    /* accumulate_dx adds to dx; dw always adds. */
+    rms_loss(&c);
+    double *dx2 = rnd(nh, 1), *dw2 = rnd(h, 1);
+    double *dx0 = dcopy(dx2, nh), *dw0 = dcopy(dw2, h);
+    gl_cpu_rmsnorm_bwd_f64(dx2, dw2, c.r, c.x, c.w, c.rstd, n, h, 1);
+    double ea = 0, eb = 0;
+    for (size_t i = 0; i < nh; i++)
+        ea = fmax(ea, fabs(dx2[i] - (dx0[i] + dx[i])));
+    for (int j = 0; j < h; j++)
+        eb = fmax(eb, fabs(dw2[j] - (dw0[j] + dw[j])));
+    ok(ea < 1e-14, "rmsnorm_bwd accumulate_dx=1: dx += gradient (err %.2g)", ea);
+    ok(eb < 1e-13, "rmsnorm_bwd: dw += gradient (err %.2g)", eb);
+    memcpy(dx2, dx0, nh * sizeof *dx2);
+    gl_cpu_rmsnorm_bwd_f64(dx2, dw2, c.r, c.x, c.w, c.rstd, n, h, 0);
+    ok(relerr(dx2, dx, nh) < 1e-15, "rmsnorm_bwd accumulate_dx=0 overwrites dx");
+
+    /* the device's float operations */
+    double *rx = rounded(c.x, nh), *rw = rounded(c.w, h), *rr = rounded(c.r, nh);
+    double *ry = dzeros(nh), *rrs = dzeros(n), *rdx = dzeros(nh), *rdw = dzeros(h);
+    gl_cpu_rmsnorm_fwd_f64(ry, rrs, rx, rw, n, h, (double)(float)c.eps);
+    gl_cpu_rmsnorm_bwd_f64(rdx, rdw, rr, rx, rw, rrs, n, h, 0);
+    float *fx = dev_f(d, c.x, nh), *fw = dev_f(d, c.w, h), *fr = dev_f(d, c.r, nh);
+    float *fy = d->ops->alloc(d, nh * 4), *frs = d->ops->alloc(d, n * 4);
+    float *fdx = d->ops->alloc(d, nh * 4), *fdw = d->ops->alloc(d, h * 4);
+    d->ops->rmsnorm_fwd(d, fy, frs, fx, fw, n, h, (float)c.eps);
+    d->ops->rmsnorm_bwd(d, fdx, fdw, fr, fx, fw, frs, n, h, 0);
+    ok(relerr_f(fy, ry, nh) < F32_TOL && relerr_f(frs, rrs, n) < F32_TOL,
+       "rmsnorm_fwd f32 device vs f64 (rel %.2g)", relerr_f(fy, ry, nh));
+    ok(relerr_f(fdx, rdx, nh) < F32_TOL && relerr_f(fdw, rdw, h) < F32_TOL,
+       "rmsnorm_bwd f32 device vs f64 (rel %.2g, %.2g)", relerr_f(fdx, rdx, nh),
+       relerr_f(fdw, rdw, h));
+    d->ops->free(d, fx); d->ops->free(d, fw); d->ops->free(d, fr); d->ops->free(d, fy);
+    d->ops->free(d, frs); d->ops->free(d, fdx); d->ops->free(d, fdw);
+    free(rx); free(rw); free(rr); free(ry); free(rrs); free(rdx); free(rdw);
+    free(c.x); free(c.w); free(c.y); free(c.rstd); free(c.r);
+    free(dx); free(dw); free(dx2); free(dw2); free(dx0); free(dw0);
+}
+
+/* ---- RoPE -------------------------------------------------------------- */
+
+static void test_rope(gl_dev *d)
+{
+    const int B = 2, S = 5, H = 3, D = 8, half = D / 2, ld = H * D + 3;
+    const size_t nx = (size_t)B * S * ld, nt = (size_t)S * half;
+    double *cs = malloc(nt * sizeof *cs), *sn = malloc(nt * sizeof *sn);
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < half; i++) {
+            double ang = (s + 3) * pow(10000.0, -2.0 * i / D);
+            cs[s * half + i] = cos(ang);
+            sn[s * half + i] = sin(ang);
+        }
+    double *x = rnd(nx, 1), *y = dcopy(x, nx);
+    gl_cpu_rope_fwd_f64(y, ld, B, S, H, D, cs, sn);
+    double err = 0;
+    int pad_kept = 1;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < S; s++) {
+            size_t row = ((size_t)b * S + s) * ld;
+            for (int hd = 0; hd < H; hd++)
+                for (int i = 0; i < half; i++) {
+                    size_t p = row + (size_t)hd * D + i, q = p + half;
+                    double c = cs[s * half + i], sv = sn[s * half + i];
+                    err = fmax(err, fabs(y[p] - (x[p] * c - x[q] * sv)));
+                    err = fmax(err, fabs(y[q] - (x[q] * c + x[p] * sv)));
+                }
+            for (int e = H * D; e < ld; e++)
+                pad_kept &= y[row + e] == x[row + e];
+        }
+    ok(err < 1e-15, "rope_fwd f64 vs direct cos/sin formula (err %.2g)", err);
+    ok(pad_kept, "rope_fwd leaves the row stride's padding untouched");
+
+    double *z = dcopy(y, nx);
+    gl_cpu_rope_bwd_f64(z, ld, B, S, H, D, cs, sn);
+    ok(relerr(z, x, nx) < 1e-15, "rope_bwd after rope_fwd is the identity (rel %.2g)",
+       relerr(z, x, nx));
+
+    /* backward is the transpose: <R x, g> = <x, R^T g> */
+    double *g = rnd(nx, 1), *gt = dcopy(g, nx);
+    gl_cpu_rope_bwd_f64(gt, ld, B, S, H, D, cs, sn);
+    double lhs = 0, rhs = 0;
+    for (size_t i = 0; i < nx; i++) {
+        lhs += y[i] * g[i];
+        rhs += x[i] * gt[i];
+    }
+    is_double(lhs, rhs, 1e-13 * fabs(lhs), "rope_bwd is the transpose: <rope(x), g> = <x, rope_bwd(g)>");
+
+    /* the device's float operations */
+    double *rx = rounded(x, nx), *rc = rounded(cs, nt), *rs = rounded(sn, nt);
+    float *fx = dev_f(d, x, nx), *fc = dev_f(d, cs, nt), *fs = dev_f(d, sn, nt);
+    gl_cpu_rope_fwd_f64(rx, ld, B, S, H, D, rc, rs);
+    d->ops->rope_fwd(d, fx, ld, B, S, H, D, fc, fs);
+    ok(relerr_f(fx, rx, nx) < F32_TOL, "rope_fwd f32 device vs f64 (rel %.2g)", relerr_f(fx, rx, nx));
+    gl_cpu_rope_bwd_f64(rx, ld, B, S, H, D, rc, rs);
+    d->ops->rope_bwd(d, fx, ld, B, S, H, D, fc, fs);
+    ok(relerr_f(fx, rx, nx) < F32_TOL, "rope_bwd f32 device vs f64 (rel %.2g)", relerr_f(fx, rx, nx));
+    d->ops->free(d, fx); d->ops->free(d, fc); d->ops->free(d, fs);
+    free(rx); free(rc); free(rs);
+    free(cs); free(sn); free(x); free(y); free(z); free(g); free(gt);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+/* q, k and v as views into one fused buffer [B, S, ld] holding
+ * [q heads | k heads | v heads | padding] per token, as the model's QKV
+ * projection writes them. */
+typedef struct {
+    int B, S, Hq, Hkv, D, ld, ldo, lddo;
+    double scale, *qkv, *o, *lse, *r;
+} attn_ctx;
+
+static void attn_run(attn_ctx *c, double *o, double *lse, const double *qkv)
+{
+    gl_cpu_attn_fwd_f64(o, c->ldo, lse, qkv, c->ld, qkv + c->Hq * c->D, c->ld,
+                        qkv + (c->Hq + c->Hkv) * c->D, c->ld, c->B, c->S,
+                        c->Hq, c->Hkv, c->D, c->scale);
+}
+
+static double attn_loss(void *p)
+{
+    attn_ctx *c = p;
+    attn_run(c, c->o, c->lse, c->qkv);
+    double L = 0;
+    for (int t = 0; t < c->B * c->S; t++)
+        for (int e = 0; e < c->Hq * c->D; e++)
+            L += c->o[t * c->ldo + e] * c->r[t * c->lddo + e];
+    return L;
+}
+
+static void test_attention(gl_dev *d)
+{
+    attn_ctx c = { .B = 2, .S = 5, .Hq = 4, .Hkv = 2, .D = 8 };
+    c.ld = (c.Hq + 2 * c.Hkv) * c.D + 1;
+    c.ldo = c.Hq * c.D + 2;
+    c.lddo = c.Hq * c.D + 3;
+    c.scale = 1 / sqrt((double)c.D);
+    const int BS = c.B * c.S, HD = c.Hq * c.D, D = c.D, S = c.S;
+    const size_t nqkv = (size_t)BS * c.ld, no = (size_t)BS * c.ldo,
+                 nr = (size_t)BS * c.lddo, nl = (size_t)c.B * c.Hq * c.S;
+    c.qkv = rnd(nqkv, 1.5);
+    c.o = dzeros(no);
+    c.lse = dzeros(nl);
+    c.r = rnd(nr, 1);
+    attn_loss(&c);
+
+    /* forward against a direct softmax, computed without the max shift */
+    double eo = 0, el = 0;
+    int group = c.Hq / c.Hkv;
+    for (int b = 0; b < c.B; b++)
+        for (int j = 0; j < c.Hq; j++)
+            for (int t = 0; t < S; t++) {
+                const double *q = c.qkv + (size_t)(b * S + t) * c.ld + j * D;
+                double w[16], z = 0;
+                for (int u = 0; u <= t; u++) {
+                    const double *k = c.qkv + (size_t)(b * S + u) * c.ld + HD + (j / group) * D;
+                    double s = 0;
+                    for (int e = 0; e < D; e++)
+                        s += q[e] * k[e];
+                    w[u] = exp(c.scale * s);
+                    z += w[u];
+                }
+                el = fmax(el, fabs(log(z) - c.lse[(b * c.Hq + j) * S + t]));
+                for (int e = 0; e < D; e++) {
+                    double acc = 0;
+                    for (int u = 0; u <= t; u++)
+                        acc += w[u] / z * c.qkv[(size_t)(b * S + u) * c.ld + HD + c.Hkv * D + (j / group) * D + e];
+                    eo = fmax(eo, fabs(acc - c.o[(size_t)(b * S + t) * c.ldo + j * D + e]));
+                }
+            }
+    ok(eo < 1e-14, "attn_fwd f64: o vs direct causal GQA softmax (err %.2g)", eo);
+    ok(el < 1e-14, "attn_fwd f64: lse vs direct log-sum-exp (err %.2g)", el);
+
+    /* causality: changing tokens after t leaves outputs up to t alone */
+    {
+        const int t0 = 2;
+        double *q2 = dcopy(c.qkv, nqkv), *o2 = dzeros(no), *l2 = dzeros(nl);
+        for (int t = t0 + 1; t < S; t++)
+            for (int e = 0; e < c.ld; e++)
+                q2[(size_t)(0 * S + t) * c.ld + e] += 5 * rnd1();
+        attn_run(&c, o2, l2, q2);
+        int same = 1, changed = 0;
+        for (int t = 0; t < BS; t++)
+            for (int e = 0; e < HD; e++) {
+                int future = t < S && t > t0;
+                double a = o2[(size_t)t * c.ldo + e], b = c.o[(size_t)t * c.ldo + e];
+                if (future)
+                    changed |= a != b;
+                else
+                    same &= a == b;
+            }
+        ok(same && changed, "attn_fwd is causal: changing tokens > %d changes only their outputs", t0);
+        free(q2); free(o2); free(l2);
+    }
+
+    /* backward against finite differences of L = sum(o * r) */
+    double *g = dzeros(nqkv);
+    gl_cpu_attn_bwd_f64(g, g + HD, g + HD + c.Hkv * D, c.ld, c.r, c.lddo, c.o,
+                        c.ldo, c.lse, c.qkv, c.ld, c.qkv + HD, c.ld,
+                        c.qkv + HD + c.Hkv * D, c.ld, c.B, S, c.Hq, c.Hkv, D, c.scale);
+    /* check dq, dk, dv separately: pull each part out of the fused rows */
+    const char *part[3] = { "dq", "dk", "dv" };
+    int off[3] = { 0, HD, HD + c.Hkv * D }, width[3] = { HD, c.Hkv * D, c.Hkv * D };
+    double *fdg = dzeros(nqkv);
+    for (size_t i = 0; i < nqkv; i++) {
+        double save = c.qkv[i];
+        c.qkv[i] = save + FD_STEP;
+        double lp = attn_loss(&c);
+        c.qkv[i] = save - FD_STEP;
+        double lm = attn_loss(&c);
+        c.qkv[i] = save;
+        fdg[i] = (lp - lm) / (2 * FD_STEP);
+    }
+    for (int p = 0; p < 3; p++) {
+        size_t cnt = (size_t)BS * width[p];
+        double *a = malloc(cnt * sizeof *a), *f = malloc(cnt * sizeof *f);
+        for (int t = 0; t < BS; t++)
+            for (int e = 0; e < width[p]; e++) {
+                a[(size_t)t * width[p] + e] = g[(size_t)t * c.ld + off[p] + e];
+                f[(size_t)t * width[p] + e] = fdg[(size_t)t * c.ld + off[p] + e];
+            }
+        double e = relerr(a, f, cnt);
+        ok(e < FD_TOL, "attn_bwd f64: %s vs finite differences (rel %.2g)", part[p], e);
+        free(a); free(f);
+    }
+    int pad_zero = 1;
+    for (int t = 0; t < BS; t++)
+        pad_zero &= g[(size_t)t * c.ld + c.ld - 1] == 0 && fdg[(size_t)t * c.ld + c.ld - 1] == 0;
+    ok(pad_zero, "attn_bwd leaves the fused buffer's padding alone");
+
+    /* the device's float operations (grad buffer pre-filled: overwritten) */
+    attn_ctx rc = c;
+    rc.qkv = rounded(c.qkv, nqkv);
+    rc.r = rounded(c.r, nr);
+    double *ro = dzeros(no), *rl = dzeros(nl), *rg = dzeros(nqkv);
+    gl_cpu_attn_fwd_f64(ro, c.ldo, rl, rc.qkv, c.ld, rc.qkv + HD, c.ld, rc.qkv + HD + c.Hkv * D,
+                        c.ld, c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale);
+    gl_cpu_attn_bwd_f64(rg, rg + HD, rg + HD + c.Hkv * D, c.ld, rc.r, c.lddo, ro, c.ldo, rl,
+                        rc.qkv, c.ld, rc.qkv + HD, c.ld, rc.qkv + HD + c.Hkv * D, c.ld,
+                        c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale);
+    float *fq = dev_f(d, c.qkv, nqkv), *fr = dev_f(d, c.r, nr);
+    float *fo = d->ops->alloc(d, no * 4), *fl = d->ops->alloc(d, nl * 4);
+    double *junk = rnd(nqkv, 1);
+    for (int t = 0; t < BS; t++)
+        junk[(size_t)t * c.ld + c.ld - 1] = 0;
+    float *fg = dev_f(d, junk, nqkv);
+    d->ops->attn_fwd(d, fo, c.ldo, fl, fq, c.ld, fq + HD, c.ld, fq + HD + c.Hkv * D, c.ld,
+                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale);
+    d->ops->attn_bwd(d, fg, fg + HD, fg + HD + c.Hkv * D, c.ld, fr, c.lddo, fo, c.ldo, fl,
+                     fq, c.ld, fq + HD, c.ld, fq + HD + c.Hkv * D, c.ld,
+                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale);
+    ok(relerr_f(fo, ro, no) < F32_TOL && relerr_f(fl, rl, nl) < F32_TOL,
+       "attn_fwd f32 device vs f64 (rel %.2g, lse %.2g)", relerr_f(fo, ro, no), relerr_f(fl, rl, nl));
+    ok(relerr_f(fg, rg, nqkv) < 1e-5,
+       "attn_bwd f32 device vs f64, gradients overwritten (rel %.2g)", relerr_f(fg, rg, nqkv));
+    d->ops->free(d, fq); d->ops->free(d, fr); d->ops->free(d, fo);
+    d->ops->free(d, fl); d->ops->free(d, fg);
+    free(rc.qkv); free(rc.r); free(ro); free(rl); free(rg); free(junk);
+    free(c.qkv); free(c.o); free(c.lse); free(c.r); free(g); free(fdg);
+}
+
+/* ---- SwiGLU ------------------------------------------------------------ */
+
+typedef struct {
+    int n, f;
+    double *gu, *y, *r;
+} swiglu_ctx;
+
+static double swiglu_loss(void *p)
+{
+    swiglu_ctx *c = p;
+    gl_cpu_swiglu_fwd_f64(c->y, c->gu, c->n, c->f);
+    double L = 0;
+    for (int i = 0; i < c->n * c->f; i++)
+        L += c->y[i] * c->r[i];
+    return L;
+}
+
+static void test_swiglu(gl_dev *d)
+{
+    const int n = 7, f = 5;
+    const size_t ng = (size_t)n * 2 * f, ny = (size_t)n * f;
+    swiglu_ctx c = { n, f, rnd(ng, 3), dzeros(ny), rnd(ny, 1) };
+    swiglu_loss(&c);
+    double err = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < f; j++) {
+            double a = c.gu[i * 2 * f + j], b = c.gu[i * 2 * f + f + j];
+            err = fmax(err, fabs(a / (1 + exp(-a)) * b - c.y[i * f + j]));
+        }
+    ok(err < 1e-15, "swiglu_fwd f64: silu(gate) * up (err %.2g)", err);
+    double *dgu = dzeros(ng);
+    gl_cpu_swiglu_bwd_f64(dgu, c.r, c.gu, n, f);
+    double e = fd_relerr(swiglu_loss, &c, c.gu, ng, dgu);
+    ok(e < FD_TOL, "swiglu_bwd f64: dgate, dup vs finite differences (rel %.2g)", e);
+
+    double *rg = rounded(c.gu, ng), *rr = rounded(c.r, ny), *ry = dzeros(ny), *rd = dzeros(ng);
+    gl_cpu_swiglu_fwd_f64(ry, rg, n, f);
+    gl_cpu_swiglu_bwd_f64(rd, rr, rg, n, f);
+    float *fg = dev_f(d, c.gu, ng), *fr = dev_f(d, c.r, ny);
+    float *fy = d->ops->alloc(d, ny * 4), *fd = d->ops->alloc(d, ng * 4);
+    d->ops->swiglu_fwd(d, fy, fg, n, f);
+    d->ops->swiglu_bwd(d, fd, fr, fg, n, f);
+    ok(relerr_f(fy, ry, ny) < F32_TOL && relerr_f(fd, rd, ng) < F32_TOL,
+       "swiglu f32 device vs f64 (rel %.2g, %.2g)", relerr_f(fy, ry, ny), relerr_f(fd, rd, ng));
+    d->ops->free(d, fg); d->ops->free(d, fr); d->ops->free(d, fy); d->ops->free(d, fd);
+    free(rg); free(rr); free(ry); free(rd);
+    free(c.gu); free(c.y); free(c.r); free(dgu);
+}
+
+/* ---- embedding ---------------------------------------------------------- */
+
+static void test_embedding(gl_dev *d)
+{
+    const int h = 4, vl = 6, n = 9;
+    const long vs = 10;
+    /* in shard: 10, 15, 12 (twice), 10 (twice); outside: 9, 16, 3 */
+    const int32_t ids[9] = { 10, 9, 15, 12, 16, 12, 3, 10, 10 };
+    double *table = rnd((size_t)vl * h, 1), *y = rnd((size_t)n * h, 1);
+    gl_cpu_embed_fwd_f64(y, table, ids, n, h, vs, vl);
+    int good = 1;
+    for (int i = 0; i < n; i++) {
+        long r = ids[i] - vs;
+        for (int e = 0; e < h; e++)
+            good &= y[i * h + e] == (r >= 0 && r < vl ? table[r * h + e] : 0.0);
+    }
+    ok(good, "embed_fwd: rows of the shard, zero rows for ids outside it");
+
+    double *dy = rnd((size_t)n * h, 1), *dt = rnd((size_t)vl * h, 1);
+    double *want = dcopy(dt, (size_t)vl * h);
+    for (int i = 0; i < n; i++) {
+        long r = ids[i] - vs;
+        if (r >= 0 && r < vl)
+            for (int e = 0; e < h; e++)
+                want[r * h + e] += dy[i * h + e];
+    }
+    gl_cpu_embed_bwd_f64(dt, dy, ids, n, h, vs, vl);
+    ok(relerr(dt, want, (size_t)vl * h) == 0, "embed_bwd adds each token's dy to its row (repeats summed)");
+
+    int32_t *fid = d->ops->alloc(d, sizeof ids);
+    d->ops->upload(d, fid, ids, sizeof ids);
+    float *ft = dev_f(d, table, (size_t)vl * h), *fy = d->ops->alloc(d, (size_t)n * h * 4);
+    float *fdy = dev_f(d, dy, (size_t)n * h), *fdt = d->ops->alloc(d, (size_t)vl * h * 4);
+    double *ry = dzeros((size_t)n * h), *rdt = dzeros((size_t)vl * h), *rt = rounded(table, (size_t)vl * h);
+    double *rdy = rounded(dy, (size_t)n * h);
+    gl_cpu_embed_fwd_f64(ry, rt, ids, n, h, vs, vl);
+    gl_cpu_embed_bwd_f64(rdt, rdy, ids, n, h, vs, vl);
+    d->ops->embed_fwd(d, fy, ft, fid, n, h, vs, vl);
+    d->ops->embed_bwd(d, fdt, fdy, fid, n, h, vs, vl);
+    ok(relerr_f(fy, ry, (size_t)n * h) == 0 && relerr_f(fdt, rdt, (size_t)vl * h) < F32_TOL,
+       "embed f32 device vs f64");
+    d->ops->free(d, fid); d->ops->free(d, ft); d->ops->free(d, fy);
+    d->ops->free(d, fdy); d->ops->free(d, fdt);
+    free(ry); free(rdt); free(rt); free(rdy);
+    free(table); free(y); free(dy); free(dt); free(want);
+}
+
+/* ---- cross-entropy ------------------------------------------------------ */
+
+/* The whole vocabulary on one shard: 11 real tokens padded to 13 columns,
+ * row stride 15. */
+enum { CE_N = 6, CE_V = 11, CE_VL = 13, CE_LD = 15 };
+
+typedef struct {
+    double *z, *gscale;
+    const int32_t *tgt;
+} ce_ctx;
+
+/* The three steps on one shard; returns sum_i gscale_i loss_i, leaves the
+ * losses in loss and (when grad) the gradient in z. */
+static double ce_run(double *z, int ld, const int32_t *tgt, const double *gscale,
+                     double *loss, int grad, int vl, int valid, long vs)
+{
+    double mx[CE_N], st[2 * CE_N];
+    gl_cpu_ce_max_f64(mx, z, ld, CE_N, valid);
+    gl_cpu_ce_sum_f64(st, z, ld, tgt, mx, CE_N, valid, vs);
+    gl_cpu_ce_bwd_f64(loss, z, ld, tgt, mx, st, grad ? gscale : NULL, CE_N, vl, valid, vs);
+    double L = 0;
+    for (int i = 0; i < CE_N; i++)
+        L += gscale[i] * loss[i];
+    return L;
+}
+
+static double ce_loss(void *p)
+{
+    ce_ctx *c = p;
+    double loss[CE_N];
+    return ce_run(c->z, CE_LD, c->tgt, c->gscale, loss, 0, CE_VL, CE_V, 0);
+}
+
+static void test_cross_entropy(gl_dev *d)
+{
+    const size_t nz = (size_t)CE_N * CE_LD;
+    const int32_t tgt[CE_N] = { 3, 0, 10, 7, 5, 10 };
+    double gscale[CE_N] = { 0.25, 0.5, 0, 0.125, 0.3, 1 };   /* token 2 masked */
+    double *z = rnd(nz, 4);
+    for (int i = 0; i < CE_N; i++)
+        for (int j = CE_V; j < CE_LD; j++)
+            z[i * CE_LD + j] = 50;   /* padding: would dominate if counted */
+    ce_ctx c = { z, gscale, tgt };
+
+    /* loss against a direct log-softmax over the real columns */
+    double loss[CE_N], err = 0;
+    double *zg = dcopy(z, nz);
+    ce_run(zg, CE_LD, tgt, gscale, loss, 1, CE_VL, CE_V, 0);
+    for (int i = 0; i < CE_N; i++) {
+        double s = 0;
+        for (int j = 0; j < CE_V; j++)
+            s += exp(z[i * CE_LD + j]);
+        err = fmax(err, fabs(loss[i] - (log(s) - z[i * CE_LD + tgt[i]])));
+    }
+    ok(err < 1e-13, "ce f64: loss = -log softmax(target) over the real columns (err %.2g)", err);
+
+    /* gradient against finite differences (the stride's columns past vl
+     * are no logits: they must not move the loss, finite difference 0) */
+    double *gcmp = dcopy(zg, nz);
+    for (int i = 0; i < CE_N; i++)
+        for (int j = CE_VL; j < CE_LD; j++)
+            gcmp[i * CE_LD + j] = 0;
+    double e = fd_relerr(ce_loss, &c, z, nz, gcmp);
+    free(gcmp);
+    int pad = 1;
+    for (int i = 0; i < CE_N; i++) {
+        for (int j = CE_V; j < CE_VL; j++)
+            pad &= zg[i * CE_LD + j] == 0;
+        for (int j = CE_VL; j < CE_LD; j++)   /* beyond vl: not ours */
+            pad &= zg[i * CE_LD + j] == 50;
+    }
+    ok(e < FD_TOL, "ce_bwd f64: gradient vs finite differences (rel %.2g)", e);
+    ok(pad, "ce_bwd: padding columns get gradient 0, columns past vl untouched");
+
+    /* padding never predicted: its values change nothing */
+    double *z2 = dcopy(z, nz), loss2[CE_N];
+    for (int i = 0; i < CE_N; i++)
+        for (int j = CE_V; j < CE_VL; j++)
+            z2[i * CE_LD + j] = (j % 2) ? -1e3 : 1e3;
+    ce_run(z2, CE_LD, tgt, gscale, loss2, 1, CE_VL, CE_V, 0);
+    ok(memcmp(loss, loss2, sizeof loss) == 0 && relerr(z2, zg, (size_t)CE_N * CE_VL) == 0,
+       "ce: padding columns' values change neither loss nor gradient");
+
+    /* two shards by hand: columns [0, 7) and [7, 13), the second holding
+     * 4 real tokens and the 2 padding columns */
+    {
+        const int vl0 = 7, vl1 = CE_VL - 7, valid1 = CE_V - 7;
+        double *a = dcopy(z, nz), *b = dcopy(z + vl0, nz - vl0);
+        double mx0[CE_N], mx1[CE_N], st0[2 * CE_N], st1[2 * CE_N], mx[CE_N], st[2 * CE_N];
+        double la[CE_N], lb[CE_N];
+        gl_cpu_ce_max_f64(mx0, a, CE_LD, CE_N, vl0);
+        gl_cpu_ce_max_f64(mx1, b, CE_LD, CE_N, valid1);
+        for (int i = 0; i < CE_N; i++)
+            mx[i] = fmax(mx0[i], mx1[i]);                    /* all-reduce MAX */
+        gl_cpu_ce_sum_f64(st0, a, CE_LD, tgt, mx, CE_N, vl0, 0);
+        gl_cpu_ce_sum_f64(st1, b, CE_LD, tgt, mx, CE_N, valid1, vl0);
+        for (int i = 0; i < 2 * CE_N; i++)
+            st[i] = st0[i] + st1[i];                         /* all-reduce SUM */
+        gl_cpu_ce_bwd_f64(la, a, CE_LD, tgt, mx, st, gscale, CE_N, vl0, vl0, 0);
+        gl_cpu_ce_bwd_f64(lb, b, CE_LD, tgt, mx, st, gscale, CE_N, vl1, valid1, vl0);
+        double el = 0, eg = 0;
+        for (int i = 0; i < CE_N; i++) {
+            el = fmax(el, fmax(fabs(la[i] - loss[i]), fabs(lb[i] - loss[i])));
+            for (int j = 0; j < CE_VL; j++) {
+                double gj = j < vl0 ? a[i * CE_LD + j] : b[i * CE_LD + j - vl0];
+                eg = fmax(eg, fabs(gj - zg[i * CE_LD + j]));
+            }
+        }
+        ok(el < 1e-14 && eg < 1e-15,
+           "ce split over 2 shards (max/sum combined) equals unsplit (loss %.2g, grad %.2g)", el, eg);
+        free(a); free(b);
+    }
+
+    /* gscale NULL leaves the logits alone; loss NULL skips the loss */
+    {
+        double *z3 = dcopy(z, nz), mx[CE_N], st[2 * CE_N], l3[CE_N];
+        gl_cpu_ce_max_f64(mx, z3, CE_LD, CE_N, CE_V);
+        gl_cpu_ce_sum_f64(st, z3, CE_LD, tgt, mx, CE_N, CE_V, 0);
+        gl_cpu_ce_bwd_f64(l3, z3, CE_LD, tgt, mx, st, NULL, CE_N, CE_VL, CE_V, 0);
+        int same = memcmp(z3, z, nz * sizeof *z) == 0;
+        gl_cpu_ce_bwd_f64(NULL, z3, CE_LD, tgt, mx, st, gscale, CE_N, CE_VL, CE_V, 0);
+        ok(same && memcmp(l3, loss, sizeof l3) == 0 && relerr(z3, zg, nz) == 0,
+           "ce_bwd: gscale NULL keeps logits, loss NULL still writes the gradient");
+        free(z3);
+    }
+
+    /* the device's float operations */
+    {
+        double *rz = rounded(z, nz), rg[CE_N], rloss[CE_N], mx[CE_N], st[2 * CE_N];
+        for (int i = 0; i < CE_N; i++)
+            rg[i] = (float)gscale[i];
+        gl_cpu_ce_max_f64(mx, rz, CE_LD, CE_N, CE_V);
+        gl_cpu_ce_sum_f64(st, rz, CE_LD, tgt, mx, CE_N, CE_V, 0);
+        gl_cpu_ce_bwd_f64(rloss, rz, CE_LD, tgt, mx, st, rg, CE_N, CE_VL, CE_V, 0);
+        float *fz = dev_f(d, z, nz), *fg = dev_f(d, gscale, CE_N);
+        float *fm = d->ops->alloc(d, CE_N * 4), *fs = d->ops->alloc(d, 2 * CE_N * 4);
+        float *fl = d->ops->alloc(d, CE_N * 4);
+        int32_t *ft = d->ops->alloc(d, sizeof tgt);
+        d->ops->upload(d, ft, tgt, sizeof tgt);
+        d->ops->ce_max(d, fm, fz, CE_LD, CE_N, CE_V);
+        d->ops->ce_sum(d, fs, fz, CE_LD, ft, fm, CE_N, CE_V, 0);
+        d->ops->ce_bwd(d, fl, fz, CE_LD, ft, fm, fs, fg, CE_N, CE_VL, CE_V, 0);
+        for (int i = 0; i < CE_N; i++)     /* compare the logit columns only */
+            for (int j = CE_VL; j < CE_LD; j++)
+                fz[i * CE_LD + j] = (float)(rz[i * CE_LD + j] = 0);
+        ok(relerr_f(fl, rloss, CE_N) < F32_TOL && relerr_f(fz, rz, nz) < F32_TOL,
+           "ce f32 device vs f64 (loss %.2g, grad %.2g)", relerr_f(fl, rloss, CE_N),
+           relerr_f(fz, rz, nz));
+        d->ops->free(d, fz); d->ops->free(d, fg); d->ops->free(d, fm);
+        d->ops->free(d, fs); d->ops->free(d, fl); d->ops->free(d, ft);
+        free(rz);
+    }
+    free(z); free(zg); free(z2);
+}
+
+/* ---- AdamW -------------------------------------------------------------- */
+
+/* One AdamW step written out in double, element by element. */
+static void adamw_ref(double *w, const double *grad, double *m, double *v, size_t n,
+                      double wd, double lr, double b1, double b2, double eps,
+                      double gs, long step)
+{
+    for (size_t i = 0; i < n; i++) {
+        double g = grad[i] * gs;
+        m[i] = b1 * m[i] + (1 - b1) * g;
+        v[i] = b2 * v[i] + (1 - b2) * g * g;
+        double mhat = m[i] / (1 - pow(b1, step)), vhat = v[i] / (1 - pow(b2, step));
+        w[i] -= lr * (mhat / (sqrt(vhat) + eps) + wd * w[i]);
+    }
+}
+
+static void test_adamw(gl_dev *d)
+{
+    enum { N0 = 5, N1 = 3, N = N0 + N1 };
+    const float wd0 = 0.1f, wd1 = 0;
+    gl_adamw_hyper hp = { .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                          .grad_scale = 0.5f };
+    double w[N], m[N] = { 0 }, v[N] = { 0 };
+    float *fw = d->ops->alloc(d, N * 4), *fgr = d->ops->alloc(d, N * 4);
+    float *fm = d->ops->alloc(d, N * 4), *fv = d->ops->alloc(d, N * 4);
+    float *act = d->ops->alloc(d, N0 * 4);
+    for (int i = 0; i < N; i++)
+        fw[i] = (float)(w[i] = (float)(1 + rnd1()));
+    gl_adamw_seg seg[2] = {
+        { fw, fgr, fm, fv, act, N0, wd0 },
+        { fw + N0, fgr + N0, fm + N0, fv + N0, NULL, N1, wd1 },
+    };
+    for (long step = 1; step <= 2; step++) {
+        double gr[N];
+        for (int i = 0; i < N; i++)
+            fgr[i] = (float)(gr[i] = (float)(0.3 * rnd1()));
+        hp.step = step;
+        d->ops->adamw(d, seg, 2, &hp);
+        adamw_ref(w, gr, m, v, N0, wd0, hp.lr, hp.beta1, hp.beta2, hp.eps, hp.grad_scale, step);
+        adamw_ref(w + N0, gr + N0, m + N0, v + N0, N1, wd1, hp.lr, hp.beta1, hp.beta2,
+                  hp.eps, hp.grad_scale, step);
+        double ew = 0, em = 0, ev = 0;
+        for (int i = 0; i < N; i++) {
+            ew = fmax(ew, fabs(fw[i] - w[i]));
+            em = fmax(em, fabs(fm[i] - m[i]) / fabs(m[i]));
+            ev = fmax(ev, fabs(fv[i] - v[i]) / fabs(v[i]));
+        }
+        ok(ew < 1e-6 && em < 1e-6 && ev < 1e-6,
+           "adamw step %ld (wd %.1f and 0, grad_scale 0.5) vs hand-written step "
+           "(w %.2g, m %.2g, v %.2g)", step, wd0, ew, em, ev);
+        ok(memcmp(act, fw, N0 * 4) == 0, "adamw step %ld writes the updated weights to act_out", step);
+    }
+    /* the double kernel agrees with the hand-written step to rounding */
+    double w2[N0], g2[N0], m2[N0] = { 0 }, v2[N0] = { 0 }, w3[N0], m3[N0] = { 0 }, v3[N0] = { 0 };
+    for (int i = 0; i < N0; i++) {
+        w2[i] = w3[i] = 1 + rnd1();
+        g2[i] = rnd1();
+    }
+    for (long step = 1; step <= 2; step++) {
+        gl_cpu_adamw_f64(w2, g2, m2, v2, NULL, N0, 0.1, 0.01, 0.9, 0.95, 1e-8, 0.5, step);
+        adamw_ref(w3, g2, m3, v3, N0, 0.1, 0.01, 0.9, 0.95, 1e-8, 0.5, step);
+    }
+    ok(relerr(w2, w3, N0) < 1e-15 && relerr(m2, m3, N0) < 1e-15 && relerr(v2, v3, N0) < 1e-15,
+       "adamw f64 kernel, two steps, equals the hand-written step");
+    d->ops->free(d, fw); d->ops->free(d, fgr); d->ops->free(d, fm);
+    d->ops->free(d, fv); d->ops->free(d, act);
+}
+
+int main(void)
+{
+    plan(NO_PLAN);
+    gl_dev *d = gl_dev_open_cpu();
+    size_t use0;
+    test_device(d);
+    d->ops->mem_info(d, &use0, NULL, NULL);
+    test_memory(d);
+    test_gemm(d);
+    test_vector_ops(d);
+    test_rmsnorm(d);
+    test_rope(d);
+    test_attention(d);
+    test_swiglu(d);
+    test_embedding(d);
+    test_cross_entropy(d);
+    test_adamw(d);
+    size_t use1;
+    d->ops->mem_info(d, &use1, NULL, NULL);
+    is_int((long long)use1, (long long)use0, "every device allocation of the tests was freed");
+    gl_dev_close(d);
+    return done_testing();
+}
