@@ -1,0 +1,1 @@
+# benchmarks/bench.mk: gridlm-bench and the sweep harness (see Makefile.am).
