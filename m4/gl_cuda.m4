@@ -34,7 +34,7 @@ AC_DEFUN([GL_CUDA], [
     AS_IF([test -n "$NVCC"], [
       gl_cuda_libdir="$CUDA_HOME_DIR/lib64"
       AS_IF([test -d "$gl_cuda_libdir"], [], [gl_cuda_libdir="$CUDA_HOME_DIR/lib"])
-      CUDA_CFLAGS="-I$CUDA_HOME_DIR/include"
+      CUDA_CFLAGS="-isystem $CUDA_HOME_DIR/include"
       CUDA_LIBS="-L$gl_cuda_libdir -Wl,-rpath,$gl_cuda_libdir -lcublasLt -lcublas -lcudart"
       gl_save_CPPFLAGS=$CPPFLAGS; gl_save_LIBS=$LIBS
       CPPFLAGS="$CPPFLAGS $CUDA_CFLAGS"; LIBS="$CUDA_LIBS $LIBS"

@@ -14,7 +14,7 @@ AC_DEFUN([GL_CUDNN], [
     gl_save_CPPFLAGS=$CPPFLAGS; gl_save_LIBS=$LIBS
     for gl_d in $gl_cudnn_dirs; do
       gl_l="$gl_d/lib64"; AS_IF([test -d "$gl_l"], [], [gl_l="$gl_d/lib"])
-      CUDNN_CFLAGS="-I$gl_d/include"; CUDNN_LIBS="-L$gl_l -Wl,-rpath,$gl_l -lcudnn"
+      CUDNN_CFLAGS="-isystem $gl_d/include"; CUDNN_LIBS="-L$gl_l -Wl,-rpath,$gl_l -lcudnn"
       CPPFLAGS="$gl_save_CPPFLAGS $CUDA_CFLAGS $CUDNN_CFLAGS"; LIBS="$CUDNN_LIBS $CUDA_LIBS $gl_save_LIBS"
       AC_MSG_CHECKING([for cuDNN 9 in $gl_d])
       AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <cudnn.h>

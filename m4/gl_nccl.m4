@@ -15,7 +15,7 @@ AC_DEFUN([GL_NCCL], [
     for gl_d in $gl_nccl_dirs; do
       AS_IF([test "$gl_d" != pkgconfig], [
         gl_l="$gl_d/lib64"; AS_IF([test -d "$gl_l"], [], [gl_l="$gl_d/lib"])
-        NCCL_CFLAGS="-I$gl_d/include"; NCCL_LIBS="-L$gl_l -Wl,-rpath,$gl_l -lnccl"])
+        NCCL_CFLAGS="-isystem $gl_d/include"; NCCL_LIBS="-L$gl_l -Wl,-rpath,$gl_l -lnccl"])
       CPPFLAGS="$gl_save_CPPFLAGS $CUDA_CFLAGS $NCCL_CFLAGS"; LIBS="$NCCL_LIBS $CUDA_LIBS $gl_save_LIBS"
       AC_MSG_CHECKING([for NCCL with ncclCommSplit in $gl_d])
       AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <nccl.h>]],

@@ -83,6 +83,8 @@ void gl_comm_group_end(void);
  * group's back end is done (NCCL: the stream; MPI: no-op). */
 void gl_comm_barrier(gl_comm *c);
 
+/* Release the group (NULL is allowed).  Collective over the group: every
+ * member frees it, after its last use. */
 void gl_comm_free(gl_comm *c);
 
 #ifdef __cplusplus

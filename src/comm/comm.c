@@ -1,0 +1,189 @@
+/*
+ * comm.c: the calls of comm.h, checked and handed to the group's back end
+ * (comm_mpi.c or comm_nccl.c), and what the back ends share.
+ */
+#include "config.h"
+#include "comm/comm_impl.h"
+#include "base/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t gl_dtype_size(gl_dtype t)
+{
+    switch (t) {
+    case GL_DT_F32: return 4;
+    case GL_DT_BF16: return 2;
+    case GL_DT_F64: return 8;
+    case GL_DT_I32: return 4;
+    case GL_DT_I64: return 8;
+    case GL_DT_U8: return 1;
+    default: return 0;
+    }
+}
+
+const char *gl_dtype_name(gl_dtype t)
+{
+    static const char *const names[GL_DT_COUNT] = {
+        "f32", "bf16", "f64", "i32", "i64", "u8"
+    };
+    return (unsigned)t < GL_DT_COUNT ? names[t] : "?";
+}
+
+gl_comm *gl_comm_alloc(MPI_Comm mc, const char *name, gl_comm_kind kind,
+                       const gl_comm_vt *vt)
+{
+    gl_comm *c = gl_calloc(1, sizeof *c);
+    c->vt = vt;
+    c->kind = kind;
+    snprintf(c->name, sizeof c->name, "%s", name ? name : "?");
+    int rc = MPI_Comm_dup(mc, &c->mpi);
+    if (rc != MPI_SUCCESS)
+        gl_die("MPI_Comm_dup of group '%s' failed (error %d)", c->name, rc);
+    MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+    MPI_Comm_size(c->mpi, &c->size);
+    MPI_Comm_rank(c->mpi, &c->rank);
+
+    /* World rank of each member, through the groups of the two comms. */
+    MPI_Group g, world;
+    MPI_Comm_group(c->mpi, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int *idx = gl_malloc(sizeof(int) * (size_t)c->size);
+    c->world_ranks = gl_malloc(sizeof(int) * (size_t)c->size);
+    for (int i = 0; i < c->size; i++)
+        idx[i] = i;
+    MPI_Group_translate_ranks(g, c->size, idx, world, c->world_ranks);
+    free(idx);
+    MPI_Group_free(&g);
+    MPI_Group_free(&world);
+    return c;
+}
+
+const char *gl_comm_name(const gl_comm *c) { return c->name; }
+int gl_comm_size(const gl_comm *c) { return c->size; }
+int gl_comm_rank(const gl_comm *c) { return c->rank; }
+gl_comm_kind gl_comm_kind_of(const gl_comm *c) { return c->kind; }
+MPI_Comm gl_comm_mpi_handle(const gl_comm *c) { return c->mpi; }
+
+int gl_comm_world_rank(const gl_comm *c, int member)
+{
+    if (member < 0 || member >= c->size)
+        gl_die("gl_comm_world_rank: member %d of group '%s' out of range [0, %d)",
+               member, c->name, c->size);
+    return c->world_ranks[member];
+}
+
+/* Arguments every call shares: a group, a known dtype and op. */
+static void check_args(const char *call, const gl_comm *c, gl_dtype t, gl_redop op)
+{
+    if (!c)
+        gl_die("%s: no group (NULL gl_comm): this rank is not a member of the "
+               "group it tried to use", call);
+    if ((unsigned)t >= GL_DT_COUNT)
+        gl_die("%s on group '%s': unknown dtype %d", call, c->name, (int)t);
+    if ((unsigned)op > GL_OP_MIN)
+        gl_die("%s on group '%s': unknown reduction %d", call, c->name, (int)op);
+}
+
+static void check_member(const char *call, const gl_comm *c, const char *what, int m)
+{
+    if (m < 0 || m >= c->size)
+        gl_die("%s on group '%s': %s %d is not a member (group size %d)",
+               call, c->name, what, m, c->size);
+}
+
+void gl_all_reduce(gl_comm *c, const void *send, void *recv, size_t count,
+                   gl_dtype t, gl_redop op, void *stream)
+{
+    check_args("all_reduce", c, t, op);
+    c->vt->all_reduce(c, send, recv, count, t, op, stream);
+}
+
+void gl_reduce_scatter(gl_comm *c, const void *send, void *recv,
+                       size_t recv_count, gl_dtype t, gl_redop op, void *stream)
+{
+    check_args("reduce_scatter", c, t, op);
+    c->vt->reduce_scatter(c, send, recv, recv_count, t, op, stream);
+}
+
+void gl_all_gather(gl_comm *c, const void *send, void *recv, size_t send_count,
+                   gl_dtype t, void *stream)
+{
+    check_args("all_gather", c, t, GL_OP_SUM);
+    c->vt->all_gather(c, send, recv, send_count, t, stream);
+}
+
+void gl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t, int root,
+                  void *stream)
+{
+    check_args("broadcast", c, t, GL_OP_SUM);
+    check_member("broadcast", c, "root", root);
+    c->vt->broadcast(c, buf, count, t, root, stream);
+}
+
+void gl_send(gl_comm *c, const void *buf, size_t count, gl_dtype t, int peer,
+             void *stream)
+{
+    check_args("send", c, t, GL_OP_SUM);
+    check_member("send", c, "peer", peer);
+    c->vt->send(c, buf, count, t, peer, stream);
+}
+
+void gl_recv(gl_comm *c, void *buf, size_t count, gl_dtype t, int peer,
+             void *stream)
+{
+    check_args("recv", c, t, GL_OP_SUM);
+    check_member("recv", c, "peer", peer);
+    c->vt->recv(c, buf, count, t, peer, stream);
+}
+
+/* Groups nest; only the outermost bracket reaches the back ends.  Both
+ * back ends are bracketed, since a group may mix them. */
+static int group_depth;
+
+void gl_comm_group_start(void)
+{
+    if (group_depth++ > 0)
+        return;
+    gl_comm_mpi_group_start();
+#ifdef GL_HAVE_NCCL
+    gl_comm_nccl_group_start();
+#endif
+}
+
+void gl_comm_group_end(void)
+{
+    if (group_depth <= 0)
+        gl_die("gl_comm_group_end without gl_comm_group_start");
+    if (--group_depth > 0)
+        return;
+#ifdef GL_HAVE_NCCL
+    gl_comm_nccl_group_end();
+#endif
+    gl_comm_mpi_group_end();
+}
+
+void gl_comm_barrier(gl_comm *c)
+{
+    check_args("barrier", c, GL_DT_F32, GL_OP_SUM);
+    c->vt->barrier(c);
+}
+
+void gl_comm_free(gl_comm *c)
+{
+    if (!c)
+        return;
+    c->vt->free_impl(c);
+    MPI_Comm_free(&c->mpi);
+    free(c->world_ranks);
+    free(c);
+}
+
+#ifndef GL_HAVE_NCCL
+gl_comm *gl_comm_nccl(void *nc, MPI_Comm c, const char *name)
+{
+    (void)nc; (void)c; (void)name;
+    return NULL;
+}
+#endif

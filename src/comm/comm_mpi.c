@@ -1,0 +1,287 @@
+/*
+ * comm_mpi.c: the MPI back end of comm.h.  Buffers are host memory; every
+ * call has completed when it returns, except sends and receives between
+ * gl_comm_group_start() and gl_comm_group_end(), which are posted as
+ * MPI_Isend/MPI_Irecv and waited for at the end.
+ *
+ * MPI has no bf16 type: bf16 travels as MPI_UINT16_T and is reduced by
+ * user-defined operations that widen to fp32, combine, and round back to
+ * nearest-even, as NCCL does.
+ */
+#include "config.h"
+#include "comm/comm_impl.h"
+#include "base/log.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* MPI counts are int: larger buffers go in pieces of this many elements. */
+#define CHUNK ((size_t)1 << 30)
+
+/* ---- bf16 ---------------------------------------------------------- */
+
+/* bf16 is the top half of an IEEE fp32: widening is a shift. */
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Narrowing rounds to nearest, ties to even: add 0x7fff plus the lowest
+ * kept bit, then drop the low half.  NaN stays NaN (quiet bit set). */
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    (void)dt;
+    for (int i = 0; i < *len; i++)
+        b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+}
+
+static void bf16_max(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    (void)dt;
+    for (int i = 0; i < *len; i++)
+        if (bf16_to_f32(a[i]) > bf16_to_f32(b[i]))
+            b[i] = a[i];
+}
+
+static void bf16_min(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    (void)dt;
+    for (int i = 0; i < *len; i++)
+        if (bf16_to_f32(a[i]) < bf16_to_f32(b[i]))
+            b[i] = a[i];
+}
+
+/* ---- types and checks ---------------------------------------------- */
+
+static MPI_Datatype mpi_type(gl_dtype t)
+{
+    switch (t) {
+    case GL_DT_F32:  return MPI_FLOAT;
+    case GL_DT_BF16: return MPI_UINT16_T;
+    case GL_DT_F64:  return MPI_DOUBLE;
+    case GL_DT_I32:  return MPI_INT32_T;
+    case GL_DT_I64:  return MPI_INT64_T;
+    default:         return MPI_UINT8_T;
+    }
+}
+
+static MPI_Op mpi_op(gl_dtype t, gl_redop op)
+{
+    static MPI_Op bf16_ops[3];
+    static int created;
+    if (t != GL_DT_BF16)
+        return op == GL_OP_SUM ? MPI_SUM : op == GL_OP_MAX ? MPI_MAX : MPI_MIN;
+    if (!created) {
+        MPI_Op_create(bf16_sum, 1, &bf16_ops[GL_OP_SUM]);
+        MPI_Op_create(bf16_max, 1, &bf16_ops[GL_OP_MAX]);
+        MPI_Op_create(bf16_min, 1, &bf16_ops[GL_OP_MIN]);
+        created = 1;
+    }
+    return bf16_ops[op];
+}
+
+/* Stop the job on a failed MPI call, naming the call, group and peer. */
+static void check(int rc, const char *call, const gl_comm *c, int peer)
+{
+    if (rc == MPI_SUCCESS)
+        return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    if (peer >= 0)
+        gl_die("%s on group '%s' (member %d of %d, peer %d) failed: %s",
+               call, c->name, c->rank, c->size, peer, msg);
+    gl_die("%s on group '%s' (member %d of %d) failed: %s",
+           call, c->name, c->rank, c->size, msg);
+}
+
+static void check_count(size_t count, const char *call, const gl_comm *c)
+{
+    if (count > INT_MAX)
+        gl_die("%s on group '%s': %zu elements per member exceed MPI's limit "
+               "of %d; split the buffer", call, c->name, count, INT_MAX);
+}
+
+/* 1 when [a, a+na) and [b, b+nb) share a byte. */
+static int overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    const char *pa = a, *pb = b;
+    return pa < pb + nb && pb < pa + na;
+}
+
+/* ---- collectives ---------------------------------------------------- */
+
+static void mpi_all_reduce(gl_comm *c, const void *send, void *recv, size_t count,
+                           gl_dtype t, gl_redop op, void *stream)
+{
+    size_t esz = gl_dtype_size(t);
+    (void)stream;
+    for (size_t off = 0; off < count; off += CHUNK) {
+        int n = (int)(count - off < CHUNK ? count - off : CHUNK);
+        char *r = (char *)recv + off * esz;
+        const void *s = send == recv ? MPI_IN_PLACE : (const char *)send + off * esz;
+        check(MPI_Allreduce(s, r, n, mpi_type(t), mpi_op(t, op), c->mpi),
+              "MPI_Allreduce", c, -1);
+    }
+}
+
+static void mpi_reduce_scatter(gl_comm *c, const void *send, void *recv,
+                               size_t recv_count, gl_dtype t, gl_redop op,
+                               void *stream)
+{
+    size_t esz = gl_dtype_size(t), total = recv_count * (size_t)c->size * esz;
+    void *tmp = NULL;
+    (void)stream;
+    check_count(recv_count, "reduce_scatter", c);
+    /* An overlapping (in-place) layout goes through a copy of the input. */
+    if (overlap(send, total, recv, recv_count * esz)) {
+        tmp = gl_malloc(total ? total : 1);
+        memcpy(tmp, send, total);
+        send = tmp;
+    }
+    check(MPI_Reduce_scatter_block(send, recv, (int)recv_count, mpi_type(t),
+                                   mpi_op(t, op), c->mpi),
+          "MPI_Reduce_scatter_block", c, -1);
+    free(tmp);
+}
+
+static void mpi_all_gather(gl_comm *c, const void *send, void *recv,
+                           size_t send_count, gl_dtype t, void *stream)
+{
+    size_t esz = gl_dtype_size(t);
+    (void)stream;
+    check_count(send_count, "all_gather", c);
+    const void *s = send;
+    if ((const char *)send == (char *)recv + (size_t)c->rank * send_count * esz)
+        s = MPI_IN_PLACE;
+    check(MPI_Allgather(s, (int)send_count, mpi_type(t), recv, (int)send_count,
+                        mpi_type(t), c->mpi),
+          "MPI_Allgather", c, -1);
+}
+
+static void mpi_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t,
+                          int root, void *stream)
+{
+    size_t esz = gl_dtype_size(t);
+    (void)stream;
+    for (size_t off = 0; off < count; off += CHUNK) {
+        int n = (int)(count - off < CHUNK ? count - off : CHUNK);
+        check(MPI_Bcast((char *)buf + off * esz, n, mpi_type(t), root, c->mpi),
+              "MPI_Bcast", c, root);
+    }
+}
+
+/* ---- point-to-point and groups -------------------------------------- */
+
+/* Requests posted inside a group, with what to say if one fails. */
+typedef struct {
+    MPI_Request req;
+    const gl_comm *comm;
+    int peer;
+    const char *call;
+} pending;
+
+static int in_group;
+static pending *posted;
+static int nposted, capposted;
+
+static void post(MPI_Request req, const gl_comm *c, int peer, const char *call)
+{
+    if (nposted == capposted) {
+        capposted = capposted ? 2 * capposted : 16;
+        posted = gl_realloc(posted, sizeof *posted * (size_t)capposted);
+    }
+    posted[nposted++] = (pending){ req, c, peer, call };
+}
+
+static void mpi_send(gl_comm *c, const void *buf, size_t count, gl_dtype t,
+                     int peer, void *stream)
+{
+    size_t esz = gl_dtype_size(t);
+    (void)stream;
+    for (size_t off = 0; off == 0 || off < count; off += CHUNK) {
+        int n = (int)(count - off < CHUNK ? count - off : CHUNK);
+        const char *p = (const char *)buf + off * esz;
+        if (in_group) {
+            MPI_Request r;
+            check(MPI_Isend(p, n, mpi_type(t), peer, 0, c->mpi, &r), "MPI_Isend", c, peer);
+            post(r, c, peer, "MPI_Isend");
+        } else {
+            check(MPI_Send(p, n, mpi_type(t), peer, 0, c->mpi), "MPI_Send", c, peer);
+        }
+    }
+}
+
+static void mpi_recv(gl_comm *c, void *buf, size_t count, gl_dtype t,
+                     int peer, void *stream)
+{
+    size_t esz = gl_dtype_size(t);
+    (void)stream;
+    for (size_t off = 0; off == 0 || off < count; off += CHUNK) {
+        int n = (int)(count - off < CHUNK ? count - off : CHUNK);
+        char *p = (char *)buf + off * esz;
+        if (in_group) {
+            MPI_Request r;
+            check(MPI_Irecv(p, n, mpi_type(t), peer, 0, c->mpi, &r), "MPI_Irecv", c, peer);
+            post(r, c, peer, "MPI_Irecv");
+        } else {
+            check(MPI_Recv(p, n, mpi_type(t), peer, 0, c->mpi, MPI_STATUS_IGNORE),
+                  "MPI_Recv", c, peer);
+        }
+    }
+}
+
+void gl_comm_mpi_group_start(void) { in_group = 1; }
+int gl_comm_mpi_in_group(void) { return in_group; }
+
+/* Wait for every request; the first that failed is named. */
+void gl_comm_mpi_group_end(void)
+{
+    in_group = 0;
+    for (int i = 0; i < nposted; i++) {
+        MPI_Status st;
+        int rc = MPI_Wait(&posted[i].req, &st);
+        check(rc, posted[i].call, posted[i].comm, posted[i].peer);
+    }
+    nposted = 0;
+}
+
+static void mpi_barrier(gl_comm *c) { (void)c; }
+static void mpi_free_impl(gl_comm *c) { (void)c; }
+
+static const gl_comm_vt mpi_vt = {
+    .all_reduce = mpi_all_reduce,
+    .reduce_scatter = mpi_reduce_scatter,
+    .all_gather = mpi_all_gather,
+    .broadcast = mpi_broadcast,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .barrier = mpi_barrier,
+    .free_impl = mpi_free_impl,
+};
+
+gl_comm *gl_comm_mpi(MPI_Comm c, const char *name)
+{
+    return gl_comm_alloc(c, name, GL_COMM_MPI, &mpi_vt);
+}

@@ -1,0 +1,210 @@
+/* grid.c: rank <-> coordinates and group member lists (see grid.h). */
+#include "config.h"
+#include "grid/grid.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Write one message to err (when given) and return -1. */
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* A size flag left at 0 means 1; a negative one is an error. */
+static int default_one(int *v, const char *flag, char *err, size_t errlen)
+{
+    if (*v == 0)
+        *v = 1;
+    if (*v < 0)
+        return fail(err, errlen, "%s %d: a parallel size must be a positive "
+                    "integer (1 disables that kind of parallelism)", flag, *v);
+    return 0;
+}
+
+int gl_grid_init(gl_grid_spec *s, char *err, size_t errlen)
+{
+    if (s->world < 1)
+        return fail(err, errlen, "world size %d: start at least one rank "
+                    "(mpiexec -n N, srun -n N)", s->world);
+    if (default_one(&s->tp, "--tensor-model-parallel-size", err, errlen) ||
+        default_one(&s->cp, "--context-parallel-size", err, errlen) ||
+        default_one(&s->ep, "--expert-model-parallel-size", err, errlen) ||
+        default_one(&s->pp, "--pipeline-model-parallel-size", err, errlen))
+        return -1;
+    if (s->dp < 0)
+        return fail(err, errlen, "--data-parallel-size %d: must be positive, "
+                    "or left out to be derived from the world size", s->dp);
+    if (s->ranks_per_node < 0)
+        return fail(err, errlen, "ranks per node %d: must be positive (or 0 "
+                    "for unknown)", s->ranks_per_node);
+
+    long long model = (long long)s->tp * s->cp * s->pp;
+    if (model > s->world || s->world % model != 0)
+        return fail(err, errlen,
+                    "--tensor-model-parallel-size %d x --context-parallel-size %d "
+                    "x --pipeline-model-parallel-size %d = %lld does not divide "
+                    "the world size %d: choose sizes whose product divides %d, "
+                    "or start a multiple of %lld ranks",
+                    s->tp, s->cp, s->pp, model, s->world, s->world, model);
+    int dp = (int)(s->world / model);
+    if (s->dp != 0 && s->dp != dp)
+        return fail(err, errlen, "--data-parallel-size %d: the world size %d "
+                    "and TP x CP x PP = %lld give %d; leave it out or set it "
+                    "to %d", s->dp, s->world, model, dp, dp);
+    s->dp = dp;
+    if (s->ep > dp || dp % s->ep != 0)
+        return fail(err, errlen, "--expert-model-parallel-size %d does not "
+                    "divide the data-parallel size %d (world %d / TP x CP x PP "
+                    "%lld): choose a divisor of %d", s->ep, dp, s->world,
+                    model, dp);
+    return 0;
+}
+
+gl_coord gl_grid_coord(const gl_grid_spec *s, int rank)
+{
+    gl_coord c;
+    c.tp = rank % s->tp;
+    rank /= s->tp;
+    c.cp = rank % s->cp;
+    rank /= s->cp;
+    c.dp = rank % s->dp;
+    c.pp = rank / s->dp;
+    return c;
+}
+
+int gl_grid_rank(const gl_grid_spec *s, gl_coord c)
+{
+    return c.tp + s->tp * (c.cp + s->cp * (c.dp + s->dp * c.pp));
+}
+
+int gl_grid_ep_index(const gl_grid_spec *s, int rank)
+{
+    return gl_grid_coord(s, rank).dp % s->ep;
+}
+
+int gl_grid_edp_index(const gl_grid_spec *s, int rank)
+{
+    return gl_grid_coord(s, rank).dp / s->ep;
+}
+
+int gl_grid_group_size(const gl_grid_spec *s, gl_axis axis)
+{
+    switch (axis) {
+    case GL_AXIS_TP:    return s->tp;
+    case GL_AXIS_CP:    return s->cp;
+    case GL_AXIS_DP:    return s->dp;
+    case GL_AXIS_PP:    return s->pp;
+    case GL_AXIS_DP_CP: return s->dp * s->cp;
+    case GL_AXIS_MP:    return s->tp * s->pp;
+    case GL_AXIS_EP:    return s->ep;
+    case GL_AXIS_EDP:   return s->dp / s->ep;
+    default:            return 0;
+    }
+}
+
+/* The index of coordinate c along the axis (see grid.h for each). */
+static int axis_index(const gl_grid_spec *s, gl_axis axis, gl_coord c)
+{
+    switch (axis) {
+    case GL_AXIS_TP:    return c.tp;
+    case GL_AXIS_CP:    return c.cp;
+    case GL_AXIS_DP:    return c.dp;
+    case GL_AXIS_PP:    return c.pp;
+    case GL_AXIS_DP_CP: return c.cp + s->cp * c.dp;
+    case GL_AXIS_MP:    return c.tp + s->tp * c.pp;
+    case GL_AXIS_EP:    return c.dp % s->ep;
+    case GL_AXIS_EDP:   return c.dp / s->ep;
+    default:            return -1;
+    }
+}
+
+/* c with its index along the axis replaced by i: the i-th member of c's
+ * group.  The inverse of axis_index() on the coordinates it covers. */
+static gl_coord with_index(const gl_grid_spec *s, gl_axis axis, gl_coord c, int i)
+{
+    switch (axis) {
+    case GL_AXIS_TP:    c.tp = i; break;
+    case GL_AXIS_CP:    c.cp = i; break;
+    case GL_AXIS_DP:    c.dp = i; break;
+    case GL_AXIS_PP:    c.pp = i; break;
+    case GL_AXIS_DP_CP: c.cp = i % s->cp; c.dp = i / s->cp; break;
+    case GL_AXIS_MP:    c.tp = i % s->tp; c.pp = i / s->tp; break;
+    case GL_AXIS_EP:    c.dp = c.dp / s->ep * s->ep + i; break;
+    case GL_AXIS_EDP:   c.dp = c.dp % s->ep + s->ep * i; break;
+    default: break;
+    }
+    return c;
+}
+
+int gl_grid_group(const gl_grid_spec *s, gl_axis axis, int rank, int *members)
+{
+    gl_coord c = gl_grid_coord(s, rank);
+    int n = gl_grid_group_size(s, axis);
+    for (int i = 0; i < n; i++)
+        members[i] = gl_grid_rank(s, with_index(s, axis, c, i));
+    return n;
+}
+
+int gl_grid_group_index(const gl_grid_spec *s, gl_axis axis, int rank)
+{
+    return axis_index(s, axis, gl_grid_coord(s, rank));
+}
+
+/* Every rank formula above grows with the index, so member 0 is the
+ * group's lowest rank: a colour unique to the group. */
+int gl_grid_group_color(const gl_grid_spec *s, gl_axis axis, int rank)
+{
+    return gl_grid_rank(s, with_index(s, axis, gl_grid_coord(s, rank), 0));
+}
+
+int gl_grid_embd_group(const gl_grid_spec *s, int rank, int *members)
+{
+    gl_coord c = gl_grid_coord(s, rank);
+    if (c.pp != 0 && c.pp != s->pp - 1)
+        return 0;
+    c.pp = 0;
+    members[0] = gl_grid_rank(s, c);
+    if (s->pp == 1)
+        return 1;
+    c.pp = s->pp - 1;
+    members[1] = gl_grid_rank(s, c);
+    return 2;
+}
+
+int gl_grid_embd_color(const gl_grid_spec *s, int rank)
+{
+    int m[2];
+    return gl_grid_embd_group(s, rank, m) ? m[0] : -1;
+}
+
+/* A TP group is the TP consecutive ranks starting at a multiple of TP; it
+ * is node-local when its first and last rank fall in the same block of
+ * ranks_per_node. */
+int gl_grid_tp_node_local(const gl_grid_spec *s)
+{
+    int per = s->ranks_per_node;
+    if (per <= 0)
+        return 1;
+    for (int first = 0; first < s->world; first += s->tp)
+        if (first / per != (first + s->tp - 1) / per)
+            return 0;
+    return 1;
+}
+
+const char *gl_axis_name(gl_axis axis)
+{
+    static const char *const names[GL_AXIS_COUNT] = {
+        "tp", "cp", "dp", "pp", "dp_cp", "mp", "ep", "edp"
+    };
+    return (unsigned)axis < GL_AXIS_COUNT ? names[axis] : "?";
+}

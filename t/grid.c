@@ -1,0 +1,311 @@
+/*
+ * grid.t: the process grid of src/grid (pure, no MPI).
+ *
+ * First the worked examples of reference/grid.md exactly, then properties
+ * over every layout of 1..64 ranks: coordinates round-trip through the
+ * Megatron formula written out here, every axis partitions the world into
+ * groups of the right size whose members differ only in that axis and
+ * are listed in index order, colours identify groups, and TP node-locality
+ * agrees with a brute-force look at each group.  Last, bad layouts give
+ * the message naming the flag.
+ */
+#include "config.h"
+#include "grid/grid.h"
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXW 64
+
+/* "[a,b] [c,d] ..." of every group of the axis, each listed once, in
+ * order of their lowest rank. */
+static void list_groups(const gl_grid_spec *s, gl_axis axis, char *out, size_t len)
+{
+    int members[MAXW], seen[MAXW] = {0};
+    size_t n = 0;
+    out[0] = '\0';
+    for (int r = 0; r < s->world; r++) {
+        int color = gl_grid_group_color(s, axis, r);
+        if (seen[color])
+            continue;
+        seen[color] = 1;
+        int k = gl_grid_group(s, axis, r, members);
+        n += snprintf(out + n, len - n, "%s[", n ? " " : "");
+        for (int i = 0; i < k; i++)
+            n += snprintf(out + n, len - n, "%s%d", i ? "," : "", members[i]);
+        n += snprintf(out + n, len - n, "]");
+    }
+}
+
+static gl_grid_spec layout(int world, int tp, int cp, int pp)
+{
+    gl_grid_spec s = { .world = world, .tp = tp, .cp = cp, .pp = pp };
+    char err[256];
+    if (gl_grid_init(&s, err, sizeof err) != 0)
+        bail_out("layout W=%d TP=%d CP=%d PP=%d refused: %s", world, tp, cp, pp, err);
+    return s;
+}
+
+static void test_reference_example(void)
+{
+    char buf[1024];
+    gl_grid_spec s = layout(16, 2, 1, 4);
+    is_int(s.dp, 2, "16 ranks, TP=2, PP=4: DP = 2");
+    is_int(s.cp, 1, "CP defaults to 1");
+    is_int(s.ep, 1, "EP defaults to 1");
+    list_groups(&s, GL_AXIS_TP, buf, sizeof buf);
+    is_string(buf, "[0,1] [2,3] [4,5] [6,7] [8,9] [10,11] [12,13] [14,15]",
+              "grid.md TP groups");
+    list_groups(&s, GL_AXIS_DP, buf, sizeof buf);
+    is_string(buf, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]",
+              "grid.md DP groups");
+    list_groups(&s, GL_AXIS_PP, buf, sizeof buf);
+    is_string(buf, "[0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]",
+              "grid.md PP groups");
+    list_groups(&s, GL_AXIS_MP, buf, sizeof buf);
+    is_string(buf, "[0,1,4,5,8,9,12,13] [2,3,6,7,10,11,14,15]",
+              "model-parallel (TP x PP) groups");
+    gl_coord c = gl_grid_coord(&s, 13);
+    ok(c.tp == 1 && c.cp == 0 && c.dp == 0 && c.pp == 3,
+       "rank 13 is tp 1, dp 0, pp 3 (got tp %d cp %d dp %d pp %d)", c.tp, c.cp, c.dp, c.pp);
+    is_int(gl_grid_group_index(&s, GL_AXIS_PP, 9), 2, "rank 9 is stage 2");
+
+    int m[2];
+    int k = gl_grid_embd_group(&s, 0, m);
+    ok(k == 2 && m[0] == 0 && m[1] == 12, "embedding group of rank 0 is [0,12]");
+    k = gl_grid_embd_group(&s, 13, m);
+    ok(k == 2 && m[0] == 1 && m[1] == 13, "embedding group of rank 13 is [1,13]");
+    is_int(gl_grid_embd_group(&s, 5, m), 0, "a middle stage has no embedding group");
+    is_int(gl_grid_embd_color(&s, 6), -1, "and no embedding colour");
+    s = layout(4, 2, 1, 1);
+    k = gl_grid_embd_group(&s, 3, m);
+    ok(k == 1 && m[0] == 3, "PP=1: the embedding group is the rank itself");
+
+    /* CP sits between TP and DP. */
+    s = layout(16, 2, 2, 2);
+    list_groups(&s, GL_AXIS_CP, buf, sizeof buf);
+    is_string(buf, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]",
+              "TP=2 CP=2 PP=2: CP groups");
+    list_groups(&s, GL_AXIS_DP, buf, sizeof buf);
+    is_string(buf, "[0,4] [1,5] [2,6] [3,7] [8,12] [9,13] [10,14] [11,15]",
+              "TP=2 CP=2 PP=2: DP groups");
+    list_groups(&s, GL_AXIS_DP_CP, buf, sizeof buf);
+    is_string(buf, "[0,2,4,6] [1,3,5,7] [8,10,12,14] [9,11,13,15]",
+              "TP=2 CP=2 PP=2: DP x CP groups");
+
+    /* EP subdivides DP, EP fastest. */
+    s = (gl_grid_spec){ .world = 8, .ep = 2 };
+    ok(gl_grid_init(&s, NULL, 0) == 0 && s.dp == 8, "W=8 EP=2 gives DP=8");
+    list_groups(&s, GL_AXIS_EP, buf, sizeof buf);
+    is_string(buf, "[0,1] [2,3] [4,5] [6,7]", "EP groups");
+    list_groups(&s, GL_AXIS_EDP, buf, sizeof buf);
+    is_string(buf, "[0,2,4,6] [1,3,5,7]", "expert-data-parallel groups");
+}
+
+/* The coordinates that must agree between two members of a group of the
+ * axis, packed into one number; written from the definitions in grid.h,
+ * independently of grid.c. */
+static long fixed_key(const gl_grid_spec *s, gl_axis axis, gl_coord c)
+{
+    int tp = c.tp, cp = c.cp, dp = c.dp, pp = c.pp;
+    switch (axis) {
+    case GL_AXIS_TP:    tp = -1; break;
+    case GL_AXIS_CP:    cp = -1; break;
+    case GL_AXIS_DP:    dp = -1; break;
+    case GL_AXIS_PP:    pp = -1; break;
+    case GL_AXIS_DP_CP: cp = -1; dp = -1; break;
+    case GL_AXIS_MP:    tp = -1; pp = -1; break;
+    case GL_AXIS_EP:    dp = dp / s->ep; break;
+    case GL_AXIS_EDP:   dp = dp % s->ep; break;
+    default: break;
+    }
+    return (((long)(tp + 1) * 100 + (cp + 1)) * 100 + (dp + 1)) * 100 + (pp + 1);
+}
+
+/* Check one layout; returns the number of violations and describes the
+ * first in why. */
+static int check_layout(const gl_grid_spec *s, char *why, size_t len)
+{
+    int bad = 0;
+#define BAD(...) do { if (!bad++) snprintf(why, len, __VA_ARGS__); } while (0)
+    int W = s->world;
+    for (int r = 0; r < W; r++) {
+        gl_coord c = gl_grid_coord(s, r);
+        if (c.tp < 0 || c.tp >= s->tp || c.cp < 0 || c.cp >= s->cp ||
+            c.dp < 0 || c.dp >= s->dp || c.pp < 0 || c.pp >= s->pp)
+            BAD("rank %d: coordinate out of range", r);
+        if (c.tp + s->tp * (c.cp + s->cp * (c.dp + s->dp * c.pp)) != r)
+            BAD("rank %d: Megatron formula gives another rank", r);
+        if (gl_grid_rank(s, c) != r)
+            BAD("rank %d: gl_grid_rank(coord) != rank", r);
+        if (gl_grid_ep_index(s, r) != c.dp % s->ep || gl_grid_edp_index(s, r) != c.dp / s->ep)
+            BAD("rank %d: EP/EDP index", r);
+    }
+    for (int a = 0; a < GL_AXIS_COUNT; a++) {
+        int size = gl_grid_group_size(s, a), members[MAXW], count[MAXW] = {0};
+        int ngroups = 0, colors[MAXW] = {0};
+        for (int r = 0; r < W; r++) {
+            int k = gl_grid_group(s, a, r, members);
+            int idx = gl_grid_group_index(s, a, r);
+            int color = gl_grid_group_color(s, a, r);
+            if (k != size || W % size != 0)
+                BAD("%s: group of rank %d has %d members, want %d", gl_axis_name(a), r, k, size);
+            if (idx < 0 || idx >= k || members[idx] != r)
+                BAD("%s: rank %d not at its index %d in its group", gl_axis_name(a), r, idx);
+            if (color < 0 || color >= W || color != members[0])
+                BAD("%s: rank %d colour %d", gl_axis_name(a), r, color);
+            if (color >= 0 && color < W)
+                colors[color] = 1;
+            long key = fixed_key(s, a, gl_grid_coord(s, r));
+            for (int i = 0; i < k; i++) {
+                int m = members[i];
+                if (m < 0 || m >= W) {
+                    BAD("%s: member %d out of range", gl_axis_name(a), m);
+                    continue;
+                }
+                if (i > 0 && members[i - 1] >= m)
+                    BAD("%s: members of rank %d's group not ascending", gl_axis_name(a), r);
+                if (fixed_key(s, a, gl_grid_coord(s, m)) != key)
+                    BAD("%s: rank %d and %d differ off the axis", gl_axis_name(a), r, m);
+                if (gl_grid_group_index(s, a, m) != i)
+                    BAD("%s: member %d of rank %d's group has index %d",
+                        gl_axis_name(a), i, r, gl_grid_group_index(s, a, m));
+                if (gl_grid_group_color(s, a, m) != color)
+                    BAD("%s: ranks %d and %d share a group but not a colour", gl_axis_name(a), r, m);
+                if (color == r)
+                    count[m]++;   /* count memberships once per group */
+            }
+        }
+        for (int r = 0; r < W; r++) {
+            if (count[r] != 1)
+                BAD("%s: rank %d is in %d groups", gl_axis_name(a), r, count[r]);
+            ngroups += colors[r];
+        }
+        if (ngroups * size != W)
+            BAD("%s: %d groups of %d for %d ranks", gl_axis_name(a), ngroups, size, W);
+    }
+    /* Embedding groups: first and last stage of each pipeline, nobody else. */
+    for (int r = 0; r < W; r++) {
+        int m[2], k = gl_grid_embd_group(s, r, m), pp = gl_grid_coord(s, r).pp;
+        int want = (pp == 0 || pp == s->pp - 1) ? (s->pp == 1 ? 1 : 2) : 0;
+        if (k != want)
+            BAD("embd: rank %d (stage %d) group size %d, want %d", r, pp, k, want);
+        if (k > 0 && (m[0] != gl_grid_group_color(s, GL_AXIS_PP, r) ||
+                      (k == 2 && gl_grid_coord(s, m[1]).pp != s->pp - 1) ||
+                      (m[0] != r && m[k - 1] != r)))
+            BAD("embd: rank %d group [%d,%d]", r, m[0], m[k - 1]);
+    }
+    /* TP node-locality against a brute-force look at every group. */
+    for (int per = 1; per <= W; per++) {
+        gl_grid_spec t = *s;
+        t.ranks_per_node = per;
+        int local = 1, members[MAXW];
+        for (int r = 0; r < W; r++) {
+            int k = gl_grid_group(&t, GL_AXIS_TP, r, members);
+            for (int i = 0; i < k; i++)
+                if (members[i] / per != r / per)
+                    local = 0;
+        }
+        if (gl_grid_tp_node_local(&t) != local)
+            BAD("tp_node_local(ranks_per_node %d) = %d, brute force %d",
+                per, gl_grid_tp_node_local(&t), local);
+        if (per % s->tp == 0 && !local)
+            BAD("TP %d divides %d ranks per node but groups are not node-local", s->tp, per);
+    }
+#undef BAD
+    return bad;
+}
+
+static void test_all_layouts(void)
+{
+    int layouts = 0;
+    for (int W = 1; W <= MAXW; W++) {
+        int nlay = 0, nbad = 0;
+        char why[640] = "";
+        for (int tp = 1; tp <= W; tp++)
+        for (int cp = 1; tp * cp <= W; cp++)
+        for (int pp = 1; tp * cp * pp <= W; pp++) {
+            if (W % (tp * cp * pp))
+                continue;
+            int dp = W / (tp * cp * pp);
+            for (int ep = 1; ep <= dp; ep++) {
+                if (dp % ep)
+                    continue;
+                gl_grid_spec s = { .world = W, .tp = tp, .cp = cp, .ep = ep, .pp = pp };
+                char err[256], w[256];
+                if (gl_grid_init(&s, err, sizeof err) != 0) {
+                    if (!nbad++)
+                        snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d refused: %s",
+                                 tp, cp, pp, ep, err);
+                    continue;
+                }
+                nlay++;
+                if (s.dp != dp)
+                    snprintf(w, sizeof w, "dp %d, want %d", s.dp, dp), nbad++;
+                else if (check_layout(&s, w, sizeof w) && !nbad++)
+                    snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d: %s", tp, cp, pp, ep, w);
+            }
+        }
+        layouts += nlay;
+        ok(nbad == 0, "W=%d: all %d layouts consistent%s%s", W, nlay,
+           nbad ? ": " : "", why);
+    }
+    diag("%d layouts checked", layouts);
+}
+
+/* err holds every needle. */
+static void check_error(gl_grid_spec s, const char *what, const char *n1, const char *n2)
+{
+    char err[512] = "";
+    int rc = gl_grid_init(&s, err, sizeof err);
+    ok(rc == -1 && strstr(err, n1) && strstr(err, n2) && !strchr(err, '\n'),
+       "%s: one line naming '%s' and '%s' (got: %s)", what, n1, n2, err);
+}
+
+static void test_errors(void)
+{
+    check_error((gl_grid_spec){ .world = 16, .tp = 3 }, "TP=3 on 16 ranks",
+                "--tensor-model-parallel-size 3", "world size 16");
+    check_error((gl_grid_spec){ .world = 12, .tp = 2, .pp = 4 }, "TP=2 PP=4 on 12 ranks",
+                "--pipeline-model-parallel-size 4", "= 8 does not divide");
+    check_error((gl_grid_spec){ .world = 4, .tp = 8 }, "TP=8 on 4 ranks",
+                "--tensor-model-parallel-size 8", "world size 4");
+    check_error((gl_grid_spec){ .world = 16, .cp = 32 }, "CP=32 on 16 ranks",
+                "--context-parallel-size 32", "divides 16");
+    check_error((gl_grid_spec){ .world = 16, .tp = 2, .ep = 3 }, "EP=3 with DP=8",
+                "--expert-model-parallel-size 3", "data-parallel size 8");
+    check_error((gl_grid_spec){ .world = 16, .tp = 2, .dp = 4 }, "DP=4 where 8 follows",
+                "--data-parallel-size 4", "set it to 8");
+    check_error((gl_grid_spec){ .world = 8, .pp = -2 }, "negative PP",
+                "--pipeline-model-parallel-size -2", "positive integer");
+    check_error((gl_grid_spec){ .world = 0 }, "empty world", "world size 0", "mpiexec -n");
+    gl_grid_spec s = { .world = 16, .tp = 2, .dp = 8 };
+    ok(gl_grid_init(&s, NULL, 0) == 0, "a consistent explicit --data-parallel-size is accepted");
+    s = (gl_grid_spec){ .world = 16, .tp = 16 };
+    ok(gl_grid_init(&s, NULL, 0) == 0, "a NULL error buffer is allowed");
+
+    /* node-locality: TP=8 on 8-GPU nodes yes, TP=16 no, TP=3 of 6 per node yes. */
+    s = (gl_grid_spec){ .world = 32, .tp = 8, .ranks_per_node = 8 };
+    gl_grid_init(&s, NULL, 0);
+    is_int(gl_grid_tp_node_local(&s), 1, "TP=8 with 8 ranks per node is node-local");
+    s = (gl_grid_spec){ .world = 32, .tp = 16, .ranks_per_node = 8 };
+    gl_grid_init(&s, NULL, 0);
+    is_int(gl_grid_tp_node_local(&s), 0, "TP=16 with 8 ranks per node crosses nodes");
+    s = (gl_grid_spec){ .world = 12, .tp = 4, .ranks_per_node = 6 };
+    gl_grid_init(&s, NULL, 0);
+    is_int(gl_grid_tp_node_local(&s), 0, "TP=4 with 6 ranks per node: group [4..7] crosses");
+    s = (gl_grid_spec){ .world = 12, .tp = 4 };
+    gl_grid_init(&s, NULL, 0);
+    is_int(gl_grid_tp_node_local(&s), 1, "unknown ranks per node counts as node-local");
+}
+
+int main(void)
+{
+    plan(NO_PLAN);
+    test_reference_example();
+    test_all_layouts();
+    test_errors();
+    return done_testing();
+}
