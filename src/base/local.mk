@@ -1,3 +1,6 @@
 # src/base: errors, logging, timers, options, counter-based RNG.
 libgridlm_a_SOURCES += \
 	%reldir%/log.c %reldir%/log.h
+libgridlm_a_SOURCES += %reldir%/rng.c %reldir%/rng.h
+libgridlm_a_SOURCES += \
+	%reldir%/options.c %reldir%/options.h

@@ -89,10 +89,16 @@ typedef struct gl_config {
     int n_data_paths;                /* --data-path [W1] P1 [W2] P2 ... */
     double data_weight[GL_MAX_DATA_PATHS];
     char *data_path[GL_MAX_DATA_PATHS];
+    int data_weights_given;          /* 1: weights were given, data_weight[] sums to 1;
+                                        0: none (one path: weight 1; several: Megatron
+                                        weights them by size, data_weight[] = 0) */
     char split[64];                  /* --split (969,30,1) */
     char *data_cache_path;           /* --data-cache-path */
-    char tokenizer_type[64];         /* --tokenizer-type */
-    char *tokenizer_model;           /* --tokenizer-model */
+    char tokenizer_type[64];         /* --tokenizer-type ("HuggingFaceTokenizer" when only
+                                        --tokenizer-model is given) */
+    char *tokenizer_model;           /* --tokenizer-model (GPT2BPETokenizer: "VOCAB:MERGES"
+                                        when given as --vocab-file/--merge-file) */
+    char *vocab_file, *merge_file;   /* --vocab-file, --merge-file (GPT2BPETokenizer) */
     int eod_mask_loss;               /* --eod-mask-loss */
     int num_workers;                 /* --num-workers (2) */
     long eval_interval;              /* --eval-interval (1000) */
@@ -143,6 +149,11 @@ void gl_config_parse(gl_config *c, int argc, char **argv);
  * combination (grid.md's layout checks); ranks_per_node feeds the
  * TP-crosses-nodes warning.  Dies (exit 2) on an impossible layout. */
 void gl_config_finish(gl_config *c, int world_size, int ranks_per_node);
+
+/* Set the vocabulary size (from the tokenizer, when --vocab-size was not
+ * given) and the padded size: the next multiple of
+ * make_vocab_size_divisible_by x TP. */
+void gl_config_set_vocab_size(gl_config *c, int vocab_size);
 
 /* Model FLOPs per trained token as ../shared/reference/flops.md counts. */
 double gl_config_flops_per_token(const gl_config *c);

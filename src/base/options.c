@@ -1,0 +1,393 @@
+/* options.c: the table-driven long-option parser (see options.h). */
+#include "config.h"
+#include "base/options.h"
+#include "base/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A value is shown bare unless it would be hard to read that way. */
+static const char *shown(const char *value, char *buf, size_t n)
+{
+    if (*value && !strpbrk(value, " \t\n"))
+        return value;
+    snprintf(buf, n, "'%s'", value);
+    return buf;
+}
+
+void gl_opt_die(const gl_option *o, const char *value, const char *fmt, ...)
+{
+    char msg[1024], vbuf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *hint = o->hint;
+    if (value)
+        gl_die_code(2, "--%s %s %s%s%s%s", o->name, shown(value, vbuf, sizeof vbuf),
+                    msg, hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+    gl_die_code(2, "--%s %s%s%s%s", o->name, msg, hint ? " (" : "",
+                hint ? hint : "", hint ? ")" : "");
+}
+
+int gl_opt_to_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int gl_opt_to_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+const gl_option *gl_opt_lookup(const gl_option *table, const char *name)
+{
+    for (const gl_option *o = table; o->name; o++)
+        if (!strcmp(o->name, name))
+            return o;
+    return NULL;
+}
+
+/* Levenshtein distance between a and b, one row of the table at a time. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    size_t *row = gl_malloc((nb + 1) * sizeof *row);
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (a[i - 1] != b[j - 1]);
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    size_t d = row[nb];
+    free(row);
+    return d;
+}
+
+/* A plausible typo is at most a third of the name away (and at least two
+ * edits are always allowed); underscores count as dashes, since
+ * --hidden_size is the commonest slip from Python configs. */
+const char *gl_opt_suggest(const gl_option *table, const char *name)
+{
+    char *dashed = gl_strdup(name);
+    for (char *p = dashed; *p; p++)
+        if (*p == '_')
+            *p = '-';
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (const gl_option *o = table; o->name; o++) {
+        size_t d = edit_distance(dashed, o->name);
+        if (d < best_d) {
+            best_d = d;
+            best = o->name;
+        }
+    }
+    size_t n = strlen(dashed);
+    size_t limit = n / 3 > 2 ? n / 3 : 2;
+    /* A known name that starts with what was typed is a likely
+     * abbreviation (which is not accepted, but worth pointing at). */
+    if (best_d > limit && n >= 4)
+        for (const gl_option *o = table; o->name; o++)
+            if (!strncmp(o->name, dashed, n)) {
+                best = o->name;
+                best_d = 0;
+                break;
+            }
+    free(dashed);
+    return best_d <= limit ? best : NULL;
+}
+
+static void *field(void *target, const gl_option *o)
+{
+    return o->offset == GL_OPT_NOWHERE ? NULL : (char *)target + o->offset;
+}
+
+/* "a, b or c" */
+static void list_choices(const char *const *choices, char *buf, size_t n)
+{
+    size_t len = 0, count = 0;
+    buf[0] = '\0';
+    while (choices[count])
+        count++;
+    for (size_t i = 0; i < count && len < n; i++)
+        len += snprintf(buf + len, n - len, "%s%s", i == 0 ? "" : i + 1 == count ? " or " : ", ",
+                        choices[i]);
+}
+
+static int find_choice(const gl_option *o, const char *value)
+{
+    for (int i = 0; o->choices[i]; i++)
+        if (!strcmp(o->choices[i], value))
+            return i;
+    char list[512];
+    list_choices(o->choices, list, sizeof list);
+    gl_opt_die(o, value, "is not supported: use %s%s", o->choices[1] ? "one of " : "", list);
+}
+
+/* The range checks of o->check, on a value already read. */
+static void check_range(const gl_option *o, const char *value, double v, int integral)
+{
+    const char *what = integral ? "integer" : "number";
+    if ((o->check & GL_OPT_POSITIVE) && !(v > 0))
+        gl_opt_die(o, value, "must be a positive %s", what);
+    if ((o->check & GL_OPT_NONNEG) && !(v >= 0))
+        gl_opt_die(o, value, "must be zero or a positive %s", what);
+    int lo = (o->check & GL_OPT_MIN) != 0;
+    int hi = (o->check & (GL_OPT_MAX | GL_OPT_MAX_OPEN)) != 0;
+    int open = (o->check & GL_OPT_MAX_OPEN) != 0;
+    if ((lo && v < o->min) || (hi && (open ? v >= o->max : v > o->max))) {
+        if (lo && hi)
+            gl_opt_die(o, value, "is out of range: give a %s in [%g, %g%s", what, o->min, o->max,
+                       open ? ")" : "]");
+        if (lo)
+            gl_opt_die(o, value, "is too small: give a %s >= %g", what, o->min);
+        gl_opt_die(o, value, "is too large: give a %s %s %g", what, open ? "<" : "<=", o->max);
+    }
+}
+
+/* Store value (non-NULL for every kind but FLAG and a metavar-less CALL)
+ * into o's field.  Returns how many of the following arguments a CALL
+ * handler consumed. */
+static int apply(const gl_option *o, void *target, const char *value, char **more, int nmore)
+{
+    void *f = field(target, o);
+    long l;
+    double d;
+    switch (o->kind) {
+    case GL_OPT_FLAG:
+        if (f)
+            *(int *)f = 1;
+        return 0;
+    case GL_OPT_INT:
+    case GL_OPT_LONG:
+        if (gl_opt_to_long(value, &l)) {
+            if (gl_opt_to_double(value, &d))
+                gl_opt_die(o, value, "is not an integer: give a whole number");
+            if (d != floor(d))
+                gl_opt_die(o, value, "is not a whole number: give an integer");
+            if (fabs(d) < 1e15)
+                gl_opt_die(o, value, "must be written in plain digits: %.0f", d);
+            gl_opt_die(o, value, "is too large: give an integer of at most %ld", LONG_MAX);
+        }
+        if (o->kind == GL_OPT_INT && (l < INT_MIN || l > INT_MAX))
+            gl_opt_die(o, value, "is too large: give an integer of at most %d", INT_MAX);
+        check_range(o, value, (double)l, 1);
+        if (f && o->kind == GL_OPT_INT)
+            *(int *)f = (int)l;
+        else if (f)
+            *(long *)f = l;
+        return 0;
+    case GL_OPT_DOUBLE:
+        if (gl_opt_to_double(value, &d))
+            gl_opt_die(o, value, "is not a finite number: give a value such as 0.5 or 1e-4");
+        check_range(o, value, d, 0);
+        if (f)
+            *(double *)f = d;
+        return 0;
+    case GL_OPT_STR:
+        if (o->choices)
+            find_choice(o, value);
+        if (f) {
+            if (strlen(value) >= o->size)
+                gl_opt_die(o, value, "is too long: at most %zu characters", o->size - 1);
+            memcpy(f, value, strlen(value) + 1);
+        }
+        return 0;
+    case GL_OPT_DUP:
+        if (o->choices)
+            find_choice(o, value);
+        if (f) {
+            free(*(char **)f);
+            *(char **)f = gl_strdup(value);
+        }
+        return 0;
+    case GL_OPT_CHOICE: {
+        int i = find_choice(o, value);
+        if (f)
+            *(int *)f = o->choice_values ? o->choice_values[i] : i;
+        return 0;
+    }
+    case GL_OPT_CALL:
+        return o->fn(target, o, value, more, nmore);
+    }
+    return 0;
+}
+
+static int takes_value(const gl_option *o)
+{
+    return o->kind != GL_OPT_FLAG && !(o->kind == GL_OPT_CALL && !o->metavar);
+}
+
+void gl_opt_parse(const gl_option *table, void *target, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) || !arg[2])
+            gl_die_code(2, "unexpected argument '%s': %s takes only --name value options "
+                        "(see --help)", arg, gl_log_program());
+
+        /* Split --name=value. */
+        char name[128];
+        const char *eq = strchr(arg + 2, '=');
+        size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        if (n >= sizeof name)
+            n = sizeof name - 1;
+        memcpy(name, arg + 2, n);
+        name[n] = '\0';
+
+        const gl_option *o = gl_opt_lookup(table, name);
+        if (!o) {
+            const char *s = gl_opt_suggest(table, name);
+            if (s)
+                gl_die_code(2, "unknown option --%s: did you mean --%s?", name, s);
+            gl_die_code(2, "unknown option --%s: see --help for the options", name);
+        }
+
+        const char *value = NULL;
+        if (takes_value(o)) {
+            if (eq)
+                value = eq + 1;
+            else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2))
+                value = argv[++i];
+            else
+                gl_die_code(2, "--%s needs a value: --%s %s", o->name, o->name,
+                            o->metavar ? o->metavar : "VALUE");
+        } else if (eq) {
+            gl_die_code(2, "--%s takes no value (given '%s'): write just --%s", o->name,
+                        eq + 1, o->name);
+        }
+        i += apply(o, target, value, argv + i + 1, argc - i - 1);
+    }
+}
+
+const char *gl_opt_find(int argc, char **argv, const char *name)
+{
+    size_t n = strlen(name);
+    const char *found = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) || strncmp(a + 2, name, n))
+            continue;
+        if (a[2 + n] == '=')
+            found = a + 3 + n;
+        else if (!a[2 + n] && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
+            found = argv[++i];
+    }
+    return found;
+}
+
+/* The default of o as --help shows it, or "" for none worth showing. */
+static void default_text(const gl_option *o, const void *defaults, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (o->defstr) {
+        snprintf(buf, n, "%s", o->defstr);
+        return;
+    }
+    if (o->offset == GL_OPT_NOWHERE || !defaults)
+        return;
+    const char *f = (const char *)defaults + o->offset;
+    switch (o->kind) {
+    case GL_OPT_INT:
+        snprintf(buf, n, "%d", *(const int *)f);
+        break;
+    case GL_OPT_LONG:
+        snprintf(buf, n, "%ld", *(const long *)f);
+        break;
+    case GL_OPT_DOUBLE:
+        snprintf(buf, n, "%g", *(const double *)f);
+        break;
+    case GL_OPT_STR:
+        snprintf(buf, n, "%s", f);
+        break;
+    case GL_OPT_DUP:
+        snprintf(buf, n, "%s", *(char *const *)f ? *(char *const *)f : "");
+        break;
+    case GL_OPT_CHOICE: {
+        int v = *(const int *)f;
+        for (int i = 0; o->choices[i]; i++)
+            if ((o->choice_values ? o->choice_values[i] : i) == v)
+                snprintf(buf, n, "%s", o->choices[i]);
+        break;
+    }
+    case GL_OPT_FLAG:
+    case GL_OPT_CALL:
+        break;
+    }
+}
+
+/* One option: "  --name METAVAR   help [default: X]", the text wrapped
+ * at word boundaries to fit 79 columns, and starting on a line of its
+ * own when the name is too long for the left column. */
+static void help_line(FILE *f, const gl_option *o, const void *defaults)
+{
+    enum { COL = 36, WIDTH = 79 };
+    char left[160], def[256], text[1024];
+    snprintf(left, sizeof left, "  --%s%s%s", o->name, o->metavar ? " " : "",
+             o->metavar ? o->metavar : "");
+    default_text(o, defaults, def, sizeof def);
+    snprintf(text, sizeof text, "%s%s%s%s", o->help ? o->help : "", def[0] ? " [default: " : "",
+             def, def[0] ? "]" : "");
+    if (strlen(left) < COL - 1)
+        fprintf(f, "%-*s", COL, left);
+    else
+        fprintf(f, "%s\n%-*s", left, COL, "");
+
+    int col = COL;
+    for (const char *p = text; *p;) {
+        size_t word = strcspn(p, " ");
+        if (col > COL && col + 1 + (int)word > WIDTH) {
+            fprintf(f, "\n%-*s", COL, "");
+            col = COL;
+        } else if (col > COL) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(p, 1, word, f);
+        col += (int)word;
+        p += word;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', f);
+}
+
+void gl_opt_help(FILE *f, const gl_option *table, const void *defaults)
+{
+    for (const gl_option *g = table; g->name; g++) {
+        /* Each group is printed once, where it first appears. */
+        int seen = 0;
+        for (const gl_option *p = table; p < g; p++)
+            if (p->group && g->group && !strcmp(p->group, g->group))
+                seen = 1;
+        if (seen || !g->group)
+            continue;
+        fprintf(f, "\n%s:\n", g->group);
+        for (const gl_option *o = g; o->name; o++)
+            if (o->group && !strcmp(o->group, g->group) && o->help)
+                help_line(f, o, defaults);
+    }
+}

@@ -1,0 +1,119 @@
+/*
+ * options.h: a table-driven parser for GNU-style long options.
+ *
+ * A program describes its options once, in a table of gl_option rows that
+ * say where each value goes (an offset into the caller's struct), how to
+ * read it (integer, float, string, one of a list), what range it must lie
+ * in and how --help shows it.  gl_opt_parse() then walks argv:
+ *
+ *     --name value   and   --name=value     options that take a value
+ *     --name                                flags (no value allowed)
+ *
+ * Every mistake stops the program through gl_die_code(2, ...) with one line
+ * that names the option, the value and what would be accepted:
+ *
+ *     prog: error: --hidden-size 'abc' is not an integer: give a whole number
+ *     prog: error: unknown option --hiden-size: did you mean --hidden-size?
+ *
+ * Options are long only; there are no positional arguments, no single-dash
+ * options and no abbreviations (an abbreviation that is unique today stops
+ * being unique when an option is added, and scripts break).
+ *
+ * No MPI and no CUDA here.
+ */
+#ifndef GL_BASE_OPTIONS_H
+#define GL_BASE_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "base/log.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    GL_OPT_FLAG,    /* no value; stores 1 in an int field */
+    GL_OPT_INT,     /* int field */
+    GL_OPT_LONG,    /* long field */
+    GL_OPT_DOUBLE,  /* double field; the value must be finite */
+    GL_OPT_STR,     /* char[size] field; too long a value is an error */
+    GL_OPT_DUP,     /* char * field; gl_strdup()'d, the old value freed */
+    GL_OPT_CHOICE,  /* int field: index of the value in choices (or choice_values[i]) */
+    GL_OPT_CALL,    /* fn() does the work; it may take further arguments */
+} gl_opt_kind;
+
+/* Range checks for numbers (bit flags in gl_option.check). */
+enum {
+    GL_OPT_POSITIVE = 1 << 0, /* value > 0 */
+    GL_OPT_NONNEG   = 1 << 1, /* value >= 0 */
+    GL_OPT_MIN      = 1 << 2, /* value >= min */
+    GL_OPT_MAX      = 1 << 3, /* value <= max */
+    GL_OPT_MAX_OPEN = 1 << 4, /* value <  max */
+};
+
+/* Where an option's value goes when it is only accepted, not stored
+ * (a flag that names what the program always does). */
+#define GL_OPT_NOWHERE ((size_t)-1)
+
+struct gl_option;
+
+/* GL_OPT_CALL handler.  value is the option's value (NULL for an option
+ * without metavar); more/nmore are the arguments that follow it, which
+ * the handler may consume: it returns how many it took.  target is the
+ * struct given to gl_opt_parse(). */
+typedef int (*gl_opt_fn)(void *target, const struct gl_option *o,
+                         const char *value, char **more, int nmore);
+
+typedef struct gl_option {
+    const char *name;      /* without the leading "--"; NULL ends a table */
+    gl_opt_kind kind;
+    size_t offset;         /* offsetof(target struct, field), or GL_OPT_NOWHERE */
+    size_t size;           /* GL_OPT_STR: size of the char array */
+    const char *metavar;   /* "N", "FILE", ...; NULL for flags */
+    const char *group;     /* --help heading this option is listed under */
+    const char *help;      /* one line for --help */
+    unsigned check;        /* GL_OPT_POSITIVE, ... */
+    double min, max;       /* bounds for GL_OPT_MIN / GL_OPT_MAX / GL_OPT_MAX_OPEN */
+    const char *const *choices;   /* NULL-terminated accepted values (CHOICE, STR, DUP) */
+    const int *choice_values;     /* CHOICE: value stored for choices[i] (NULL: i) */
+    const char *hint;      /* appended to every error about this option */
+    const char *defstr;    /* --help shows this as the default instead of the field */
+    gl_opt_fn fn;          /* GL_OPT_CALL */
+} gl_option;
+
+/* Parse argv[1..argc-1] into target.  Dies (exit 2) on the first bad
+ * option or value. */
+void gl_opt_parse(const gl_option *table, void *target, int argc, char **argv);
+
+/* The value of the last --name / --name=value in argv, or NULL.  Used to
+ * look at one option (a preset) before parsing the rest. */
+const char *gl_opt_find(int argc, char **argv, const char *name);
+
+/* The row named name, or NULL. */
+const gl_option *gl_opt_lookup(const gl_option *table, const char *name);
+
+/* The known option closest to name (edit distance), or NULL when nothing
+ * is close enough to be a plausible typo. */
+const char *gl_opt_suggest(const gl_option *table, const char *name);
+
+/* Print the options grouped by their group, in the order the groups first
+ * appear in the table, each with its default read from defaults (a struct
+ * of the target type filled with the defaults), or its defstr. */
+void gl_opt_help(FILE *f, const gl_option *table, const void *defaults);
+
+/* Stop with a usage error about option o: "--NAME VALUE: MESSAGE[: HINT]".
+ * For GL_OPT_CALL handlers and for checks made after parsing. */
+GL_NORETURN void gl_opt_die(const gl_option *o, const char *value,
+                            const char *fmt, ...) GL_PRINTF(3, 4);
+
+/* Conversions used by the parser, for handlers: 0 on success, -1 when s
+ * is not a whole number / finite number (trailing junk included). */
+int gl_opt_to_long(const char *s, long *out);
+int gl_opt_to_double(const char *s, double *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

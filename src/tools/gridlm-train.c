@@ -1,0 +1,96 @@
+/*
+ * gridlm-train: pre-train a Llama-style model (see gridlm-train(1)).
+ *
+ * Thin by design: read the command line, start the job, build the
+ * process grid's communicators, open the device, and hand everything to
+ * the training loop.  Each step lives in its own room of src/.
+ */
+#include <config.h>
+#include "base/log.h"
+#include "boot/boot.h"
+#include "boot/groups.h"
+#include "device/ops.h"
+#include "grid/grid.h"
+#include "train/config.h"
+#include "train/train.h"
+
+#include <stdlib.h>
+
+/* The device --device asks for: cpu, the rank's GPU, or (auto) the GPU
+ * when there is one. */
+static gl_dev *open_device(const gl_config *c, const gl_boot *b)
+{
+    if (c->device == GL_DEVICE_CPU || (c->device == GL_DEVICE_AUTO && b->gpu < 0))
+        return gl_dev_open_cpu();
+    if (b->gpu < 0)
+        gl_die_code(2, "--device cuda: no GPU is visible to this rank (check "
+                    "CUDA_VISIBLE_DEVICES and the job's GPU request), or use --device cpu");
+    gl_dev *d = gl_dev_open_cuda(b->gpu);
+    if (!d)
+        gl_die_code(2, "--device cuda: this gridlm was built without CUDA (configure "
+                    "--disable-cuda or no CUDA found): use --device cpu or rebuild with CUDA");
+    return d;
+}
+
+/* --dry-run: what the run would be, on rank 0. */
+static void summary(const gl_config *c)
+{
+    gl_info0("model: %s%s%d layers, hidden %d, ffn %d, heads %d/%d (head size %d), "
+             "vocab %d (padded %d), seq %d",
+             c->model[0] ? c->model : "", c->model[0] ? ": " : "", c->num_layers,
+             c->hidden_size, c->ffn_hidden_size, c->num_attention_heads, c->num_query_groups,
+             c->head_dim, c->vocab_size, c->padded_vocab_size, c->seq_length);
+    gl_info0("layout: world %d = TP %d x CP %d x PP %d x DP %d%s%s", c->world_size,
+             c->tensor_model_parallel_size, c->context_parallel_size,
+             c->pipeline_model_parallel_size, c->data_parallel_size,
+             c->virtual_pipeline_size > 1 ? ", interleaved" : "",
+             c->sequence_parallel ? ", sequence parallel" : "");
+    gl_info0("batch: global %d = micro %d x DP %d x %d micro-batches; %.4g GFLOP per token",
+             c->global_batch_size, c->micro_batch_size, c->data_parallel_size,
+             c->num_micro_batches, gl_config_flops_per_token(c) / 1e9);
+}
+
+int main(int argc, char **argv)
+{
+    gl_config c;
+    gl_boot b;
+
+    gl_log_set_program(argv[0]);
+
+    /* Before MPI: --help, --version and typos need no launcher, and every
+     * rank reaches the same verdict on its own. */
+    gl_config_defaults(&c);
+    gl_config_parse(&c, argc, argv);
+
+    gl_boot_init(&argc, &argv, &b);
+    if (c.device != GL_DEVICE_CPU) /* --device cpu runs anywhere, GPUs or not */
+        gl_boot_pick_gpu(&b);
+    gl_config_finish(&c, b.size, b.local_size);
+
+    gl_grid_spec spec = {
+        .world = b.size,
+        .tp = c.tensor_model_parallel_size,
+        .cp = c.context_parallel_size,
+        .ep = c.expert_model_parallel_size,
+        .dp = c.data_parallel_size,
+        .pp = c.pipeline_model_parallel_size,
+        .ranks_per_node = b.local_size,
+    };
+    gl_dev *d = open_device(&c, &b);
+    gl_groups *g = gl_groups_create(&b, &spec, d->comm);
+    gl_groups_health_check(g, d);
+
+    int status = 0;
+    if (c.dry_run) {
+        summary(&c);
+        gl_dry_run_report(&b, g, stdout);
+    } else {
+        status = gl_train_run(&c, &b, g, d);
+    }
+
+    gl_groups_free(g);
+    gl_dev_close(d);
+    gl_config_free(&c);
+    gl_boot_finalize(&b);
+    return status;
+}

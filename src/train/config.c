@@ -1,0 +1,1040 @@
+/*
+ * config.c: gridlm-train's command line (see config.h).
+ *
+ * The options are one table (below) read by the generic parser in
+ * base/options.c; this file adds what is particular to training: the
+ * --model presets, --data-path's optional weights, and the checks that
+ * tie values together (a layout the process grid cannot hold, a batch
+ * that does not split into micro-batches, ...).
+ *
+ * Checks that need only the command line run at the end of
+ * gl_config_parse(), before MPI starts, so a typo costs no allocation.
+ * Checks that need the world size run in gl_config_finish().  Each one
+ * stops the program with one line, exit code 2, that names the flags, the
+ * values and a way out.  Every rank runs the same checks on the same
+ * input, so every rank stops; only rank 0 prints.
+ */
+#include <config.h> /* the build's, not train/config.h beside this file */
+#include "train/config.h"
+#include "base/log.h"
+#include "base/options.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define OFF(f) offsetof(gl_config, f)
+
+/* ------------------------------------------------------------------ */
+/* Printing from rank 0 only.                                          */
+
+/* The rank the launcher gave this process, or -1.  Before MPI_Init the
+ * only way to know is the launcher's environment. */
+static int launcher_rank(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                 "SLURM_PROCID", NULL};
+    if (gl_log_rank() >= 0)
+        return gl_log_rank();
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        long r;
+        if (v && !gl_opt_to_long(v, &r))
+            return (int)r;
+    }
+    return -1;
+}
+
+/* On ranks other than 0, point stdout and stderr at /dev/null while the
+ * command line is read: every rank reads the same line and reaches the
+ * same verdict, and one copy of --help or of an error is enough. */
+typedef struct { int out, err; } quiet_fds;
+
+static quiet_fds quiet_begin(void)
+{
+    quiet_fds q = {-1, -1};
+    if (launcher_rank() <= 0)
+        return q;
+    int null = open("/dev/null", O_WRONLY);
+    if (null < 0)
+        return q;
+    fflush(stdout);
+    fflush(stderr);
+    q.out = dup(1);
+    q.err = dup(2);
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+    return q;
+}
+
+static void quiet_end(quiet_fds q)
+{
+    if (q.out < 0)
+        return;
+    fflush(stdout);
+    fflush(stderr);
+    dup2(q.out, 1);
+    dup2(q.err, 2);
+    close(q.out);
+    close(q.err);
+}
+
+/* A usage error found by a check.  Rank 0 prints it and stops the job;
+ * once MPI is up, the other ranks give rank 0 time to do so (its abort
+ * ends them) and stop silently themselves if it somehow does not. */
+GL_NORETURN GL_PRINTF(1, 2) static void bad(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (launcher_rank() > 0) {
+        quiet_begin();
+        if (gl_log_rank() > 0)
+            sleep(10);
+    }
+    gl_die_code(2, "%s", msg);
+}
+
+/* A warning, printed by rank 0 only. */
+GL_PRINTF(1, 2) static void warn0(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    if (launcher_rank() > 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    gl_warn("%s", msg);
+}
+
+/* "1, 2, 4 or 8": the divisors of n up to limit, for messages that
+ * suggest a parallel size. */
+static const char *divisors(long n, long limit, char *buf, size_t size)
+{
+    long d[64];
+    int k = 0;
+    for (long i = 1; i <= n && i <= limit && k < 64; i++)
+        if (n % i == 0)
+            d[k++] = i;
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < k && len < size; i++)
+        len += snprintf(buf + len, size - len, "%s%ld", i == 0 ? "" : i + 1 == k ? " or " : ", ",
+                        d[i]);
+    return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* Presets.                                                            */
+
+typedef struct {
+    const char *name;
+    int layers, hidden, ffn, heads, groups, vocab, seq, max_pos;
+    double rope_base;
+    int rope_scaling;
+    double rope_factor;
+    int untie;
+} preset;
+
+/* The published shapes of the Llama 3 models (config.json of each), and
+ * the small model the tests train.  Columns: layers, hidden, FFN, heads,
+ * query groups, vocabulary, sequence, max positions, RoPE base, RoPE
+ * scaling (and factor), untied embeddings. */
+static const preset presets[] = {
+    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
+    {"llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
+    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 8192, 131072, 500000, 1, 32, 0},
+    {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+
+static const char *preset_names = "llama3-8b, llama3-70b, llama3.2-1b or tiny";
+
+static const preset *find_preset(const char *name)
+{
+    for (const preset *p = presets; p->name; p++)
+        if (!strcmp(p->name, name))
+            return p;
+    return NULL;
+}
+
+static void apply_preset(gl_config *c, const preset *p)
+{
+    snprintf(c->model, sizeof c->model, "%s", p->name);
+    c->num_layers = p->layers;
+    c->hidden_size = p->hidden;
+    c->ffn_hidden_size = p->ffn;
+    c->num_attention_heads = p->heads;
+    c->num_query_groups = p->groups;
+    c->kv_channels = 0;
+    c->vocab_size = p->vocab;
+    c->seq_length = p->seq;
+    c->max_position_embeddings = p->max_pos;
+    c->rotary_base = p->rope_base;
+    c->use_rope_scaling = p->rope_scaling;
+    c->rope_scaling_factor = p->rope_factor;
+    c->untie_embeddings_and_output_weights = p->untie;
+    c->norm_epsilon = 1e-5;
+}
+
+/* ------------------------------------------------------------------ */
+/* Handlers for options that are more than a value.                    */
+
+static int opt_model(void *target, const gl_option *o, const char *value, char **more, int nmore)
+{
+    /* The preset itself was applied before parsing began (see
+     * gl_config_parse); here the name is only checked. */
+    if (!find_preset(value))
+        gl_opt_die(o, value, "is not a known model: use %s, or give the shape with "
+                   "--num-layers, --hidden-size, ...", preset_names);
+    return 0;
+}
+
+/* --data-path PREFIX | --data-path W1 PREFIX1 W2 PREFIX2 ...  (Megatron's
+ * blend syntax).  Takes every following argument up to the next option.
+ * Weights are normalised to sum to 1; without weights each data_weight is
+ * 0 and data_weights_given is 0: Megatron then weights the datasets by
+ * their size. */
+static int opt_data_path(void *target, const gl_option *o, const char *value, char **more,
+                         int nmore)
+{
+    gl_config *c = target;
+    int n = 0;
+    while (n < nmore && strncmp(more[n], "--", 2))
+        n++;
+    int count = n + 1;
+    const char **item = gl_malloc(count * sizeof *item);
+    item[0] = value;
+    for (int i = 0; i < n; i++)
+        item[i + 1] = more[i];
+
+    for (int i = 0; i < c->n_data_paths; i++)
+        free(c->data_path[i]);
+    c->n_data_paths = 0;
+
+    double w;
+    int weighted = count > 1 && !gl_opt_to_double(item[0], &w);
+    int paths = weighted ? count / 2 : count;
+    if (weighted && count % 2)
+        gl_opt_die(o, item[count - 1], "has no dataset after it: weighted blends are "
+                   "--data-path W1 PREFIX1 W2 PREFIX2 ...");
+    if (paths > GL_MAX_DATA_PATHS)
+        gl_opt_die(o, item[0], "... names %d datasets: at most %d can be blended", paths,
+                   GL_MAX_DATA_PATHS);
+    double sum = 0;
+    for (int k = 0; k < paths; k++) {
+        const char *path = weighted ? item[2 * k + 1] : item[k];
+        double weight = 0;
+        if (weighted) {
+            if (gl_opt_to_double(item[2 * k], &weight) || weight < 0)
+                gl_opt_die(o, item[2 * k], "is not a weight: weighted blends are "
+                           "--data-path W1 PREFIX1 W2 PREFIX2 ... with each W >= 0");
+            double dummy;
+            if (!gl_opt_to_double(path, &dummy))
+                gl_opt_die(o, path, "is a number where a dataset prefix was expected: "
+                           "weighted blends are --data-path W1 PREFIX1 W2 PREFIX2 ...");
+        }
+        c->data_path[k] = gl_strdup(path);
+        c->data_weight[k] = weight;
+        sum += weight;
+    }
+    c->n_data_paths = paths;
+    c->data_weights_given = weighted;
+    if (weighted && !(sum > 0))
+        gl_opt_die(o, item[0], "...: the weights sum to 0: give at least one positive weight");
+    for (int k = 0; weighted && k < paths; k++)
+        c->data_weight[k] /= sum;
+    if (paths == 1)
+        c->data_weight[0] = 1.0;
+    free(item);
+    return n;
+}
+
+/* --help prints the option table, so it is defined after it. */
+static int opt_help(void *target, const gl_option *o, const char *value, char **more,
+                    int nmore);
+
+static int opt_version(void *target, const gl_option *o, const char *value, char **more,
+                       int nmore)
+{
+    printf("%s (gridlm) %s\n", gl_log_program(), PACKAGE_VERSION);
+    fflush(stdout);
+    exit(0);
+}
+
+/* Megatron options whose effect gridlm cannot give: refused, with why. */
+static int opt_refuse(void *target, const gl_option *o, const char *value, char **more,
+                      int nmore)
+{
+    gl_opt_die(o, value, "is not supported");
+}
+
+/* ------------------------------------------------------------------ */
+/* The option table.                                                   */
+
+#define G_MODEL "Model"
+#define G_PAR "Parallelism"
+#define G_BATCH "Batch and schedule"
+#define G_OPT "Optimizer"
+#define G_LR "Learning rate"
+#define G_PREC "Precision, device and memory"
+#define G_DATA "Data"
+#define G_CKPT "Checkpoints"
+#define G_LOG "Logging"
+#define G_FAULT "Faults"
+#define G_PROG "Program"
+#define G_COMPAT "Accepted for Megatron-LM scripts (gridlm always does this)"
+
+static const char *const lr_styles[] = {"constant", "linear", "cosine", NULL};
+static const int lr_style_values[] = {GL_LR_CONSTANT, GL_LR_LINEAR, GL_LR_COSINE};
+static const char *const recompute_names[] = {"selective", "full", NULL};
+static const int recompute_values[] = {GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL};
+static const char *const recompute_methods[] = {"uniform", "block", NULL};
+static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
+static const int device_values[] = {GL_DEVICE_AUTO, GL_DEVICE_CPU, GL_DEVICE_CUDA};
+static const char *const optimizers[] = {"adam", NULL};
+static const char *const tokenizers[] = {"HuggingFaceTokenizer", "GPT2BPETokenizer",
+                                         "NullTokenizer", NULL};
+static const char *const norms[] = {"RMSNorm", NULL};
+static const char *const positions[] = {"rope", NULL};
+static const char *const impls[] = {"local", "transformer_engine", NULL};
+static const char *const backends[] = {"nccl", NULL};
+
+/* Row builders: name, field, group, checks, help, then any further
+ * designated initialisers (.defstr, .hint, .min, ...). */
+#define FLAG(nm, fld, grp, hlp, ...) \
+    {.name = nm, .kind = GL_OPT_FLAG, .offset = OFF(fld), .group = grp, .help = hlp, __VA_ARGS__}
+#define INT(nm, fld, grp, chk, hlp, ...)                                                     \
+    {.name = nm, .kind = GL_OPT_INT, .offset = OFF(fld), .metavar = "N", .group = grp,     \
+     .check = chk, .help = hlp, __VA_ARGS__}
+#define LONG(nm, fld, grp, chk, hlp, ...)                                                    \
+    {.name = nm, .kind = GL_OPT_LONG, .offset = OFF(fld), .metavar = "N", .group = grp,    \
+     .check = chk, .help = hlp, __VA_ARGS__}
+#define DBL(nm, fld, grp, chk, hlp, ...)                                                     \
+    {.name = nm, .kind = GL_OPT_DOUBLE, .offset = OFF(fld), .metavar = "X", .group = grp,  \
+     .check = chk, .help = hlp, __VA_ARGS__}
+#define STR(nm, fld, mv, grp, hlp, ...)                                                      \
+    {.name = nm, .kind = GL_OPT_STR, .offset = OFF(fld), .size = sizeof(((gl_config *)0)->fld), \
+     .metavar = mv, .group = grp, .help = hlp, __VA_ARGS__}
+#define DUP(nm, fld, mv, grp, hlp, ...)                                                      \
+    {.name = nm, .kind = GL_OPT_DUP, .offset = OFF(fld), .metavar = mv, .group = grp,      \
+     .help = hlp, __VA_ARGS__}
+#define CHOICE(nm, fld, mv, grp, ch, vals, hlp, ...)                                         \
+    {.name = nm, .kind = GL_OPT_CHOICE, .offset = OFF(fld), .metavar = mv, .group = grp,   \
+     .choices = ch, .choice_values = vals, .help = hlp, __VA_ARGS__}
+/* Accepted and ignored: a flag, or a value that must be one of ch. */
+#define SAME_IN(nm, grp, hlp) \
+    {.name = nm, .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .group = grp, .help = hlp}
+#define SAME(nm, hlp) SAME_IN(nm, G_COMPAT, hlp)
+#define SAME_AS_IN(nm, grp, ch, hlp, hnt)                                                    \
+    {.name = nm, .kind = GL_OPT_STR, .offset = GL_OPT_NOWHERE, .metavar = "NAME",          \
+     .group = grp, .choices = ch, .help = hlp, .hint = hnt}
+#define SAME_AS(nm, ch, hlp, hnt) SAME_AS_IN(nm, G_COMPAT, ch, hlp, hnt)
+#define REFUSE(nm, mv, hnt) \
+    {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = mv, .fn = opt_refuse, .hint = hnt}
+
+#define POS GL_OPT_POSITIVE
+#define NONNEG GL_OPT_NONNEG
+#define UNIT (GL_OPT_MIN | GL_OPT_MAX) /* with .min = 0, .max = 1 */
+
+static const gl_option table[] = {
+    /* --- model --- */
+    {.name = "model", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",
+     .group = G_MODEL, .fn = opt_model,
+     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b or tiny (applied first)"},
+    INT("num-layers", num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
+    INT("hidden-size", hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
+    INT("ffn-hidden-size", ffn_hidden_size, G_MODEL, POS, "SwiGLU inner width",
+        .defstr = "8h/3 rounded down to a multiple of 64"),
+    INT("num-attention-heads", num_attention_heads, G_MODEL, POS, "query heads",
+        .defstr = "required"),
+    SAME_IN("group-query-attention", G_MODEL,
+            "accepted: --num-query-groups alone sets the groups"),
+    INT("num-query-groups", num_query_groups, G_MODEL, POS, "key/value heads (GQA)",
+        .defstr = "= heads"),
+    INT("kv-channels", kv_channels, G_MODEL, POS, "head dimension",
+        .defstr = "hidden / heads"),
+    INT("seq-length", seq_length, G_MODEL, POS, "tokens per sample", .defstr = "required"),
+    INT("max-position-embeddings", max_position_embeddings, G_MODEL, POS,
+        "longest sequence the positions allow", .defstr = "= seq length"),
+    INT("vocab-size", vocab_size, G_MODEL, POS, "vocabulary size before padding",
+        .defstr = "from the tokenizer"),
+    INT("make-vocab-size-divisible-by", make_vocab_size_divisible_by, G_MODEL, POS,
+        "pad the vocabulary to a multiple of this x TP"),
+    DBL("norm-epsilon", norm_epsilon, G_MODEL, GL_OPT_POSITIVE | GL_OPT_MAX_OPEN,
+        "RMSNorm epsilon", .max = 1),
+    DBL("rotary-base", rotary_base, G_MODEL, POS, "RoPE base period"),
+    FLAG("use-rope-scaling", use_rope_scaling, G_MODEL, "Llama 3.1 RoPE frequency scaling"),
+    DBL("rope-scaling-factor", rope_scaling_factor, G_MODEL, GL_OPT_MIN,
+        "RoPE scaling factor", .min = 1),
+    FLAG("untie-embeddings-and-output-weights", untie_embeddings_and_output_weights, G_MODEL,
+         "separate input embedding and output layer"),
+    DBL("init-method-std", init_method_std, G_MODEL, POS,
+        "standard deviation of the initial weights"),
+
+    /* --- parallelism --- */
+    INT("tensor-model-parallel-size", tensor_model_parallel_size, G_PAR, POS,
+        "TP: ranks that split each layer's matrices"),
+    INT("pipeline-model-parallel-size", pipeline_model_parallel_size, G_PAR, POS,
+        "PP: ranks that split the layers into stages"),
+    INT("context-parallel-size", context_parallel_size, G_PAR, POS,
+        "CP: ranks that split each sequence"),
+    INT("expert-model-parallel-size", expert_model_parallel_size, G_PAR, POS,
+        "EP: for mixture-of-experts models; must be 1"),
+    INT("num-layers-per-virtual-pipeline-stage", num_layers_per_virtual_pipeline_stage, G_PAR,
+        POS, "layers per chunk of the interleaved 1F1B schedule", .defstr = "no interleaving"),
+    FLAG("sequence-parallel", sequence_parallel, G_PAR,
+         "split norms and residuals along the sequence over TP"),
+    FLAG("use-distributed-optimizer", use_distributed_optimizer, G_PAR,
+         "shard optimizer state over data-parallel ranks (ZeRO-1)"),
+    FLAG("overlap-grad-reduce", overlap_grad_reduce, G_PAR,
+         "overlap gradient reduction with the backward pass"),
+    FLAG("overlap-param-gather", overlap_param_gather, G_PAR,
+         "overlap the weight all-gather with the forward pass"),
+    LONG("ddp-bucket-size", ddp_bucket_size, G_PAR, POS, "gradient bucket, in elements",
+         .defstr = "max(40M, 1M x DP)"),
+    SAME_AS_IN("distributed-backend", G_PAR, backends, "nccl (accepted: NCCL on GPUs, MPI "
+               "on the CPU)", NULL),
+
+    /* --- batch --- */
+    INT("micro-batch-size", micro_batch_size, G_BATCH, POS, "samples per rank per micro-step"),
+    INT("global-batch-size", global_batch_size, G_BATCH, POS, "samples per iteration",
+        .defstr = "micro batch x DP"),
+    LONG("train-iters", train_iters, G_BATCH, POS, "iterations to train",
+         .defstr = "required, or --train-samples"),
+    LONG("train-samples", train_samples, G_BATCH, POS, "samples to train (instead of iterations)",
+         .defstr = "unused"),
+    INT("seed", seed, G_BATCH, NONNEG, "seed of the weights and the data order"),
+
+    /* --- optimizer --- */
+    STR("optimizer", optimizer, "NAME", G_OPT, "adam (AdamW: decoupled weight decay)",
+        .choices = optimizers),
+    DBL("weight-decay", weight_decay, G_OPT, NONNEG, "AdamW weight decay"),
+    DBL("adam-beta1", adam_beta1, G_OPT, GL_OPT_MIN | GL_OPT_MAX_OPEN, "first-moment decay",
+        .min = 0, .max = 1),
+    DBL("adam-beta2", adam_beta2, G_OPT, GL_OPT_MIN | GL_OPT_MAX_OPEN, "second-moment decay",
+        .min = 0, .max = 1),
+    DBL("adam-eps", adam_eps, G_OPT, POS, "AdamW epsilon"),
+    DBL("clip-grad", clip_grad, G_OPT, NONNEG, "clip the global gradient norm (0: off)"),
+
+    /* --- learning rate --- */
+    DBL("lr", lr, G_LR, POS, "peak learning rate", .defstr = "required"),
+    DBL("min-lr", min_lr, G_LR, NONNEG, "learning rate at the end of the decay"),
+    LONG("lr-warmup-iters", lr_warmup_iters, G_LR, NONNEG, "iterations of linear warm-up"),
+    DBL("lr-warmup-fraction", lr_warmup_fraction, G_LR, UNIT,
+        "warm-up as a fraction of the decay iterations", .min = 0, .max = 1, .defstr = "unused"),
+    LONG("lr-decay-iters", lr_decay_iters, G_LR, POS, "iterations over which the rate decays",
+         .defstr = "train iters"),
+    CHOICE("lr-decay-style", lr_decay_style, "STYLE", G_LR, lr_styles, lr_style_values,
+           "constant, linear or cosine"),
+
+    /* --- precision, device, memory --- */
+    CHOICE("device", device, "DEV", G_PREC, devices, device_values,
+           "cpu (fp32 reference), cuda, or auto (cuda when a GPU is visible)"),
+    FLAG("bf16", bf16, G_PREC, "bf16 weights and activations, fp32 master weights"),
+    CHOICE("recompute-granularity", recompute_granularity, "KIND", G_PREC, recompute_names,
+           recompute_values, "recompute activations: selective (attention) or full (layers)",
+           .defstr = "none"),
+    STR("recompute-method", recompute_method, "METHOD", G_PREC,
+        "with full: uniform or block", .choices = recompute_methods),
+    INT("recompute-num-layers", recompute_num_layers, G_PREC, POS,
+        "layers per recomputed group (uniform) or per stage (block)", .defstr = "none"),
+
+    /* --- data --- */
+    FLAG("mock-data", mock_data, G_DATA, "synthetic tokens instead of a dataset"),
+    {.name = "data-path", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .metavar = "[W] PREFIX ...", .group = G_DATA, .fn = opt_data_path,
+     .help = "Megatron .bin/.idx prefix(es), optionally weighted: 0.3 A 0.7 B"},
+    STR("split", split, "A,B,C", G_DATA, "train,valid,test weights of the documents"),
+    DUP("data-cache-path", data_cache_path, "DIR", G_DATA, "where the sample indices are cached",
+        .defstr = "beside the data"),
+    STR("tokenizer-type", tokenizer_type, "TYPE", G_DATA,
+        "HuggingFaceTokenizer, GPT2BPETokenizer or NullTokenizer", .choices = tokenizers,
+        .defstr = "HuggingFaceTokenizer with --tokenizer-model",
+        .hint = "gridlm reads byte-level BPE tokenizers: Hugging Face tokenizer.json or "
+                "GPT-2 vocab.json + merges.txt; SentencePiece, WordPiece and tiktoken files "
+                "are not supported"),
+    DUP("tokenizer-model", tokenizer_model, "FILE", G_DATA,
+        "tokenizer.json, or a directory holding it"),
+    DUP("vocab-file", vocab_file, "FILE", G_DATA, "GPT2BPETokenizer: vocab.json"),
+    DUP("merge-file", merge_file, "FILE", G_DATA, "GPT2BPETokenizer: merges.txt"),
+    FLAG("eod-mask-loss", eod_mask_loss, G_DATA, "no loss on end-of-document tokens"),
+    INT("num-workers", num_workers, G_DATA, NONNEG, "data loader threads"),
+    LONG("eval-interval", eval_interval, G_DATA, POS, "iterations between validations"),
+    LONG("eval-iters", eval_iters, G_DATA, NONNEG, "iterations per validation (0: none)"),
+
+    /* --- checkpoints --- */
+    DUP("save", save, "DIR", G_CKPT, "save checkpoints here", .defstr = "no saving"),
+    DUP("load", load, "DIR", G_CKPT, "resume from the latest checkpoint here",
+        .defstr = "start afresh"),
+    LONG("save-interval", save_interval, G_CKPT, NONNEG, "iterations between checkpoints",
+         .defstr = "at the end only"),
+    FLAG("no-save-optim", no_save_optim, G_CKPT, "leave the optimizer state out of checkpoints"),
+    FLAG("no-load-optim", no_load_optim, G_CKPT, "do not load the optimizer state"),
+    FLAG("no-load-rng", no_load_rng, G_CKPT, "do not load the random state"),
+    FLAG("finetune", finetune, G_CKPT, "load weights only; start at iteration 0"),
+    FLAG("async-save", async_save, G_CKPT, "write checkpoints in the background"),
+
+    /* --- logging --- */
+    LONG("log-interval", log_interval, G_LOG, POS, "iterations between progress lines"),
+    DUP("log-json", log_json, "FILE", G_LOG, "also write one JSON record per logged iteration",
+        .defstr = "none"),
+    DBL("peak-tflops", peak_tflops, G_LOG, POS, "bf16 dense peak per GPU for MFU",
+        .defstr = "from the GPU model"),
+    DBL("straggler-threshold", straggler_threshold, G_LOG, GL_OPT_MIN,
+        "name ranks slower than this x the median", .min = 1),
+    SAME_IN("log-throughput", G_LOG, "accepted: TFLOP/s/GPU and MFU are always logged"),
+
+    /* --- faults --- */
+    FLAG("exit-signal-handler", exit_signal_handler, G_FAULT,
+         "on SIGTERM, save a checkpoint and exit"),
+    DBL("exit-duration-in-mins", exit_duration_in_mins, G_FAULT, POS,
+        "save and exit after this many minutes", .defstr = "none"),
+    LONG("exit-interval", exit_interval, G_FAULT, POS, "save and exit at a multiple of this iteration",
+         .defstr = "none"),
+    DBL("distributed-timeout-minutes", distributed_timeout_minutes, G_FAULT, POS,
+        "a collective that takes longer stops the job"),
+    INT("max-nonfinite-iters", max_nonfinite_iters, G_FAULT, NONNEG,
+        "consecutive NaN/Inf iterations skipped before stopping"),
+
+    /* --- program --- */
+    FLAG("dry-run", dry_run, G_PROG, "start, check the layout and the groups, report placement, exit"),
+    {.name = "help", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
+     .fn = opt_help, .help = "print this help and exit"},
+    {.name = "version", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
+     .fn = opt_version, .help = "print the version and exit"},
+
+    /* --- Megatron flags naming what gridlm always does --- */
+    SAME("swiglu", "SwiGLU MLP"),
+    SAME_AS("normalization", norms, "RMSNorm",
+            "gridlm builds Llama models, which normalise with RMSNorm"),
+    SAME_AS("position-embedding-type", positions, "rope",
+            "gridlm builds Llama models, which use rotary position embeddings"),
+    SAME("use-rotary-position-embeddings", "rotary position embeddings"),
+    SAME("no-position-embedding", "no learned absolute positions"),
+    SAME("disable-bias-linear", "linear layers have no bias"),
+    SAME("no-masked-softmax-fusion", "causal softmax inside the attention kernel"),
+    SAME("use-flash-attn", "fused (flash) attention on GPUs"),
+    SAME("attention-softmax-in-fp32", "softmax accumulates in fp32"),
+    SAME("use-mcore-models", "one model implementation"),
+    SAME_AS("transformer-impl", impls, "local or transformer_engine: gridlm's own kernels",
+            NULL),
+    SAME("no-gradient-accumulation-fusion", "gradients accumulate in fp32"),
+    SAME("no-bias-swiglu-fusion", "no biases to fuse"),
+    SAME("no-bias-dropout-fusion", "no biases or dropout to fuse"),
+    SAME("no-rope-fusion", "RoPE kernel"),
+    {.name = "attention-dropout", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE,
+     .metavar = "0", .group = G_COMPAT, .check = GL_OPT_MIN | GL_OPT_MAX, .min = 0, .max = 0,
+     .help = "no dropout", .hint = "gridlm trains without dropout: use 0 or leave it out"},
+    {.name = "hidden-dropout", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE,
+     .metavar = "0", .group = G_COMPAT, .check = GL_OPT_MIN | GL_OPT_MAX, .min = 0, .max = 0,
+     .help = "no dropout", .hint = "gridlm trains without dropout: use 0 or leave it out"},
+
+    /* --- Megatron options gridlm refuses, with the reason --- */
+    REFUSE("fp16", NULL, "gridlm trains in bf16 (--bf16) or fp32; fp16 loss scaling is not "
+           "implemented"),
+    REFUSE("num-experts", "N", "gridlm's Llama models are dense; mixture-of-experts layers are "
+           "not implemented"),
+    {.name = NULL},
+};
+
+static int opt_help(void *target, const gl_option *o, const char *value, char **more,
+                    int nmore)
+{
+    gl_config d;
+    gl_config_defaults(&d);
+    const char *p = gl_log_program();
+    printf("Usage: %s [OPTIONS]\n"
+           "       srun --mpi=pmix %s [OPTIONS]\n"
+           "       mpiexec -n RANKS %s [OPTIONS]\n"
+           "\n"
+           "Pre-train a Llama-style decoder language model on one process per GPU, with\n"
+           "tensor, context, pipeline and data parallelism.  Options follow Megatron-LM's\n"
+           "names; both --name VALUE and --name=VALUE work; flags are off unless given.\n"
+           "A --model preset sets the model's shape first; explicit options override it.\n",
+           p, p, p);
+    gl_opt_help(stdout, table, &d);
+    printf("\nExit status: 0 on success, 1 on a run-time error, 2 on a usage error.\n"
+           "See gridlm-train(1) for examples.\n");
+    fflush(stdout);
+    exit(0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Defaults.                                                           */
+
+void gl_config_defaults(gl_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->make_vocab_size_divisible_by = 128;
+    c->norm_epsilon = 1e-5;
+    c->rotary_base = 10000;
+    c->rope_scaling_factor = 8;
+    c->init_method_std = 0.02;
+
+    c->tensor_model_parallel_size = 1;
+    c->pipeline_model_parallel_size = 1;
+    c->context_parallel_size = 1;
+    c->expert_model_parallel_size = 1;
+
+    c->micro_batch_size = 1;
+    c->seed = 1234;
+
+    snprintf(c->optimizer, sizeof c->optimizer, "adam");
+    c->lr_decay_style = GL_LR_LINEAR;
+    c->weight_decay = 0.01;
+    c->adam_beta1 = 0.9;
+    c->adam_beta2 = 0.999;
+    c->adam_eps = 1e-8;
+    c->clip_grad = 1.0;
+
+    c->device = GL_DEVICE_AUTO;
+    c->recompute_granularity = GL_RECOMPUTE_NONE;
+
+    snprintf(c->split, sizeof c->split, "969,30,1");
+    c->num_workers = 2;
+    c->eval_interval = 1000;
+    c->eval_iters = 100;
+
+    c->log_interval = 100;
+    c->straggler_threshold = 1.2;
+
+    c->distributed_timeout_minutes = 10;
+    c->max_nonfinite_iters = 5;
+
+    c->virtual_pipeline_size = 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Checks on the command line alone.                                   */
+
+/* Megatron's default FFN width for SwiGLU: 2/3 of 4h, so that the three
+ * matrices cost what two 4h ones would, rounded down to a multiple of 64. */
+static int swiglu_ffn(int hidden)
+{
+    return (int)((4.0 * hidden * 2 / 3) / 64) * 64;
+}
+
+/* Fill the values whose default depends on others (0 means "derive"). */
+static void resolve(gl_config *c)
+{
+    if (!c->num_query_groups)
+        c->num_query_groups = c->num_attention_heads;
+    if (!c->kv_channels && c->num_attention_heads && c->hidden_size % c->num_attention_heads == 0)
+        c->kv_channels = c->hidden_size / c->num_attention_heads;
+    if (!c->ffn_hidden_size && c->hidden_size)
+        c->ffn_hidden_size = swiglu_ffn(c->hidden_size);
+    if (!c->max_position_embeddings)
+        c->max_position_embeddings = c->seq_length;
+    c->head_dim = c->kv_channels;
+}
+
+/* n must be divisible by the parallel size p; the message names both
+ * flags and lists the sizes that would work. */
+static void must_divide(const char *pflag, const char *pname, int p, const char *nflag, long n)
+{
+    char list[256];
+    if (n % p)
+        bad("--%s %d does not divide %s %ld: choose a %s size that divides %ld (%s)", pflag, p,
+            nflag, n, pname, n, divisors(n, 64, list, sizeof list));
+}
+
+static void check_required(const gl_config *c)
+{
+    static const struct { const char *flag; size_t off; } req[] = {
+        {"num-layers", OFF(num_layers)},
+        {"hidden-size", OFF(hidden_size)},
+        {"num-attention-heads", OFF(num_attention_heads)},
+        {"seq-length", OFF(seq_length)},
+    };
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
+        if (*(const int *)((const char *)c + req[i].off) <= 0)
+            bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
+                preset_names);
+}
+
+static void check_model(const gl_config *c)
+{
+    if (c->hidden_size % c->num_attention_heads && !c->kv_channels)
+        bad("--hidden-size %d is not divisible by --num-attention-heads %d: choose heads that "
+            "divide %d, or give the head size with --kv-channels", c->hidden_size,
+            c->num_attention_heads, c->hidden_size);
+    if (c->num_query_groups > c->num_attention_heads ||
+        c->num_attention_heads % c->num_query_groups) {
+        char list[256];
+        bad("--num-query-groups %d does not divide --num-attention-heads %d: choose a number "
+            "of groups that divides %d (%s)", c->num_query_groups, c->num_attention_heads,
+            c->num_attention_heads, divisors(c->num_attention_heads, 1024, list, sizeof list));
+    }
+    if (c->kv_channels % 2)
+        bad("--kv-channels %d is odd: rotary embeddings rotate pairs of channels, so the head "
+            "size must be even", c->kv_channels);
+    if (c->max_position_embeddings < c->seq_length)
+        bad("--max-position-embeddings %d is smaller than --seq-length %d: raise it to at "
+            "least %d or shorten the sequences", c->max_position_embeddings, c->seq_length,
+            c->seq_length);
+}
+
+static void check_layout(gl_config *c)
+{
+    int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
+    int cp = c->context_parallel_size;
+    if (c->expert_model_parallel_size != 1)
+        bad("--expert-model-parallel-size %d needs a mixture-of-experts model: gridlm's Llama "
+            "models are dense, use --expert-model-parallel-size 1",
+            c->expert_model_parallel_size);
+    must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
+                c->num_attention_heads);
+    must_divide("tensor-model-parallel-size", "TP", tp, "--num-query-groups",
+                c->num_query_groups);
+    must_divide("tensor-model-parallel-size", "TP", tp, "--ffn-hidden-size", c->ffn_hidden_size);
+    must_divide("pipeline-model-parallel-size", "PP", pp, "--num-layers", c->num_layers);
+
+    /* Interleaving: each pipeline rank holds V = (layers / PP) / n chunks
+     * of n layers.  As in Megatron, it needs a pipeline (PP > 1). */
+    int n = c->num_layers_per_virtual_pipeline_stage;
+    if (n) {
+        int per_stage = c->num_layers / pp;
+        if (pp < 2)
+            bad("--num-layers-per-virtual-pipeline-stage %d needs a pipeline: the interleaved "
+                "schedule needs --pipeline-model-parallel-size 2 or more", n);
+        if (per_stage % n) {
+            char list[256];
+            bad("--num-layers-per-virtual-pipeline-stage %d does not divide the %d layers of "
+                "each pipeline stage (--num-layers %d / --pipeline-model-parallel-size %d): "
+                "choose one of %s", n, per_stage, c->num_layers, pp,
+                divisors(per_stage, per_stage, list, sizeof list));
+        }
+        c->virtual_pipeline_size = per_stage / n;
+    } else {
+        c->virtual_pipeline_size = 1;
+    }
+
+    /* Sequence parallelism splits along the sequence over TP; Megatron
+     * turns it off without a word at TP = 1: here with one. */
+    if (c->sequence_parallel && tp == 1) {
+        warn0("--sequence-parallel has no effect with --tensor-model-parallel-size 1: "
+              "turned off");
+        c->sequence_parallel = 0;
+    }
+    /* Context parallelism cuts each sequence into 2 x CP chunks (rank r
+     * takes chunks r and 2CP-1-r, balancing the causal mask's work). */
+    if (cp > 1 && c->seq_length % (2 * cp))
+        bad("--seq-length %d is not divisible by 2 x --context-parallel-size = %d: context "
+            "parallelism cuts each sequence into 2 x CP equal chunks; choose a sequence "
+            "length that is a multiple of %d", c->seq_length, 2 * cp, 2 * cp);
+    if (c->sequence_parallel && (c->seq_length / cp) % tp)
+        bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
+            "--sequence-parallel: choose a sequence length that is a multiple of %d",
+            c->seq_length / cp, cp > 1 ? " (per context-parallel rank)" : "", tp, tp * cp);
+    if (c->overlap_param_gather && !c->use_distributed_optimizer)
+        bad("--overlap-param-gather needs --use-distributed-optimizer: add it, or drop "
+            "--overlap-param-gather");
+}
+
+static void check_recompute(const gl_config *c)
+{
+    int full = c->recompute_granularity == GL_RECOMPUTE_FULL;
+    int per_stage = c->num_layers / c->pipeline_model_parallel_size;
+    if (full && !c->recompute_method[0])
+        bad("--recompute-granularity full needs --recompute-method uniform or block "
+            "(and --recompute-num-layers N)");
+    if (!full && c->recompute_method[0])
+        bad("--recompute-method %s needs --recompute-granularity full: add it, or drop "
+            "--recompute-method", c->recompute_method);
+    if (!full && c->recompute_num_layers)
+        bad("--recompute-num-layers %d needs --recompute-granularity full and "
+            "--recompute-method: add them, or drop --recompute-num-layers",
+            c->recompute_num_layers);
+    if (full && !c->recompute_num_layers)
+        bad("--recompute-method %s needs --recompute-num-layers N: the number of layers per "
+            "recomputed group (uniform) or per stage (block), 1 to %d", c->recompute_method,
+            per_stage);
+    if (full && c->recompute_num_layers > per_stage)
+        bad("--recompute-num-layers %d is more than the %d layers of a pipeline stage: choose "
+            "1 to %d", c->recompute_num_layers, per_stage, per_stage);
+}
+
+static void check_schedule(gl_config *c)
+{
+    if (c->train_iters && c->train_samples)
+        bad("--train-iters %ld and --train-samples %ld both given: choose one", c->train_iters,
+            c->train_samples);
+    if (c->lr_warmup_iters && c->lr_warmup_fraction > 0)
+        bad("--lr-warmup-iters %ld and --lr-warmup-fraction %g both given: choose one",
+            c->lr_warmup_iters, c->lr_warmup_fraction);
+    if (c->min_lr > c->lr && c->lr > 0)
+        bad("--min-lr %g is larger than --lr %g: the rate decays from --lr down to --min-lr",
+            c->min_lr, c->lr);
+    if (c->dry_run)
+        return;
+    if (!c->train_iters && !c->train_samples)
+        bad("--train-iters is required: say how long to train (or give --train-samples)");
+    if (!(c->lr > 0))
+        bad("--lr is required: give the peak learning rate, e.g. --lr 3e-4");
+}
+
+/* --split: one to three non-negative weights separated by ',' or '/'. */
+static void check_split(const gl_config *c)
+{
+    const gl_option *o = gl_opt_lookup(table, "split");
+    char buf[sizeof c->split];
+    memcpy(buf, c->split, sizeof buf);
+    int n = 0;
+    double sum = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",/", &save); tok;
+         tok = strtok_r(NULL, ",/", &save)) {
+        while (*tok == ' ')
+            tok++;
+        double w;
+        if (gl_opt_to_double(tok, &w) || w < 0 || ++n > 3)
+            gl_opt_die(o, c->split, "is not a split: give up to three weights for "
+                       "train,valid,test, e.g. --split 969,30,1");
+        sum += w;
+    }
+    if (n == 0 || !(sum > 0))
+        gl_opt_die(o, c->split, "gives no documents to any split: e.g. --split 969,30,1");
+}
+
+static void check_tokenizer(gl_config *c)
+{
+    const char *type = c->tokenizer_type;
+    int gpt2 = !strcmp(type, "GPT2BPETokenizer");
+    if ((c->vocab_file || c->merge_file) && !gpt2)
+        bad("--%s is for --tokenizer-type GPT2BPETokenizer: add it, or give a tokenizer.json "
+            "with --tokenizer-model", c->vocab_file ? "vocab-file" : "merge-file");
+    if (gpt2 && !c->tokenizer_model) {
+        /* Megatron's --vocab-file/--merge-file become the data room's
+         * "VOCAB:MERGES" model name. */
+        if (!c->vocab_file || !c->merge_file)
+            bad("--tokenizer-type GPT2BPETokenizer needs --vocab-file vocab.json and "
+                "--merge-file merges.txt (or --tokenizer-model DIR holding both)");
+        size_t n = strlen(c->vocab_file) + strlen(c->merge_file) + 2;
+        c->tokenizer_model = gl_malloc(n);
+        snprintf(c->tokenizer_model, n, "%s:%s", c->vocab_file, c->merge_file);
+    }
+    if (!strcmp(type, "HuggingFaceTokenizer") && !c->tokenizer_model)
+        bad("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model FILE");
+    if (c->tokenizer_model && !type[0])
+        snprintf(c->tokenizer_type, sizeof c->tokenizer_type, "HuggingFaceTokenizer");
+    if (!strcmp(type, "NullTokenizer") && !c->vocab_size)
+        bad("--tokenizer-type NullTokenizer needs --vocab-size N");
+}
+
+static void check_data(gl_config *c)
+{
+    check_split(c);
+    if (c->mock_data && c->n_data_paths)
+        bad("--mock-data and --data-path %s both given: choose one", c->data_path[0]);
+    if (!c->dry_run && !c->mock_data && !c->n_data_paths)
+        bad("no training data: give --data-path PREFIX (a Megatron .bin/.idx pair) or "
+            "--mock-data");
+    check_tokenizer(c);
+    if (!c->vocab_size && !c->tokenizer_model)
+        bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
+}
+
+static void check_misc(const gl_config *c)
+{
+    if (c->async_save && !c->save)
+        bad("--async-save needs --save DIR: add it, or drop --async-save");
+    if (c->save_interval && !c->save)
+        warn0("--save-interval %ld without --save: no checkpoints will be written",
+              c->save_interval);
+    if (c->finetune && !c->load)
+        warn0("--finetune without --load: there is nothing to fine-tune from");
+    if (c->bf16 && c->device == GL_DEVICE_CPU)
+        warn0("--bf16 with --device cpu: the CPU back end computes in fp32");
+}
+
+/* Before MPI, a rank other than 0 that finds a usage error waits a
+ * moment before exiting, so that the launcher does not kill rank 0 (for
+ * an early non-zero exit) before rank 0 has printed the message. */
+static void quiet_exit(int code)
+{
+    sleep(2);
+    exit(code);
+}
+
+void gl_config_parse(gl_config *c, int argc, char **argv)
+{
+    quiet_fds q = quiet_begin();
+    int hooked = gl_log_rank() < 0 && launcher_rank() > 0;
+    if (hooked)
+        gl_log_set_abort(quiet_exit);
+
+    /* The preset goes first, wherever --model stands, so that explicit
+     * options override it. */
+    const char *name = gl_opt_find(argc, argv, "model");
+    if (name) {
+        const preset *p = find_preset(name);
+        if (!p)
+            opt_model(c, gl_opt_lookup(table, "model"), name, NULL, 0); /* dies */
+        else
+            apply_preset(c, p);
+    }
+    gl_opt_parse(table, c, argc, argv);
+
+    check_required(c);
+    resolve(c);
+    check_model(c);
+    check_layout(c);
+    check_recompute(c);
+    check_schedule(c);
+    check_data(c);
+    check_misc(c);
+    if (hooked)
+        gl_log_set_abort(NULL);
+    quiet_end(q);
+}
+
+/* ------------------------------------------------------------------ */
+/* Checks that need the world.                                         */
+
+/* Megatron pads the vocabulary up to a multiple of divisible_by x TP so
+ * that each TP rank holds an equal, aligned slice of the embedding. */
+static int pad_vocab(int vocab, int divisible_by, int tp)
+{
+    long m = (long)divisible_by * tp;
+    return (int)((vocab + m - 1) / m * m);
+}
+
+void gl_config_set_vocab_size(gl_config *c, int vocab_size)
+{
+    c->vocab_size = vocab_size;
+    c->padded_vocab_size = pad_vocab(vocab_size, c->make_vocab_size_divisible_by,
+                                     c->tensor_model_parallel_size);
+}
+
+/* The global batch must split into micro-batches of micro_batch x DP;
+ * suggest the nearest global batches that do. */
+static void check_batch(gl_config *c)
+{
+    long step = (long)c->micro_batch_size * c->data_parallel_size;
+    if (!c->global_batch_size)
+        c->global_batch_size = (int)step;
+    if (c->global_batch_size % step) {
+        long lo = c->global_batch_size / step * step, hi = lo + step;
+        char lower[64] = "";
+        if (lo > 0)
+            snprintf(lower, sizeof lower, "%ld or ", lo);
+        bad("--global-batch-size %d is not divisible by --micro-batch-size %d x data-parallel "
+            "size %d = %ld: use %s%ld, or change --micro-batch-size", c->global_batch_size,
+            c->micro_batch_size, c->data_parallel_size, step, lower, hi);
+    }
+    c->num_micro_batches = (int)(c->global_batch_size / step);
+
+    /* The interleaved schedule runs micro-batches in groups of PP, one
+     * group per model chunk in turn.  gridlm requires whole groups (as
+     * Megatron-LM did before core 0.8), so every chunk sees the same
+     * number of micro-batches in the same pattern. */
+    int pp = c->pipeline_model_parallel_size;
+    if (c->virtual_pipeline_size > 1 && c->num_micro_batches % pp)
+        bad("the interleaved schedule (--num-layers-per-virtual-pipeline-stage %d) needs the "
+            "micro-batches per iteration (%d = --global-batch-size %d / (%d x DP %d)) to be a "
+            "multiple of --pipeline-model-parallel-size %d: use --global-batch-size %ld",
+            c->num_layers_per_virtual_pipeline_stage, c->num_micro_batches,
+            c->global_batch_size, c->micro_batch_size, c->data_parallel_size, pp,
+            (c->num_micro_batches + pp - 1) / pp * pp * step);
+}
+
+/* Iterations from samples, and the learning-rate schedule's lengths. */
+static void finish_schedule(gl_config *c)
+{
+    if (c->train_samples) {
+        c->train_iters = c->train_samples / c->global_batch_size;
+        if (c->train_iters < 1)
+            bad("--train-samples %ld is less than one global batch (%d samples): train for "
+                "at least %d samples", c->train_samples, c->global_batch_size,
+                c->global_batch_size);
+    }
+    if (!c->lr_decay_iters)
+        c->lr_decay_iters = c->train_iters;
+    if (c->lr_warmup_fraction > 0)
+        c->lr_warmup_iters = (long)(c->lr_warmup_fraction * c->lr_decay_iters);
+    if (!c->dry_run && c->lr_warmup_iters > c->lr_decay_iters)
+        bad("--lr-warmup-iters %ld is longer than the decay (%ld iterations): shorten the "
+            "warm-up or raise --lr-decay-iters", c->lr_warmup_iters, c->lr_decay_iters);
+}
+
+void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
+{
+    int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
+    int cp = c->context_parallel_size;
+    int model = tp * cp * pp;
+
+    resolve(c);
+    c->world_size = world_size;
+    if (world_size % model) {
+        int below = world_size / model * model;
+        char alt[64] = "";
+        if (below > 0)
+            snprintf(alt, sizeof alt, "%d or ", below);
+        bad("%d rank%s not divisible by TP x CP x PP = %d x %d x %d = %d: launch %s%d "
+            "ranks, or change --tensor-model-parallel-size, --context-parallel-size or "
+            "--pipeline-model-parallel-size", world_size, world_size == 1 ? " is" : "s are",
+            tp, cp, pp, model, alt, below + model);
+    }
+    c->data_parallel_size = world_size / model;
+    if (ranks_per_node > 0 && tp > ranks_per_node)
+        warn0("--tensor-model-parallel-size %d is larger than the %d ranks of a node: tensor-"
+              "parallel traffic will cross the network; keep TP within a node (e.g. TP %d) "
+              "and use pipeline parallelism across nodes", tp, ranks_per_node, ranks_per_node);
+
+    if (c->vocab_size > 0)
+        gl_config_set_vocab_size(c, c->vocab_size);
+    /* Padding to a multiple of divisible_by x TP makes TP divide the
+     * padded vocabulary by construction. */
+
+    check_batch(c);
+    finish_schedule(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* FLOPs (../shared/reference/flops.md).                               */
+
+double gl_config_flops_per_token(const gl_config *c)
+{
+    double L = c->num_layers, h = c->hidden_size, ffn = c->ffn_hidden_size;
+    double s = c->seq_length;
+    int heads = c->num_attention_heads;
+    int groups = c->num_query_groups ? c->num_query_groups : heads;
+    double head_dim = c->kv_channels ? c->kv_channels : (double)c->hidden_size / heads;
+    double q = heads * head_dim, kv = groups * head_dim;
+    double V = c->padded_vocab_size
+                   ? c->padded_vocab_size
+                   : pad_vocab(c->vocab_size, c->make_vocab_size_divisible_by,
+                               c->tensor_model_parallel_size);
+    double f = 3; /* SwiGLU: gate, up and down projections */
+
+    /* Forward + backward is 3 x the forward's 2 FLOPs per multiply-add. */
+    double mlp = 6 * h * (f * ffn) * L;
+    double proj = 6 * L * (h * (q + 2 * kv) + q * h);
+    double head = 6 * h * V;
+    double attn = 6 * s * L * q; /* causal: half of QK^T and AV over s x s */
+    return mlp + proj + head + attn;
+}
+
+void gl_config_free(gl_config *c)
+{
+    for (int i = 0; i < c->n_data_paths; i++)
+        free(c->data_path[i]);
+    c->n_data_paths = 0;
+    free(c->data_cache_path);
+    free(c->tokenizer_model);
+    free(c->save);
+    free(c->load);
+    free(c->log_json);
+    free(c->vocab_file);
+    free(c->merge_file);
+    c->data_cache_path = c->tokenizer_model = c->save = c->load = c->log_json = NULL;
+    c->vocab_file = c->merge_file = NULL;
+}

@@ -1,0 +1,426 @@
+/* t/options-config.c: gridlm-train's configuration (src/train/config.c):
+ * defaults, presets, --data-path, derived values, the layout checks and
+ * the FLOP count of ../shared/reference/flops.md. */
+#include <config.h>
+#include "base/log.h"
+#include "train/config.h"
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAXARGS 64
+
+/* Split a command line on spaces into argv (with a program name). */
+static int split_args(char *line, char **argv)
+{
+    int n = 0;
+    argv[n++] = (char *)"gridlm-train";
+    for (char *save = NULL, *t = strtok_r(line, " ", &save); t && n < MAXARGS - 1;
+         t = strtok_r(NULL, " ", &save))
+        argv[n++] = t;
+    argv[n] = NULL;
+    return n;
+}
+
+/* Parse a command line in this process (it must be valid). */
+static void parse(gl_config *c, const char *cmdline)
+{
+    static char line[4096];
+    char *argv[MAXARGS];
+    snprintf(line, sizeof line, "%s", cmdline);
+    gl_config_defaults(c);
+    gl_config_parse(c, split_args(line, argv), argv);
+}
+
+/* Parse (and, when world > 0, finish) in a child; return its exit status
+ * and what it wrote on stderr. */
+static int run_child(const char *cmdline, int world, int per_node, char *err, size_t errlen)
+{
+    int fd[2];
+    if (pipe(fd))
+        bail_out("pipe failed");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        gl_config c;
+        parse(&c, cmdline);
+        if (world > 0)
+            gl_config_finish(&c, world, per_node);
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < errlen && (r = read(fd[0], err + len, errlen - 1 - len)) > 0)
+        len += (size_t)r;
+    err[len] = '\0';
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#define BASE "--model tiny --mock-data --train-iters 10 --lr 1e-3 "
+
+/* The command line stops with exit 2 and one error line containing the
+ * needles (NULL-terminated). */
+static void refused(const char *cmdline, int world, const char *const *needles)
+{
+    char err[4096];
+    int code = run_child(cmdline, world, 8, err, sizeof err);
+    int good = code == 2 && strncmp(err, "gridlm-train: error: ", 21) == 0 &&
+               strchr(err, '\n') == err + strlen(err) - 1;
+    for (const char *const *n = needles; *n; n++)
+        good = good && strstr(err, *n);
+    ok(good, "refused: %s%s%.0d", cmdline, world ? " on world " : "", world);
+    if (!good)
+        diag("exit %d, stderr: %s", code, err);
+}
+#define REFUSED(cmd, world, ...) refused(cmd, world, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_defaults(void)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    ok(c.tensor_model_parallel_size == 1 && c.pipeline_model_parallel_size == 1 &&
+       c.context_parallel_size == 1 && c.expert_model_parallel_size == 1,
+       "parallel sizes default to 1");
+    ok(c.seed == 1234 && c.make_vocab_size_divisible_by == 128 && c.micro_batch_size == 1,
+       "seed 1234, vocab divisible by 128, micro batch 1");
+    ok(c.adam_beta1 == 0.9 && c.adam_beta2 == 0.999 && c.adam_eps == 1e-8 &&
+       c.weight_decay == 0.01 && c.clip_grad == 1.0 && c.init_method_std == 0.02,
+       "Megatron's optimizer and init defaults");
+    ok(c.lr_decay_style == GL_LR_LINEAR && !strcmp(c.optimizer, "adam") &&
+       !strcmp(c.split, "969,30,1") && c.log_interval == 100 && c.eval_interval == 1000 &&
+       c.eval_iters == 100 && c.distributed_timeout_minutes == 10,
+       "Megatron's schedule, data and logging defaults");
+    ok(c.rotary_base == 10000 && c.norm_epsilon == 1e-5 && c.rope_scaling_factor == 8,
+       "rotary base 10000, epsilon 1e-5, scaling factor 8");
+    ok(c.straggler_threshold == 1.2 && c.max_nonfinite_iters == 5 && c.device == GL_DEVICE_AUTO,
+       "gridlm's own defaults");
+}
+
+static void test_presets(void)
+{
+    gl_config c;
+    parse(&c, "--model llama3-8b --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.num_layers == 32 && c.hidden_size == 4096 && c.ffn_hidden_size == 14336 &&
+       c.num_attention_heads == 32 && c.num_query_groups == 8 && c.vocab_size == 128256 &&
+       c.seq_length == 8192 && c.rotary_base == 500000 && c.norm_epsilon == 1e-5 &&
+       c.untie_embeddings_and_output_weights && !c.use_rope_scaling && c.kv_channels == 128,
+       "llama3-8b: 32 x 4096, ffn 14336, 32/8 heads, vocab 128256, base 5e5, untied");
+    is_string(c.model, "llama3-8b", "model name recorded");
+    gl_config_free(&c);
+
+    parse(&c, "--model llama3-70b --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.num_layers == 80 && c.hidden_size == 8192 && c.ffn_hidden_size == 28672 &&
+       c.num_attention_heads == 64 && c.num_query_groups == 8,
+       "llama3-70b: 80 x 8192, ffn 28672, 64/8 heads");
+    gl_config_free(&c);
+
+    parse(&c, "--model llama3.2-1b --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.num_layers == 16 && c.hidden_size == 2048 && c.ffn_hidden_size == 8192 &&
+       c.num_attention_heads == 32 && c.num_query_groups == 8 &&
+       !c.untie_embeddings_and_output_weights && c.use_rope_scaling &&
+       c.rope_scaling_factor == 32,
+       "llama3.2-1b: 16 x 2048, ffn 8192, 32/8, tied, rope scaling 32");
+    gl_config_free(&c);
+
+    parse(&c, BASE);
+    ok(c.num_layers == 4 && c.hidden_size == 64 && c.num_attention_heads == 8 &&
+       c.num_query_groups == 4 && c.ffn_hidden_size == 176 && c.vocab_size == 512 &&
+       c.seq_length == 64 && c.head_dim == 8,
+       "tiny: 4 x 64, 8/4 heads, ffn 176, vocab 512, seq 64");
+    gl_config_free(&c);
+
+    /* Explicit options win wherever --model stands. */
+    parse(&c, "--num-layers 2 --seq-length 32 " BASE "--hidden-size 128");
+    ok(c.num_layers == 2 && c.seq_length == 32 && c.hidden_size == 128 &&
+       c.num_attention_heads == 8 && c.max_position_embeddings == 64,
+       "options before and after --model override the preset");
+    gl_config_free(&c);
+}
+
+static void test_derived(void)
+{
+    gl_config c;
+    /* Without a preset: Megatron's SwiGLU width 8h/3 rounded down to 64,
+     * MHA, head size h / heads, positions = seq. */
+    parse(&c, "--num-layers 2 --hidden-size 1000 --num-attention-heads 10 --seq-length 16 "
+              "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3");
+    is_int(c.ffn_hidden_size, 2624, "ffn default int((4h*2/3)/64)*64 for h=1000");
+    is_int(c.num_query_groups, 10, "query groups default to the heads");
+    is_int(c.kv_channels, 100, "head size default h / heads");
+    is_int(c.max_position_embeddings, 16, "max positions default to seq length");
+    gl_config_finish(&c, 4, 4);
+    is_int(c.padded_vocab_size, 128, "vocab 100 padded to 128");
+    is_int(c.data_parallel_size, 4, "DP = world at TP = PP = 1");
+    is_int(c.global_batch_size, 4, "global batch defaults to micro batch x DP");
+    is_int(c.num_micro_batches, 1, "one micro-batch");
+    ok(c.lr_decay_iters == 5 && c.lr_warmup_iters == 0, "decay over the training iterations");
+    gl_config_free(&c);
+
+}
+
+static void test_derived_layout(void)
+{
+    gl_config c;
+    parse(&c, BASE "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                   "--num-layers-per-virtual-pipeline-stage 1 --micro-batch-size 2 "
+                   "--global-batch-size 32 --vocab-size 1000");
+    is_int(c.virtual_pipeline_size, 2, "4 layers / PP 2 / 1 per chunk = 2 chunks");
+    gl_config_finish(&c, 8, 4);
+    is_int(c.data_parallel_size, 2, "8 ranks / (TP 2 x PP 2) = DP 2");
+    is_int(c.num_micro_batches, 8, "32 / (2 x 2) = 8 micro-batches");
+    is_int(c.padded_vocab_size, 1024, "vocab 1000 padded to a multiple of 128 x TP 2");
+    gl_config_free(&c);
+
+    /* --train-samples becomes iterations; the warm-up fraction applies to
+     * the decay. */
+    char line[] = BASE "--train-samples 3200 --global-batch-size 32 --lr-warmup-fraction 0.1";
+    char *argv[MAXARGS];
+    gl_config_defaults(&c);
+    /* BASE carries --train-iters; replace it: samples and iters exclude
+     * each other. */
+    char *p = strstr(line, "--train-iters 10");
+    memcpy(p, "                ", 16);
+    gl_config_parse(&c, split_args(line, argv), argv);
+    gl_config_finish(&c, 4, 4);
+    ok(c.train_iters == 100 && c.lr_decay_iters == 100 && c.lr_warmup_iters == 10,
+       "3200 samples / batch 32 = 100 iterations, warm-up 10%% = 10 (got %ld, %ld, %ld)",
+       c.train_iters, c.lr_decay_iters, c.lr_warmup_iters);
+    gl_config_free(&c);
+}
+
+static void test_data_path(void)
+{
+    gl_config c;
+    parse(&c, BASE "--tokenizer-type GPT2BPETokenizer --vocab-file v.json --merge-file m.txt");
+    is_string(c.tokenizer_model, "v.json:m.txt",
+              "GPT-2 vocab and merges files become the tokenizer model VOCAB:MERGES");
+    gl_config_free(&c);
+    parse(&c, BASE "--tokenizer-model /t/tokenizer.json");
+    is_string(c.tokenizer_type, "HuggingFaceTokenizer",
+              "a tokenizer model alone means a Hugging Face tokenizer.json");
+    gl_config_free(&c);
+
+    parse(&c, "--model tiny --train-iters 1 --lr 1 --data-path corpus_text_document");
+    ok(c.n_data_paths == 1 && !strcmp(c.data_path[0], "corpus_text_document") &&
+       c.data_weight[0] == 1.0 && !c.data_weights_given, "one prefix, weight 1");
+    gl_config_free(&c);
+
+    parse(&c, "--model tiny --data-path 3 A 1 B --train-iters 1 --lr 1");
+    ok(c.n_data_paths == 2 && !strcmp(c.data_path[0], "A") && !strcmp(c.data_path[1], "B") &&
+       c.data_weight[0] == 0.75 && c.data_weight[1] == 0.25 && c.data_weights_given,
+       "weights 3 A 1 B normalised to 0.75 / 0.25, and parsing resumes after the list");
+    gl_config_free(&c);
+
+    parse(&c, "--model tiny --train-iters 1 --lr 1 --data-path A B C");
+    ok(c.n_data_paths == 3 && !c.data_weights_given && c.data_weight[2] == 0 &&
+       !strcmp(c.data_path[2], "C"), "unweighted blend: weights left to the dataset sizes");
+    gl_config_free(&c);
+
+    parse(&c, "--model tiny --train-iters 1 --lr 1 --data-path=0.5 X 0.5 Y");
+    ok(c.n_data_paths == 2 && c.data_weight[1] == 0.5, "--data-path=W form");
+    gl_config_free(&c);
+}
+
+/* hand-counted FLOPs per token, term by term (flops.md) */
+static double count(double L, double h, double ffn, double heads, double groups, double hd,
+                    double s, double V)
+{
+    double q = heads * hd, kv = groups * hd;
+    return 6 * h * 3 * ffn * L + 6 * L * (h * (q + 2 * kv) + q * h) + 6 * h * V + 6 * s * L * q;
+}
+
+static void test_flops(void)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    c.num_layers = 16;
+    c.hidden_size = 2048;
+    c.ffn_hidden_size = 8192;
+    c.num_attention_heads = 32;
+    c.num_query_groups = 8;
+    c.seq_length = 4096;
+    c.vocab_size = 128256;
+    /* 4,831,838,208 (MLP) + 1,006,632,960 (projections) + 1,576,009,728
+     * (LM head) + 805,306,368 (attention) */
+    double f = gl_config_flops_per_token(&c);
+    is_double(f, 8219787264.0, 0.5, "flops.md example: 16 x 2048, 32/8, s 4096 = 8.22 GFLOP");
+    is_int((long long)(f / 1e7 + 0.5), 822, "rounds to 8.22 GFLOP");
+
+    /* tiny: 811,008 + 294,912 + 196,608 + 98,304 */
+    gl_config_defaults(&c);
+    c.num_layers = 4;
+    c.hidden_size = 64;
+    c.ffn_hidden_size = 176;
+    c.num_attention_heads = 8;
+    c.num_query_groups = 4;
+    c.seq_length = 64;
+    c.vocab_size = 512;
+    is_double(gl_config_flops_per_token(&c), 1400832.0, 0, "tiny model: 1,400,832 FLOPs/token");
+
+    /* MHA with a head size other than h / heads, and an unpadded
+     * vocabulary that TP = 4 pads to 128 x 4 = 512. */
+    gl_config_defaults(&c);
+    c.num_layers = 3;
+    c.hidden_size = 96;
+    c.ffn_hidden_size = 256;
+    c.num_attention_heads = 4;
+    c.kv_channels = 32;
+    c.seq_length = 10;
+    c.vocab_size = 300;
+    c.tensor_model_parallel_size = 4;
+    is_double(gl_config_flops_per_token(&c), count(3, 96, 256, 4, 4, 32, 10, 512), 0,
+              "MHA, head size 32 != h/heads, vocab 300 padded to 512 under TP 4");
+
+    /* After finish, the padded size of the run is used. */
+    parse(&c, "--model llama3-8b --mock-data --train-iters 1 --lr 1e-4 "
+              "--tensor-model-parallel-size 8 --seq-length 4096");
+    gl_config_finish(&c, 8, 8);
+    is_int(c.padded_vocab_size, 129024, "128256 padded to 126 x 1024 at TP 8");
+    is_double(gl_config_flops_per_token(&c), count(32, 4096, 14336, 32, 8, 128, 4096, 129024),
+              0, "llama3-8b at TP 8, seq 4096 (%.4g FLOPs/token)",
+              gl_config_flops_per_token(&c));
+    gl_config_free(&c);
+}
+
+static void test_refusals(void)
+{
+    REFUSED(BASE "--tensor-model-parallel-size 3", 0,
+            "--tensor-model-parallel-size 3 does not divide --num-attention-heads 8",
+            "choose a TP size that divides 8 (1, 2, 4 or 8)");
+    REFUSED(BASE "--tensor-model-parallel-size 8", 0,
+            "--tensor-model-parallel-size 8 does not divide --num-query-groups 4", "(1, 2 or 4)");
+    REFUSED(BASE "--tensor-model-parallel-size 4 --ffn-hidden-size 170", 0,
+            "does not divide --ffn-hidden-size 170", "(1, 2, 5, 10, 17 or 34)");
+    REFUSED(BASE "--pipeline-model-parallel-size 3", 0,
+            "--pipeline-model-parallel-size 3 does not divide --num-layers 4", "(1, 2 or 4)");
+    REFUSED(BASE "--num-query-groups 3", 0, "--num-query-groups 3 does not divide "
+            "--num-attention-heads 8", "(1, 2, 4 or 8)");
+    REFUSED(BASE "--num-layers-per-virtual-pipeline-stage 1", 0,
+            "--num-layers-per-virtual-pipeline-stage 1 needs a pipeline",
+            "--pipeline-model-parallel-size 2 or more");
+    REFUSED(BASE "--num-layers 12 --pipeline-model-parallel-size 2 "
+                 "--num-layers-per-virtual-pipeline-stage 4", 0,
+            "--num-layers-per-virtual-pipeline-stage 4 does not divide the 6 layers",
+            "one of 1, 2, 3 or 6");
+    REFUSED(BASE "--sequence-parallel --tensor-model-parallel-size 4 --seq-length 30", 0,
+            "--seq-length 30", "--tensor-model-parallel-size 4", "multiple of 4");
+    REFUSED(BASE "--context-parallel-size 3 --seq-length 64", 0,
+            "--seq-length 64 is not divisible by 2 x --context-parallel-size = 6");
+    REFUSED(BASE "--expert-model-parallel-size 2", 0, "--expert-model-parallel-size 2",
+            "dense");
+    REFUSED(BASE "--overlap-param-gather", 0, "--overlap-param-gather needs "
+            "--use-distributed-optimizer");
+    REFUSED(BASE "--recompute-granularity full", 0, "--recompute-granularity full needs "
+            "--recompute-method");
+    REFUSED(BASE "--recompute-method block", 0, "--recompute-method block needs "
+            "--recompute-granularity full");
+    REFUSED(BASE "--recompute-granularity full --recompute-method uniform "
+                 "--recompute-num-layers 5", 0, "--recompute-num-layers 5", "choose 1 to 4");
+    REFUSED(BASE "--min-lr 1e-2", 0, "--min-lr 0.01 is larger than --lr 0.001");
+    REFUSED(BASE "--lr-warmup-iters 5 --lr-warmup-fraction 0.1", 0,
+            "--lr-warmup-iters 5 and --lr-warmup-fraction 0.1 both given");
+    REFUSED(BASE "--train-samples 100", 0, "--train-iters 10 and --train-samples 100");
+    REFUSED("--model tiny --mock-data --train-iters 10", 0, "--lr is required");
+    REFUSED("--model tiny --mock-data --lr 1", 0, "--train-iters is required");
+    REFUSED("--model tiny --lr 1 --train-iters 3", 0, "no training data", "--mock-data");
+    REFUSED(BASE "--data-path A", 0, "--mock-data and --data-path A both given");
+    REFUSED("--model tiny --lr 1 --train-iters 3 --data-path 0.3 A 0.7", 0,
+            "--data-path 0.7 has no dataset after it");
+    REFUSED("--model tiny --lr 1 --train-iters 3 --data-path 0 A 0 B", 0, "weights sum to 0");
+    REFUSED(BASE "--split 90,a", 0, "--split 90,a is not a split");
+    REFUSED("--hidden-size 64 --num-attention-heads 8 --seq-length 8 --mock-data", 0,
+            "--num-layers is required", "--model");
+    REFUSED(BASE "--max-position-embeddings 32", 0, "--max-position-embeddings 32 is smaller "
+            "than --seq-length 64");
+    REFUSED(BASE "--hidden-size 60", 0, "--hidden-size 60 is not divisible by "
+            "--num-attention-heads 8", "--kv-channels");
+    REFUSED(BASE "--kv-channels 7", 0, "--kv-channels 7 is odd");
+    REFUSED(BASE "--model llama4", 0, "--model llama4 is not a known model",
+            "llama3-8b, llama3-70b, llama3.2-1b or tiny");
+    REFUSED(BASE "--normalization LayerNorm", 0, "--normalization LayerNorm is not supported",
+            "use RMSNorm");
+    REFUSED(BASE "--fp16", 0, "--fp16 is not supported", "--bf16");
+    REFUSED(BASE "--tokenizer-type SentencePieceTokenizer", 0,
+            "--tokenizer-type SentencePieceTokenizer is not supported",
+            "HuggingFaceTokenizer, GPT2BPETokenizer or NullTokenizer");
+    REFUSED(BASE "--tokenizer-type GPT2BPETokenizer --vocab-file v.json", 0,
+            "--tokenizer-type GPT2BPETokenizer needs --vocab-file vocab.json and --merge-file");
+    REFUSED(BASE "--merge-file m.txt", 0, "--merge-file is for --tokenizer-type "
+            "GPT2BPETokenizer");
+    REFUSED(BASE "--tokenizer-type HuggingFaceTokenizer", 0,
+            "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model");
+    REFUSED(BASE "--hidden-dropout 0.1", 0, "--hidden-dropout 0.1", "without dropout");
+    REFUSED(BASE "--async-save", 0, "--async-save needs --save");
+    REFUSED(BASE "--adam-beta2 1", 0, "--adam-beta2 1 is out of range", "[0, 1)");
+    REFUSED(BASE "--lr-decay-style exponential", 0, "use one of constant, linear or cosine");
+    REFUSED(BASE "--device tpu", 0, "--device tpu", "auto, cpu or cuda");
+
+    /* Layout checks that need the world size. */
+    REFUSED(BASE "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", 6,
+            "6 ranks are not divisible by TP x CP x PP = 2 x 1 x 2 = 4", "launch 4 or 8 ranks");
+    REFUSED(BASE "--micro-batch-size 2 --global-batch-size 10", 4,
+            "--global-batch-size 10 is not divisible by --micro-batch-size 2 x data-parallel "
+            "size 4 = 8", "use 8 or 16");
+    REFUSED(BASE "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 "
+                 "--global-batch-size 3", 2,
+            "needs the micro-batches per iteration (3", "multiple of "
+            "--pipeline-model-parallel-size 2", "--global-batch-size 4");
+    REFUSED(BASE "--train-iters-x", 0, "unknown option --train-iters-x",
+            "did you mean --train-iters?");
+}
+
+static void test_warnings(void)
+{
+    char err[4096];
+    int code = run_child(BASE "--sequence-parallel", 1, 1, err, sizeof err);
+    ok(code == 0 && strstr(err, "warning: --sequence-parallel has no effect with "
+                                "--tensor-model-parallel-size 1: turned off"),
+       "sequence parallelism at TP 1: a warning, not an error");
+    gl_config c;
+    parse(&c, BASE "--sequence-parallel");
+    ok(!c.sequence_parallel, "... and it is turned off");
+
+    code = run_child(BASE "--tensor-model-parallel-size 4", 4, 2, err, sizeof err);
+    ok(code == 0 && strstr(err, "warning: --tensor-model-parallel-size 4 is larger than the 2 "
+                                "ranks of a node"), "TP across nodes: a warning");
+
+    code = run_child(BASE "--swiglu --normalization RMSNorm --position-embedding-type rope "
+                          "--disable-bias-linear --no-masked-softmax-fusion --use-flash-attn "
+                          "--attention-softmax-in-fp32 --no-position-embedding "
+                          "--use-mcore-models --transformer-impl transformer_engine "
+                          "--log-throughput --group-query-attention --attention-dropout 0.0 "
+                          "--hidden-dropout 0 --distributed-backend nccl "
+                          "--tokenizer-type NullTokenizer",
+                     1, 1, err, sizeof err);
+    ok(code == 0 && !err[0], "Megatron's fixed Llama choices are accepted silently");
+    if (code || err[0])
+        diag("exit %d: %s", code, err);
+}
+
+int main(void)
+{
+    gl_log_set_program("gridlm-train");
+    plan(NO_PLAN);
+    test_defaults();
+    test_presets();
+    test_derived();
+    test_derived_layout();
+    test_data_path();
+    test_flops();
+    test_refusals();
+    test_warnings();
+    return done_testing();
+}

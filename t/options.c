@@ -1,0 +1,258 @@
+/* t/options.c: the table-driven long-option parser (src/base/options.c). */
+#include <config.h>
+#include "base/log.h"
+#include "base/options.h"
+#include "tap.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    int flag, n, choice;
+    long big;
+    double x, frac;
+    char name[8];
+    char *path;
+    int ncalls, nextra;
+} opts;
+
+static const char *const colours[] = {"red", "green", "blue", NULL};
+static const int colour_values[] = {10, 20, 30};
+
+/* A handler that takes every argument up to the next option. */
+static int take_rest(void *target, const gl_option *o, const char *value, char **more, int nmore)
+{
+    opts *p = target;
+    int k = 0;
+    while (k < nmore && strncmp(more[k], "--", 2))
+        k++;
+    p->ncalls++;
+    p->nextra = k;
+    return k;
+}
+
+static const gl_option table[] = {
+    {.name = "flag", .kind = GL_OPT_FLAG, .offset = offsetof(opts, flag), .group = "One",
+     .help = "a flag"},
+    {.name = "num", .kind = GL_OPT_INT, .offset = offsetof(opts, n), .metavar = "N",
+     .group = "One", .check = GL_OPT_POSITIVE, .help = "a positive int"},
+    {.name = "big", .kind = GL_OPT_LONG, .offset = offsetof(opts, big), .metavar = "N",
+     .group = "Two", .check = GL_OPT_NONNEG, .help = "a long", .defstr = "unbounded"},
+    {.name = "x", .kind = GL_OPT_DOUBLE, .offset = offsetof(opts, x), .metavar = "X",
+     .group = "One", .help = "any finite number"},
+    {.name = "frac", .kind = GL_OPT_DOUBLE, .offset = offsetof(opts, frac), .metavar = "F",
+     .group = "Two", .check = GL_OPT_MIN | GL_OPT_MAX_OPEN, .min = 0, .max = 1,
+     .help = "in [0, 1)", .hint = "a fraction"},
+    {.name = "name", .kind = GL_OPT_STR, .offset = offsetof(opts, name),
+     .size = sizeof(((opts *)0)->name), .metavar = "S", .group = "Two", .help = "short text"},
+    {.name = "path", .kind = GL_OPT_DUP, .offset = offsetof(opts, path), .metavar = "FILE",
+     .group = "Two", .help = "a path"},
+    {.name = "colour", .kind = GL_OPT_CHOICE, .offset = offsetof(opts, choice),
+     .metavar = "C", .group = "One", .choices = colours, .choice_values = colour_values,
+     .help = "red, green or blue"},
+    {.name = "ignored", .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .group = "Two",
+     .help = "accepted, no effect"},
+    {.name = "rest", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "A ...",
+     .group = "Two", .fn = take_rest, .help = "takes several"},
+    {.name = "hidden-size", .kind = GL_OPT_INT, .offset = offsetof(opts, n), .metavar = "N"},
+    {.name = NULL},
+};
+
+static void defaults(opts *p)
+{
+    memset(p, 0, sizeof *p);
+    p->n = 7;
+    p->x = 0.5;
+    p->choice = 20;
+    strcpy(p->name, "abc");
+}
+
+/* argv from a NULL-terminated list, with a program name in front. */
+static int make_argv(char **argv, const char *const *args)
+{
+    int n = 0;
+    argv[n++] = (char *)"prog";
+    while (*args)
+        argv[n++] = (char *)*args++;
+    argv[n] = NULL;
+    return n;
+}
+
+/* Parse args in a child; return its exit status and its stderr in err. */
+static int parse_in_child(const char *const *args, char *err, size_t errlen)
+{
+    int fd[2];
+    if (pipe(fd))
+        bail_out("pipe failed");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        char *argv[64];
+        int argc = make_argv(argv, args);
+        opts p;
+        defaults(&p);
+        gl_opt_parse(table, &p, argc, argv);
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < errlen && (r = read(fd[0], err + len, errlen - 1 - len)) > 0)
+        len += (size_t)r;
+    err[len] = '\0';
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The child exits 2 and its one line of stderr contains every needle. */
+static void fails(const char *const *args, const char *what, const char *n1, const char *n2)
+{
+    char err[2048];
+    int code = parse_in_child(args, err, sizeof err);
+    int lines = 0;
+    for (char *p = err; *p; p++)
+        lines += *p == '\n';
+    ok(code == 2 && lines == 1 && strstr(err, n1) && (!n2 || strstr(err, n2)),
+       "%s: exit 2 with one line naming '%s'%s%s", what, n1, n2 ? " and " : "", n2 ? n2 : "");
+    if (code != 2 || !strstr(err, n1) || (n2 && !strstr(err, n2)))
+        diag("exit %d, stderr: %s", code, err);
+}
+
+static void test_values(void)
+{
+    opts p;
+    char *argv[64];
+    const char *const args[] = {"--flag", "--num", "12", "--big=-0", "--x=-2.5e-3", "--frac",
+                                "0.25", "--name", "xyz", "--path", "a/b", "--path=c/d",
+                                "--colour", "blue", "--ignored", NULL};
+    defaults(&p);
+    gl_opt_parse(table, &p, make_argv(argv, args), argv);
+    is_int(p.flag, 1, "flag set");
+    is_int(p.n, 12, "--num 12");
+    is_int(p.big, 0, "--big=-0");
+    is_double(p.x, -2.5e-3, 0, "--x=-2.5e-3 (negative values are values, not options)");
+    is_double(p.frac, 0.25, 0, "--frac 0.25");
+    is_string(p.name, "xyz", "--name xyz");
+    is_string(p.path, "c/d", "the last --path wins (the first is freed)");
+    is_int(p.choice, 30, "--colour blue stores its value 30");
+    free(p.path);
+
+    const char *const rest[] = {"--rest", "a", "b", "c", "--num", "3", "--rest", "z", NULL};
+    defaults(&p);
+    gl_opt_parse(table, &p, make_argv(argv, rest), argv);
+    ok(p.ncalls == 2 && p.nextra == 0 && p.n == 3,
+       "a handler consumes the arguments it takes, parsing resumes after them");
+
+    const char *const none[] = {NULL};
+    defaults(&p);
+    gl_opt_parse(table, &p, make_argv(argv, none), argv);
+    ok(p.n == 7 && p.choice == 20 && !strcmp(p.name, "abc"), "no arguments: defaults kept");
+}
+
+static void test_errors(void)
+{
+    fails((const char *const[]){"--num", "abc", NULL}, "not a number", "--num abc",
+          "is not an integer");
+    fails((const char *const[]){"--num", "1.5", NULL}, "fraction for an int", "--num 1.5",
+          "not a whole number");
+    fails((const char *const[]){"--num", "0", NULL}, "zero", "--num 0", "positive");
+    fails((const char *const[]){"--num=99999999999", NULL}, "int overflow",
+          "--num 99999999999", "at most 2147483647");
+    fails((const char *const[]){"--num", "1e3", NULL}, "exponent for an int", "--num 1e3",
+          "plain digits: 1000");
+    fails((const char *const[]){"--big", "-1", NULL}, "negative", "--big -1",
+          "zero or a positive");
+    fails((const char *const[]){"--x", "nan", NULL}, "NaN", "--x nan", "finite");
+    fails((const char *const[]){"--x", "1e999", NULL}, "overflowing double", "--x 1e999",
+          "finite");
+    fails((const char *const[]){"--frac", "1", NULL}, "open upper bound", "--frac 1",
+          "[0, 1) (a fraction)");
+    fails((const char *const[]){"--name", "too-long-a-name", NULL}, "string too long",
+          "--name too-long-a-name", "at most 7");
+    fails((const char *const[]){"--colour", "mauve", NULL}, "bad choice", "--colour mauve",
+          "use one of red, green or blue");
+    fails((const char *const[]){"--num", NULL}, "missing value", "--num needs a value",
+          "--num N");
+    fails((const char *const[]){"--num", "--flag", NULL}, "option where a value should be",
+          "--num needs a value", NULL);
+    fails((const char *const[]){"--flag=1", NULL}, "value for a flag", "--flag takes no value",
+          NULL);
+    fails((const char *const[]){"--colur", "red", NULL}, "typo", "unknown option --colur",
+          "did you mean --colour?");
+    fails((const char *const[]){"--hidden_size", "4", NULL}, "underscores",
+          "unknown option --hidden_size", "did you mean --hidden-size?");
+    fails((const char *const[]){"--frobnicate", NULL}, "nothing close",
+          "unknown option --frobnicate: see --help", NULL);
+    fails((const char *const[]){"file.txt", NULL}, "positional", "unexpected argument 'file.txt'",
+          NULL);
+    fails((const char *const[]){"-n", "3", NULL}, "single dash", "unexpected argument '-n'", NULL);
+    fails((const char *const[]){"--num", "", NULL}, "empty value quoted",
+          "--num '' is not an integer", NULL);
+}
+
+static void test_find_and_suggest(void)
+{
+    char *argv[64];
+    const char *const args[] = {"--num", "1", "--name=a", "--name", "b", "--names", "c", NULL};
+    int argc = make_argv(argv, args);
+    is_string(gl_opt_find(argc, argv, "name"), "b", "gl_opt_find: the last occurrence");
+    ok(gl_opt_find(argc, argv, "flag") == NULL, "gl_opt_find: absent");
+    is_string(gl_opt_suggest(table, "colr"), "colour", "suggest: one deletion");
+    is_string(gl_opt_suggest(table, "hidden"), "hidden-size", "suggest: a prefix");
+    ok(gl_opt_suggest(table, "zzzzzzzzzz") == NULL, "suggest: nothing plausible");
+    ok(gl_opt_lookup(table, "frac") == &table[4], "lookup by name");
+}
+
+static void test_help(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    opts d;
+    defaults(&d);
+    gl_opt_help(f, table, &d);
+    fclose(f);
+    const char *one = strstr(buf, "\nOne:\n"), *two = strstr(buf, "\nTwo:\n");
+    ok(one && two && one < two, "groups in order of first appearance");
+    ok(strstr(buf, "--num N") && strstr(buf, "a positive int [default: 7]"),
+       "int shown with its default");
+    ok(strstr(buf, "[default: green]") != NULL, "choice default shown by name");
+    ok(strstr(buf, "[default: unbounded]") != NULL, "defstr replaces the field's value");
+    ok(strstr(buf, "[default: abc]") != NULL, "string default");
+    ok(strstr(buf, "--hidden-size") == NULL, "options without help are not listed");
+    /* every option of group One comes before the Two heading */
+    const char *colour = strstr(buf, "--colour");
+    ok(colour && colour < two, "an option is listed under its own group");
+    free(buf);
+}
+
+static void test_conversions(void)
+{
+    long l;
+    double d;
+    ok(gl_opt_to_long("42", &l) == 0 && l == 42, "to_long 42");
+    ok(gl_opt_to_long("42x", &l) == -1, "to_long rejects trailing junk");
+    ok(gl_opt_to_long("", &l) == -1, "to_long rejects empty");
+    ok(gl_opt_to_double("1e-3", &d) == 0 && d == 1e-3, "to_double 1e-3");
+    ok(gl_opt_to_double("inf", &d) == -1, "to_double rejects inf");
+}
+
+int main(void)
+{
+    gl_log_set_program("prog");
+    plan(NO_PLAN);
+    test_values();
+    test_errors();
+    test_find_and_suggest();
+    test_help();
+    test_conversions();
+    return done_testing();
+}

@@ -1,0 +1,198 @@
+#!/bin/sh
+# t/train-args.t: gridlm-train's answers to its command line, run as a
+# single process with no launcher.  Bad flags and values exit 2 with one
+# line naming the flag, the value and a fix; --help and --version exit 0.
+
+prog=./src/tools/gridlm-train
+if [ ! -x "$prog" ]; then
+    echo "1..0 # SKIP $prog not built"
+    exit 0
+fi
+tmp=${TMPDIR:-/tmp}/train-args.$$
+trap 'rm -f "$tmp".out "$tmp".err' EXIT INT TERM
+base="--model tiny --mock-data --train-iters 10 --lr 1e-3"
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"
+    sed 's/^/# stdout: /' "$tmp".out; sed 's/^/# stderr: /' "$tmp".err
+}
+
+# refused "description" "needle" ["needle" ...] -- args...
+# The program must exit 2, print nothing on stdout and exactly one line
+# on stderr, starting "gridlm-train: error: " and containing every needle.
+refused() {
+    what=$1; shift
+    needles=
+    while [ "$1" != "--" ]; do
+        needles="$needles
+$1"
+        shift
+    done
+    shift
+    "$prog" "$@" >"$tmp".out 2>"$tmp".err
+    code=$?
+    good=yes
+    [ $code -eq 2 ] || good=no
+    [ -s "$tmp".out ] && good=no
+    [ "$(wc -l <"$tmp".err)" -eq 1 ] || good=no
+    grep -q '^gridlm-train: error: ' "$tmp".err || good=no
+    old_ifs=$IFS
+    IFS='
+'
+    for needle in $needles; do
+        grep -qF -e "$needle" "$tmp".err || good=no
+    done
+    IFS=$old_ifs
+    if [ $good = yes ]; then ok "$what"; else echo "# exit $code"; not_ok "$what"; fi
+}
+
+refused "an integer flag given letters" \
+    "--hidden-size abc is not an integer" "give a whole number" -- $base --hidden-size abc
+refused "a typo in a flag's name is named, with the closest flag" \
+    "unknown option --hiden-size" "did you mean --hidden-size?" -- $base --hiden-size 64
+refused "Python-style underscores" \
+    "unknown option --micro_batch_size" "did you mean --micro-batch-size?" -- \
+    $base --micro_batch_size 2
+refused "TP that does not divide the heads" \
+    "--tensor-model-parallel-size 3 does not divide --num-attention-heads 8" \
+    "choose a TP size that divides 8 (1, 2, 4 or 8)" -- $base --tensor-model-parallel-size 3
+refused "PP that does not divide the layers" \
+    "--pipeline-model-parallel-size 3 does not divide --num-layers 4" "(1, 2 or 4)" -- \
+    $base --pipeline-model-parallel-size 3
+refused "query groups that do not divide the heads" \
+    "--num-query-groups 3 does not divide --num-attention-heads 8" -- \
+    $base --num-query-groups 3
+refused "an enum value, with the values listed" \
+    "--lr-decay-style exp is not supported" "use one of constant, linear or cosine" -- \
+    $base --lr-decay-style exp
+refused "LayerNorm is refused, RMSNorm named" \
+    "--normalization LayerNorm is not supported" "use RMSNorm" -- \
+    $base --normalization LayerNorm
+refused "a float out of range" \
+    "--adam-beta1 1.5 is out of range" "[0, 1)" -- $base --adam-beta1 1.5
+refused "zero where a positive number is needed" \
+    "--seq-length 0 must be a positive integer" -- $base --seq-length 0
+refused "not a number" \
+    "--lr fast is not a finite number" -- --model tiny --mock-data --train-iters 1 --lr fast
+refused "a weighted blend missing its last prefix" \
+    "--data-path 0.7 has no dataset after it" -- \
+    --model tiny --train-iters 1 --lr 1 --data-path 0.3 A 0.7
+refused "--fp16 is refused with the alternative" \
+    "--fp16 is not supported" "--bf16" -- $base --fp16
+refused "full recomputation without a method" \
+    "--recompute-granularity full needs --recompute-method" -- \
+    $base --recompute-granularity full
+refused "interleaving without a pipeline" \
+    "--num-layers-per-virtual-pipeline-stage 1 needs a pipeline" -- \
+    $base --num-layers-per-virtual-pipeline-stage 1
+refused "--overlap-param-gather without the distributed optimizer" \
+    "--overlap-param-gather needs --use-distributed-optimizer" -- \
+    $base --overlap-param-gather
+refused "a value given to a flag" "--bf16 takes no value" -- $base --bf16=1
+refused "a missing value" "--micro-batch-size needs a value" -- $base --micro-batch-size
+refused "a positional argument" "unexpected argument 'train.yaml'" -- $base train.yaml
+refused "no learning rate" "--lr is required" -- --model tiny --mock-data --train-iters 1
+refused "no model shape" "--num-layers is required" "--model" -- \
+    --mock-data --train-iters 1 --lr 1
+refused "an unknown preset" "--model gpt5 is not a known model" \
+    "llama3-8b, llama3-70b, llama3.2-1b or tiny" -- $base --model gpt5
+
+# Presets and overrides, seen through the numbers the checks quote.
+refused "llama3-8b has 32 heads" "does not divide --num-attention-heads 32" -- \
+    --model llama3-8b --mock-data --train-iters 1 --lr 1 --tensor-model-parallel-size 3
+refused "llama3-70b has 80 layers" "does not divide --num-layers 80" -- \
+    --model llama3-70b --mock-data --train-iters 1 --lr 1 --pipeline-model-parallel-size 3
+refused "an explicit flag after --model overrides the preset" \
+    "does not divide --num-attention-heads 16" -- \
+    $base --num-attention-heads 16 --tensor-model-parallel-size 3
+refused "an explicit flag before --model overrides it too" \
+    "does not divide --num-attention-heads 16" -- \
+    --num-attention-heads 16 --tensor-model-parallel-size 3 $base
+
+# --help: exit 0, every group, defaults shown.
+"$prog" --help >"$tmp".out 2>"$tmp".err
+code=$?
+good=yes
+[ $code -eq 0 ] && [ ! -s "$tmp".err ] || good=no
+for group in "Model:" "Parallelism:" "Batch and schedule:" "Optimizer:" "Learning rate:" \
+    "Precision, device and memory:" "Data:" "Checkpoints:" "Logging:" "Faults:" "Program:"; do
+    grep -q "^$group\$" "$tmp".out || { echo "# no group $group"; good=no; }
+done
+# (help text wraps: compare with the lines joined)
+flat=$(tr '\n' ' ' <"$tmp".out | tr -s ' ')
+for want in "--seed N seed of the weights and the data order [default: 1234]" \
+    "--lr-decay-style STYLE constant, linear or cosine [default: linear]" \
+    "--tensor-model-parallel-size N TP: ranks that split each layer's matrices [default: 1]" \
+    "--split A,B,C train,valid,test weights of the documents [default: 969,30,1]"; do
+    case $flat in
+    *"$want"*) ;;
+    *) echo "# help lacks: $want"; good=no ;;
+    esac
+done
+[ "$(awk 'length > 79' "$tmp".out | wc -l)" -eq 0 ] || { echo "# lines over 79"; good=no; }
+if [ $good = yes ]; then ok "--help lists every group with defaults"; else not_ok "--help"; fi
+
+"$prog" $base --help --bogus >"$tmp".out 2>"$tmp".err
+if [ $? -eq 0 ] && grep -q "^Usage: gridlm-train" "$tmp".out; then
+    ok "--help wins over what follows it"
+else
+    not_ok "--help wins over what follows it"
+fi
+
+# --version: the package's version, from the build's config.h.
+version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "${top_builddir:-.}/config.h")
+"$prog" --version >"$tmp".out 2>"$tmp".err
+if [ $? -eq 0 ] && [ -n "$version" ] &&
+    [ "$(cat "$tmp".out)" = "gridlm-train (gridlm) $version" ]; then
+    ok "--version"
+else
+    not_ok "--version"
+fi
+
+# Under a launcher: each rank reads the command line, only rank 0
+# prints, and every rank stops (no hang).  Two ranks, so MPICH copes.
+if [ -n "$MPIEXEC" ]; then
+    mpirun() { timeout 120 $MPIEXEC $MPIEXEC_FLAGS -n 2 "$prog" "$@" >"$tmp".out 2>"$tmp".err; }
+    errors() { grep -c '^gridlm-train: error: ' "$tmp".err; }
+
+    mpirun $base --hidden-size abc
+    code=$?
+    if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$(errors)" -eq 1 ] &&
+        grep -q -- "--hidden-size abc is not an integer" "$tmp".err; then
+        ok "2 ranks, a bad value: one error line, the job stops (exit $code)"
+    else
+        echo "# exit $code"; not_ok "2 ranks, a bad value"
+    fi
+
+    mpirun $base --tensor-model-parallel-size 4 --device cpu --dry-run
+    code=$?
+    if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$(errors)" -eq 1 ] &&
+        grep -q "2 ranks are not divisible by TP x CP x PP = 4 x 1 x 1 = 4: launch 4 ranks" \
+            "$tmp".err; then
+        ok "2 ranks for TP 4: one error line from rank 0, the job stops (exit $code)"
+    else
+        echo "# exit $code"; not_ok "2 ranks for TP 4"
+    fi
+
+    mpirun $base --tensor-model-parallel-size 2 --device cpu --dry-run --help
+    code=$?
+    if [ $code -eq 0 ] && [ "$(grep -c '^Usage: ' "$tmp".out)" -eq 1 ]; then
+        ok "2 ranks, --help: printed once"
+    else
+        echo "# exit $code"; not_ok "2 ranks, --help: printed once"
+    fi
+
+    mpirun $base --tensor-model-parallel-size 2 --device cpu --dry-run
+    code=$?
+    if [ $code -eq 0 ] && grep -q "layout: world 2 = TP 2 x CP 1 x PP 1 x DP 1" "$tmp".out; then
+        ok "2 ranks, --dry-run at TP 2 succeeds"
+    else
+        echo "# exit $code"; not_ok "2 ranks, --dry-run at TP 2 succeeds"
+    fi
+fi
+
+echo "1..$n"
+[ $failed -eq 0 ]
