@@ -1,0 +1,1734 @@
+/* tokenizer.c: Hugging Face-compatible BPE (see tokenizer.h). */
+#define _GNU_SOURCE 1 /* memmem */
+#include "config.h"
+#include "data/tokenizer.h"
+#include "data/strmap.h"
+#include "data/utf8.h"
+#include "base/log.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <jansson.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The regexes exactly as Hugging Face writes them in tokenizer.json
+ * (ByteLevel's built-in GPT-2 pattern; Llama 3's Split pattern). */
+const char GL_GPT2_REGEX[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char GL_LLAMA3_REGEX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* ------------------------------------------------------------------ */
+/* GPT-2's byte-to-unicode map.  The printable bytes '!'..'~', 0xA1..0xAC
+ * and 0xAE..0xFF stand for themselves; the other 68 bytes (controls,
+ * space, 0x7F..0xA0, 0xAD) take the code points 256, 257, ... in byte
+ * order.  Every byte thus becomes one visible character.               */
+
+static int printable_byte(unsigned b)
+{
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+uint32_t gl_bytelevel_char(unsigned b)
+{
+    if (printable_byte(b))
+        return b;
+    uint32_t k = 0;
+    for (unsigned c = 0; c < b; c++)
+        k += !printable_byte(c);
+    return 256 + k;
+}
+
+/* White_Space, the meaning of \s in Oniguruma and in Rust's regex. */
+static int is_white_space(uint32_t c)
+{
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+#define WS_CLASS "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
+                 "\\x{202F}\\x{205F}\\x{3000}"
+
+/* ------------------------------------------------------------------ */
+/* The loaded tokenizer.                                                */
+
+enum { NORM_PREPEND = 1, NORM_REPLACE };
+typedef struct {
+    int kind;
+    char *a; size_t alen;       /* Prepend: text; Replace: literal pattern */
+    char *b; size_t blen;       /* Replace: content */
+    pcre2_code *re;             /* Replace with a Regex pattern */
+} norm_step;
+
+enum { PT_BYTELEVEL = 1, PT_SPLIT, PT_DIGITS };
+enum { SB_REMOVED = 1, SB_ISOLATED, SB_MERGED_PREV, SB_MERGED_NEXT, SB_CONTIGUOUS };
+typedef struct {
+    int kind;
+    int add_prefix_space, use_regex;   /* ByteLevel */
+    pcre2_code *re;                    /* Split (regex) or ByteLevel's GPT-2 regex */
+    char *lit; size_t litlen;          /* Split with a String pattern */
+    int behavior, invert;              /* Split */
+    int individual;                    /* Digits */
+} pretok;
+
+enum { DEC_BYTELEVEL = 1, DEC_BYTEFALLBACK, DEC_FUSE, DEC_REPLACE, DEC_STRIP, DEC_METASPACE };
+typedef struct {
+    int kind;
+    char *a; size_t alen, blen; char *b;
+    int start, stop;
+} dec_step;
+
+typedef struct {
+    char *content; size_t len;
+    int32_t id;
+    int single_word, lstrip, rstrip, normalized, special;
+} added_tok;
+
+typedef struct {                /* added tokens grouped by first byte */
+    int *idx[256];
+    int n[256];
+} added_set;
+
+struct gl_tokenizer {
+    gl_strmap vocab;            /* model vocabulary */
+    gl_strmap added_map;        /* added token content -> id */
+    char **id_str; uint32_t *id_len; long n_ids;
+    gl_u64map merges;           /* (left << 32 | right) -> (rank << 32 | merged) */
+    int ignore_merges, byte_fallback, fuse_unk;
+    int32_t unk_id;
+    char *cont_prefix, *eow_suffix;
+    int32_t byte_tok[256];      /* <0xNN> ids for byte fallback, -1 when absent */
+    norm_step *norms; int n_norms;
+    pretok *pts; int n_pts;
+    dec_step *decs; int n_decs;
+    added_tok *added; int n_added;
+    added_set raw_set, norm_set;
+    int32_t *pp_pre, *pp_post; int n_pp_pre, n_pp_post;
+    int32_t eod;
+    long vocab_size;
+    int byte_level;
+    int u2b[512];               /* code point (< 512) -> byte, -1 */
+    pcre2_code *word_re;        /* \w as Rust's regex means it, for single_word */
+};
+
+/* ------------------------------------------------------------------ */
+/* Errors while loading go into a caller's buffer.                      */
+
+typedef struct { char *buf; size_t len; int failed; } errbuf;
+
+static void fail(errbuf *e, const char *fmt, ...) GL_PRINTF(2, 3);
+static void fail(errbuf *e, const char *fmt, ...)
+{
+    if (e->failed)
+        return;
+    e->failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    if (e->buf && e->len)
+        vsnprintf(e->buf, e->len, fmt, ap);
+    va_end(ap);
+}
+
+/* Rewrite \s and \S to Oniguruma's White_Space meaning, inside and
+ * outside character classes; everything else passes through. */
+static char *translate_regex(const char *src)
+{
+    size_t n = strlen(src), cap = n * 8 + 256, o = 0;
+    char *out = gl_malloc(cap);
+    int in_class = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (o + 200 > cap) {
+            cap *= 2;
+            out = gl_realloc(out, cap);
+        }
+        char c = src[i];
+        if (c == '\\' && i + 1 < n) {
+            char d = src[i + 1];
+            if (d == 's' || d == 'S') {
+                const char *rep = in_class ? (d == 's' ? WS_CLASS : NULL)
+                                           : (d == 's' ? "[" WS_CLASS "]" : "[^" WS_CLASS "]");
+                if (rep) {
+                    size_t k = strlen(rep);
+                    memcpy(out + o, rep, k);
+                    o += k;
+                    i++;
+                    continue;
+                }
+            }
+            out[o++] = c;
+            out[o++] = d;
+            i++;
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = 1;
+            out[o++] = c;
+            /* A ']' right after '[' or '[^' is a literal. */
+            if (i + 1 < n && src[i + 1] == '^')
+                out[o++] = src[++i];
+            if (i + 1 < n && src[i + 1] == ']')
+                out[o++] = src[++i];
+            continue;
+        }
+        if (in_class && c == '[' && i + 1 < n && src[i + 1] == ':') {
+            const char *end = strstr(src + i + 2, ":]");
+            if (end) {
+                size_t k = (size_t)(end + 2 - (src + i));
+                memcpy(out + o, src + i, k);
+                o += k;
+                i += k - 1;
+                continue;
+            }
+        }
+        if (in_class && c == ']')
+            in_class = 0;
+        out[o++] = c;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static pcre2_code *compile_regex(const char *pattern, errbuf *e, const char *what)
+{
+    char *p = translate_regex(pattern);
+    int code;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)p, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                   &code, &off, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        fail(e, "%s: regex /%s/ does not compile at offset %zu: %s", what, pattern, (size_t)off,
+             (char *)msg);
+    } else
+        pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter */
+    free(p);
+    return re;
+}
+
+static char *dupn(const char *s, size_t n)
+{
+    char *d = gl_malloc(n + 1);
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static const char *jstr(json_t *o, const char *key, size_t *len)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_string(v))
+        return NULL;
+    if (len)
+        *len = json_string_length(v);
+    return json_string_value(v);
+}
+
+static int jbool(json_t *o, const char *key, int dflt)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+static void set_id_string(gl_tokenizer *t, long id, const char *s, size_t n)
+{
+    if (id >= t->n_ids) {
+        long m = t->n_ids ? t->n_ids : 1024;
+        while (m <= id)
+            m *= 2;
+        t->id_str = gl_realloc(t->id_str, (size_t)m * sizeof *t->id_str);
+        t->id_len = gl_realloc(t->id_len, (size_t)m * sizeof *t->id_len);
+        for (long i = t->n_ids; i < m; i++)
+            t->id_str[i] = NULL, t->id_len[i] = 0;
+        t->n_ids = m;
+    }
+    free(t->id_str[id]);
+    t->id_str[id] = dupn(s, n);
+    t->id_len[id] = (uint32_t)n;
+    if (id + 1 > t->vocab_size)
+        t->vocab_size = id + 1;
+}
+
+/* A pattern object {"String": s} or {"Regex": r}. */
+static int load_pattern(json_t *pat, char **lit, size_t *litlen, pcre2_code **re, errbuf *e,
+                        const char *what)
+{
+    size_t n;
+    const char *s;
+    if ((s = jstr(pat, "String", &n))) {
+        *lit = dupn(s, n);
+        *litlen = n;
+        return 0;
+    }
+    if ((s = jstr(pat, "Regex", &n))) {
+        *re = compile_regex(s, e, what);
+        return *re ? 0 : -1;
+    }
+    fail(e, "%s: pattern is neither {\"String\": ...} nor {\"Regex\": ...}", what);
+    return -1;
+}
+
+static void load_normalizer(gl_tokenizer *t, json_t *n, errbuf *e)
+{
+    if (!n || json_is_null(n))
+        return;
+    const char *type = jstr(n, "type", NULL);
+    if (!type) {
+        fail(e, "normalizer without a type");
+        return;
+    }
+    if (strcmp(type, "Sequence") == 0) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(n, "normalizers"), i, v)
+            load_normalizer(t, v, e);
+        return;
+    }
+    norm_step s = { 0 };
+    size_t len;
+    const char *str;
+    if (strcmp(type, "Prepend") == 0 && (str = jstr(n, "prepend", &len))) {
+        s.kind = NORM_PREPEND;
+        s.a = dupn(str, len);
+        s.alen = len;
+    } else if (strcmp(type, "Replace") == 0 && (str = jstr(n, "content", &len))) {
+        s.kind = NORM_REPLACE;
+        s.b = dupn(str, len);
+        s.blen = len;
+        if (load_pattern(json_object_get(n, "pattern"), &s.a, &s.alen, &s.re, e, "normalizer Replace"))
+            return;
+    } else {
+        fail(e, "normalizer %s is not supported by gridlm (supported: Sequence, Prepend, Replace)",
+             type);
+        return;
+    }
+    t->norms = gl_realloc(t->norms, (size_t)(t->n_norms + 1) * sizeof *t->norms);
+    t->norms[t->n_norms++] = s;
+}
+
+static int behavior_code(const char *b)
+{
+    if (!b) return SB_ISOLATED;
+    if (strcmp(b, "Removed") == 0) return SB_REMOVED;
+    if (strcmp(b, "Isolated") == 0) return SB_ISOLATED;
+    if (strcmp(b, "MergedWithPrevious") == 0) return SB_MERGED_PREV;
+    if (strcmp(b, "MergedWithNext") == 0) return SB_MERGED_NEXT;
+    if (strcmp(b, "Contiguous") == 0) return SB_CONTIGUOUS;
+    return 0;
+}
+
+static void load_pretokenizer(gl_tokenizer *t, json_t *p, errbuf *e)
+{
+    if (!p || json_is_null(p))
+        return;
+    const char *type = jstr(p, "type", NULL);
+    if (!type) {
+        fail(e, "pre_tokenizer without a type");
+        return;
+    }
+    if (strcmp(type, "Sequence") == 0) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(p, "pretokenizers"), i, v)
+            load_pretokenizer(t, v, e);
+        return;
+    }
+    pretok s = { 0 };
+    if (strcmp(type, "ByteLevel") == 0) {
+        s.kind = PT_BYTELEVEL;
+        s.add_prefix_space = jbool(p, "add_prefix_space", 1);
+        s.use_regex = jbool(p, "use_regex", 1);
+        if (s.use_regex && !(s.re = compile_regex(GL_GPT2_REGEX, e, "ByteLevel")))
+            return;
+        t->byte_level = 1;
+    } else if (strcmp(type, "Split") == 0) {
+        s.kind = PT_SPLIT;
+        s.behavior = behavior_code(jstr(p, "behavior", NULL));
+        s.invert = jbool(p, "invert", 0);
+        if (!s.behavior) {
+            fail(e, "pre_tokenizer Split: unknown behavior %s", jstr(p, "behavior", NULL));
+            return;
+        }
+        if (load_pattern(json_object_get(p, "pattern"), &s.lit, &s.litlen, &s.re, e, "pre_tokenizer Split"))
+            return;
+    } else if (strcmp(type, "Digits") == 0) {
+        s.kind = PT_DIGITS;
+        s.individual = jbool(p, "individual_digits", 0);
+    } else {
+        fail(e, "pre_tokenizer %s is not supported by gridlm (supported: ByteLevel, Split, Digits,"
+             " Sequence)", type);
+        return;
+    }
+    t->pts = gl_realloc(t->pts, (size_t)(t->n_pts + 1) * sizeof *t->pts);
+    t->pts[t->n_pts++] = s;
+}
+
+static void load_decoder(gl_tokenizer *t, json_t *d, errbuf *e)
+{
+    if (!d || json_is_null(d))
+        return;
+    const char *type = jstr(d, "type", NULL);
+    if (!type)
+        return;
+    if (strcmp(type, "Sequence") == 0) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(d, "decoders"), i, v)
+            load_decoder(t, v, e);
+        return;
+    }
+    dec_step s = { 0 };
+    size_t n;
+    const char *str;
+    if (strcmp(type, "ByteLevel") == 0) {
+        s.kind = DEC_BYTELEVEL;
+        t->byte_level = 1;
+    } else if (strcmp(type, "ByteFallback") == 0)
+        s.kind = DEC_BYTEFALLBACK;
+    else if (strcmp(type, "Fuse") == 0)
+        s.kind = DEC_FUSE;
+    else if (strcmp(type, "Replace") == 0 && (str = jstr(json_object_get(d, "pattern"), "String", &n))) {
+        s.kind = DEC_REPLACE;
+        s.a = dupn(str, n);
+        s.alen = n;
+        str = jstr(d, "content", &n);
+        s.b = dupn(str ? str : "", str ? n : 0);
+        s.blen = str ? n : 0;
+    } else if (strcmp(type, "Strip") == 0 && (str = jstr(d, "content", &n))) {
+        s.kind = DEC_STRIP;
+        s.a = dupn(str, n);
+        s.alen = n;
+        s.start = (int)json_integer_value(json_object_get(d, "start"));
+        s.stop = (int)json_integer_value(json_object_get(d, "stop"));
+    } else if (strcmp(type, "Metaspace") == 0) {
+        s.kind = DEC_METASPACE;
+        str = jstr(d, "replacement", &n);
+        s.a = dupn(str ? str : "\xe2\x96\x81", str ? n : 3);
+        s.alen = str ? n : 3;
+    } else
+        return; /* decoding is for people (--inspect); tokens are shown raw */
+    t->decs = gl_realloc(t->decs, (size_t)(t->n_decs + 1) * sizeof *t->decs);
+    t->decs[t->n_decs++] = s;
+}
+
+/* Special tokens of a post-processor, before and after the sequence. */
+static void pp_add(gl_tokenizer *t, int pre, int32_t id)
+{
+    int32_t **v = pre ? &t->pp_pre : &t->pp_post;
+    int *n = pre ? &t->n_pp_pre : &t->n_pp_post;
+    *v = gl_realloc(*v, (size_t)(*n + 1) * sizeof **v);
+    (*v)[(*n)++] = id;
+}
+
+static void load_post(gl_tokenizer *t, json_t *p, errbuf *e)
+{
+    if (!p || json_is_null(p))
+        return;
+    const char *type = jstr(p, "type", NULL);
+    if (!type)
+        return;
+    if (strcmp(type, "Sequence") == 0) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(p, "processors"), i, v)
+            load_post(t, v, e);
+        return;
+    }
+    if (strcmp(type, "ByteLevel") == 0)
+        return; /* changes offsets only */
+    if (strcmp(type, "TemplateProcessing") == 0) {
+        json_t *single = json_object_get(p, "single"), *specials = json_object_get(p, "special_tokens");
+        size_t i;
+        json_t *item;
+        int seen_seq = 0;
+        json_array_foreach(single, i, item) {
+            json_t *sp = json_object_get(item, "SpecialToken");
+            if (!sp) {
+                seen_seq = 1;
+                continue;
+            }
+            const char *name = jstr(sp, "id", NULL);
+            json_t *st = name ? json_object_get(specials, name) : NULL;
+            json_t *ids = json_object_get(st, "ids");
+            size_t k;
+            json_t *idv;
+            if (!json_is_array(ids)) {
+                fail(e, "post_processor TemplateProcessing: special token %s has no ids",
+                     name ? name : "?");
+                return;
+            }
+            json_array_foreach(ids, k, idv)
+                pp_add(t, !seen_seq, (int32_t)json_integer_value(idv));
+        }
+        return;
+    }
+    if (strcmp(type, "RobertaProcessing") == 0 || strcmp(type, "BertProcessing") == 0) {
+        json_t *cls = json_object_get(p, "cls"), *sep = json_object_get(p, "sep");
+        pp_add(t, 1, (int32_t)json_integer_value(json_array_get(cls, 1)));
+        pp_add(t, 0, (int32_t)json_integer_value(json_array_get(sep, 1)));
+        return;
+    }
+    fail(e, "post_processor %s is not supported by gridlm", type);
+}
+
+static void add_to_set(gl_tokenizer *t, added_set *s, int k)
+{
+    unsigned char b = (unsigned char)t->added[k].content[0];
+    s->idx[b] = gl_realloc(s->idx[b], (size_t)(s->n[b] + 1) * sizeof(int));
+    /* keep each bucket longest first: the first hit is the longest */
+    int j = s->n[b]++;
+    while (j > 0 && t->added[s->idx[b][j - 1]].len < t->added[k].len) {
+        s->idx[b][j] = s->idx[b][j - 1];
+        j--;
+    }
+    s->idx[b][j] = k;
+}
+
+static void load_added(gl_tokenizer *t, json_t *arr, errbuf *e)
+{
+    size_t i;
+    json_t *v;
+    /* Hugging Face's order: special tokens first, then the others. */
+    for (int pass = 0; pass < 2; pass++) {
+        json_array_foreach(arr, i, v) {
+            size_t n;
+            const char *c = jstr(v, "content", &n);
+            json_t *idv = json_object_get(v, "id");
+            if (!c || !json_is_integer(idv) || json_integer_value(idv) < 0) {
+                fail(e, "added_tokens[%zu] lacks a content or an id", i);
+                return;
+            }
+            int special = jbool(v, "special", 0);
+            if (special != (pass == 0) || n == 0)
+                continue;
+            added_tok a = {
+                .content = dupn(c, n), .len = n, .id = (int32_t)json_integer_value(idv),
+                .single_word = jbool(v, "single_word", 0), .lstrip = jbool(v, "lstrip", 0),
+                .rstrip = jbool(v, "rstrip", 0), .normalized = jbool(v, "normalized", !special),
+                .special = special,
+            };
+            t->added = gl_realloc(t->added, (size_t)(t->n_added + 1) * sizeof *t->added);
+            t->added[t->n_added] = a;
+            add_to_set(t, a.normalized ? &t->norm_set : &t->raw_set, t->n_added);
+            t->n_added++;
+            gl_strmap_put(&t->added_map, c, n, a.id);
+            set_id_string(t, a.id, c, n);
+            if (a.single_word && !t->word_re)
+                t->word_re = compile_regex("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]",
+                                           e, "single_word");
+        }
+    }
+}
+
+static gl_tokenizer *tok_new(void)
+{
+    gl_tokenizer *t = gl_calloc(1, sizeof *t);
+    gl_strmap_init(&t->vocab);
+    gl_strmap_init(&t->added_map);
+    gl_u64map_init(&t->merges);
+    t->unk_id = -1;
+    t->eod = -1;
+    for (int b = 0; b < 256; b++)
+        t->byte_tok[b] = -1;
+    for (int c = 0; c < 512; c++)
+        t->u2b[c] = -1;
+    for (unsigned b = 0; b < 256; b++)
+        t->u2b[gl_bytelevel_char(b)] = (int)b;
+    return t;
+}
+
+static void add_merge(gl_tokenizer *t, const char *a, size_t an, const char *b, size_t bn,
+                      uint32_t rank, errbuf *e)
+{
+    int32_t ia = gl_strmap_get(&t->vocab, a, an), ib = gl_strmap_get(&t->vocab, b, bn);
+    char *ab = gl_malloc(an + bn + 1);
+    memcpy(ab, a, an);
+    memcpy(ab + an, b, bn);
+    int32_t iab = gl_strmap_get(&t->vocab, ab, an + bn);
+    if (ia < 0 || ib < 0 || iab < 0) {
+        fail(e, "merge %u (\"%.*s\" \"%.*s\") names a token missing from the vocabulary",
+             rank, (int)an, a, (int)bn, b);
+        free(ab);
+        return;
+    }
+    free(ab);
+    uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib, old;
+    if (gl_u64map_get(&t->merges, key, &old))
+        return; /* the first (lowest) rank of a repeated merge wins */
+    gl_u64map_put(&t->merges, key, (uint64_t)rank << 32 | (uint32_t)iab);
+}
+
+/* Finish: byte-fallback ids, the eod. */
+static void tok_finish(gl_tokenizer *t)
+{
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        t->byte_tok[b] = gl_strmap_get(&t->vocab, name, 6);
+    }
+    if (t->eod < 0) {
+        static const char *const eos_names[] = { "<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>" };
+        for (size_t i = 0; i < sizeof eos_names / sizeof *eos_names && t->eod < 0; i++)
+            t->eod = gl_tokenizer_token_to_id(t, eos_names[i], strlen(eos_names[i]));
+    }
+}
+
+static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
+{
+    const char *type = jstr(m, "type", NULL);
+    if (type && strcmp(type, "BPE") != 0) {
+        fail(e, "model type %s is not supported by gridlm (BPE only)", type);
+        return;
+    }
+    json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
+    if (!json_is_object(vocab) || !json_is_array(merges)) {
+        fail(e, "model has no \"vocab\" object or no \"merges\" array (not a BPE tokenizer.json)");
+        return;
+    }
+    const char *key;
+    json_t *v;
+#ifdef json_object_keylen_foreach
+    size_t klen;
+    json_object_keylen_foreach(vocab, key, klen, v) {
+#else
+    json_object_foreach(vocab, key, v) {
+        size_t klen = strlen(key);
+#endif
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX - 1) {
+            fail(e, "vocab entry \"%s\" has no valid id", key);
+            return;
+        }
+        int32_t id = (int32_t)json_integer_value(v);
+        gl_strmap_put(&t->vocab, key, klen, id);
+        set_id_string(t, id, key, klen);
+    }
+    size_t i;
+    json_array_foreach(merges, i, v) {
+        if (json_is_string(v)) {
+            const char *s = json_string_value(v);
+            const char *sp = strchr(s, ' ');
+            if (!sp) {
+                fail(e, "merge %zu \"%s\" is not two tokens separated by a space", i, s);
+                return;
+            }
+            add_merge(t, s, (size_t)(sp - s), sp + 1, strlen(sp + 1), (uint32_t)i, e);
+        } else if (json_is_array(v) && json_array_size(v) == 2) {
+            json_t *a = json_array_get(v, 0), *b = json_array_get(v, 1);
+            if (!json_is_string(a) || !json_is_string(b)) {
+                fail(e, "merge %zu is not a pair of strings", i);
+                return;
+            }
+            add_merge(t, json_string_value(a), json_string_length(a), json_string_value(b),
+                      json_string_length(b), (uint32_t)i, e);
+        } else {
+            fail(e, "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", i);
+            return;
+        }
+        if (e->failed)
+            return;
+    }
+    json_t *dropout = json_object_get(m, "dropout");
+    if (json_is_number(dropout) && json_number_value(dropout) > 0) {
+        fail(e, "BPE dropout %g is not supported (it makes encoding random)", json_number_value(dropout));
+        return;
+    }
+    t->ignore_merges = jbool(m, "ignore_merges", 0);
+    t->byte_fallback = jbool(m, "byte_fallback", 0);
+    t->fuse_unk = jbool(m, "fuse_unk", 0);
+    size_t n;
+    const char *s;
+    if ((s = jstr(m, "unk_token", &n))) {
+        t->unk_id = gl_strmap_get(&t->vocab, s, n);
+        if (t->unk_id < 0) {
+            fail(e, "unk_token \"%s\" is not in the vocabulary", s);
+            return;
+        }
+    }
+    if ((s = jstr(m, "continuing_subword_prefix", &n)) && n)
+        t->cont_prefix = dupn(s, n);
+    if ((s = jstr(m, "end_of_word_suffix", &n)) && n)
+        t->eow_suffix = dupn(s, n);
+}
+
+/* tokenizer_config.json beside tokenizer.json: eos_token names the eod. */
+static void load_config_eos(gl_tokenizer *t, const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    json_t *c = json_load_file(path, 0, NULL);
+    if (!c)
+        return;
+    json_t *eos = json_object_get(c, "eos_token");
+    const char *s = json_is_string(eos) ? json_string_value(eos) : jstr(eos, "content", NULL);
+    if (s)
+        t->eod = gl_tokenizer_token_to_id(t, s, strlen(s));
+    json_decref(c);
+}
+
+gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen)
+{
+    errbuf e = { err, errlen, 0 };
+    char file[4096], dir[4096];
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fail(&e, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof dir, "%s", path);
+        snprintf(file, sizeof file, "%s/tokenizer.json", path);
+    } else {
+        snprintf(file, sizeof file, "%s", path);
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            strcpy(dir, ".");
+    }
+    json_error_t je;
+    json_t *root = json_load_file(file, JSON_ALLOW_NUL, &je);
+    if (!root) {
+        fail(&e, "%s: line %d: %s", file, je.line, je.text);
+        return NULL;
+    }
+    gl_tokenizer *t = tok_new();
+    char inner[768] = "";
+    errbuf ie = { inner, sizeof inner, 0 };
+    json_t *model = json_object_get(root, "model");
+    if (!json_is_object(model))
+        fail(&ie, "no \"model\" object");
+    else
+        load_model(t, model, &ie);
+    if (!ie.failed)
+        load_added(t, json_object_get(root, "added_tokens"), &ie);
+    if (!ie.failed)
+        load_normalizer(t, json_object_get(root, "normalizer"), &ie);
+    if (!ie.failed)
+        load_pretokenizer(t, json_object_get(root, "pre_tokenizer"), &ie);
+    if (!ie.failed)
+        load_post(t, json_object_get(root, "post_processor"), &ie);
+    if (!ie.failed)
+        load_decoder(t, json_object_get(root, "decoder"), &ie);
+    json_decref(root);
+    if (ie.failed) {
+        fail(&e, "%s: %s", file, inner);
+        gl_tokenizer_free(t);
+        return NULL;
+    }
+    load_config_eos(t, dir);
+    tok_finish(t);
+    return t;
+}
+
+gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_file,
+                                     char *err, size_t errlen)
+{
+    errbuf e = { err, errlen, 0 };
+    json_error_t je;
+    json_t *vocab = json_load_file(vocab_file, 0, &je);
+    if (!vocab || !json_is_object(vocab)) {
+        fail(&e, "%s: line %d: %s", vocab_file, je.line, vocab ? "not a JSON object" : je.text);
+        json_decref(vocab);
+        return NULL;
+    }
+    FILE *f = fopen(merge_file, "r");
+    if (!f) {
+        fail(&e, "%s: %s", merge_file, strerror(errno));
+        json_decref(vocab);
+        return NULL;
+    }
+    gl_tokenizer *t = tok_new();
+    char inner[768] = "";
+    errbuf ie = { inner, sizeof inner, 0 };
+    const char *key;
+    json_t *v;
+    json_object_foreach(vocab, key, v) {
+        gl_strmap_put(&t->vocab, key, strlen(key), (int32_t)json_integer_value(v));
+        set_id_string(t, (long)json_integer_value(v), key, strlen(key));
+    }
+    json_decref(vocab);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint32_t rank = 0;
+    while (!ie.failed && (n = getline(&line, &cap, f)) > 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0 || (rank == 0 && strncmp(line, "#version", 8) == 0))
+            continue;
+        char *sp = strchr(line, ' ');
+        if (!sp) {
+            fail(&ie, "merge line \"%s\" is not two tokens separated by a space", line);
+            break;
+        }
+        add_merge(t, line, (size_t)(sp - line), sp + 1, strlen(sp + 1), rank++, &ie);
+    }
+    free(line);
+    fclose(f);
+    if (ie.failed) {
+        fail(&e, "%s: %s", merge_file, inner);
+        gl_tokenizer_free(t);
+        return NULL;
+    }
+    pretok p = { .kind = PT_BYTELEVEL, .add_prefix_space = 0, .use_regex = 1 };
+    p.re = compile_regex(GL_GPT2_REGEX, &e, "ByteLevel");
+    t->pts = gl_malloc(sizeof *t->pts);
+    t->pts[t->n_pts++] = p;
+    t->decs = gl_malloc(sizeof *t->decs);
+    t->decs[t->n_decs++] = (dec_step){ .kind = DEC_BYTELEVEL };
+    t->byte_level = 1;
+    /* GPT-2's <|endoftext|> is an ordinary vocabulary entry that must
+     * still be matched whole in text, as Megatron's tokenizer does. */
+    int32_t eot = gl_strmap_get(&t->vocab, "<|endoftext|>", 13);
+    if (eot >= 0) {
+        added_tok a = { .content = dupn("<|endoftext|>", 13), .len = 13, .id = eot, .special = 1 };
+        t->added = gl_malloc(sizeof *t->added);
+        t->added[t->n_added] = a;
+        add_to_set(t, &t->raw_set, t->n_added++);
+        gl_strmap_put(&t->added_map, a.content, a.len, eot);
+    }
+    tok_finish(t);
+    return t;
+}
+
+gl_tokenizer *gl_tokenizer_open(const char *type, const char *model)
+{
+    char err[1024];
+    gl_tokenizer *t = NULL;
+    if (!type || !*type)
+        type = "HuggingFaceTokenizer";
+    if (strcmp(type, "HuggingFaceTokenizer") == 0) {
+        if (!model || !*model)
+            gl_die_code(2, "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model PATH"
+                        " (a tokenizer.json or a directory holding one)");
+        t = gl_tokenizer_load(model, err, sizeof err);
+    } else if (strcmp(type, "GPT2BPETokenizer") == 0) {
+        char vocab[4096], merges[4096];
+        const char *colon = model ? strchr(model, ':') : NULL;
+        struct stat st;
+        if (!model || !*model)
+            gl_die_code(2, "--tokenizer-type GPT2BPETokenizer needs --tokenizer-model DIR (holding"
+                        " vocab.json and merges.txt) or VOCAB.json:MERGES.txt");
+        if (colon) {
+            snprintf(vocab, sizeof vocab, "%.*s", (int)(colon - model), model);
+            snprintf(merges, sizeof merges, "%s", colon + 1);
+        } else if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(vocab, sizeof vocab, "%s/vocab.json", model);
+            snprintf(merges, sizeof merges, "%s/merges.txt", model);
+        } else
+            gl_die_code(2, "--tokenizer-model %s: GPT2BPETokenizer wants a directory with"
+                        " vocab.json and merges.txt, or VOCAB.json:MERGES.txt", model);
+        t = gl_tokenizer_load_gpt2(vocab, merges, err, sizeof err);
+    } else
+        gl_die_code(2, "--tokenizer-type %s is not supported: use HuggingFaceTokenizer"
+                    " (with --tokenizer-model PATH) or GPT2BPETokenizer", type);
+    if (!t)
+        gl_die("--tokenizer-model: %s", err);
+    return t;
+}
+
+void gl_tokenizer_free(gl_tokenizer *t)
+{
+    if (!t)
+        return;
+    gl_strmap_free(&t->vocab);
+    gl_strmap_free(&t->added_map);
+    gl_u64map_free(&t->merges);
+    for (long i = 0; i < t->n_ids; i++)
+        free(t->id_str[i]);
+    free(t->id_str);
+    free(t->id_len);
+    free(t->cont_prefix);
+    free(t->eow_suffix);
+    for (int i = 0; i < t->n_norms; i++) {
+        free(t->norms[i].a);
+        free(t->norms[i].b);
+        pcre2_code_free(t->norms[i].re);
+    }
+    free(t->norms);
+    for (int i = 0; i < t->n_pts; i++) {
+        pcre2_code_free(t->pts[i].re);
+        free(t->pts[i].lit);
+    }
+    free(t->pts);
+    for (int i = 0; i < t->n_decs; i++) {
+        free(t->decs[i].a);
+        free(t->decs[i].b);
+    }
+    free(t->decs);
+    for (int i = 0; i < t->n_added; i++)
+        free(t->added[i].content);
+    free(t->added);
+    for (int b = 0; b < 256; b++) {
+        free(t->raw_set.idx[b]);
+        free(t->norm_set.idx[b]);
+    }
+    free(t->pp_pre);
+    free(t->pp_post);
+    pcre2_code_free(t->word_re);
+    free(t);
+}
+
+gl_tokenizer *gl_tokenizer_bytelevel_skeleton(const char *specials)
+{
+    gl_tokenizer *t = tok_new();
+    errbuf e = { NULL, 0, 0 };
+    pretok p = { .kind = PT_BYTELEVEL, .add_prefix_space = 0, .use_regex = 1 };
+    p.re = compile_regex(GL_GPT2_REGEX, &e, "ByteLevel");
+    t->pts = gl_malloc(sizeof *t->pts);
+    t->pts[t->n_pts++] = p;
+    t->byte_level = 1;
+    char *list = gl_strdup(specials ? specials : ""), *save = NULL;
+    int32_t id = 0;
+    for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        size_t n = strlen(s);
+        added_tok a = { .content = dupn(s, n), .len = n, .id = id++, .special = 1 };
+        t->added = gl_realloc(t->added, (size_t)(t->n_added + 1) * sizeof *t->added);
+        t->added[t->n_added] = a;
+        add_to_set(t, &t->raw_set, t->n_added++);
+        gl_strmap_put(&t->added_map, a.content, n, a.id);
+    }
+    free(list);
+    return t;
+}
+
+long gl_tokenizer_vocab_size(const gl_tokenizer *t) { return t->vocab_size; }
+int32_t gl_tokenizer_eod(const gl_tokenizer *t) { return t->eod; }
+int gl_tokenizer_byte_level(const gl_tokenizer *t) { return t->byte_level; }
+
+int32_t gl_tokenizer_token_to_id(const gl_tokenizer *t, const char *s, size_t n)
+{
+    int32_t id = gl_strmap_get(&t->added_map, s, n);
+    return id >= 0 ? id : gl_strmap_get(&t->vocab, s, n);
+}
+
+const char *gl_tokenizer_id_to_token(const gl_tokenizer *t, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= t->n_ids || !t->id_str[id])
+        return NULL;
+    if (len)
+        *len = t->id_len[id];
+    return t->id_str[id];
+}
+
+/* ------------------------------------------------------------------ */
+/* The encoder: per-thread state.                                       */
+
+#define MAX_LEVELS 16
+#define CACHE_SLOTS 65536           /* words cached per encoder (direct-mapped) */
+#define CACHE_MAX_WORD 96           /* longer words are not cached */
+
+typedef struct { size_t s, e; } span;
+
+typedef struct {
+    span *v; size_t n, cap;         /* the pieces of the current input at this level */
+    unsigned char *flag; size_t fcap; /* per span: a match / to be removed */
+    char *buf; size_t bcap;         /* transformed text (ByteLevel) */
+    char *pre; size_t pcap;         /* the input with a prefix space */
+    pcre2_match_data *md;
+} level;
+
+typedef struct {
+    uint64_t hash;
+    char *key; uint32_t klen;
+    int32_t *ids; uint32_t nids;
+} cache_slot;
+
+typedef struct { uint32_t rank, pos; int32_t id; } heap_ent;
+
+struct gl_tok_encoder {
+    const gl_tokenizer *t;
+    char *rep; size_t repcap;       /* UTF-8 repaired input */
+    char *nbuf; size_t ncap;        /* normalized piece */
+    char *nbuf2; size_t ncap2;
+    level lv[MAX_LEVELS];
+    int32_t *ids; size_t nids, idcap;
+    cache_slot *cache;
+    pcre2_match_data *md;           /* normalizer Replace and single_word */
+    /* BPE scratch */
+    int32_t *sym; int32_t *prev, *next; size_t symcap;
+    heap_ent *heap; size_t nheap, heapcap;
+    char *wbuf; size_t wcap;
+    gl_word_fn hook; void *hook_ctx;
+};
+
+gl_tok_encoder *gl_tok_encoder_new(const gl_tokenizer *t)
+{
+    gl_tok_encoder *e = gl_calloc(1, sizeof *e);
+    e->t = t;
+    for (int i = 0; i < MAX_LEVELS; i++)
+        e->lv[i].md = pcre2_match_data_create(16, NULL);
+    e->md = pcre2_match_data_create(16, NULL);
+    e->cache = gl_calloc(CACHE_SLOTS, sizeof *e->cache);
+    return e;
+}
+
+void gl_tok_encoder_set_word_hook(gl_tok_encoder *e, gl_word_fn fn, void *ctx)
+{
+    e->hook = fn;
+    e->hook_ctx = ctx;
+}
+
+void gl_tok_encoder_free(gl_tok_encoder *e)
+{
+    if (!e)
+        return;
+    free(e->rep); free(e->nbuf); free(e->nbuf2);
+    for (int i = 0; i < MAX_LEVELS; i++) {
+        free(e->lv[i].v);
+        free(e->lv[i].flag);
+        free(e->lv[i].buf);
+        free(e->lv[i].pre);
+        pcre2_match_data_free(e->lv[i].md);
+    }
+    pcre2_match_data_free(e->md);
+    for (size_t i = 0; i < CACHE_SLOTS; i++) {
+        free(e->cache[i].key);
+        free(e->cache[i].ids);
+    }
+    free(e->cache);
+    free(e->ids);
+    free(e->sym); free(e->prev); free(e->next);
+    free(e->heap);
+    free(e->wbuf);
+    free(e);
+}
+
+static void push_id(gl_tok_encoder *e, int32_t id)
+{
+    if (e->nids == e->idcap) {
+        e->idcap = e->idcap ? 2 * e->idcap : 1024;
+        e->ids = gl_realloc(e->ids, e->idcap * sizeof *e->ids);
+    }
+    e->ids[e->nids++] = id;
+}
+
+static void grow(char **p, size_t *cap, size_t need)
+{
+    if (need > *cap) {
+        *cap = need * 2 + 64;
+        *p = gl_realloc(*p, *cap);
+    }
+}
+
+/* --- BPE on one word ---------------------------------------------- */
+
+static int heap_less(const heap_ent *a, const heap_ent *b)
+{
+    return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
+}
+
+static void heap_push(gl_tok_encoder *e, heap_ent x)
+{
+    if (e->nheap == e->heapcap) {
+        e->heapcap = e->heapcap ? 2 * e->heapcap : 256;
+        e->heap = gl_realloc(e->heap, e->heapcap * sizeof *e->heap);
+    }
+    size_t i = e->nheap++;
+    while (i > 0 && heap_less(&x, &e->heap[(i - 1) / 2])) {
+        e->heap[i] = e->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    e->heap[i] = x;
+}
+
+static heap_ent heap_pop(gl_tok_encoder *e)
+{
+    heap_ent top = e->heap[0], x = e->heap[--e->nheap];
+    size_t i = 0, n = e->nheap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && heap_less(&e->heap[c + 1], &e->heap[c]))
+            c++;
+        if (!heap_less(&e->heap[c], &x))
+            break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (n)
+        e->heap[i] = x;
+    return top;
+}
+
+static void sym_push(gl_tok_encoder *e, size_t *n, int32_t id)
+{
+    if (*n == e->symcap) {
+        e->symcap = e->symcap ? 2 * e->symcap : 256;
+        e->sym = gl_realloc(e->sym, e->symcap * sizeof *e->sym);
+        e->prev = gl_realloc(e->prev, e->symcap * sizeof *e->prev);
+        e->next = gl_realloc(e->next, e->symcap * sizeof *e->next);
+    }
+    e->sym[(*n)++] = id;
+}
+
+static void try_pair(gl_tok_encoder *e, int32_t pos)
+{
+    int32_t nx = e->next[pos];
+    if (nx < 0)
+        return;
+    uint64_t v;
+    uint64_t key = (uint64_t)(uint32_t)e->sym[pos] << 32 | (uint32_t)e->sym[nx];
+    if (gl_u64map_get(&e->t->merges, key, &v))
+        heap_push(e, (heap_ent){ (uint32_t)(v >> 32), (uint32_t)pos, (int32_t)(uint32_t)v });
+}
+
+/* Split a word into vocabulary characters (byte fallback, unk), then
+ * apply merges: always the lowest-ranked adjacent pair, leftmost first,
+ * as Hugging Face's Word::merge_all does with its priority queue. */
+static void bpe_word(gl_tok_encoder *e, const char *w, size_t n)
+{
+    const gl_tokenizer *t = e->t;
+    if (t->ignore_merges) {
+        int32_t id = gl_strmap_get(&t->vocab, w, n);
+        if (id >= 0) {
+            push_id(e, id);
+            return;
+        }
+    }
+    size_t ns = 0;
+    int32_t unk = -1;               /* a pending unk (fused or not) */
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t k = gl_utf8_decode((const unsigned char *)w + i, n - i, &cp);
+        if (!k)
+            k = 1;
+        const char *s = w + i;
+        size_t sl = k;
+        if (t->cont_prefix || t->eow_suffix) {
+            size_t pl = (t->cont_prefix && i > 0) ? strlen(t->cont_prefix) : 0;
+            size_t xl = (t->eow_suffix && i + k == n) ? strlen(t->eow_suffix) : 0;
+            grow(&e->wbuf, &e->wcap, pl + k + xl + 1);
+            if (pl) memcpy(e->wbuf, t->cont_prefix, pl);
+            memcpy(e->wbuf + pl, w + i, k);
+            if (xl) memcpy(e->wbuf + pl + k, t->eow_suffix, xl);
+            s = e->wbuf;
+            sl = pl + k + xl;
+        }
+        int32_t id = gl_strmap_get(&t->vocab, s, sl);
+        if (id >= 0) {
+            if (unk >= 0) {
+                sym_push(e, &ns, unk);
+                unk = -1;
+            }
+            sym_push(e, &ns, id);
+        } else {
+            int done = 0;
+            if (t->byte_fallback) {
+                int all = 1;
+                for (size_t j = 0; j < sl; j++)
+                    all &= t->byte_tok[(unsigned char)s[j]] >= 0;
+                if (all) {
+                    for (size_t j = 0; j < sl; j++)
+                        sym_push(e, &ns, t->byte_tok[(unsigned char)s[j]]);
+                    done = 1;
+                }
+            }
+            if (!done && t->unk_id >= 0) {
+                if (unk >= 0 && !t->fuse_unk)
+                    sym_push(e, &ns, unk);
+                unk = t->unk_id;
+            }
+        }
+        i += k;
+    }
+    if (unk >= 0)
+        sym_push(e, &ns, unk);
+    if (ns == 0)
+        return;
+    for (size_t j = 0; j < ns; j++) {
+        e->prev[j] = (int32_t)j - 1;
+        e->next[j] = j + 1 < ns ? (int32_t)j + 1 : -1;
+    }
+    e->nheap = 0;
+    for (size_t j = 0; j + 1 < ns; j++)
+        try_pair(e, (int32_t)j);
+    while (e->nheap) {
+        heap_ent m = heap_pop(e);
+        int32_t p = (int32_t)m.pos;
+        if (e->sym[p] < 0)
+            continue;               /* merged away */
+        int32_t nx = e->next[p];
+        if (nx < 0)
+            continue;
+        uint64_t v;
+        uint64_t key = (uint64_t)(uint32_t)e->sym[p] << 32 | (uint32_t)e->sym[nx];
+        if (!gl_u64map_get(&t->merges, key, &v) || (int32_t)(uint32_t)v != m.id)
+            continue;               /* stale entry */
+        e->sym[p] = m.id;
+        e->sym[nx] = -1;
+        e->next[p] = e->next[nx];
+        if (e->next[nx] >= 0)
+            e->prev[e->next[nx]] = p;
+        if (e->prev[p] >= 0)
+            try_pair(e, e->prev[p]);
+        try_pair(e, p);
+    }
+    for (int32_t j = 0; j >= 0; j = e->next[j])
+        push_id(e, e->sym[j]);
+}
+
+/* The model, through the word cache. */
+static void model_word(gl_tok_encoder *e, const char *w, size_t n)
+{
+    if (n == 0)
+        return;
+    if (e->hook) {
+        e->hook(e->hook_ctx, w, n);
+        return;
+    }
+    if (n > CACHE_MAX_WORD) {
+        bpe_word(e, w, n);
+        return;
+    }
+    uint64_t h = gl_fnv1a64(w, n, GL_FNV1A64_INIT);
+    cache_slot *c = &e->cache[h & (CACHE_SLOTS - 1)];
+    if (c->key && c->hash == h && c->klen == n && memcmp(c->key, w, n) == 0) {
+        for (uint32_t i = 0; i < c->nids; i++)
+            push_id(e, c->ids[i]);
+        return;
+    }
+    size_t first = e->nids;
+    bpe_word(e, w, n);
+    free(c->key);
+    free(c->ids);
+    c->hash = h;
+    c->key = dupn(w, n);
+    c->klen = (uint32_t)n;
+    c->nids = (uint32_t)(e->nids - first);
+    c->ids = gl_malloc((c->nids ? c->nids : 1) * sizeof *c->ids);
+    memcpy(c->ids, e->ids + first, c->nids * sizeof *c->ids);
+}
+
+/* --- pre-tokenizers ------------------------------------------------ */
+
+static void lv_push(level *l, size_t s, size_t e)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->v = gl_realloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = (span){ s, e };
+}
+
+/* Matches of a regex (or literal) in s as alternating spans, each with
+ * its flag (1: a match), covering all of s, as Hugging Face's Pattern
+ * find_matches yields them.  Spans go to l->v, flags to `flag`. */
+static size_t find_matches(level *l, const pretok *p, const char *s, size_t n)
+{
+    unsigned char **flag = &l->flag;
+    size_t *flagcap = &l->fcap;
+    l->n = 0;
+    size_t nf = 0;
+#define PUSH(a, b, f) do { lv_push(l, a, b); if (nf == *flagcap) { *flagcap = *flagcap ? 2 * *flagcap : 64; \
+        *flag = gl_realloc(*flag, *flagcap); } (*flag)[nf++] = (unsigned char)(f); } while (0)
+    size_t prev = 0, at = 0;
+    while (at <= n) {
+        size_t ms, me;
+        if (p->re) {
+            int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK, l->md, NULL);
+            if (rc < 0)
+                break;
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(l->md);
+            ms = ov[0];
+            me = ov[1];
+        } else {
+            if (p->litlen == 0 || n - at < p->litlen)
+                break;
+            const char *hit = memmem(s + at, n - at, p->lit, p->litlen);
+            if (!hit)
+                break;
+            ms = (size_t)(hit - s);
+            me = ms + p->litlen;
+        }
+        if (prev != ms)
+            PUSH(prev, ms, 0);
+        PUSH(ms, me, 1);
+        prev = me;
+        if (me == ms) {             /* empty match: step one character */
+            if (me >= n)
+                break;
+            uint32_t cp;
+            size_t k = gl_utf8_decode((const unsigned char *)s + me, n - me, &cp);
+            at = me + (k ? k : 1);
+        } else
+            at = me;
+    }
+    if (prev != n)
+        PUSH(prev, n, 0);
+#undef PUSH
+    return nf;
+}
+
+static void pretok_apply(gl_tok_encoder *e, int lvl, const char *s, size_t n);
+
+/* Hugging Face's NormalizedString::split with a behaviour: decide which
+ * spans survive and which get merged, then recurse into each piece. */
+static void split_apply(gl_tok_encoder *e, int lvl, const pretok *p, const char *s, size_t n)
+{
+    level *l = &e->lv[lvl];
+    size_t nf = find_matches(l, p, s, n);
+    unsigned char *flag = l->flag;
+    if (p->invert)
+        for (size_t i = 0; i < nf; i++)
+            flag[i] = !flag[i];
+    /* Build the output list in place: out[k] spans with remove flags. */
+    size_t k = 0;
+    int prev_match = 0;
+    switch (p->behavior) {
+    case SB_ISOLATED:
+        for (size_t i = 0; i < nf; i++)
+            flag[i] = 0;
+        k = nf;
+        break;
+    case SB_REMOVED:
+        k = nf;
+        break;
+    case SB_CONTIGUOUS:
+        for (size_t i = 0; i < nf; i++) {
+            int m = flag[i];
+            if (m == prev_match && k > 0)
+                l->v[k - 1].e = l->v[i].e;
+            else {
+                l->v[k] = l->v[i];
+                flag[k++] = 0;
+            }
+            prev_match = m;
+        }
+        break;
+    case SB_MERGED_PREV:
+        for (size_t i = 0; i < nf; i++) {
+            int m = flag[i];
+            if (m && !prev_match && k > 0)
+                l->v[k - 1].e = l->v[i].e;
+            else {
+                l->v[k] = l->v[i];
+                flag[k++] = 0;
+            }
+            prev_match = m;
+        }
+        break;
+    case SB_MERGED_NEXT: {
+        /* The same from the right, then reversed back. */
+        size_t w = nf;
+        for (size_t ii = nf; ii-- > 0;) {
+            int m = flag[ii];
+            if (m && !prev_match && w < nf)
+                l->v[w].s = l->v[ii].s;
+            else {
+                w--;
+                l->v[w] = l->v[ii];
+                flag[w] = 0;
+            }
+            prev_match = m;
+        }
+        /* shift survivors [w, nf) to the front */
+        for (size_t i = w; i < nf; i++) {
+            l->v[i - w] = l->v[i];
+            flag[i - w] = flag[i];
+        }
+        k = nf - w;
+        break;
+    }
+    }
+    /* Deeper levels use their own level state, so l->v and l->flag
+     * survive the recursion. */
+    size_t cnt = k;
+    for (size_t i = 0; i < cnt; i++) {
+        if (flag[i] || l->v[i].e == l->v[i].s)
+            continue;
+        span sp = l->v[i];
+        pretok_apply(e, lvl + 1, s + sp.s, sp.e - sp.s);
+    }
+}
+
+/* ByteLevel: optional prefix space, the GPT-2 split, then every byte
+ * becomes its stand-in character. */
+static void bytelevel_apply(gl_tok_encoder *e, int lvl, const pretok *p, const char *s, size_t n)
+{
+    level *l = &e->lv[lvl];
+    const char *src = s;
+    size_t len = n;
+    if (p->add_prefix_space && !(n > 0 && s[0] == ' ')) {
+        grow(&l->pre, &l->pcap, n + 2);
+        l->pre[0] = ' ';
+        memcpy(l->pre + 1, s, n);
+        src = l->pre;
+        len = n + 1;
+    }
+    if (p->use_regex)
+        find_matches(l, p, src, len);
+    else {
+        l->n = 0;
+        lv_push(l, 0, len);
+    }
+    for (size_t i = 0; i < l->n; i++) {
+        size_t a = l->v[i].s, b = l->v[i].e;
+        if (a == b)
+            continue;
+        grow(&l->buf, &l->bcap, 2 * (b - a) + 1);
+        size_t o = 0;
+        for (size_t j = a; j < b; j++)
+            o += gl_utf8_encode(gl_bytelevel_char((unsigned char)src[j]), l->buf + o);
+        pretok_apply(e, lvl + 1, l->buf, o);
+    }
+}
+
+/* Digits: ASCII digits isolated one by one, or in runs. */
+static void digits_apply(gl_tok_encoder *e, int lvl, const pretok *p, const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        int d = s[i] >= '0' && s[i] <= '9';
+        size_t j = i + 1;
+        if (!d || !p->individual)
+            while (j < n && ((s[j] >= '0' && s[j] <= '9') == d))
+                j++;
+        pretok_apply(e, lvl + 1, s + i, j - i);
+        i = j;
+    }
+}
+
+static void pretok_apply(gl_tok_encoder *e, int lvl, const char *s, size_t n)
+{
+    const gl_tokenizer *t = e->t;
+    if (n == 0)
+        return;
+    if (lvl >= t->n_pts) {
+        model_word(e, s, n);
+        return;
+    }
+    if (lvl + 1 >= MAX_LEVELS)
+        gl_die("tokenizer: more than %d nested pre-tokenizers", MAX_LEVELS - 1);
+    const pretok *p = &t->pts[lvl];
+    switch (p->kind) {
+    case PT_BYTELEVEL: bytelevel_apply(e, lvl, p, s, n); break;
+    case PT_SPLIT: split_apply(e, lvl, p, s, n); break;
+    case PT_DIGITS: digits_apply(e, lvl, p, s, n); break;
+    }
+}
+
+/* --- normalizers ------------------------------------------------------ */
+
+/* Apply the normalizers to s; returns the result (s itself, or nbuf). */
+static const char *normalize(gl_tok_encoder *e, const char *s, size_t n, size_t *outn)
+{
+    const gl_tokenizer *t = e->t;
+    const char *cur = s;
+    size_t cn = n;
+    for (int i = 0; i < t->n_norms; i++) {
+        const norm_step *st = &t->norms[i];
+        if (st->kind == NORM_PREPEND) {
+            if (cn == 0)
+                continue;
+            grow(&e->nbuf2, &e->ncap2, cn + st->alen + 1);
+            memcpy(e->nbuf2, st->a, st->alen);
+            memcpy(e->nbuf2 + st->alen, cur, cn);
+            cn += st->alen;
+        } else {
+            size_t o = 0, at = 0;
+            grow(&e->nbuf2, &e->ncap2, cn + 1);
+            while (at < cn) {
+                size_t ms, me;
+                if (st->re) {
+                    if (pcre2_match(st->re, (PCRE2_SPTR)cur, cn, at, PCRE2_NO_UTF_CHECK, e->md, NULL) < 0)
+                        break;
+                    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
+                    ms = ov[0];
+                    me = ov[1];
+                } else {
+                    const char *hit = st->alen ? memmem(cur + at, cn - at, st->a, st->alen) : NULL;
+                    if (!hit)
+                        break;
+                    ms = (size_t)(hit - cur);
+                    me = ms + st->alen;
+                }
+                grow(&e->nbuf2, &e->ncap2, o + (ms - at) + st->blen + (cn - me) + 8);
+                memcpy(e->nbuf2 + o, cur + at, ms - at);
+                o += ms - at;
+                memcpy(e->nbuf2 + o, st->b, st->blen);
+                o += st->blen;
+                if (me == ms) {     /* empty match: keep one character */
+                    if (me >= cn)
+                        break;
+                    e->nbuf2[o++] = cur[me];
+                    me++;
+                    while (me < cn && ((unsigned char)cur[me] & 0xC0) == 0x80)
+                        e->nbuf2[o++] = cur[me++];
+                }
+                at = me;
+            }
+            grow(&e->nbuf2, &e->ncap2, o + (cn - at) + 1);
+            memcpy(e->nbuf2 + o, cur + at, cn - at);
+            cn = o + (cn - at);
+        }
+        /* swap: the result becomes current */
+        char *tb = e->nbuf; size_t tc = e->ncap;
+        e->nbuf = e->nbuf2; e->ncap = e->ncap2;
+        e->nbuf2 = tb; e->ncap2 = tc;
+        cur = e->nbuf;
+    }
+    *outn = cn;
+    return cur;
+}
+
+/* --- added tokens ------------------------------------------------------ */
+
+/* The code point that ends just before position `at` (0 if at == 0);
+ * *len is its length in bytes. */
+static uint32_t cp_before(const char *s, size_t at, size_t *len)
+{
+    *len = 0;
+    if (at == 0)
+        return 0;
+    size_t b = at - 1;
+    while (b > 0 && at - b < 4 && ((unsigned char)s[b] & 0xC0) == 0x80)
+        b--;
+    uint32_t cp = 0;
+    size_t k = gl_utf8_decode((const unsigned char *)s + b, at - b, &cp);
+    if (k != at - b) {
+        *len = 1;
+        return (unsigned char)s[at - 1];
+    }
+    *len = k;
+    return cp;
+}
+
+static int is_word_char(gl_tok_encoder *e, const char *s, size_t n)
+{
+    if (!e->t->word_re || n == 0)
+        return 0;
+    return pcre2_match(e->t->word_re, (PCRE2_SPTR)s, n, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK,
+                       e->md, NULL) >= 0;
+}
+
+typedef void (*piece_fn)(gl_tok_encoder *e, const char *s, size_t n);
+
+/* Hugging Face's AddedVocabulary::find_matches: cut the added tokens of
+ * `set` out of s (leftmost, then longest); text between them goes to fn,
+ * token ids straight to the output. */
+static void split_added(gl_tok_encoder *e, const added_set *set, const char *s, size_t n, piece_fn fn)
+{
+    const gl_tokenizer *t = e->t;
+    size_t start_offset = 0, i = 0;
+    while (i < n) {
+        unsigned char b = (unsigned char)s[i];
+        int hit = -1;
+        for (int j = 0; j < set->n[b]; j++) {
+            const added_tok *a = &t->added[set->idx[b][j]];
+            if (a->len <= n - i && memcmp(s + i, a->content, a->len) == 0) {
+                hit = set->idx[b][j];
+                break;
+            }
+        }
+        if (hit < 0) {
+            i++;
+            continue;
+        }
+        const added_tok *a = &t->added[hit];
+        size_t start = i, stop = i + a->len;
+        if (a->single_word) {
+            size_t cl = 0;
+            if (start > 0)
+                cp_before(s, start, &cl);
+            int left_word = start > 0 && is_word_char(e, s + start - cl, cl);
+            uint32_t c2;
+            size_t k2 = stop < n ? gl_utf8_decode((const unsigned char *)s + stop, n - stop, &c2) : 0;
+            int right_word = stop < n && is_word_char(e, s + stop, k2 ? k2 : 1);
+            if (left_word || right_word) {
+                i = stop;
+                continue;
+            }
+        }
+        if (a->lstrip) {
+            size_t ns = start;
+            while (ns > 0) {
+                size_t cl;
+                uint32_t cp = cp_before(s, ns, &cl);
+                if (!cl || !is_white_space(cp))
+                    break;
+                ns -= cl;
+            }
+            start = ns > start_offset ? ns : start_offset;
+        }
+        if (a->rstrip) {
+            while (stop < n) {
+                uint32_t cp;
+                size_t k = gl_utf8_decode((const unsigned char *)s + stop, n - stop, &cp);
+                if (!k || !is_white_space(cp))
+                    break;
+                stop += k;
+            }
+        }
+        if (start_offset < start)
+            fn(e, s + start_offset, start - start_offset);
+        push_id(e, a->id);
+        start_offset = stop;
+        i = stop;
+    }
+    if (start_offset < n)
+        fn(e, s + start_offset, n - start_offset);
+}
+
+static void pretok_piece(gl_tok_encoder *e, const char *s, size_t n)
+{
+    pretok_apply(e, 0, s, n);
+}
+
+/* Step 2: normalize a raw piece, cut normalized added tokens, go on. */
+static void raw_piece(gl_tok_encoder *e, const char *s, size_t n)
+{
+    size_t nn;
+    const char *ns = normalize(e, s, n, &nn);
+    if (ns == s) {
+        split_added(e, &e->t->norm_set, s, n, pretok_piece);
+        return;
+    }
+    /* The normalized text lives in e->nbuf, which the next raw piece
+     * overwrites; keep a private copy for the rest of this piece. */
+    char *copy = dupn(ns, nn);
+    split_added(e, &e->t->norm_set, copy, nn, pretok_piece);
+    free(copy);
+}
+
+size_t gl_tok_encode(gl_tok_encoder *e, const char *text, size_t len, int add_special,
+                     const int32_t **ids)
+{
+    const gl_tokenizer *t = e->t;
+    e->nids = 0;
+    if (!gl_utf8_valid(text, len)) {
+        len = gl_utf8_repair(text, len, &e->rep, &e->repcap);
+        text = e->rep;
+    }
+    if (add_special)
+        for (int i = 0; i < t->n_pp_pre; i++)
+            push_id(e, t->pp_pre[i]);
+    split_added(e, &t->raw_set, text, len, raw_piece);
+    if (add_special)
+        for (int i = 0; i < t->n_pp_post; i++)
+            push_id(e, t->pp_post[i]);
+    *ids = e->ids;
+    return e->nids;
+}
+
+/* ------------------------------------------------------------------ */
+/* Decoding (for people: --inspect).                                   */
+
+typedef struct { char *p; size_t n, cap; } sbuf;
+
+static void sb_put(sbuf *b, const void *p, size_t n)
+{
+    grow(&b->p, &b->cap, b->n + n + 1);
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+char *gl_tok_decode(const gl_tokenizer *t, const int32_t *ids, size_t n, size_t *outlen)
+{
+    /* Each token as a separate string, run through the decoders in order,
+     * then joined. */
+    sbuf *tok = gl_calloc(n ? n : 1, sizeof *tok);
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *s = gl_tokenizer_id_to_token(t, ids[i], &len);
+        if (s)
+            sb_put(&tok[i], s, len);
+        else {
+            char tmp[32];
+            int k = snprintf(tmp, sizeof tmp, "<unknown id %d>", ids[i]);
+            sb_put(&tok[i], tmp, (size_t)k);
+        }
+    }
+    for (int d = 0; d < t->n_decs; d++) {
+        const dec_step *st = &t->decs[d];
+        for (size_t i = 0; i < n; i++) {
+            sbuf *b = &tok[i];
+            sbuf o = { 0 };
+            if (gl_strmap_get(&t->added_map, b->p ? b->p : "", b->n) >= 0 && st->kind != DEC_FUSE)
+                continue;           /* added tokens are shown as written */
+            switch (st->kind) {
+            case DEC_BYTELEVEL:
+                for (size_t j = 0; j < b->n;) {
+                    uint32_t cp;
+                    size_t k = gl_utf8_decode((unsigned char *)b->p + j, b->n - j, &cp);
+                    if (k && cp < 512 && t->u2b[cp] >= 0) {
+                        char c = (char)t->u2b[cp];
+                        sb_put(&o, &c, 1);
+                    } else
+                        sb_put(&o, b->p + j, k ? k : 1);
+                    j += k ? k : 1;
+                }
+                break;
+            case DEC_BYTEFALLBACK:
+                if (b->n == 6 && memcmp(b->p, "<0x", 3) == 0 && b->p[5] == '>' &&
+                    hexval(b->p[3]) >= 0 && hexval(b->p[4]) >= 0) {
+                    char c = (char)(hexval(b->p[3]) * 16 + hexval(b->p[4]));
+                    sb_put(&o, &c, 1);
+                } else
+                    sb_put(&o, b->p, b->n);
+                break;
+            case DEC_REPLACE:
+            case DEC_METASPACE: {
+                const char *pat = st->a;
+                size_t pl = st->alen;
+                const char *rep = st->kind == DEC_REPLACE ? st->b : " ";
+                size_t rl = st->kind == DEC_REPLACE ? st->blen : 1;
+                for (size_t j = 0; j < b->n;) {
+                    if (pl && j + pl <= b->n && memcmp(b->p + j, pat, pl) == 0) {
+                        sb_put(&o, rep, rl);
+                        j += pl;
+                    } else
+                        sb_put(&o, b->p + j++, 1);
+                }
+                if (st->kind == DEC_METASPACE && i == 0 && o.n && o.p[0] == ' ') {
+                    memmove(o.p, o.p + 1, o.n--);
+                }
+                break;
+            }
+            case DEC_STRIP: {
+                size_t a = 0, z = b->n;
+                for (int k = 0; k < st->start && a + st->alen <= z && memcmp(b->p + a, st->a, st->alen) == 0; k++)
+                    a += st->alen;
+                for (int k = 0; k < st->stop && z >= a + st->alen && memcmp(b->p + z - st->alen, st->a, st->alen) == 0; k++)
+                    z -= st->alen;
+                sb_put(&o, b->p + a, z - a);
+                break;
+            }
+            case DEC_FUSE:
+            default:
+                sb_put(&o, b->p ? b->p : "", b->n);
+                break;
+            }
+            free(b->p);
+            *b = o;
+        }
+    }
+    sbuf out = { 0 };
+    sb_put(&out, "", 0);
+    for (size_t i = 0; i < n; i++) {
+        if (tok[i].n)
+            sb_put(&out, tok[i].p, tok[i].n);
+        free(tok[i].p);
+    }
+    free(tok);
+    *outlen = out.n;
+    return out.p;
+}

@@ -1,0 +1,254 @@
+/*
+ * layer.c: forward and backward of a chunk -- embedding, decoder layers,
+ * final norm, LM head and cross-entropy -- on one micro-batch (model.h).
+ *
+ * Notation: n tokens of the micro-batch, nl of them in per-token regions
+ * (n / TP under sequence parallelism), h hidden, W [out, in] and
+ * Y = X W^T.  One decoder layer, with its tensor-parallel communication:
+ *
+ *   a   = rmsnorm(x) w_attn                [nl, h]  -> all-gather (SP)      [n, h]
+ *   qkv = a Wqkv^T                         [n, (hq + 2 hkv) D]   column-parallel
+ *   q,k = rope(q), rope(k)
+ *   o   = softmax(q k^T / sqrt(D), causal) v      (GQA)  [n, hq D]
+ *   y   = o Wo^T                           [n, h] partial sums   row-parallel
+ *   xm  = x + reduce(y)      reduce = reduce-scatter (SP) or all-reduce
+ *   mg  = rmsnorm(xm) w_mlp                -> all-gather (SP)
+ *   gu  = mg Wgu^T                         [n, 2 fl]             column-parallel
+ *   s   = silu(gate) * up                  [n, fl]
+ *   out = xm + reduce(s Wdown^T)                                 row-parallel
+ *
+ * Backward runs the same steps in reverse.  The gradient of a row-parallel
+ * output is all-gathered (SP) or used as is (it is already the full
+ * gradient on every TP rank); the gradient of a column-parallel input is
+ * reduce-scattered (SP) or all-reduced; the residual's gradient is added
+ * in place by rmsnorm_bwd (accumulate_dx).  Weight gradients (fp32) are
+ * added into the model's gradient buffer with beta = 1.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "base/log.h"
+#include "model/model.h"
+
+#define OPS (m->d->ops)
+#define DIMS (&m->plan->dm)
+
+static void *act(const gl_model *m, void *base, size_t elems)
+{
+    return (char *)base + elems * m->d->act_bytes;
+}
+
+static void *W(const gl_model *m, size_t off)
+{
+    return gl_model_weight(m, off);
+}
+
+static float *G(const gl_model *m, size_t off)
+{
+    return gl_model_grad(m, off);
+}
+
+/* Where a rank's own nl rows of a gathered [n, h] buffer begin. */
+static void *own_rows(const gl_model *m, void *full)
+{
+    const gl_model_dims *dm = DIMS;
+    return dm->sp ? act(m, full, (size_t)dm->tp_rank * dm->nl * dm->h) : full;
+}
+
+/* [nl, h] own rows already in place -> [n, h] on every TP rank (SP). */
+static void gather_rows(gl_model *m, void *full)
+{
+    const gl_model_dims *dm = DIMS;
+    if (!dm->sp)
+        return;
+    gl_all_gather(m->tp, own_rows(m, full), full, (size_t)dm->nl * dm->h,
+                  m->d->act, m->d->stream);
+}
+
+/* Sum the TP partial sums of full [n, h]; returns where the rank's
+ * [nl, h] rows of the sum are: dst under SP (reduce-scatter), full
+ * itself otherwise (all-reduce in place; nothing when TP = 1). */
+static void *reduce_rows(gl_model *m, void *full, void *dst)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->sp) {
+        gl_reduce_scatter(m->tp, full, dst, (size_t)dm->nl * dm->h, m->d->act,
+                          GL_OP_SUM, m->d->stream);
+        return dst;
+    }
+    if (m->tp)
+        gl_all_reduce(m->tp, full, full, (size_t)dm->n * dm->h, m->d->act,
+                      GL_OP_SUM, m->d->stream);
+    return full;
+}
+
+/* Y[n, out] = X[n, in] W^T. */
+static void linear_fwd(gl_model *m, void *Y, const void *X, const void *Wt,
+                       int n, int out, int in)
+{
+    OPS->gemm(m->d, 0, 1, n, out, in, 1.0f, X, in, Wt, in, 0.0f, Y, m->d->act, out);
+}
+
+/* dX[n, in] = dY[n, out] W;  dW[out, in] += dY^T X (fp32). */
+static void linear_bwd(gl_model *m, void *dX, float *dW, const void *dY,
+                       const void *X, const void *Wt, int n, int out, int in)
+{
+    if (dX)
+        OPS->gemm(m->d, 0, 0, n, in, out, 1.0f, dY, out, Wt, in, 0.0f, dX, m->d->act, in);
+    OPS->gemm(m->d, 1, 0, out, in, n, 1.0f, dY, out, X, in, 1.0f, dW, GL_DT_F32, in);
+}
+
+static void layer_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
+                      const void *x, void *out)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
+    int qw = dm->hq * D;
+
+    /* attention */
+    OPS->rmsnorm_fwd(d, own_rows(m, A->a), A->rstd1, x, W(m, lo->attn_norm), nl, h,
+                     (float)dm->eps);
+    gather_rows(m, A->a);
+    linear_fwd(m, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
+    OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
+                  act(m, A->qkv, (size_t)qw), dm->qkvw,
+                  act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
+    linear_fwd(m, m->y, A->o, W(m, lo->wo), n, h, qw);
+    OPS->add(d, A->xm, reduce_rows(m, m->y, A->xm), x, (size_t)nl * h);
+
+    /* MLP */
+    OPS->rmsnorm_fwd(d, own_rows(m, A->mg), A->rstd2, A->xm, W(m, lo->mlp_norm), nl, h,
+                     (float)dm->eps);
+    gather_rows(m, A->mg);
+    linear_fwd(m, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
+    OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
+    linear_fwd(m, m->y, A->s, W(m, lo->down), n, h, dm->fl);
+    OPS->add(d, out, reduce_rows(m, m->y, out), A->xm, (size_t)nl * h);
+}
+
+/* dy [nl, h]: gradient w.r.t. the layer's output in, w.r.t. its input out. */
+static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
+                      const void *x, void *dy)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
+    int qw = dm->hq * D;
+    void *dz;
+
+    /* MLP */
+    dz = dy;
+    if (dm->sp) {
+        OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
+        gather_rows(m, m->dfull);
+        dz = m->dfull;
+    }
+    linear_bwd(m, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
+    OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
+    linear_bwd(m, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
+               n, 2 * dm->fl, h);
+    OPS->rmsnorm_bwd(d, dy, G(m, lo->mlp_norm), reduce_rows(m, m->y, m->tmp), A->xm,
+                     W(m, lo->mlp_norm), A->rstd2, nl, h, 1);
+
+    /* attention */
+    dz = dy;
+    if (dm->sp) {
+        OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
+        gather_rows(m, m->dfull);
+        dz = m->dfull;
+    }
+    linear_bwd(m, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
+    OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
+                  act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+                  m->d_o, qw, A->o, qw, A->lse,
+                  A->qkv, dm->qkvw, act(m, A->qkv, (size_t)qw), dm->qkvw,
+                  act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
+    OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
+    linear_bwd(m, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    OPS->rmsnorm_bwd(d, dy, G(m, lo->attn_norm), reduce_rows(m, m->y, m->tmp), x,
+                     W(m, lo->attn_norm), A->rstd1, nl, h, 1);
+}
+
+/* Vocab-parallel lookup: each TP rank fills the rows of ids in its shard
+ * (zeros elsewhere) and the sum over TP is the full lookup. */
+static void embed_fwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, void *x0)
+{
+    const gl_model_dims *dm = DIMS;
+    void *full = dm->sp ? m->y : x0;
+    OPS->embed_fwd(m->d, full, W(m, ch->embed), mb->ids, dm->n, dm->h,
+                   dm->vocab_start, dm->vl);
+    reduce_rows(m, full, x0);
+}
+
+static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, const void *dy)
+{
+    const gl_model_dims *dm = DIMS;
+    const void *dz = dy;
+    if (dm->sp) {
+        OPS->copy(m->d, own_rows(m, m->dfull), dy, (size_t)dm->nl * dm->h * m->d->act_bytes);
+        gather_rows(m, m->dfull);
+        dz = m->dfull;
+    }
+    OPS->embed_bwd(m->d, G(m, ch->embed), dz, mb->ids, dm->n, dm->h, dm->vocab_start, dm->vl);
+}
+
+/* Final norm, LM head (column-parallel over the vocabulary), vocab-
+ * parallel cross-entropy, and at once the backward of all three: dy gets
+ * the gradient w.r.t. x, the head's and the final norm's weight
+ * gradients are added. */
+static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
+                         const void *x, void *dy, float *loss_acc)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int n = dm->n, nl = dm->nl, h = dm->h, vl = dm->vl;
+
+    OPS->rmsnorm_fwd(d, own_rows(m, m->hf), m->rstd_f, x, W(m, ch->final_norm), nl, h,
+                     (float)dm->eps);
+    gather_rows(m, m->hf);
+    linear_fwd(m, m->logits, m->hf, W(m, ch->head), n, vl, h);
+    OPS->ce_max(d, m->rowmax, m->logits, vl, n, dm->valid);
+    if (m->tp)
+        gl_all_reduce(m->tp, m->rowmax, m->rowmax, (size_t)n, GL_DT_F32, GL_OP_MAX, d->stream);
+    OPS->ce_sum(d, m->stats, m->logits, vl, mb->targets, m->rowmax, n, dm->valid,
+                dm->vocab_start);
+    if (m->tp)
+        gl_all_reduce(m->tp, m->stats, m->stats, 2 * (size_t)n, GL_DT_F32, GL_OP_SUM, d->stream);
+    OPS->ce_bwd(d, m->loss, m->logits, vl, mb->targets, m->rowmax, m->stats, mb->gscale,
+                n, vl, dm->valid, dm->vocab_start);
+    if (loss_acc)
+        OPS->dot_f32(d, loss_acc, m->loss, mb->gscale, (size_t)n);
+    /* logits now hold d loss / d logits */
+    linear_bwd(m, m->y, G(m, ch->head), m->logits, m->hf, W(m, ch->head), n, vl, h);
+    OPS->rmsnorm_bwd(d, dy, G(m, ch->final_norm), reduce_rows(m, m->y, m->tmp), x,
+                     W(m, ch->final_norm), m->rstd_f, nl, h, 0);
+}
+
+void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
+{
+    const gl_model_dims *dm = DIMS;
+    const gl_chunk_plan *ch = &m->plan->chunk[c];
+    gl_slot *sl = &m->slot[c][s];
+    if (ch->has_embed)
+        embed_fwd(m, ch, mb, sl->x[0]);
+    for (int i = 0; i < dm->Lc; i++)
+        layer_fwd(m, &ch->layer[i], &sl->layer[i], sl->x[i], sl->x[i + 1]);
+    if (ch->has_head)
+        head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
+}
+
+void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
+{
+    const gl_model_dims *dm = DIMS;
+    const gl_chunk_plan *ch = &m->plan->chunk[c];
+    gl_slot *sl = &m->slot[c][s];
+    for (int i = dm->Lc - 1; i >= 0; i--)
+        layer_bwd(m, &ch->layer[i], &sl->layer[i], sl->x[i], sl->dy);
+    if (ch->has_embed)
+        embed_bwd(m, ch, mb, sl->dy);
+}

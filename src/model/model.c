@@ -1,0 +1,299 @@
+/*
+ * model.c: buffers, initial weights and RoPE tables of one rank's model
+ * (model.h).  The passes themselves are in layer.c.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/rng.h"
+#include "model/model.h"
+
+static size_t align_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+/* Carving buffers out of one allocation: run once with base == NULL to
+ * measure, then with the allocation.  256-byte alignment suits every
+ * vector unit and cuBLAS. */
+typedef struct {
+    char *base;
+    size_t off;
+} carver;
+
+static void *carve(carver *cv, size_t bytes)
+{
+    size_t o = align_up(cv->off, 256);
+    cv->off = o + bytes;
+    return cv->base ? cv->base + o : NULL;
+}
+
+/* Lay out every activation and scratch buffer (see model.h). */
+static void layout(gl_model *m, carver *cv)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t ab = m->d->act_bytes, fb = sizeof(float);
+    size_t n = (size_t)dm->n, nl = (size_t)dm->nl, h = (size_t)dm->h;
+
+    m->cos = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
+    m->sin = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
+    for (int c = 0; c < m->plan->nchunks; c++) {
+        for (int s = 0; s < m->nslots[c]; s++) {
+            gl_slot *sl = &m->slot[c][s];
+            for (int i = 0; i <= dm->Lc; i++)
+                sl->x[i] = carve(cv, nl * h * ab);
+            sl->dy = carve(cv, nl * h * ab);
+            for (int i = 0; i < dm->Lc; i++) {
+                gl_layer_acts *A = &sl->layer[i];
+                A->xm = carve(cv, nl * h * ab);
+                A->a = carve(cv, n * h * ab);
+                A->qkv = carve(cv, n * (size_t)dm->qkvw * ab);
+                A->o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
+                A->mg = carve(cv, n * h * ab);
+                A->gu = carve(cv, n * 2 * (size_t)dm->fl * ab);
+                A->s = carve(cv, n * (size_t)dm->fl * ab);
+                A->rstd1 = carve(cv, nl * fb);
+                A->rstd2 = carve(cv, nl * fb);
+                A->lse = carve(cv, n * (size_t)dm->hq * fb);
+            }
+        }
+    }
+    m->y = carve(cv, n * h * ab);
+    m->dfull = carve(cv, n * h * ab);
+    m->tmp = carve(cv, nl * h * ab);
+    m->dqkv = carve(cv, n * (size_t)dm->qkvw * ab);
+    m->d_o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
+    m->dgu = carve(cv, n * 2 * (size_t)dm->fl * ab);
+    m->ds = carve(cv, n * (size_t)dm->fl * ab);
+    int has_head = 0;
+    for (int c = 0; c < m->plan->nchunks; c++)
+        has_head |= m->plan->chunk[c].has_head;
+    if (has_head) {
+        m->hf = carve(cv, n * h * ab);
+        m->logits = carve(cv, n * (size_t)dm->vl * ab);
+        m->rowmax = carve(cv, n * fb);
+        m->stats = carve(cv, 2 * n * fb);
+        m->loss = carve(cv, n * fb);
+        m->rstd_f = carve(cv, nl * fb);
+    }
+}
+
+gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+                       gl_comm *tp, const int *nslots)
+{
+    const gl_model_dims *dm = &p->dm;
+    gl_model *m = gl_calloc(1, sizeof *m);
+    m->plan = p;
+    m->d = d;
+    m->tp = (tp && gl_comm_size(tp) > 1) ? tp : NULL;
+    if (dm->tp > 1 && !m->tp)
+        gl_die("model: tensor parallelism %d needs a TP group of that size", dm->tp);
+    m->nslots = gl_calloc((size_t)p->nchunks, sizeof *m->nslots);
+    m->slot = gl_calloc((size_t)p->nchunks, sizeof *m->slot);
+    for (int ci = 0; ci < p->nchunks; ci++) {
+        m->nslots[ci] = nslots ? nslots[ci] : 1;
+        if (m->nslots[ci] < 1)
+            m->nslots[ci] = 1;
+        m->slot[ci] = gl_calloc((size_t)m->nslots[ci], sizeof(gl_slot));
+        for (int s = 0; s < m->nslots[ci]; s++) {
+            m->slot[ci][s].x = gl_calloc((size_t)dm->Lc + 1, sizeof(void *));
+            m->slot[ci][s].layer = gl_calloc((size_t)dm->Lc, sizeof(gl_layer_acts));
+        }
+    }
+    carver cv = { NULL, 0 };
+    layout(m, &cv);
+    m->arena_bytes = cv.off;
+    m->arena = d->ops->alloc(d, m->arena_bytes);
+    cv.base = m->arena;
+    cv.off = 0;
+    layout(m, &cv);
+
+    m->w = d->ops->alloc(d, p->nflat * d->act_bytes);
+    m->g = d->ops->alloc(d, p->nflat * sizeof(float));
+
+    size_t nt = (size_t)dm->S * (size_t)(dm->D / 2);
+    float *cosv = gl_malloc(nt * sizeof(float)), *sinv = gl_malloc(nt * sizeof(float));
+    gl_rope_tables(c, dm->D, dm->S, cosv, sinv);
+    d->ops->upload(d, m->cos, cosv, nt * sizeof(float));
+    d->ops->upload(d, m->sin, sinv, nt * sizeof(float));
+    d->ops->sync(d);
+    free(cosv);
+    free(sinv);
+    return m;
+}
+
+void gl_model_free(gl_model *m)
+{
+    if (!m)
+        return;
+    gl_dev *d = m->d;
+    d->ops->free(d, m->arena);
+    d->ops->free(d, m->w);
+    d->ops->free(d, m->g);
+    for (int ci = 0; ci < m->plan->nchunks; ci++) {
+        for (int s = 0; s < m->nslots[ci]; s++) {
+            free(m->slot[ci][s].x);
+            free(m->slot[ci][s].layer);
+        }
+        free(m->slot[ci]);
+    }
+    free(m->slot);
+    free(m->nslots);
+    free(m);
+}
+
+void *gl_model_weight(const gl_model *m, size_t offset)
+{
+    return (char *)m->w + offset * m->d->act_bytes;
+}
+
+float *gl_model_grad(const gl_model *m, size_t offset)
+{
+    return m->g + offset;
+}
+
+void *gl_model_input(const gl_model *m, int c, int s)
+{
+    return m->slot[c][s].x[0];
+}
+
+void *gl_model_output(const gl_model *m, int c, int s)
+{
+    return m->slot[c][s].x[m->plan->dm.Lc];
+}
+
+void *gl_model_dgrad(const gl_model *m, int c, int s)
+{
+    return m->slot[c][s].dy;
+}
+
+/* Values of rows [r0, r1) of a parameter's local piece into host. */
+typedef struct {
+    const gl_param *q;
+    uint64_t seed, key;
+    float *host;
+    long r0, r1;
+} init_job;
+
+/* Each element from the full tensor's index, so every layout draws the
+ * same numbers. */
+static void *init_rows(void *arg)
+{
+    const init_job *jb = arg;
+    const gl_param *q = jb->q;
+    long cols = q->shape[1], lc = q->local_shape[1];
+    for (long r = jb->r0; r < jb->r1; r++)
+        for (long j = 0; j < lc; j++) {
+            long e = (q->global_offset[0] + r) * cols + q->global_offset[1] + j;
+            jb->host[r * lc + j] = q->init_ones ? 1.0f
+                : (float)(q->init_std * gl_rng_normal(jb->seed, jb->key, (uint64_t)e));
+        }
+    return NULL;
+}
+
+/* Large tensors are drawn by several threads (a billion normals take
+ * half a minute on one core); the numbers do not depend on how many. */
+static void init_host(const gl_param *q, uint64_t seed, float *host)
+{
+    enum { MAX_THREADS = 16 };
+    init_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = q->count < (1u << 20) || ncpu < 2 ? 1 : ncpu > MAX_THREADS ? MAX_THREADS : (int)ncpu;
+    long rows = q->local_shape[0];
+    if (nt > rows)
+        nt = (int)rows;
+    for (int t = 0; t < nt; t++)
+        jobs[t] = (init_job){ q, seed, gl_rng_key(q->name), host,
+                              rows * t / nt, rows * (t + 1) / nt };
+    int started = 0;
+    for (int t = 1; t < nt; t++)
+        if (pthread_create(&th[t], NULL, init_rows, &jobs[t]) == 0)
+            started = t;
+        else
+            break;
+    for (int t = started + 1; t < nt; t++)       /* threads refused: do it here */
+        init_rows(&jobs[t]);
+    init_rows(&jobs[0]);
+    for (int t = 1; t <= started; t++)
+        pthread_join(th[t], NULL);
+}
+
+void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
+                           size_t mbegin, size_t mend)
+{
+    const gl_model_plan *p = m->plan;
+    gl_dev *d = m->d;
+    size_t maxc = 0;
+    for (int i = 0; i < p->nparams; i++)
+        if (p->param[i].count > maxc)
+            maxc = p->param[i].count;
+    float *host = gl_malloc((maxc ? maxc : 1) * sizeof(float));
+    float *stage = d->ops->alloc(d, (maxc ? maxc : 1) * sizeof(float));
+    d->ops->zero(d, m->w, p->nflat * d->act_bytes);
+    if (master && mend > mbegin)
+        d->ops->zero(d, master, (mend - mbegin) * sizeof(float));
+
+    for (int i = 0; i < p->nparams; i++) {
+        const gl_param *q = &p->param[i];
+        init_host(q, seed, host);
+        d->ops->upload(d, stage, host, q->count * sizeof(float));
+        d->ops->to_act(d, gl_model_weight(m, q->offset), stage, q->count);
+        if (master) {
+            size_t a = q->offset > mbegin ? q->offset : mbegin;
+            size_t b = q->offset + q->count < mend ? q->offset + q->count : mend;
+            if (b > a)
+                d->ops->copy(d, master + (a - mbegin), stage + (a - q->offset),
+                             (b - a) * sizeof(float));
+        }
+        d->ops->sync(d);          /* host and stage are reused */
+    }
+    d->ops->free(d, stage);
+    free(host);
+}
+
+/* RoPE frequencies theta_i = base^(-2i/D), i < D/2.  With Llama 3.1
+ * scaling (--use-rope-scaling), wavelengths 2 pi / theta longer than the
+ * original context / low_freq_factor are stretched by the factor, those
+ * shorter than context / high_freq_factor kept, and those between
+ * interpolated smoothly; Llama 3.1 uses factor 8 (--rope-scaling-factor),
+ * low_freq_factor 1, high_freq_factor 4, original context 8192. */
+void gl_rope_inv_freq(const gl_config *c, int D, double *inv_freq)
+{
+    const double low = 1.0, high = 4.0, old_ctx = 8192.0;
+    double factor = c->rope_scaling_factor > 0 ? c->rope_scaling_factor : 8.0;
+    double base = c->rotary_base > 0 ? c->rotary_base : 10000.0;
+    for (int i = 0; i < D / 2; i++) {
+        double f = pow(base, -2.0 * i / D);
+        if (c->use_rope_scaling) {
+            double wavelen = 2.0 * M_PI / f;
+            if (wavelen > old_ctx / low) {
+                f = f / factor;
+            } else if (wavelen >= old_ctx / high) {
+                double smooth = (old_ctx / wavelen - low) / (high - low);
+                f = (1.0 - smooth) * f / factor + smooth * f;
+            }
+        }
+        inv_freq[i] = f;
+    }
+}
+
+/* cos and sin of position t times each frequency, [S, D/2]. */
+void gl_rope_tables(const gl_config *c, int D, int S, float *cosv, float *sinv)
+{
+    double *fr = gl_malloc((size_t)(D / 2) * sizeof(double));
+    gl_rope_inv_freq(c, D, fr);
+    for (int t = 0; t < S; t++)
+        for (int i = 0; i < D / 2; i++) {
+            double a = (double)t * fr[i];
+            cosv[(size_t)t * (D / 2) + i] = (float)cos(a);
+            sinv[(size_t)t * (D / 2) + i] = (float)sin(a);
+        }
+    free(fr);
+}

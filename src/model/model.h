@@ -1,0 +1,277 @@
+/*
+ * model.h: the Llama decoder of one rank -- its parameter table, its
+ * weights and gradients, and the forward and backward pass of each of its
+ * pipeline chunks, written once against device/ops.h and comm/comm.h.
+ *
+ * Parameters are LOGICAL tensors, named and shaped as in a Hugging Face
+ * Llama checkpoint and independent of the parallel layout:
+ *
+ *   embedding.weight                     [Vpad, h]   rows split over TP
+ *   layers.N.attention_norm.weight       [h]         replicated
+ *   layers.N.attention.wq.weight         [Hq D, h]   rows split (column-parallel)
+ *   layers.N.attention.wk.weight         [Hkv D, h]  rows split
+ *   layers.N.attention.wv.weight         [Hkv D, h]  rows split
+ *   layers.N.attention.wo.weight         [h, Hq D]   columns split (row-parallel)
+ *   layers.N.mlp_norm.weight             [h]         replicated
+ *   layers.N.mlp.w_gate.weight           [f, h]      rows split
+ *   layers.N.mlp.w_up.weight             [f, h]      rows split
+ *   layers.N.mlp.w_down.weight           [h, f]      columns split
+ *   final_norm.weight                    [h]         replicated
+ *   lm_head.weight                       [Vpad, h]   rows split (untied only)
+ *
+ * Vpad is the vocabulary padded to a multiple of
+ * --make-vocab-size-divisible-by x TP; padding rows are never predicted
+ * (the cross-entropy ignores their logits) and never looked up.
+ *
+ * Local storage.  All of a rank's parameters live in ONE flat buffer of
+ * plan->nflat elements: act dtype for the compute copy (gl_model.w), fp32
+ * for the gradients (gl_model.g) and, in the optimizer, for the master
+ * weights and moments.  Each logical tensor's local piece is one
+ * contiguous range of it (gl_param.offset, .count).  The pieces are placed
+ * so that the compute can fuse them:
+ *   - QKV: [wq piece; wk piece; wv piece] are adjacent, one local matrix
+ *     [(hq + 2 hkv) D, h], so each token's QKV output row is
+ *     [q (hq heads) | k (hkv heads) | v (hkv heads)], the views attn_fwd
+ *     takes with row stride (hq + 2 hkv) D.  Local query head j uses local
+ *     kv head j / (Hq / Hkv), which is also the global GQA grouping.
+ *   - MLP: [w_gate piece; w_up piece] adjacent, [2 f_l, h], so each row of
+ *     the product is [gate | up], the layout swiglu_fwd takes.
+ * The flat buffer holds first every TP-split tensor, then every
+ * TP-replicated one (the norm weights), so the latter are one range
+ * [rep_begin, rep_end) that a single all-reduce over TP sums (sequence
+ * parallelism).  Ranges start on multiples of GL_MODEL_ALIGN elements and
+ * nflat is a multiple of GL_MODEL_ALIGN x DP, so the distributed
+ * optimizer's DP shards are equal and aligned.  A checkpoint writer finds
+ * everything it needs in gl_param: the logical name and shape, and where
+ * this rank's piece sits in the logical tensor (global_offset) and in the
+ * flat buffer (offset).
+ *
+ * Tied embeddings.  Without --untie-embeddings-and-output-weights the LM
+ * head uses the embedding matrix.  When one rank holds both, the head
+ * reads the embedding's range (one tensor, one gradient).  Otherwise the
+ * last pipeline stage holds a copy (gl_param.tied_copy, the same name and
+ * initial values); the training loop all-reduces the two gradients over
+ * the embedding group so both copies take the same steps, and the copy is
+ * left out of the gradient norm.
+ *
+ * Pipeline chunks.  With PP stages and V virtual chunks per stage, model
+ * chunk mc = c PP + stage (c = 0..V-1 on each rank) holds layers
+ * [mc Lc, (mc + 1) Lc), Lc = L / (PP V).  Model chunk 0 starts with the
+ * embedding; the last model chunk ends with the final norm, the LM head
+ * and the loss.
+ *
+ * Tokens.  A micro-batch is B sequences of S tokens, n = B S rows in
+ * [B, S] order.  Under --sequence-parallel the per-token regions (norms,
+ * residual stream, everything a stage sends to the next) hold a
+ * contiguous block of nl = n / TP of those rows on each TP rank (rank r
+ * holds rows [r nl, (r + 1) nl)); a column-parallel linear all-gathers
+ * its input along the rows and a row-parallel one reduce-scatters its
+ * output.  Without it nl = n and TP ranks repeat the per-token work.
+ *
+ * Loss.  The head computes each token's cross-entropy and, in the same
+ * call, the gradient with respect to the last layer's output (so the
+ * logits, the largest activation, are never kept between forward and
+ * backward).  The loss is NOT divided by the number of tokens here: each
+ * token's gradient is weighted by gscale (the loss mask, 0 or 1) and the
+ * caller divides the summed gradients by the global number of unmasked
+ * tokens (see src/train/optim.h), so that the loss is the mean over every
+ * token of the global batch whatever the micro-batching.
+ *
+ * Buffers.  gl_model_new() allocates everything once: weights, gradients,
+ * the activations kept between forward and backward for `nslots[c]`
+ * micro-batches in flight on chunk c, and the scratch of one layer.
+ * Nothing is allocated, and nothing is read back to the host, while
+ * training.  Every comm call is passed the device stream.
+ */
+#ifndef GL_MODEL_MODEL_H
+#define GL_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "comm/comm.h"
+#include "device/ops.h"
+#include "train/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Alignment of every tensor range in the flat buffer, in elements. */
+#define GL_MODEL_ALIGN 64
+
+/* How TP splits a logical tensor. */
+typedef enum {
+    GL_SHARD_NONE = 0,     /* replicated on every TP rank */
+    GL_SHARD_ROWS,         /* dim 0 split: column-parallel (output features) */
+    GL_SHARD_COLS          /* dim 1 split: row-parallel (input features) */
+} gl_shard;
+
+/* One logical parameter and this rank's piece of it. */
+typedef struct {
+    char name[64];
+    int ndim;                   /* 1 (norm weights) or 2 */
+    long shape[2];              /* full logical shape ([h, 1] when ndim 1) */
+    gl_shard shard;
+    long local_shape[2];        /* this rank's piece */
+    long global_offset[2];      /* where it sits in the logical tensor */
+    size_t offset, count;       /* its range of the flat buffer */
+    int chunk;                  /* the local chunk it belongs to */
+    int layer;                  /* global layer index, -1 outside layers */
+    int no_weight_decay;        /* norm weights */
+    int counted;                /* counted in the global gradient norm on
+                                 * this rank (replicated pieces on TP rank
+                                 * 0 only; tied copies never) */
+    int tied_copy;              /* last stage's copy of a tied embedding */
+    double init_std;            /* normal(0, init_std); 0 with init_ones */
+    int init_ones;              /* norm weights start at 1 */
+} gl_param;
+
+/* Sizes of the model and of this rank's share. */
+typedef struct {
+    int L, h, Hq, Hkv, D, f, V, Vpad, S, B;
+    double eps;
+    int tied;
+    int tp, tp_rank, pp, pp_rank, vpp, sp;
+    int hq, hkv, fl, vl;        /* local heads, query groups, ffn, vocab */
+    long vocab_start;           /* first vocabulary id of the local shard */
+    int valid;                  /* real (unpadded) ids in the local shard */
+    int qkvw;                   /* (hq + 2 hkv) D: width of a QKV row */
+    int n, nl;                  /* tokens of a micro-batch; per rank in
+                                 * per-token regions */
+    int Lc;                     /* layers per chunk */
+} gl_model_dims;
+
+/* Offsets in the flat buffer of one layer's tensors. */
+typedef struct {
+    size_t attn_norm, qkv, wo, mlp_norm, gate_up, down;
+} gl_layer_offs;
+
+typedef struct {
+    int mc;                     /* model chunk index c PP + stage */
+    int first_layer;            /* global index of its first layer */
+    int has_embed, has_head;
+    size_t embed, final_norm, head;
+    gl_layer_offs *layer;       /* [Lc] */
+} gl_chunk_plan;
+
+typedef struct {
+    gl_model_dims dm;
+    int nchunks;                /* V */
+    gl_chunk_plan *chunk;
+    int nparams;
+    gl_param *param;
+    size_t nflat;
+    size_t rep_begin, rep_end;  /* the TP-replicated range */
+    int embed_param, head_param;/* indexes into param, -1 when absent here
+                                 * (head_param is -1 when the head shares
+                                 * the embedding's range) */
+} gl_model_plan;
+
+/* The parameter table and flat layout of the rank at (tp_rank, pp_rank)
+ * for a data-parallel group of dp ranks.  Pure: no device, no MPI.  Dies
+ * naming the flag when the model does not split evenly. */
+gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank,
+                                 int dp);
+void gl_model_plan_free(gl_model_plan *p);
+
+/* Total number of logical parameters of the model (every rank's, tied
+ * embeddings counted once). */
+long gl_model_num_params(const gl_config *c);
+
+/* The initial value of element e (row-major in the FULL logical tensor)
+ * of parameter p: normal(seed, key(name), e) x init_std, or 1. */
+double gl_param_init_value(const gl_param *p, uint64_t seed, long e);
+
+/* The activations one micro-batch leaves in one layer for its backward. */
+typedef struct {
+    void *xm;                   /* [nl, h] residual after attention */
+    void *a;                    /* [n, h] attention-norm output (gathered) */
+    void *qkv;                  /* [n, qkvw] q, k after RoPE, v */
+    void *o;                    /* [n, hq D] attention output */
+    void *mg;                   /* [n, h] mlp-norm output (gathered) */
+    void *gu;                   /* [n, 2 fl] gate | up */
+    void *s;                    /* [n, fl] silu(gate) * up */
+    float *rstd1, *rstd2;       /* [nl] */
+    float *lse;                 /* [B, hq, S] */
+} gl_layer_acts;
+
+/* One micro-batch in flight on one chunk. */
+typedef struct {
+    void **x;                   /* [Lc + 1] residual stream [nl, h]: x[0]
+                                 * is the chunk's input, x[Lc] its output */
+    void *dy;                   /* [nl, h]: gradient w.r.t. the chunk's
+                                 * output, turned by backward into the
+                                 * gradient w.r.t. its input */
+    gl_layer_acts *layer;       /* [Lc] */
+} gl_slot;
+
+/* A micro-batch's data on the device: n token ids, n targets and n loss
+ * weights (the loss mask). */
+typedef struct {
+    const int32_t *ids, *targets;
+    const float *gscale;
+} gl_mb;
+
+typedef struct {
+    const gl_model_plan *plan;
+    gl_dev *d;
+    gl_comm *tp;                /* NULL when TP = 1 */
+    void *w;                    /* weights, act dtype [nflat] */
+    float *g;                   /* gradients, fp32 [nflat] */
+    float *cos, *sin;           /* RoPE tables [S, D/2] */
+    int *nslots;                /* per chunk */
+    gl_slot **slot;             /* [chunk][slot] */
+    /* scratch of one layer / head (see model.c) */
+    void *y, *dfull, *tmp, *dqkv, *d_o, *dgu, *ds, *hf, *logits;
+    float *rowmax, *stats, *loss, *rstd_f;
+    void *arena;                /* every buffer above, one allocation */
+    size_t arena_bytes;
+} gl_model;
+
+/* Allocate the rank's model on d: weights (zero until initialised),
+ * gradients, RoPE tables and nslots[c] activation slots for chunk c.
+ * tp may be NULL for TP = 1. */
+gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+                       gl_comm *tp, const int *nslots);
+void gl_model_free(gl_model *m);
+
+/* Fill the weights from the counter-based RNG (gl_param_init_value).  When
+ * master is not NULL it receives the fp32 values of the flat range
+ * [mbegin, mend) (master[0] is element mbegin). */
+void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
+                           size_t mbegin, size_t mend);
+
+/* Pointers into the flat buffers. */
+void *gl_model_weight(const gl_model *m, size_t offset);
+float *gl_model_grad(const gl_model *m, size_t offset);
+
+/* Forward of local chunk c for one micro-batch into slot s.  The input
+ * x[0] must already be there unless the chunk holds the embedding (then
+ * mb->ids are looked up).  A chunk with the head also computes the
+ * cross-entropy, adds sum(loss x gscale) to *loss_acc (device fp32, when
+ * not NULL), adds the head's weight gradients and leaves the gradient
+ * w.r.t. its output in dy. */
+void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb,
+                      float *loss_acc);
+
+/* Backward of local chunk c, slot s: dy holds the gradient w.r.t. the
+ * chunk's output; afterwards it holds the gradient w.r.t. its input (and,
+ * for the embedding chunk, the embedding's gradient has been added).
+ * Weight gradients are added to m->g. */
+void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb);
+
+/* The slot's chunk input, chunk output and gradient buffers ([nl, h] act),
+ * what pipeline stages exchange. */
+void *gl_model_input(const gl_model *m, int c, int s);
+void *gl_model_output(const gl_model *m, int c, int s);
+void *gl_model_dgrad(const gl_model *m, int c, int s);
+
+/* RoPE inverse frequencies (D/2 of them) with optional Llama 3.1 scaling,
+ * and the cos/sin tables [S, D/2] they give (host). */
+void gl_rope_inv_freq(const gl_config *c, int D, double *inv_freq);
+void gl_rope_tables(const gl_config *c, int D, int S, float *cosv, float *sinv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,260 @@
+/*
+ * plan.c: the parameter table and flat layout of one rank (model.h).
+ *
+ * Pure arithmetic on the configuration: which logical tensors this rank
+ * holds, which piece of each, and where the piece goes in the flat
+ * buffer.  The training loop, the optimizer and the checkpoint code all
+ * read the table built here.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/rng.h"
+#include "model/model.h"
+
+static size_t align_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+/* Fill the sizes of the model and of the rank's share; die on a model
+ * that does not split evenly (the configuration checks most of these
+ * already, with the same flags named). */
+static void plan_dims(gl_model_dims *dm, const gl_config *c, int tp_rank, int pp_rank)
+{
+    memset(dm, 0, sizeof *dm);
+    dm->L = c->num_layers;
+    dm->h = c->hidden_size;
+    dm->Hq = c->num_attention_heads;
+    dm->Hkv = c->num_query_groups ? c->num_query_groups : c->num_attention_heads;
+    dm->D = c->head_dim ? c->head_dim
+          : c->kv_channels ? c->kv_channels : c->hidden_size / c->num_attention_heads;
+    dm->f = c->ffn_hidden_size;
+    dm->V = c->vocab_size;
+    dm->Vpad = c->padded_vocab_size ? c->padded_vocab_size : c->vocab_size;
+    dm->S = c->seq_length;
+    dm->B = c->micro_batch_size;
+    dm->eps = c->norm_epsilon;
+    dm->tied = !c->untie_embeddings_and_output_weights;
+    dm->tp = c->tensor_model_parallel_size > 0 ? c->tensor_model_parallel_size : 1;
+    dm->pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
+    dm->vpp = c->virtual_pipeline_size > 0 ? c->virtual_pipeline_size : 1;
+    dm->tp_rank = tp_rank;
+    dm->pp_rank = pp_rank;
+    dm->sp = c->sequence_parallel && dm->tp > 1;
+
+    if (dm->Hq % dm->Hkv)
+        gl_die_code(2, "--num-query-groups %d does not divide --num-attention-heads %d",
+                    dm->Hkv, dm->Hq);
+    if (dm->Hkv % dm->tp || dm->f % dm->tp || dm->Vpad % dm->tp)
+        gl_die_code(2, "--tensor-model-parallel-size %d must divide the query groups "
+                    "(%d), --ffn-hidden-size (%d) and the padded vocabulary (%d)",
+                    dm->tp, dm->Hkv, dm->f, dm->Vpad);
+    if (dm->D % 2)
+        gl_die_code(2, "--kv-channels %d: rotary embeddings need an even head size", dm->D);
+    if (dm->L % (dm->pp * dm->vpp))
+        gl_die_code(2, "--num-layers %d is not divisible by %d pipeline chunks "
+                    "(--pipeline-model-parallel-size %d x %d virtual stages)",
+                    dm->L, dm->pp * dm->vpp, dm->pp, dm->vpp);
+    dm->hq = dm->Hq / dm->tp;
+    dm->hkv = dm->Hkv / dm->tp;
+    dm->fl = dm->f / dm->tp;
+    dm->vl = dm->Vpad / dm->tp;
+    dm->vocab_start = (long)tp_rank * dm->vl;
+    long valid = dm->V - dm->vocab_start;
+    dm->valid = valid < 0 ? 0 : valid > dm->vl ? dm->vl : (int)valid;
+    dm->qkvw = (dm->hq + 2 * dm->hkv) * dm->D;
+    dm->n = dm->B * dm->S;
+    if (dm->sp && dm->n % dm->tp)
+        gl_die_code(2, "--sequence-parallel: --micro-batch-size %d x --seq-length %d "
+                    "tokens do not split over --tensor-model-parallel-size %d",
+                    dm->B, dm->S, dm->tp);
+    dm->nl = dm->sp ? dm->n / dm->tp : dm->n;
+    dm->Lc = dm->L / (dm->pp * dm->vpp);
+}
+
+/* The table under construction. */
+typedef struct {
+    gl_model_plan *p;
+    int cap;
+    size_t cursor;
+} builder;
+
+static gl_param *add_param(builder *b, const char *name, int ndim, long rows,
+                           long cols, gl_shard shard, int chunk, int layer)
+{
+    gl_model_plan *p = b->p;
+    if (p->nparams == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 64;
+        p->param = gl_realloc(p->param, (size_t)b->cap * sizeof *p->param);
+    }
+    gl_param *q = &p->param[p->nparams++];
+    memset(q, 0, sizeof *q);
+    snprintf(q->name, sizeof q->name, "%s", name);
+    q->ndim = ndim;
+    q->shape[0] = rows;
+    q->shape[1] = ndim == 1 ? 1 : cols;
+    q->shard = shard;
+    int tp = p->dm.tp, r = p->dm.tp_rank;
+    q->local_shape[0] = q->shape[0];
+    q->local_shape[1] = q->shape[1];
+    if (shard == GL_SHARD_ROWS) {
+        q->local_shape[0] = q->shape[0] / tp;
+        q->global_offset[0] = (long)r * q->local_shape[0];
+    } else if (shard == GL_SHARD_COLS) {
+        q->local_shape[1] = q->shape[1] / tp;
+        q->global_offset[1] = (long)r * q->local_shape[1];
+    }
+    q->count = (size_t)q->local_shape[0] * (size_t)q->local_shape[1];
+    q->offset = b->cursor;
+    b->cursor += q->count;
+    q->chunk = chunk;
+    q->layer = layer;
+    q->no_weight_decay = ndim == 1;
+    q->counted = shard != GL_SHARD_NONE || r == 0;
+    q->init_ones = ndim == 1;
+    return q;
+}
+
+/* Start a fused group (or a lone tensor) on an aligned offset. */
+static size_t start_group(builder *b)
+{
+    b->cursor = align_up(b->cursor, GL_MODEL_ALIGN);
+    return b->cursor;
+}
+
+gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank, int dp)
+{
+    gl_model_plan *p = gl_calloc(1, sizeof *p);
+    plan_dims(&p->dm, c, tp_rank, pp_rank);
+    const gl_model_dims *dm = &p->dm;
+    double std = c->init_method_std;
+    double out_std = std / sqrt(2.0 * dm->L);     /* Megatron's scaled init */
+    char name[64];
+    builder b = { p, 0, 0 };
+
+    p->nchunks = dm->vpp;
+    p->chunk = gl_calloc((size_t)p->nchunks, sizeof *p->chunk);
+    p->embed_param = p->head_param = -1;
+    int last_mc = dm->pp * dm->vpp - 1;
+    int holds_embed = 0;
+
+    /* Region 1: the TP-split tensors, chunk by chunk. */
+    for (int ci = 0; ci < p->nchunks; ci++) {
+        gl_chunk_plan *ch = &p->chunk[ci];
+        ch->mc = ci * dm->pp + dm->pp_rank;
+        ch->first_layer = ch->mc * dm->Lc;
+        ch->has_embed = ch->mc == 0;
+        ch->has_head = ch->mc == last_mc;
+        ch->layer = gl_calloc((size_t)dm->Lc, sizeof *ch->layer);
+        if (ch->has_embed) {
+            ch->embed = start_group(&b);
+            p->embed_param = p->nparams;
+            add_param(&b, "embedding.weight", 2, dm->Vpad, dm->h, GL_SHARD_ROWS, ci, -1)
+                ->init_std = std;
+            holds_embed = 1;
+        }
+        for (int i = 0; i < dm->Lc; i++) {
+            int l = ch->first_layer + i;
+            gl_layer_offs *lo = &ch->layer[i];
+            lo->qkv = start_group(&b);
+            snprintf(name, sizeof name, "layers.%d.attention.wq.weight", l);
+            add_param(&b, name, 2, (long)dm->Hq * dm->D, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
+            snprintf(name, sizeof name, "layers.%d.attention.wk.weight", l);
+            add_param(&b, name, 2, (long)dm->Hkv * dm->D, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
+            snprintf(name, sizeof name, "layers.%d.attention.wv.weight", l);
+            add_param(&b, name, 2, (long)dm->Hkv * dm->D, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
+            lo->wo = start_group(&b);
+            snprintf(name, sizeof name, "layers.%d.attention.wo.weight", l);
+            add_param(&b, name, 2, dm->h, (long)dm->Hq * dm->D, GL_SHARD_COLS, ci, l)->init_std = out_std;
+            lo->gate_up = start_group(&b);
+            snprintf(name, sizeof name, "layers.%d.mlp.w_gate.weight", l);
+            add_param(&b, name, 2, dm->f, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
+            snprintf(name, sizeof name, "layers.%d.mlp.w_up.weight", l);
+            add_param(&b, name, 2, dm->f, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
+            lo->down = start_group(&b);
+            snprintf(name, sizeof name, "layers.%d.mlp.w_down.weight", l);
+            add_param(&b, name, 2, dm->h, dm->f, GL_SHARD_COLS, ci, l)->init_std = out_std;
+        }
+    }
+    /* The head last, so a tied copy can see whether the embedding is here. */
+    for (int ci = 0; ci < p->nchunks; ci++) {
+        gl_chunk_plan *ch = &p->chunk[ci];
+        if (!ch->has_head)
+            continue;
+        if (dm->tied && holds_embed) {
+            ch->head = p->chunk[0].embed;      /* model chunk 0 is local chunk 0 */
+        } else {
+            ch->head = start_group(&b);
+            p->head_param = p->nparams;
+            gl_param *q = add_param(&b, dm->tied ? "embedding.weight" : "lm_head.weight",
+                                    2, dm->Vpad, dm->h, GL_SHARD_ROWS, ci, -1);
+            q->init_std = std;
+            if (dm->tied) {
+                q->tied_copy = 1;
+                q->counted = 0;
+            }
+        }
+    }
+
+    /* Region 2: the TP-replicated norm weights. */
+    p->rep_begin = start_group(&b);
+    for (int ci = 0; ci < p->nchunks; ci++) {
+        gl_chunk_plan *ch = &p->chunk[ci];
+        for (int i = 0; i < dm->Lc; i++) {
+            int l = ch->first_layer + i;
+            ch->layer[i].attn_norm = start_group(&b);
+            snprintf(name, sizeof name, "layers.%d.attention_norm.weight", l);
+            add_param(&b, name, 1, dm->h, 1, GL_SHARD_NONE, ci, l);
+            ch->layer[i].mlp_norm = start_group(&b);
+            snprintf(name, sizeof name, "layers.%d.mlp_norm.weight", l);
+            add_param(&b, name, 1, dm->h, 1, GL_SHARD_NONE, ci, l);
+        }
+        if (ch->has_head) {
+            ch->final_norm = start_group(&b);
+            add_param(&b, "final_norm.weight", 1, dm->h, 1, GL_SHARD_NONE, ci, -1);
+        }
+    }
+    p->rep_end = b.cursor;
+    p->nflat = align_up(b.cursor, (size_t)GL_MODEL_ALIGN * (size_t)(dp > 0 ? dp : 1));
+    if (p->nflat == 0)
+        p->nflat = GL_MODEL_ALIGN;
+    return p;
+}
+
+void gl_model_plan_free(gl_model_plan *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->nchunks; i++)
+        free(p->chunk[i].layer);
+    free(p->chunk);
+    free(p->param);
+    free(p);
+}
+
+long gl_model_num_params(const gl_config *c)
+{
+    long h = c->hidden_size, f = c->ffn_hidden_size;
+    long Hq = c->num_attention_heads;
+    long Hkv = c->num_query_groups ? c->num_query_groups : Hq;
+    long D = c->head_dim ? c->head_dim : c->kv_channels ? c->kv_channels : h / Hq;
+    long V = c->padded_vocab_size ? c->padded_vocab_size : c->vocab_size;
+    long layer = (Hq + 2 * Hkv) * D * h + h * Hq * D + 3 * f * h + 2 * h;
+    long total = layer * c->num_layers + V * h + h;
+    if (c->untie_embeddings_and_output_weights)
+        total += V * h;
+    return total;
+}
+
+double gl_param_init_value(const gl_param *p, uint64_t seed, long e)
+{
+    if (p->init_ones)
+        return 1.0;
+    return p->init_std * gl_rng_normal(seed, gl_rng_key(p->name), (uint64_t)e);
+}

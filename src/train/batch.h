@@ -1,0 +1,58 @@
+/*
+ * batch.h: where training samples come from, behind one small interface,
+ * and how a global batch is cut into micro-batches.
+ *
+ * A source numbers the samples of the training stream 0, 1, 2, ... and
+ * gives `count` consecutive ones from `first`, each as seq_length + 1
+ * token ids (inputs are tokens[0..S-1], targets tokens[1..S]) and S
+ * loss-mask values for the targets (1 keep, 0 ignore).  Two sources:
+ *   - mock (--mock-data): data/loader.h's gl_mock_sample, tokens from the
+ *     counter-based RNG keyed by (seed, sample index), every target
+ *     counted; it needs no MPI and no files;
+ *   - loader (--data-path): data/loader.h's Megatron .bin/.idx loader
+ *     (blending, --split, --eod-mask-loss, read-ahead).
+ * Either way every layout sees the same samples.
+ *
+ * Iteration i (from 0) trains on samples [i G, (i + 1) G), G the global
+ * batch, as Megatron's pretraining sampler deals them: micro-batch j of
+ * DP rank r holds samples i G + j (B DP) + r B + [0, B).
+ */
+#ifndef GL_TRAIN_BATCH_H
+#define GL_TRAIN_BATCH_H
+
+#include <stdint.h>
+#include "data/loader.h"
+#include "train/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gl_batch_source gl_batch_source;
+struct gl_batch_source {
+    const char *name;
+    int seq_length;
+    /* tokens: count x (seq_length + 1) ids; loss_mask: count x seq_length. */
+    void (*batch)(gl_batch_source *s, long first, int count, int32_t *tokens,
+                  float *loss_mask);
+    void (*close)(gl_batch_source *s);
+    void *impl;
+};
+
+/* Synthetic tokens: uniform over [0, vocab_size) from (seed, sample
+ * index, position); every target counts. */
+gl_batch_source *gl_batch_mock(const gl_config *c);
+
+/* The training split of an opened loader (closed with the source). */
+gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L);
+
+/* The global sample index of row b of micro-batch j of DP rank r in
+ * iteration it (from 0). */
+long gl_batch_sample_index(const gl_config *c, long it, int j, int r, int b);
+
+void gl_batch_close(gl_batch_source *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,88 @@
+/*
+ * optim.h: what happens to the gradients between the last backward and
+ * the next forward -- data-parallel reduction, the global gradient norm,
+ * clipping and AdamW -- plain (every DP rank updates everything) or
+ * distributed (--use-distributed-optimizer, ZeRO-1).
+ *
+ * The model's gradients are fp32 sums over the rank's micro-batches of
+ * the UNNORMALISED token losses (model.h); grad_scale folds the division
+ * by the global token count into clipping and AdamW, so no pass over the
+ * gradients is spent on it.
+ *
+ * Plain: the flat gradient buffer is all-reduced over DP; each DP rank
+ * keeps fp32 master weights (on the CPU device, where the compute dtype
+ * is fp32 too, the weights themselves) and moments for everything.
+ *
+ * Distributed: the flat buffer (nflat elements, a multiple of DP) is one
+ * bucket split into DP equal contiguous shards; a reduce-scatter leaves
+ * DP rank r the summed shard r, AdamW updates the fp32 master weights and
+ * moments of that shard only (12/DP bytes per parameter), writes the new
+ * compute weights into its shard of the weight buffer, and an all-gather
+ * over DP gives every rank all of them.
+ *
+ * Gradient norm: sum of squares over the elements this rank "owns": the
+ * shard range [r N/DP, (r+1) N/DP) in both modes (so DP replicas count
+ * once), of parameters counted on this rank (model.h: TP-replicated norm
+ * weights on TP rank 0 only, tied copies never).  The sum over the world
+ * is then the squared norm of the whole model's gradient.
+ */
+#ifndef GL_TRAIN_OPTIM_H
+#define GL_TRAIN_OPTIM_H
+
+#include <stddef.h>
+#include "comm/comm.h"
+#include "device/ops.h"
+#include "model/model.h"
+#include "train/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    size_t begin, end;
+    int flag;
+} gl_range;
+
+typedef struct {
+    gl_model *m;
+    gl_dev *d;
+    gl_comm *dp;                /* NULL when DP = 1 */
+    int dp_size, dp_rank, dist;
+    size_t shard_begin, shard_end;     /* this rank's shard of the flat buffer */
+    size_t upd_begin, upd_end;         /* what AdamW updates here */
+    float *master;              /* fp32 weights of [upd_begin, upd_end) */
+    int master_is_w;            /* master aliases the model's weights */
+    float *mom1, *mom2;         /* AdamW moments, same range */
+    float *gshard;              /* reduced gradient shard (distributed) */
+    gl_range *norm;             /* counted ranges within the shard */
+    int nnorm;
+    gl_adamw_seg *seg;          /* AdamW segments (weight decay or not) */
+    int nseg;
+    double beta1, beta2, eps;
+    long steps;                 /* successful optimizer steps */
+} gl_optim;
+
+/* Allocate the optimizer state of m.  dp may be NULL (DP = 1). */
+gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist);
+void gl_optim_free(gl_optim *o);
+
+/* Where gl_model_init_weights() should put master weights: returns
+ * NULL when they are the model's weights themselves. */
+float *gl_optim_master_target(gl_optim *o, size_t *begin, size_t *end);
+
+/* Sum the gradients over DP (all-reduce, or reduce-scatter into the
+ * shard). */
+void gl_optim_reduce(gl_optim *o);
+
+/* *out += sum of squares of the counted gradients of this rank's shard. */
+void gl_optim_sumsq(gl_optim *o, float *out);
+
+/* One AdamW step with learning rate lr on gradients x grad_scale, then
+ * (distributed) the all-gather of the new weights. */
+void gl_optim_step(gl_optim *o, double lr, double grad_scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,30 @@
+/*
+ * train.h: the training loop (src/train/train.c; how one iteration runs
+ * is described there, the parts in sched.h, pipeline.h, optim.h, lr.h,
+ * batch.h and trainlog.h, the model in ../model/model.h).
+ */
+#ifndef GL_TRAIN_TRAIN_H
+#define GL_TRAIN_TRAIN_H
+
+#include "boot/boot.h"
+#include "boot/groups.h"
+#include "device/ops.h"
+#include "train/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Train the model c describes on this rank's device d, in the groups g,
+ * until c->train_iters (or --exit-interval, --exit-duration-in-mins, or
+ * SIGTERM with --exit-signal-handler) is reached.  Groups of one rank may
+ * be NULL.  Checkpoints (--save, --load) are not wired in yet: they stop
+ * the run before any work.  Collective over the world.  Returns the
+ * program's exit status (0 on success); fatal errors stop the job through
+ * gl_die(). */
+int gl_train_run(const gl_config *c, const gl_boot *b, gl_groups *g, gl_dev *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

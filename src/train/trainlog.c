@@ -1,0 +1,69 @@
+/*
+ * trainlog.c: the progress line and JSON record (trainlog.h).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/trainlog.h"
+
+#define APPEND(...) do { \
+        size_t used_ = strlen(buf); \
+        if (used_ < len) snprintf(buf + used_, len - used_, __VA_ARGS__); \
+    } while (0)
+
+void gl_log_format_line(char *buf, size_t len, const gl_log_record *r)
+{
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    buf[0] = 0;
+    APPEND(" [%s] iteration %8ld/%8ld |", stamp, r->iteration, r->train_iters);
+    APPEND(" consumed samples: %12ld |", r->consumed_samples);
+    APPEND(" elapsed time per iteration (ms): %.1f |", r->elapsed_ms);
+    APPEND(" throughput per GPU (TFLOP/s/GPU): %.1f |", r->tflops_per_gpu);
+    APPEND(" learning rate: %.6E |", r->lr);
+    APPEND(" global batch size: %5d |", r->global_batch_size);
+    APPEND(" lm loss: %.6E |", r->loss);
+    APPEND(" grad norm: %.3f |", r->grad_norm);
+    APPEND(" number of skipped iterations: %3ld |", r->skipped);
+    APPEND(" number of nan iterations: %3ld |", r->nan_iters);
+    APPEND(" tokens per second per GPU: %.1f |", r->tokens_per_sec_per_gpu);
+    if (r->mfu >= 0)
+        APPEND(" MFU: %.2f%% |", 100.0 * r->mfu);
+    else
+        APPEND(" MFU: n/a |");
+    APPEND(" memory (GiB): %.2f |", r->mem_gib);
+}
+
+/* A JSON number, or null for what JSON cannot say (NaN, Inf) or what is
+ * unknown. */
+static void num(FILE *f, const char *key, double v, int known, int last)
+{
+    if (known && isfinite(v))
+        fprintf(f, "\"%s\": %.9g%s", key, v, last ? "" : ", ");
+    else
+        fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
+}
+
+void gl_log_write_json(FILE *f, const gl_log_record *r)
+{
+    fprintf(f, "{\"iteration\": %ld, \"consumed_samples\": %ld, ", r->iteration,
+            r->consumed_samples);
+    num(f, "loss", r->loss, 1, 0);
+    num(f, "grad_norm", r->grad_norm, 1, 0);
+    num(f, "lr", r->lr, 1, 0);
+    num(f, "elapsed_ms", r->elapsed_ms, 1, 0);
+    num(f, "tokens_per_sec_per_gpu", r->tokens_per_sec_per_gpu, 1, 0);
+    num(f, "tflops_per_gpu", r->tflops_per_gpu, 1, 0);
+    num(f, "mfu", r->mfu, r->mfu >= 0, 0);
+    num(f, "mem_gib", r->mem_gib, 1, 0);
+    fprintf(f, "\"skipped_iterations\": %ld, \"nan_iterations\": %ld, "
+            "\"global_batch_size\": %d}\n", r->skipped, r->nan_iters, r->global_batch_size);
+    fflush(f);
+}

@@ -1,0 +1,52 @@
+/*
+ * trainlog.h: the progress line and the JSON record of a logged
+ * iteration.
+ *
+ * The line follows Megatron-LM's training_log (fields, order, number
+ * formats), then adds gridlm's throughput fields:
+ *
+ *  [2025-01-01 12:00:00] iteration       10/      20 | consumed samples:          160 |
+ *  elapsed time per iteration (ms): 41.2 | throughput per GPU (TFLOP/s/GPU): 0.1 |
+ *  learning rate: 1.000000E-03 | global batch size:    16 | lm loss: 6.012345E+00 |
+ *  grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ *  tokens per second per GPU: 12345.6 | MFU: n/a | memory (GiB): 0.02 |
+ *
+ * (one line).  --log-json FILE gets one JSON object per logged iteration
+ * with the keys iteration, consumed_samples, loss, grad_norm, lr,
+ * elapsed_ms, tokens_per_sec_per_gpu, tflops_per_gpu, mfu, mem_gib,
+ * skipped_iterations, nan_iterations, global_batch_size; numbers that are
+ * unknown or not finite are written as null.  Loss, grad norm and time
+ * are averages over the iterations since the previous log, as Megatron
+ * reports them.
+ */
+#ifndef GL_TRAIN_TRAINLOG_H
+#define GL_TRAIN_TRAINLOG_H
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    long iteration, train_iters, consumed_samples;
+    double elapsed_ms;              /* per iteration */
+    double lr;
+    int global_batch_size;
+    double loss, grad_norm;
+    long skipped, nan_iters;
+    double tokens_per_sec_per_gpu, tflops_per_gpu;
+    double mfu;                     /* fraction of peak; < 0 when unknown */
+    double mem_gib;                 /* peak device memory, max over ranks */
+} gl_log_record;
+
+/* Format the progress line (no newline) into buf. */
+void gl_log_format_line(char *buf, size_t len, const gl_log_record *r);
+
+/* Write one JSON object and a newline to f, and flush. */
+void gl_log_write_json(FILE *f, const gl_log_record *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

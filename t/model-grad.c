@@ -1,0 +1,365 @@
+/*
+ * model-grad: the whole model on one rank of the CPU device, checked two
+ * independent ways.
+ *
+ *  1. Forward: the loss of gl_model_forward() against a plain double-
+ *     precision Llama forward written here from the formulas (embedding,
+ *     RMSNorm, GQA attention with rotate-half RoPE, SwiGLU, final norm,
+ *     LM head over the real vocabulary only, cross-entropy), reading the
+ *     same logical weights through the parameter table.
+ *  2. Backward: the gradient of every parameter tensor against central
+ *     finite differences of the model's own loss, along the gradient's
+ *     direction (which must give its norm) and for the largest elements
+ *     one at a time.
+ *
+ * Both for tied and untied embeddings, with a padded vocabulary, GQA, a
+ * loss mask, and Llama 3.1 RoPE scaling in one case.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "device/ops.h"
+#include "model/model.h"
+#include "tap.h"
+#include "train/config.h"
+
+typedef struct {
+    const char *what;
+    int tied, rope_scaling;
+} variant;
+
+static void micro_config(gl_config *c, const variant *v)
+{
+    gl_config_defaults(c);
+    c->num_layers = 2;
+    c->hidden_size = 16;
+    c->num_attention_heads = 4;
+    c->num_query_groups = 2;
+    c->kv_channels = 6;               /* D != h / heads on purpose */
+    c->head_dim = 6;
+    c->ffn_hidden_size = 20;
+    c->seq_length = 8;
+    c->micro_batch_size = 2;
+    c->vocab_size = 37;
+    c->padded_vocab_size = 48;        /* 11 padding rows, never predicted */
+    c->norm_epsilon = 1e-5;
+    c->rotary_base = 10000;
+    c->use_rope_scaling = v->rope_scaling;
+    c->rope_scaling_factor = 8;
+    c->untie_embeddings_and_output_weights = !v->tied;
+    c->init_method_std = 0.3;         /* large enough for a curved loss */
+    c->tensor_model_parallel_size = 1;
+    c->pipeline_model_parallel_size = 1;
+    c->virtual_pipeline_size = 1;
+    c->data_parallel_size = 1;
+    c->num_micro_batches = 1;
+    c->sequence_parallel = 0;
+}
+
+/* ---- the independent reference forward, in double ---- */
+
+typedef struct {
+    const gl_model_plan *p;
+    const float *w;
+} ref_model;
+
+static const float *ref_param(const ref_model *r, const char *name)
+{
+    for (int i = 0; i < r->p->nparams; i++)
+        if (!strcmp(r->p->param[i].name, name))
+            return r->w + r->p->param[i].offset;
+    bail_out("no parameter %s", name);
+}
+
+static void ref_rmsnorm(double *y, const double *x, const float *w, int h, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < h; i++)
+        ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / h + eps);
+    for (int i = 0; i < h; i++)
+        y[i] = x[i] * r * w[i];
+}
+
+/* y[out] = W[out, in] x[in] */
+static void ref_matvec(double *y, const float *Wt, const double *x, int out, int in)
+{
+    for (int o = 0; o < out; o++) {
+        double s = 0;
+        for (int i = 0; i < in; i++)
+            s += (double)Wt[(size_t)o * in + i] * x[i];
+        y[o] = s;
+    }
+}
+
+/* Rotate-half RoPE of one head at position t. */
+static void ref_rope(double *x, int D, int t, const double *fr)
+{
+    for (int i = 0; i < D / 2; i++) {
+        double a = t * fr[i], c = cos(a), s = sin(a);
+        double x1 = x[i], x2 = x[i + D / 2];
+        x[i] = x1 * c - x2 * s;
+        x[i + D / 2] = x2 * c + x1 * s;
+    }
+}
+
+/* Mean cross-entropy over the unmasked tokens. */
+static double ref_loss(const gl_config *c, const ref_model *r, const int32_t *ids,
+                       const int32_t *tg, const float *mask)
+{
+    const gl_model_dims *dm = &r->p->dm;
+    int B = dm->B, S = dm->S, h = dm->h, Hq = dm->Hq, Hkv = dm->Hkv, D = dm->D, f = dm->f;
+    int n = B * S;
+    double *x = calloc((size_t)n * h, sizeof(double));
+    double *a = calloc((size_t)n * h, sizeof(double));
+    double *q = calloc((size_t)n * Hq * D, sizeof(double));
+    double *k = calloc((size_t)n * Hkv * D, sizeof(double));
+    double *v = calloc((size_t)n * Hkv * D, sizeof(double));
+    double *o = calloc((size_t)n * Hq * D, sizeof(double));
+    double *tmp = calloc((size_t)(h > f ? h : f) * 4 + (size_t)Hq * D, sizeof(double));
+    double *fr = calloc((size_t)D, sizeof(double));
+    double *p = calloc((size_t)S, sizeof(double));
+    char name[80];
+    gl_rope_inv_freq(c, D, fr);
+
+    const float *emb = ref_param(r, "embedding.weight");
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < h; i++)
+            x[(size_t)t * h + i] = emb[(size_t)ids[t] * h + i];
+
+    for (int l = 0; l < dm->L; l++) {
+#define P(s) (snprintf(name, sizeof name, "layers.%d." s ".weight", l), ref_param(r, name))
+        const float *wn1 = P("attention_norm"), *wq = P("attention.wq"), *wk = P("attention.wk");
+        const float *wv = P("attention.wv"), *wo = P("attention.wo"), *wn2 = P("mlp_norm");
+        const float *wg = P("mlp.w_gate"), *wu = P("mlp.w_up"), *wd = P("mlp.w_down");
+#undef P
+        for (int t = 0; t < n; t++) {
+            ref_rmsnorm(&a[(size_t)t * h], &x[(size_t)t * h], wn1, h, dm->eps);
+            ref_matvec(&q[(size_t)t * Hq * D], wq, &a[(size_t)t * h], Hq * D, h);
+            ref_matvec(&k[(size_t)t * Hkv * D], wk, &a[(size_t)t * h], Hkv * D, h);
+            ref_matvec(&v[(size_t)t * Hkv * D], wv, &a[(size_t)t * h], Hkv * D, h);
+            for (int j = 0; j < Hq; j++)
+                ref_rope(&q[((size_t)t * Hq + j) * D], D, t % S, fr);
+            for (int j = 0; j < Hkv; j++)
+                ref_rope(&k[((size_t)t * Hkv + j) * D], D, t % S, fr);
+        }
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < Hq; j++) {
+                int g = j / (Hq / Hkv);
+                for (int t = 0; t < S; t++) {
+                    const double *qq = &q[((size_t)(b * S + t) * Hq + j) * D];
+                    double mx = -1e300, sum = 0;
+                    for (int u = 0; u <= t; u++) {
+                        const double *kk = &k[((size_t)(b * S + u) * Hkv + g) * D];
+                        double s = 0;
+                        for (int e = 0; e < D; e++)
+                            s += qq[e] * kk[e];
+                        p[u] = s / sqrt((double)D);
+                        if (p[u] > mx)
+                            mx = p[u];
+                    }
+                    for (int u = 0; u <= t; u++)
+                        sum += (p[u] = exp(p[u] - mx));
+                    double *oo = &o[((size_t)(b * S + t) * Hq + j) * D];
+                    for (int e = 0; e < D; e++) {
+                        double s = 0;
+                        for (int u = 0; u <= t; u++)
+                            s += p[u] / sum * v[((size_t)(b * S + u) * Hkv + g) * D + e];
+                        oo[e] = s;
+                    }
+                }
+            }
+        for (int t = 0; t < n; t++) {
+            double *xt = &x[(size_t)t * h];
+            ref_matvec(tmp, wo, &o[(size_t)t * Hq * D], h, Hq * D);
+            for (int i = 0; i < h; i++)
+                xt[i] += tmp[i];
+            double *mg = tmp, *gt = tmp + h, *ut = gt + f, *dn = ut + f;
+            ref_rmsnorm(mg, xt, wn2, h, dm->eps);
+            ref_matvec(gt, wg, mg, f, h);
+            ref_matvec(ut, wu, mg, f, h);
+            for (int i = 0; i < f; i++)
+                gt[i] = gt[i] / (1.0 + exp(-gt[i])) * ut[i];
+            ref_matvec(dn, wd, gt, h, f);
+            for (int i = 0; i < h; i++)
+                xt[i] += dn[i];
+        }
+    }
+    const float *wf = ref_param(r, "final_norm.weight");
+    const float *head = ref_param(r, dm->tied ? "embedding.weight" : "lm_head.weight");
+    double total = 0, count = 0;
+    double *logit = calloc((size_t)dm->V, sizeof(double));
+    for (int t = 0; t < n; t++) {
+        ref_rmsnorm(a, &x[(size_t)t * h], wf, h, dm->eps);
+        ref_matvec(logit, head, a, dm->V, h);       /* real vocabulary only */
+        double mx = -1e300, sum = 0;
+        for (int i = 0; i < dm->V; i++)
+            if (logit[i] > mx)
+                mx = logit[i];
+        for (int i = 0; i < dm->V; i++)
+            sum += exp(logit[i] - mx);
+        total += mask[t] * (log(sum) + mx - logit[tg[t]]);
+        count += mask[t];
+    }
+    free(logit); free(x); free(a); free(q); free(k); free(v); free(o);
+    free(tmp); free(fr); free(p);
+    return total / count;
+}
+
+/* ---- the model under test ---- */
+
+typedef struct {
+    gl_dev *d;
+    gl_model *m;
+    gl_mb mb;
+    float *lacc;
+    double count;
+} harness;
+
+/* The model's loss (mean over unmasked tokens); leaves weight gradients of
+ * the mean in m->g when grads is set. */
+static double model_loss(harness *H, int grads)
+{
+    gl_dev *d = H->d;
+    float z = 0, l;
+    d->ops->upload(d, H->lacc, &z, sizeof z);
+    d->ops->zero(d, H->m->g, H->m->plan->nflat * sizeof(float));
+    gl_model_forward(H->m, 0, 0, &H->mb, H->lacc);
+    if (grads) {
+        gl_model_backward(H->m, 0, 0, &H->mb);
+        d->ops->scale_f32(d, H->m->g, (float)(1.0 / H->count), H->m->plan->nflat);
+    }
+    d->ops->download(d, &l, H->lacc, sizeof l);
+    return l / H->count;
+}
+
+static void run_variant(const variant *v)
+{
+    gl_config c;
+    micro_config(&c, v);
+    gl_model_plan *p = gl_model_plan_new(&c, 0, 0, 1);
+    gl_dev *d = gl_dev_open_cpu();
+    int one = 1;
+    harness H = { .d = d };
+    H.m = gl_model_new(p, &c, d, NULL, &one);
+    gl_model_init_weights(H.m, 1234, NULL, 0, 0);
+    float *w = H.m->w;                 /* CPU device: host memory, fp32 */
+
+    int n = p->dm.n;
+    int32_t *ids = malloc((size_t)n * sizeof *ids), *tg = malloc((size_t)n * sizeof *tg);
+    float *mask = malloc((size_t)n * sizeof *mask);
+    for (int t = 0; t < n; t++) {
+        ids[t] = (int32_t)((t * 7 + 3) % c.vocab_size);
+        tg[t] = (int32_t)((t * 5 + 11) % c.vocab_size);
+        mask[t] = (t % 5 == 2) ? 0.0f : 1.0f;         /* a few masked tokens */
+        H.count += mask[t];
+    }
+    int32_t *dids = d->ops->alloc(d, (size_t)n * sizeof *ids);
+    int32_t *dtg = d->ops->alloc(d, (size_t)n * sizeof *tg);
+    float *dmask = d->ops->alloc(d, (size_t)n * sizeof *mask);
+    d->ops->upload(d, dids, ids, (size_t)n * sizeof *ids);
+    d->ops->upload(d, dtg, tg, (size_t)n * sizeof *tg);
+    d->ops->upload(d, dmask, mask, (size_t)n * sizeof *mask);
+    H.mb = (gl_mb){ dids, dtg, dmask };
+    H.lacc = d->ops->alloc(d, sizeof(float));
+
+    /* 1. forward against the reference */
+    ref_model R = { p, w };
+    double want = ref_loss(&c, &R, ids, tg, mask);
+    double got = model_loss(&H, 1);
+    ok(fabs(got - want) <= 2e-6 * fabs(want), "%s: loss %.7f matches the double "
+       "reference %.7f", v->what, got, want);
+
+    /* 2. gradients against finite differences */
+    size_t N = p->nflat;
+    float *g = malloc(N * sizeof(float)), *w0 = malloc(N * sizeof(float));
+    memcpy(g, H.m->g, N * sizeof(float));
+    memcpy(w0, w, N * sizeof(float));
+    const double eps = 2e-3;
+    double worst_dir = 0, worst_el = 0;
+    int nchecked = 0;
+    for (int i = 0; i < p->nparams; i++) {
+        const gl_param *q = &p->param[i];
+        const float *gq = g + q->offset;
+        double norm = 0;
+        for (size_t e = 0; e < q->count; e++)
+            norm += (double)gq[e] * gq[e];
+        norm = sqrt(norm);
+        if (!(norm > 0)) {
+            ok(0, "%s: %s has a zero gradient", v->what, q->name);
+            continue;
+        }
+        /* along u = g / |g|: (L(w + eps u) - L(w - eps u)) / 2 eps = |g| */
+        double lp, lm;
+        for (size_t e = 0; e < q->count; e++)
+            w[q->offset + e] = (float)(w0[q->offset + e] + eps * gq[e] / norm);
+        lp = model_loss(&H, 0);
+        for (size_t e = 0; e < q->count; e++)
+            w[q->offset + e] = (float)(w0[q->offset + e] - eps * gq[e] / norm);
+        lm = model_loss(&H, 0);
+        memcpy(w + q->offset, w0 + q->offset, q->count * sizeof(float));
+        double fd = (lp - lm) / (2 * eps), rel = fabs(fd - norm) / norm;
+        if (rel > worst_dir)
+            worst_dir = rel;
+        ok(rel < 2e-3, "%s: %s: directional derivative %.6g vs |grad| %.6g (rel %.1e)",
+           v->what, q->name, fd, norm, rel);
+
+        /* the two largest elements, one at a time */
+        size_t best[2] = { 0, 0 };
+        for (size_t e = 0; e < q->count; e++)
+            if (fabsf(gq[e]) > fabsf(gq[best[0]])) {
+                best[1] = best[0];
+                best[0] = e;
+            } else if (e != best[0] && fabsf(gq[e]) > fabsf(gq[best[1]])) {
+                best[1] = e;
+            }
+        for (int b = 0; b < 2 && b < (int)q->count; b++) {
+            size_t e = q->offset + best[b];
+            w[e] = (float)(w0[e] + eps);
+            lp = model_loss(&H, 0);
+            w[e] = (float)(w0[e] - eps);
+            lm = model_loss(&H, 0);
+            w[e] = w0[e];
+            fd = (lp - lm) / (2 * eps);
+            /* absolute error relative to the tensor's largest entry:
+             * float rounding of the loss is ~1e-7 / eps */
+            double err = fabs(fd - g[e]) / fabs(gq[best[0]]);
+            if (err > worst_el)
+                worst_el = err;
+            nchecked++;
+            if (err >= 5e-3)
+                ok(0, "%s: %s[%zu]: fd %.6g vs grad %.6g", v->what, q->name,
+                   best[b], fd, (double)g[e]);
+        }
+    }
+    ok(worst_el < 5e-3, "%s: %d single elements match finite differences "
+       "(worst %.1e)", v->what, nchecked, worst_el);
+    diag("%s: worst relative error along gradients %.1e, elements %.1e",
+         v->what, worst_dir, worst_el);
+
+    free(g); free(w0); free(ids); free(tg); free(mask);
+    d->ops->free(d, dids);
+    d->ops->free(d, dtg);
+    d->ops->free(d, dmask);
+    d->ops->free(d, H.lacc);
+    gl_model_free(H.m);
+    gl_model_plan_free(p);
+    gl_dev_close(d);
+}
+
+int main(void)
+{
+    static const variant vs[] = {
+        { "untied", 0, 0 },
+        { "tied, rope scaling", 1, 1 },
+    };
+    plan(NO_PLAN);
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
+        run_variant(&vs[i]);
+    return done_testing();
+}

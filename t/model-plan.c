@@ -1,0 +1,239 @@
+/*
+ * model-plan: the counter-based RNG and the parameter table.
+ *
+ * RNG: pure (same inputs, same number), N(0, 1) by its first two moments,
+ * independent streams per key.
+ * Table, for every rank of TP 2 x PP 2 with 2 virtual chunks (and the
+ * single-rank layout), tied and untied:
+ *   - every element of every logical tensor is held by exactly one TP x
+ *     PP position (tied copies aside), so the layout loses nothing;
+ *   - the flat ranges do not overlap, fit in nflat, and fused pieces are
+ *     adjacent (wq wk wv, w_gate w_up); group starts are aligned; nflat
+ *     is a multiple of the alignment x DP;
+ *   - the replicated range holds exactly the norm weights, which are the
+ *     only parameters without weight decay, counted in the gradient norm
+ *     on TP rank 0 only; tied copies are never counted;
+ *   - the parameters counted once over all ranks number
+ *     gl_model_num_params().
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "model/model.h"
+#include "tap.h"
+
+static void test_rng(void)
+{
+    uint64_t k = gl_rng_key("layers.0.attention.wq.weight");
+    ok(gl_rng_normal(7, k, 12345) == gl_rng_normal(7, k, 12345), "rng: pure function");
+    ok(gl_rng_normal(7, k, 1) != gl_rng_normal(8, k, 1), "rng: the seed matters");
+    ok(gl_rng_key("a") != gl_rng_key("b"), "rng: keys of names differ");
+    const int n = 200000;
+    double s = 0, s2 = 0, cross = 0;
+    uint64_t k2 = gl_rng_key("layers.1.attention.wq.weight");
+    for (int i = 0; i < n; i++) {
+        double x = gl_rng_normal(1234, k, (uint64_t)i);
+        s += x;
+        s2 += x * x;
+        cross += x * gl_rng_normal(1234, k2, (uint64_t)i);
+    }
+    /* 4.5 standard errors: 1/sqrt(n) for the mean and the correlation,
+     * sqrt(2/n) for the variance */
+    ok(fabs(s / n) < 4.5 / sqrt(n), "rng: mean %.5f", s / n);
+    ok(fabs(s2 / n - 1) < 4.5 * sqrt(2.0 / n), "rng: variance %.5f", s2 / n);
+    ok(fabs(cross / n) < 4.5 / sqrt(n), "rng: streams of two keys uncorrelated (%.5f)", cross / n);
+}
+
+typedef struct {
+    char name[64];
+    long numel;
+    unsigned char *seen;
+} logical;
+
+static logical *find(logical *ls, int *nl, const gl_param *q)
+{
+    for (int i = 0; i < *nl; i++)
+        if (!strcmp(ls[i].name, q->name))
+            return &ls[i];
+    logical *l = &ls[(*nl)++];
+    snprintf(l->name, sizeof l->name, "%s", q->name);
+    l->numel = q->shape[0] * q->shape[1];
+    l->seen = calloc((size_t)l->numel, 1);
+    return l;
+}
+
+static void test_layout(int tp, int pp, int vpp, int dp, int tied)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    c.num_layers = 8;
+    c.hidden_size = 64;
+    c.num_attention_heads = 8;
+    c.num_query_groups = 4;
+    c.kv_channels = c.head_dim = 8;
+    c.ffn_hidden_size = 176;
+    c.seq_length = 16;
+    c.micro_batch_size = 2;
+    c.vocab_size = 500;
+    c.padded_vocab_size = 512;
+    c.untie_embeddings_and_output_weights = !tied;
+    c.tensor_model_parallel_size = tp;
+    c.pipeline_model_parallel_size = pp;
+    c.virtual_pipeline_size = vpp;
+    c.sequence_parallel = tp > 1;
+    char what[80];
+    snprintf(what, sizeof what, "TP %d PP %d V %d DP %d %s", tp, pp, vpp, dp,
+             tied ? "tied" : "untied");
+
+    logical ls[256];
+    int nl = 0, bad = 0;
+    long counted = 0;
+    for (int r = 0; r < tp; r++)
+        for (int s = 0; s < pp; s++) {
+            gl_model_plan *p = gl_model_plan_new(&c, r, s, dp);
+            unsigned char *used = calloc(p->nflat, 1);
+            if (p->nflat % (GL_MODEL_ALIGN * (size_t)dp))
+                bad = 1, diag("%s: nflat %zu not aligned", what, p->nflat);
+            for (int i = 0; i < p->nparams; i++) {
+                const gl_param *q = &p->param[i];
+                if (q->offset + q->count > p->nflat)
+                    bad = 1, diag("%s: %s out of range", what, q->name);
+                for (size_t e = q->offset; e < q->offset + q->count && e < p->nflat; e++)
+                    if (used[e]++)
+                        bad = 1, diag("%s: %s overlaps", what, q->name);
+                int rep = q->offset >= p->rep_begin && q->offset < p->rep_end;
+                if (rep != (q->ndim == 1) || q->no_weight_decay != (q->ndim == 1))
+                    bad = 1, diag("%s: %s in the wrong region", what, q->name);
+                if (q->ndim == 1 && q->counted != (r == 0))
+                    bad = 1, diag("%s: %s counted wrongly", what, q->name);
+                if (q->tied_copy && q->counted)
+                    bad = 1, diag("%s: tied copy counted", what);
+                if (strstr(q->name, "wk.") || strstr(q->name, "wv.") || strstr(q->name, "w_up.")) {
+                    if (q->offset != p->param[i - 1].offset + p->param[i - 1].count)
+                        bad = 1, diag("%s: %s not fused with its neighbour", what, q->name);
+                } else if (q->offset % GL_MODEL_ALIGN) {
+                    bad = 1, diag("%s: %s not aligned", what, q->name);
+                }
+                if (q->counted)
+                    counted += (long)q->count;
+                if (q->tied_copy)
+                    continue;
+                logical *l = find(ls, &nl, q);
+                for (long a = 0; a < q->local_shape[0]; a++)
+                    for (long b = 0; b < q->local_shape[1]; b++) {
+                        long e = (q->global_offset[0] + a) * q->shape[1] + q->global_offset[1] + b;
+                        /* replicated pieces are held by every TP rank */
+                        if (q->shard == GL_SHARD_NONE && r > 0)
+                            continue;
+                        if (l->seen[e]++)
+                            bad = 1;
+                    }
+            }
+            free(used);
+            gl_model_plan_free(p);
+        }
+    for (int i = 0; i < nl; i++) {
+        for (long e = 0; e < ls[i].numel; e++)
+            if (ls[i].seen[e] != 1) {
+                bad = 1;
+                diag("%s: %s element %ld held %d times", what, ls[i].name, e, ls[i].seen[e]);
+                break;
+            }
+        free(ls[i].seen);
+    }
+    ok(!bad, "%s: %d logical tensors, every element held once, ranges sound", what, nl);
+    is_int(counted, gl_model_num_params(&c), "%s: counted parameters = the model's", what);
+}
+
+/* gl_model_init_weights (threaded for tensors of 2^20 elements and
+ * more) writes exactly gl_param_init_value. */
+static void test_init(void)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    c.num_layers = 2;
+    c.hidden_size = 64;
+    c.num_attention_heads = 4;
+    c.num_query_groups = 2;
+    c.kv_channels = c.head_dim = 16;
+    c.ffn_hidden_size = 128;
+    c.seq_length = 8;
+    c.micro_batch_size = 1;
+    c.vocab_size = c.padded_vocab_size = 32768;
+    c.untie_embeddings_and_output_weights = 1;
+    c.init_method_std = 0.02;
+    gl_model_plan *p = gl_model_plan_new(&c, 0, 0, 1);
+    gl_dev *d = gl_dev_open_cpu();
+    gl_model *m = gl_model_new(p, &c, d, NULL, NULL);
+    float *master = d->ops->alloc(d, 1000 * sizeof(float));
+    size_t mb = p->nflat - 1500;
+    gl_model_init_weights(m, 99, master, mb, mb + 1000);
+    const float *w = m->w;
+    long bad = 0, total = 0;
+    for (int i = 0; i < p->nparams; i++) {
+        const gl_param *q = &p->param[i];
+        for (size_t e = 0; e < q->count; e++, total++)
+            if (w[q->offset + e] != (float)gl_param_init_value(q, 99, (long)e))
+                bad++;
+    }
+    ok(bad == 0, "init: %ld of %ld weights differ from gl_param_init_value", bad, total);
+    ok(!memcmp(master, w + mb, 1000 * sizeof(float)), "init: master range copied");
+    d->ops->free(d, master);
+    gl_model_free(m);
+    gl_model_plan_free(p);
+    gl_dev_close(d);
+}
+
+/* Llama 3.1 RoPE scaling, written here the way Hugging Face's
+ * _compute_llama3_parameters does it (masks over all frequencies), for
+ * Llama 3.1 8B's values: D 128, base 500000, factor 8, low 1, high 4,
+ * original context 8192. */
+static void test_rope_scaling(void)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    c.rotary_base = 500000;
+    c.use_rope_scaling = 1;
+    c.rope_scaling_factor = 8;
+    double got[64], plain[64];
+    gl_rope_inv_freq(&c, 128, got);
+    c.use_rope_scaling = 0;
+    gl_rope_inv_freq(&c, 128, plain);
+    int bad = 0, kept = 0, divided = 0, smoothed = 0;
+    for (int i = 0; i < 64; i++) {
+        double f = pow(500000.0, -(2.0 * i) / 128.0);
+        double wl = 2 * M_PI / f;
+        double llama = wl > 8192.0 ? f / 8 : f;
+        double smooth = (8192.0 / wl - 1.0) / (4.0 - 1.0);
+        double sm = (1 - smooth) * llama / 8 + smooth * llama;
+        int medium = !(wl < 2048.0) && !(wl > 8192.0);
+        double want = medium ? sm : llama;
+        kept += want == f;
+        divided += !medium && want != f;
+        smoothed += medium;
+        if (fabs(got[i] - want) > 1e-12 * want || fabs(plain[i] - f) > 1e-12 * f)
+            bad = 1;
+    }
+    ok(!bad && kept && divided && smoothed, "rope: Llama 3.1 scaling (%d kept, %d divided, "
+       "%d smoothed)", kept, divided, smoothed);
+}
+
+int main(void)
+{
+    plan(NO_PLAN);
+    test_rng();
+    test_init();
+    test_rope_scaling();
+    test_layout(1, 1, 1, 1, 1);
+    test_layout(1, 1, 1, 1, 0);
+    test_layout(2, 2, 2, 2, 1);
+    test_layout(2, 2, 2, 3, 0);
+    test_layout(4, 2, 1, 1, 1);
+    test_layout(2, 4, 1, 2, 1);
+    return done_testing();
+}
