@@ -1,5 +1,5 @@
 /* log.c: messages, the abort path and checked allocation (see log.h). */
-#include "config.h"
+#include <config.h>
 #include "base/log.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* boot.c: MPI start, locality through PMIx or MPI, GPU choice (see boot.h). */
-#include "config.h"
+#include <config.h>
 #include "boot/boot.h"
 #include "base/log.h"
 

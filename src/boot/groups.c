@@ -1,6 +1,6 @@
 /* groups.c: communicators of the grid, their health check and the dry-run
  * placement report (see groups.h). */
-#include "config.h"
+#include <config.h>
 #include "boot/groups.h"
 #include "comm/comm_impl.h"
 #include "base/log.h"

@@ -24,7 +24,7 @@
  * in place by rmsnorm_bwd (accumulate_dx).  Weight gradients (fp32) are
  * added into the model's gradient buffer with beta = 1.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 

@@ -2,7 +2,7 @@
  * model.c: buffers, initial weights and RoPE tables of one rank's model
  * (model.h).  The passes themselves are in layer.c.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <pthread.h>

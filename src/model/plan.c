@@ -6,7 +6,7 @@
  * buffer.  The training loop, the optimizer and the checkpoint code all
  * read the table built here.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * batch.c: the mock batch source and the sampler's arithmetic (batch.h).
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdlib.h>
 

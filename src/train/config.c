@@ -490,12 +490,12 @@ static const gl_option table[] = {
     DBL("peak-tflops", peak_tflops, G_LOG, POS, "bf16 dense peak per GPU for MFU",
         .defstr = "from the GPU model"),
     DBL("straggler-threshold", straggler_threshold, G_LOG, GL_OPT_MIN,
-        "name ranks slower than this x the median", .min = 1),
+        "report the slowest and fastest ranks when their step times differ by more than this factor", .min = 1),
     SAME_IN("log-throughput", G_LOG, "accepted: TFLOP/s/GPU and MFU are always logged"),
 
     /* --- faults --- */
     FLAG("exit-signal-handler", exit_signal_handler, G_FAULT,
-         "on SIGTERM, save a checkpoint and exit"),
+         "on SIGTERM or SIGUSR1, save a checkpoint and exit 0"),
     DBL("exit-duration-in-mins", exit_duration_in_mins, G_FAULT, POS,
         "save and exit after this many minutes", .defstr = "none"),
     LONG("exit-interval", exit_interval, G_FAULT, POS, "save and exit at a multiple of this iteration",

@@ -1,7 +1,7 @@
 /*
  * lr.c: the learning-rate schedule (lr.h).
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 

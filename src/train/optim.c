@@ -2,7 +2,7 @@
  * optim.c: gradient reduction, norm and AdamW, plain or distributed
  * (optim.h).
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * in order, the counts say which micro-batch (and so which activation
  * slot, j mod slots) every step and every message is about.
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 /*
  * sched.c: the 1F1B and interleaved pipeline schedules (sched.h).
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdlib.h>
 

@@ -23,7 +23,7 @@
  *   6. every --log-interval iterations rank 0 prints the Megatron-style
  *      line and appends the JSON record (trainlog.h).
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 /*
  * trainlog.c: the progress line and JSON record (trainlog.h).
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdio.h>

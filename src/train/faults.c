@@ -1,0 +1,408 @@
+/* faults.c: clean stops, non-finite steps, the hang watchdog and the
+ * straggler report (see faults.h). */
+#include <config.h>
+#include "train/faults.h"
+#include "base/log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HOST_LEN 256
+
+/* The signal handler may only touch a lock-free atomic (C11 7.14.1.1). */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal flag needs a lock-free int");
+static atomic_int signal_bits;
+
+typedef struct {
+    char op[96];
+    char group[32];
+    double t0;                  /* gl_now() at gl_watch_begin */
+} watch;
+
+struct gl_faults {
+    MPI_Comm comm;              /* our duplicate of the world */
+    int rank, size;
+    char *hosts;                /* rank 0: size x HOST_LEN, else NULL */
+    double t_start;
+
+    /* what the configuration asks for */
+    int signal_handler;
+    double exit_minutes;        /* 0: none */
+    long exit_interval;         /* 0: none */
+    int max_nonfinite;
+    double straggler_threshold;
+    double lr, clip_grad;       /* quoted in the non-finite message */
+
+    struct sigaction old_term, old_usr1;
+    char why[192];
+
+    long skipped, streak, streak_first;
+
+    /* the watchdog: a stack of open brackets, guarded by mu */
+    double timeout, poll;       /* seconds; timeout 0: no thread */
+    int timeout_from_env;
+    pthread_t thread;
+    int thread_up;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int quit;
+    watch stack[GL_WATCH_DEPTH];
+    int depth;
+};
+
+static void check_mpi(int rc, const char *call)
+{
+    if (rc == MPI_SUCCESS)
+        return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    gl_die("%s on group 'world' (faults) failed: %s", call, msg);
+}
+
+/* ---- signals ---------------------------------------------------------- */
+
+/* Async-signal-safe: one lock-free atomic OR, nothing else. */
+static void on_signal(int sig)
+{
+    atomic_fetch_or(&signal_bits, sig == SIGTERM ? GL_EXIT_SIGTERM : GL_EXIT_SIGUSR1);
+}
+
+/* SA_RESTART: a system call interrupted by the signal (inside MPI, a read
+ * of the data) is restarted instead of failing with EINTR. */
+static void install_handlers(gl_faults *f)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    atomic_store(&signal_bits, 0);
+    if (sigaction(SIGTERM, &sa, &f->old_term) != 0 ||
+        sigaction(SIGUSR1, &sa, &f->old_usr1) != 0)
+        gl_die("--exit-signal-handler: cannot install the SIGTERM/SIGUSR1 handler: %s",
+               strerror(errno));
+}
+
+/* ---- the watchdog ----------------------------------------------------- */
+
+/* The timeout in seconds: GRIDLM_WATCHDOG_SECONDS when set, else
+ * --distributed-timeout-minutes. */
+static void pick_timeout(gl_faults *f, const gl_config *c)
+{
+    const char *e = getenv("GRIDLM_WATCHDOG_SECONDS");
+    f->timeout = 60.0 * c->distributed_timeout_minutes;
+    if (e && *e) {
+        char *end;
+        double v = strtod(e, &end);
+        if (*end || !(v >= 0) || isinf(v))
+            gl_die("GRIDLM_WATCHDOG_SECONDS=%s: not a number of seconds; give e.g. 600, "
+                   "or 0 to turn the watchdog off", e);
+        f->timeout = v;
+        f->timeout_from_env = 1;
+    }
+    if (!(f->timeout >= 0))
+        f->timeout = 0;
+    /* Look every second; four times per timeout when that is shorter. */
+    f->poll = f->timeout / 4;
+    if (f->poll > 1.0)
+        f->poll = 1.0;
+    if (f->poll < 0.05)
+        f->poll = 0.05;
+}
+
+/* One line naming the bracket, then the whole job stops.  SIGALRM's
+ * default action is a backstop: should the abort itself hang, the process
+ * dies and the launcher ends the job. */
+GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, double open_s)
+{
+    alarm(30);
+    char limit[96];
+    if (f->timeout_from_env)
+        snprintf(limit, sizeof limit, "GRIDLM_WATCHDOG_SECONDS=%g", f->timeout);
+    else
+        snprintf(limit, sizeof limit, "--distributed-timeout-minutes %g",
+                 f->timeout / 60.0);
+    gl_die("collective %s on group %s did not finish within %g s (open %.1f s); "
+           "the peer ranks may have died or stalled: look for the first error of "
+           "the other ranks; stopping the job (%s)",
+           w->op, w->group, f->timeout, open_s, limit);
+}
+
+static void *watchdog_main(void *arg)
+{
+    gl_faults *f = arg;
+    pthread_mutex_lock(&f->mu);
+    while (!f->quit) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        long ns = until.tv_nsec + (long)(f->poll * 1e9);
+        until.tv_sec += ns / 1000000000L;
+        until.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&f->cv, &f->mu, &until);
+        if (f->quit)
+            break;
+        double now = gl_now();
+        for (int i = f->depth - 1; i >= 0; i--) {
+            if (now - f->stack[i].t0 > f->timeout) {
+                watch w = f->stack[i];
+                pthread_mutex_unlock(&f->mu);
+                watchdog_fire(f, &w, now - w.t0);
+            }
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* The thread blocks every signal, so that SIGTERM/SIGUSR1 (and any other)
+ * go to the threads that do the work. */
+static void start_watchdog(gl_faults *f)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&f->mu, NULL);
+    if (f->timeout <= 0)
+        return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&f->thread, NULL, watchdog_main, f);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        gl_die("cannot start the watchdog thread: %s; set GRIDLM_WATCHDOG_SECONDS=0 "
+               "to run without it", strerror(rc));
+    f->thread_up = 1;
+}
+
+void gl_watch_begin(gl_faults *f, const char *op, const char *group)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    if (f->depth == GL_WATCH_DEPTH)
+        gl_die("gl_watch_begin(%s, %s): more than %d nested watches; a "
+               "gl_watch_end is missing", op, group, GL_WATCH_DEPTH);
+    watch *w = &f->stack[f->depth];
+    snprintf(w->op, sizeof w->op, "%s", op ? op : "?");
+    snprintf(w->group, sizeof w->group, "%s", group ? group : "?");
+    w->t0 = gl_now();
+    f->depth++;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void gl_watch_end(gl_faults *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    if (f->depth == 0)
+        gl_die("gl_watch_end without gl_watch_begin");
+    f->depth--;
+    pthread_mutex_unlock(&f->mu);
+}
+
+double gl_watch_timeout(const gl_faults *f) { return f ? f->timeout : 0; }
+
+/* ---- life ------------------------------------------------------------- */
+
+gl_faults *gl_faults_init(const gl_config *c, const gl_boot *b, MPI_Comm world)
+{
+    gl_faults *f = gl_calloc(1, sizeof *f);
+    f->t_start = gl_now();
+    check_mpi(MPI_Comm_dup(world, &f->comm), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(f->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(f->comm, &f->rank);
+    MPI_Comm_size(f->comm, &f->size);
+
+    f->signal_handler = c->exit_signal_handler;
+    f->exit_minutes = c->exit_duration_in_mins > 0 ? c->exit_duration_in_mins : 0;
+    f->exit_interval = c->exit_interval > 0 ? c->exit_interval : 0;
+    f->max_nonfinite = c->max_nonfinite_iters;
+    f->straggler_threshold = c->straggler_threshold;
+    f->lr = c->lr;
+    f->clip_grad = c->clip_grad;
+
+    /* Host names, for the straggler line; only rank 0 prints it. */
+    char me[HOST_LEN];
+    snprintf(me, sizeof me, "%s", b->host);
+    if (f->rank == 0)
+        f->hosts = gl_calloc((size_t)f->size, HOST_LEN);
+    check_mpi(MPI_Gather(me, HOST_LEN, MPI_CHAR, f->hosts, HOST_LEN, MPI_CHAR, 0, f->comm),
+              "MPI_Gather (host names)");
+
+    if (f->signal_handler)
+        install_handlers(f);
+    pick_timeout(f, c);
+    start_watchdog(f);
+    return f;
+}
+
+void gl_faults_free(gl_faults *f)
+{
+    if (!f)
+        return;
+    if (f->thread_up) {
+        pthread_mutex_lock(&f->mu);
+        f->quit = 1;
+        pthread_cond_signal(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+        pthread_join(f->thread, NULL);
+    }
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    if (f->signal_handler) {
+        sigaction(SIGTERM, &f->old_term, NULL);
+        sigaction(SIGUSR1, &f->old_usr1, NULL);
+    }
+    MPI_Comm_free(&f->comm);
+    free(f->hosts);
+    free(f);
+}
+
+/* ---- clean stops ------------------------------------------------------ */
+
+double gl_faults_elapsed_minutes(const gl_faults *f)
+{
+    return (gl_now() - f->t_start) / 60.0;
+}
+
+unsigned gl_faults_exit_flags(gl_faults *f)
+{
+    unsigned bits = (unsigned)atomic_load(&signal_bits);
+    if (f->rank == 0 && f->exit_minutes > 0 &&
+        gl_faults_elapsed_minutes(f) >= f->exit_minutes)
+        bits |= GL_EXIT_DURATION;
+    return bits;
+}
+
+/* Append one reason to f->why, comma-separated. */
+static void add_why(gl_faults *f, const char *fmt, ...) GL_PRINTF(2, 3);
+static void add_why(gl_faults *f, const char *fmt, ...)
+{
+    size_t n = strlen(f->why);
+    if (n && n + 2 < sizeof f->why) {
+        strcat(f->why, ", ");
+        n += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->why + n, sizeof f->why - n, fmt, ap);
+    va_end(ap);
+}
+
+int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed, const char **why)
+{
+    if (f->exit_interval > 0 && iteration > 0 && iteration % f->exit_interval == 0)
+        agreed |= GL_EXIT_INTERVAL;
+    f->why[0] = '\0';
+    if (agreed & GL_EXIT_SIGTERM)
+        add_why(f, "SIGTERM received");
+    if (agreed & GL_EXIT_SIGUSR1)
+        add_why(f, "SIGUSR1 received");
+    if (agreed & GL_EXIT_DURATION)
+        add_why(f, "--exit-duration-in-mins %g reached", f->exit_minutes);
+    if (agreed & GL_EXIT_INTERVAL)
+        add_why(f, "--exit-interval %ld", f->exit_interval);
+    if (why)
+        *why = f->why;
+    return agreed != 0;
+}
+
+int gl_faults_should_exit(gl_faults *f, long iteration, const char **why)
+{
+    unsigned mine = gl_faults_exit_flags(f), all = 0;
+    gl_watch_begin(f, "MPI_Allreduce (exit flags)", "world");
+    check_mpi(MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED, MPI_BOR, f->comm),
+              "MPI_Allreduce (exit flags)");
+    gl_watch_end(f);
+    return gl_faults_exit_decide(f, iteration, all, why);
+}
+
+/* ---- non-finite steps ------------------------------------------------- */
+
+long gl_faults_nonfinite(gl_faults *f, long iteration, int step_nonfinite)
+{
+    if (!step_nonfinite) {
+        f->streak = 0;
+        return f->skipped;
+    }
+    f->skipped++;
+    if (f->streak++ == 0)
+        f->streak_first = iteration;
+    if (f->streak <= f->max_nonfinite)
+        return f->skipped;
+
+    /* Every rank sees the same flags, so every rank gets here at once:
+     * rank 0 says why and aborts; the others wait for that abort rather
+     * than print the same line again. */
+    if (f->rank != 0) {
+        gl_watch_begin(f, "MPI_Barrier (waiting for rank 0 to stop the job)", "world");
+        MPI_Barrier(f->comm);
+        gl_watch_end(f);
+    }
+    char clip[64];
+    if (f->clip_grad > 0)
+        snprintf(clip, sizeof clip, "keep --clip-grad on (now %g)", f->clip_grad);
+    else
+        snprintf(clip, sizeof clip, "turn --clip-grad on (e.g. 1.0)");
+    char span[64];
+    if (f->streak == 1)
+        snprintf(span, sizeof span, "iteration %ld", iteration);
+    else
+        snprintf(span, sizeof span, "iterations %ld to %ld", f->streak_first, iteration);
+    gl_die("the loss or the gradients were NaN or Inf in %ld iteration%s in a row "
+           "(%s; %ld non-finite in all), more than --max-nonfinite-iters %d: lower "
+           "--lr (now %g), %s, or check the data these iterations read",
+           f->streak, f->streak == 1 ? "" : "s", span, f->skipped, f->max_nonfinite,
+           f->lr, clip);
+}
+
+long gl_faults_skipped(const gl_faults *f) { return f->skipped; }
+long gl_faults_nonfinite_streak(const gl_faults *f) { return f->streak; }
+
+/* ---- stragglers ------------------------------------------------------- */
+
+/* MPI_MINLOC over (-t, rank) gives the largest t, over (t, rank) the
+ * smallest; ties go to the lowest rank.  One reduction of two pairs. */
+int gl_faults_step_times(gl_faults *f, double my_step_seconds, long iteration,
+                         gl_straggler *out)
+{
+    struct { double v; int rank; } in[2], ext[2];
+    in[0].v = -my_step_seconds;
+    in[0].rank = f->rank;
+    in[1].v = my_step_seconds;
+    in[1].rank = f->rank;
+    gl_watch_begin(f, "MPI_Allreduce (step times)", "world");
+    check_mpi(MPI_Allreduce(in, ext, 2, MPI_DOUBLE_INT, MPI_MINLOC, f->comm),
+              "MPI_Allreduce (step times)");
+    gl_watch_end(f);
+
+    gl_straggler s = {
+        .slow_rank = ext[0].rank, .slow_s = -ext[0].v,
+        .fast_rank = ext[1].rank, .fast_s = ext[1].v,
+    };
+    s.ratio = s.fast_s > 0 ? s.slow_s / s.fast_s : (s.slow_s > 0 ? INFINITY : 1.0);
+    if (out)
+        *out = s;
+    int report = f->straggler_threshold > 0 && s.ratio > f->straggler_threshold;
+    if (report && f->rank == 0)
+        gl_info0("stragglers: slowest rank %d (%s) %.1f ms, fastest rank %d (%s) "
+                 "%.1f ms (ratio %.2f) at iteration %ld",
+                 s.slow_rank, f->hosts + (size_t)s.slow_rank * HOST_LEN, 1e3 * s.slow_s,
+                 s.fast_rank, f->hosts + (size_t)s.fast_rank * HOST_LEN, 1e3 * s.fast_s,
+                 s.ratio, iteration);
+    return report;
+}

@@ -1,0 +1,20 @@
+#!/bin/sh
+# fault-exit.t: --exit-interval and --exit-duration-in-mins.  Every rank
+# stops after the same iteration with exit status 0:
+#   - --exit-interval 5 from the start: after iteration 5;
+#   - --exit-interval 7 on a run resumed at iteration 10: after 14 (the
+#     iteration counts from the start of training, as in Megatron);
+#   - --exit-duration-in-mins 0.01 (0.6 s), measured on rank 0, with steps
+#     of 20 ms on even ranks and 40 ms on odd ones: after 0.6 s and well
+#     before 3.6 s.
+test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
+. "$top_srcdir/t/fault-lib.sh"
+n=$fault_n
+
+fault_run "$n ranks, --exit-interval 5" \
+    $MPIEXEC $MPIEXEC_FLAGS -n $n ./t/fault-test exit --interval 5 --start 0
+fault_run "$n ranks, --exit-interval 7 resumed at 10" \
+    $MPIEXEC $MPIEXEC_FLAGS -n $n ./t/fault-test exit --interval 7 --start 10
+fault_run "$n ranks, --exit-duration-in-mins 0.01" \
+    $MPIEXEC $MPIEXEC_FLAGS -n $n ./t/fault-test exit --duration 0.01 --step-ms 20
+mpi_fold_done

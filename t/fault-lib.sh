@@ -1,0 +1,52 @@
+# fault-lib.sh: helpers for the t/fault-*.t scripts (sourced after
+# t/env.sh).  Results are numbered through t/mpi-fold.sh's counter.
+#
+#   fault_run LABEL CMD...   run CMD (a program: bounded by timeout 120; a
+#                            shell function bounds itself), keep its
+#                            stdout in $fault_out, stderr in $fault_err,
+#                            exit status in $fault_rc, seconds in
+#                            $fault_secs; fold its TAP (a run that does not
+#                            exit 0 fails)
+#   fault_show               copy the last run's output as TAP comments
+#   fault_ok DESC CMD...     one result: ok when CMD succeeds
+. "$top_srcdir/t/mpi-fold.sh"
+fault_dir=$(mktemp -d "${TMPDIR:-/tmp}/gridlm-fault.XXXXXX")
+trap 'rm -rf "$fault_dir"' EXIT
+fault_out=$fault_dir/out
+fault_err=$fault_dir/err
+
+fault_exec() {
+    fault_t0=$(date +%s.%N)
+    case $(type "$1" 2>/dev/null) in
+    *function*) "$@" >"$fault_out" 2>"$fault_err" ;;
+    *)          timeout 120 "$@" >"$fault_out" 2>"$fault_err" ;;
+    esac
+    fault_rc=$?
+    fault_secs=$(awk -v a="$fault_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+}
+fault_replay() {
+    cat "$fault_out" "$fault_err"
+    return $fault_rc
+}
+fault_run() {
+    fault_label=$1; shift
+    fault_exec "$@"
+    mpi_fold "$fault_label" fault_replay
+}
+fault_show() {
+    sed 's/^/# /' "$fault_out" "$fault_err"
+}
+fault_ok() {
+    fault_desc=$1; shift
+    mpi_fold_n=$((mpi_fold_n + 1))
+    if "$@"; then
+        echo "ok $mpi_fold_n $fault_desc"
+    else
+        echo "not ok $mpi_fold_n $fault_desc"
+    fi
+}
+# Ranks to use: MPICH busy-polls, so at most 2 on this machine.
+case $GL_MPI_FLAVOR in
+openmpi) fault_n=4 ;;
+*)       fault_n=2 ;;
+esac
