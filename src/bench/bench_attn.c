@@ -20,7 +20,7 @@
  * With --check 1 (the default) 16 sampled output rows of the forward are
  * compared with a double-precision softmax(q k^T scale) v on the host.
  */
-#include "config.h"
+#include <config.h>
 #include "bench/bench.h"
 #include "base/log.h"
 

@@ -21,7 +21,7 @@
  * element i, whose sums are exact in fp32 (and in bf16 up to 21 ranks).
  * The check runs outside the timed calls.
  */
-#include "config.h"
+#include <config.h>
 #include "bench/bench.h"
 #include "base/log.h"
 

@@ -17,7 +17,7 @@
  * The time is that of the whole batch of calls divided by their number
  * (host clock around ops->sync), as bench.h describes.
  */
-#include "config.h"
+#include <config.h>
 #include "bench/bench.h"
 #include "base/log.h"
 

@@ -1,6 +1,6 @@
 /* bench_util.c: parsing, data, timing and rank statistics shared by the
  * microbenchmarks (see bench.h). */
-#include "config.h"
+#include <config.h>
 #include "bench/bench.h"
 #include "base/log.h"
 #include "base/rng.h"

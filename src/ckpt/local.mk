@@ -1,1 +1,42 @@
-# src/ckpt: sources, programs and tests of this room (see Makefile.am).
+# src/ckpt: HDF5 checkpoints of full logical tensors (resharding on load),
+# safetensors files, and the gridlm-ckpt tool (info, import-hf, export-hf).
+libgridlm_a_SOURCES += \
+	%reldir%/ckpt.h %reldir%/ckpt_h5.c %reldir%/ckpt_sum.c %reldir%/ckpt_dir.c \
+	%reldir%/ckpt_async.c \
+	%reldir%/half.h %reldir%/half.c \
+	%reldir%/safetensors.h %reldir%/safetensors.c \
+	%reldir%/hf.h %reldir%/hf.c
+
+# gridlm-ckpt: info, import-hf, export-hf (its main() lives in src/tools).
+bin_PROGRAMS += src/tools/gridlm-ckpt
+src_tools_gridlm_ckpt_SOURCES = src/tools/gridlm-ckpt.c
+src_tools_gridlm_ckpt_LDADD = $(GRIDLM_LIBS)
+dist_man_MANS += doc/gridlm-ckpt.1
+
+# t/ckpt-h5.t runs t/ckpt-h5 on 1, 2 and 4 ranks; t/ckpt-kill.t kills a
+# save halfway.
+check_PROGRAMS += t/ckpt-h5
+t_ckpt_h5_SOURCES = t/ckpt-h5.c
+t_ckpt_h5_LDADD = $(TAP_LIBS)
+dist_check_SCRIPTS += t/ckpt-h5.t t/ckpt-kill.t
+TESTS += t/ckpt-h5.t t/ckpt-kill.t
+
+# t/ckpt-hf.t: import-hf and export-hf against the safetensors library.
+check_PROGRAMS += t/ckpt-hf-check
+t_ckpt_hf_check_SOURCES = t/ckpt-hf-check.c
+t_ckpt_hf_check_LDADD = $(TAP_LIBS)
+dist_check_SCRIPTS += t/ckpt-hf.t
+EXTRA_DIST += t/ckpt-hf.py
+TESTS += t/ckpt-hf.t
+
+# Safetensors: conversions, files, and interchange with the Python library.
+check_PROGRAMS += t/st-half.t t/st-file.t t/st-tool
+t_st_half_t_SOURCES = t/st-half.c
+t_st_half_t_LDADD = $(TAP_LIBS)
+t_st_file_t_SOURCES = t/st-file.c
+t_st_file_t_LDADD = $(TAP_LIBS)
+t_st_tool_SOURCES = t/st-tool.c
+t_st_tool_LDADD = $(TAP_LIBS)
+dist_check_SCRIPTS += t/st-interop.t
+EXTRA_DIST += t/st-interop.py
+TESTS += t/st-half.t t/st-file.t t/st-interop.t

@@ -12,7 +12,7 @@
  * Flag names follow Megatron-LM's tools/preprocess_data.py; see
  * gridlm-prep(1).
  */
-#include "config.h"
+#include <config.h>
 #include "data/prep.h"
 #include "data/bpe_train.h"
 #include "data/synth.h"
