@@ -185,7 +185,10 @@ void gl_boot_init(int *argc, char ***argv, gl_boot *b)
     memset(b, 0, sizeof *b);
     b->gpu = -1;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    /* MULTIPLE: the asynchronous checkpoint writer and the watchdog make
+     * MPI calls from their own threads.  An MPI that provides less still
+     * runs; those two then fall back to the main thread (see ckpt.h). */
+    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "%s: error: MPI_Init failed: check the MPI installation "
                 "and the launcher (mpiexec, srun --mpi=...)\n", gl_log_program());
         exit(1);

@@ -1,0 +1,146 @@
+/*
+ * attn_common.cuh: the tensor-core building blocks of the flash-attention
+ * kernels (attention_fwd.cu, attention_bwd.cu).
+ *
+ * Tiles of 64 tokens x D (64 or 128) bf16 live in shared memory, one token
+ * per row of D/8 16-byte chunks.  Chunk c of row r is stored at chunk
+ * c ^ (r & 7): the 8 rows that one ldmatrix phase reads then hit 8
+ * different bank groups (no conflicts), and a cp.async of a whole row still
+ * writes 16 contiguous bytes per thread.
+ *
+ * The matrix unit is mma.sync m16n8k16 (bf16 in, fp32 accumulate).  Per
+ * warp, with lane = 4 g + t:
+ *   A (16x16, row-major): a0 = A[g][2t..2t+1],   a1 = A[g+8][2t..],
+ *                         a2 = A[g][2t+8..],     a3 = A[g+8][2t+8..]
+ *   B (16x8, k x n):      b0 = B[2t..2t+1][g],   b1 = B[2t+8..2t+9][g]
+ *   C (16x8):             c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
+ * ldmatrix.x4 fills four such 8x8 pieces from 32 row addresses; .trans
+ * hands each thread a column pair instead of a row pair, which turns a
+ * row-major [k][n] tile into B fragments.  An accumulator C of two
+ * neighbouring n-tiles has exactly the layout of an A fragment, so
+ * probabilities computed in registers feed the next product directly.
+ */
+#ifndef GL_CUDA_ATTN_COMMON_CUH
+#define GL_CUDA_ATTN_COMMON_CUH
+
+#include "gl_cuda.h"
+
+#define ATTN_TILE 64          /* tokens per tile, queries and keys */
+#define ATTN_WARPS 4          /* 16 rows each */
+#define ATTN_THREADS (ATTN_WARPS * 32)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared without passing through registers; with
+ * valid == false the destination is zero-filled and nothing is read. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem,
+                                           bool valid)
+{
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                     smem_u32(smem)),
+                 "l"(gmem), "r"(n));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p)
+{
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(smem_u32(p)));
+}
+
+/* c += a b, one m16n8k16 tile. */
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+/* Element offset of (row, 16-byte chunk) in a swizzled tile of width D. */
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk)
+{
+    return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+/* Copies tokens [s0, s0 + 64) of one head (columns [0, D) at `base`, token
+ * row stride ld, tokens >= S zero-filled) into a swizzled tile. */
+template <int D>
+__device__ __forceinline__ void load_tile(bf16 *tile, const bf16 *base,
+                                          long ld, int s0, int S)
+{
+    constexpr int CH = D / 8;
+    for (int idx = threadIdx.x; idx < ATTN_TILE * CH; idx += ATTN_THREADS) {
+        int r = idx / CH, c = idx % CH;
+        int s = s0 + r;
+        bool ok = s < S;
+        const bf16 *src = ok ? base + (long)s * ld + c * 8 : base;
+        cp_async16(tile + swz<D>(r, c), src, ok);
+    }
+}
+
+/* A fragments (16 rows starting at row0, k-step kk of 16 columns) of a
+ * row-major swizzled tile. */
+template <int D>
+__device__ __forceinline__ void frag_a(uint32_t (&r)[4], const bf16 *tile,
+                                       int row0, int kk, int lane)
+{
+    ldsm_x4(r, tile + swz<D>(row0 + (lane & 15), kk * 2 + (lane >> 4)));
+}
+
+/* B fragments of two n-tiles (rows n0..n0+15 of the tile are the n index,
+ * its columns kk*16.. the k index): r0,r1 for n-tile n0, r2,r3 for n0+8. */
+template <int D>
+__device__ __forceinline__ void frag_b_rows(uint32_t (&r)[4], const bf16 *tile,
+                                            int n0, int kk, int lane)
+{
+    ldsm_x4(r, tile + swz<D>(n0 + (lane & 7) + ((lane >> 4) << 3),
+                             kk * 2 + ((lane >> 3) & 1)));
+}
+
+/* B fragments of two n-tiles where the tile's rows k0..k0+15 are the k
+ * index and its columns dn*16.. the n index: r0,r1 for columns dn*16..+7,
+ * r2,r3 for dn*16+8..+15. */
+template <int D>
+__device__ __forceinline__ void frag_b_cols(uint32_t (&r)[4], const bf16 *tile,
+                                            int k0, int dn, int lane)
+{
+    ldsm_x4_t(r, tile + swz<D>(k0 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                               dn * 2 + (lane >> 4)));
+}
+
+#endif

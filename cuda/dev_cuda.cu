@@ -1,0 +1,426 @@
+/*
+ * dev_cuda.cu: the CUDA device: opening a GPU, its memory, and the
+ * operation table of ops.h, whose entries hand their bf16/fp32 buffers to
+ * the kernels of this directory (one .cu file per kernel family) and to
+ * cuBLASLt (gemm.cu).
+ *
+ * Everything is enqueued on one compute stream created here (d->stream);
+ * download() and sync() wait for it.  Memory is plain cudaMalloc (never
+ * managed memory), zeroed on allocation; a table of live allocations
+ * gives mem_info its bytes in use and peak.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gl_cuda.h"
+
+/* ---- allocation table: pointer -> bytes, open addressing ---- */
+
+#define TOMB ((void *)1)
+
+static size_t slot_of(const void *p, size_t cap)
+{
+    uintptr_t x = (uintptr_t)p >> 8;          /* cudaMalloc aligns to 256 */
+    x ^= x >> 17;
+    x *= (uintptr_t)0x9E3779B97F4A7C15ull;
+    return (size_t)(x >> 7) & (cap - 1);
+}
+
+static void table_put(gl_cuda_state *st, void *p, size_t bytes);
+
+static void table_grow(gl_cuda_state *st)
+{
+    size_t oldcap = st->alloc_cap;
+    void **op = st->alloc_ptr;
+    size_t *os = st->alloc_size;
+    st->alloc_cap = oldcap ? oldcap * 2 : 1024;
+    st->alloc_ptr = (void **)gl_calloc(st->alloc_cap, sizeof(void *));
+    st->alloc_size = (size_t *)gl_calloc(st->alloc_cap, sizeof(size_t));
+    st->alloc_count = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (op[i] && op[i] != TOMB)
+            table_put(st, op[i], os[i]);
+    free(op);
+    free(os);
+}
+
+/* alloc_count counts live entries and tombstones: both lengthen probes. */
+static void table_put(gl_cuda_state *st, void *p, size_t bytes)
+{
+    if (2 * (st->alloc_count + 1) > st->alloc_cap)
+        table_grow(st);
+    size_t i = slot_of(p, st->alloc_cap);
+    while (st->alloc_ptr[i] && st->alloc_ptr[i] != TOMB)
+        i = (i + 1) & (st->alloc_cap - 1);
+    if (!st->alloc_ptr[i])
+        st->alloc_count++;
+    st->alloc_ptr[i] = p;
+    st->alloc_size[i] = bytes;
+}
+
+/* Removes p and returns its size; dies if p was not allocated here. */
+static size_t table_take(gl_cuda_state *st, void *p)
+{
+    if (st->alloc_cap) {
+        size_t i = slot_of(p, st->alloc_cap);
+        while (st->alloc_ptr[i]) {
+            if (st->alloc_ptr[i] == p) {
+                st->alloc_ptr[i] = TOMB;
+                return st->alloc_size[i];
+            }
+            i = (i + 1) & (st->alloc_cap - 1);
+        }
+    }
+    gl_die("cuda free: pointer %p was not allocated by this device "
+           "(double free, or a pointer into a buffer)", p);
+}
+
+/* ---- memory ---- */
+
+static const char OOM_HINT[] =
+    "reduce memory with --micro-batch-size, --recompute-granularity, "
+    "--tensor-model-parallel-size, --pipeline-model-parallel-size or "
+    "--use-distributed-optimizer";
+
+void *gl_cuda_malloc_counted(gl_dev *d, size_t bytes, const char *what)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    void *p = NULL;
+    size_t n = bytes ? bytes : 1;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e == cudaErrorMemoryAllocation) {
+        size_t fr = 0, tot = 0;
+        (void)cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        gl_die("out of GPU memory on GPU %d allocating %zu bytes (%.2f GiB) "
+               "for %s: %.2f GiB allocated by gridlm, %.2f GiB free of %.2f "
+               "GiB; %s", st->ordinal, bytes, bytes / 1073741824.0, what,
+               st->in_use / 1073741824.0, fr / 1073741824.0,
+               tot / 1073741824.0, OOM_HINT);
+    }
+    GL_CUDA_CHECK(e);
+    /* Zeroed before any stream (the compute stream or a communicator's)
+     * can touch it: allocation is rare, so waiting here costs nothing. */
+    GL_CUDA_CHECK(cudaMemsetAsync(p, 0, n, st->stream));
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    table_put(st, p, bytes);
+    st->in_use += bytes;
+    if (st->in_use > st->peak)
+        st->peak = st->in_use;
+    return p;
+}
+
+void gl_cuda_free_counted(gl_dev *d, void *p)
+{
+    if (!p)
+        return;
+    gl_cuda_state *st = gl_cuda_st(d);
+    st->in_use -= table_take(st, p);
+    /* cudaFree waits for the device, so no kernel still reads p. */
+    GL_CUDA_CHECK(cudaFree(p));
+}
+
+void *gl_cuda_scratch(gl_dev *d, gl_scratch *s, size_t bytes)
+{
+    if (bytes > s->bytes) {
+        gl_cuda_free_counted(d, s->p);
+        size_t want = bytes + bytes / 4;
+        s->p = gl_cuda_malloc_counted(d, want, "a kernel's scratch buffer");
+        s->bytes = want;
+    }
+    return s->p;
+}
+
+static void *cu_alloc(gl_dev *d, size_t bytes)
+{
+    return gl_cuda_malloc_counted(d, bytes, "a tensor");
+}
+
+static void cu_free(gl_dev *d, void *p)
+{
+    gl_cuda_free_counted(d, p);
+}
+
+/* Uploads are ordered with the stream's work; from pageable memory the
+ * call returns once the host buffer has been read. */
+static void cu_upload(gl_dev *d, void *dst, const void *host, size_t bytes)
+{
+    GL_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice,
+                                  gl_cuda_st(d)->stream));
+}
+
+static void cu_download(gl_dev *d, void *host, const void *src, size_t bytes)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost,
+                                  st->stream));
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+}
+
+static void cu_copy(gl_dev *d, void *dst, const void *src, size_t bytes)
+{
+    GL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                  gl_cuda_st(d)->stream));
+}
+
+static void cu_zero(gl_dev *d, void *p, size_t bytes)
+{
+    GL_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, gl_cuda_st(d)->stream));
+}
+
+static void cu_sync(gl_dev *d)
+{
+    GL_CUDA_CHECK(cudaStreamSynchronize(gl_cuda_st(d)->stream));
+}
+
+/* ---- the operations: casts from void * and launches ---- */
+
+static void cu_to_act(gl_dev *d, void *dst, const float *src, size_t count)
+{
+    gl_cuda_to_bf16(gl_cuda_st(d)->stream, (bf16 *)dst, src, count);
+}
+
+static void cu_to_f32(gl_dev *d, float *dst, const void *src, size_t count)
+{
+    gl_cuda_to_f32(gl_cuda_st(d)->stream, dst, (const bf16 *)src, count);
+}
+
+static void cu_add(gl_dev *d, void *y, const void *x, const void *r,
+                   size_t count)
+{
+    gl_cuda_add(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)x,
+                (const bf16 *)r, count);
+}
+
+static void cu_rmsnorm_fwd(gl_dev *d, void *y, float *rstd, const void *x,
+                           const void *w, int n, int h, float eps)
+{
+    gl_cuda_rmsnorm_fwd(d, (bf16 *)y, rstd, (const bf16 *)x, (const bf16 *)w,
+                        n, h, eps);
+}
+
+static void cu_rmsnorm_bwd(gl_dev *d, void *dx, float *dw, const void *dy,
+                           const void *x, const void *w, const float *rstd,
+                           int n, int h, int accumulate_dx)
+{
+    gl_cuda_rmsnorm_bwd(d, (bf16 *)dx, dw, (const bf16 *)dy, (const bf16 *)x,
+                        (const bf16 *)w, rstd, n, h, accumulate_dx);
+}
+
+static void cu_rope_fwd(gl_dev *d, void *x, int ld, int B, int S, int H,
+                        int D, const float *cos, const float *sin)
+{
+    gl_cuda_rope(gl_cuda_st(d)->stream, (bf16 *)x, ld, B, S, H, D, cos, sin,
+                 1.0f);
+}
+
+static void cu_rope_bwd(gl_dev *d, void *x, int ld, int B, int S, int H,
+                        int D, const float *cos, const float *sin)
+{
+    gl_cuda_rope(gl_cuda_st(d)->stream, (bf16 *)x, ld, B, S, H, D, cos, sin,
+                 -1.0f);
+}
+
+static void cu_attn_fwd(gl_dev *d, void *o, int ldo, float *lse,
+                        const void *q, int ldq, const void *k, int ldk,
+                        const void *v, int ldv, int B, int S, int Hq, int Hkv,
+                        int D, float scale)
+{
+    gl_cuda_attn_fwd(d, (bf16 *)o, ldo, lse, (const bf16 *)q, ldq,
+                     (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, S, Hq, Hkv,
+                     D, scale);
+}
+
+static void cu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
+                        const void *dout, int lddo, const void *o, int ldo,
+                        const float *lse, const void *q, int ldq,
+                        const void *k, int ldk, const void *v, int ldv,
+                        int B, int S, int Hq, int Hkv, int D, float scale)
+{
+    gl_cuda_attn_bwd(d, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ldg,
+                     (const bf16 *)dout, lddo, (const bf16 *)o, ldo, lse,
+                     (const bf16 *)q, ldq, (const bf16 *)k, ldk,
+                     (const bf16 *)v, ldv, B, S, Hq, Hkv, D, scale);
+}
+
+static void cu_swiglu_fwd(gl_dev *d, void *y, const void *gu, int n, int f)
+{
+    gl_cuda_swiglu_fwd(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)gu, n,
+                       f);
+}
+
+static void cu_swiglu_bwd(gl_dev *d, void *dgu, const void *dy,
+                          const void *gu, int n, int f)
+{
+    gl_cuda_swiglu_bwd(gl_cuda_st(d)->stream, (bf16 *)dgu, (const bf16 *)dy,
+                       (const bf16 *)gu, n, f);
+}
+
+static void cu_embed_fwd(gl_dev *d, void *y, const void *table,
+                         const int32_t *ids, int n, int h, long vocab_start,
+                         int vl)
+{
+    gl_cuda_embed_fwd(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)table,
+                      ids, n, h, vocab_start, vl);
+}
+
+static void cu_embed_bwd(gl_dev *d, float *dtable, const void *dy,
+                         const int32_t *ids, int n, int h, long vocab_start,
+                         int vl)
+{
+    gl_cuda_embed_bwd(d, dtable, (const bf16 *)dy, ids, n, h, vocab_start, vl);
+}
+
+static void cu_ce_max(gl_dev *d, float *rowmax, const void *logits, int ld,
+                      int n, int valid)
+{
+    gl_cuda_ce_max(gl_cuda_st(d)->stream, rowmax, (const bf16 *)logits, ld, n,
+                   valid);
+}
+
+static void cu_ce_sum(gl_dev *d, float *stats, const void *logits, int ld,
+                      const int32_t *targets, const float *rowmax, int n,
+                      int valid, long vocab_start)
+{
+    gl_cuda_ce_sum(gl_cuda_st(d)->stream, stats, (const bf16 *)logits, ld,
+                   targets, rowmax, n, valid, vocab_start);
+}
+
+static void cu_ce_bwd(gl_dev *d, float *loss, void *logits, int ld,
+                      const int32_t *targets, const float *rowmax,
+                      const float *stats, const float *gscale, int n, int vl,
+                      int valid, long vocab_start)
+{
+    gl_cuda_ce_bwd(gl_cuda_st(d)->stream, loss, (bf16 *)logits, ld, targets,
+                   rowmax, stats, gscale, n, vl, valid, vocab_start);
+}
+
+static void cu_scale_f32(gl_dev *d, float *x, float s, size_t count)
+{
+    gl_cuda_scale_f32(gl_cuda_st(d)->stream, x, s, count);
+}
+
+static void cu_sumsq_f32(gl_dev *d, float *out, const float *x, size_t count)
+{
+    gl_cuda_sumsq(d, out, x, count);
+}
+
+static void cu_nonfinite_f32(gl_dev *d, float *out, const float *x,
+                             size_t count)
+{
+    gl_cuda_nonfinite(d, out, x, count);
+}
+
+static void cu_dot_f32(gl_dev *d, float *out, const float *x, const float *w,
+                       size_t count)
+{
+    gl_cuda_dot(d, out, x, w, count);
+}
+
+static void cu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,
+                        size_t *total)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (in_use)
+        *in_use = st->in_use;
+    if (peak)
+        *peak = st->peak;
+    if (total) {
+        size_t fr = 0, tot = 0;
+        GL_CUDA_CHECK(cudaSetDevice(st->ordinal));
+        GL_CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+        *total = tot;
+    }
+}
+
+static void cu_close(gl_dev *d)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    gl_cuda_gemm_close(d);
+    gl_scratch *sc[] = {&st->s_reduce, &st->s_attn, &st->s_embed,
+                        &st->s_adamw, &st->s_norm};
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
+        gl_cuda_free_counted(d, sc[i]->p);
+    GL_CUDA_CHECK(cudaFree(st->lt_workspace));
+    GL_CUBLAS_CHECK(cublasLtDestroy(st->lt));
+    GL_CUDA_CHECK(cudaStreamDestroy(st->stream));
+    free(st->alloc_ptr);
+    free(st->alloc_size);
+    free(st);
+    free(d);
+}
+
+static const gl_ops gl_ops_cuda = {
+    /* .name */ "cuda",
+    cu_alloc, cu_free, cu_upload, cu_download, cu_copy, cu_zero, cu_sync,
+    cu_to_act, cu_to_f32,
+    gl_cuda_gemm,
+    cu_add,
+    cu_rmsnorm_fwd, cu_rmsnorm_bwd,
+    cu_rope_fwd, cu_rope_bwd,
+    cu_attn_fwd, cu_attn_bwd,
+    cu_swiglu_fwd, cu_swiglu_bwd,
+    cu_embed_fwd, cu_embed_bwd,
+    cu_ce_max, cu_ce_sum, cu_ce_bwd,
+    cu_scale_f32, cu_sumsq_f32, cu_nonfinite_f32, cu_dot_f32,
+    gl_cuda_adamw,
+    cu_mem_info,
+    cu_close,
+};
+
+/* ---- opening ---- */
+
+extern "C" int gl_cuda_device_count(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {        /* no driver or no GPU: none usable */
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* cuBLASLt's workspace: 32 MiB is what it asks for on Hopper. */
+#define LT_WORKSPACE (32u << 20)
+
+extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
+{
+    int count = gl_cuda_device_count();
+    if (ordinal < 0 || ordinal >= count)
+        gl_die("GPU %d does not exist: this process sees %d CUDA device(s) "
+               "(check CUDA_VISIBLE_DEVICES and the number of ranks per node)",
+               ordinal, count);
+    GL_CUDA_CHECK(cudaSetDevice(ordinal));
+
+    gl_cuda_state *st = (gl_cuda_state *)gl_calloc(1, sizeof *st);
+    st->ordinal = ordinal;
+    GL_CUDA_CHECK(cudaGetDeviceProperties(&st->prop, ordinal));
+    if (st->prop.major < 8)
+        gl_die("GPU %d (%s) has compute capability %d.%d; gridlm's bf16 "
+               "kernels need 8.0 (Ampere) or newer", ordinal, st->prop.name,
+               st->prop.major, st->prop.minor);
+    GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream,
+                                            cudaStreamNonBlocking));
+    GL_CUBLAS_CHECK(cublasLtCreate(&st->lt));
+    st->lt_workspace_bytes = LT_WORKSPACE;
+    cudaError_t e = cudaMalloc(&st->lt_workspace, st->lt_workspace_bytes);
+    if (e == cudaErrorMemoryAllocation)
+        gl_die("out of GPU memory on GPU %d allocating cuBLASLt's %u-byte "
+               "workspace: another process holds the GPU?", ordinal,
+               LT_WORKSPACE);
+    GL_CUDA_CHECK(e);
+
+    gl_dev *d = (gl_dev *)gl_calloc(1, sizeof *d);
+    d->ops = &gl_ops_cuda;
+    d->act = GL_DT_BF16;
+    d->act_bytes = 2;
+    d->comm = GL_COMM_NCCL;
+    d->stream = (void *)st->stream;
+    d->index = ordinal;
+    d->impl = st;
+    return d;
+}

@@ -1,0 +1,176 @@
+/*
+ * gl_cuda.h: what the CUDA back end's files share.
+ *
+ *   - GL_CUDA_CHECK(call) / GL_CUBLAS_CHECK(call): every CUDA runtime and
+ *     cuBLAS(Lt) call goes through one of these; a failure stops the job
+ *     through gl_die(), naming the call, the error and the source line.
+ *   - gl_cuda_state: what sits behind gl_dev->impl (the stream, the
+ *     cuBLASLt handle and workspace, memory accounting, scratch buffers).
+ *   - the launchers of the kernels (one .cu file each), which the
+ *     operation table in dev_cuda.cu calls.  Each takes the compute stream
+ *     and enqueues; none synchronises.
+ *
+ * Activations are bf16 (__nv_bfloat16); every reduction and every
+ * nonlinearity is computed in fp32.
+ */
+#ifndef GL_CUDA_GL_CUDA_H
+#define GL_CUDA_GL_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublasLt.h>
+
+#include "base/log.h"
+#include "device/ops.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define GL_CUDA_CHECK(call)                                                  \
+    do {                                                                     \
+        cudaError_t gl_e_ = (call);                                          \
+        if (gl_e_ != cudaSuccess)                                            \
+            gl_die("CUDA call %s failed: %s (%s) at %s:%d", #call,           \
+                   cudaGetErrorString(gl_e_), cudaGetErrorName(gl_e_),       \
+                   __FILE__, __LINE__);                                      \
+    } while (0)
+
+#define GL_CUBLAS_CHECK(call)                                                \
+    do {                                                                     \
+        cublasStatus_t gl_s_ = (call);                                       \
+        if (gl_s_ != CUBLAS_STATUS_SUCCESS)                                  \
+            gl_die("cuBLAS call %s failed: status %d (%s) at %s:%d", #call,  \
+                   (int)gl_s_, cublasLtGetStatusString(gl_s_), __FILE__,     \
+                   __LINE__);                                                \
+    } while (0)
+
+/* After a kernel launch: catches bad launch configurations at once (the
+ * kernel's own faults surface at the next synchronising call). */
+#define GL_CUDA_LAUNCHED(name) GL_CUDA_CHECK(cudaGetLastError())
+
+/* One cached cuBLASLt plan (gemm.cu). */
+typedef struct gl_gemm_plan gl_gemm_plan;
+
+/* A grow-only device buffer for a kernel's temporary data. */
+typedef struct {
+    void *p;
+    size_t bytes;
+} gl_scratch;
+
+typedef struct {
+    int ordinal;
+    cudaStream_t stream;
+    cudaDeviceProp prop;
+
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    size_t lt_workspace_bytes;
+    gl_gemm_plan *plans;       /* cache of matmul plans, keyed by shape */
+    int nplans, cap_plans;
+
+    /* accounting of ops->alloc: pointer -> size (open addressing) */
+    void **alloc_ptr;
+    size_t *alloc_size;
+    size_t alloc_cap, alloc_count;
+    size_t in_use, peak;
+
+    /* scratch: reductions' partials, attention's row statistics, embed's
+     * sorted ids, the AdamW chunk table */
+    gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm;
+} gl_cuda_state;
+
+static inline gl_cuda_state *gl_cuda_st(gl_dev *d)
+{
+    return (gl_cuda_state *)d->impl;
+}
+
+/* Device memory that the back end uses itself: counted like alloc's. */
+void *gl_cuda_scratch(gl_dev *d, gl_scratch *s, size_t bytes);
+void *gl_cuda_malloc_counted(gl_dev *d, size_t bytes, const char *what);
+void gl_cuda_free_counted(gl_dev *d, void *p);
+
+/* gemm.cu */
+void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
+                  float alpha, const void *A, int lda, const void *B, int ldb,
+                  float beta, void *C, gl_dtype ctype, int ldc);
+void gl_cuda_gemm_close(gl_dev *d);
+
+/* elementwise.cu */
+void gl_cuda_to_bf16(cudaStream_t st, bf16 *dst, const float *src, size_t n);
+void gl_cuda_to_f32(cudaStream_t st, float *dst, const bf16 *src, size_t n);
+void gl_cuda_add(cudaStream_t st, bf16 *y, const bf16 *x, const bf16 *r,
+                 size_t n);
+void gl_cuda_scale_f32(cudaStream_t st, float *x, float s, size_t n);
+
+/* reduce.cu */
+void gl_cuda_sumsq(gl_dev *d, float *out, const float *x, size_t n);
+void gl_cuda_dot(gl_dev *d, float *out, const float *x, const float *w,
+                 size_t n);
+void gl_cuda_nonfinite(gl_dev *d, float *out, const float *x, size_t n);
+
+/* rmsnorm.cu */
+void gl_cuda_rmsnorm_fwd(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
+                         const bf16 *w, int n, int h, float eps);
+void gl_cuda_rmsnorm_bwd(gl_dev *d, bf16 *dx, float *dw, const bf16 *dy,
+                         const bf16 *x, const bf16 *w, const float *rstd,
+                         int n, int h, int accumulate_dx);
+
+/* rope.cu */
+void gl_cuda_rope(cudaStream_t st, bf16 *x, int ld, int B, int S, int H, int D,
+                  const float *cos, const float *sin, float sign);
+
+/* swiglu.cu */
+void gl_cuda_swiglu_fwd(cudaStream_t st, bf16 *y, const bf16 *gu, int n, int f);
+void gl_cuda_swiglu_bwd(cudaStream_t st, bf16 *dgu, const bf16 *dy,
+                        const bf16 *gu, int n, int f);
+
+/* embed.cu */
+void gl_cuda_embed_fwd(cudaStream_t st, bf16 *y, const bf16 *table,
+                       const int32_t *ids, int n, int h, long vocab_start,
+                       int vl);
+void gl_cuda_embed_bwd(gl_dev *d, float *dtable, const bf16 *dy,
+                       const int32_t *ids, int n, int h, long vocab_start,
+                       int vl);
+
+/* crossentropy.cu */
+void gl_cuda_ce_max(cudaStream_t st, float *rowmax, const bf16 *logits, int ld,
+                    int n, int valid);
+void gl_cuda_ce_sum(cudaStream_t st, float *stats, const bf16 *logits, int ld,
+                    const int32_t *targets, const float *rowmax, int n,
+                    int valid, long vocab_start);
+void gl_cuda_ce_bwd(cudaStream_t st, float *loss, bf16 *logits, int ld,
+                    const int32_t *targets, const float *rowmax,
+                    const float *stats, const float *gscale, int n, int vl,
+                    int valid, long vocab_start);
+
+/* attention_fwd.cu, attention_bwd.cu */
+void gl_cuda_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
+                      int ldq, const bf16 *k, int ldk, const bf16 *v, int ldv,
+                      int B, int S, int Hq, int Hkv, int D, float scale);
+void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
+                      const bf16 *dout, int lddo, const bf16 *o, int ldo,
+                      const float *lse, const bf16 *q, int ldq, const bf16 *k,
+                      int ldk, const bf16 *v, int ldv, int B, int S, int Hq,
+                      int Hkv, int D, float scale);
+
+/* The shapes, scale (> 0) and alignment the attention kernels need (dies
+ * otherwise):
+ * p[i] are the np q/k/v/o views, ld[i] their token row strides. */
+void gl_cuda_attn_check(const char *what, int Hq, int Hkv, int D, float scale,
+                        const void *p[], const int ld[], int np);
+
+/* adamw.cu */
+void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,
+                   const gl_adamw_hyper *hp);
+
+/* Blocks for a grid-stride loop over n items, at most a few per SM. */
+static inline unsigned gl_cuda_grid(size_t n, int threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    if (b > 65536)
+        b = 65536;
+    return b ? (unsigned)b : 1;
+}
+
+#endif

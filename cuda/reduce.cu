@@ -1,0 +1,116 @@
+/*
+ * reduce.cu: reductions of fp32 buffers into one device scalar, for the
+ * gradient norm (sumsq), the loss average (dot) and the overflow check
+ * (nonfinite).
+ *
+ * sum and dot run in two passes so that the result does not depend on
+ * timing: pass 1 gives each of G blocks a fixed stride of the input and
+ * reduces it (per thread, then warp shuffles, then across warps) into
+ * partial[block]; pass 2, one block, sums the G partials in the same tree
+ * and adds the total to out[0].  G depends only on the count, so the same
+ * input always gives the same bits.  No atomics.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "gl_cuda.h"
+
+#define THREADS 256
+#define MAX_BLOCKS 1024
+
+/* Sum of v over the block, valid in thread 0.  Fixed order. */
+__device__ float block_sum(float v)
+{
+    __shared__ float warp_part[THREADS / 32];
+    for (int o = 16; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0)
+        warp_part[warp] = v;
+    __syncthreads();
+    v = 0;
+    if (warp == 0) {
+        v = lane < THREADS / 32 ? warp_part[lane] : 0.0f;
+        for (int o = 16; o > 0; o /= 2)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+    }
+    return v;
+}
+
+/* partial[b] = sum over this block's stride of x_i * w_i (w == NULL: x_i^2). */
+__global__ void __launch_bounds__(THREADS)
+dot_partial(float *partial, const float *x, const float *w, size_t n)
+{
+    float acc = 0;
+    for (size_t i = blockIdx.x * (size_t)THREADS + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * THREADS) {
+        float a = x[i];
+        acc += a * (w ? w[i] : a);
+    }
+    acc = block_sum(acc);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = acc;
+}
+
+/* out[0] += sum of the nparts partials. */
+__global__ void __launch_bounds__(THREADS)
+dot_final(float *out, const float *partial, int nparts)
+{
+    float acc = 0;
+    for (int i = threadIdx.x; i < nparts; i += THREADS)
+        acc += partial[i];
+    acc = block_sum(acc);
+    if (threadIdx.x == 0)
+        out[0] += acc;
+}
+
+/* out[0] = 1 if some x_i is NaN or +-Inf.  Every writer writes the same
+ * value, so the race between them is harmless. */
+__global__ void nonfinite_kernel(float *out, const float *x, size_t n)
+{
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        bad |= !isfinite(x[i]);
+    if (__syncthreads_or(bad) && threadIdx.x == 0)
+        out[0] = 1.0f;
+}
+
+static void dot_launch(gl_dev *d, float *out, const float *x, const float *w,
+                       size_t n)
+{
+    if (!n)
+        return;
+    gl_cuda_state *st = gl_cuda_st(d);
+    size_t nb = (n + THREADS * 8 - 1) / (THREADS * 8);   /* >= 8 per thread */
+    int blocks = nb > MAX_BLOCKS ? MAX_BLOCKS : (int)nb;
+    float *part = (float *)gl_cuda_scratch(d, &st->s_reduce,
+                                           MAX_BLOCKS * sizeof(float));
+    dot_partial<<<blocks, THREADS, 0, st->stream>>>(part, x, w, n);
+    GL_CUDA_LAUNCHED("dot_partial");
+    dot_final<<<1, THREADS, 0, st->stream>>>(out, part, blocks);
+    GL_CUDA_LAUNCHED("dot_final");
+}
+
+void gl_cuda_sumsq(gl_dev *d, float *out, const float *x, size_t n)
+{
+    dot_launch(d, out, x, NULL, n);
+}
+
+void gl_cuda_dot(gl_dev *d, float *out, const float *x, const float *w,
+                 size_t n)
+{
+    dot_launch(d, out, x, w, n);
+}
+
+void gl_cuda_nonfinite(gl_dev *d, float *out, const float *x, size_t n)
+{
+    if (!n)
+        return;
+    unsigned blocks = gl_cuda_grid(n, THREADS);
+    if (blocks > 4096)
+        blocks = 4096;
+    nonfinite_kernel<<<blocks, THREADS, 0, gl_cuda_st(d)->stream>>>(out, x, n);
+    GL_CUDA_LAUNCHED("nonfinite");
+}

@@ -1,0 +1,53 @@
+/*
+ * vec.cuh: loading and storing V consecutive bf16 elements as fp32.
+ *
+ * V = 8 moves 16 bytes with one instruction (the pointer must be 16-byte
+ * aligned); V = 1 is the fallback for unaligned views and odd sizes.
+ * Kernels are templated on V and the launcher picks 8 when it can.
+ */
+#ifndef GL_CUDA_VEC_CUH
+#define GL_CUDA_VEC_CUH
+
+#include "gl_cuda.h"
+
+template <int V>
+__device__ __forceinline__ void load_bf16(float (&f)[V], const bf16 *p)
+{
+    if constexpr (V == 8) {
+        union { uint4 u; __nv_bfloat162 h[4]; } w;
+        w.u = *(const uint4 *)p;
+        for (int i = 0; i < 4; i++) {
+            float2 t = __bfloat1622float2(w.h[i]);
+            f[2 * i] = t.x;
+            f[2 * i + 1] = t.y;
+        }
+    } else {
+        for (int i = 0; i < V; i++)
+            f[i] = __bfloat162float(p[i]);
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void store_bf16(bf16 *p, const float (&f)[V])
+{
+    if constexpr (V == 8) {
+        union { uint4 u; __nv_bfloat162 h[4]; } w;
+        for (int i = 0; i < 4; i++)
+            w.h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+        *(uint4 *)p = w.u;
+    } else {
+        for (int i = 0; i < V; i++)
+            p[i] = __float2bfloat16_rn(f[i]);
+    }
+}
+
+/* Whether rows of `elems` bf16 elements starting at each pointer can be
+ * moved 8 at a time. */
+static inline bool gl_vec8_ok(long elems, const void *a, const void *b = 0,
+                              const void *c = 0, const void *d = 0)
+{
+    uintptr_t m = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
+    return elems % 8 == 0 && (m & 15) == 0;
+}
+
+#endif

@@ -1,0 +1,993 @@
+/*
+ * ops-cuda.c: every operation of the CUDA back end against the CPU
+ * reference back end (src/device/ops_cpu.c), on random inputs.
+ *
+ * Both devices see the same numbers: inputs are drawn in fp32, rounded to
+ * bf16 on the host, and the rounded values are what the CPU gets (as fp32)
+ * and what the GPU gets (as bf16).  GPU outputs are poisoned with 0xFF
+ * bytes (NaN in bf16 and fp32) before each call, so an element a kernel
+ * fails to write shows up as NaN.  Tolerances follow from bf16: a bf16
+ * output carries a relative rounding error up to 2^-8; products that
+ * round intermediates (attention's probabilities) are compared against
+ * the largest reference value.  Shapes include odd sizes and unaligned
+ * views (the scalar fallbacks), and the real ones of the 1.5B model
+ * (h = 2048, S = 4096, 32 query heads over 8 kv heads, D = 64 and 128).
+ *
+ * With GL_OPS_CUDA_BENCH=1 in the environment it also times the main
+ * kernels at the model's shapes and prints the rates as diagnostics;
+ * GL_OPS_CUDA_QUICK=1 leaves out the large shapes (for runs under
+ * compute-sanitizer).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "base/log.h"
+#include "device/ops.h"
+#include "tap.h"
+
+static gl_dev *G, *C;       /* the GPU and the CPU reference */
+
+/* ---- numbers ---- */
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static double urand(void)           /* uniform in [0, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static uint16_t f2bf(float f)       /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float round_bf(float f)
+{
+    return bf2f(f2bf(f));
+}
+
+/* n bf16-representable values uniform in [lo, hi). */
+static float *rand_bf(size_t n, float lo, float hi)
+{
+    float *x = gl_malloc(n * sizeof *x + 1);
+    for (size_t i = 0; i < n; i++)
+        x[i] = round_bf(lo + (float)urand() * (hi - lo));
+    return x;
+}
+
+static float *rand_f32(size_t n, float lo, float hi)
+{
+    float *x = gl_malloc(n * sizeof *x + 1);
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (float)urand() * (hi - lo);
+    return x;
+}
+
+/* ---- buffers on both devices ---- */
+
+static void *g_act(const float *h, size_t n)
+{
+    uint16_t *b = gl_malloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++)
+        b[i] = f2bf(h[i]);
+    void *p = G->ops->alloc(G, n * 2);
+    G->ops->upload(G, p, b, n * 2);
+    G->ops->sync(G);
+    free(b);
+    return p;
+}
+
+static float *g_f32(const float *h, size_t n)
+{
+    float *p = G->ops->alloc(G, n * 4);
+    if (h)
+        G->ops->upload(G, p, h, n * 4);
+    G->ops->sync(G);
+    return p;
+}
+
+static float *c_buf(const float *h, size_t n)
+{
+    float *p = C->ops->alloc(C, n * 4);
+    if (h)
+        memcpy(p, h, n * 4);
+    return p;
+}
+
+static void g_poison(void *p, size_t bytes)
+{
+    void *h = gl_malloc(bytes + 1);
+    memset(h, 0xff, bytes);
+    G->ops->upload(G, p, h, bytes);
+    G->ops->sync(G);
+    free(h);
+}
+
+/* GPU act buffer -> new host fp32 array. */
+static float *dl_act(const void *p, size_t n)
+{
+    uint16_t *b = gl_malloc(n * 2 + 2);
+    G->ops->download(G, b, p, n * 2);
+    float *f = gl_malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++)
+        f[i] = bf2f(b[i]);
+    free(b);
+    return f;
+}
+
+static float *dl_f32(const float *p, size_t n)
+{
+    float *f = gl_malloc(n * 4 + 4);
+    G->ops->download(G, f, p, n * 4);
+    return f;
+}
+
+/* ---- comparison ---- */
+
+/* rows x cols elements at strides ldg (got) and ldw (want): passes when
+ * every |got - want| <= atol * max|want| + rtol |want| and nothing is NaN.
+ * Where the reference is all zeros (attention's dq, dk for one token,
+ * where dP - D cancels exactly) max|want| is replaced by 1, the scale of
+ * the test's inputs, since the GPU's fp32 cancellation leaves ~1e-7.
+ * Prints the worst element. */
+static int cmp2d(const char *what, const float *got, int ldg, const float *want,
+                 int ldw, long rows, long cols, double rtol, double atol)
+{
+    double maxref = 0, worst = 0, sq = 0, sqr = 0;
+    long bad = 0, nan = 0, wi = -1;
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++) {
+            double w = want[r * ldw + c];
+            if (fabs(w) > maxref)
+                maxref = fabs(w);
+        }
+    double scale = maxref > 0 ? maxref : 1.0;
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++) {
+            double g = got[r * ldg + c], w = want[r * ldw + c];
+            if (isnan(g) != isnan(w)) {
+                nan++;
+                continue;
+            }
+            double e = fabs(g - w);
+            sq += e * e;
+            sqr += w * w;
+            double lim = atol * scale + rtol * fabs(w);
+            if (e > lim) {
+                bad++;
+                if (e - lim > worst) {
+                    worst = e - lim;
+                    wi = r * cols + c;
+                }
+            }
+        }
+    int pass = ok(bad == 0 && nan == 0, "%s", what);
+    double rel = sqr > 0 ? sqrt(sq / sqr) : sqrt(sq);
+    if (!pass) {
+        diag("  %ld elements out of tolerance, %ld NaN/unwritten (max|ref| %.4g,"
+             " relative rms error %.3g)", bad, nan, maxref, rel);
+        if (wi >= 0) {
+            long r = wi / cols, c = wi % cols;
+            diag("  worst at row %ld col %ld: got %.6g want %.6g", r, c,
+                 got[r * ldg + c], want[r * ldw + c]);
+        }
+    } else if (getenv("GL_OPS_CUDA_VERBOSE"))
+        diag("  max|ref| %.4g, relative rms error %.3g", maxref, rel);
+    return pass;
+}
+
+static int cmp(const char *what, const float *got, const float *want, long n,
+               double rtol, double atol)
+{
+    return cmp2d(what, got, 0, want, 0, 1, n, rtol, atol);
+}
+
+/* Relative tolerances for a bf16 result of fp32 math: two half-ulps. */
+#define BF_RTOL (1.0 / 128)
+
+/* ---- the tests ---- */
+
+static void test_memory(void)
+{
+    size_t in0, pk0, tot;
+    G->ops->mem_info(G, &in0, &pk0, &tot);
+    float *p = G->ops->alloc(G, 3000 * 4);
+    size_t in1, pk1;
+    G->ops->mem_info(G, &in1, &pk1, &tot);
+    ok(in1 == in0 + 12000 && pk1 >= in1 && tot > in1,
+       "mem_info counts an allocation (in use %zu -> %zu, total %zu)", in0,
+       in1, tot);
+    float h[3000];
+    G->ops->download(G, h, p, sizeof h);
+    int zero = 1;
+    for (int i = 0; i < 3000; i++)
+        zero &= h[i] == 0;
+    ok(zero, "alloc returns zeroed memory");
+    for (int i = 0; i < 3000; i++)
+        h[i] = (float)i;
+    G->ops->upload(G, p, h, sizeof h);
+    G->ops->copy(G, p, p + 1000, 1000 * 4);       /* p[0..1000) = 1000.. */
+    G->ops->zero(G, p + 2000, 1000 * 4);
+    G->ops->download(G, h, p, sizeof h);
+    ok(h[0] == 1000 && h[999] == 1999 && h[1000] == 1000 && h[1999] == 1999 &&
+       h[2000] == 0 && h[2999] == 0, "copy and zero");
+    G->ops->free(G, p);
+    G->ops->mem_info(G, &in1, &pk1, &tot);
+    ok(in1 == in0, "free returns the bytes (%zu in use)", in1);
+}
+
+static void test_casts(size_t n, size_t off)
+{
+    float *x = rand_f32(n + off, -3, 3);
+    x[off] = 1.00390625f;          /* halfway between two bf16: to even */
+    x[off + 1] = 1.01171875f;      /* halfway, rounds up to even */
+    float *gx = g_f32(x, n + off);
+    uint16_t *gb = G->ops->alloc(G, (n + off) * 2);
+    float *gy = g_f32(NULL, n + off);
+    g_poison(gb, (n + off) * 2);
+    g_poison(gy, (n + off) * 4);
+    G->ops->to_act(G, gb + off, gx + off, n);
+    G->ops->to_f32(G, gy + off, gb + off, n);
+    float *y = dl_f32(gy + off, n);
+    long bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += y[i] != round_bf(x[off + i]);
+    ok(bad == 0, "to_act/to_f32 round to nearest even, n=%zu offset %zu (%ld wrong)",
+       n, off, bad);
+    G->ops->free(G, gx);
+    G->ops->free(G, gb);
+    G->ops->free(G, gy);
+    free(x);
+    free(y);
+}
+
+static void test_add(size_t n, size_t off)
+{
+    float *x = rand_bf(n + off, -2, 2), *r = rand_bf(n + off, -2, 2);
+    void *gx = g_act(x, n + off), *gr = g_act(r, n + off);
+    float *cx = c_buf(x, n + off), *cr = c_buf(r, n + off);
+    /* in place into x: y aliases x */
+    G->ops->add(G, (uint16_t *)gx + off, (uint16_t *)gx + off,
+                (uint16_t *)gr + off, n);
+    C->ops->add(C, cx + off, cx + off, cr + off, n);
+    float *y = dl_act((uint16_t *)gx + off, n);
+    char name[96];
+    snprintf(name, sizeof name, "add n=%zu offset %zu (in place)", n, off);
+    cmp(name, y, cx + off, (long)n, BF_RTOL, 0);
+    G->ops->free(G, gx);
+    G->ops->free(G, gr);
+    C->ops->free(C, cx);
+    C->ops->free(C, cr);
+    free(x);
+    free(r);
+    free(y);
+}
+
+/* pad > 0 gives the operands odd row strides (unaligned rows). */
+static void test_gemm(int ta, int tb, int m, int n, int k, int f32out,
+                      float alpha, float beta, int pad)
+{
+    int lda = (ta ? m : k) + 3 * pad, ldb = (tb ? k : n) + pad, ldc = n + 2 * pad;
+    long ar = ta ? k : m, br = tb ? n : k;
+    float *a = rand_bf((size_t)ar * lda, -1, 1), *b = rand_bf((size_t)br * ldb, -1, 1);
+    float *c0 = f32out ? rand_f32((size_t)m * ldc, -1, 1) : rand_bf((size_t)m * ldc, -1, 1);
+    void *ga = g_act(a, (size_t)ar * lda), *gb = g_act(b, (size_t)br * ldb);
+    void *gc = f32out ? (void *)g_f32(c0, (size_t)m * ldc) : g_act(c0, (size_t)m * ldc);
+    float *ca = c_buf(a, (size_t)ar * lda), *cb = c_buf(b, (size_t)br * ldb);
+    float *cc = c_buf(c0, (size_t)m * ldc);
+    if (beta == 0)
+        g_poison(gc, (size_t)m * ldc * (f32out ? 4 : 2));
+    G->ops->gemm(G, ta, tb, m, n, k, alpha, ga, lda, gb, ldb, beta, gc,
+                 f32out ? GL_DT_F32 : GL_DT_BF16, ldc);
+    C->ops->gemm(C, ta, tb, m, n, k, alpha, ca, lda, cb, ldb, beta, cc,
+                 GL_DT_F32, ldc);
+    float *got = f32out ? dl_f32(gc, (size_t)m * ldc) : dl_act(gc, (size_t)m * ldc);
+    char name[128];
+    snprintf(name, sizeof name, "gemm %c%c m=%d n=%d k=%d %s alpha=%g beta=%g%s",
+             ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, f32out ? "f32" : "bf16",
+             alpha, beta, pad ? " (odd strides)" : "");
+    /* fp32 accumulation of k bf16 products: differs from CBLAS by
+     * summation order only; a bf16 output adds its rounding. */
+    cmp2d(name, got, ldc, cc, ldc, m, n, f32out ? 1e-5 : BF_RTOL, 1e-5 * sqrt(k));
+    G->ops->free(G, ga);
+    G->ops->free(G, gb);
+    G->ops->free(G, gc);
+    C->ops->free(C, ca);
+    C->ops->free(C, cb);
+    C->ops->free(C, cc);
+    free(a);
+    free(b);
+    free(c0);
+    free(got);
+}
+
+static void test_rmsnorm(int n, int h, int acc)
+{
+    size_t nh = (size_t)n * h;
+    float *x = rand_bf(nh, -2, 2), *w = rand_bf(h, 0.5f, 1.5f);
+    float *dy = rand_bf(nh, -1, 1), *dx0 = rand_bf(nh, -1, 1);
+    float *dw0 = rand_f32(h, -1, 1);
+    void *gx = g_act(x, nh), *gw = g_act(w, h), *gy = g_act(x, nh);
+    void *gdy = g_act(dy, nh), *gdx = g_act(dx0, nh);
+    float *grs = g_f32(NULL, n), *gdw = g_f32(dw0, h);
+    float *cx = c_buf(x, nh), *cw = c_buf(w, h), *cy = c_buf(NULL, nh);
+    float *cdy = c_buf(dy, nh), *cdx = c_buf(dx0, nh), *crs = c_buf(NULL, n);
+    float *cdw = c_buf(dw0, h);
+    g_poison(gy, nh * 2);
+    g_poison(grs, n * 4);
+    if (!acc)
+        g_poison(gdx, nh * 2);
+    G->ops->rmsnorm_fwd(G, gy, grs, gx, gw, n, h, 1e-5f);
+    C->ops->rmsnorm_fwd(C, cy, crs, cx, cw, n, h, 1e-5f);
+    /* backward from the CPU's rstd on both sides */
+    G->ops->upload(G, grs, crs, n * 4);
+    G->ops->rmsnorm_bwd(G, gdx, gdw, gdy, gx, gw, grs, n, h, acc);
+    C->ops->rmsnorm_bwd(C, cdx, cdw, cdy, cx, cw, crs, n, h, acc);
+    char name[96];
+    float *y = dl_act(gy, nh), *dx = dl_act(gdx, nh), *dw = dl_f32(gdw, h);
+    snprintf(name, sizeof name, "rmsnorm_fwd n=%d h=%d", n, h);
+    cmp(name, y, cy, (long)nh, BF_RTOL, 1e-3);
+    snprintf(name, sizeof name, "rmsnorm_bwd dx n=%d h=%d%s", n, h,
+             acc ? " (accumulate)" : "");
+    cmp(name, dx, cdx, (long)nh, BF_RTOL, 2e-3);
+    snprintf(name, sizeof name, "rmsnorm_bwd dw n=%d h=%d (fp32, +=)", n, h);
+    cmp(name, dw, cdw, h, 1e-4, 1e-5);
+    /* rstd of the forward itself */
+    G->ops->rmsnorm_fwd(G, gy, grs, gx, gw, n, h, 1e-5f);
+    float *rs = dl_f32(grs, n);
+    snprintf(name, sizeof name, "rmsnorm_fwd rstd n=%d h=%d", n, h);
+    cmp(name, rs, crs, n, 1e-5, 0);
+    void *gp[] = {gx, gw, gy, gdy, gdx, grs, gdw};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cx, cw, cy, cdy, cdx, crs, cdw};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {x, w, dy, dx0, dw0, y, dx, dw, rs};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
+static void test_rope(int B, int S, int H, int D, int extra)
+{
+    int ld = H * D + extra;
+    size_t nx = (size_t)B * S * ld;
+    float *x = rand_bf(nx, -2, 2);
+    float *cs = gl_malloc((size_t)S * D / 2 * 4), *sn = gl_malloc((size_t)S * D / 2 * 4);
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < D / 2; i++) {
+            double th = s * pow(10000.0, -2.0 * i / D);
+            cs[(size_t)s * D / 2 + i] = (float)cos(th);
+            sn[(size_t)s * D / 2 + i] = (float)sin(th);
+        }
+    void *gx = g_act(x, nx);
+    float *gc = g_f32(cs, (size_t)S * D / 2), *gs = g_f32(sn, (size_t)S * D / 2);
+    float *cx = c_buf(x, nx);
+    char name[96];
+    G->ops->rope_fwd(G, gx, ld, B, S, H, D, gc, gs);
+    C->ops->rope_fwd(C, cx, ld, B, S, H, D, cs, sn);
+    float *y = dl_act(gx, nx);
+    /* the whole rows, so columns past the heads must be untouched */
+    snprintf(name, sizeof name, "rope_fwd B=%d S=%d H=%d D=%d ld=%d", B, S, H, D, ld);
+    cmp(name, y, cx, (long)nx, BF_RTOL, 1e-3);
+    free(y);
+    /* backward on the same (bf16) values on both sides */
+    float *xr = dl_act(gx, nx);
+    memcpy(cx, xr, nx * 4);
+    G->ops->rope_bwd(G, gx, ld, B, S, H, D, gc, gs);
+    C->ops->rope_bwd(C, cx, ld, B, S, H, D, cs, sn);
+    y = dl_act(gx, nx);
+    snprintf(name, sizeof name, "rope_bwd B=%d S=%d H=%d D=%d ld=%d", B, S, H, D, ld);
+    cmp(name, y, cx, (long)nx, BF_RTOL, 1e-3);
+    G->ops->free(G, gx);
+    G->ops->free(G, gc);
+    G->ops->free(G, gs);
+    C->ops->free(C, cx);
+    free(x);
+    free(cs);
+    free(sn);
+    free(y);
+    free(xr);
+}
+
+static void test_swiglu(int n, int f)
+{
+    size_t n2 = (size_t)n * 2 * f, n1 = (size_t)n * f;
+    float *gu = rand_bf(n2, -4, 4), *dy = rand_bf(n1, -1, 1);
+    void *ggu = g_act(gu, n2), *gy = g_act(dy, n1), *gdy = g_act(dy, n1);
+    void *gdgu = g_act(gu, n2);
+    float *cgu = c_buf(gu, n2), *cy = c_buf(NULL, n1), *cdy = c_buf(dy, n1);
+    float *cdgu = c_buf(NULL, n2);
+    g_poison(gy, n1 * 2);
+    G->ops->swiglu_fwd(G, gy, ggu, n, f);
+    C->ops->swiglu_fwd(C, cy, cgu, n, f);
+    /* backward in place: dgu aliases (a copy of) gu */
+    G->ops->swiglu_bwd(G, gdgu, gdy, gdgu, n, f);
+    C->ops->swiglu_bwd(C, cdgu, cdy, cgu, n, f);
+    float *y = dl_act(gy, n1), *dg = dl_act(gdgu, n2);
+    char name[96];
+    snprintf(name, sizeof name, "swiglu_fwd n=%d f=%d", n, f);
+    cmp(name, y, cy, (long)n1, BF_RTOL, 1e-3);
+    snprintf(name, sizeof name, "swiglu_bwd n=%d f=%d (dgu aliases gu)", n, f);
+    cmp(name, dg, cdgu, (long)n2, BF_RTOL, 1e-3);
+    G->ops->free(G, ggu);
+    G->ops->free(G, gy);
+    G->ops->free(G, gdy);
+    G->ops->free(G, gdgu);
+    C->ops->free(C, cgu);
+    C->ops->free(C, cy);
+    C->ops->free(C, cdy);
+    C->ops->free(C, cdgu);
+    free(gu);
+    free(dy);
+    free(y);
+    free(dg);
+}
+
+static void test_embed(int n, int h, long vocab_start, int vl, int idmax)
+{
+    size_t nt = (size_t)vl * h, nh = (size_t)n * h;
+    float *tab = rand_bf(nt, -1, 1), *dy = rand_bf(nh, -1, 1);
+    float *dt0 = rand_f32(nt, -1, 1);
+    int32_t *ids = gl_malloc(n * sizeof *ids);
+    for (int i = 0; i < n; i++)     /* many repeats: 1/3 from 5 hot ids */
+        ids[i] = i % 3 ? (int32_t)(urand() * idmax)
+                       : (int32_t)(vocab_start + (long)(urand() * 5));
+    void *gt = g_act(tab, nt), *gy = g_act(dy, nh), *gdy = g_act(dy, nh);
+    float *gdt = g_f32(dt0, nt);
+    int32_t *gid = G->ops->alloc(G, n * 4);
+    G->ops->upload(G, gid, ids, n * 4);
+    float *ct = c_buf(tab, nt), *cy = c_buf(NULL, nh), *cdy = c_buf(dy, nh);
+    float *cdt = c_buf(dt0, nt);
+    g_poison(gy, nh * 2);
+    G->ops->embed_fwd(G, gy, gt, gid, n, h, vocab_start, vl);
+    C->ops->embed_fwd(C, cy, ct, ids, n, h, vocab_start, vl);
+    G->ops->embed_bwd(G, gdt, gdy, gid, n, h, vocab_start, vl);
+    C->ops->embed_bwd(C, cdt, cdy, ids, n, h, vocab_start, vl);
+    float *y = dl_act(gy, nh), *dt = dl_f32(gdt, nt);
+    char name[96];
+    snprintf(name, sizeof name, "embed_fwd n=%d h=%d shard [%ld, +%d)", n, h,
+             vocab_start, vl);
+    cmp(name, y, cy, (long)nh, 0, 0);
+    snprintf(name, sizeof name, "embed_bwd n=%d h=%d (fp32, +=)", n, h);
+    cmp(name, dt, cdt, (long)nt, 1e-5, 1e-6);
+    /* determinism: the same call again from the same start, same bits */
+    G->ops->upload(G, gdt, dt0, nt * 4);
+    G->ops->embed_bwd(G, gdt, gdy, gid, n, h, vocab_start, vl);
+    float *dt2 = dl_f32(gdt, nt);
+    ok(memcmp(dt, dt2, nt * 4) == 0, "embed_bwd is deterministic");
+    void *gp[] = {gt, gy, gdy, gdt, gid};
+    for (size_t i = 0; i < 5; i++)
+        G->ops->free(G, gp[i]);
+    C->ops->free(C, ct);
+    C->ops->free(C, cy);
+    C->ops->free(C, cdy);
+    C->ops->free(C, cdt);
+    free(tab);
+    free(dy);
+    free(dt0);
+    free(ids);
+    free(y);
+    free(dt);
+    free(dt2);
+}
+
+static void test_ce(int n, int vl, int valid, int ld, long vocab_start,
+                    long vocab_total)
+{
+    size_t nz = (size_t)n * ld;
+    float *z = rand_bf(nz, -8, 8);
+    int32_t *tg = gl_malloc(n * sizeof *tg);
+    for (int i = 0; i < n; i++)
+        tg[i] = i % 2 ? (int32_t)(vocab_start + (long)(urand() * valid))
+                      : (int32_t)(urand() * vocab_total);
+    float *gsc = rand_f32(n, 0, 1);
+    gsc[0] = 0;                     /* a masked token */
+    void *gz = g_act(z, nz);
+    int32_t *gt = G->ops->alloc(G, n * 4);
+    G->ops->upload(G, gt, tg, n * 4);
+    float *gmax = g_f32(NULL, n), *gst = g_f32(NULL, 2 * n), *gl = g_f32(NULL, n);
+    float *ggs = g_f32(gsc, n);
+    float *cz = c_buf(z, nz), *cmax = c_buf(NULL, n), *cst = c_buf(NULL, 2 * n);
+    float *cl = c_buf(NULL, n);
+    g_poison(gmax, n * 4);
+    g_poison(gst, n * 8);
+    g_poison(gl, n * 4);
+    G->ops->ce_max(G, gmax, gz, ld, n, valid);
+    C->ops->ce_max(C, cmax, cz, ld, n, valid);
+    G->ops->ce_sum(G, gst, gz, ld, gt, gmax, n, valid, vocab_start);
+    C->ops->ce_sum(C, cst, cz, ld, tg, cmax, n, valid, vocab_start);
+    G->ops->ce_bwd(G, gl, gz, ld, gt, gmax, gst, ggs, n, vl, valid, vocab_start);
+    C->ops->ce_bwd(C, cl, cz, ld, tg, cmax, cst, gsc, n, vl, valid, vocab_start);
+    float *mx = dl_f32(gmax, n), *st = dl_f32(gst, 2 * n), *ls = dl_f32(gl, n);
+    float *gz2 = dl_act(gz, nz);
+    char name[128];
+    snprintf(name, sizeof name, "ce_max n=%d vl=%d valid=%d ld=%d", n, vl, valid, ld);
+    cmp(name, mx, cmax, n, 0, 0);
+    snprintf(name, sizeof name, "ce_sum n=%d vl=%d (sum, target logit)", n, vl);
+    cmp(name, st, cst, 2 * n, 1e-4, 0);
+    snprintf(name, sizeof name, "ce_bwd loss n=%d vl=%d", n, vl);
+    cmp(name, ls, cl, n, 1e-4, 1e-4);
+    /* the whole rows: pad columns zeroed, columns past vl untouched */
+    snprintf(name, sizeof name, "ce_bwd gradient in place n=%d vl=%d ld=%d", n, vl, ld);
+    cmp(name, gz2, cz, (long)nz, BF_RTOL, 1e-4);
+    void *gp[] = {gz, gt, gmax, gst, gl, ggs};
+    for (size_t i = 0; i < 6; i++)
+        G->ops->free(G, gp[i]);
+    C->ops->free(C, cz);
+    C->ops->free(C, cmax);
+    C->ops->free(C, cst);
+    C->ops->free(C, cl);
+    free(z);
+    free(tg);
+    free(gsc);
+    free(mx);
+    free(st);
+    free(ls);
+    free(gz2);
+}
+
+static void test_f32_helpers(size_t n)
+{
+    float *x = rand_f32(n, -1, 1), *w = rand_f32(n, -1, 1);
+    float *gx = g_f32(x, n), *gw = g_f32(w, n), *go = g_f32(NULL, 4);
+    float *cx = c_buf(x, n), *cw = c_buf(w, n);
+    float init[4] = {0.5f, 0.25f, 0, 0}, out[4];
+    G->ops->upload(G, go, init, 16);
+    float co[4] = {0.5f, 0.25f, 0, 0};
+    G->ops->sumsq_f32(G, go, gx, n);
+    C->ops->sumsq_f32(C, co, cx, n);
+    G->ops->dot_f32(G, go + 1, gx, gw, n);
+    C->ops->dot_f32(C, co + 1, cx, cw, n);
+    G->ops->nonfinite_f32(G, go + 2, gx, n);
+    G->ops->download(G, out, go, 16);
+    is_double(out[0], co[0], 1e-5 * co[0], "sumsq_f32 n=%zu (+=)", n);
+    is_double(out[1], co[1], 1e-5 * sqrt((double)n), "dot_f32 n=%zu (+=)", n);
+    ok(out[2] == 0, "nonfinite_f32 leaves out alone on finite data");
+    float bad[2] = {NAN, INFINITY};
+    for (int i = 0; i < 2; i++) {
+        size_t at = i ? n / 3 : n - 1;
+        G->ops->upload(G, gx + at, &bad[i], 4);
+        G->ops->zero(G, go + 2, 4);
+        G->ops->nonfinite_f32(G, go + 2, gx, n);
+        G->ops->download(G, out, go, 16);
+        ok(out[2] == 1, "nonfinite_f32 finds %s at %zu", i ? "Inf" : "NaN", at);
+        G->ops->upload(G, gx + at, x + at, 4);
+    }
+    G->ops->scale_f32(G, gx, -0.75f, n);
+    C->ops->scale_f32(C, cx, -0.75f, n);
+    float *y = dl_f32(gx, n);
+    cmp("scale_f32", y, cx, (long)n, 0, 0);
+    G->ops->free(G, gx);
+    G->ops->free(G, gw);
+    G->ops->free(G, go);
+    C->ops->free(C, cx);
+    C->ops->free(C, cw);
+    free(x);
+    free(w);
+    free(y);
+}
+
+static void test_adamw(void)
+{
+    enum { NS = 3 };
+    size_t cnt[NS] = {1, 1000003, 777};
+    float wd[NS] = {0.1f, 0.0f, 0.05f};
+    gl_adamw_seg gs[NS], cs[NS];
+    float *hm[NS], *hg[NS], *h1[NS], *h2[NS];
+    for (int s = 0; s < NS; s++) {
+        size_t n = cnt[s];
+        hm[s] = rand_f32(n, -1, 1);
+        hg[s] = rand_f32(n, -0.1f, 0.1f);
+        h1[s] = rand_f32(n, -0.01f, 0.01f);
+        h2[s] = rand_f32(n, 0, 0.001f);
+        gs[s] = (gl_adamw_seg){g_f32(hm[s], n), g_f32(hg[s], n), g_f32(h1[s], n),
+                               g_f32(h2[s], n), s == 1 ? NULL : G->ops->alloc(G, n * 2),
+                               n, wd[s]};
+        cs[s] = (gl_adamw_seg){c_buf(hm[s], n), c_buf(hg[s], n), c_buf(h1[s], n),
+                               c_buf(h2[s], n), s == 1 ? NULL : c_buf(NULL, n), n,
+                               wd[s]};
+        if (gs[s].act_out)
+            g_poison(gs[s].act_out, n * 2);
+    }
+    gl_adamw_hyper hp = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.5f, 3};
+    G->ops->adamw(G, gs, NS, &hp);
+    C->ops->adamw(C, cs, NS, &hp);
+    for (int s = 0; s < NS; s++) {
+        size_t n = cnt[s];
+        char name[96];
+        float *w = dl_f32(gs[s].master, n), *m = dl_f32(gs[s].m, n);
+        float *v = dl_f32(gs[s].v, n);
+        snprintf(name, sizeof name, "adamw segment %d (n=%zu) master", s, n);
+        cmp(name, w, cs[s].master, (long)n, 1e-6, 1e-7);
+        /* m may cancel (b1 m against (1 - b1) g): an absolute floor */
+        snprintf(name, sizeof name, "adamw segment %d m", s);
+        cmp(name, m, cs[s].m, (long)n, 1e-6, 1e-6);
+        snprintf(name, sizeof name, "adamw segment %d v", s);
+        cmp(name, v, cs[s].v, (long)n, 1e-6, 0);
+        if (gs[s].act_out) {
+            float *a = dl_act(gs[s].act_out, n);
+            long bad = 0;
+            for (size_t i = 0; i < n; i++)
+                bad += fabsf(a[i] - round_bf(cs[s].master[i])) >
+                       fabsf(cs[s].master[i]) / 128;
+            ok(bad == 0, "adamw segment %d bf16 copy of the weights", s);
+            free(a);
+        }
+        free(w);
+        free(m);
+        free(v);
+        G->ops->free(G, gs[s].master);
+        G->ops->free(G, (void *)gs[s].grad);
+        G->ops->free(G, gs[s].m);
+        G->ops->free(G, gs[s].v);
+        G->ops->free(G, gs[s].act_out);
+        C->ops->free(C, cs[s].master);
+        C->ops->free(C, (void *)cs[s].grad);
+        C->ops->free(C, cs[s].m);
+        C->ops->free(C, cs[s].v);
+        C->ops->free(C, cs[s].act_out);
+        free(hm[s]);
+        free(hg[s]);
+        free(h1[s]);
+        free(h2[s]);
+    }
+}
+
+/*
+ * Attention on a fused QKV buffer [B, S, (Hq + 2 Hkv) D] (the layout of
+ * the model's QKV projection), so q, k, v are strided views.  The CPU
+ * computes heads [0, cq) of the queries and [0, ckv) of the kv heads
+ * (cq / ckv = Hq / Hkv), all of them for small shapes, the first group
+ * only for the long ones, where its O(S^2 D) loops would take minutes.
+ * Forward: the GPU runs all heads; outputs of the computed heads are
+ * compared.  Backward: the GPU runs the same heads as the CPU (dk, dv of a
+ * kv head sum its query heads', so both must see the same set).
+ */
+static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
+{
+    int ckv = cq / (Hq / Hkv);
+    int W = (Hq + 2 * Hkv) * D;
+    size_t nqkv = (size_t)B * S * W, no = (size_t)B * S * Hq * D;
+    float scale = 1.0f / sqrtf((float)D);
+    float *qkv = rand_bf(nqkv, -1, 1), *dout = rand_bf(no, -1, 1);
+    for (size_t r = 0; r < (size_t)B * S; r++)       /* sharper softmax */
+        for (int i = 0; i < Hq * D; i++)
+            qkv[r * W + i] = round_bf(qkv[r * W + i] * 4);
+    void *gqkv = g_act(qkv, nqkv), *gdo = g_act(dout, no);
+    void *go = G->ops->alloc(G, no * 2), *gd = G->ops->alloc(G, nqkv * 2);
+    float *glse = g_f32(NULL, (size_t)B * Hq * S);
+    uint16_t *gq = gqkv, *gk = gq + Hq * D, *gv = gk + Hkv * D;
+    g_poison(go, no * 2);
+    g_poison(glse, (size_t)B * Hq * S * 4);
+    G->ops->attn_fwd(G, go, Hq * D, glse, gq, W, gk, W, gv, W, B, S, Hq, Hkv, D,
+                     scale);
+
+    float *cqkv = c_buf(qkv, nqkv), *co = c_buf(NULL, no);
+    float *cdo = c_buf(dout, no), *cd = c_buf(NULL, nqkv);
+    float *clse = c_buf(NULL, (size_t)B * cq * S);
+    float *cq_ = cqkv, *ck = cq_ + Hq * D, *cv = ck + Hkv * D;
+    double t0 = gl_now();
+    C->ops->attn_fwd(C, co, Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv,
+                     D, scale);
+    double tc = gl_now() - t0;
+
+    char name[160];
+    float *o = dl_act(go, no), *lse = dl_f32(glse, (size_t)B * Hq * S);
+    snprintf(name, sizeof name, "attn_fwd o   B=%d S=%d Hq=%d Hkv=%d D=%d (%d heads checked)",
+             B, S, Hq, Hkv, D, cq);
+    cmp2d(name, o, Hq * D, co, Hq * D, (long)B * S, cq * D, 0, 1e-2);
+    int lse_ok = 1;
+    for (int b = 0; b < B && lse_ok; b++) {
+        snprintf(name, sizeof name, "attn_fwd lse B=%d S=%d D=%d batch %d", B, S, D, b);
+        lse_ok = cmp(name, lse + (size_t)b * Hq * S, clse + (size_t)b * cq * S,
+                     (long)cq * S, 1e-5, 1e-5);
+    }
+    /* every head written */
+    long nan = 0;
+    for (size_t i = 0; i < no; i++)
+        nan += isnan(o[i]);
+    for (size_t i = 0; i < (size_t)B * Hq * S; i++)
+        nan += isnan(lse[i]);
+    ok(nan == 0, "attn_fwd writes every output element and lse (%ld unwritten)", nan);
+
+    /* backward: both from the CPU's o and lse, over heads [0, cq) */
+    float *lsec = gl_malloc((size_t)B * cq * S * 4);
+    memcpy(lsec, clse, (size_t)B * cq * S * 4);
+    float *glse2 = g_f32(lsec, (size_t)B * cq * S);
+    void *go2 = g_act(co, no);
+    g_poison(gd, nqkv * 2);
+    uint16_t *gdq = gd, *gdk = gdq + Hq * D, *gdv = gdk + Hkv * D;
+    G->ops->attn_bwd(G, gdq, gdk, gdv, W, gdo, Hq * D, go2, Hq * D, glse2, gq, W,
+                     gk, W, gv, W, B, S, cq, ckv, D, scale);
+    /* the CPU's o rounded as the GPU saw it */
+    float *co_bf = dl_act(go2, no);
+    memcpy(co, co_bf, no * 4);
+    t0 = gl_now();
+    C->ops->attn_bwd(C, cd, cd + Hq * D, cd + (Hq + Hkv) * D, W, cdo, Hq * D, co,
+                     Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale);
+    tc += gl_now() - t0;
+    float *dg = dl_act(gd, nqkv);
+    snprintf(name, sizeof name, "attn_bwd dq B=%d S=%d Hq=%d Hkv=%d D=%d", B, S,
+             cq, ckv, D);
+    cmp2d(name, dg, W, cd, W, (long)B * S, cq * D, 0, 2e-2);
+    snprintf(name, sizeof name, "attn_bwd dk B=%d S=%d Hq=%d Hkv=%d D=%d", B, S,
+             cq, ckv, D);
+    cmp2d(name, dg + Hq * D, W, cd + Hq * D, W, (long)B * S, ckv * D, 0, 2e-2);
+    snprintf(name, sizeof name, "attn_bwd dv B=%d S=%d Hq=%d Hkv=%d D=%d", B, S,
+             cq, ckv, D);
+    cmp2d(name, dg + (Hq + Hkv) * D, W, cd + (Hq + Hkv) * D, W, (long)B * S,
+          ckv * D, 0, 2e-2);
+    diag("  (CPU reference took %.1f s)", tc);
+
+    G->ops->free(G, gqkv);
+    G->ops->free(G, gdo);
+    G->ops->free(G, go);
+    G->ops->free(G, gd);
+    G->ops->free(G, glse);
+    G->ops->free(G, glse2);
+    G->ops->free(G, go2);
+    C->ops->free(C, cqkv);
+    C->ops->free(C, co);
+    C->ops->free(C, cdo);
+    C->ops->free(C, cd);
+    C->ops->free(C, clse);
+    free(qkv);
+    free(dout);
+    free(o);
+    free(lse);
+    free(lsec);
+    free(co_bf);
+    free(dg);
+}
+
+/* ---- timings (GL_OPS_CUDA_BENCH=1) ---- */
+
+static cudaEvent_t ev0, ev1;
+
+static void tic(void)
+{
+    cudaEventRecord(ev0, (cudaStream_t)G->stream);
+}
+
+static double toc(int reps)          /* ms per call */
+{
+    float ms = 0;
+    cudaEventRecord(ev1, (cudaStream_t)G->stream);
+    cudaEventSynchronize(ev1);
+    cudaEventElapsedTime(&ms, ev0, ev1);
+    return ms / reps;
+}
+
+static void bench_attn(int B, int S, int Hq, int Hkv, int D)
+{
+    int W = (Hq + 2 * Hkv) * D;
+    size_t nqkv = (size_t)B * S * W, no = (size_t)B * S * Hq * D;
+    float *h = rand_bf(nqkv, -1, 1);
+    void *qkv = g_act(h, nqkv), *dqkv = G->ops->alloc(G, nqkv * 2);
+    void *o = G->ops->alloc(G, no * 2), *dout = g_act(h, no);
+    float *lse = G->ops->alloc(G, (size_t)B * Hq * S * 4);
+    uint16_t *q = qkv, *k = q + Hq * D, *v = k + Hkv * D;
+    uint16_t *dq = dqkv, *dk = dq + Hq * D, *dv = dk + Hkv * D;
+    float sc = 1.0f / sqrtf((float)D);
+    double flop = 4.0 * B * Hq * (double)S * S * D / 2;   /* causal */
+    int reps = 10;
+    G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+    double f = toc(reps);
+    G->ops->attn_bwd(G, dq, dk, dv, W, dout, Hq * D, o, Hq * D, lse, q, W, k, W,
+                     v, W, B, S, Hq, Hkv, D, sc);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->attn_bwd(G, dq, dk, dv, W, dout, Hq * D, o, Hq * D, lse, q, W, k,
+                         W, v, W, B, S, Hq, Hkv, D, sc);
+    double bw = toc(reps);
+    diag("bench attn B=%d S=%d Hq=%d Hkv=%d D=%d: fwd %.3f ms %.0f TFLOP/s, "
+         "bwd %.3f ms %.0f TFLOP/s (2.5x fwd flops), fwd+bwd %.0f TFLOP/s",
+         B, S, Hq, Hkv, D, f, flop / f / 1e9, bw, 2.5 * flop / bw / 1e9,
+         3.5 * flop / (f + bw) / 1e9);
+    G->ops->free(G, qkv);
+    G->ops->free(G, dqkv);
+    G->ops->free(G, o);
+    G->ops->free(G, dout);
+    G->ops->free(G, lse);
+    free(h);
+}
+
+static void bench(void)
+{
+    cudaEventCreate(&ev0);
+    cudaEventCreate(&ev1);
+    bench_attn(2, 4096, 32, 8, 64);
+    bench_attn(2, 4096, 16, 4, 128);
+    bench_attn(1, 4096, 32, 8, 128);
+
+    int n = 8192, h = 2048, f = 8192, reps = 20;
+    void *x = G->ops->alloc(G, (size_t)n * 2 * f * 2);
+    void *y = G->ops->alloc(G, (size_t)n * 2 * f * 2);
+    void *w = G->ops->alloc(G, (size_t)2 * f * h * 2);
+    float *dw = G->ops->alloc(G, (size_t)2 * f * h * 4);
+    float *rs = G->ops->alloc(G, (size_t)n * 4);
+    /* gemm: the MLP's up projection and its weight gradient */
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->gemm(G, 0, 1, n, 2 * f, h, 1, x, h, w, h, 0, y, GL_DT_BF16, 2 * f);
+    double t = toc(reps);
+    diag("bench gemm NT %dx%dx%d bf16: %.3f ms, %.0f TFLOP/s", n, 2 * f, h, t,
+         2.0 * n * 2 * f * h / t / 1e9);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->gemm(G, 1, 0, 2 * f, h, n, 1, y, 2 * f, x, h, 1, dw, GL_DT_F32, h);
+    t = toc(reps);
+    diag("bench gemm TN %dx%dx%d f32 +=: %.3f ms, %.0f TFLOP/s", 2 * f, h, n, t,
+         2.0 * n * 2 * f * h / t / 1e9);
+    G->ops->to_act(G, w, dw, (size_t)h);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->rmsnorm_fwd(G, y, rs, x, w, n, h, 1e-5f);
+    t = toc(reps);
+    diag("bench rmsnorm_fwd n=%d h=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         2.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->rmsnorm_bwd(G, y, dw, x, x, w, rs, n, h, 1);
+    t = toc(reps);
+    diag("bench rmsnorm_bwd n=%d h=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         4.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->swiglu_fwd(G, y, x, n, f);
+    t = toc(reps);
+    diag("bench swiglu_fwd n=%d f=%d: %.1f us, %.0f GB/s", n, f, t * 1e3,
+         3.0 * n * f * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->swiglu_bwd(G, y, x, x, n, f);
+    t = toc(reps);
+    diag("bench swiglu_bwd n=%d f=%d: %.1f us, %.0f GB/s", n, f, t * 1e3,
+         5.0 * n * f * 2 / t / 1e6);
+    G->ops->free(G, x);
+    G->ops->free(G, y);
+    G->ops->free(G, w);
+    G->ops->free(G, dw);
+    G->ops->free(G, rs);
+
+    /* cross-entropy over the full vocabulary, n = 8192 tokens */
+    int V = 128256;
+    n = 4096;
+    void *z = G->ops->alloc(G, (size_t)n * V * 2);
+    int32_t *tg = G->ops->alloc(G, (size_t)n * 4);
+    float *st = G->ops->alloc(G, (size_t)n * 16), *gsc = G->ops->alloc(G, (size_t)n * 4);
+    tic();
+    for (int i = 0; i < 5; i++) {
+        G->ops->ce_max(G, st, z, V, n, V);
+        G->ops->ce_sum(G, st + n, z, V, tg, st, n, V, 0);
+        G->ops->ce_bwd(G, st + 3 * n, z, V, tg, st, st + n, gsc, n, V, V, 0);
+    }
+    t = toc(5);
+    diag("bench cross-entropy n=%d V=%d (3 steps): %.3f ms, %.0f GB/s", n, V, t,
+         4.0 * n * V * 2 / t / 1e6);
+    G->ops->free(G, z);
+    G->ops->free(G, tg);
+    G->ops->free(G, st);
+    G->ops->free(G, gsc);
+
+    /* AdamW over 100M parameters in 200 segments */
+    size_t P = 100000000, per = P / 200;
+    float *buf = G->ops->alloc(G, P * 16);
+    void *act = G->ops->alloc(G, P * 2);
+    gl_adamw_seg *sg = gl_malloc(200 * sizeof *sg);
+    for (int s = 0; s < 200; s++)
+        sg[s] = (gl_adamw_seg){buf + s * per, buf + P + s * per, buf + 2 * P + s * per,
+                               buf + 3 * P + s * per, (uint16_t *)act + s * per, per, 0.1f};
+    gl_adamw_hyper hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 1, 1};
+    G->ops->adamw(G, sg, 200, &hp);
+    tic();
+    for (int i = 0; i < 5; i++)
+        G->ops->adamw(G, sg, 200, &hp);
+    t = toc(5);
+    diag("bench adamw %zu params: %.3f ms, %.0f GB/s", P, t, 30.0 * P / t / 1e6);
+    G->ops->free(G, buf);
+    G->ops->free(G, act);
+    free(sg);
+}
+
+int main(void)
+{
+    gl_log_set_program("ops-cuda.t");
+    if (gl_cuda_device_count() == 0)
+        skip_all("no CUDA device");
+    G = gl_dev_open_cuda(0);
+    C = gl_dev_open_cpu();
+    plan(NO_PLAN);
+    int quick = getenv("GL_OPS_CUDA_QUICK") != NULL;
+    ok(G && G->act == GL_DT_BF16 && G->act_bytes == 2 && G->comm == GL_COMM_NCCL &&
+       G->stream != NULL && G->index == 0, "the cuda device: bf16, NCCL, a stream");
+
+    test_memory();
+    test_casts(1 << 20, 0);
+    test_casts(1001, 3);
+    test_add(1 << 20, 0);
+    test_add(999, 1);
+
+    test_gemm(0, 0, 67, 45, 33, 0, 1, 0, 1);
+    test_gemm(0, 1, 64, 96, 128, 0, 0.5f, 0, 1);
+    test_gemm(1, 0, 33, 70, 129, 1, 1, 1, 1);
+    test_gemm(1, 1, 50, 31, 77, 1, 2, 0, 1);
+    test_gemm(0, 1, 64, 96, 128, 0, 1, 0, 0);
+    if (!quick) {
+        test_gemm(0, 1, 1024, 3072, 2048, 0, 1, 0, 0); /* QKV projection */
+        test_gemm(0, 1, 1024, 3072, 2048, 0, 1, 0, 1);
+        test_gemm(1, 0, 2048, 2048, 1024, 1, 1, 1, 0); /* dW += dY^T X, f32 */
+        test_gemm(1, 0, 2048, 2048, 1024, 1, 1, 1, 1);
+        test_gemm(0, 0, 1024, 2048, 8192, 0, 1, 0, 0); /* dX = dY W */
+        test_gemm(0, 0, 1024, 2048, 8192, 0, 1, 0, 1);
+    }
+
+    test_rmsnorm(quick ? 64 : 4096, 2048, 0);
+    test_rmsnorm(quick ? 64 : 4096, 2048, 1);
+    test_rmsnorm(37, 100, 1);
+    test_rmsnorm(5, 33, 0);
+
+    test_rope(2, 64, 4, 64, 0);
+    if (!quick)
+        test_rope(1, 4096, 48, 64, 0);             /* q and k of the fused buffer */
+    test_rope(2, 100, 3, 128, 2 * 128 + 5);        /* a view: gap columns untouched */
+
+    test_swiglu(quick ? 16 : 4096, 8192);
+    test_swiglu(7, 37);
+
+    if (!quick)
+        test_embed(4096, 2048, 16032, 16032, 64128); /* a shard, real h */
+    test_embed(300, 50, 100, 400, 700);
+    test_embed(300, 50, 0, 400, 400);
+
+    test_ce(64, 32000, 31990, 32000, 0, 32000);
+    test_ce(37, 1001, 995, 1010, 1001, 3000);      /* shard 2, odd, ld > vl */
+    if (!quick)
+        test_ce(512, 64128, 64128, 64128, 64128, 128256);
+
+    test_f32_helpers(quick ? 100003 : 10000003);
+    test_f32_helpers(5);
+    test_adamw();
+
+    test_attn(2, 200, 8, 2, 64, 8);                /* ragged S, GQA 4 */
+    test_attn(1, 256, 4, 4, 128, 4);               /* MHA, D=128 */
+    test_attn(2, 130, 6, 3, 128, 6);
+    test_attn(1, 1, 2, 1, 64, 2);                  /* one token */
+    if (!quick) {
+        test_attn(1, 4096, 32, 8, 64, 4);          /* the 1.5B model's shape */
+        test_attn(1, 4096, 32, 8, 128, 4);
+    }
+
+    if (getenv("GL_OPS_CUDA_BENCH"))
+        bench();
+    gl_dev_close(G);
+    gl_dev_close(C);
+    return done_testing();
+}
