@@ -48,24 +48,26 @@ static gl_grid_spec layout(int world, int tp, int cp, int pp)
     return s;
 }
 
-static void test_reference_example(void)
+/* The groups of the axis, as list_groups() writes them, are want. */
+static void is_groups(const gl_grid_spec *s, gl_axis axis, const char *want, const char *name)
 {
     char buf[1024];
+    list_groups(s, axis, buf, sizeof buf);
+    is_string(buf, want, "%s", name);
+}
+
+static void test_reference_example(void)
+{
     gl_grid_spec s = layout(16, 2, 1, 4);
     is_int(s.dp, 2, "16 ranks, TP=2, PP=4: DP = 2");
     is_int(s.cp, 1, "CP defaults to 1");
     is_int(s.ep, 1, "EP defaults to 1");
-    list_groups(&s, GL_AXIS_TP, buf, sizeof buf);
-    is_string(buf, "[0,1] [2,3] [4,5] [6,7] [8,9] [10,11] [12,13] [14,15]",
+    is_groups(&s, GL_AXIS_TP, "[0,1] [2,3] [4,5] [6,7] [8,9] [10,11] [12,13] [14,15]",
               "grid.md TP groups");
-    list_groups(&s, GL_AXIS_DP, buf, sizeof buf);
-    is_string(buf, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]",
+    is_groups(&s, GL_AXIS_DP, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]",
               "grid.md DP groups");
-    list_groups(&s, GL_AXIS_PP, buf, sizeof buf);
-    is_string(buf, "[0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]",
-              "grid.md PP groups");
-    list_groups(&s, GL_AXIS_MP, buf, sizeof buf);
-    is_string(buf, "[0,1,4,5,8,9,12,13] [2,3,6,7,10,11,14,15]",
+    is_groups(&s, GL_AXIS_PP, "[0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]", "grid.md PP groups");
+    is_groups(&s, GL_AXIS_MP, "[0,1,4,5,8,9,12,13] [2,3,6,7,10,11,14,15]",
               "model-parallel (TP x PP) groups");
     gl_coord c = gl_grid_coord(&s, 13);
     ok(c.tp == 1 && c.cp == 0 && c.dp == 0 && c.pp == 3,
@@ -85,23 +87,18 @@ static void test_reference_example(void)
 
     /* CP sits between TP and DP. */
     s = layout(16, 2, 2, 2);
-    list_groups(&s, GL_AXIS_CP, buf, sizeof buf);
-    is_string(buf, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]",
+    is_groups(&s, GL_AXIS_CP, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]",
               "TP=2 CP=2 PP=2: CP groups");
-    list_groups(&s, GL_AXIS_DP, buf, sizeof buf);
-    is_string(buf, "[0,4] [1,5] [2,6] [3,7] [8,12] [9,13] [10,14] [11,15]",
+    is_groups(&s, GL_AXIS_DP, "[0,4] [1,5] [2,6] [3,7] [8,12] [9,13] [10,14] [11,15]",
               "TP=2 CP=2 PP=2: DP groups");
-    list_groups(&s, GL_AXIS_DP_CP, buf, sizeof buf);
-    is_string(buf, "[0,2,4,6] [1,3,5,7] [8,10,12,14] [9,11,13,15]",
+    is_groups(&s, GL_AXIS_DP_CP, "[0,2,4,6] [1,3,5,7] [8,10,12,14] [9,11,13,15]",
               "TP=2 CP=2 PP=2: DP x CP groups");
 
     /* EP subdivides DP, EP fastest. */
     s = (gl_grid_spec){ .world = 8, .ep = 2 };
     ok(gl_grid_init(&s, NULL, 0) == 0 && s.dp == 8, "W=8 EP=2 gives DP=8");
-    list_groups(&s, GL_AXIS_EP, buf, sizeof buf);
-    is_string(buf, "[0,1] [2,3] [4,5] [6,7]", "EP groups");
-    list_groups(&s, GL_AXIS_EDP, buf, sizeof buf);
-    is_string(buf, "[0,2,4,6] [1,3,5,7]", "expert-data-parallel groups");
+    is_groups(&s, GL_AXIS_EP, "[0,1] [2,3] [4,5] [6,7]", "EP groups");
+    is_groups(&s, GL_AXIS_EDP, "[0,2,4,6] [1,3,5,7]", "expert-data-parallel groups");
 }
 
 /* The coordinates that must agree between two members of a group of the
@@ -243,8 +240,10 @@ static void test_all_layouts(void)
                 }
                 nlay++;
                 if (s.dp != dp)
-                    snprintf(w, sizeof w, "dp %d, want %d", s.dp, dp), nbad++;
-                else if (check_layout(&s, w, sizeof w) && !nbad++)
+                    snprintf(w, sizeof w, "dp %d, want %d", s.dp, dp);
+                else if (!check_layout(&s, w, sizeof w))
+                    continue;
+                if (!nbad++)
                     snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d: %s", tp, cp, pp, ep, w);
             }
         }
@@ -253,6 +252,17 @@ static void test_all_layouts(void)
            nbad ? ": " : "", why);
     }
     diag("%d layouts checked", layouts);
+}
+
+/* gl_grid_tp_node_local() of W ranks at TP tp, per_node ranks a node
+ * (0: unknown). */
+static int tp_node_local(int world, int tp, int per_node)
+{
+    gl_grid_spec s = { .world = world, .tp = tp, .ranks_per_node = per_node };
+    char err[256];
+    if (gl_grid_init(&s, err, sizeof err) != 0)
+        bail_out("layout W=%d TP=%d refused: %s", world, tp, err);
+    return gl_grid_tp_node_local(&s);
 }
 
 /* err holds every needle. */
@@ -286,19 +296,12 @@ static void test_errors(void)
     s = (gl_grid_spec){ .world = 16, .tp = 16 };
     ok(gl_grid_init(&s, NULL, 0) == 0, "a NULL error buffer is allowed");
 
-    /* node-locality: TP=8 on 8-GPU nodes yes, TP=16 no, TP=3 of 6 per node yes. */
-    s = (gl_grid_spec){ .world = 32, .tp = 8, .ranks_per_node = 8 };
-    gl_grid_init(&s, NULL, 0);
-    is_int(gl_grid_tp_node_local(&s), 1, "TP=8 with 8 ranks per node is node-local");
-    s = (gl_grid_spec){ .world = 32, .tp = 16, .ranks_per_node = 8 };
-    gl_grid_init(&s, NULL, 0);
-    is_int(gl_grid_tp_node_local(&s), 0, "TP=16 with 8 ranks per node crosses nodes");
-    s = (gl_grid_spec){ .world = 12, .tp = 4, .ranks_per_node = 6 };
-    gl_grid_init(&s, NULL, 0);
-    is_int(gl_grid_tp_node_local(&s), 0, "TP=4 with 6 ranks per node: group [4..7] crosses");
-    s = (gl_grid_spec){ .world = 12, .tp = 4 };
-    gl_grid_init(&s, NULL, 0);
-    is_int(gl_grid_tp_node_local(&s), 1, "unknown ranks per node counts as node-local");
+    /* node-locality: TP=8 on 8-GPU nodes yes, TP=16 no, TP=4 on 6-rank nodes no,
+     * ranks per node unknown yes. */
+    is_int(tp_node_local(32, 8, 8), 1, "TP=8 with 8 ranks per node is node-local");
+    is_int(tp_node_local(32, 16, 8), 0, "TP=16 with 8 ranks per node crosses nodes");
+    is_int(tp_node_local(12, 4, 6), 0, "TP=4 with 6 ranks per node: group [4..7] crosses");
+    is_int(tp_node_local(12, 4, 0), 1, "unknown ranks per node counts as node-local");
 }
 
 int main(void)

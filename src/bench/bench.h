@@ -137,6 +137,31 @@ double gl_bench_time(gl_dev *d, int warmup, int iters,
 /* Mean, min and max of x over every rank of the job (MPI_COMM_WORLD). */
 void gl_bench_rank_stats(double x, double *mean, double *min, double *max);
 
+/* One measurement of a compute benchmark (gemm, attention): the time per
+ * call in ms (mean over ranks) and each rank's rate in TFLOP/s as the
+ * mean, slowest and fastest over ranks. */
+typedef struct {
+    double ms, tflops, tflops_min, tflops_max;
+} gl_bench_flops;
+
+/* Time fn(arg), `flops` floating-point operations a call, on every rank
+ * at once (a barrier first) with o->warmup and o->iters calls. */
+gl_bench_flops gl_bench_measure_flops(gl_dev *d, const gl_bench_opts *o, double flops,
+                                      void (*fn)(void *arg), void *arg);
+
+/* A new JSON measurement starting with "bench", "device" and "dtype"
+ * (the act dtype); the caller adds the fields that name its case. */
+struct json_t *gl_bench_flops_record(const char *bench, const gl_dev *d);
+
+/* Close a record from gl_bench_flops_record() with "ms", "tflops",
+ * "tflops_min", "tflops_max" and "checked", and emit it. */
+void gl_bench_emit_flops(struct json_t *rec, const gl_bench_flops *r, int checked);
+
+/* Finish a table row on rank 0 (the caller has printed the columns
+ * naming the case): ms, then the rate mean, min and max in GFLOP/s on the
+ * CPU and TFLOP/s on GPUs. */
+void gl_bench_print_flops(const gl_dev *d, const gl_bench_flops *r);
+
 /* "cpu" or "cuda:N" */
 const char *gl_bench_dev_name(const gl_dev *d, char *buf, size_t n);
 

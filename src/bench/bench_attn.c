@@ -198,17 +198,10 @@ void gl_bench_attention(gl_bench_ctx *ctx)
             const char *pname = pass ? "bwd" : "fwd";
             if (!gl_bench_list_has(o->passes, pname))
                 continue;
-            MPI_Barrier(MPI_COMM_WORLD);
-            double sec = gl_bench_time(d, o->warmup, o->iters, pass ? run_bwd : run_fwd, &a);
             double flops = pass ? 2.5 * fwd_flops : fwd_flops;
-            double rate = flops / sec / 1e12, mean, lo, hi, ms, x1, x2;
-            gl_bench_rank_stats(rate, &mean, &lo, &hi);
-            gl_bench_rank_stats(sec * 1e3, &ms, &x1, &x2);
+            gl_bench_flops r = gl_bench_measure_flops(d, o, flops, pass ? run_bwd : run_fwd, &a);
             if (o->json) {
-                json_t *j = json_object();
-                json_object_set_new(j, "bench", json_string("attention"));
-                json_object_set_new(j, "device", json_string(gl_bench_dev_name(d, dn, sizeof dn)));
-                json_object_set_new(j, "dtype", json_string(gl_dtype_name(d->act)));
+                json_t *j = gl_bench_flops_record("attention", d);
                 json_object_set_new(j, "pass", json_string(pname));
                 json_object_set_new(j, "batch", json_integer(B));
                 json_object_set_new(j, "seq", json_integer(S));
@@ -216,17 +209,11 @@ void gl_bench_attention(gl_bench_ctx *ctx)
                 json_object_set_new(j, "kv_heads", json_integer(Hkv));
                 json_object_set_new(j, "head_dim", json_integer(D));
                 json_object_set_new(j, "flops", json_real(flops));
-                json_object_set_new(j, "ms", json_real(ms));
-                json_object_set_new(j, "tflops", json_real(mean));
-                json_object_set_new(j, "tflops_min", json_real(lo));
-                json_object_set_new(j, "tflops_max", json_real(hi));
-                json_object_set_new(j, "checked", json_boolean(o->check));
-                gl_bench_emit(j);
-            } else if (gl_bench_rank0()) {
-                double u = cpu ? 1e3 : 1.0;
-                printf("%8d %4s %10.4f %10.2f %10.2f %10.2f\n", S, pname, ms, mean * u, lo * u,
-                       hi * u);
-                fflush(stdout);
+                gl_bench_emit_flops(j, &r, o->check);
+            } else {
+                if (gl_bench_rank0())
+                    printf("%8d %4s", S, pname);
+                gl_bench_print_flops(d, &r);
             }
         }
         d->ops->free(d, a.qkv);

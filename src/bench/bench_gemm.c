@@ -187,33 +187,19 @@ void gl_bench_gemm(gl_bench_ctx *ctx)
             d->ops->sync(d);
             check_gemm(&g, o->seed, bf16, ctype == GL_DT_BF16);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
-        double sec = gl_bench_time(d, o->warmup, o->iters, run_gemm, &g);
-        double rate = 2.0 * m * n * k / sec / 1e12, mean, lo, hi, ms;
-        gl_bench_rank_stats(rate, &mean, &lo, &hi);
-        gl_bench_rank_stats(sec * 1e3, &ms, &(double){0}, &(double){0});
-
+        gl_bench_flops r = gl_bench_measure_flops(d, o, 2.0 * m * n * k, run_gemm, &g);
         if (o->json) {
-            json_t *j = json_object();
-            json_object_set_new(j, "bench", json_string("gemm"));
-            json_object_set_new(j, "device", json_string(gl_bench_dev_name(d, dn, sizeof dn)));
-            json_object_set_new(j, "dtype", json_string(gl_dtype_name(d->act)));
+            json_t *j = gl_bench_flops_record("gemm", d);
             json_object_set_new(j, "out_dtype", json_string(gl_dtype_name(ctype)));
             json_object_set_new(j, "layout", json_string(layout_name(o->layout)));
             json_object_set_new(j, "m", json_integer(m));
             json_object_set_new(j, "n", json_integer(n));
             json_object_set_new(j, "k", json_integer(k));
-            json_object_set_new(j, "ms", json_real(ms));
-            json_object_set_new(j, "tflops", json_real(mean));
-            json_object_set_new(j, "tflops_min", json_real(lo));
-            json_object_set_new(j, "tflops_max", json_real(hi));
-            json_object_set_new(j, "checked", json_boolean(o->check));
-            gl_bench_emit(j);
-        } else if (gl_bench_rank0()) {
-            double u = cpu ? 1e3 : 1.0;      /* GFLOP/s on the CPU */
-            printf("%8ld %8ld %8ld %10.4f %10.2f %10.2f %10.2f\n", m, n, k, ms, mean * u,
-                   lo * u, hi * u);
-            fflush(stdout);
+            gl_bench_emit_flops(j, &r, o->check);
+        } else {
+            if (gl_bench_rank0())
+                printf("%8ld %8ld %8ld", m, n, k);
+            gl_bench_print_flops(d, &r);
         }
         d->ops->free(d, g.A);
         d->ops->free(d, g.B);

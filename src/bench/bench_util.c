@@ -185,6 +185,48 @@ void gl_bench_rank_stats(double x, double *mean, double *min, double *max)
     *mean = sum / size;
 }
 
+gl_bench_flops gl_bench_measure_flops(gl_dev *d, const gl_bench_opts *o, double flops,
+                                      void (*fn)(void *arg), void *arg)
+{
+    gl_bench_flops r;
+    double ms_min, ms_max;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double sec = gl_bench_time(d, o->warmup, o->iters, fn, arg);
+    gl_bench_rank_stats(flops / sec / 1e12, &r.tflops, &r.tflops_min, &r.tflops_max);
+    gl_bench_rank_stats(sec * 1e3, &r.ms, &ms_min, &ms_max);
+    return r;
+}
+
+json_t *gl_bench_flops_record(const char *bench, const gl_dev *d)
+{
+    char dn[32];
+    json_t *j = json_object();
+    json_object_set_new(j, "bench", json_string(bench));
+    json_object_set_new(j, "device", json_string(gl_bench_dev_name(d, dn, sizeof dn)));
+    json_object_set_new(j, "dtype", json_string(gl_dtype_name(d->act)));
+    return j;
+}
+
+void gl_bench_emit_flops(json_t *j, const gl_bench_flops *r, int checked)
+{
+    json_object_set_new(j, "ms", json_real(r->ms));
+    json_object_set_new(j, "tflops", json_real(r->tflops));
+    json_object_set_new(j, "tflops_min", json_real(r->tflops_min));
+    json_object_set_new(j, "tflops_max", json_real(r->tflops_max));
+    json_object_set_new(j, "checked", json_boolean(checked));
+    gl_bench_emit(j);
+}
+
+void gl_bench_print_flops(const gl_dev *d, const gl_bench_flops *r)
+{
+    if (!gl_bench_rank0())
+        return;
+    double u = d->index < 0 ? 1e3 : 1.0;      /* GFLOP/s on the CPU */
+    printf(" %10.4f %10.2f %10.2f %10.2f\n", r->ms, r->tflops * u, r->tflops_min * u,
+           r->tflops_max * u);
+    fflush(stdout);
+}
+
 const char *gl_bench_dev_name(const gl_dev *d, char *buf, size_t n)
 {
     if (d->index < 0)

@@ -95,36 +95,43 @@ uint16_t gl_f32_to_f16(float x)
     return sign | (uint16_t)r;
 }
 
+/* The 16-bit values of the _n conversions are little-endian byte pairs,
+ * as safetensors stores them (buffers need no alignment). */
+static inline uint16_t load_le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline void store_le16(unsigned char *p, uint16_t h)
+{
+    p[0] = (unsigned char)(h & 0xff);
+    p[1] = (unsigned char)(h >> 8);
+}
+
 void gl_bf16_to_f32_n(const void *src, float *dst, size_t n)
 {
     const unsigned char *s = src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = gl_bf16_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+        dst[i] = gl_bf16_to_f32(load_le16(s + 2 * i));
 }
 
 void gl_f16_to_f32_n(const void *src, float *dst, size_t n)
 {
     const unsigned char *s = src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = gl_f16_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+        dst[i] = gl_f16_to_f32(load_le16(s + 2 * i));
 }
 
 void gl_f32_to_bf16_n(const float *src, void *dst, size_t n)
 {
     unsigned char *d = dst;
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h = gl_f32_to_bf16(src[i]);
-        d[2 * i] = (unsigned char)(h & 0xff);
-        d[2 * i + 1] = (unsigned char)(h >> 8);
-    }
+    for (size_t i = 0; i < n; i++)
+        store_le16(d + 2 * i, gl_f32_to_bf16(src[i]));
 }
 
 void gl_f32_to_f16_n(const float *src, void *dst, size_t n)
 {
     unsigned char *d = dst;
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h = gl_f32_to_f16(src[i]);
-        d[2 * i] = (unsigned char)(h & 0xff);
-        d[2 * i + 1] = (unsigned char)(h >> 8);
-    }
+    for (size_t i = 0; i < n; i++)
+        store_le16(d + 2 * i, gl_f32_to_f16(src[i]));
 }

@@ -115,6 +115,30 @@ static int shape_of(shape_kind k, const gl_hf_config *c, long vocab, long shape[
     return 0;
 }
 
+/* Import and export walk the table in the order the weights are stored
+ * in, which is also Hugging Face's: the embedding at step -1, each
+ * layer's weights at steps 0..L-1, the final norm and the head at step
+ * L.  Is row k of the table written at step l?  (The head is not, when
+ * the configuration ties it to the embedding.) */
+static int in_step(const gl_hf_config *c, int l, int k)
+{
+    if (names[k].per_layer != (l >= 0 && l < c->num_hidden_layers))
+        return 0;
+    if (!names[k].per_layer && (l == -1) != (k == 0))
+        return 0;
+    return !(k == LM_HEAD && c->tie_word_embeddings);
+}
+
+/* Row k's names at layer l: Hugging Face's, and the dataset path in a
+ * gridlm checkpoint ("model/" and gridlm's name). */
+static void step_names(int k, int l, char hf[256], char full[300])
+{
+    char gl[256];
+    snprintf(hf, 256, names[k].hf, l);
+    snprintf(gl, sizeof gl, names[k].gl, l);
+    snprintf(full, 300, "model/%s", gl);
+}
+
 /* ------------------------------------------------------------------ */
 /* config.json                                                         */
 /* ------------------------------------------------------------------ */
@@ -455,17 +479,10 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
     double bytes = 0;
     for (int l = -1; l <= c.num_hidden_layers && rc == 0; l++)
         for (int k = 0; k < NNAMES && rc == 0; k++) {
-            /* Order: embedding, each layer's weights, final norm, head. */
-            if (names[k].per_layer != (l >= 0 && l < c.num_hidden_layers))
+            if (!in_step(&c, l, k))
                 continue;
-            if (!names[k].per_layer && (l == -1) != (k == 0))
-                continue;
-            if (k == LM_HEAD && c.tie_word_embeddings)
-                continue;
-            char hf[256], gl[256], full[300];
-            snprintf(hf, sizeof hf, names[k].hf, l);
-            snprintf(gl, sizeof gl, names[k].gl, l);
-            snprintf(full, sizeof full, "model/%s", gl);
+            char hf[256], full[300];
+            step_names(k, l, hf, full);
             long want[2], vshape[2];
             int nd = shape_of(names[k].shape, &c, c.vocab_size, want);
             shape_of(names[k].shape, &c, vpad, vshape);
@@ -542,9 +559,7 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         return fail("export-hf writes F32, BF16 or F16, not %s", gl_st_dtype_name(dtype));
     gl_ckpt *ck;
     int rc = gl_ckpt_open(MPI_COMM_SELF, ckpt, GL_CKPT_VERIFY, &ck);
-    if (rc == GL_CKPT_NONE)
-        return fail("%s", gl_ckpt_error());
-    if (rc != GL_CKPT_OK)
+    if (rc != GL_CKPT_OK)       /* GL_CKPT_NONE too: its message names the path */
         return fail("%s", gl_ckpt_error());
     char *cfg_text = gl_ckpt_get_str(ck, "config");
     char *hf_text = gl_ckpt_get_str(ck, "hf_config");
@@ -572,16 +587,10 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
     rc = 0;
     for (int l = -1; l <= c.num_hidden_layers && rc == 0; l++)
         for (int k = 0; k < NNAMES && rc == 0; k++) {
-            if (names[k].per_layer != (l >= 0 && l < c.num_hidden_layers))
+            if (!in_step(&c, l, k))
                 continue;
-            if (!names[k].per_layer && (l == -1) != (k == 0))
-                continue;
-            if (k == LM_HEAD && c.tie_word_embeddings)
-                continue;
-            char hf[256], gl[256], full[300];
-            snprintf(hf, sizeof hf, names[k].hf, l);
-            snprintf(gl, sizeof gl, names[k].gl, l);
-            snprintf(full, sizeof full, "model/%s", gl);
+            char hf[256], full[300];
+            step_names(k, l, hf, full);
             int i = gl_ckpt_find(ck, full);
             if (i < 0) {
                 rc = fail("%s has no tensor %s (its config describes %ld layers%s)",

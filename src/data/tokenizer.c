@@ -1,6 +1,6 @@
 /* tokenizer.c: Hugging Face-compatible BPE (see tokenizer.h). */
 #define _GNU_SOURCE 1 /* memmem */
-#include "config.h"
+#include <config.h>
 #include "data/tokenizer.h"
 #include "data/strmap.h"
 #include "data/utf8.h"
@@ -182,6 +182,10 @@ static char *translate_regex(const char *src)
             const char *end = strstr(src + i + 2, ":]");
             if (end) {
                 size_t k = (size_t)(end + 2 - (src + i));
+                while (o + k + 1 > cap) { /* a [:name:] may be longer than the 200 reserved */
+                    cap *= 2;
+                    out = gl_realloc(out, cap);
+                }
                 memcpy(out + o, src + i, k);
                 o += k;
                 i += k - 1;
@@ -276,22 +280,41 @@ static int load_pattern(json_t *pat, char **lit, size_t *litlen, pcre2_code **re
     return -1;
 }
 
-static void load_normalizer(gl_tokenizer *t, json_t *n, errbuf *e)
+/* The normalizer, pre_tokenizer, decoder and post_processor of a
+ * tokenizer.json share one shape: null or absent means none, a
+ * {"type": "Sequence", LIST: [...]} nests steps, any other type is one
+ * step.  step_type() handles the first two and returns the type of a
+ * single step, or NULL when nothing is left to load: the step is absent,
+ * it was a Sequence (whose members `load` has loaded), or it has no type
+ * (an error "WHAT without a type" when `what` is given, else ignored). */
+typedef void (*step_loader)(gl_tokenizer *t, json_t *step, errbuf *e);
+
+static const char *step_type(gl_tokenizer *t, json_t *step, const char *list, step_loader load,
+                             const char *what, errbuf *e)
 {
-    if (!n || json_is_null(n))
-        return;
-    const char *type = jstr(n, "type", NULL);
+    if (!step || json_is_null(step))
+        return NULL;
+    const char *type = jstr(step, "type", NULL);
     if (!type) {
-        fail(e, "normalizer without a type");
-        return;
+        if (what)
+            fail(e, "%s without a type", what);
+        return NULL;
     }
     if (strcmp(type, "Sequence") == 0) {
         size_t i;
         json_t *v;
-        json_array_foreach(json_object_get(n, "normalizers"), i, v)
-            load_normalizer(t, v, e);
-        return;
+        json_array_foreach(json_object_get(step, list), i, v)
+            load(t, v, e);
+        return NULL;
     }
+    return type;
+}
+
+static void load_normalizer(gl_tokenizer *t, json_t *n, errbuf *e)
+{
+    const char *type = step_type(t, n, "normalizers", load_normalizer, "normalizer", e);
+    if (!type)
+        return;
     norm_step s = { 0 };
     size_t len;
     const char *str;
@@ -303,8 +326,10 @@ static void load_normalizer(gl_tokenizer *t, json_t *n, errbuf *e)
         s.kind = NORM_REPLACE;
         s.b = dupn(str, len);
         s.blen = len;
-        if (load_pattern(json_object_get(n, "pattern"), &s.a, &s.alen, &s.re, e, "normalizer Replace"))
+        if (load_pattern(json_object_get(n, "pattern"), &s.a, &s.alen, &s.re, e, "normalizer Replace")) {
+            free(s.b);
             return;
+        }
     } else {
         fail(e, "normalizer %s is not supported by gridlm (supported: Sequence, Prepend, Replace)",
              type);
@@ -327,20 +352,9 @@ static int behavior_code(const char *b)
 
 static void load_pretokenizer(gl_tokenizer *t, json_t *p, errbuf *e)
 {
-    if (!p || json_is_null(p))
+    const char *type = step_type(t, p, "pretokenizers", load_pretokenizer, "pre_tokenizer", e);
+    if (!type)
         return;
-    const char *type = jstr(p, "type", NULL);
-    if (!type) {
-        fail(e, "pre_tokenizer without a type");
-        return;
-    }
-    if (strcmp(type, "Sequence") == 0) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(json_object_get(p, "pretokenizers"), i, v)
-            load_pretokenizer(t, v, e);
-        return;
-    }
     pretok s = { 0 };
     if (strcmp(type, "ByteLevel") == 0) {
         s.kind = PT_BYTELEVEL;
@@ -373,18 +387,9 @@ static void load_pretokenizer(gl_tokenizer *t, json_t *p, errbuf *e)
 
 static void load_decoder(gl_tokenizer *t, json_t *d, errbuf *e)
 {
-    if (!d || json_is_null(d))
-        return;
-    const char *type = jstr(d, "type", NULL);
+    const char *type = step_type(t, d, "decoders", load_decoder, NULL, e);
     if (!type)
         return;
-    if (strcmp(type, "Sequence") == 0) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(json_object_get(d, "decoders"), i, v)
-            load_decoder(t, v, e);
-        return;
-    }
     dec_step s = { 0 };
     size_t n;
     const char *str;
@@ -430,18 +435,9 @@ static void pp_add(gl_tokenizer *t, int pre, int32_t id)
 
 static void load_post(gl_tokenizer *t, json_t *p, errbuf *e)
 {
-    if (!p || json_is_null(p))
-        return;
-    const char *type = jstr(p, "type", NULL);
+    const char *type = step_type(t, p, "processors", load_post, NULL, e);
     if (!type)
         return;
-    if (strcmp(type, "Sequence") == 0) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(json_object_get(p, "processors"), i, v)
-            load_post(t, v, e);
-        return;
-    }
     if (strcmp(type, "ByteLevel") == 0)
         return; /* changes offsets only */
     if (strcmp(type, "TemplateProcessing") == 0) {
@@ -581,6 +577,19 @@ static void tok_finish(gl_tokenizer *t)
     }
 }
 
+/* One vocabulary entry "token": id, from tokenizer.json or vocab.json. */
+static int add_vocab(gl_tokenizer *t, const char *key, size_t klen, json_t *v, errbuf *e)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX - 1) {
+        fail(e, "vocab entry \"%s\" has no valid id", key);
+        return -1;
+    }
+    int32_t id = (int32_t)json_integer_value(v);
+    gl_strmap_put(&t->vocab, key, klen, id);
+    set_id_string(t, id, key, klen);
+    return 0;
+}
+
 static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
 {
     const char *type = jstr(m, "type", NULL);
@@ -602,13 +611,8 @@ static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
     json_object_foreach(vocab, key, v) {
         size_t klen = strlen(key);
 #endif
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX - 1) {
-            fail(e, "vocab entry \"%s\" has no valid id", key);
+        if (add_vocab(t, key, klen, v, e))
             return;
-        }
-        int32_t id = (int32_t)json_integer_value(v);
-        gl_strmap_put(&t->vocab, key, klen, id);
-        set_id_string(t, id, key, klen);
     }
     size_t i;
     json_array_foreach(merges, i, v) {
@@ -752,8 +756,13 @@ gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_f
     const char *key;
     json_t *v;
     json_object_foreach(vocab, key, v) {
-        gl_strmap_put(&t->vocab, key, strlen(key), (int32_t)json_integer_value(v));
-        set_id_string(t, (long)json_integer_value(v), key, strlen(key));
+        if (add_vocab(t, key, strlen(key), v, &ie)) {
+            fail(&e, "%s: %s", vocab_file, inner); /* before the decref frees the key */
+            json_decref(vocab);
+            fclose(f);
+            gl_tokenizer_free(t);
+            return NULL;
+        }
     }
     json_decref(vocab);
     char *line = NULL;
@@ -1296,21 +1305,14 @@ static void split_apply(gl_tok_encoder *e, int lvl, const pretok *p, const char 
         k = nf;
         break;
     case SB_CONTIGUOUS:
-        for (size_t i = 0; i < nf; i++) {
-            int m = flag[i];
-            if (m == prev_match && k > 0)
-                l->v[k - 1].e = l->v[i].e;
-            else {
-                l->v[k] = l->v[i];
-                flag[k++] = 0;
-            }
-            prev_match = m;
-        }
-        break;
     case SB_MERGED_PREV:
+        /* A span joins the piece before it when it continues a run of
+         * its kind (Contiguous) or is a match after a non-match
+         * (MergedWithPrevious). */
         for (size_t i = 0; i < nf; i++) {
             int m = flag[i];
-            if (m && !prev_match && k > 0)
+            int join = p->behavior == SB_CONTIGUOUS ? m == prev_match : m && !prev_match;
+            if (join && k > 0)
                 l->v[k - 1].e = l->v[i].e;
             else {
                 l->v[k] = l->v[i];
