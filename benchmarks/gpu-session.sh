@@ -31,7 +31,7 @@ shape15="--num-layers 16 --hidden-size 2048 --num-attention-heads 32 --num-query
 shape8b="--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --num-query-groups 8
   --ffn-hidden-size 14336 --vocab-size 128256 --seq-length 4096 --rotary-base 500000
   --untie-embeddings-and-output-weights"
-opt="--lr 3e-4 --weight-decay 0.1 --adam-beta2 0.95 --clip-grad 1.0 --mock-data --seed 1234"
+opt="--lr 3e-4 --weight-decay 0.1 --adam-beta2 0.95 --clip-grad 1.0 --mock-data --seed 1234 --eval-iters 0"
 
 peer() {   # peer NPROC ARGS...: the PyTorch peer outside the kit's libraries
     n=$1; shift

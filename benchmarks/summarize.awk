@@ -55,7 +55,8 @@ function read_log(r, file,    line, it, v, n, s1, i, inv_t, inv_f, inv_m, nt, nf
     mem = ""; loss = ""
     while ((getline line < file) > 0) {
         it = jnum(line, "iteration")
-        if (it == "" || it <= warmup)
+        # Training records only: validation records carry no elapsed_ms.
+        if (it == "" || it <= warmup || jnum(line, "elapsed_ms") == "")
             continue
         v = jnum(line, "elapsed_ms")
         if (v != "") { n++; s1 += v; sumsq += v * v; ms[r, n] = v }
