@@ -8,6 +8,11 @@
  * download() and sync() wait for it.  Memory is plain cudaMalloc (never
  * managed memory), zeroed on allocation; a table of live allocations
  * gives mem_info its bytes in use and peak.
+ *
+ * Attention runs through cuDNN's fused flash attention when the build has
+ * cuDNN and it has a plan for the shape, else through the kernels here
+ * (GRIDLM_ATTENTION, attn_cudnn.h).  GRIDLM_PROFILE=1 swaps the table for
+ * one that times every op (profile.cu).
  */
 #include "config.h"
 
@@ -228,6 +233,15 @@ static void cu_attn_fwd(gl_dev *d, void *o, int ldo, float *lse,
                         const void *v, int ldv, int B, int S, int Hq, int Hkv,
                         int D, float scale)
 {
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (st->attn_impl != GL_ATTN_NATIVE &&
+        gl_cudnn_attn_fwd(d, (bf16 *)o, ldo, lse, (const bf16 *)q, ldq,
+                          (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, S, Hq,
+                          Hkv, D, scale)) {
+        st->attn_counts.fwd_cudnn++;
+        return;
+    }
+    st->attn_counts.fwd_native++;
     gl_cuda_attn_fwd(d, (bf16 *)o, ldo, lse, (const bf16 *)q, ldq,
                      (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, S, Hq, Hkv,
                      D, scale);
@@ -239,6 +253,16 @@ static void cu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
                         const void *k, int ldk, const void *v, int ldv,
                         int B, int S, int Hq, int Hkv, int D, float scale)
 {
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (st->attn_impl != GL_ATTN_NATIVE &&
+        gl_cudnn_attn_bwd(d, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ldg,
+                          (const bf16 *)dout, lddo, (const bf16 *)o, ldo, lse,
+                          (const bf16 *)q, ldq, (const bf16 *)k, ldk,
+                          (const bf16 *)v, ldv, B, S, Hq, Hkv, D, scale)) {
+        st->attn_counts.bwd_cudnn++;
+        return;
+    }
+    st->attn_counts.bwd_native++;
     gl_cuda_attn_bwd(d, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ldg,
                      (const bf16 *)dout, lddo, (const bf16 *)o, ldo, lse,
                      (const bf16 *)q, ldq, (const bf16 *)k, ldk,
@@ -340,8 +364,9 @@ static void cu_close(gl_dev *d)
     gl_cuda_state *st = gl_cuda_st(d);
     GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     gl_cuda_gemm_close(d);
+    gl_cudnn_close(d);
     gl_scratch *sc[] = {&st->s_reduce, &st->s_attn, &st->s_embed,
-                        &st->s_adamw, &st->s_norm};
+                        &st->s_adamw, &st->s_norm, &st->s_cudnn};
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         gl_cuda_free_counted(d, sc[i]->p);
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));
@@ -414,6 +439,8 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
                LT_WORKSPACE);
     GL_CUDA_CHECK(e);
 
+    st->attn_impl = gl_cuda_attn_impl_from_env();
+
     gl_dev *d = (gl_dev *)gl_calloc(1, sizeof *d);
     d->ops = &gl_ops_cuda;
     d->act = GL_DT_BF16;
@@ -421,6 +448,10 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
     d->comm = GL_COMM_NCCL;
     d->stream = (void *)st->stream;
     d->index = ordinal;
+    strncpy(d->name, st->prop.name, sizeof d->name - 1);  /* MFU's peak table */
     d->impl = st;
+    const char *prof = getenv("GRIDLM_PROFILE");
+    if (prof && *prof && strcmp(prof, "0"))
+        d->ops = gl_cuda_profile_wrap(d, &gl_ops_cuda);
     return d;
 }

@@ -24,6 +24,7 @@
 
 #include "base/log.h"
 #include "device/ops.h"
+#include "attn_cudnn.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -52,6 +53,10 @@ typedef __nv_bfloat16 bf16;
 /* One cached cuBLASLt plan (gemm.cu). */
 typedef struct gl_gemm_plan gl_gemm_plan;
 
+/* cuDNN's attention state (attn_cudnn.cu) and the profiler (profile.cu). */
+typedef struct gl_cudnn gl_cudnn;
+typedef struct gl_prof gl_prof;
+
 /* A grow-only device buffer for a kernel's temporary data. */
 typedef struct {
     void *p;
@@ -78,6 +83,15 @@ typedef struct {
     /* scratch: reductions' partials, attention's row statistics, embed's
      * sorted ids, the AdamW chunk table */
     gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm;
+
+    /* attention: the implementation in use (GL_ATTN_*), cuDNN's handle,
+     * plans and workspace, and how calls ran */
+    int attn_impl;
+    gl_cudnn *cudnn;
+    gl_scratch s_cudnn;
+    gl_attn_counts attn_counts;
+
+    gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)
@@ -159,6 +173,25 @@ void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
  * p[i] are the np q/k/v/o views, ld[i] their token row strides. */
 void gl_cuda_attn_check(const char *what, int Hq, int Hkv, int D, float scale,
                         const void *p[], const int ld[], int np);
+
+/* attn_cudnn.cu: cuDNN's fused attention.  Each returns 1 when it ran
+ * the call, 0 when cuDNN has no plan for the shape (the caller runs the
+ * kernels here); under GL_ATTN_CUDNN a refusal dies instead. */
+int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
+                      int ldq, const bf16 *k, int ldk, const bf16 *v, int ldv,
+                      int B, int S, int Hq, int Hkv, int D, float scale);
+int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
+                      const bf16 *dout, int lddo, const bf16 *o, int ldo,
+                      const float *lse, const bf16 *q, int ldq, const bf16 *k,
+                      int ldk, const bf16 *v, int ldv, int B, int S, int Hq,
+                      int Hkv, int D, float scale);
+/* GRIDLM_ATTENTION as a GL_ATTN_* value (dies on a bad value). */
+int gl_cuda_attn_impl_from_env(void);
+void gl_cudnn_close(gl_dev *d);
+
+/* profile.cu: the table that wraps `real` with CUDA events (GRIDLM_PROFILE),
+ * and its report (printed by the wrapped close). */
+const gl_ops *gl_cuda_profile_wrap(gl_dev *d, const gl_ops *real);
 
 /* adamw.cu */
 void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,

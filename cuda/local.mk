@@ -3,7 +3,9 @@
 if HAVE_CUDA
 libgridlm_a_SOURCES += \
 	%reldir%/gl_cuda.h %reldir%/vec.cuh %reldir%/attn_common.cuh \
+	%reldir%/attn_cudnn.h \
 	%reldir%/dev_cuda.cu \
+	%reldir%/profile.cu \
 	%reldir%/gemm.cu \
 	%reldir%/elementwise.cu \
 	%reldir%/reduce.cu \
@@ -14,6 +16,7 @@ libgridlm_a_SOURCES += \
 	%reldir%/crossentropy.cu \
 	%reldir%/attention_fwd.cu \
 	%reldir%/attention_bwd.cu \
+	%reldir%/attn_cudnn.cu \
 	%reldir%/adamw.cu
 
 # Every operation against the CPU reference back end, on a GPU (skips
@@ -22,4 +25,12 @@ check_PROGRAMS += t/ops-cuda.t
 t_ops_cuda_t_SOURCES = t/ops-cuda.c
 t_ops_cuda_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-cuda.t
+
+# cuDNN's fused attention against the kernels here and the CPU reference,
+# and the op profiler (skips without a GPU or without cuDNN).
+check_PROGRAMS += t/attn-cudnn.t
+t_attn_cudnn_t_SOURCES = t/attn-cudnn.c
+t_attn_cudnn_t_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
+t_attn_cudnn_t_LDADD = $(TAP_LIBS)
+TESTS += t/attn-cudnn.t
 endif

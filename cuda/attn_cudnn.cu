@@ -1,0 +1,815 @@
+/*
+ * attn_cudnn.cu: causal grouped-query attention through cuDNN 9's fused
+ * flash attention, built with the backend graph API (cudnn_graph.h).
+ *
+ * cuDNN 9.19 has single-node SDPA operations, but causal masking in them
+ * needs a mask subgraph that only later versions accept, so the attention
+ * is described the way cuDNN's runtime-fusion engines recognise it: an
+ * operation graph of matmuls, pointwise and reduction nodes that the
+ * engine compiles into one flash-attention kernel (wgmma on Hopper), the
+ * score matrix never leaving the chip.  With s = scale q.k^T per head:
+ *
+ * forward    s  -> causal mask (column > row gets the lowest float)
+ *            m = rowmax(s),  e = exp(s - m),  l = rowsum(e)
+ *            stats = m + log(l)           natural log: exactly ops.h's lse
+ *            o = (e / l) v
+ * backward   delta = rowsum(dO * o)                   (fp32, workspace)
+ *            p  = exp(mask(s - stats))
+ *            dv = p^T dO           summed over the query heads of a group
+ *            dS = scale p (dO v^T - delta)
+ *            dk = dS^T q           summed over the query heads of a group
+ *            dq = dS k             accumulated in fp32 (workspace), then bf16
+ *
+ * Tensors are 4-D [B, H, S, D] with strides [S ld, D, ld, 1]: the q, k, v
+ * (and dq, dk, dv) views of the fused [B S, (Hq + 2 Hkv) D] buffer need no
+ * copies.  k and v enter transposed ([B, Hkv, D, S], strides [S ld, D, 1,
+ * ld]); the matmuls broadcast a kv head over its Hq/Hkv query heads.  The
+ * scale and the mask's fill value are passed by value, so one plan serves
+ * every scale.
+ *
+ * Plans are built once per shape and strides (B, S, Hq, Hkv, D, every ld)
+ * and cached with all their descriptors until the device closes; a shape
+ * cuDNN builds no plan for is remembered as refused, so the fallback to
+ * the kernels of attention_fwd.cu / attention_bwd.cu costs one attempt.
+ * The workspace (cuDNN's own, and the backward's delta and fp32 dq) comes
+ * from the device allocator as a grow-only scratch buffer.
+ */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gl_cuda.h"
+
+#ifdef GL_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+/* ---- the choice of implementation (all builds) ---- */
+
+int gl_cuda_attn_impl_from_env(void)
+{
+    const char *e = getenv("GRIDLM_ATTENTION");
+    int impl;
+    if (!e || !*e || !strcmp(e, "auto"))
+        impl = GL_ATTN_AUTO;
+    else if (!strcmp(e, "cudnn"))
+        impl = GL_ATTN_CUDNN;
+    else if (!strcmp(e, "native"))
+        impl = GL_ATTN_NATIVE;
+    else
+        gl_die("GRIDLM_ATTENTION=%s is not an attention implementation; use "
+               "auto (cuDNN when it has a plan), cudnn or native", e);
+#ifndef GL_HAVE_CUDNN
+    if (impl == GL_ATTN_CUDNN)
+        gl_die("GRIDLM_ATTENTION=cudnn, but this gridlm was built without "
+               "cuDNN; reconfigure with --with-cudnn=DIR or unset "
+               "GRIDLM_ATTENTION");
+#endif
+    return impl;
+}
+
+extern "C" int gl_cuda_attn_impl(gl_dev *d, int impl)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    int old = st->attn_impl;
+    if (impl < 0)
+        return old;
+    if (impl > GL_ATTN_NATIVE)
+        gl_die("gl_cuda_attn_impl: %d is not an attention implementation", impl);
+#ifndef GL_HAVE_CUDNN
+    if (impl == GL_ATTN_CUDNN)
+        gl_die("the cuDNN attention was asked for, but this gridlm was built "
+               "without cuDNN");
+#endif
+    st->attn_impl = impl;
+    return old;
+}
+
+extern "C" void gl_cuda_attn_counts(gl_dev *d, gl_attn_counts *c)
+{
+    *c = gl_cuda_st(d)->attn_counts;
+}
+
+#ifndef GL_HAVE_CUDNN
+
+extern "C" long gl_cuda_cudnn_version(void)
+{
+    return 0;
+}
+
+int gl_cudnn_attn_fwd(gl_dev *, bf16 *, int, float *, const bf16 *, int,
+                      const bf16 *, int, const bf16 *, int, int, int, int, int,
+                      int, float)
+{
+    return 0;
+}
+
+int gl_cudnn_attn_bwd(gl_dev *, bf16 *, bf16 *, bf16 *, int, const bf16 *, int,
+                      const bf16 *, int, const float *, const bf16 *, int,
+                      const bf16 *, int, const bf16 *, int, int, int, int, int,
+                      int, float)
+{
+    return 0;
+}
+
+void gl_cudnn_close(gl_dev *)
+{
+}
+
+#else /* GL_HAVE_CUDNN */
+
+typedef cudnnBackendDescriptor_t desc_t;
+
+extern "C" long gl_cuda_cudnn_version(void)
+{
+    return (long)cudnnGetVersion();
+}
+
+/* Unique ids of the tensors the variant pack binds; virtual (on-chip)
+ * tensors are numbered from U_VIRTUAL. */
+enum {
+    U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV,
+    U_SCALE, U_NEG, U_ONE, U_DELTA, U_DQACC, U_VIRTUAL = 100
+};
+
+enum { FWD = 0, BWD = 1 };
+
+/* What identifies a plan: direction, shape and every row stride. */
+typedef struct {
+    int dir, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg;
+} plan_key;
+
+/* A graph being built: every descriptor made (destroyed with the plan),
+ * the operation nodes in order, and the first failure, after which every
+ * step is a no-op. */
+#define MAX_DESC 192
+#define MAX_OPS 48
+typedef struct {
+    cudnnHandle_t h;
+    desc_t all[MAX_DESC];
+    int nall;
+    desc_t ops[MAX_OPS];
+    int nops;
+    int64_t next_uid;
+    cudnnStatus_t err;
+    char why[384];
+} graph;
+
+typedef struct {
+    plan_key key;
+    desc_t plan;               /* NULL: cuDNN refused the shape */
+    int64_t ws;                /* cuDNN's workspace bytes */
+    desc_t *keep;              /* the descriptors the plan was built from */
+    int nkeep;
+} plan_entry;
+
+struct gl_cudnn {
+    cudnnHandle_t h;
+    int unusable;              /* cudnnCreate failed: every shape refused */
+    char unusable_why[256];
+    int warned;                /* the one fallback warning was printed */
+    plan_entry *e;
+    int n, cap;
+};
+
+/* ---- building blocks ---- */
+
+static void fail(graph *g, cudnnStatus_t s, const char *what)
+{
+    if (g->err)
+        return;
+    g->err = s ? s : CUDNN_STATUS_NOT_SUPPORTED;
+    char last[256] = "";
+    cudnnGetLastErrorString(last, sizeof last);
+    snprintf(g->why, sizeof g->why, "%s: %s%s%s", what,
+             cudnnGetErrorString(g->err), *last ? ": " : "", last);
+    /* one line: cuDNN's messages may hold newlines */
+    for (char *c = g->why; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+}
+
+static desc_t make(graph *g, cudnnBackendDescriptorType_t type)
+{
+    if (g->err)
+        return NULL;
+    if (g->nall == MAX_DESC) {
+        fail(g, CUDNN_STATUS_INTERNAL_ERROR, "too many descriptors");
+        return NULL;
+    }
+    desc_t d = NULL;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(type, &d);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        fail(g, s, "cudnnBackendCreateDescriptor");
+        return NULL;
+    }
+    g->all[g->nall++] = d;
+    return d;
+}
+
+static void set(graph *g, desc_t d, cudnnBackendAttributeName_t name,
+                cudnnBackendAttributeType_t type, int64_t n, const void *v)
+{
+    if (g->err)
+        return;
+    cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, n, v);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        char what[64];
+        snprintf(what, sizeof what, "cudnnBackendSetAttribute(%d)", (int)name);
+        fail(g, s, what);
+    }
+}
+
+static void set_desc(graph *g, desc_t d, cudnnBackendAttributeName_t name,
+                     desc_t v)
+{
+    set(g, d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v);
+}
+
+static void finalize(graph *g, desc_t d, const char *what)
+{
+    if (g->err)
+        return;
+    cudnnStatus_t s = cudnnBackendFinalize(d);
+    if (s != CUDNN_STATUS_SUCCESS)
+        fail(g, s, what);
+}
+
+static void add_op(graph *g, desc_t op)
+{
+    if (g->err)
+        return;
+    if (g->nops == MAX_OPS) {
+        fail(g, CUDNN_STATUS_INTERNAL_ERROR, "too many operations");
+        return;
+    }
+    g->ops[g->nops++] = op;
+}
+
+typedef struct {
+    int64_t dim[4], str[4];
+} shape4;
+
+static shape4 sh(int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t s0,
+                 int64_t s1, int64_t s2, int64_t s3)
+{
+    shape4 x = {{d0, d1, d2, d3}, {s0, s1, s2, s3}};
+    return x;
+}
+
+/* A tensor: virtual ones live on chip only; by-value ones are host
+ * scalars bound at execution. */
+static desc_t tensor(graph *g, int64_t uid, cudnnDataType_t type, shape4 s,
+                     bool is_virtual, bool by_value)
+{
+    desc_t t = make(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    int64_t align = 16;
+    set(g, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    set(g, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, s.dim);
+    set(g, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s.str);
+    set(g, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    set(g, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    set(g, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+    if (by_value)
+        set(g, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+    finalize(g, t, "tensor descriptor");
+    return t;
+}
+
+static desc_t virt(graph *g, cudnnDataType_t type, shape4 s)
+{
+    return tensor(g, g->next_uid++, type, s, true, false);
+}
+
+static desc_t scalar(graph *g, int64_t uid)
+{
+    return tensor(g, uid, CUDNN_DATA_FLOAT, sh(1, 1, 1, 1, 1, 1, 1, 1), false,
+                  true);
+}
+
+/* y = mode(x, b, t) elementwise, computed in `prec`; b and t may be NULL;
+ * axis >= 0 for GEN_INDEX. */
+static void pointwise(graph *g, cudnnPointwiseMode_t mode,
+                      cudnnDataType_t prec, desc_t x, desc_t b, desc_t t,
+                      desc_t y, int64_t axis = -1)
+{
+    desc_t pw = make(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    set(g, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    set(g, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (axis >= 0)
+        set(g, pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
+    finalize(g, pw, "pointwise descriptor");
+    desc_t op = make(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    if (b)
+        set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
+    if (t)
+        set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+    finalize(g, op, "pointwise operation");
+    add_op(g, op);
+}
+
+/* y = reduce(x) over the dimensions where y has extent 1. */
+static void reduction(graph *g, cudnnReduceTensorOp_t how, desc_t x, desc_t y)
+{
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    desc_t r = make(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    set(g, r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
+        1, &how);
+    set(g, r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
+    finalize(g, r, "reduction descriptor");
+    desc_t op = make(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, r);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
+    finalize(g, op, "reduction operation");
+    add_op(g, op);
+}
+
+/* c = a b over the last two dimensions, batched (broadcast) over the
+ * first two; fp32 accumulation. */
+static void matmul(graph *g, desc_t a, desc_t b, desc_t c)
+{
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    desc_t m = make(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    set(g, m, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
+    finalize(g, m, "matmul descriptor");
+    desc_t op = make(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, m);
+    finalize(g, op, "matmul operation");
+    add_op(g, op);
+}
+
+/* y = x viewed with other dimensions/strides (a transpose here). */
+static void reshape(graph *g, desc_t x, desc_t y)
+{
+    desc_t op = make(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
+    set_desc(g, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
+    finalize(g, op, "reshape operation");
+    add_op(g, op);
+}
+
+/* The causal mask on scores s [B, H, Sq, Skv] (fp32): element (i, j)
+ * keeps its value where row i >= column j and becomes `neg` (the lowest
+ * float, bound by value) elsewhere. */
+static desc_t causal_mask(graph *g, desc_t s, shape4 ss, desc_t neg)
+{
+    desc_t row = virt(g, CUDNN_DATA_INT32, ss);
+    desc_t col = virt(g, CUDNN_DATA_INT32, ss);
+    desc_t keep = virt(g, CUDNN_DATA_BOOLEAN, ss);
+    desc_t out = virt(g, CUDNN_DATA_FLOAT, ss);
+    pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, NULL, NULL,
+              row, 2);
+    pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, NULL, NULL,
+              col, 3);
+    pointwise(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, NULL,
+              keep);
+    pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, neg, keep,
+              out);
+    return out;
+}
+
+/* The views of ops.h as 4-D tensors. */
+static shape4 bhsd(const plan_key *k, int H, int ld)       /* [B, H, S, D] */
+{
+    return sh(k->B, H, k->S, k->D, (int64_t)k->S * ld, k->D, ld, 1);
+}
+
+static shape4 bhds(const plan_key *k, int H, int ld)       /* transposed */
+{
+    return sh(k->B, H, k->D, k->S, (int64_t)k->S * ld, k->D, 1, ld);
+}
+
+static shape4 packed(int64_t B, int64_t H, int64_t R, int64_t C)
+{
+    return sh(B, H, R, C, H * R * C, R * C, C, 1);
+}
+
+static void build_fwd(graph *g, const plan_key *k)
+{
+    cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
+    int64_t B = k->B, S = k->S, Hq = k->Hq;
+    shape4 ss = packed(B, Hq, S, S), rs = packed(B, Hq, S, 1);
+    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->ldq), false, false);
+    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->ldk), false, false);
+    desc_t v = tensor(g, U_V, BF, bhsd(k, k->Hkv, k->ldv), false, false);
+    desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->ldo), false, false);
+    desc_t stats = tensor(g, U_STATS, F, rs, false, false);
+    desc_t scale = scalar(g, U_SCALE), neg = scalar(g, U_NEG);
+
+    desc_t s = virt(g, F, ss), s1 = virt(g, F, ss);
+    matmul(g, q, kt, s);
+    pointwise(g, CUDNN_POINTWISE_MUL, F, s, scale, NULL, s1);
+    desc_t s2 = causal_mask(g, s1, ss, neg);
+    desc_t m = virt(g, F, rs), d = virt(g, F, ss), e = virt(g, F, ss);
+    /* the engine takes the second product's probabilities in the i/o
+     * type (bf16), as the backward's p^T */
+    desc_t l = virt(g, F, rs), logl = virt(g, F, rs), p = virt(g, BF, ss);
+    reduction(g, CUDNN_REDUCE_TENSOR_MAX, s2, m);
+    pointwise(g, CUDNN_POINTWISE_SUB, F, s2, m, NULL, d);
+    pointwise(g, CUDNN_POINTWISE_EXP, F, d, NULL, NULL, e);
+    reduction(g, CUDNN_REDUCE_TENSOR_ADD, e, l);
+    pointwise(g, CUDNN_POINTWISE_LOG, F, l, NULL, NULL, logl);
+    pointwise(g, CUDNN_POINTWISE_ADD, F, m, logl, NULL, stats);
+    pointwise(g, CUDNN_POINTWISE_DIV, F, e, l, NULL, p);
+    matmul(g, p, v, o);
+}
+
+/* dst (Hkv heads) = the sum over each group of Hq/Hkv query heads of
+ * a x b, or a x b itself without grouping. */
+static void matmul_grouped(graph *g, const plan_key *k, desc_t a, desc_t b,
+                           desc_t dst)
+{
+    if (k->Hq == k->Hkv) {
+        matmul(g, a, b, dst);
+        return;
+    }
+    desc_t full = virt(g, CUDNN_DATA_BFLOAT16, packed(k->B, k->Hq, k->S, k->D));
+    matmul(g, a, b, full);
+    reduction(g, CUDNN_REDUCE_TENSOR_ADD, full, dst);
+}
+
+static void build_bwd(graph *g, const plan_key *k)
+{
+    cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
+    int64_t B = k->B, S = k->S, Hq = k->Hq, D = k->D;
+    shape4 ss = packed(B, Hq, S, S), rs = packed(B, Hq, S, 1);
+    /* p and dS transposed: [B, Hq, Skv, Sq] over the same storage */
+    shape4 st = sh(B, Hq, S, S, Hq * S * S, S * S, 1, S);
+    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->ldq), false, false);
+    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->ldk), false, false);
+    desc_t vt = tensor(g, U_V, BF, bhds(k, k->Hkv, k->ldv), false, false);
+    desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->ldo), false, false);
+    desc_t dout = tensor(g, U_DO, BF, bhsd(k, k->Hq, k->lddo), false, false);
+    desc_t stats = tensor(g, U_STATS, F, rs, false, false);
+    desc_t dq = tensor(g, U_DQ, BF, bhsd(k, k->Hq, k->ldg), false, false);
+    desc_t dk = tensor(g, U_DK, BF, bhsd(k, k->Hkv, k->ldg), false, false);
+    desc_t dv = tensor(g, U_DV, BF, bhsd(k, k->Hkv, k->ldg), false, false);
+    desc_t scale = scalar(g, U_SCALE), neg = scalar(g, U_NEG);
+    desc_t one = scalar(g, U_ONE);
+    /* in the workspace: delta per row, and dq accumulated in fp32 (a
+     * non-virtual fp32 dq is what selects cuDNN's flash backward without
+     * an S x S buffer) */
+    desc_t delta = tensor(g, U_DELTA, F, rs, false, false);
+    desc_t dqacc = tensor(g, U_DQACC, F, packed(B, Hq, S, D), false, false);
+
+    /* delta = rowsum(dO * o) */
+    desc_t prod = virt(g, F, packed(B, Hq, S, D)), rsum = virt(g, F, rs);
+    pointwise(g, CUDNN_POINTWISE_MUL, F, dout, o, NULL, prod);
+    reduction(g, CUDNN_REDUCE_TENSOR_ADD, prod, rsum);
+    pointwise(g, CUDNN_POINTWISE_MUL, F, rsum, one, NULL, delta);
+
+    /* p = exp(mask(scale q k^T - stats)) */
+    desc_t s = virt(g, F, ss), s1 = virt(g, F, ss), s2 = virt(g, F, ss);
+    matmul(g, q, kt, s);
+    pointwise(g, CUDNN_POINTWISE_MUL, F, s, scale, NULL, s1);
+    pointwise(g, CUDNN_POINTWISE_SUB, F, s1, stats, NULL, s2);
+    desc_t s3 = causal_mask(g, s2, ss, neg);
+    desc_t p = virt(g, F, ss);
+    pointwise(g, CUDNN_POINTWISE_EXP, F, s3, NULL, NULL, p);
+
+    /* dv = p^T dO */
+    desc_t pt = virt(g, BF, st);
+    reshape(g, p, pt);
+    matmul_grouped(g, k, pt, dout, dv);
+
+    /* dS = scale p (dO v^T - delta) */
+    desc_t dp = virt(g, F, ss), t1 = virt(g, F, ss), t2 = virt(g, F, ss);
+    desc_t ds = virt(g, F, ss);
+    matmul(g, dout, vt, dp);
+    pointwise(g, CUDNN_POINTWISE_SUB, F, dp, delta, NULL, t1);
+    pointwise(g, CUDNN_POINTWISE_MUL, F, t1, p, NULL, t2);
+    pointwise(g, CUDNN_POINTWISE_MUL, F, t2, scale, NULL, ds);
+
+    /* dk = dS^T q */
+    desc_t dst = virt(g, BF, st);
+    reshape(g, ds, dst);
+    matmul_grouped(g, k, dst, q, dk);
+
+    /* dq = dS k, through the fp32 accumulator */
+    desc_t kk = virt(g, BF, bhsd(k, k->Hkv, k->ldk));
+    reshape(g, kt, kk);
+    matmul(g, ds, kk, dqacc);
+    pointwise(g, CUDNN_POINTWISE_IDENTITY, F, dqacc, NULL, NULL, dq);
+}
+
+/* The operation graph of g, then the first engine configuration of the
+ * heuristics that finalizes into a plan; NULL (and g->why) otherwise. */
+static desc_t make_plan(graph *g, int64_t *ws)
+{
+    desc_t og = make(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    set(g, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &g->h);
+    set(g, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+        g->nops, g->ops);
+    finalize(g, og, "operation graph");
+    const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A,
+                                            CUDNN_HEUR_MODE_FALLBACK};
+    for (int mi = 0; mi < 2 && !g->err; mi++) {
+        cudnnBackendHeurMode_t mode = modes[mi];
+        desc_t heur = make(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+        set_desc(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, og);
+        set(g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+        finalize(g, heur, "engine heuristics");
+        if (g->err)
+            break;
+        int64_t n = 0;
+        cudnnStatus_t s = cudnnBackendGetAttribute(
+            heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+            0, &n, NULL);
+        if (s != CUDNN_STATUS_SUCCESS) {
+            fail(g, s, "engine heuristics results");
+            break;
+        }
+        if (n > 8)
+            n = 8;
+        desc_t cfg[8];
+        for (int64_t i = 0; i < n; i++)
+            cfg[i] = make(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        if (g->err)
+            break;
+        int64_t got = 0;
+        if (n > 0) {
+            s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
+                                         cfg);
+            if (s != CUDNN_STATUS_SUCCESS) {
+                fail(g, s, "engine configurations");
+                break;
+            }
+        }
+        graph attempt = {};             /* the last refusal, for the message */
+        for (int64_t i = 0; i < got; i++) {
+            desc_t plan = NULL;
+            s = cudnnBackendCreateDescriptor(
+                CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendSetAttribute(
+                    plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE,
+                    1, &g->h);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendSetAttribute(
+                    plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendFinalize(plan);
+            int64_t w = 0, nw = 0;
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendGetAttribute(
+                    plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                    CUDNN_TYPE_INT64, 1, &nw, &w);
+            if (s == CUDNN_STATUS_SUCCESS) {
+                *ws = w;
+                return plan;
+            }
+            fail(&attempt, s, "execution plan");
+            if (plan)
+                cudnnBackendDestroyDescriptor(plan);
+        }
+        if (mi == 1) {
+            if (attempt.err) {
+                g->err = attempt.err;
+                memcpy(g->why, attempt.why, sizeof g->why);
+            } else
+                fail(g, CUDNN_STATUS_NOT_SUPPORTED,
+                     "the engine heuristics offer no engine for this graph");
+        }
+    }
+    return NULL;
+}
+
+/* ---- the cache and the calls ---- */
+
+static gl_cudnn *state(gl_dev *d)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (!st->cudnn) {
+        gl_cudnn *c = (gl_cudnn *)gl_calloc(1, sizeof *c);
+        cudnnStatus_t s = cudnnCreate(&c->h);
+        if (s == CUDNN_STATUS_SUCCESS) {
+            s = cudnnSetStream(c->h, st->stream);
+            if (s != CUDNN_STATUS_SUCCESS)
+                cudnnDestroy(c->h);
+        }
+        if (s != CUDNN_STATUS_SUCCESS) {
+            char last[200] = "";
+            cudnnGetLastErrorString(last, sizeof last);
+            c->unusable = 1;
+            snprintf(c->unusable_why, sizeof c->unusable_why,
+                     "cudnnCreate failed: %s%s%s", cudnnGetErrorString(s),
+                     *last ? ": " : "", last);
+        }
+        st->cudnn = c;
+    }
+    return st->cudnn;
+}
+
+static void describe(char *buf, size_t n, const plan_key *k)
+{
+    snprintf(buf, n, "%s B=%d S=%d Hq=%d Hkv=%d D=%d (row strides q %d k %d "
+             "v %d o %d%s)", k->dir == FWD ? "forward" : "backward", k->B,
+             k->S, k->Hq, k->Hkv, k->D, k->ldq, k->ldk, k->ldv, k->ldo,
+             k->dir == FWD ? "" : ", dO and gradients too");
+}
+
+/* The cached plan of key k, built on first use; NULL when cuDNN refuses
+ * it (dies instead under GL_ATTN_CUDNN, warns once under GL_ATTN_AUTO). */
+static plan_entry *lookup(gl_dev *d, const plan_key *k)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_cudnn *c = state(d);
+    char what[200];
+    for (int i = 0; i < c->n; i++)
+        if (!memcmp(&c->e[i].key, k, sizeof *k)) {
+            if (c->e[i].plan)
+                return &c->e[i];
+            if (st->attn_impl == GL_ATTN_CUDNN) {
+                describe(what, sizeof what, k);
+                gl_die("GRIDLM_ATTENTION=cudnn, but cuDNN %ld built no fused "
+                       "attention plan for the %s (see the warning above); "
+                       "unset GRIDLM_ATTENTION to fall back to gridlm's "
+                       "attention kernels", gl_cuda_cudnn_version(), what);
+            }
+            return NULL;
+        }
+
+    plan_entry e = {};
+    e.key = *k;
+    char why[400];
+    if (c->unusable) {
+        snprintf(why, sizeof why, "%s", c->unusable_why);
+    } else {
+        graph *g = (graph *)gl_calloc(1, sizeof *g);
+        g->h = c->h;
+        g->next_uid = U_VIRTUAL;
+        if (k->dir == FWD)
+            build_fwd(g, k);
+        else
+            build_bwd(g, k);
+        e.plan = make_plan(g, &e.ws);
+        snprintf(why, sizeof why, "%s", g->why);
+        if (e.plan) {
+            e.nkeep = g->nall;
+            e.keep = (desc_t *)gl_malloc(g->nall * sizeof(desc_t) + 1);
+            memcpy(e.keep, g->all, g->nall * sizeof(desc_t));
+        } else {
+            for (int i = g->nall - 1; i >= 0; i--)
+                cudnnBackendDestroyDescriptor(g->all[i]);
+        }
+        free(g);
+    }
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 8;
+        c->e = (plan_entry *)gl_realloc(c->e, c->cap * sizeof *c->e);
+    }
+    c->e[c->n++] = e;
+
+    describe(what, sizeof what, k);
+    if (e.plan) {
+        st->attn_counts.plans++;
+        return &c->e[c->n - 1];
+    }
+    st->attn_counts.refused++;
+    if (st->attn_impl == GL_ATTN_CUDNN)
+        gl_die("GRIDLM_ATTENTION=cudnn, but cuDNN %ld built no fused attention "
+               "plan for the %s: %s; unset GRIDLM_ATTENTION to fall back to "
+               "gridlm's attention kernels", gl_cuda_cudnn_version(), what, why);
+    if (!c->warned) {
+        c->warned = 1;
+        gl_warn("cuDNN %ld built no fused attention plan for the %s (%s); "
+                "gridlm's attention kernels run it and any other shape cuDNN "
+                "refuses (GRIDLM_ATTENTION=native picks them outright)",
+                gl_cuda_cudnn_version(), what, why);
+    }
+    return NULL;
+}
+
+static size_t round256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* The shapes the graphs describe: anything else goes to the kernels
+ * here, whose own checks name the problem. */
+static int usable(int B, int S, int Hq, int Hkv, int D, float scale,
+                  const void *p[], const int ld[], int np)
+{
+    if (B <= 0 || S <= 0 || Hq <= 0 || Hkv <= 0 || Hq % Hkv || !(scale > 0) ||
+        D <= 0 || D % 8)
+        return 0;
+    for (int i = 0; i < np; i++)
+        if (((uintptr_t)p[i] & 15) || ld[i] % 8 || ld[i] <= 0)
+            return 0;
+    return 1;
+}
+
+static void execute(gl_dev *d, plan_entry *e, int n, const int64_t *uids,
+                    void **ptrs, void *ws)
+{
+    gl_cudnn *c = gl_cuda_st(d)->cudnn;
+    desc_t vp = NULL;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(
+        CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                     CUDNN_TYPE_INT64, n, uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                     CUDNN_TYPE_VOID_PTR, n, ptrs);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                     CUDNN_TYPE_VOID_PTR, 1, &ws);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendFinalize(vp);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendExecute(c->h, e->plan, vp);
+    if (vp)
+        cudnnBackendDestroyDescriptor(vp);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        char last[256] = "", what[200];
+        cudnnGetLastErrorString(last, sizeof last);
+        describe(what, sizeof what, &e->key);
+        gl_die("cuDNN attention failed to run the %s: %s%s%s", what,
+               cudnnGetErrorString(s), *last ? ": " : "", last);
+    }
+}
+
+int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
+                      int ldq, const bf16 *k, int ldk, const bf16 *v, int ldv,
+                      int B, int S, int Hq, int Hkv, int D, float scale)
+{
+    const void *p[] = {o, q, k, v, lse};
+    const int ld[] = {ldo, ldq, ldk, ldv, 8};
+    if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 5))
+        return 0;
+    plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0};
+    plan_entry *e = lookup(d, &key);
+    if (!e)
+        return 0;
+    gl_cuda_state *st = gl_cuda_st(d);
+    void *ws = gl_cuda_scratch(d, &st->s_cudnn, round256((size_t)e->ws));
+    float fscale = scale, fneg = -3.402823466e38f;   /* the lowest float */
+    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG};
+    void *ptrs[] = {(void *)q, (void *)k, (void *)v, o, lse, &fscale, &fneg};
+    execute(d, e, 7, uids, ptrs, ws);
+    return 1;
+}
+
+int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
+                      const bf16 *dout, int lddo, const bf16 *o, int ldo,
+                      const float *lse, const bf16 *q, int ldq, const bf16 *k,
+                      int ldk, const bf16 *v, int ldv, int B, int S, int Hq,
+                      int Hkv, int D, float scale)
+{
+    const void *p[] = {dq, dk, dv, dout, o, lse, q, k, v};
+    const int ld[] = {ldg, ldg, ldg, lddo, ldo, 8, ldq, ldk, ldv};
+    if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 9))
+        return 0;
+    plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg};
+    plan_entry *e = lookup(d, &key);
+    if (!e)
+        return 0;
+    gl_cuda_state *st = gl_cuda_st(d);
+    size_t wbytes = round256((size_t)e->ws);
+    size_t dbytes = round256((size_t)B * Hq * S * sizeof(float));
+    size_t abytes = round256((size_t)B * Hq * S * D * sizeof(float));
+    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + dbytes + abytes);
+    float fscale = scale, fneg = -3.402823466e38f, fone = 1.0f;
+    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK,
+                            U_DV, U_SCALE, U_NEG, U_ONE, U_DELTA, U_DQACC};
+    void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dout,
+                    (void *)lse, dq, dk, dv, &fscale, &fneg, &fone,
+                    ws + wbytes, ws + wbytes + dbytes};
+    execute(d, e, 14, uids, ptrs, ws);
+    return 1;
+}
+
+void gl_cudnn_close(gl_dev *d)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_cudnn *c = st->cudnn;
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        if (c->e[i].plan)
+            cudnnBackendDestroyDescriptor(c->e[i].plan);
+        for (int j = c->e[i].nkeep - 1; j >= 0; j--)
+            cudnnBackendDestroyDescriptor(c->e[i].keep[j]);
+        free(c->e[i].keep);
+    }
+    free(c->e);
+    if (!c->unusable)
+        cudnnDestroy(c->h);
+    free(c);
+    st->cudnn = NULL;
+}
+
+#endif /* GL_HAVE_CUDNN */

@@ -1,0 +1,61 @@
+/*
+ * attn_cudnn.h: the CUDA back end's attention implementations and its
+ * per-op profiler, as seen from C (tests, benchmarks, tools).
+ *
+ * Attention.  ops->attn_fwd / attn_bwd of a CUDA device run one of two
+ * implementations of the same contract (src/device/ops.h):
+ *   - cudnn:  cuDNN 9's fused flash attention (attn_cudnn.cu), built from
+ *             the backend graph API and cached per shape; only in builds
+ *             configured with cuDNN (GL_HAVE_CUDNN);
+ *   - native: the tensor-core kernels of attention_fwd.cu/attention_bwd.cu,
+ *             always built, the reference the cudnn path is tested against.
+ * The environment variable GRIDLM_ATTENTION picks one when the device is
+ * opened:
+ *   unset or "auto"  cudnn when a plan builds for the shape, else native
+ *                    (the first refusal prints one warning line);
+ *   "cudnn"          cudnn or die naming the shape and cuDNN's reason;
+ *   "native"         the kernels written here.
+ *
+ * Profiler.  GRIDLM_PROFILE=1 when the device is opened wraps every
+ * enqueuing op of the table with a pair of CUDA events; the times are
+ * read at sync/download (no extra host synchronisation in the hot path)
+ * and a table of time per op is printed on rank 0 when the device closes.
+ */
+#ifndef GL_CUDA_ATTN_CUDNN_H
+#define GL_CUDA_ATTN_CUDNN_H
+
+#include "device/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GL_ATTN_AUTO = 0, GL_ATTN_CUDNN = 1, GL_ATTN_NATIVE = 2 };
+
+/* Sets the attention implementation of CUDA device d (GL_ATTN_*) and
+ * returns the previous one; impl < 0 only returns the current one.  Dies
+ * for GL_ATTN_CUDNN in a build without cuDNN. */
+int gl_cuda_attn_impl(gl_dev *d, int impl);
+
+/* cudnnGetVersion() of the loaded cuDNN (e.g. 91900), 0 in a build
+ * without cuDNN. */
+long gl_cuda_cudnn_version(void);
+
+/* How the attention calls of device d ran since it was opened. */
+typedef struct {
+    long fwd_cudnn, bwd_cudnn;     /* calls run by cuDNN */
+    long fwd_native, bwd_native;   /* calls run by the kernels here */
+    long plans;                    /* cuDNN execution plans built */
+    long refused;                  /* shapes cuDNN built no plan for */
+} gl_attn_counts;
+void gl_cuda_attn_counts(gl_dev *d, gl_attn_counts *c);
+
+/* The profiler's totals of one op ("gemm", "attn_fwd", ...) of device d
+ * (opened with GRIDLM_PROFILE=1), up to its last sync or download: 0 and
+ * zeros when the op never ran or the device is not profiled. */
+int gl_cuda_profile_get(gl_dev *d, const char *op, long *calls, double *ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

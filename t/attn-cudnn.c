@@ -1,0 +1,576 @@
+/*
+ * attn-cudnn.c: cuDNN's fused attention (cuda/attn_cudnn.cu) against the
+ * attention kernels written here and against the CPU reference back end,
+ * and the CUDA op profiler (GRIDLM_PROFILE).
+ *
+ * Attention runs on a fused QKV buffer [B, S, (Hq + 2 Hkv) D], as the
+ * model lays it out, so q, k, v (and dq, dk, dv) are strided views.  Both
+ * GPU implementations see the same bf16 numbers, and the CPU sees them as
+ * fp32.  Every output is poisoned with 0xFF bytes (NaN) before each run,
+ * so an element an implementation fails to write shows up.  Tolerances
+ * are those of t/ops-cuda.c: attention rounds its probabilities to bf16
+ * before the second product, so o and the gradients are compared against
+ * the largest reference value (1e-2 and 2e-2 of it); the log-sum-exp is
+ * fp32 on every side (1e-5).
+ *
+ * Forward: cuDNN against the CPU on the heads the CPU computes (all of
+ * them at small shapes, 4 at S = 4096) and against the native kernels on
+ * every head.  Backward: from the CPU's o and lse on the CPU's heads, and
+ * from the native forward's o and lse on every head against the native
+ * backward.  A backward on some heads must leave the other heads' columns
+ * of the fused gradient buffer alone.
+ *
+ * GL_ATTN_CUDNN_QUICK=1 leaves out the S = 4096 shapes; GL_ATTN_CUDNN_BENCH=1
+ * adds timings of both implementations at the 1.5B model's shapes.
+ * Skips without a GPU or in a build without cuDNN.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "attn_cudnn.h"
+#include "base/log.h"
+#include "device/ops.h"
+#include "tap.h"
+
+static gl_dev *G, *C;       /* the GPU and the CPU reference */
+
+/* ---- numbers ---- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static double urand(void)           /* uniform in [0, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static uint16_t f2bf(float f)       /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float round_bf(float f)
+{
+    return bf2f(f2bf(f));
+}
+
+static float *rand_bf(size_t n, float lo, float hi)
+{
+    float *x = gl_malloc(n * sizeof *x + 1);
+    for (size_t i = 0; i < n; i++)
+        x[i] = round_bf(lo + (float)urand() * (hi - lo));
+    return x;
+}
+
+/* ---- buffers ---- */
+
+static void *g_act(const float *h, size_t n)
+{
+    uint16_t *b = gl_malloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++)
+        b[i] = f2bf(h[i]);
+    void *p = G->ops->alloc(G, n * 2);
+    G->ops->upload(G, p, b, n * 2);
+    G->ops->sync(G);
+    free(b);
+    return p;
+}
+
+static float *g_f32(const float *h, size_t n)
+{
+    float *p = G->ops->alloc(G, n * 4);
+    if (h)
+        G->ops->upload(G, p, h, n * 4);
+    G->ops->sync(G);
+    return p;
+}
+
+static float *c_buf(const float *h, size_t n)
+{
+    float *p = C->ops->alloc(C, n * 4);
+    if (h)
+        memcpy(p, h, n * 4);
+    return p;
+}
+
+static void g_poison(void *p, size_t bytes)
+{
+    void *h = gl_malloc(bytes + 1);
+    memset(h, 0xff, bytes);
+    G->ops->upload(G, p, h, bytes);
+    G->ops->sync(G);
+    free(h);
+}
+
+static float *dl_act(const void *p, size_t n)
+{
+    uint16_t *b = gl_malloc(n * 2 + 2);
+    G->ops->download(G, b, p, n * 2);
+    float *f = gl_malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++)
+        f[i] = bf2f(b[i]);
+    free(b);
+    return f;
+}
+
+static float *dl_f32(const float *p, size_t n)
+{
+    float *f = gl_malloc(n * 4 + 4);
+    G->ops->download(G, f, p, n * 4);
+    return f;
+}
+
+/* ---- comparison ---- */
+
+/* rows x cols elements at row strides ldg (got) and ldw (want): passes
+ * when every |got - want| <= atol max|want| + rtol |want| and nothing is
+ * NaN on one side only.  max|want| is raised to `floor` where it is
+ * smaller, and to 1 (the scale of the inputs) where the reference is all
+ * zeros.  Prints the worst element on failure. */
+static int cmp2d_floor(const char *what, const float *got, long ldg,
+                       const float *want, long ldw, long rows, long cols,
+                       double rtol, double atol, double floor)
+{
+    double maxref = 0, worst = 0, sq = 0, sqr = 0;
+    long bad = 0, nan = 0, wi = -1;
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++) {
+            double w = want[r * ldw + c];
+            if (fabs(w) > maxref)
+                maxref = fabs(w);
+        }
+    double scale = maxref > 0 ? maxref : 1.0;
+    if (scale < floor)
+        scale = floor;
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++) {
+            double g = got[r * ldg + c], w = want[r * ldw + c];
+            if (isnan(g) != isnan(w)) {
+                nan++;
+                continue;
+            }
+            double e = fabs(g - w);
+            sq += e * e;
+            sqr += w * w;
+            double lim = atol * scale + rtol * fabs(w);
+            if (e > lim) {
+                bad++;
+                if (e - lim > worst) {
+                    worst = e - lim;
+                    wi = r * cols + c;
+                }
+            }
+        }
+    int pass = ok(bad == 0 && nan == 0, "%s", what);
+    double rel = sqr > 0 ? sqrt(sq / sqr) : sqrt(sq);
+    if (!pass) {
+        diag("  %ld elements out of tolerance, %ld NaN/unwritten (max|ref| "
+             "%.4g, relative rms error %.3g)", bad, nan, maxref, rel);
+        if (wi >= 0) {
+            long r = wi / cols, c = wi % cols;
+            diag("  worst at row %ld col %ld: got %.6g want %.6g", r, c,
+                 got[r * ldg + c], want[r * ldw + c]);
+        }
+    } else if (getenv("GL_ATTN_CUDNN_VERBOSE"))
+        diag("  max|ref| %.4g, relative rms error %.3g", maxref, rel);
+    return pass;
+}
+
+static int cmp2d(const char *what, const float *got, long ldg,
+                 const float *want, long ldw, long rows, long cols,
+                 double rtol, double atol)
+{
+    return cmp2d_floor(what, got, ldg, want, ldw, rows, cols, rtol, atol, 0);
+}
+
+/* The largest |x| of rows x cols at row stride ld, 1 when all are 0. */
+static double magnitude(const float *x, long ld, long rows, long cols)
+{
+    double m = 0;
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++)
+            if (fabs(x[r * ld + c]) > m)
+                m = fabs(x[r * ld + c]);
+    return m > 0 ? m : 1.0;
+}
+
+/* ---- the implementations ---- */
+
+static gl_attn_counts counts(void)
+{
+    gl_attn_counts c;
+    gl_cuda_attn_counts(G, &c);
+    return c;
+}
+
+/* Forward through ops->attn_fwd under implementation impl; returns 1 when
+ * cuDNN ran it. */
+static int run_fwd(int impl, void *o, int ldo, float *lse, const void *q,
+                   const void *k, const void *v, int ld, int B, int S, int Hq,
+                   int Hkv, int D, float scale)
+{
+    gl_cuda_attn_impl(G, impl);
+    gl_attn_counts c0 = counts();
+    G->ops->attn_fwd(G, o, ldo, lse, q, ld, k, ld, v, ld, B, S, Hq, Hkv, D,
+                     scale);
+    G->ops->sync(G);
+    gl_attn_counts c1 = counts();
+    gl_cuda_attn_impl(G, GL_ATTN_AUTO);
+    return c1.fwd_cudnn == c0.fwd_cudnn + 1;
+}
+
+static int run_bwd(int impl, void *dq, void *dk, void *dv, int ld,
+                   const void *dout, int lddo, const void *o, int ldo,
+                   const float *lse, const void *q, const void *k,
+                   const void *v, int B, int S, int Hq, int Hkv, int D,
+                   float scale)
+{
+    gl_cuda_attn_impl(G, impl);
+    gl_attn_counts c0 = counts();
+    G->ops->attn_bwd(G, dq, dk, dv, ld, dout, lddo, o, ldo, lse, q, ld, k, ld,
+                     v, ld, B, S, Hq, Hkv, D, scale);
+    G->ops->sync(G);
+    gl_attn_counts c1 = counts();
+    gl_cuda_attn_impl(G, GL_ATTN_AUTO);
+    return c1.bwd_cudnn == c0.bwd_cudnn + 1;
+}
+
+/* Columns [c0, c1) of rows x ld elements all still 0xFFFF (unwritten). */
+static long written(const void *buf, long rows, int ld, int c0, int c1)
+{
+    uint16_t *h = gl_malloc((size_t)rows * ld * 2 + 2);
+    G->ops->download(G, h, buf, (size_t)rows * ld * 2);
+    long n = 0;
+    for (long r = 0; r < rows; r++)
+        for (int c = c0; c < c1; c++)
+            n += h[r * ld + c] != 0xffff;
+    free(h);
+    return n;
+}
+
+/*
+ * One shape.  cq of the Hq query heads (and cq / (Hq/Hkv) kv heads) are
+ * computed on the CPU.  must: cuDNN has to run this shape (else a shape
+ * it refuses is reported as a skip).
+ */
+static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq, int must)
+{
+    int grp = Hq / Hkv, ckv = cq / grp;
+    int W = (Hq + 2 * Hkv) * D, OD = Hq * D;
+    long rows = (long)B * S;
+    size_t nqkv = (size_t)rows * W, no = (size_t)rows * OD;
+    size_t nl = (size_t)B * Hq * S, ncl = (size_t)B * cq * S;
+    float scale = 1.0f / sqrtf((float)D);
+    char shape[96], name[200];
+    snprintf(shape, sizeof shape, "B=%d S=%d Hq=%d Hkv=%d D=%d", B, S, Hq, Hkv, D);
+
+    float *qkv = rand_bf(nqkv, -1, 1), *dout = rand_bf(no, -1, 1);
+    for (long r = 0; r < rows; r++)                  /* sharper softmax */
+        for (int i = 0; i < OD; i++)
+            qkv[r * W + i] = round_bf(qkv[r * W + i] * 4);
+    void *gqkv = g_act(qkv, nqkv), *gdo = g_act(dout, no);
+    uint16_t *gq = gqkv, *gk = gq + OD, *gv = gk + Hkv * D;
+    void *go_c = G->ops->alloc(G, no * 2), *go_n = G->ops->alloc(G, no * 2);
+    float *gl_c = g_f32(NULL, nl), *gl_n = g_f32(NULL, nl);
+
+    /* ---- forward ---- */
+    g_poison(go_c, no * 2);
+    g_poison(gl_c, nl * 4);
+    int ran = run_fwd(GL_ATTN_AUTO, go_c, OD, gl_c, gq, gk, gv, W, B, S, Hq,
+                      Hkv, D, scale);
+    if (!ran && !must)          /* compared below as the fallback */
+        skip(1, "cuDNN built no forward plan for this shape (see the warning)");
+    else
+        ok(ran, "attn_fwd %s runs through cuDNN", shape);
+    const char *fwho = ran ? "cuDNN" : "native (cuDNN refused)";
+    g_poison(go_n, no * 2);
+    g_poison(gl_n, nl * 4);
+    ok(!run_fwd(GL_ATTN_NATIVE, go_n, OD, gl_n, gq, gk, gv, W, B, S, Hq, Hkv,
+                D, scale), "attn_fwd %s under GL_ATTN_NATIVE runs the kernels here",
+       shape);
+
+    float *cqkv = c_buf(qkv, nqkv), *co = c_buf(NULL, no);
+    float *clse = c_buf(NULL, ncl);
+    float *cq_ = cqkv, *ck = cq_ + OD, *cv = ck + Hkv * D;
+    double t0 = gl_now();
+    C->ops->attn_fwd(C, co, OD, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D,
+                     scale);
+    double tc = gl_now() - t0;
+
+    float *o_c = dl_act(go_c, no), *o_n = dl_act(go_n, no);
+    float *l_c = dl_f32(gl_c, nl), *l_n = dl_f32(gl_n, nl);
+    long nan = 0;
+    for (size_t i = 0; i < no; i++)
+        nan += isnan(o_c[i]);
+    for (size_t i = 0; i < nl; i++)
+        nan += isnan(l_c[i]);
+    ok(nan == 0, "%s attn_fwd %s writes every element of o and lse (%ld "
+       "unwritten)", fwho, shape, nan);
+    snprintf(name, sizeof name, "%s attn_fwd o   %s vs CPU (%d heads)", fwho, shape, cq);
+    cmp2d(name, o_c, OD, co, OD, rows, (long)cq * D, 0, 1e-2);
+    /* lse [B, Hq, S]: the CPU's [B, cq, S] is the first cq S of each batch */
+    snprintf(name, sizeof name, "%s attn_fwd lse %s vs CPU (%d heads)", fwho, shape, cq);
+    cmp2d(name, l_c, (long)Hq * S, clse, (long)cq * S, B, (long)cq * S, 1e-5, 1e-5);
+    if (ran) {
+        snprintf(name, sizeof name, "cuDNN attn_fwd o   %s vs native (all heads)", shape);
+        cmp2d(name, o_c, OD, o_n, OD, rows, OD, 0, 1e-2);
+        snprintf(name, sizeof name, "cuDNN attn_fwd lse %s vs native (all heads)", shape);
+        cmp2d(name, l_c, 0, l_n, 0, 1, (long)nl, 1e-5, 1e-5);
+    }
+
+    /* ---- backward on the CPU's heads, from the CPU's o and lse ---- */
+    double gscale[3];           /* max |dq|, |dk|, |dv| of the CPU */
+    {
+        void *gd = G->ops->alloc(G, nqkv * 2);
+        uint16_t *gdq = gd, *gdk = gdq + OD, *gdv = gdk + Hkv * D;
+        float *lse2 = g_f32(clse, ncl);
+        void *go2 = g_act(co, no);
+        float *co_bf = dl_act(go2, no);          /* o as the GPU sees it */
+        float *cdo = c_buf(dout, no), *cd = c_buf(NULL, nqkv);
+        g_poison(gd, nqkv * 2);
+        ran = run_bwd(GL_ATTN_AUTO, gdq, gdk, gdv, W, gdo, OD, go2, OD, lse2,
+                      gq, gk, gv, B, S, cq, ckv, D, scale);
+        if (ran || must)
+            ok(ran, "attn_bwd %s (%d/%d heads) runs through cuDNN", shape, cq, ckv);
+        t0 = gl_now();
+        C->ops->attn_bwd(C, cd, cd + OD, cd + OD + Hkv * D, W, cdo, OD, co_bf,
+                         OD, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale);
+        tc += gl_now() - t0;
+        float *dg = dl_act(gd, nqkv);
+        if (!ran && !must)
+            skip(1, "cuDNN built no backward plan for this shape (see the warning)");
+        const char *who = ran ? "cuDNN" : "native (cuDNN refused)";
+        snprintf(name, sizeof name, "%s attn_bwd dq %s vs CPU (%d heads)", who, shape, cq);
+        cmp2d(name, dg, W, cd, W, rows, (long)cq * D, 0, 2e-2);
+        snprintf(name, sizeof name, "%s attn_bwd dk %s vs CPU (%d kv heads)", who, shape, ckv);
+        cmp2d(name, dg + OD, W, cd + OD, W, rows, (long)ckv * D, 0, 2e-2);
+        snprintf(name, sizeof name, "%s attn_bwd dv %s vs CPU (%d kv heads)", who, shape, ckv);
+        cmp2d(name, dg + OD + Hkv * D, W, cd + OD + Hkv * D, W, rows,
+              (long)ckv * D, 0, 2e-2);
+        if (cq < Hq) {
+            long w = written(gd, rows, W, cq * D, OD) +
+                     written(gd, rows, W, OD + ckv * D, OD + Hkv * D) +
+                     written(gd, rows, W, OD + (Hkv + ckv) * D, W);
+            ok(w == 0, "%s attn_bwd %s on %d of %d heads writes no other head's "
+               "columns (%ld written)", who, shape, cq, Hq, w);
+        }
+        gscale[0] = magnitude(cd, W, rows, (long)cq * D);
+        gscale[1] = magnitude(cd + OD, W, rows, (long)ckv * D);
+        gscale[2] = magnitude(cd + OD + Hkv * D, W, rows, (long)ckv * D);
+        diag("  (CPU reference took %.1f s)", tc);
+        G->ops->free(G, gd);
+        G->ops->free(G, lse2);
+        G->ops->free(G, go2);
+        C->ops->free(C, cdo);
+        C->ops->free(C, cd);
+        free(co_bf);
+        free(dg);
+    }
+
+    /* ---- backward on every head: cuDNN against the kernels here ---- */
+    {
+        void *gd_c = G->ops->alloc(G, nqkv * 2), *gd_n = G->ops->alloc(G, nqkv * 2);
+        uint16_t *a = gd_c, *b = gd_n;
+        g_poison(gd_c, nqkv * 2);
+        g_poison(gd_n, nqkv * 2);
+        ran = run_bwd(GL_ATTN_AUTO, a, a + OD, a + OD + Hkv * D, W, gdo, OD,
+                      go_n, OD, gl_n, gq, gk, gv, B, S, Hq, Hkv, D, scale);
+        if (ran || must)
+            ok(ran, "attn_bwd %s (all heads) runs through cuDNN", shape);
+        run_bwd(GL_ATTN_NATIVE, b, b + OD, b + OD + Hkv * D, W, gdo, OD, go_n,
+                OD, gl_n, gq, gk, gv, B, S, Hq, Hkv, D, scale);
+        float *dc = dl_act(gd_c, nqkv), *dn = dl_act(gd_n, nqkv);
+        /* Both GPU results carry fp32 cancellation noise (~1e-7 of the
+         * inputs) where the exact gradient vanishes (dq and dk at S = 1,
+         * where the CPU gives exact zeros): the tolerance is relative to
+         * the true magnitude of each gradient, the CPU's, not to the
+         * native kernels' noise. */
+        if (ran) {
+            snprintf(name, sizeof name, "cuDNN attn_bwd dq %s vs native", shape);
+            cmp2d_floor(name, dc, W, dn, W, rows, OD, 0, 2e-2, gscale[0]);
+            snprintf(name, sizeof name, "cuDNN attn_bwd dk %s vs native", shape);
+            cmp2d_floor(name, dc + OD, W, dn + OD, W, rows, (long)Hkv * D, 0,
+                        2e-2, gscale[1]);
+            snprintf(name, sizeof name, "cuDNN attn_bwd dv %s vs native", shape);
+            cmp2d_floor(name, dc + OD + Hkv * D, W, dn + OD + Hkv * D, W, rows,
+                        (long)Hkv * D, 0, 2e-2, gscale[2]);
+        }
+        G->ops->free(G, gd_c);
+        G->ops->free(G, gd_n);
+        free(dc);
+        free(dn);
+    }
+
+    C->ops->free(C, cqkv);
+    C->ops->free(C, co);
+    C->ops->free(C, clse);
+    free(o_c);
+    free(o_n);
+    free(l_c);
+    free(l_n);
+    G->ops->free(G, gqkv);
+    G->ops->free(G, gdo);
+    G->ops->free(G, go_c);
+    G->ops->free(G, go_n);
+    G->ops->free(G, gl_c);
+    G->ops->free(G, gl_n);
+    free(qkv);
+    free(dout);
+}
+
+/* ---- the profiler ---- */
+
+static void test_profile(void)
+{
+    setenv("GRIDLM_PROFILE", "1", 1);
+    gl_dev *P = gl_dev_open_cuda(0);
+    unsetenv("GRIDLM_PROFILE");
+    int B = 1, S = 256, Hq = 4, Hkv = 2, D = 64, W = (Hq + 2 * Hkv) * D;
+    void *qkv = P->ops->alloc(P, (size_t)S * W * 2);
+    void *o = P->ops->alloc(P, (size_t)S * Hq * D * 2);
+    float *lse = P->ops->alloc(P, (size_t)Hq * S * 4);
+    uint16_t *q = qkv, *k = q + Hq * D, *v = k + Hkv * D;
+    for (int i = 0; i < 3; i++)
+        P->ops->attn_fwd(P, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D,
+                         0.125f);
+    for (int i = 0; i < 2; i++)
+        P->ops->gemm(P, 0, 1, S, S, Hq * D, 1, o, Hq * D, o, Hq * D, 0, qkv,
+                     GL_DT_BF16, S);
+    long calls = -1;
+    double ms = -1;
+    gl_cuda_profile_get(P, "attn_fwd", &calls, &ms);
+    ok(calls == 0, "profile: nothing is read before a sync (%ld calls)", calls);
+    P->ops->sync(P);
+    int got = gl_cuda_profile_get(P, "attn_fwd", &calls, &ms);
+    ok(got && calls == 3 && ms > 0, "profile: attn_fwd timed 3 times after sync "
+       "(%ld calls, %.3f ms)", calls, ms);
+    got = gl_cuda_profile_get(P, "gemm", &calls, &ms);
+    ok(got && calls == 2 && ms > 0, "profile: gemm timed twice (%ld calls, %.3f ms)",
+       calls, ms);
+    ok(!gl_cuda_profile_get(P, "swiglu_fwd", &calls, &ms) && calls == 0,
+       "profile: an op never called has no entry");
+    ok(!gl_cuda_profile_get(G, "attn_fwd", &calls, &ms),
+       "profile: a device opened without GRIDLM_PROFILE is not profiled");
+    P->ops->free(P, qkv);
+    P->ops->free(P, o);
+    P->ops->free(P, lse);
+    diag("the profiled device prints its table at close:");
+    gl_dev_close(P);
+    ok(1, "profile: the profiled device closes");
+}
+
+/* ---- timings (GL_ATTN_CUDNN_BENCH=1) ---- */
+
+static void bench(int B, int S, int Hq, int Hkv, int D)
+{
+    int W = (Hq + 2 * Hkv) * D, OD = Hq * D;
+    size_t nqkv = (size_t)B * S * W, no = (size_t)B * S * OD;
+    float *h = rand_bf(nqkv, -1, 1);
+    void *qkv = g_act(h, nqkv), *dqkv = G->ops->alloc(G, nqkv * 2);
+    void *o = G->ops->alloc(G, no * 2), *dout = g_act(h, no);
+    float *lse = G->ops->alloc(G, (size_t)B * Hq * S * 4);
+    uint16_t *q = qkv, *k = q + OD, *v = k + Hkv * D;
+    uint16_t *dq = dqkv, *dk = dq + OD, *dv = dk + Hkv * D;
+    float sc = 1.0f / sqrtf((float)D);
+    double flop = 4.0 * B * Hq * (double)S * S * D / 2;      /* causal */
+    int reps = 20;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaStream_t st = (cudaStream_t)G->stream;
+    for (int impl = GL_ATTN_CUDNN; impl <= GL_ATTN_NATIVE; impl++) {
+        gl_cuda_attn_impl(G, impl);
+        float fms = 0, bms = 0;
+        G->ops->attn_fwd(G, o, OD, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+        cudaEventRecord(e0, st);
+        for (int i = 0; i < reps; i++)
+            G->ops->attn_fwd(G, o, OD, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+        cudaEventRecord(e1, st);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&fms, e0, e1);
+        G->ops->attn_bwd(G, dq, dk, dv, W, dout, OD, o, OD, lse, q, W, k, W, v,
+                         W, B, S, Hq, Hkv, D, sc);
+        cudaEventRecord(e0, st);
+        for (int i = 0; i < reps; i++)
+            G->ops->attn_bwd(G, dq, dk, dv, W, dout, OD, o, OD, lse, q, W, k, W,
+                             v, W, B, S, Hq, Hkv, D, sc);
+        cudaEventRecord(e1, st);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&bms, e0, e1);
+        double f = fms / reps, b = bms / reps;
+        diag("bench %-6s B=%d S=%d Hq=%d Hkv=%d D=%d: fwd %.3f ms %.0f TFLOP/s, "
+             "bwd %.3f ms %.0f TFLOP/s, fwd+bwd %.3f ms %.0f TFLOP/s",
+             impl == GL_ATTN_CUDNN ? "cudnn" : "native", B, S, Hq, Hkv, D, f,
+             flop / f / 1e9, b, 2.5 * flop / b / 1e9, f + b,
+             3.5 * flop / (f + b) / 1e9);
+    }
+    gl_cuda_attn_impl(G, GL_ATTN_AUTO);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    G->ops->free(G, qkv);
+    G->ops->free(G, dqkv);
+    G->ops->free(G, o);
+    G->ops->free(G, dout);
+    G->ops->free(G, lse);
+    free(h);
+}
+
+int main(void)
+{
+    gl_log_set_program("attn-cudnn.t");
+    if (gl_cuda_device_count() == 0)
+        skip_all("no CUDA device");
+    if (gl_cuda_cudnn_version() == 0)
+        skip_all("this gridlm was built without cuDNN");
+    G = gl_dev_open_cuda(0);
+    C = gl_dev_open_cpu();
+    plan(NO_PLAN);
+    int quick = getenv("GL_ATTN_CUDNN_QUICK") != NULL;
+    diag("cuDNN %ld on %s", gl_cuda_cudnn_version(), G->name[0] ? G->name : "GPU 0");
+    gl_cuda_attn_impl(G, GL_ATTN_AUTO);
+
+    test_attn(2, 256, 8, 2, 64, 8, 1);             /* GQA 4, S a tile multiple */
+    test_attn(1, 256, 4, 4, 128, 4, 1);            /* MHA, D = 128 */
+    test_attn(2, 200, 8, 2, 64, 8, 0);             /* ragged S */
+    test_attn(2, 130, 6, 3, 128, 6, 0);
+    test_attn(1, 77, 4, 1, 64, 4, 0);              /* MQA, odd S */
+    test_attn(1, 1, 2, 1, 64, 2, 0);               /* one token */
+    if (!quick) {
+        test_attn(2, 4096, 32, 8, 64, 4, 1);       /* the 1.5B model's shape */
+        test_attn(1, 4096, 32, 8, 128, 4, 1);
+    }
+    gl_attn_counts c = counts();
+    diag("cuDNN plans built %ld, shapes refused %ld", c.plans, c.refused);
+
+    test_profile();
+
+    if (getenv("GL_ATTN_CUDNN_BENCH")) {
+        bench(2, 4096, 32, 8, 64);
+        bench(2, 4096, 16, 4, 128);
+    }
+    gl_dev_close(G);
+    gl_dev_close(C);
+    return done_testing();
+}
