@@ -1,5 +1,5 @@
 /* bpe_train.c: byte-level BPE training (see bpe_train.h). */
-#include "config.h"
+#include <config.h>
 #include "data/bpe_train.h"
 #include "data/lines.h"
 #include "data/strmap.h"

@@ -1,5 +1,5 @@
 /* indexed.c: Megatron .bin/.idx reader (mmap, validated) and writer. */
-#include "config.h"
+#include <config.h>
 #include "data/indexed.h"
 #include "base/log.h"
 

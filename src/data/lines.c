@@ -1,5 +1,5 @@
 /* lines.c: line reader over plain, gzip and zstd files (see lines.h). */
-#include "config.h"
+#include <config.h>
 #include "data/lines.h"
 #include "base/log.h"
 

@@ -1,6 +1,6 @@
 /* loader.c: batches from blended, split, shuffled datasets, read ahead by
  * a background thread (see loader.h). */
-#include "config.h"
+#include <config.h>
 #include "data/loader.h"
 #include "data/indexed.h"
 #include "data/samples.h"

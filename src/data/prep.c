@@ -1,5 +1,5 @@
 /* prep.c: corpus -> Megatron indexed datasets, inspect, merge (prep.h). */
-#include "config.h"
+#include <config.h>
 #include "data/prep.h"
 #include "data/indexed.h"
 #include "data/lines.h"

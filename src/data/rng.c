@@ -1,5 +1,5 @@
 /* rng.c: MT19937 as NumPy's RandomState uses it (see rng.h). */
-#include "config.h"
+#include <config.h>
 #include "data/rng.h"
 
 /* Matsumoto and Nishimura's reference init_genrand. */

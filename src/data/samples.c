@@ -1,6 +1,6 @@
 /* samples.c: Megatron's document, sample and shuffle indices; blending;
  * the .npy cache (see samples.h). */
-#include "config.h"
+#include <config.h>
 #include "data/samples.h"
 #include "data/rng.h"
 #include "data/strmap.h"

@@ -1,5 +1,5 @@
 /* strmap.c: open-addressing hash tables (see strmap.h). */
-#include "config.h"
+#include <config.h>
 #include "data/strmap.h"
 #include "base/log.h"
 

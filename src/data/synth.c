@@ -1,5 +1,5 @@
 /* synth.c: the deterministic synthetic corpus (see synth.h). */
-#include "config.h"
+#include <config.h>
 #include "data/synth.h"
 #include "base/rng.h"
 #include "base/log.h"

@@ -1,5 +1,5 @@
 /* utf8.c: UTF-8 helpers (see utf8.h). */
-#include "config.h"
+#include <config.h>
 #include "data/utf8.h"
 #include "base/log.h"
 
