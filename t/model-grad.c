@@ -61,155 +61,7 @@ static void micro_config(gl_config *c, const variant *v)
     c->sequence_parallel = 0;
 }
 
-/* ---- the independent reference forward, in double ---- */
-
-typedef struct {
-    const gl_model_plan *p;
-    const float *w;
-} ref_model;
-
-static const float *ref_param(const ref_model *r, const char *name)
-{
-    for (int i = 0; i < r->p->nparams; i++)
-        if (!strcmp(r->p->param[i].name, name))
-            return r->w + r->p->param[i].offset;
-    bail_out("no parameter %s", name);
-}
-
-static void ref_rmsnorm(double *y, const double *x, const float *w, int h, double eps)
-{
-    double ss = 0;
-    for (int i = 0; i < h; i++)
-        ss += x[i] * x[i];
-    double r = 1.0 / sqrt(ss / h + eps);
-    for (int i = 0; i < h; i++)
-        y[i] = x[i] * r * w[i];
-}
-
-/* y[out] = W[out, in] x[in] */
-static void ref_matvec(double *y, const float *Wt, const double *x, int out, int in)
-{
-    for (int o = 0; o < out; o++) {
-        double s = 0;
-        for (int i = 0; i < in; i++)
-            s += (double)Wt[(size_t)o * in + i] * x[i];
-        y[o] = s;
-    }
-}
-
-/* Rotate-half RoPE of one head at position t. */
-static void ref_rope(double *x, int D, int t, const double *fr)
-{
-    for (int i = 0; i < D / 2; i++) {
-        double a = t * fr[i], c = cos(a), s = sin(a);
-        double x1 = x[i], x2 = x[i + D / 2];
-        x[i] = x1 * c - x2 * s;
-        x[i + D / 2] = x2 * c + x1 * s;
-    }
-}
-
-/* Mean cross-entropy over the unmasked tokens. */
-static double ref_loss(const gl_config *c, const ref_model *r, const int32_t *ids,
-                       const int32_t *tg, const float *mask)
-{
-    const gl_model_dims *dm = &r->p->dm;
-    int B = dm->B, S = dm->S, h = dm->h, Hq = dm->Hq, Hkv = dm->Hkv, D = dm->D, f = dm->f;
-    int n = B * S;
-    double *x = calloc((size_t)n * h, sizeof(double));
-    double *a = calloc((size_t)n * h, sizeof(double));
-    double *q = calloc((size_t)n * Hq * D, sizeof(double));
-    double *k = calloc((size_t)n * Hkv * D, sizeof(double));
-    double *v = calloc((size_t)n * Hkv * D, sizeof(double));
-    double *o = calloc((size_t)n * Hq * D, sizeof(double));
-    double *tmp = calloc((size_t)(h > f ? h : f) * 4 + (size_t)Hq * D, sizeof(double));
-    double *fr = calloc((size_t)D, sizeof(double));
-    double *p = calloc((size_t)S, sizeof(double));
-    char name[80];
-    gl_rope_inv_freq(c, D, fr);
-
-    const float *emb = ref_param(r, "embedding.weight");
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < h; i++)
-            x[(size_t)t * h + i] = emb[(size_t)ids[t] * h + i];
-
-    for (int l = 0; l < dm->L; l++) {
-#define P(s) (snprintf(name, sizeof name, "layers.%d." s ".weight", l), ref_param(r, name))
-        const float *wn1 = P("attention_norm"), *wq = P("attention.wq"), *wk = P("attention.wk");
-        const float *wv = P("attention.wv"), *wo = P("attention.wo"), *wn2 = P("mlp_norm");
-        const float *wg = P("mlp.w_gate"), *wu = P("mlp.w_up"), *wd = P("mlp.w_down");
-#undef P
-        for (int t = 0; t < n; t++) {
-            ref_rmsnorm(&a[(size_t)t * h], &x[(size_t)t * h], wn1, h, dm->eps);
-            ref_matvec(&q[(size_t)t * Hq * D], wq, &a[(size_t)t * h], Hq * D, h);
-            ref_matvec(&k[(size_t)t * Hkv * D], wk, &a[(size_t)t * h], Hkv * D, h);
-            ref_matvec(&v[(size_t)t * Hkv * D], wv, &a[(size_t)t * h], Hkv * D, h);
-            for (int j = 0; j < Hq; j++)
-                ref_rope(&q[((size_t)t * Hq + j) * D], D, t % S, fr);
-            for (int j = 0; j < Hkv; j++)
-                ref_rope(&k[((size_t)t * Hkv + j) * D], D, t % S, fr);
-        }
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < Hq; j++) {
-                int g = j / (Hq / Hkv);
-                for (int t = 0; t < S; t++) {
-                    const double *qq = &q[((size_t)(b * S + t) * Hq + j) * D];
-                    double mx = -1e300, sum = 0;
-                    for (int u = 0; u <= t; u++) {
-                        const double *kk = &k[((size_t)(b * S + u) * Hkv + g) * D];
-                        double s = 0;
-                        for (int e = 0; e < D; e++)
-                            s += qq[e] * kk[e];
-                        p[u] = s / sqrt((double)D);
-                        if (p[u] > mx)
-                            mx = p[u];
-                    }
-                    for (int u = 0; u <= t; u++)
-                        sum += (p[u] = exp(p[u] - mx));
-                    double *oo = &o[((size_t)(b * S + t) * Hq + j) * D];
-                    for (int e = 0; e < D; e++) {
-                        double s = 0;
-                        for (int u = 0; u <= t; u++)
-                            s += p[u] / sum * v[((size_t)(b * S + u) * Hkv + g) * D + e];
-                        oo[e] = s;
-                    }
-                }
-            }
-        for (int t = 0; t < n; t++) {
-            double *xt = &x[(size_t)t * h];
-            ref_matvec(tmp, wo, &o[(size_t)t * Hq * D], h, Hq * D);
-            for (int i = 0; i < h; i++)
-                xt[i] += tmp[i];
-            double *mg = tmp, *gt = tmp + h, *ut = gt + f, *dn = ut + f;
-            ref_rmsnorm(mg, xt, wn2, h, dm->eps);
-            ref_matvec(gt, wg, mg, f, h);
-            ref_matvec(ut, wu, mg, f, h);
-            for (int i = 0; i < f; i++)
-                gt[i] = gt[i] / (1.0 + exp(-gt[i])) * ut[i];
-            ref_matvec(dn, wd, gt, h, f);
-            for (int i = 0; i < h; i++)
-                xt[i] += dn[i];
-        }
-    }
-    const float *wf = ref_param(r, "final_norm.weight");
-    const float *head = ref_param(r, dm->tied ? "embedding.weight" : "lm_head.weight");
-    double total = 0, count = 0;
-    double *logit = calloc((size_t)dm->V, sizeof(double));
-    for (int t = 0; t < n; t++) {
-        ref_rmsnorm(a, &x[(size_t)t * h], wf, h, dm->eps);
-        ref_matvec(logit, head, a, dm->V, h);       /* real vocabulary only */
-        double mx = -1e300, sum = 0;
-        for (int i = 0; i < dm->V; i++)
-            if (logit[i] > mx)
-                mx = logit[i];
-        for (int i = 0; i < dm->V; i++)
-            sum += exp(logit[i] - mx);
-        total += mask[t] * (log(sum) + mx - logit[tg[t]]);
-        count += mask[t];
-    }
-    free(logit); free(x); free(a); free(q); free(k); free(v); free(o);
-    free(tmp); free(fr); free(p);
-    return total / count;
-}
+#include "model-ref.h"
 
 /* ---- the model under test ---- */
 
@@ -274,6 +126,36 @@ static void run_variant(const variant *v)
     double got = model_loss(&H, 1);
     ok(fabs(got - want) <= 2e-6 * fabs(want), "%s: loss %.7f matches the double "
        "reference %.7f", v->what, got, want);
+
+    /* 1b. forward only: on the training model (no gradient may appear),
+     * and on a forward-only model (one set of layer activations shared
+     * by the layers, no gradient buffer): the same loss, bit for bit, as
+     * the training forward */
+    {
+        float z = 0, l1, l2;
+        d->ops->zero(d, H.m->g, p->nflat * sizeof(float));
+        d->ops->upload(d, H.lacc, &z, sizeof z);
+        gl_model_forward_only(H.m, 0, 0, &H.mb, H.lacc);
+        d->ops->download(d, &l1, H.lacc, sizeof l1);
+        size_t nz = 0;
+        for (size_t e = 0; e < p->nflat; e++)
+            nz += H.m->g[e] != 0.0f;
+        gl_model *fm = gl_model_new_forward_only(p, &c, d, NULL);
+        gl_model_init_weights(fm, 1234, NULL, 0, 0);
+        ok(fm->g == NULL, "%s: a forward-only model has no gradient buffer", v->what);
+        d->ops->upload(d, H.lacc, &z, sizeof z);
+        gl_model_forward_only(fm, 0, 0, &H.mb, H.lacc);
+        d->ops->download(d, &l2, H.lacc, sizeof l2);
+        ok(nz == 0, "%s: forward only leaves the gradients alone (%zu non-zero)", v->what, nz);
+        ok(l1 / H.count == got && l2 / H.count == got,
+           "%s: forward-only loss %.9g (training model) and %.9g (forward-only model) "
+           "equal the training forward's %.9g", v->what, l1 / H.count, l2 / H.count, got);
+        ok(fm->arena_bytes < H.m->arena_bytes, "%s: the forward-only model's buffers "
+           "(%zu bytes) are smaller than the training model's (%zu)", v->what,
+           fm->arena_bytes, H.m->arena_bytes);
+        gl_model_free(fm);
+        model_loss(&H, 1);              /* the gradients again, for part 2 */
+    }
 
     /* 2. gradients against finite differences */
     size_t N = p->nflat;

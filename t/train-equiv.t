@@ -13,7 +13,8 @@
 # with --eod-mask-loss (masked targets) on 1 rank and on (2,2,2) with
 # sequence parallelism and the distributed optimizer; the loss must fall.  A run with another seed must differ (the
 # comparison can fail).  Under MPICH (busy polling) only layouts of at most
-# two ranks run.
+# two ranks run.  Validation losses (--eval-interval 10 --eval-iters 2,
+# the forward-only pipeline) are compared the same way.
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -25,7 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 16
- --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1"
+ --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
+ --eval-interval 10 --eval-iters 2"
 
 base=$tiny
 n=0
@@ -45,7 +47,9 @@ run() {
 }
 
 # worst REF GOT: the largest relative difference of loss and grad_norm
-# over the iterations, or "mismatch" when the records do not pair up.
+# over the iterations and of the validation losses (--eval-interval 10:
+# after iterations 10 and 20), or "mismatch" when the records do not pair
+# up.
 worst() {
     awk '
     function val(line, key,   s) {
@@ -56,14 +60,22 @@ worst() {
         if (a == "null" || b == "null" || b + 0 == 0) { bad = 1; return 0 }
         d = (a - b) / b; return d < 0 ? -d : d
     }
-    FNR == NR { rl[FNR] = val($0, "loss"); rg[FNR] = val($0, "grad_norm"); nr = FNR; next }
-    {
-        if (val($0, "iteration") != FNR) bad = 1
-        d = rel(val($0, "loss"), rl[FNR]); if (d > w) w = d
-        d = rel(val($0, "grad_norm"), rg[FNR]); if (d > w) w = d
-        ng = FNR
+    FNR == NR && /"valid_loss"/ { rv[++nrv] = val($0, "valid_loss"); ri[nrv] = val($0, "iteration"); next }
+    FNR == NR { rl[++nr] = val($0, "loss"); rg[nr] = val($0, "grad_norm"); next }
+    /"valid_loss"/ {
+        ngv++
+        if (val($0, "iteration") != ri[ngv]) bad = 1
+        d = rel(val($0, "valid_loss"), rv[ngv]); if (d > w) w = d
+        next
     }
-    END { if (bad || ng != nr || nr < 6) print "mismatch"; else printf "%.3g\n", w }
+    {
+        ng++
+        if (val($0, "iteration") != ng) bad = 1
+        d = rel(val($0, "loss"), rl[ng]); if (d > w) w = d
+        d = rel(val($0, "grad_norm"), rg[ng]); if (d > w) w = d
+    }
+    END { if (bad || ng != nr || nr < 6 || ngv != nrv || nrv < 2) print "mismatch"
+          else printf "%.3g\n", w }
     ' "$1" "$2"
 }
 
@@ -146,10 +158,10 @@ if "$prep" --synthetic-corpus 400 --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 
  --split 98,2,0 --eod-mask-loss --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176 --seq-length 64
  --micro-batch-size 2 --global-batch-size 16 --train-iters 20 --lr 3e-3
- --lr-warmup-iters 2 --log-interval 1"
+ --lr-warmup-iters 2 --log-interval 1 --eval-interval 10 --eval-iters 2"
     if run data 1; then
         first=$(head -1 "$tmp/data.jsonl" | sed 's/.*"loss": \([^,]*\),.*/\1/')
-        last=$(tail -1 "$tmp/data.jsonl" | sed 's/.*"loss": \([^,]*\),.*/\1/')
+        last=$(grep -v valid_loss "$tmp/data.jsonl" | tail -1 | sed 's/.*"loss": \([^,]*\),.*/\1/')
         if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }'; then
             say ok "real data: the loss falls from $first to $last"
         else

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/log.h"
@@ -19,6 +20,7 @@ gl_dev *gl_dev_open_cpu(void)
     d->comm = GL_COMM_MPI;            /* host memory: MPI reaches it */
     d->stream = NULL;
     d->index = -1;
+    snprintf(d->name, sizeof d->name, "cpu");
     d->impl = gl_calloc(1, sizeof(gl_cpu_state));
     return d;
 }

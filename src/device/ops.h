@@ -196,6 +196,8 @@ struct gl_dev {
     gl_comm_kind comm;     /* the comm back end that reaches this memory */
     void *stream;          /* cudaStream_t of the compute stream; NULL on cpu */
     int index;             /* GPU ordinal, -1 on cpu */
+    char name[96];         /* "cpu", or the GPU's name ("NVIDIA H200") for
+                              the peak-FLOP table behind MFU */
     void *impl;            /* back-end state */
 };
 

@@ -201,8 +201,11 @@ static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, con
  * parallel cross-entropy, and at once the backward of all three: dy gets
  * the gradient w.r.t. x, the head's and the final norm's weight
  * gradients are added. */
-static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
-                         const void *x, void *dy, float *loss_acc)
+/* Final norm, LM head and the loss of each token into m->loss, and, when
+ * grad is set, the logits replaced by d loss / d logits (weighted by
+ * gscale); sum(loss x gscale) is added to *loss_acc when given. */
+static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
+                      const void *x, float *loss_acc, int grad)
 {
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
@@ -219,18 +222,42 @@ static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
                 dm->vocab_start);
     if (m->tp)
         gl_all_reduce(m->tp, m->stats, m->stats, 2 * (size_t)n, GL_DT_F32, GL_OP_SUM, d->stream);
-    OPS->ce_bwd(d, m->loss, m->logits, vl, mb->targets, m->rowmax, m->stats, mb->gscale,
-                n, vl, dm->valid, dm->vocab_start);
+    OPS->ce_bwd(d, m->loss, m->logits, vl, mb->targets, m->rowmax, m->stats,
+                grad ? mb->gscale : NULL, n, vl, dm->valid, dm->vocab_start);
     if (loss_acc)
         OPS->dot_f32(d, loss_acc, m->loss, mb->gscale, (size_t)n);
+}
+
+static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
+                         const void *x, void *dy, float *loss_acc)
+{
+    const gl_model_dims *dm = DIMS;
+    int n = dm->n, nl = dm->nl, h = dm->h, vl = dm->vl;
+
+    head_loss(m, ch, mb, x, loss_acc, 1);
     /* logits now hold d loss / d logits */
     linear_bwd(m, m->y, G(m, ch->head), m->logits, m->hf, W(m, ch->head), n, vl, h);
-    OPS->rmsnorm_bwd(d, dy, G(m, ch->final_norm), reduce_rows(m, m->y, m->tmp), x,
+    OPS->rmsnorm_bwd(m->d, dy, G(m, ch->final_norm), reduce_rows(m, m->y, m->tmp), x,
                      W(m, ch->final_norm), m->rstd_f, nl, h, 0);
+}
+
+void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
+{
+    const gl_model_dims *dm = DIMS;
+    const gl_chunk_plan *ch = &m->plan->chunk[c];
+    gl_slot *sl = &m->slot[c][s];
+    if (ch->has_embed)
+        embed_fwd(m, ch, mb, sl->x[0]);
+    for (int i = 0; i < dm->Lc; i++)
+        layer_fwd(m, &ch->layer[i], &sl->layer[i], sl->x[i], sl->x[i + 1]);
+    if (ch->has_head)
+        head_loss(m, ch, mb, sl->x[dm->Lc], loss_acc, 0);
 }
 
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
 {
+    if (m->fwd_only)
+        gl_die("internal error: gl_model_forward on a forward-only model");
     const gl_model_dims *dm = DIMS;
     const gl_chunk_plan *ch = &m->plan->chunk[c];
     gl_slot *sl = &m->slot[c][s];
@@ -244,6 +271,8 @@ void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
 
 void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
 {
+    if (m->fwd_only)
+        gl_die("internal error: gl_model_backward on a forward-only model");
     const gl_model_dims *dm = DIMS;
     const gl_chunk_plan *ch = &m->plan->chunk[c];
     gl_slot *sl = &m->slot[c][s];

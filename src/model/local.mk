@@ -7,7 +7,7 @@ libgridlm_a_SOURCES += %reldir%/model.h %reldir%/plan.c %reldir%/model.c \
 # The model against an independent double-precision forward and against
 # finite differences of its loss (one rank, CPU device).
 check_PROGRAMS += t/model-grad.t
-t_model_grad_t_SOURCES = t/model-grad.c
+t_model_grad_t_SOURCES = t/model-grad.c t/model-ref.h
 t_model_grad_t_LDADD = $(TAP_LIBS)
 TESTS += t/model-grad.t
 

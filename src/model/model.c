@@ -34,43 +34,30 @@ static void *carve(carver *cv, size_t bytes)
     return cv->base ? cv->base + o : NULL;
 }
 
-/* Lay out every activation and scratch buffer (see model.h). */
-static void layout(gl_model *m, carver *cv)
+/* One layer's activations (what its forward writes). */
+static void layout_layer_acts(gl_model *m, carver *cv, gl_layer_acts *A)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes, fb = sizeof(float);
     size_t n = (size_t)dm->n, nl = (size_t)dm->nl, h = (size_t)dm->h;
+    A->xm = carve(cv, nl * h * ab);
+    A->a = carve(cv, n * h * ab);
+    A->qkv = carve(cv, n * (size_t)dm->qkvw * ab);
+    A->o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
+    A->mg = carve(cv, n * h * ab);
+    A->gu = carve(cv, n * 2 * (size_t)dm->fl * ab);
+    A->s = carve(cv, n * (size_t)dm->fl * ab);
+    A->rstd1 = carve(cv, nl * fb);
+    A->rstd2 = carve(cv, nl * fb);
+    A->lse = carve(cv, n * (size_t)dm->hq * fb);
+}
 
-    m->cos = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
-    m->sin = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
-    for (int c = 0; c < m->plan->nchunks; c++) {
-        for (int s = 0; s < m->nslots[c]; s++) {
-            gl_slot *sl = &m->slot[c][s];
-            for (int i = 0; i <= dm->Lc; i++)
-                sl->x[i] = carve(cv, nl * h * ab);
-            sl->dy = carve(cv, nl * h * ab);
-            for (int i = 0; i < dm->Lc; i++) {
-                gl_layer_acts *A = &sl->layer[i];
-                A->xm = carve(cv, nl * h * ab);
-                A->a = carve(cv, n * h * ab);
-                A->qkv = carve(cv, n * (size_t)dm->qkvw * ab);
-                A->o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
-                A->mg = carve(cv, n * h * ab);
-                A->gu = carve(cv, n * 2 * (size_t)dm->fl * ab);
-                A->s = carve(cv, n * (size_t)dm->fl * ab);
-                A->rstd1 = carve(cv, nl * fb);
-                A->rstd2 = carve(cv, nl * fb);
-                A->lse = carve(cv, n * (size_t)dm->hq * fb);
-            }
-        }
-    }
-    m->y = carve(cv, n * h * ab);
-    m->dfull = carve(cv, n * h * ab);
-    m->tmp = carve(cv, nl * h * ab);
-    m->dqkv = carve(cv, n * (size_t)dm->qkvw * ab);
-    m->d_o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
-    m->dgu = carve(cv, n * 2 * (size_t)dm->fl * ab);
-    m->ds = carve(cv, n * (size_t)dm->fl * ab);
+/* The head's scratch, on ranks that hold it. */
+static void layout_head(gl_model *m, carver *cv)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t ab = m->d->act_bytes, fb = sizeof(float);
+    size_t n = (size_t)dm->n, nl = (size_t)dm->nl, h = (size_t)dm->h;
     int has_head = 0;
     for (int c = 0; c < m->plan->nchunks; c++)
         has_head |= m->plan->chunk[c].has_head;
@@ -84,13 +71,69 @@ static void layout(gl_model *m, carver *cv)
     }
 }
 
-gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
-                       gl_comm *tp, const int *nslots)
+/* Forward only (model.h): per chunk two residual-stream buffers used in
+ * turn, one set of layer activations for all layers, no backward
+ * scratch. */
+static void layout_forward_only(gl_model *m, carver *cv)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t nlh = (size_t)dm->nl * (size_t)dm->h * m->d->act_bytes;
+    gl_layer_acts shared;
+    layout_layer_acts(m, cv, &shared);
+    for (int c = 0; c < m->plan->nchunks; c++) {
+        gl_slot *sl = &m->slot[c][0];
+        void *xb[2] = { carve(cv, nlh), carve(cv, nlh) };
+        for (int i = 0; i <= dm->Lc; i++)
+            sl->x[i] = xb[i % 2];
+        sl->dy = NULL;
+        for (int i = 0; i < dm->Lc; i++)
+            sl->layer[i] = shared;
+    }
+    m->y = carve(cv, (size_t)dm->n * (size_t)dm->h * m->d->act_bytes);
+    layout_head(m, cv);
+}
+
+/* Lay out every activation and scratch buffer (see model.h). */
+static void layout(gl_model *m, carver *cv)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t ab = m->d->act_bytes, fb = sizeof(float);
+    size_t n = (size_t)dm->n, nl = (size_t)dm->nl, h = (size_t)dm->h;
+
+    m->cos = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
+    m->sin = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
+    if (m->fwd_only) {
+        layout_forward_only(m, cv);
+        return;
+    }
+    for (int c = 0; c < m->plan->nchunks; c++) {
+        for (int s = 0; s < m->nslots[c]; s++) {
+            gl_slot *sl = &m->slot[c][s];
+            for (int i = 0; i <= dm->Lc; i++)
+                sl->x[i] = carve(cv, nl * h * ab);
+            sl->dy = carve(cv, nl * h * ab);
+            for (int i = 0; i < dm->Lc; i++)
+                layout_layer_acts(m, cv, &sl->layer[i]);
+        }
+    }
+    m->y = carve(cv, n * h * ab);
+    m->dfull = carve(cv, n * h * ab);
+    m->tmp = carve(cv, nl * h * ab);
+    m->dqkv = carve(cv, n * (size_t)dm->qkvw * ab);
+    m->d_o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
+    m->dgu = carve(cv, n * 2 * (size_t)dm->fl * ab);
+    m->ds = carve(cv, n * (size_t)dm->fl * ab);
+    layout_head(m, cv);
+}
+
+static gl_model *model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+                           gl_comm *tp, const int *nslots, int fwd_only)
 {
     const gl_model_dims *dm = &p->dm;
     gl_model *m = gl_calloc(1, sizeof *m);
     m->plan = p;
     m->d = d;
+    m->fwd_only = fwd_only;
     m->tp = (tp && gl_comm_size(tp) > 1) ? tp : NULL;
     if (dm->tp > 1 && !m->tp)
         gl_die("model: tensor parallelism %d needs a TP group of that size", dm->tp);
@@ -115,7 +158,7 @@ gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
     layout(m, &cv);
 
     m->w = d->ops->alloc(d, p->nflat * d->act_bytes);
-    m->g = d->ops->alloc(d, p->nflat * sizeof(float));
+    m->g = fwd_only ? NULL : d->ops->alloc(d, p->nflat * sizeof(float));
 
     size_t nt = (size_t)dm->S * (size_t)(dm->D / 2);
     float *cosv = gl_malloc(nt * sizeof(float)), *sinv = gl_malloc(nt * sizeof(float));
@@ -126,6 +169,18 @@ gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
     free(cosv);
     free(sinv);
     return m;
+}
+
+gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+                       gl_comm *tp, const int *nslots)
+{
+    return model_new(p, c, d, tp, nslots, 0);
+}
+
+gl_model *gl_model_new_forward_only(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+                                    gl_comm *tp)
+{
+    return model_new(p, c, d, tp, NULL, 1);
 }
 
 void gl_model_free(gl_model *m)

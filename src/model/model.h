@@ -226,6 +226,7 @@ typedef struct {
     float *rowmax, *stats, *loss, *rstd_f;
     void *arena;                /* every buffer above, one allocation */
     size_t arena_bytes;
+    int fwd_only;               /* made by gl_model_new_forward_only() */
 } gl_model;
 
 /* Allocate the rank's model on d: weights (zero until initialised),
@@ -234,6 +235,14 @@ typedef struct {
 gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
                        gl_comm *tp, const int *nslots);
 void gl_model_free(gl_model *m);
+
+/* A model for evaluation only (gridlm-eval): no gradient buffer, one slot
+ * per chunk, and one set of layer activations shared by every layer (the
+ * forward of layer i + 1 overwrites layer i's, which nothing reads again);
+ * the residual stream alternates between two buffers.  Only
+ * gl_model_forward_only() may run on it. */
+gl_model *gl_model_new_forward_only(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+                                    gl_comm *tp);
 
 /* Fill the weights from the counter-based RNG (gl_param_init_value).  When
  * master is not NULL it receives the fp32 values of the flat range
@@ -253,6 +262,14 @@ float *gl_model_grad(const gl_model *m, size_t offset);
  * w.r.t. its output in dy. */
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb,
                       float *loss_acc);
+
+/* Evaluation: the forward of local chunk c for one micro-batch into slot
+ * s, as gl_model_forward but computing no gradient at all (the head writes
+ * each token's loss and nothing else).  A chunk with the head adds
+ * sum(loss x gscale) to *loss_acc (device fp32, when not NULL): gscale is
+ * the loss mask here.  On a training model it uses slot s's buffers as
+ * scratch, so it must not run while a micro-batch is in flight there. */
+void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc);
 
 /* Backward of local chunk c, slot s: dy holds the gradient w.r.t. the
  * chunk's output; afterwards it holds the gradient w.r.t. its input (and,

@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/log.h"
 #include "train/batch.h"
@@ -20,6 +21,19 @@ static void mock_batch(gl_batch_source *s, long first, int count, int32_t *token
     int S = s->seq_length;
     for (int i = 0; i < count; i++) {
         gl_mock_sample(m->seed, first + i, S + 1, m->vocab, tokens + (size_t)i * (S + 1));
+        for (int t = 0; t < S; t++)
+            mask[(size_t)i * S + t] = 1.0f;
+    }
+}
+
+static void mock_valid_batch(gl_batch_source *s, long first, int count, int32_t *tokens,
+                             float *mask)
+{
+    mock_state *m = s->impl;
+    int S = s->seq_length;
+    for (int i = 0; i < count; i++) {
+        gl_mock_sample(m->seed + GL_MOCK_VALID_SEED_OFFSET, first + i, S + 1, m->vocab,
+                       tokens + (size_t)i * (S + 1));
         for (int t = 0; t < S; t++)
             mask[(size_t)i * S + t] = 1.0f;
     }
@@ -42,6 +56,7 @@ gl_batch_source *gl_batch_mock(const gl_config *c)
     s->name = "mock";
     s->seq_length = c->seq_length;
     s->batch = mock_batch;
+    s->valid_batch = mock_valid_batch;
     s->close = mock_close;
     s->impl = m;
     return s;
@@ -51,6 +66,12 @@ static void loader_batch(gl_batch_source *s, long first, int count, int32_t *tok
                          float *mask)
 {
     gl_loader_batch(s->impl, first, count, tokens, mask);
+}
+
+static void loader_valid_batch(gl_batch_source *s, long first, int count, int32_t *tokens,
+                               float *mask)
+{
+    gl_loader_valid_batch(s->impl, first, count, tokens, mask);
 }
 
 static void loader_close(gl_batch_source *s)
@@ -65,6 +86,7 @@ gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L)
     s->name = "loader";
     s->seq_length = c->seq_length;
     s->batch = loader_batch;
+    s->valid_batch = gl_loader_has_valid(L) ? loader_valid_batch : NULL;
     s->close = loader_close;
     s->impl = L;
     return s;
@@ -80,4 +102,85 @@ void gl_batch_close(gl_batch_source *s)
 {
     if (s)
         s->close(s);
+}
+
+void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
+                       const gl_model_plan *p)
+{
+    memset(bb, 0, sizeof *bb);
+    bb->c = c;
+    bb->d = d;
+    bb->M = c->num_micro_batches;
+    bb->n = p->dm.n;
+    bb->S = p->dm.S;
+    bb->B = p->dm.B;
+    for (int i = 0; i < p->nchunks; i++) {
+        bb->has_embed |= p->chunk[i].has_embed;
+        bb->has_head |= p->chunk[i].has_head;
+    }
+    bb->mbs = gl_calloc((size_t)bb->M, sizeof *bb->mbs);
+    if (!bb->has_embed && !bb->has_head)
+        return;
+    size_t tot = (size_t)bb->M * bb->n;
+    bb->ids_h = gl_malloc(tot * sizeof(int32_t));
+    bb->tg_h = gl_malloc(tot * sizeof(int32_t));
+    bb->mask_h = gl_malloc(tot * sizeof(float));
+    bb->tok = gl_malloc((size_t)bb->B * ((size_t)bb->S + 1) * sizeof(int32_t));
+    bb->mask_tmp = gl_malloc((size_t)bb->B * (size_t)bb->S * sizeof(float));
+    bb->ids = d->ops->alloc(d, tot * sizeof(int32_t));
+    bb->tg = d->ops->alloc(d, tot * sizeof(int32_t));
+    bb->gscale = d->ops->alloc(d, tot * sizeof(float));
+    for (int j = 0; j < bb->M; j++)
+        bb->mbs[j] = (gl_mb){ bb->ids + (size_t)j * bb->n, bb->tg + (size_t)j * bb->n,
+                              bb->gscale + (size_t)j * bb->n };
+}
+
+void gl_batch_buf_free(gl_batch_buf *bb)
+{
+    gl_dev *d = bb->d;
+    if (bb->ids) {
+        d->ops->free(d, bb->ids);
+        d->ops->free(d, bb->tg);
+        d->ops->free(d, bb->gscale);
+    }
+    free(bb->ids_h);
+    free(bb->tg_h);
+    free(bb->mask_h);
+    free(bb->tok);
+    free(bb->mask_tmp);
+    free(bb->mbs);
+}
+
+double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long it,
+                         int dp_rank)
+{
+    gl_dev *d = bb->d;
+    double count = 0;
+    if (!bb->has_embed && !bb->has_head)
+        return 0;
+    if (valid && !src->valid_batch)
+        gl_die("internal error: validation batch asked of a source without a valid split");
+    for (int j = 0; j < bb->M; j++) {
+        long first = gl_batch_sample_index(bb->c, it, j, dp_rank, 0);
+        if (valid)
+            src->valid_batch(src, first, bb->B, bb->tok, bb->mask_tmp);
+        else
+            src->batch(src, first, bb->B, bb->tok, bb->mask_tmp);
+        for (int b = 0; b < bb->B; b++) {
+            const int32_t *tok = bb->tok + (size_t)b * (bb->S + 1);
+            const float *mk = bb->mask_tmp + (size_t)b * bb->S;
+            size_t row = (size_t)j * bb->n + (size_t)b * bb->S;
+            for (int t = 0; t < bb->S; t++) {
+                bb->ids_h[row + t] = tok[t];
+                bb->tg_h[row + t] = tok[t + 1];
+                bb->mask_h[row + t] = mk[t];
+                count += mk[t];
+            }
+        }
+    }
+    size_t tot = (size_t)bb->M * bb->n;
+    d->ops->upload(d, bb->ids, bb->ids_h, tot * sizeof(int32_t));
+    d->ops->upload(d, bb->tg, bb->tg_h, tot * sizeof(int32_t));
+    d->ops->upload(d, bb->gscale, bb->mask_h, tot * sizeof(float));
+    return count;
 }

@@ -22,11 +22,15 @@
 
 #include <stdint.h>
 #include "data/loader.h"
+#include "device/ops.h"
+#include "model/model.h"
 #include "train/config.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define GL_MOCK_VALID_SEED_OFFSET 0x9e3779b97f4a7c15ull
 
 typedef struct gl_batch_source gl_batch_source;
 struct gl_batch_source {
@@ -35,15 +39,22 @@ struct gl_batch_source {
     /* tokens: count x (seq_length + 1) ids; loss_mask: count x seq_length. */
     void (*batch)(gl_batch_source *s, long first, int count, int32_t *tokens,
                   float *loss_mask);
+    /* The same for the validation split; NULL when there is none. */
+    void (*valid_batch)(gl_batch_source *s, long first, int count, int32_t *tokens,
+                        float *loss_mask);
     void (*close)(gl_batch_source *s);
     void *impl;
 };
 
 /* Synthetic tokens: uniform over [0, vocab_size) from (seed, sample
- * index, position); every target counts. */
+ * index, position); every target counts.  Its validation split is the
+ * same generator with the seed offset by GL_MOCK_VALID_SEED_OFFSET (the
+ * offset data/loader.c gives its mock valid split), so validation samples
+ * are never training samples. */
 gl_batch_source *gl_batch_mock(const gl_config *c);
 
-/* The training split of an opened loader (closed with the source). */
+/* The training split of an opened loader (closed with the source), and
+ * its validation split when it has one. */
 gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L);
 
 /* The global sample index of row b of micro-batch j of DP rank r in
@@ -51,6 +62,33 @@ gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L);
 long gl_batch_sample_index(const gl_config *c, long it, int j, int r, int b);
 
 void gl_batch_close(gl_batch_source *s);
+
+/* One iteration's micro-batches of this rank on the device: M micro-
+ * batches of B sequences of S tokens (ids, targets, loss mask), filled
+ * and uploaded at once.  Ranks that hold neither the embedding nor the
+ * head (middle pipeline stages) read no data: their buffers stay empty. */
+typedef struct {
+    const struct gl_config *c;
+    struct gl_dev *d;
+    int M, n, S, B;
+    int has_embed, has_head;
+    int32_t *ids_h, *tg_h, *tok;
+    float *mask_h, *mask_tmp;
+    int32_t *ids, *tg;          /* device [M n] */
+    float *gscale;              /* device [M n]: the loss mask */
+    gl_mb *mbs;                 /* [M] views of the above */
+} gl_batch_buf;
+
+void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
+                       const gl_model_plan *p);
+void gl_batch_buf_free(gl_batch_buf *bb);
+
+/* Load and upload iteration it's micro-batches of DP rank dp_rank (from
+ * the validation split when valid is set: "iteration" it then numbers
+ * global batches of the valid split).  Returns the number of unmasked
+ * targets among them (0 on ranks that read no data). */
+double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long it,
+                         int dp_rank);
 
 #ifdef __cplusplus
 }

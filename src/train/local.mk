@@ -29,3 +29,40 @@ check_PROGRAMS += t/train-cuda.t
 t_train_cuda_t_SOURCES = t/train-cuda.c
 t_train_cuda_t_LDADD = $(TAP_LIBS)
 TESTS += t/train-cuda.t
+
+# The peak-FLOP table behind MFU, and --save/--load.
+libgridlm_a_SOURCES += %reldir%/peak.h %reldir%/peak.c \
+	%reldir%/checkpoint.h %reldir%/checkpoint.c
+
+# Validation against a direct computation (t/train-eval-ref: the double
+# reference forward of t/model-ref.h), and its log lines.
+check_PROGRAMS += t/train-eval-ref
+t_train_eval_ref_SOURCES = t/train-eval-ref.c t/model-ref.h
+t_train_eval_ref_LDADD = $(TAP_LIBS)
+dist_check_SCRIPTS += t/train-eval.t
+TESTS += t/train-eval.t
+
+# The peak-FLOP table behind MFU.
+check_PROGRAMS += t/train-peak.t
+t_train_peak_t_SOURCES = t/train-peak.c
+t_train_peak_t_LDADD = $(TAP_LIBS)
+TESTS += t/train-peak.t
+
+# Checkpoints: resharding resumes, --async-save, optimizer-state flags,
+# SIGTERM save-and-exit.
+dist_check_SCRIPTS += t/train-ckpt.t
+TESTS += t/train-ckpt.t
+
+# gridlm-eval: loss and perplexity of a checkpoint (or a freshly
+# initialised model) over a dataset's documents, forward-only pipeline.
+bin_PROGRAMS += src/tools/gridlm-eval
+src_tools_gridlm_eval_SOURCES = src/tools/gridlm-eval.c
+src_tools_gridlm_eval_LDADD = $(GRIDLM_LIBS)
+dist_man_MANS += doc/gridlm-eval.1
+
+# gridlm-eval against a direct computation (t/eval-ref).
+check_PROGRAMS += t/eval-ref
+t_eval_ref_SOURCES = t/eval-ref.c t/model-ref.h
+t_eval_ref_LDADD = $(TAP_LIBS)
+dist_check_SCRIPTS += t/eval-loss.t
+TESTS += t/eval-loss.t

@@ -68,3 +68,32 @@ void gl_pipeline_run(const gl_sched *s, gl_model *m, gl_comm *pp, const gl_mb *m
     free(rf);
     free(rb);
 }
+
+void gl_pipeline_forward_only(gl_model *m, gl_comm *pp, const gl_mb *mbs, int M,
+                              float *loss_acc)
+{
+    const gl_model_plan *p = m->plan;
+    const gl_model_dims *dm = &p->dm;
+    size_t count = (size_t)dm->nl * (size_t)dm->h;
+    gl_dtype t = m->d->act;
+    void *stream = m->d->stream;
+    int npp = dm->pp, stage = dm->pp_rank;
+    int next = (stage + 1) % npp, prev = (stage + npp - 1) % npp;
+    int last_mc = npp * p->nchunks - 1;
+
+    for (int j = 0; j < M; j++)
+        for (int c = 0; c < p->nchunks; c++) {
+            int mc = p->chunk[c].mc;
+            if (mc > 0) {
+                gl_comm_group_start();
+                gl_recv(pp, gl_model_input(m, c, 0), count, t, prev, stream);
+                gl_comm_group_end();
+            }
+            gl_model_forward_only(m, c, 0, &mbs[j], loss_acc);
+            if (mc < last_mc) {
+                gl_comm_group_start();
+                gl_send(pp, gl_model_output(m, c, 0), count, t, next, stream);
+                gl_comm_group_end();
+            }
+        }
+}

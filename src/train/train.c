@@ -1,7 +1,9 @@
 /*
  * train.c: the training loop (train.h).
  *
- * One iteration, on every rank:
+ * Before the first iteration: the model's weights from the counter-based
+ * RNG, or from --load (checkpoint.h: resharded to this layout), and the
+ * fault handling of faults.h.  One iteration, on every rank:
  *   1. load this DP rank's M micro-batches (batch.h) and upload them in
  *      one go (first and last pipeline stages only);
  *   2. run the pipeline schedule (pipeline.h): forwards and backwards of
@@ -13,20 +15,25 @@
  *      reduce over DP (all-reduce, or reduce-scatter for the distributed
  *      optimizer);
  *   4. stats = [sum of squared gradients owned here, loss sum, unmasked
- *      tokens]: one all-reduce over the world and ONE download, the only
- *      host round trip of the iteration;
+ *      tokens, this rank's exit reasons]: one all-reduce over the world
+ *      and ONE download, the only host round trip of the iteration;
  *   5. N = tokens, loss = stats[1] / N, grad norm = sqrt(stats[0]) / N;
  *      clip to --clip-grad and step AdamW with grad_scale = clip / N
  *      (optim.h), unless loss or norm is not finite (then the step is
- *      skipped and counted, and --max-nonfinite-iters in a row stop the
- *      job);
+ *      skipped and counted by gl_faults_nonfinite, which stops the job
+ *      after too many in a row);
  *   6. every --log-interval iterations rank 0 prints the Megatron-style
- *      line and appends the JSON record (trainlog.h).
+ *      line and appends the JSON record (trainlog.h), and every rank
+ *      compares step times (stragglers);
+ *   7. every --eval-interval iterations, and after the last, the
+ *      validation loss (forward only, see validate());
+ *   8. every --save-interval iterations, after the last, and when a
+ *      signal, --exit-interval or --exit-duration-in-mins says stop
+ *      (agreed through step 4), a checkpoint (checkpoint.h); then stop.
  */
 #include <config.h>
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +43,11 @@
 #include "data/loader.h"
 #include "model/model.h"
 #include "train/batch.h"
+#include "train/checkpoint.h"
+#include "train/faults.h"
 #include "train/lr.h"
 #include "train/optim.h"
+#include "train/peak.h"
 #include "train/pipeline.h"
 #include "train/sched.h"
 #include "train/train.h"
@@ -52,9 +62,6 @@ static gl_comm *group(gl_comm *c)
 /* What this loop does not do (yet): say so before any work. */
 static void check_supported(const gl_config *c, int rank)
 {
-    if (c->save || c->load)
-        gl_die_code(2, "--%s: checkpoints are not wired into this gridlm-train's training "
-                    "loop yet; drop --save/--load", c->save ? "save" : "load");
     if (rank == 0 && (c->overlap_grad_reduce || c->overlap_param_gather))
         gl_warn("--overlap-grad-reduce/--overlap-param-gather: not implemented yet; "
                 "gradients are reduced after the backward pass and weights gathered "
@@ -71,16 +78,11 @@ static void check_supported(const gl_config *c, int rank)
                     "(--train-samples is not supported by this loop yet)", c->train_iters);
 }
 
-/* --exit-signal-handler: SIGTERM asks for a clean stop after the
- * current iteration (every rank learns it through the iteration's
- * all-reduce, so all stop together). */
-static volatile sig_atomic_t stop_signal;
-
-static void on_sigterm(int sig)
-{
-    (void)sig;
-    stop_signal = 1;
-}
+/* The iteration's all-reduced statistics: sum of squared gradients,
+ * loss sum, unmasked tokens, then one slot per exit reason bit of
+ * faults.h (SIGTERM, SIGUSR1, --exit-duration-in-mins). */
+#define NEXITBITS 3
+#define NSTATS (3 + NEXITBITS)
 
 /* The device memory peak of this rank, in GiB. */
 static double mem_gib(gl_dev *d)
@@ -91,101 +93,6 @@ static double mem_gib(gl_dev *d)
     return (double)peak / (1024.0 * 1024.0 * 1024.0);
 }
 
-/* The peak TFLOP/s MFU is measured against: --peak-tflops; 0 (MFU not
- * reported) when not given. */
-static double peak_tflops(const gl_config *c)
-{
-    return c->peak_tflops > 0 ? c->peak_tflops : 0.0;
-}
-
-typedef struct {
-    const gl_config *c;
-    gl_dev *d;
-    int M, n, S, B;
-    int has_embed, has_head;
-    int32_t *ids_h, *tg_h, *tok;
-    float *mask_h, *mask_tmp;
-    int32_t *ids, *tg;          /* device [M n] */
-    float *gscale;              /* device [M n] */
-    gl_mb *mbs;
-} batch_buf;
-
-/* Load and upload iteration it's micro-batches; returns the number of
- * unmasked target tokens among them. */
-static double load_batch(batch_buf *bb, gl_batch_source *src, long it, int dp_rank)
-{
-    gl_dev *d = bb->d;
-    double count = 0;
-    if (!bb->has_embed && !bb->has_head)
-        return 0;
-    for (int j = 0; j < bb->M; j++) {
-        src->batch(src, gl_batch_sample_index(bb->c, it, j, dp_rank, 0), bb->B, bb->tok,
-                   bb->mask_tmp);
-        for (int b = 0; b < bb->B; b++) {
-            const int32_t *tok = bb->tok + (size_t)b * (bb->S + 1);
-            const float *mk = bb->mask_tmp + (size_t)b * bb->S;
-            size_t row = (size_t)j * bb->n + (size_t)b * bb->S;
-            for (int t = 0; t < bb->S; t++) {
-                bb->ids_h[row + t] = tok[t];
-                bb->tg_h[row + t] = tok[t + 1];
-                bb->mask_h[row + t] = mk[t];
-                count += mk[t];
-            }
-        }
-    }
-    size_t tot = (size_t)bb->M * bb->n;
-    d->ops->upload(d, bb->ids, bb->ids_h, tot * sizeof(int32_t));
-    d->ops->upload(d, bb->tg, bb->tg_h, tot * sizeof(int32_t));
-    d->ops->upload(d, bb->gscale, bb->mask_h, tot * sizeof(float));
-    return count;
-}
-
-static void batch_buf_init(batch_buf *bb, const gl_config *c, gl_dev *d,
-                           const gl_model_plan *p)
-{
-    memset(bb, 0, sizeof *bb);
-    bb->c = c;
-    bb->d = d;
-    bb->M = c->num_micro_batches;
-    bb->n = p->dm.n;
-    bb->S = p->dm.S;
-    bb->B = p->dm.B;
-    for (int i = 0; i < p->nchunks; i++) {
-        bb->has_embed |= p->chunk[i].has_embed;
-        bb->has_head |= p->chunk[i].has_head;
-    }
-    bb->mbs = gl_calloc((size_t)bb->M, sizeof *bb->mbs);
-    if (!bb->has_embed && !bb->has_head)
-        return;
-    size_t tot = (size_t)bb->M * bb->n;
-    bb->ids_h = gl_malloc(tot * sizeof(int32_t));
-    bb->tg_h = gl_malloc(tot * sizeof(int32_t));
-    bb->mask_h = gl_malloc(tot * sizeof(float));
-    bb->tok = gl_malloc((size_t)bb->B * ((size_t)bb->S + 1) * sizeof(int32_t));
-    bb->mask_tmp = gl_malloc((size_t)bb->B * (size_t)bb->S * sizeof(float));
-    bb->ids = d->ops->alloc(d, tot * sizeof(int32_t));
-    bb->tg = d->ops->alloc(d, tot * sizeof(int32_t));
-    bb->gscale = d->ops->alloc(d, tot * sizeof(float));
-    for (int j = 0; j < bb->M; j++)
-        bb->mbs[j] = (gl_mb){ bb->ids + (size_t)j * bb->n, bb->tg + (size_t)j * bb->n,
-                              bb->gscale + (size_t)j * bb->n };
-}
-
-static void batch_buf_free(batch_buf *bb)
-{
-    gl_dev *d = bb->d;
-    if (bb->ids) {
-        d->ops->free(d, bb->ids);
-        d->ops->free(d, bb->tg);
-        d->ops->free(d, bb->gscale);
-    }
-    free(bb->ids_h);
-    free(bb->tg_h);
-    free(bb->mask_h);
-    free(bb->tok);
-    free(bb->mask_tmp);
-    free(bb->mbs);
-}
 
 /* Step 3: gradients of replicated parameters and the DP reduction. */
 static void finish_grads(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o)
@@ -205,6 +112,71 @@ static void finish_grads(const gl_config *c, gl_groups *g, gl_model *m, gl_optim
     }
     (void)c;
     gl_optim_reduce(o);
+}
+
+/* Validation (--eval-interval, --eval-iters): the mean loss over every
+ * unmasked target of --eval-iters global batches of the valid split,
+ * forward only (pipeline.h).  Evaluation k (0, 1, ...) reads the valid
+ * split's global batches [k E, (k + 1) E), E = --eval-iters, so a
+ * resumed run sees the batches an uninterrupted one would; the periodic
+ * evaluation after iteration i is k = i / --eval-interval - 1 and the one
+ * at the end of training k = train_iters / --eval-interval (this is the
+ * number of valid samples data/loader.h prepares).  The loss sums of the
+ * micro-batches accumulate on the device and are read back once per
+ * global batch, then summed in double with the token counts over the
+ * world.  Returns the mean on every rank (NaN when no target counted). */
+static double validate(const gl_config *c, gl_groups *g, gl_model *m, gl_batch_buf *bb,
+                       gl_batch_source *src, long k, float *acc, int head_here)
+{
+    gl_dev *d = m->d;
+    double sum[2] = { 0, 0 };          /* loss sum, tokens */
+    for (long e = 0; e < c->eval_iters; e++) {
+        double count = gl_batch_buf_load(bb, src, 1, k * c->eval_iters + e, g->me.dp);
+        float zero = 0, got = 0;
+        if (head_here)
+            d->ops->upload(d, acc, &zero, sizeof zero);
+        gl_pipeline_forward_only(m, group(g->pp), bb->mbs, bb->M, head_here ? acc : NULL);
+        if (head_here) {
+            d->ops->download(d, &got, acc, sizeof got);
+            sum[0] += got;
+            sum[1] += count;
+        }
+    }
+    d->ops->sync(d);
+    MPI_Comm world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
+    MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, world);
+    return sum[1] > 0 ? sum[0] / sum[1] : NAN;
+}
+
+/* Print the validation line (rank 0) and append the JSON record. */
+static void report_valid(const char *where, long iteration, double loss, FILE *json)
+{
+    char line[512], rule[512];
+    gl_log_format_valid(line, sizeof line, where, loss);
+    size_t n = strlen(line) + 1;
+    if (n >= sizeof rule)
+        n = sizeof rule - 1;
+    memset(rule, '-', n);
+    rule[n] = 0;
+    gl_info0("%s", rule);
+    gl_info0("%s", line);
+    gl_info0("%s", rule);
+    if (json)
+        gl_log_write_valid_json(json, iteration, loss);
+}
+
+/* Whether validation runs: --eval-iters and --eval-interval positive and
+ * a valid split (every rank learns it, middle stages read no data). */
+static int eval_enabled(const gl_config *c, gl_groups *g, gl_batch_source *src, int reads)
+{
+    int on = c->eval_iters > 0 && c->eval_interval > 0 && (!reads || src->valid_batch);
+    int any = reads ? on : 0, all = reads ? on : 1;
+    MPI_Comm world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, world);
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, world);
+    if (any && !all)
+        gl_die("validation: some pipeline stages have a valid split and others do not");
+    return c->eval_iters > 0 && c->eval_interval > 0 && any;
 }
 
 /* The batch source: mock, or the loader (which may fix the vocabulary
@@ -243,20 +215,29 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     size_t mb0, mb1;
     float *master = gl_optim_master_target(o, &mb0, &mb1);
     gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, master, mb0, mb1);
+    MPI_Comm mpi_world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
+    gl_train_progress pr = { 0, 0, 0, 0 };
+    if (c->load)
+        gl_train_load(c, mpi_world, m, o, &pr);
+    gl_ckpt_async *pending = NULL;
 
-    batch_buf bb;
-    batch_buf_init(&bb, c, d, plan);
+    gl_batch_buf bb;
+    gl_batch_buf_init(&bb, c, d, plan);
     gl_lr_sched lrs;
     gl_lr_init(&lrs, c);
 
-    float *stats = d->ops->alloc(d, 4 * sizeof(float));
+    float *stats = d->ops->alloc(d, NSTATS * sizeof(float));
+    float *vacc = d->ops->alloc(d, sizeof(float));
+    int do_eval = eval_enabled(c, g, src, bb.has_embed || bb.has_head);
+    if (rank == 0 && !do_eval && c->eval_iters > 0 && c->eval_interval > 0)
+        gl_info0("validation: off (the valid split is empty: --split gives it no share)");
     float *memv = d->ops->alloc(d, sizeof(float));
     int head_here = bb.has_head && tp_rank == 0;
     float *loss_acc = head_here ? stats + 1 : NULL;
 
     double tokens_per_iter = (double)c->global_batch_size * c->seq_length;
     double flops_per_iter = gl_config_flops_per_token(c) * tokens_per_iter;
-    double peak = peak_tflops(c);
+    double peak = gl_peak_tflops(c->peak_tflops, d->name);
     long nparams = gl_model_num_params(c);
     gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d PP %d (x%d virtual) "
              "DP %d, %d micro-batches of %d x %d tokens per iteration%s%s", nparams,
@@ -273,43 +254,49 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                    c->log_json);
     }
 
-    if (c->exit_signal_handler)
-        signal(SIGTERM, on_sigterm);
-    double t_start = gl_now();
-    long consumed = 0, skipped = 0, nan_iters = 0, in_a_row = 0;
+    /* clean stops, NaN/Inf steps, the hang watchdog, stragglers */
+    gl_faults *F = gl_faults_init(c, b, mpi_world);
+    long consumed = pr.consumed_samples, skipped = pr.skipped, nan_iters = pr.nan_iters;
+    if (pr.iteration >= c->train_iters)
+        gl_info0("--load: the checkpoint is at iteration %ld, --train-iters is %ld: "
+                 "nothing to train", pr.iteration, c->train_iters);
     double int_loss = 0, int_norm = 0, int_ms = 0;
     int int_n = 0, int_ok = 0;
-    for (long it = 0; it < c->train_iters; it++) {
+    for (long it = pr.iteration; it < c->train_iters; it++) {
         double t0 = gl_now();
-        double count = load_batch(&bb, src, it, dp_rank);
-        /* stats[3] > 0 after the all-reduce: some rank asks to stop */
-        int stop = stop_signal || (rank == 0 && c->exit_duration_in_mins > 0 &&
-                                   gl_now() - t_start > 60.0 * c->exit_duration_in_mins);
-        float init[4] = { 0, 0, head_here ? (float)count : 0.0f, stop ? 1.0f : 0.0f };
+        double count = gl_batch_buf_load(&bb, src, 0, it, dp_rank);
+        /* stats[3 + k] > 0 after the all-reduce: some rank has exit
+         * reason bit k (faults.h), so the reasons ride on the iteration's
+         * one all-reduce */
+        unsigned mine = gl_faults_exit_flags(F);
+        float init[NSTATS] = { 0, 0, head_here ? (float)count : 0.0f };
+        for (int k = 0; k < NEXITBITS; k++)
+            init[3 + k] = (mine >> k) & 1u ? 1.0f : 0.0f;
         d->ops->upload(d, stats, init, sizeof init);
         d->ops->zero(d, m->g, plan->nflat * sizeof(float));
 
+        gl_watch_begin(F, "pipeline schedule (send/recv)", "pp");
         gl_pipeline_run(sched, m, group(g->pp), bb.mbs, loss_acc);
+        gl_watch_end(F);
+        gl_watch_begin(F, "gradient reduction and loss/norm all-reduce", "dp");
         finish_grads(c, g, m, o);
         gl_optim_sumsq(o, stats);
         if (world > 1)
-            gl_all_reduce(g->world, stats, stats, 4, GL_DT_F32, GL_OP_SUM, d->stream);
-        float h[4];
+            gl_all_reduce(g->world, stats, stats, NSTATS, GL_DT_F32, GL_OP_SUM, d->stream);
+        float h[NSTATS];
         d->ops->download(d, h, stats, sizeof h);
+        gl_watch_end(F);
+        unsigned agreed = 0;
+        for (int k = 0; k < NEXITBITS; k++)
+            agreed |= h[3 + k] > 0 ? 1u << k : 0u;
 
         double N = h[2];
         double loss = N > 0 ? h[1] / N : NAN;
         double norm = N > 0 ? sqrt(h[0]) / N : NAN;
-        if (!isfinite(loss) || !isfinite(norm)) {
-            skipped++;
-            nan_iters++;
-            if (++in_a_row >= c->max_nonfinite_iters && c->max_nonfinite_iters > 0)
-                gl_die("the loss or the gradient norm was not finite for %ld iterations "
-                       "in a row (last: iteration %ld, loss %g, grad norm %g): lower --lr "
-                       "or raise --clip-grad's strictness, or check the data",
-                       in_a_row, it + 1, loss, norm);
-        } else {
-            in_a_row = 0;
+        int bad = !isfinite(loss) || !isfinite(norm);
+        skipped = pr.skipped + gl_faults_nonfinite(F, it + 1, bad);   /* may stop the job */
+        nan_iters = pr.nan_iters + gl_faults_skipped(F);
+        if (!bad) {
             double clip = 1.0;
             if (c->clip_grad > 0 && norm > c->clip_grad)
                 clip = c->clip_grad / (norm + 1e-6);
@@ -319,13 +306,17 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             int_ok++;
         }
         consumed += c->global_batch_size;
+        gl_watch_begin(F, "device sync", "world");
         d->ops->sync(d);
+        gl_watch_end(F);
         int_ms += 1e3 * (gl_now() - t0);
         int_n++;
 
         long iter = it + 1;
-        int stopping = h[3] > 0 || (c->exit_interval > 0 && iter % c->exit_interval == 0);
+        const char *why = NULL;
+        int stopping = gl_faults_exit_decide(F, iter, agreed, &why);
         if (iter % c->log_interval == 0 || iter == c->train_iters || stopping) {
+            gl_faults_step_times(F, int_ms / int_n / 1e3, iter, NULL);
             float mem = (float)mem_gib(d);
             d->ops->upload(d, memv, &mem, sizeof mem);
             if (world > 1)
@@ -353,19 +344,37 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             int_loss = int_norm = int_ms = 0;
             int_n = int_ok = 0;
         }
+        if (do_eval && (iter % c->eval_interval == 0 || iter == c->train_iters) && !stopping) {
+            int periodic = iter % c->eval_interval == 0;
+            long k = periodic ? iter / c->eval_interval - 1 : c->train_iters / c->eval_interval;
+            double vl = validate(c, g, m, &bb, src, k, vacc, head_here);
+            if (rank == 0) {
+                char where[96];
+                snprintf(where, sizeof where, periodic ? "iteration %ld"
+                         : "iteration %ld on validation set", iter);
+                report_valid(where, iter, vl, json);
+            }
+        }
+        if (c->save && ((c->save_interval > 0 && iter % c->save_interval == 0) ||
+                        stopping || iter == c->train_iters)) {
+            gl_train_progress now = { iter, consumed, skipped, nan_iters };
+            gl_train_save(c, mpi_world, m, o, &now, &pending);
+        }
         if (stopping) {
-            gl_info0("stopping after iteration %ld (%s)", iter,
-                     h[3] > 0 ? "signal or --exit-duration-in-mins" : "--exit-interval");
+            gl_info0("exiting program after iteration %ld (%s)", iter, why ? why : "");
             break;
         }
     }
 
+    gl_train_save_wait(&pending);
+    gl_faults_free(F);
     if (json && fclose(json) != 0)
         gl_die("--log-json %s: write failed", c->log_json);
     d->ops->free(d, stats);
+    d->ops->free(d, vacc);
     d->ops->free(d, memv);
     gl_batch_close(src);
-    batch_buf_free(&bb);
+    gl_batch_buf_free(&bb);
     gl_optim_free(o);
     gl_model_free(m);
     gl_sched_free(sched);

@@ -16,11 +16,13 @@ extern "C" {
 #endif
 
 /* Train the model c describes on this rank's device d, in the groups g,
- * until c->train_iters (or --exit-interval, --exit-duration-in-mins, or
- * SIGTERM with --exit-signal-handler) is reached.  Groups of one rank may
- * be NULL.  Checkpoints (--save, --load) are not wired in yet: they stop
- * the run before any work.  Collective over the world.  Returns the
- * program's exit status (0 on success); fatal errors stop the job through
+ * from --load's checkpoint when given, until c->train_iters (or
+ * --exit-interval, --exit-duration-in-mins, or SIGTERM/SIGUSR1 with
+ * --exit-signal-handler: faults.h) is reached, validating every
+ * --eval-interval and saving every --save-interval (and at the end, and
+ * before a clean stop) when --save is given.  Groups of one rank may be
+ * NULL.  Collective over the world.  Returns the program's exit status (0
+ * on success, a clean stop included); fatal errors stop the job through
  * gl_die(). */
 int gl_train_run(const gl_config *c, const gl_boot *b, gl_groups *g, gl_dev *d);
 

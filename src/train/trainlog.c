@@ -67,3 +67,25 @@ void gl_log_write_json(FILE *f, const gl_log_record *r)
             "\"global_batch_size\": %d}\n", r->skipped, r->nan_iters, r->global_batch_size);
     fflush(f);
 }
+
+double gl_log_ppl(double loss)
+{
+    return exp(loss < 20.0 ? loss : 20.0);
+}
+
+void gl_log_format_valid(char *buf, size_t len, const char *where, double loss)
+{
+    buf[0] = 0;
+    APPEND(" validation loss at %s |", where);
+    APPEND(" lm loss value: %.6E |", loss);
+    APPEND(" lm loss PPL: %.6E |", gl_log_ppl(loss));
+}
+
+void gl_log_write_valid_json(FILE *f, long iteration, double loss)
+{
+    fprintf(f, "{\"iteration\": %ld, ", iteration);
+    num(f, "valid_loss", loss, 1, 0);
+    num(f, "valid_ppl", gl_log_ppl(loss), 1, 1);
+    fprintf(f, "}\n");
+    fflush(f);
+}

@@ -46,6 +46,21 @@ void gl_log_format_line(char *buf, size_t len, const gl_log_record *r);
 /* Write one JSON object and a newline to f, and flush. */
 void gl_log_write_json(FILE *f, const gl_log_record *r);
 
+/* Validation, as Megatron-LM's evaluate_and_print_results prints it:
+ *
+ *  ------------------------------------------------------------------------
+ *   validation loss at iteration 100 | lm loss value: 3.212345E+00 |
+ *   lm loss PPL: 2.483706E+01 |
+ *  ------------------------------------------------------------------------
+ *
+ * (the middle is one line; the rules are as long as it).  `where` is
+ * "iteration 100", or "iteration 2000 on validation set" after the last
+ * iteration.  PPL is exp(min(20, loss)), as in Megatron.  The JSON record
+ * is {"iteration": 100, "valid_loss": ..., "valid_ppl": ...}. */
+double gl_log_ppl(double loss);
+void gl_log_format_valid(char *buf, size_t len, const char *where, double loss);
+void gl_log_write_valid_json(FILE *f, long iteration, double loss);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,520 @@
+/*
+ * checkpoint.c: --save and --load for the training loop, and the weights
+ * and configuration a checkpoint gives gridlm-eval (checkpoint.h).
+ */
+#include <config.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "train/checkpoint.h"
+
+/* The three kinds of per-parameter state a checkpoint holds. */
+enum { K_MODEL = 0, K_EXP_AVG, K_EXP_AVG_SQ, K_COUNT };
+static const char *const kind_prefix[K_COUNT] = { "model/", "optim/exp_avg/",
+                                                  "optim/exp_avg_sq/" };
+
+/* ------------------------------------------------------------------ */
+/* The logical tensors, in one order for every rank.                    */
+
+typedef struct {
+    char name[64];
+    int ndim;
+    long shape[2];
+} logical;
+
+/* Every logical tensor of the model, in the order of a Hugging Face
+ * checkpoint: embedding, layers, final norm, LM head (untied only). */
+static logical *logical_list(const gl_model_dims *dm, int *n)
+{
+    int cap = 9 * dm->L + 3, k = 0;
+    logical *t = gl_calloc((size_t)cap, sizeof *t);
+#define ADD(nd, r, cc, ...) do { \
+        snprintf(t[k].name, sizeof t[k].name, __VA_ARGS__); \
+        t[k].ndim = nd; t[k].shape[0] = r; t[k].shape[1] = nd == 1 ? 1 : cc; k++; \
+    } while (0)
+    long h = dm->h, q = (long)dm->Hq * dm->D, kv = (long)dm->Hkv * dm->D, f = dm->f;
+    ADD(2, dm->Vpad, h, "embedding.weight");
+    for (int l = 0; l < dm->L; l++) {
+        ADD(1, h, 1, "layers.%d.attention_norm.weight", l);
+        ADD(2, q, h, "layers.%d.attention.wq.weight", l);
+        ADD(2, kv, h, "layers.%d.attention.wk.weight", l);
+        ADD(2, kv, h, "layers.%d.attention.wv.weight", l);
+        ADD(2, h, q, "layers.%d.attention.wo.weight", l);
+        ADD(1, h, 1, "layers.%d.mlp_norm.weight", l);
+        ADD(2, f, h, "layers.%d.mlp.w_gate.weight", l);
+        ADD(2, f, h, "layers.%d.mlp.w_up.weight", l);
+        ADD(2, h, f, "layers.%d.mlp.w_down.weight", l);
+    }
+    ADD(1, h, 1, "final_norm.weight");
+    if (!dm->tied)
+        ADD(2, dm->Vpad, h, "lm_head.weight");
+#undef ADD
+    *n = k;
+    return t;
+}
+
+/* This rank's parameter called name: the original, not a tied copy,
+ * unless copy_ok; NULL when it holds none. */
+static const gl_param *find_param(const gl_model_plan *p, const char *name, int copy_ok)
+{
+    for (int i = 0; i < p->nparams; i++)
+        if (!strcmp(p->param[i].name, name) && (copy_ok || !p->param[i].tied_copy))
+            return &p->param[i];
+    return NULL;
+}
+
+/* Vocabulary tensors: their padding depends on the layout. */
+static int is_vocab(const gl_param *q)
+{
+    return !strcmp(q->name, "embedding.weight") || !strcmp(q->name, "lm_head.weight");
+}
+
+/* The slab of q's TP piece as a ckpt tensor (data left to the caller). */
+static gl_ckpt_tensor piece_slab(const gl_param *q, const char *full)
+{
+    gl_ckpt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = full;
+    t.ndim = q->ndim;
+    t.shape[0] = q->shape[0];
+    t.shape[1] = q->ndim == 1 ? 1 : q->shape[1];
+    t.offset[0] = q->global_offset[0];
+    t.offset[1] = q->ndim == 1 ? 0 : q->global_offset[1];
+    t.count[0] = q->local_shape[0];
+    t.count[1] = q->ndim == 1 ? 1 : q->local_shape[1];
+    return t;
+}
+
+/* ------------------------------------------------------------------ */
+/* The configuration as JSON.                                           */
+
+char *gl_train_config_json(const gl_config *c)
+{
+    json_t *j = json_object();
+#define I(k, v) json_object_set_new(j, k, json_integer((json_int_t)(v)))
+#define F(k, v) json_object_set_new(j, k, json_real(v))
+#define B(k, v) json_object_set_new(j, k, json_boolean(v))
+#define S(k, v) json_object_set_new(j, k, json_string(v))
+    if (c->model[0])
+        S("model", c->model);
+    I("num_layers", c->num_layers);
+    I("hidden_size", c->hidden_size);
+    I("ffn_hidden_size", c->ffn_hidden_size);
+    I("num_attention_heads", c->num_attention_heads);
+    I("num_query_groups", c->num_query_groups ? c->num_query_groups : c->num_attention_heads);
+    I("kv_channels", c->head_dim ? c->head_dim : c->kv_channels);
+    I("seq_length", c->seq_length);
+    I("max_position_embeddings", c->max_position_embeddings);
+    I("vocab_size", c->vocab_size);
+    I("padded_vocab_size", c->padded_vocab_size);
+    I("make_vocab_size_divisible_by", c->make_vocab_size_divisible_by);
+    F("norm_epsilon", c->norm_epsilon);
+    F("rotary_base", c->rotary_base);
+    B("use_rope_scaling", c->use_rope_scaling);
+    F("rope_scaling_factor", c->rope_scaling_factor);
+    B("untie_embeddings_and_output_weights", c->untie_embeddings_and_output_weights);
+    F("init_method_std", c->init_method_std);
+    I("tensor_model_parallel_size", c->tensor_model_parallel_size);
+    I("pipeline_model_parallel_size", c->pipeline_model_parallel_size);
+    I("data_parallel_size", c->data_parallel_size);
+    I("num_layers_per_virtual_pipeline_stage", c->num_layers_per_virtual_pipeline_stage);
+    B("sequence_parallel", c->sequence_parallel);
+    B("use_distributed_optimizer", c->use_distributed_optimizer);
+    I("micro_batch_size", c->micro_batch_size);
+    I("global_batch_size", c->global_batch_size);
+    I("train_iters", c->train_iters);
+    I("seed", c->seed);
+    F("lr", c->lr);
+    F("min_lr", c->min_lr);
+    I("lr_warmup_iters", c->lr_warmup_iters);
+    I("lr_decay_iters", c->lr_decay_iters);
+    S("lr_decay_style", c->lr_decay_style == GL_LR_COSINE ? "cosine"
+      : c->lr_decay_style == GL_LR_LINEAR ? "linear" : "constant");
+    F("weight_decay", c->weight_decay);
+    F("adam_beta1", c->adam_beta1);
+    F("adam_beta2", c->adam_beta2);
+    F("adam_eps", c->adam_eps);
+    F("clip_grad", c->clip_grad);
+#undef I
+#undef F
+#undef B
+#undef S
+    char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(1));
+    json_decref(j);
+    if (!s)
+        gl_die("checkpoint: cannot format the configuration as JSON (out of memory?)");
+    return s;
+}
+
+static long jint(json_t *o, const char *k, long dflt)
+{
+    json_t *x = json_object_get(o, k);
+    return json_is_integer(x) ? (long)json_integer_value(x) : dflt;
+}
+
+static double jnum(json_t *o, const char *k, double dflt)
+{
+    json_t *x = json_object_get(o, k);
+    return json_is_number(x) ? json_number_value(x) : dflt;
+}
+
+static int jbool(json_t *o, const char *k, int dflt)
+{
+    json_t *x = json_object_get(o, k);
+    return json_is_boolean(x) ? json_is_true(x)
+         : json_is_integer(x) ? json_integer_value(x) != 0 : dflt;
+}
+
+int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t n)
+{
+    json_error_t je;
+    json_t *j = text ? json_loads(text, 0, &je) : NULL;
+    if (!json_is_object(j)) {
+        snprintf(err, n, "no readable \"config\" attribute (JSON with the model's sizes)");
+        json_decref(j);
+        return -1;
+    }
+    c->num_layers = (int)jint(j, "num_layers", 0);
+    c->hidden_size = (int)jint(j, "hidden_size", 0);
+    c->ffn_hidden_size = (int)jint(j, "ffn_hidden_size", 0);
+    c->num_attention_heads = (int)jint(j, "num_attention_heads", 0);
+    c->num_query_groups = (int)jint(j, "num_query_groups", 0);
+    c->kv_channels = (int)jint(j, "kv_channels", 0);
+    c->vocab_size = (int)jint(j, "vocab_size", 0);
+    c->max_position_embeddings = (int)jint(j, "max_position_embeddings", 0);
+    c->make_vocab_size_divisible_by = (int)jint(j, "make_vocab_size_divisible_by",
+                                                c->make_vocab_size_divisible_by);
+    c->norm_epsilon = jnum(j, "norm_epsilon", c->norm_epsilon);
+    c->rotary_base = jnum(j, "rotary_base", c->rotary_base);
+    c->use_rope_scaling = jbool(j, "use_rope_scaling", 0);
+    c->rope_scaling_factor = jnum(j, "rope_scaling_factor", c->rope_scaling_factor);
+    c->untie_embeddings_and_output_weights = jbool(j, "untie_embeddings_and_output_weights", 0);
+    if (!c->seq_length)
+        c->seq_length = (int)jint(j, "seq_length", 0);
+    json_decref(j);
+    const char *missing = !c->num_layers ? "num_layers" : !c->hidden_size ? "hidden_size"
+        : !c->ffn_hidden_size ? "ffn_hidden_size"
+        : !c->num_attention_heads ? "num_attention_heads"
+        : !c->vocab_size ? "vocab_size" : NULL;
+    if (missing) {
+        snprintf(err, n, "its \"config\" attribute lacks %s", missing);
+        return -1;
+    }
+    return 0;
+}
+
+void gl_train_check_model(const gl_config *c, const char *text, const char *file)
+{
+    gl_config k;
+    char err[256];
+    gl_config_defaults(&k);
+    if (gl_train_config_from_json(text, &k, err, sizeof err) != 0)
+        gl_die_code(2, "--load %s: %s", file, err);
+    int kq = k.num_query_groups ? k.num_query_groups : k.num_attention_heads;
+    int kd = k.kv_channels ? k.kv_channels : k.hidden_size / k.num_attention_heads;
+    int cd = c->head_dim ? c->head_dim : c->kv_channels;
+    const struct { const char *flag; long mine, theirs; } f[] = {
+        { "num-layers", c->num_layers, k.num_layers },
+        { "hidden-size", c->hidden_size, k.hidden_size },
+        { "ffn-hidden-size", c->ffn_hidden_size, k.ffn_hidden_size },
+        { "num-attention-heads", c->num_attention_heads, k.num_attention_heads },
+        { "num-query-groups", c->num_query_groups, kq },
+        { "kv-channels", cd, kd },
+        { "vocab-size", c->vocab_size, k.vocab_size },
+        { "untie-embeddings-and-output-weights", c->untie_embeddings_and_output_weights,
+          k.untie_embeddings_and_output_weights },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].mine != f[i].theirs)
+            gl_die_code(2, "--load %s: the checkpoint's model has --%s %ld but this run "
+                        "--%s %ld: give the checkpoint's model sizes", file, f[i].flag,
+                        f[i].theirs, f[i].flag, f[i].mine);
+}
+
+/* ------------------------------------------------------------------ */
+/* Saving.                                                              */
+
+/* Host copies of this rank's DP shard [sb, se) of master weights and
+ * moments: what it writes. */
+static float *download_shard(gl_optim *o, const float *src, size_t sb, size_t se)
+{
+    float *h = gl_malloc((se > sb ? se - sb : 1) * sizeof(float));
+    if (se > sb)
+        o->d->ops->download(o->d, h, src + (sb - o->upd_begin), (se - sb) * sizeof(float));
+    return h;
+}
+
+void gl_train_save_wait(gl_ckpt_async **pending)
+{
+    if (!pending || !*pending)
+        return;
+    gl_ckpt_save_stats st;
+    int rc = gl_ckpt_async_wait(*pending, &st);
+    *pending = NULL;
+    if (rc != GL_CKPT_OK)
+        gl_die("--async-save: %s", gl_ckpt_error());
+    gl_info0("  asynchronous save to %s done: %.3f GB in %.2f s", st.path, st.bytes / 1e9,
+             st.seconds);
+}
+
+void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
+                   const gl_train_progress *pr, gl_ckpt_async **pending)
+{
+    const gl_model_plan *p = m->plan;
+    const gl_model_dims *dm = &p->dm;
+    int with_optim = !c->no_save_optim;
+    int nkinds = with_optim ? K_COUNT : 1;
+    size_t sb = o->shard_begin, se = o->shard_end;
+
+    gl_train_save_wait(pending);
+    o->d->ops->sync(o->d);
+    float *host[K_COUNT] = { NULL, NULL, NULL };
+    host[K_MODEL] = download_shard(o, o->master, sb, se);
+    if (with_optim) {
+        host[K_EXP_AVG] = download_shard(o, o->mom1, sb, se);
+        host[K_EXP_AVG_SQ] = download_shard(o, o->mom2, sb, se);
+    }
+
+    int nlog;
+    logical *lg = logical_list(dm, &nlog);
+    int nt = nlog * nkinds;
+    gl_ckpt_tensor *ts = gl_calloc((size_t)nt, sizeof *ts);
+    char (*names)[GL_CKPT_MAXNAME] = gl_calloc((size_t)nt, sizeof *names);
+    for (int k = 0; k < nkinds; k++)
+        for (int i = 0; i < nlog; i++) {
+            int ti = k * nlog + i;
+            gl_ckpt_tensor *t = &ts[ti];
+            snprintf(names[ti], sizeof names[ti], "%s%s", kind_prefix[k], lg[i].name);
+            const gl_param *q = find_param(p, lg[i].name, 0);
+            if (q) {
+                *t = piece_slab(q, names[ti]);
+            } else {
+                t->name = names[ti];
+                t->ndim = lg[i].ndim;
+                t->shape[0] = lg[i].shape[0];
+                t->shape[1] = lg[i].shape[1];
+            }
+            /* the part of the piece in this rank's DP shard, written by TP
+             * rank 0 alone for replicated tensors */
+            size_t a = 0, b = 0;
+            if (q && (q->shard != GL_SHARD_NONE || dm->tp_rank == 0)) {
+                a = q->offset > sb ? q->offset : sb;
+                b = q->offset + q->count < se ? q->offset + q->count : se;
+            }
+            if (b > a) {
+                t->writes = 1;
+                t->first = (long)(a - q->offset);
+                t->nelem = (long)(b - a);
+                t->data = host[k] + (a - sb);
+                if (t->nelem == (long)q->count) {
+                    t->first = 0;
+                    t->nelem = 0;          /* the whole slab */
+                }
+            } else {
+                t->writes = 0;
+                t->count[0] = t->count[1] = 0;
+                t->offset[0] = t->offset[1] = 0;
+                t->data = NULL;
+            }
+        }
+
+    char *cfg = gl_train_config_json(c);
+    char layout[160];
+    snprintf(layout, sizeof layout, "TP %d PP %d (x%d virtual) DP %d%s%s",
+             c->tensor_model_parallel_size, c->pipeline_model_parallel_size,
+             c->virtual_pipeline_size, c->data_parallel_size,
+             c->sequence_parallel ? ", sequence parallel" : "",
+             c->use_distributed_optimizer ? ", distributed optimizer" : "");
+    gl_ckpt_attr attrs[] = {
+        { .key = "config", .type = GL_CKPT_STR, .s = cfg },
+        { .key = "consumed_train_samples", .type = GL_CKPT_I64, .i = pr->consumed_samples },
+        { .key = "optimizer_steps", .type = GL_CKPT_I64, .i = o->steps },
+        { .key = "skipped_iterations", .type = GL_CKPT_I64, .i = pr->skipped },
+        { .key = "nan_iterations", .type = GL_CKPT_I64, .i = pr->nan_iters },
+        { .key = "rng_seed", .type = GL_CKPT_I64, .i = c->seed },
+        { .key = "has_optimizer_state", .type = GL_CKPT_I64, .i = with_optim },
+        { .key = "saved_layout", .type = GL_CKPT_STR, .s = layout },
+    };
+    int na = (int)(sizeof attrs / sizeof attrs[0]);
+
+    int rc;
+    if (c->async_save) {
+        rc = gl_ckpt_save_async(world, c->save, pr->iteration, ts, nt, attrs, na, pending);
+        if (rc != GL_CKPT_OK)
+            gl_die("--save %s: %s", c->save, gl_ckpt_error());
+        gl_info0("saving checkpoint at iteration %7ld to %s (asynchronously%s)",
+                 pr->iteration, c->save,
+                 gl_ckpt_async_threaded(*pending) ? "" : ": MPI lacks MPI_THREAD_MULTIPLE, "
+                 "so it ran in this thread");
+    } else {
+        gl_ckpt_save_stats st;
+        rc = gl_ckpt_save(world, c->save, pr->iteration, ts, nt, attrs, na, NULL, &st);
+        if (rc != GL_CKPT_OK)
+            gl_die("--save %s: %s", c->save, gl_ckpt_error());
+        gl_info0("successfully saved checkpoint from iteration %7ld to %s (%.3f GB in %.2f s)",
+                 pr->iteration, st.path, st.bytes / 1e9, st.seconds);
+    }
+    free(cfg);
+    free(names);
+    free(ts);
+    free(lg);
+    for (int k = 0; k < K_COUNT; k++)
+        free(host[k]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading.                                                             */
+
+/* Read q's whole TP piece of prefix+name into host (count elements). */
+static void read_piece(gl_ckpt *ck, const gl_param *q, const char *prefix, float *host)
+{
+    char full[GL_CKPT_MAXNAME];
+    snprintf(full, sizeof full, "%s%s", prefix, q->name);
+    gl_ckpt_tensor t = piece_slab(q, full);
+    t.data = host;
+    int rc = is_vocab(q) ? gl_ckpt_read_padded(ck, &t) : gl_ckpt_read(ck, &t);
+    if (rc != GL_CKPT_OK)
+        gl_die("--load: %s", gl_ckpt_error());
+}
+
+/* Read elements [a, b) of q's piece (flat-buffer offsets) into host. */
+static void read_part(gl_ckpt *ck, const gl_param *q, const char *prefix, size_t a,
+                      size_t b, float *host, float *piece_tmp)
+{
+    if (is_vocab(q) || (a == q->offset && b == q->offset + q->count)) {
+        /* padded tensors are read whole (ckpt.h), then cut */
+        float *dst = (a == q->offset && b == q->offset + q->count) ? host : piece_tmp;
+        read_piece(ck, q, prefix, dst);
+        if (dst != host)
+            memcpy(host, piece_tmp + (a - q->offset), (b - a) * sizeof(float));
+        return;
+    }
+    char full[GL_CKPT_MAXNAME];
+    snprintf(full, sizeof full, "%s%s", prefix, q->name);
+    gl_ckpt_tensor t = piece_slab(q, full);
+    t.first = (long)(a - q->offset);
+    t.nelem = (long)(b - a);
+    t.data = host;
+    if (gl_ckpt_read(ck, &t) != GL_CKPT_OK)
+        gl_die("--load: %s", gl_ckpt_error());
+}
+
+static size_t max_count(const gl_model_plan *p)
+{
+    size_t mx = 1;
+    for (int i = 0; i < p->nparams; i++)
+        if (p->param[i].count > mx)
+            mx = p->param[i].count;
+    return mx;
+}
+
+void gl_ckpt_load_weights(gl_ckpt *ck, gl_model *m, float *master, size_t mbegin,
+                          size_t mend)
+{
+    const gl_model_plan *p = m->plan;
+    gl_dev *d = m->d;
+    size_t mx = max_count(p);
+    float *host = gl_malloc(mx * sizeof(float));
+    float *stage = d->ops->alloc(d, mx * sizeof(float));
+    for (int i = 0; i < p->nparams; i++) {
+        const gl_param *q = &p->param[i];
+        read_piece(ck, q, kind_prefix[K_MODEL], host);
+        d->ops->upload(d, stage, host, q->count * sizeof(float));
+        d->ops->to_act(d, gl_model_weight(m, q->offset), stage, q->count);
+        if (master) {
+            size_t a = q->offset > mbegin ? q->offset : mbegin;
+            size_t b = q->offset + q->count < mend ? q->offset + q->count : mend;
+            if (b > a)
+                d->ops->copy(d, master + (a - mbegin), stage + (a - q->offset),
+                             (b - a) * sizeof(float));
+        }
+        d->ops->sync(d);          /* host and stage are reused */
+    }
+    d->ops->free(d, stage);
+    free(host);
+}
+
+/* The moments of the update range [upd_begin, upd_end). */
+static void load_moments(gl_ckpt *ck, gl_optim *o)
+{
+    const gl_model_plan *p = o->m->plan;
+    gl_dev *d = o->d;
+    size_t mx = max_count(p);
+    float *host = gl_malloc(mx * sizeof(float)), *tmp = gl_malloc(mx * sizeof(float));
+    for (int i = 0; i < p->nparams; i++) {
+        const gl_param *q = &p->param[i];
+        size_t a = q->offset > o->upd_begin ? q->offset : o->upd_begin;
+        size_t b = q->offset + q->count < o->upd_end ? q->offset + q->count : o->upd_end;
+        if (b <= a)
+            continue;
+        read_part(ck, q, kind_prefix[K_EXP_AVG], a, b, host, tmp);
+        d->ops->upload(d, o->mom1 + (a - o->upd_begin), host, (b - a) * sizeof(float));
+        read_part(ck, q, kind_prefix[K_EXP_AVG_SQ], a, b, host, tmp);
+        d->ops->upload(d, o->mom2 + (a - o->upd_begin), host, (b - a) * sizeof(float));
+        d->ops->sync(d);
+    }
+    free(host);
+    free(tmp);
+}
+
+static long long attr_i64(gl_ckpt *ck, const char *key, long long dflt)
+{
+    long long v;
+    return gl_ckpt_get_i64(ck, key, &v) == GL_CKPT_OK ? v : dflt;
+}
+
+int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
+                  gl_train_progress *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    gl_ckpt *ck = NULL;
+    int rc = gl_ckpt_open(world, c->load, GL_CKPT_VERIFY, &ck);
+    if (rc == GL_CKPT_NONE) {
+        gl_info0("--load %s: no checkpoint there yet; training from the start", c->load);
+        return 0;
+    }
+    if (rc != GL_CKPT_OK)
+        gl_die("--load %s: %s", c->load, gl_ckpt_error());
+    const char *file = gl_ckpt_path(ck);
+    char *cfg = gl_ckpt_get_str(ck, "config");
+    gl_train_check_model(c, cfg, file);
+    free(cfg);
+
+    int load_optim = !c->finetune && !c->no_load_optim;
+    if (load_optim && !attr_i64(ck, "has_optimizer_state", 0))
+        gl_die_code(2, "--load %s: the checkpoint has no optimizer state (saved with "
+                    "--no-save-optim, or imported): add --no-load-optim to start AdamW "
+                    "afresh, or --finetune", file);
+
+    size_t mb, me;
+    float *master = gl_optim_master_target(o, &mb, &me);
+    gl_ckpt_load_weights(ck, m, master, mb, me);
+    if (load_optim) {
+        load_moments(ck, o);
+        o->steps = attr_i64(ck, "optimizer_steps", 0);
+    }
+    if (!c->finetune) {
+        pr->iteration = gl_ckpt_iteration(ck);
+        pr->consumed_samples = attr_i64(ck, "consumed_train_samples",
+                                        pr->iteration * c->global_batch_size);
+        pr->skipped = attr_i64(ck, "skipped_iterations", 0);
+        pr->nan_iters = attr_i64(ck, "nan_iterations", 0);
+    }
+    long long seed = attr_i64(ck, "rng_seed", c->seed);
+    if (seed != c->seed && !c->no_load_rng && !c->finetune && gl_log_rank() <= 0)
+        gl_warn("--load %s: the checkpoint was trained with --seed %lld, this run has "
+                 "--seed %d: data order and --mock-data samples follow --seed (gridlm's "
+                 "randomness is keyed by the seed, there is no generator state to "
+                 "restore); resume with --seed %lld to continue the same stream, or add "
+                 "--no-load-rng to silence this", file, seed, c->seed, seed);
+    gl_info0("loaded checkpoint %s: iteration %ld%s%s", file, gl_ckpt_iteration(ck),
+             load_optim ? "" : ", optimizer state not loaded",
+             c->finetune ? " (--finetune: starting at iteration 0)" : "");
+    gl_ckpt_close(ck);
+    return 1;
+}

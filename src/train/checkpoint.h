@@ -1,0 +1,107 @@
+/*
+ * checkpoint.h: the training loop's checkpoints (--save, --load) on top
+ * of ckpt/ckpt.h's HDF5 files of full logical tensors.
+ *
+ * What a checkpoint holds (ckpt.h's conventions):
+ *   model/<param>             fp32 master weights of every logical tensor
+ *   optim/exp_avg/<param>     AdamW moments (not with --no-save-optim)
+ *   optim/exp_avg_sq/<param>
+ * <param> is the parameter table's name (model/model.h: "embedding.weight",
+ * "layers.3.attention.wq.weight", ...), which is also the name ckpt/hf.h
+ * maps to Hugging Face's: there is one table of names, model/plan.c's.
+ * Root attributes: "iteration" (iterations completed), "config" (the run's
+ * configuration as JSON, gl_config's field names), "consumed_train_samples",
+ * "optimizer_steps" (AdamW's step count, which also places the learning-
+ * rate schedule), "skipped_iterations", "nan_iterations", "rng_seed",
+ * "has_optimizer_state", "saved_layout" (text, for people).
+ *
+ * Saving.  Every rank lists the same tensors in the same order (the
+ * model's logical tensors, whatever this rank holds) and gives its slab:
+ * its TP piece of the tensor, and within it the part that lies in its DP
+ * shard of the flat buffer (optim.h) -- with the distributed optimizer
+ * that is all the rank has; without it every DP rank has everything and
+ * writes only that part, so each element is written by exactly one rank
+ * either way.  TP-replicated tensors (the norms) are written by TP rank 0,
+ * and the last stage's copy of a tied embedding by nobody (the first
+ * stage writes the embedding).  --async-save hands the slabs to a writer
+ * thread (ckpt.h) and training goes on; the next save, or the end of the
+ * run, waits for it.
+ *
+ * Loading reshards: each rank reads the hyperslabs of its own pieces,
+ * whatever layout wrote the file -- the whole TP piece for the compute
+ * weights, the part in its update range for the master weights and
+ * moments.  The vocabulary's padding may differ between layouts (it is a
+ * multiple of --make-vocab-size-divisible-by x TP): the rows the file
+ * lacks read as zeros; they are never looked up nor predicted.
+ * --no-load-optim leaves the moments at zero and restarts AdamW's step
+ * count and the learning-rate schedule (as Megatron, which then does not
+ * load its scheduler either); --finetune loads the weights only and
+ * starts at iteration 0; --no-load-rng: gridlm's randomness is counter-
+ * based, keyed by --seed and positions (there is no generator state to
+ * restore), so the flag only silences the warning given when --seed
+ * differs from the checkpoint's.
+ */
+#ifndef GL_TRAIN_CHECKPOINT_H
+#define GL_TRAIN_CHECKPOINT_H
+
+#include <mpi.h>
+
+#include "ckpt/ckpt.h"
+#include "model/model.h"
+#include "train/config.h"
+#include "train/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where training stands: what a checkpoint carries besides tensors. */
+typedef struct {
+    long iteration;             /* iterations completed */
+    long consumed_samples;
+    long skipped, nan_iters;
+} gl_train_progress;
+
+/* Collective over world: save the model and (unless --no-save-optim) the
+ * optimizer to --save at pr->iteration.  With --async-save, *pending gets
+ * the running save (the previous one is waited for first); otherwise the
+ * save is done on return.  Dies with ckpt's message on failure. */
+void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
+                   const gl_train_progress *pr, gl_ckpt_async **pending);
+
+/* Wait for an --async-save still running (NULL: nothing to do), and
+ * report it.  Collective over the world the save was started on. */
+void gl_train_save_wait(gl_ckpt_async **pending);
+
+/* Collective over world: resume from --load (a checkpoint file, or a
+ * directory whose tracker names one).  Returns 0, with pr zeroed, when
+ * the directory holds no checkpoint yet; 1 when loaded.  Dies naming the
+ * file and the fix when the checkpoint does not fit this model. */
+int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
+                  gl_train_progress *pr);
+
+/* Read every weight this rank's model holds from ck (fp32, converted to
+ * the compute dtype); master (may be NULL) receives the fp32 values of the
+ * flat range [mbegin, mend).  Independent per rank.  Dies on error. */
+void gl_ckpt_load_weights(gl_ckpt *ck, gl_model *m, float *master, size_t mbegin,
+                          size_t mend);
+
+/* The configuration as the JSON text of the "config" attribute
+ * (malloc'd). */
+char *gl_train_config_json(const gl_config *c);
+
+/* Set the model's shape fields of c (layers, sizes, heads, vocabulary,
+ * RoPE, norm epsilon, tied or not) from a checkpoint's "config" text, and
+ * --seq-length too when c has none.  Returns 0, or -1 with a message in
+ * err. */
+int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t n);
+
+/* The model's shape in c (layers, sizes, heads, query groups, head size,
+ * vocabulary, tied or not) against a checkpoint's "config" text: dies
+ * (exit 2) naming the first flag that differs, and the file. */
+void gl_train_check_model(const gl_config *c, const char *config_text, const char *file);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

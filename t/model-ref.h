@@ -1,0 +1,182 @@
+/*
+ * model-ref.h: an independent Llama forward in double precision, written
+ * from the formulas (embedding, RMSNorm, GQA attention with rotate-half
+ * RoPE, SwiGLU, final norm, LM head over the real vocabulary only,
+ * cross-entropy), reading the logical weights of a single-rank model
+ * (TP = PP = 1, CPU device: the flat buffer is fp32 host memory) through
+ * its parameter table.  Shared by t/model-grad.c, t/train-eval-ref.c and
+ * t/eval-ref.c; functions are static (one copy per test program).
+ */
+#ifndef T_MODEL_REF_H
+#define T_MODEL_REF_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "tap.h"
+
+/* ---- the independent reference forward, in double ---- */
+
+typedef struct {
+    const gl_model_plan *p;
+    const float *w;
+} ref_model;
+
+static inline const float *ref_param(const ref_model *r, const char *name)
+{
+    for (int i = 0; i < r->p->nparams; i++)
+        if (!strcmp(r->p->param[i].name, name))
+            return r->w + r->p->param[i].offset;
+    bail_out("no parameter %s", name);
+}
+
+static inline void ref_rmsnorm(double *y, const double *x, const float *w, int h, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < h; i++)
+        ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / h + eps);
+    for (int i = 0; i < h; i++)
+        y[i] = x[i] * r * w[i];
+}
+
+/* y[out] = W[out, in] x[in] */
+static inline void ref_matvec(double *y, const float *Wt, const double *x, int out, int in)
+{
+    for (int o = 0; o < out; o++) {
+        double s = 0;
+        for (int i = 0; i < in; i++)
+            s += (double)Wt[(size_t)o * in + i] * x[i];
+        y[o] = s;
+    }
+}
+
+/* Rotate-half RoPE of one head at position t. */
+static inline void ref_rope(double *x, int D, int t, const double *fr)
+{
+    for (int i = 0; i < D / 2; i++) {
+        double a = t * fr[i], c = cos(a), s = sin(a);
+        double x1 = x[i], x2 = x[i + D / 2];
+        x[i] = x1 * c - x2 * s;
+        x[i + D / 2] = x2 * c + x1 * s;
+    }
+}
+
+/* Sum of the cross-entropy over the unmasked tokens of one micro-batch
+ * (B sequences of S tokens, as the plan says); *count gets their number. */
+static inline double ref_loss_sum(const gl_config *c, const ref_model *r, const int32_t *ids,
+                           const int32_t *tg, const float *mask, double *count_out)
+{
+    const gl_model_dims *dm = &r->p->dm;
+    int B = dm->B, S = dm->S, h = dm->h, Hq = dm->Hq, Hkv = dm->Hkv, D = dm->D, f = dm->f;
+    int n = B * S;
+    double *x = calloc((size_t)n * h, sizeof(double));
+    double *a = calloc((size_t)n * h, sizeof(double));
+    double *q = calloc((size_t)n * Hq * D, sizeof(double));
+    double *k = calloc((size_t)n * Hkv * D, sizeof(double));
+    double *v = calloc((size_t)n * Hkv * D, sizeof(double));
+    double *o = calloc((size_t)n * Hq * D, sizeof(double));
+    double *tmp = calloc((size_t)(h > f ? h : f) * 4 + (size_t)Hq * D, sizeof(double));
+    double *fr = calloc((size_t)D, sizeof(double));
+    double *p = calloc((size_t)S, sizeof(double));
+    char name[80];
+    gl_rope_inv_freq(c, D, fr);
+
+    const float *emb = ref_param(r, "embedding.weight");
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < h; i++)
+            x[(size_t)t * h + i] = emb[(size_t)ids[t] * h + i];
+
+    for (int l = 0; l < dm->L; l++) {
+#define P(s) (snprintf(name, sizeof name, "layers.%d." s ".weight", l), ref_param(r, name))
+        const float *wn1 = P("attention_norm"), *wq = P("attention.wq"), *wk = P("attention.wk");
+        const float *wv = P("attention.wv"), *wo = P("attention.wo"), *wn2 = P("mlp_norm");
+        const float *wg = P("mlp.w_gate"), *wu = P("mlp.w_up"), *wd = P("mlp.w_down");
+#undef P
+        for (int t = 0; t < n; t++) {
+            ref_rmsnorm(&a[(size_t)t * h], &x[(size_t)t * h], wn1, h, dm->eps);
+            ref_matvec(&q[(size_t)t * Hq * D], wq, &a[(size_t)t * h], Hq * D, h);
+            ref_matvec(&k[(size_t)t * Hkv * D], wk, &a[(size_t)t * h], Hkv * D, h);
+            ref_matvec(&v[(size_t)t * Hkv * D], wv, &a[(size_t)t * h], Hkv * D, h);
+            for (int j = 0; j < Hq; j++)
+                ref_rope(&q[((size_t)t * Hq + j) * D], D, t % S, fr);
+            for (int j = 0; j < Hkv; j++)
+                ref_rope(&k[((size_t)t * Hkv + j) * D], D, t % S, fr);
+        }
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < Hq; j++) {
+                int g = j / (Hq / Hkv);
+                for (int t = 0; t < S; t++) {
+                    const double *qq = &q[((size_t)(b * S + t) * Hq + j) * D];
+                    double mx = -1e300, sum = 0;
+                    for (int u = 0; u <= t; u++) {
+                        const double *kk = &k[((size_t)(b * S + u) * Hkv + g) * D];
+                        double s = 0;
+                        for (int e = 0; e < D; e++)
+                            s += qq[e] * kk[e];
+                        p[u] = s / sqrt((double)D);
+                        if (p[u] > mx)
+                            mx = p[u];
+                    }
+                    for (int u = 0; u <= t; u++)
+                        sum += (p[u] = exp(p[u] - mx));
+                    double *oo = &o[((size_t)(b * S + t) * Hq + j) * D];
+                    for (int e = 0; e < D; e++) {
+                        double s = 0;
+                        for (int u = 0; u <= t; u++)
+                            s += p[u] / sum * v[((size_t)(b * S + u) * Hkv + g) * D + e];
+                        oo[e] = s;
+                    }
+                }
+            }
+        for (int t = 0; t < n; t++) {
+            double *xt = &x[(size_t)t * h];
+            ref_matvec(tmp, wo, &o[(size_t)t * Hq * D], h, Hq * D);
+            for (int i = 0; i < h; i++)
+                xt[i] += tmp[i];
+            double *mg = tmp, *gt = tmp + h, *ut = gt + f, *dn = ut + f;
+            ref_rmsnorm(mg, xt, wn2, h, dm->eps);
+            ref_matvec(gt, wg, mg, f, h);
+            ref_matvec(ut, wu, mg, f, h);
+            for (int i = 0; i < f; i++)
+                gt[i] = gt[i] / (1.0 + exp(-gt[i])) * ut[i];
+            ref_matvec(dn, wd, gt, h, f);
+            for (int i = 0; i < h; i++)
+                xt[i] += dn[i];
+        }
+    }
+    const float *wf = ref_param(r, "final_norm.weight");
+    const float *head = ref_param(r, dm->tied ? "embedding.weight" : "lm_head.weight");
+    double total = 0, count = 0;
+    double *logit = calloc((size_t)dm->V, sizeof(double));
+    for (int t = 0; t < n; t++) {
+        ref_rmsnorm(a, &x[(size_t)t * h], wf, h, dm->eps);
+        ref_matvec(logit, head, a, dm->V, h);       /* real vocabulary only */
+        double mx = -1e300, sum = 0;
+        for (int i = 0; i < dm->V; i++)
+            if (logit[i] > mx)
+                mx = logit[i];
+        for (int i = 0; i < dm->V; i++)
+            sum += exp(logit[i] - mx);
+        total += mask[t] * (log(sum) + mx - logit[tg[t]]);
+        count += mask[t];
+    }
+    free(logit); free(x); free(a); free(q); free(k); free(v); free(o);
+    free(tmp); free(fr); free(p);
+    *count_out = count;
+    return total;
+}
+
+/* Mean cross-entropy over the unmasked tokens. */
+static inline double ref_loss(const gl_config *c, const ref_model *r, const int32_t *ids,
+                       const int32_t *tg, const float *mask)
+{
+    double count;
+    double total = ref_loss_sum(c, r, ids, tg, mask, &count);
+    return total / count;
+}
+
+#endif
