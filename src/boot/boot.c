@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The ranks of this node, in world-rank order (both paths make one). */
@@ -26,6 +27,13 @@ static int pmix_up;
 
 static void abort_job(int code)
 {
+    /* The launcher kills every rank as soon as the abort reaches it, and
+     * MPICH's hydra can drop what this rank wrote just before: give the
+     * error line a moment to be forwarded first. */
+    struct timespec pause = { 0, 300 * 1000 * 1000 };
+    fflush(stdout);
+    fflush(stderr);
+    nanosleep(&pause, NULL);
     MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
     _exit(code ? code : 1);
 }

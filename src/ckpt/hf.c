@@ -235,6 +235,18 @@ static int config_from_hf(json_t *j, gl_hf_config *c, const char *path)
             get_long(rs, "original_max_position_embeddings",
                      &c->original_max_position_embeddings, 0, 8192, path))
             return -1;
+        /* The model's RoPE tables (gl_rope_inv_freq in src/model/model.c)
+         * take only the factor from the configuration and fix the rest at
+         * Llama 3.1's values: a model with other values would load without
+         * complaint and compute other frequencies (t/eval-hf.t, variant c). */
+        if (c->low_freq_factor != 1.0 || c->high_freq_factor != 4.0 ||
+            c->original_max_position_embeddings != 8192)
+            return fail("%s: rope_scaling has low_freq_factor %g, high_freq_factor %g, "
+                        "original_max_position_embeddings %ld; gridlm's llama3 RoPE "
+                        "scaling supports Llama 3.1's 1, 4 and 8192 only (the factor "
+                        "may differ), so the imported model would compute other "
+                        "rotary frequencies than transformers", path, c->low_freq_factor,
+                        c->high_freq_factor, c->original_max_position_embeddings);
     }
     return 0;
 }

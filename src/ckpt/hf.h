@@ -36,6 +36,10 @@
  * vocab_size, padded_vocab_size, untie_embeddings_and_output_weights
  * (and, from an import, rope_scaling_low_freq_factor,
  * rope_scaling_high_freq_factor, rope_scaling_original_max_position_embeddings).
+ * The model reads only the factor of those three: import-hf refuses
+ * llama3 scaling whose low_freq_factor, high_freq_factor or
+ * original_max_position_embeddings differ from Llama 3.1's 1, 4 and 8192,
+ * which the model's RoPE tables fix (it would compute other frequencies).
  * An import also keeps the original config.json text in "hf_config", so
  * that an export gives back the fields gridlm does not use (token ids,
  * ...) unchanged.

@@ -1,0 +1,163 @@
+#!/bin/sh
+# eval-hf.t: an imported Hugging Face Llama computes what transformers
+# computes.
+#
+# t/eval-hf.py writes small random LlamaForCausalLM directories with the
+# safetensors library and a Megatron dataset, and computes, in float64
+# with numpy, the mean next-token loss over the dataset's documents the
+# way transformers' modeling_llama does (RMSNorm, rotate-half RoPE with
+# llama3 frequency scaling, GQA by repeat_kv, causal softmax, SwiGLU,
+# tied or untied head), each document its own sequence of at most
+# --seq-length + 1 tokens as gridlm-eval defines it.  For each variant:
+#
+#   a  fp32, untied, one file, llama3 scaling (factor 32), head_dim 32
+#      != hidden / heads, GQA 4:2, vocabulary 1100 (padded to 1152 on
+#      import, to 1280 under TP 2);
+#   b  bf16, tied, three shards with an index, no scaling, head_dim
+#      implied, GQA 8:2, vocabulary 1000, 3 layers;
+#
+# gridlm-ckpt import-hf, then gridlm-eval --load --json on the CPU back
+# end under 1 rank and 2 ranks (TP 2, PP 2, DP 2) must give the oracle's
+# loss within 5e-6 relative and its token and document counts exactly;
+# export-hf gives back every tensor bit for bit (fp32 and bf16: both are
+# exact in the fp32 checkpoint) and config.json.
+#
+# The tolerance: gridlm computes in fp32 (unit roundoff 6e-8), the oracle
+# in float64.  Each logit is a chain of a few dot products of at most 160
+# terms and the loss is a mean of log-softmaxes over 1000 logits of
+# magnitude ~10; a few hundred roundings of relative size 6e-8 bound the
+# error near 1e-5, and in practice it is 1e-8 to 2e-7 (the runs print
+# the observed error).  5e-6 sits well above that and well below what a
+# wrong conversion does: the test first checks that each deliberately
+# wrong oracle (no RoPE scaling, Llama 3.1's factor 8 instead of the
+# model's 32, interleaved RoPE pairs, key/value heads grouped i % Hkv
+# instead of i / (Hq/Hkv), gate and up swapped) moves the loss by more
+# than 10x the tolerance, so the comparison can fail.  (Variant a weights
+# the slowly turning RoPE channels more in q and k, as llama3 scaling
+# changes only those and they hardly turn over 128 positions.)
+#
+#   c  llama3 scaling with low_freq_factor 2, high_freq_factor 8,
+#      original_max_position_embeddings 256: import-hf refuses it by name
+#      (gridlm's RoPE fixes Llama 3.1's 1, 4 and 8192), or, once the model
+#      takes them, the loss must match like the others; never a silently
+#      different model.
+#
+# Skipped without python3 with numpy and safetensors, or without MPI.
+: "${PYTHON3:=python3}"
+: "${top_builddir:=.}"
+if ! "$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1; then
+    echo "1..0 # SKIP python3 with numpy and safetensors not found"
+    exit 0
+fi
+test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
+py="$top_srcdir/t/eval-hf.py"
+ckpt="$top_builddir/src/tools/gridlm-ckpt"
+eval_="$top_builddir/src/tools/gridlm-eval"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/eval-hf.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+S=128
+TOL=5e-6
+
+n=0
+result() {
+    n=$((n + 1))
+    if test "$1" -eq 0; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+# run DESCRIPTION COMMAND...: one result; the output as comments on failure
+run() {
+    what=$1; shift
+    "$@" >"$tmp/out" 2>&1
+    rc=$?
+    test $rc -eq 0 || sed 's/^/#   /' "$tmp/out"
+    result $rc "$what"
+}
+
+# sensitive V MUTANTS...: each wrong oracle moves the loss by > 10 x TOL
+sensitive() {
+    v=$1; shift
+    ok=0 msg=""
+    for m in "$@"; do
+        set -- $("$PYTHON3" "$py" loss "$tmp/$v" "$tmp/$v.docs" $S "$m" 2>&1)
+        d=$(awk -v a="$1" -v b="$want_loss" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "%.2g", d }')
+        msg="$msg $m $d,"
+        awk -v d="$d" -v t=$TOL 'BEGIN { exit !(d > 10 * t) }' || ok=1
+    done
+    echo "# $v: relative loss change of the wrong oracles:$msg"
+    result $ok "$v: each wrong oracle moves the loss by more than 10 x $TOL"
+}
+
+# check V NAME RANKS FLAGS...: gridlm-eval --json against the oracle
+check() {
+    v=$1 name=$2 ranks=$3
+    shift 3
+    # shellcheck disable=SC2086
+    if ! $MPIEXEC $MPIEXEC_FLAGS -n "$ranks" "$eval_" --device cpu --load "$tmp/$v.h5" \
+            --data-path "$tmp/$v.docs" --seq-length $S --json "$@" \
+            >"$tmp/eval.out" 2>"$tmp/eval.err"; then
+        tail -5 "$tmp/eval.err" | sed 's/^/#   /'
+        result 1 "$v, $name: gridlm-eval failed"
+        return
+    fi
+    got=$(sed -n 's/^{"loss": \([^,]*\), "perplexity": [^,]*, "tokens": \([0-9]*\), "documents": \([0-9]*\)}$/\1 \2 \3/p' "$tmp/eval.out")
+    echo "$got $want" | awk -v t=$TOL -v what="$v, $name" '{
+        d = ($1 - $4) / $4; if (d < 0) d = -d
+        printf "# %s: loss %s, oracle %s (relative error %.2g), %s/%s tokens, %s/%s documents\n",
+            what, $1, $4, d, $2, $5, $3, $6
+        exit !(NF == 6 && d < t && $2 == $5 && $3 == $6) }'
+    rc=$?
+    test $rc -eq 0 || sed 's/^/#   /' "$tmp/eval.out"
+    result $rc "$v, $name: loss within $TOL of transformers' forward, counts exact"
+}
+
+# prepare V VOCAB: the directory, its dataset, the import and the oracle
+prepare() {
+    v=$1
+    run "$v: eval-hf.py writes the model and the dataset" \
+        sh -c "'$PYTHON3' '$py' make '$tmp/$v' $v && '$PYTHON3' '$py' data '$tmp/$v.docs' $2"
+    set -- $("$PYTHON3" "$py" loss "$tmp/$v" "$tmp/$v.docs" $S 2>"$tmp/oracle.err")
+    want_loss=$1
+    want="$1 $2 $3"
+    test -n "$3" || sed 's/^/#   /' "$tmp/oracle.err"
+    test -n "$3"
+    result $? "$v: the oracle's loss $1 over $2 tokens of $3 documents"
+}
+
+# --- a: fp32, untied, llama3 scaling -----------------------------------
+prepare a 1100
+run "a: import-hf" "$ckpt" import-hf --quiet "$tmp/a" "$tmp/a.h5"
+sensitive a no-rope-scaling factor-8 interleaved-rope kv-heads-cycled gate-up-swapped
+check a "1 rank" 1
+check a "TP 2" 2 --tensor-model-parallel-size 2
+check a "TP 2, sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+check a "PP 2" 2 --pipeline-model-parallel-size 2
+check a "DP 2" 2
+run "a: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/a.h5" "$tmp/a.out"
+run "a: the export equals the original bit for bit, config.json too" \
+    "$PYTHON3" "$py" same "$tmp/a" "$tmp/a.out"
+
+# --- b: bf16, tied, sharded ---------------------------------------------
+prepare b 1000
+run "b: import-hf (sharded)" "$ckpt" import-hf --quiet "$tmp/b" "$tmp/b.h5"
+sensitive b interleaved-rope kv-heads-cycled gate-up-swapped
+check b "1 rank" 1
+check b "TP 2" 2 --tensor-model-parallel-size 2
+check b "DP 2, micro-batch 2" 2 --micro-batch-size 2
+run "b: export-hf --dtype bf16" "$ckpt" export-hf --dtype bf16 \
+    --max-shard-size 100000 "$tmp/b.h5" "$tmp/b.out"
+run "b: the export equals the original bit for bit, config.json too" \
+    "$PYTHON3" "$py" same "$tmp/b" "$tmp/b.out"
+
+# --- c: llama3 parameters other than Llama 3.1's ------------------------
+prepare c 1000
+sensitive c llama31-scaling-constants
+if "$ckpt" import-hf --quiet "$tmp/c" "$tmp/c.h5" >"$tmp/out" 2>&1; then
+    echo "# c: import-hf accepts low_freq_factor 2, high_freq_factor 8, original 256"
+    check c "1 rank" 1
+else
+    sed 's/^/#   /' "$tmp/out"
+    grep -q 'low_freq_factor 2, high_freq_factor 8, original_max_position_embeddings 256' "$tmp/out" &&
+        test ! -e "$tmp/c.h5"
+    result $? "c: import-hf refuses llama3 parameters the model cannot follow, naming them"
+fi
+
+echo "1..$n"
