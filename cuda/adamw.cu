@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gl_cuda.h"
 
@@ -69,24 +70,38 @@ void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,
     gl_cuda_state *st = gl_cuda_st(d);
     size_t seg_bytes = ((size_t)nseg * sizeof(gl_adamw_seg) + 255) / 256 * 256;
     size_t chunk_bytes = nchunks * sizeof(adamw_chunk);
-    char *buf = (char *)gl_cuda_scratch(d, &st->s_adamw, seg_bytes + chunk_bytes);
-
-    adamw_chunk *host = (adamw_chunk *)gl_malloc(chunk_bytes);
-    size_t c = 0;
-    for (int s = 0; s < nseg; s++)
-        for (size_t start = 0; start < segs[s].count; start += CHUNK) {
-            host[c].seg = s;
-            host[c].pad = 0;
-            host[c].start = start;
-            c++;
-        }
-    /* From pageable memory: the copies read the host arrays before they
-     * return, so freeing them right after is safe. */
-    GL_CUDA_CHECK(cudaMemcpyAsync(buf, segs, (size_t)nseg * sizeof *segs,
-                                  cudaMemcpyHostToDevice, st->stream));
-    GL_CUDA_CHECK(cudaMemcpyAsync(buf + seg_bytes, host, chunk_bytes,
-                                  cudaMemcpyHostToDevice, st->stream));
-    free(host);
+    /* The optimizer passes the same segments every step: their tables
+     * are uploaded once and reused while the list is unchanged, so a step
+     * copies nothing from the host. */
+    size_t list_bytes = (size_t)nseg * sizeof *segs;
+    int same = st->adamw_segs && st->adamw_nseg == nseg &&
+               st->adamw_nchunks == nchunks &&
+               !memcmp(st->adamw_segs, segs, list_bytes);
+    char *buf = (char *)st->s_adamw.p;
+    if (!same) {
+        buf = (char *)gl_cuda_scratch(d, &st->s_adamw, seg_bytes + chunk_bytes);
+        adamw_chunk *host = (adamw_chunk *)gl_malloc(chunk_bytes);
+        size_t c = 0;
+        for (int s = 0; s < nseg; s++)
+            for (size_t start = 0; start < segs[s].count; start += CHUNK) {
+                host[c].seg = s;
+                host[c].pad = 0;
+                host[c].start = start;
+                c++;
+            }
+        /* From pageable memory: the copies read the host arrays before
+         * they return, so freeing them right after is safe. */
+        GL_CUDA_CHECK(cudaMemcpyAsync(buf, segs, list_bytes,
+                                      cudaMemcpyHostToDevice, st->stream));
+        GL_CUDA_CHECK(cudaMemcpyAsync(buf + seg_bytes, host, chunk_bytes,
+                                      cudaMemcpyHostToDevice, st->stream));
+        free(host);
+        free(st->adamw_segs);
+        st->adamw_segs = (gl_adamw_seg *)gl_malloc(list_bytes);
+        memcpy(st->adamw_segs, segs, list_bytes);
+        st->adamw_nseg = nseg;
+        st->adamw_nchunks = nchunks;
+    }
     float bc1 = (float)(1 - pow((double)hp->beta1, (double)hp->step));
     float bc2 = (float)(1 - pow((double)hp->beta2, (double)hp->step));
     adamw_kernel<<<(unsigned)nchunks, THREADS, 0, st->stream>>>(

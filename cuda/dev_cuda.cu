@@ -177,7 +177,50 @@ static void cu_zero(gl_dev *d, void *p, size_t bytes)
 
 static void cu_sync(gl_dev *d)
 {
-    GL_CUDA_CHECK(cudaStreamSynchronize(gl_cuda_st(d)->stream));
+    gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->comm_stream));
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+}
+
+/* Page-locked host memory: copies from it are true DMA on the stream,
+ * with no staging and no wait on the host. */
+static void *cu_alloc_host(gl_dev *d, size_t bytes)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        gl_die("cannot allocate %zu bytes of page-locked host memory for GPU "
+               "%d: %s; check the memory lock limit (ulimit -l) and the "
+               "host's free memory", bytes, gl_cuda_st(d)->ordinal,
+               cudaGetErrorString(e));
+    }
+    memset(p, 0, bytes ? bytes : 1);
+    return p;
+}
+
+static void cu_free_host(gl_dev *d, void *p)
+{
+    (void)d;
+    if (p)
+        GL_CUDA_CHECK(cudaFreeHost(p));
+}
+
+/* An event recorded on one stream and waited for by the other: the wait
+ * takes the event's latest record at the time of the call, so one event
+ * per direction serves every call. */
+static void cu_comm_wait_compute(gl_dev *d)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaEventRecord(st->ev_compute, st->stream));
+    GL_CUDA_CHECK(cudaStreamWaitEvent(st->comm_stream, st->ev_compute, 0));
+}
+
+static void cu_compute_wait_comm(gl_dev *d)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaEventRecord(st->ev_comm, st->comm_stream));
+    GL_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->ev_comm, 0));
 }
 
 /* ---- the operations: casts from void * and launches ---- */
@@ -362,6 +405,7 @@ static void cu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,
 static void cu_close(gl_dev *d)
 {
     gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->comm_stream));
     GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     gl_cuda_gemm_close(d);
     gl_cudnn_close(d);
@@ -371,7 +415,11 @@ static void cu_close(gl_dev *d)
         gl_cuda_free_counted(d, sc[i]->p);
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));
     GL_CUBLAS_CHECK(cublasLtDestroy(st->lt));
+    GL_CUDA_CHECK(cudaEventDestroy(st->ev_compute));
+    GL_CUDA_CHECK(cudaEventDestroy(st->ev_comm));
+    GL_CUDA_CHECK(cudaStreamDestroy(st->comm_stream));
     GL_CUDA_CHECK(cudaStreamDestroy(st->stream));
+    free(st->adamw_segs);
     free(st->alloc_ptr);
     free(st->alloc_size);
     free(st);
@@ -394,6 +442,8 @@ static const gl_ops gl_ops_cuda = {
     gl_cuda_adamw,
     cu_mem_info,
     cu_close,
+    cu_alloc_host, cu_free_host,
+    cu_comm_wait_compute, cu_compute_wait_comm,
 };
 
 /* ---- opening ---- */
@@ -430,6 +480,12 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
                st->prop.major, st->prop.minor);
     GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream,
                                             cudaStreamNonBlocking));
+    GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->comm_stream,
+                                            cudaStreamNonBlocking));
+    GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->ev_compute,
+                                           cudaEventDisableTiming));
+    GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->ev_comm,
+                                           cudaEventDisableTiming));
     GL_CUBLAS_CHECK(cublasLtCreate(&st->lt));
     st->lt_workspace_bytes = LT_WORKSPACE;
     cudaError_t e = cudaMalloc(&st->lt_workspace, st->lt_workspace_bytes);
@@ -447,6 +503,7 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
     d->act_bytes = 2;
     d->comm = GL_COMM_NCCL;
     d->stream = (void *)st->stream;
+    d->comm_stream = (void *)st->comm_stream;
     d->index = ordinal;
     strncpy(d->name, st->prop.name, sizeof d->name - 1);  /* MFU's peak table */
     d->impl = st;

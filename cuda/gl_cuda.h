@@ -66,6 +66,10 @@ typedef struct {
 typedef struct {
     int ordinal;
     cudaStream_t stream;
+    /* the communication stream and the two events that order it with the
+     * compute stream (ops->comm_wait_compute, ops->compute_wait_comm) */
+    cudaStream_t comm_stream;
+    cudaEvent_t ev_compute, ev_comm;
     cudaDeviceProp prop;
 
     cublasLtHandle_t lt;
@@ -83,6 +87,11 @@ typedef struct {
     /* scratch: reductions' partials, attention's row statistics, embed's
      * sorted ids, the AdamW chunk table */
     gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm;
+    /* adamw.cu: the segment list whose tables s_adamw holds now (a step
+     * with the same list uploads nothing) */
+    gl_adamw_seg *adamw_segs;
+    int adamw_nseg;
+    size_t adamw_nchunks;
 
     /* attention: the implementation in use (GL_ATTN_*), cuDNN's handle,
      * plans and workspace, and how calls ran */

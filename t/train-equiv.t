@@ -7,7 +7,12 @@
 # stay under 1e-4.  Layouts (TP, PP, DP): (2,1,1), (1,2,1), (1,1,2),
 # (2,2,2), with and without --sequence-parallel and
 # --use-distributed-optimizer, interleaved PP = 2 with two virtual stages
-# (alone and inside (2,2,2)), untied embeddings on (2,2,2); and 1 x 8
+# (alone and inside (2,2,2)), untied embeddings on (2,2,2),
+# --overlap-grad-reduce with small buckets (--ddp-bucket-size 5000: many
+# buckets, reduced during the backward of the last micro-batch) on DP 2
+# with and without the distributed optimizer and on (2,2,2) with sequence
+# parallelism (deferred norm and tied-embedding buckets) and with
+# interleaving; and 1 x 8
 # micro-batches against 8 x 1.  Then real data: a synthetic corpus
 # tokenized by gridlm-prep into a Megatron .bin/.idx dataset, trained
 # with --eod-mask-loss (masked targets) on 1 rank and on (2,2,2) with
@@ -98,7 +103,7 @@ check() {
     fi
 }
 
-echo "1..19"
+echo "1..25"
 if ! run ref 1 || ! run untied-ref 1 --untie-embeddings-and-output-weights; then
     echo "Bail out! the single-rank reference run failed"
     exit 1
@@ -111,6 +116,21 @@ check pp2-interleaved 2 --pipeline-model-parallel-size 2 \
     --num-layers-per-virtual-pipeline-stage 1
 check dp2 2
 check dp2-distopt 2 --use-distributed-optimizer
+OVL="--overlap-grad-reduce --ddp-bucket-size 5000"
+# overlapped: the same numbers, and the buckets really were made
+# shellcheck disable=SC2086
+for v in dp2-overlap dp2-distopt-overlap; do
+    case $v in
+    dp2-overlap) check $v 2 $OVL ;;
+    *) check $v 2 $OVL --use-distributed-optimizer ;;
+    esac
+    if grep -q 'overlap-grad-reduce: [0-9]* gradient buckets' "$tmp/$v.log" &&
+       ! grep -q ': 1 gradient buckets' "$tmp/$v.log"; then
+        say ok "$v: reduced in several buckets"
+    else
+        say "not ok" "$v: no bucketed reduction reported"
+    fi
+done
 L222="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"
 # shellcheck disable=SC2086
 {
@@ -120,6 +140,8 @@ check 222-distopt 8 $L222 --use-distributed-optimizer
 check 222-sp-distopt 8 $L222 --sequence-parallel --use-distributed-optimizer
 check 222-interleaved-sp-distopt 8 $L222 --num-layers-per-virtual-pipeline-stage 1 \
     --sequence-parallel --use-distributed-optimizer
+check 222-sp-distopt-overlap 8 $L222 --sequence-parallel --use-distributed-optimizer $OVL
+check 222-interleaved-overlap 8 $L222 --num-layers-per-virtual-pipeline-stage 1 $OVL
 ref=untied-ref
 check 222-untied-sp-distopt 8 $L222 --untie-embeddings-and-output-weights \
     --sequence-parallel --use-distributed-optimizer

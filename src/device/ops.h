@@ -187,6 +187,28 @@ struct gl_ops {
     void (*mem_info)(gl_dev *d, size_t *in_use, size_t *peak, size_t *total);
 
     void (*close)(gl_dev *d);
+
+    /* ---- added with the host-device pipeline (keep new ops below) ---- */
+
+    /* Host memory that uploads and downloads can use without waiting:
+     * page-locked on CUDA (cudaMallocHost), so upload() from it returns at
+     * once and the copy runs on the stream in order with the kernels; the
+     * caller must not rewrite it until the stream has passed the copy (a
+     * sync, a download, or later work that it waited for).  Plain heap
+     * memory on the CPU.  Zeroed; dies on failure. */
+    void *(*alloc_host)(gl_dev *d, size_t bytes);
+    void (*free_host)(gl_dev *d, void *p);
+
+    /* The communication stream (d->comm_stream): where bucketed gradient
+     * reductions run beside the compute stream.
+     *   comm_wait_compute: work enqueued on the comm stream from now on
+     *       starts after everything enqueued so far on the compute stream;
+     *   compute_wait_comm: work enqueued on the compute stream from now on
+     *       starts after everything enqueued so far on the comm stream.
+     * Neither blocks the host.  No-ops on the CPU, where every call
+     * completes before it returns. */
+    void (*comm_wait_compute)(gl_dev *d);
+    void (*compute_wait_comm)(gl_dev *d);
 };
 
 struct gl_dev {
@@ -195,6 +217,8 @@ struct gl_dev {
     size_t act_bytes;      /* gl_dtype_size(act) */
     gl_comm_kind comm;     /* the comm back end that reaches this memory */
     void *stream;          /* cudaStream_t of the compute stream; NULL on cpu */
+    void *comm_stream;     /* cudaStream_t of the communication stream
+                              (ops->comm_wait_compute); NULL on cpu */
     int index;             /* GPU ordinal, -1 on cpu */
     char name[96];         /* "cpu", or the GPU's name ("NVIDIA H200") for
                               the peak-FLOP table behind MFU */

@@ -254,6 +254,26 @@ static void cpu_close(gl_dev *d)
     free(d);
 }
 
+/* Host staging memory is ordinary heap memory here (not counted in
+ * mem_info: it is not the device's). */
+static void *cpu_alloc_host(gl_dev *d, size_t bytes)
+{
+    (void)d;
+    return gl_calloc(1, bytes ? bytes : 1);
+}
+
+static void cpu_free_host(gl_dev *d, void *p)
+{
+    (void)d;
+    free(p);
+}
+
+/* One stream of execution: every call has completed when it returns. */
+static void cpu_stream_wait(gl_dev *d)
+{
+    (void)d;
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -287,4 +307,8 @@ const gl_ops gl_ops_cpu = {
     .adamw = cpu_adamw,
     .mem_info = cpu_mem_info,
     .close = cpu_close,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
+    .comm_wait_compute = cpu_stream_wait,
+    .compute_wait_comm = cpu_stream_wait,
 };

@@ -83,6 +83,14 @@ static void *reduce_rows(gl_model *m, void *full, void *dst)
     return full;
 }
 
+/* Tell the gradient reducer that the parameters starting in
+ * [off, off + count) are complete (model.h: grad_ready). */
+static void ready(gl_model *m, size_t off, size_t count)
+{
+    if (m->grad_final && m->grad_ready)
+        m->grad_ready(m->grad_ready_arg, off, off + count);
+}
+
 /* Y[n, out] = X[n, in] W^T. */
 static void linear_fwd(gl_model *m, void *Y, const void *X, const void *Wt,
                        int n, int out, int in)
@@ -148,11 +156,14 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
         dz = m->dfull;
     }
     linear_bwd(m, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
+    ready(m, lo->down, (size_t)h * dm->fl);
     OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
     linear_bwd(m, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
                n, 2 * dm->fl, h);
+    ready(m, lo->gate_up, (size_t)2 * dm->fl * h);
     OPS->rmsnorm_bwd(d, dy, G(m, lo->mlp_norm), reduce_rows(m, m->y, m->tmp), A->xm,
                      W(m, lo->mlp_norm), A->rstd2, nl, h, 1);
+    ready(m, lo->mlp_norm, (size_t)h);
 
     /* attention */
     dz = dy;
@@ -162,6 +173,7 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
         dz = m->dfull;
     }
     linear_bwd(m, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
+    ready(m, lo->wo, (size_t)h * qw);
     OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
                   act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   m->d_o, qw, A->o, qw, A->lse,
@@ -170,8 +182,10 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
     OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
     linear_bwd(m, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    ready(m, lo->qkv, (size_t)dm->qkvw * h);
     OPS->rmsnorm_bwd(d, dy, G(m, lo->attn_norm), reduce_rows(m, m->y, m->tmp), x,
                      W(m, lo->attn_norm), A->rstd1, nl, h, 1);
+    ready(m, lo->attn_norm, (size_t)h);
 }
 
 /* Vocab-parallel lookup: each TP rank fills the rows of ids in its shard
@@ -195,6 +209,7 @@ static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, con
         dz = m->dfull;
     }
     OPS->embed_bwd(m->d, G(m, ch->embed), dz, mb->ids, dm->n, dm->h, dm->vocab_start, dm->vl);
+    ready(m, ch->embed, (size_t)dm->vl * dm->h);
 }
 
 /* Final norm, LM head (column-parallel over the vocabulary), vocab-
@@ -237,8 +252,11 @@ static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     head_loss(m, ch, mb, x, loss_acc, 1);
     /* logits now hold d loss / d logits */
     linear_bwd(m, m->y, G(m, ch->head), m->logits, m->hf, W(m, ch->head), n, vl, h);
+    if (m->plan->head_param >= 0)        /* a range shared with the embedding waits */
+        ready(m, ch->head, (size_t)vl * h);
     OPS->rmsnorm_bwd(m->d, dy, G(m, ch->final_norm), reduce_rows(m, m->y, m->tmp), x,
                      W(m, ch->final_norm), m->rstd_f, nl, h, 0);
+    ready(m, ch->final_norm, (size_t)h);
 }
 
 void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)

@@ -227,6 +227,17 @@ typedef struct {
     void *arena;                /* every buffer above, one allocation */
     size_t arena_bytes;
     int fwd_only;               /* made by gl_model_new_forward_only() */
+    /* Gradient readiness (--overlap-grad-reduce, src/train/optim.c): while
+     * grad_final is set (the caller sets it around the last micro-batch
+     * of each chunk), the passes call grad_ready(grad_ready_arg, begin,
+     * end) as soon as every parameter whose flat range starts in
+     * [begin, end) has received its last gradient contribution -- after
+     * the product or norm backward that writes it, before the following
+     * ops are enqueued.  Ranges are reported once per micro-batch; the
+     * embedding's only after its backward when the head shares it. */
+    void (*grad_ready)(void *arg, size_t begin, size_t end);
+    void *grad_ready_arg;
+    int grad_final;
 } gl_model;
 
 /* Allocate the rank's model on d: weights (zero until initialised),

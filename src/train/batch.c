@@ -104,6 +104,14 @@ void gl_batch_close(gl_batch_source *s)
         s->close(s);
 }
 
+static void set_views(gl_batch_buf *bb)
+{
+    gl_batch_set *st = &bb->set[bb->cur];
+    for (int j = 0; j < bb->M; j++)
+        bb->mbs[j] = (gl_mb){ st->ids + (size_t)j * bb->n, st->tg + (size_t)j * bb->n,
+                              st->gscale + (size_t)j * bb->n };
+}
+
 void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
                        const gl_model_plan *p)
 {
@@ -119,29 +127,43 @@ void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
         bb->has_head |= p->chunk[i].has_head;
     }
     bb->mbs = gl_calloc((size_t)bb->M, sizeof *bb->mbs);
+    bb->set[0].it = bb->set[1].it = -1;
     if (!bb->has_embed && !bb->has_head)
         return;
     size_t tot = (size_t)bb->M * bb->n;
+    bb->tok = gl_malloc((size_t)bb->B * ((size_t)bb->S + 1) * sizeof(int32_t));
+    bb->mask_tmp = gl_malloc((size_t)bb->B * (size_t)bb->S * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        gl_batch_set *st = &bb->set[k];
+        st->ids_h = d->ops->alloc_host(d, tot * sizeof(int32_t));
+        st->tg_h = d->ops->alloc_host(d, tot * sizeof(int32_t));
+        st->mask_h = d->ops->alloc_host(d, tot * sizeof(float));
+        st->ids = d->ops->alloc(d, tot * sizeof(int32_t));
+        st->tg = d->ops->alloc(d, tot * sizeof(int32_t));
+        st->gscale = d->ops->alloc(d, tot * sizeof(float));
+    }
     bb->ids_h = gl_malloc(tot * sizeof(int32_t));
     bb->tg_h = gl_malloc(tot * sizeof(int32_t));
     bb->mask_h = gl_malloc(tot * sizeof(float));
-    bb->tok = gl_malloc((size_t)bb->B * ((size_t)bb->S + 1) * sizeof(int32_t));
-    bb->mask_tmp = gl_malloc((size_t)bb->B * (size_t)bb->S * sizeof(float));
-    bb->ids = d->ops->alloc(d, tot * sizeof(int32_t));
-    bb->tg = d->ops->alloc(d, tot * sizeof(int32_t));
-    bb->gscale = d->ops->alloc(d, tot * sizeof(float));
-    for (int j = 0; j < bb->M; j++)
-        bb->mbs[j] = (gl_mb){ bb->ids + (size_t)j * bb->n, bb->tg + (size_t)j * bb->n,
-                              bb->gscale + (size_t)j * bb->n };
+    bb->ids = bb->set[0].ids;
+    bb->tg = bb->set[0].tg;
+    bb->gscale = bb->set[0].gscale;
+    set_views(bb);
 }
 
 void gl_batch_buf_free(gl_batch_buf *bb)
 {
     gl_dev *d = bb->d;
-    if (bb->ids) {
-        d->ops->free(d, bb->ids);
-        d->ops->free(d, bb->tg);
-        d->ops->free(d, bb->gscale);
+    if (bb->tok)
+        d->ops->sync(d);              /* no upload still reads the staging */
+    for (int k = 0; k < 2 && bb->tok; k++) {
+        gl_batch_set *st = &bb->set[k];
+        d->ops->free(d, st->ids);
+        d->ops->free(d, st->tg);
+        d->ops->free(d, st->gscale);
+        d->ops->free_host(d, st->ids_h);
+        d->ops->free_host(d, st->tg_h);
+        d->ops->free_host(d, st->mask_h);
     }
     free(bb->ids_h);
     free(bb->tg_h);
@@ -151,15 +173,13 @@ void gl_batch_buf_free(gl_batch_buf *bb)
     free(bb->mbs);
 }
 
-double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long it,
-                         int dp_rank)
+/* Fill set st on the host with iteration it's micro-batches and enqueue
+ * their upload; returns the unmasked targets. */
+static double fill_set(gl_batch_buf *bb, gl_batch_set *st, gl_batch_source *src, int valid,
+                       long it, int dp_rank)
 {
     gl_dev *d = bb->d;
     double count = 0;
-    if (!bb->has_embed && !bb->has_head)
-        return 0;
-    if (valid && !src->valid_batch)
-        gl_die("internal error: validation batch asked of a source without a valid split");
     for (int j = 0; j < bb->M; j++) {
         long first = gl_batch_sample_index(bb->c, it, j, dp_rank, 0);
         if (valid)
@@ -171,16 +191,43 @@ double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long
             const float *mk = bb->mask_tmp + (size_t)b * bb->S;
             size_t row = (size_t)j * bb->n + (size_t)b * bb->S;
             for (int t = 0; t < bb->S; t++) {
-                bb->ids_h[row + t] = tok[t];
-                bb->tg_h[row + t] = tok[t + 1];
-                bb->mask_h[row + t] = mk[t];
+                st->ids_h[row + t] = tok[t];
+                st->tg_h[row + t] = tok[t + 1];
+                st->mask_h[row + t] = mk[t];
                 count += mk[t];
             }
         }
     }
     size_t tot = (size_t)bb->M * bb->n;
-    d->ops->upload(d, bb->ids, bb->ids_h, tot * sizeof(int32_t));
-    d->ops->upload(d, bb->tg, bb->tg_h, tot * sizeof(int32_t));
-    d->ops->upload(d, bb->gscale, bb->mask_h, tot * sizeof(float));
+    d->ops->upload(d, st->ids, st->ids_h, tot * sizeof(int32_t));
+    d->ops->upload(d, st->tg, st->tg_h, tot * sizeof(int32_t));
+    d->ops->upload(d, st->gscale, st->mask_h, tot * sizeof(float));
+    st->it = valid ? -1 : it;
+    st->count = count;
     return count;
+}
+
+double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long it,
+                         int dp_rank)
+{
+    if (!bb->has_embed && !bb->has_head)
+        return 0;
+    if (valid && !src->valid_batch)
+        gl_die("internal error: validation batch asked of a source without a valid split");
+    int other = 1 - bb->cur;
+    if (!valid && bb->set[other].it == it) {
+        bb->cur = other;
+        set_views(bb);
+        bb->set[other].it = -1;       /* taken: a later load reads anew */
+        return bb->set[other].count;
+    }
+    bb->d->ops->sync(bb->d);
+    return fill_set(bb, &bb->set[bb->cur], src, valid, it, dp_rank);
+}
+
+void gl_batch_buf_prefetch(gl_batch_buf *bb, gl_batch_source *src, long it, int dp_rank)
+{
+    if (!bb->has_embed && !bb->has_head)
+        return;
+    fill_set(bb, &bb->set[1 - bb->cur], src, 0, it, dp_rank);
 }

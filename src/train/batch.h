@@ -65,18 +65,40 @@ void gl_batch_close(gl_batch_source *s);
 
 /* One iteration's micro-batches of this rank on the device: M micro-
  * batches of B sequences of S tokens (ids, targets, loss mask), filled
- * and uploaded at once.  Ranks that hold neither the embedding nor the
- * head (middle pipeline stages) read no data: their buffers stay empty. */
+ * on the host in page-locked staging buffers (ops->alloc_host) and
+ * uploaded asynchronously on the compute stream.  Two sets of buffers:
+ * while iteration i computes from one, iteration i + 1's batch is read
+ * and its upload enqueued into the other (gl_batch_buf_prefetch), so the
+ * GPU never waits for the host's data between iterations.  Ranks that
+ * hold neither the embedding nor the head (middle pipeline stages) read
+ * no data: their buffers stay empty. */
+typedef struct {
+    int32_t *ids_h, *tg_h;      /* page-locked host [M n] */
+    float *mask_h;
+    int32_t *ids, *tg;          /* device [M n] */
+    float *gscale;              /* device [M n]: the loss mask */
+    long it;                    /* training iteration held, -1 none */
+    double count;               /* its unmasked targets */
+} gl_batch_set;
+
 typedef struct {
     const struct gl_config *c;
     struct gl_dev *d;
     int M, n, S, B;
     int has_embed, has_head;
-    int32_t *ids_h, *tg_h, *tok;
-    float *mask_h, *mask_tmp;
-    int32_t *ids, *tg;          /* device [M n] */
-    float *gscale;              /* device [M n]: the loss mask */
-    gl_mb *mbs;                 /* [M] views of the above */
+    int32_t *tok;
+    float *mask_tmp;
+    /* For callers that fill a batch themselves (gridlm-eval): pageable
+     * host buffers [M n] and set 0's device buffers, which mbs views
+     * until the first gl_batch_buf_load/prefetch.  Pageable, so an upload
+     * has read them when it returns and they may be rewritten at once. */
+    int32_t *ids_h, *tg_h;
+    float *mask_h;
+    int32_t *ids, *tg;
+    float *gscale;
+    gl_batch_set set[2];
+    int cur;                    /* the set mbs views */
+    gl_mb *mbs;                 /* [M] views of set[cur] */
 } gl_batch_buf;
 
 void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
@@ -85,10 +107,22 @@ void gl_batch_buf_free(gl_batch_buf *bb);
 
 /* Load and upload iteration it's micro-batches of DP rank dp_rank (from
  * the validation split when valid is set: "iteration" it then numbers
- * global batches of the valid split).  Returns the number of unmasked
- * targets among them (0 on ranks that read no data). */
+ * global batches of the valid split) into the current set; a training
+ * batch that gl_batch_buf_prefetch() already brought is taken from there
+ * instead, without touching the host or waiting.  Otherwise the device
+ * is synchronised first (the staging buffers may still feed an earlier
+ * upload).  Returns the number of unmasked targets among them (0 on
+ * ranks that read no data). */
 double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long it,
                          int dp_rank);
+
+/* Read training iteration it's batch into the set that is not current
+ * and enqueue its upload, without waiting.  The caller guarantees that
+ * the device has passed every earlier upload from that set (the training
+ * loop's download at the end of each iteration does), and that the next
+ * gl_batch_buf_load() of iteration it comes after the stream work that
+ * still reads the current set was enqueued. */
+void gl_batch_buf_prefetch(gl_batch_buf *bb, gl_batch_source *src, long it, int dp_rank);
 
 #ifdef __cplusplus
 }

@@ -10,11 +10,8 @@
 #include "base/log.h"
 #include "train/optim.h"
 
-/* Ranges of the flat buffer with one flag value, from the parameter
- * table: each parameter's range is extended over the alignment gap after
- * it (zeros that change nothing), and neighbours with the same flag are
- * merged.  which: 0 = weight decay (1 = decay), 1 = counted. */
-static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
+/* The parameter indexes of p sorted by flat offset. */
+static int *params_by_offset(const gl_model_plan *p)
 {
     int n = p->nparams;
     int *order = gl_malloc((size_t)(n ? n : 1) * sizeof *order);
@@ -29,6 +26,17 @@ static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
         }
         order[j + 1] = k;
     }
+    return order;
+}
+
+/* Ranges of the flat buffer with one flag value, from the parameter
+ * table: each parameter's range is extended over the alignment gap after
+ * it (zeros that change nothing), and neighbours with the same flag are
+ * merged.  which: 0 = weight decay (1 = decay), 1 = counted. */
+static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
+{
+    int n = p->nparams;
+    int *order = params_by_offset(p);
     gl_range *r = gl_malloc((size_t)(n ? n : 1) * sizeof *r);
     int nr = 0;
     for (int i = 0; i < n; i++) {
@@ -43,6 +51,154 @@ static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
     free(order);
     *nout = nr;
     return r;
+}
+
+/* ---- overlapped reduction (optim.h) ---- */
+
+/* The extent of the k-th parameter in offset order: its range and the
+ * alignment gap after it. */
+static void extent(const gl_optim *o, int k, size_t *a, size_t *b)
+{
+    const gl_model_plan *p = o->m->plan;
+    *a = p->param[o->porder[k]].offset;
+    *b = k + 1 < p->nparams ? p->param[o->porder[k + 1]].offset : p->nflat;
+}
+
+/* The first bucket whose range ends after x. */
+static int bucket_at(const gl_optim *o, size_t x)
+{
+    int lo = 0, hi = o->nbucket - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (o->bucket[mid].end > x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Enqueue bucket b's DP sum on the communication stream, after what the
+ * compute stream has enqueued so far (the gradients it holds). */
+static void launch(gl_optim *o, gl_bucket *b)
+{
+    gl_dev *d = o->d;
+    d->ops->comm_wait_compute(d);
+    gl_all_reduce(o->dp, o->m->g + b->begin, o->m->g + b->begin, b->end - b->begin,
+                  GL_DT_F32, GL_OP_SUM, d->comm_stream);
+    b->launched = 1;
+}
+
+/* model.h's grad_ready: the parameters starting in [begin, end) are
+ * complete; a bucket whose last parameter this was starts its sum. */
+static void on_grad_ready(void *arg, size_t begin, size_t end)
+{
+    gl_optim *o = arg;
+    const gl_model_plan *p = o->m->plan;
+    int lo = 0, hi = p->nparams;           /* first parameter at >= begin */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (p->param[o->porder[mid]].offset >= begin)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (int k = lo; k < p->nparams && p->param[o->porder[k]].offset < end; k++) {
+        int i = o->porder[k];
+        if (o->pdone[i])
+            continue;
+        o->pdone[i] = 1;
+        size_t a, b;
+        extent(o, k, &a, &b);
+        for (int j = bucket_at(o, a); j < o->nbucket && o->bucket[j].begin < b; j++) {
+            gl_bucket *bk = &o->bucket[j];
+            if (--bk->pending == 0 && !bk->deferred && !bk->launched)
+                launch(o, bk);
+        }
+    }
+}
+
+/* Cut the flat buffer into buckets (optim.h) and count each bucket's
+ * parameters. */
+static void build_buckets(gl_optim *o, const gl_config *c)
+{
+    const gl_model_plan *p = o->m->plan;
+    const gl_model_dims *dm = &p->dm;
+    size_t size = c->ddp_bucket_size > 0 ? (size_t)c->ddp_bucket_size
+                                         : (size_t)1000000 * (size_t)o->dp_size;
+    if (c->ddp_bucket_size <= 0 && size < 40000000)
+        size = 40000000;
+
+    /* forced cuts, ascending: the shard boundaries, the replicated range */
+    size_t *forced = gl_malloc((size_t)(o->dp_size + 1) * sizeof *forced);
+    int nf = 0;
+    for (int r = 1; o->dist && r < o->dp_size; r++)
+        forced[nf++] = p->nflat / (size_t)o->dp_size * (size_t)r;
+    if (p->rep_end > p->rep_begin && p->rep_begin > 0)
+        forced[nf++] = p->rep_begin;
+    for (int i = 1; i < nf; i++)
+        for (int k = i; k > 0 && forced[k - 1] > forced[k]; k--) {
+            size_t t = forced[k];
+            forced[k] = forced[k - 1];
+            forced[k - 1] = t;
+        }
+
+    size_t *cut = gl_malloc((size_t)(p->nparams + nf + 2) * sizeof *cut);
+    int ncut = 0, fi = 0;
+    size_t cur = 0;
+    for (int k = 0; k < p->nparams; k++) {
+        size_t a, b;
+        extent(o, k, &a, &b);
+        while (fi < nf && forced[fi] < b) {      /* at or inside this parameter */
+            if (forced[fi] > cur)
+                cut[ncut++] = cur = forced[fi];
+            fi++;
+        }
+        if (b - cur >= size && b > cur)
+            cut[ncut++] = cur = b;
+    }
+    if (cur < p->nflat)
+        cut[ncut++] = p->nflat;
+
+    o->bucket = gl_calloc((size_t)(ncut ? ncut : 1), sizeof *o->bucket);
+    o->nbucket = ncut;
+    for (int j = 0; j < ncut; j++) {
+        o->bucket[j].begin = j ? cut[j - 1] : 0;
+        o->bucket[j].end = cut[j];
+    }
+    free(cut);
+    free(forced);
+
+    /* buckets reduced only after finish_grads' other sums (train.c) */
+    size_t dbeg[2], dend[2];
+    int nd = 0;
+    if (dm->sp && dm->tp > 1 && p->rep_end > p->rep_begin) {
+        dbeg[nd] = p->rep_begin;
+        dend[nd++] = p->rep_end;
+    }
+    if (dm->tied && dm->pp > 1) {
+        int i = p->embed_param >= 0 ? p->embed_param : p->head_param;
+        if (i >= 0) {
+            dbeg[nd] = p->param[i].offset;
+            dend[nd++] = p->param[i].offset + p->param[i].count;
+        }
+    }
+    for (int k = 0; k < p->nparams; k++) {
+        size_t a, b;
+        extent(o, k, &a, &b);
+        for (int j = bucket_at(o, a); j < o->nbucket && o->bucket[j].begin < b; j++)
+            o->bucket[j].total++;
+    }
+    for (int j = 0; j < o->nbucket; j++) {
+        gl_bucket *bk = &o->bucket[j];
+        bk->pending = bk->total;
+        for (int q = 0; q < nd; q++)
+            if (bk->begin < dend[q] && dbeg[q] < bk->end)
+                bk->deferred = 1;
+    }
+    o->pdone = gl_calloc((size_t)(p->nparams ? p->nparams : 1), 1);
+    o->m->grad_ready = on_grad_ready;
+    o->m->grad_ready_arg = o;
 }
 
 gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
@@ -73,8 +229,12 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     o->master = o->master_is_w ? (float *)m->w : d->ops->alloc(d, nu * sizeof(float));
     o->mom1 = d->ops->alloc(d, nu * sizeof(float));
     o->mom2 = d->ops->alloc(d, nu * sizeof(float));
-    if (o->dist)
+    o->overlap = c->overlap_grad_reduce && o->dp;
+    if (o->dist && !o->overlap)
         o->gshard = d->ops->alloc(d, shard * sizeof(float));
+    o->porder = params_by_offset(p);
+    if (o->overlap)
+        build_buckets(o, c);
 
     /* counted ranges within the shard */
     int nr;
@@ -91,8 +251,8 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     /* AdamW segments within the update range */
     r = flag_ranges(p, 0, &nr);
     o->seg = gl_malloc((size_t)(nr ? nr : 1) * sizeof *o->seg);
-    const float *grad = o->dist ? o->gshard : m->g;
-    size_t gbase = o->dist ? o->shard_begin : 0;
+    const float *grad = o->gshard ? o->gshard : m->g;
+    size_t gbase = o->gshard ? o->shard_begin : 0;
     for (int i = 0; i < nr; i++) {
         size_t a = r[i].begin > o->upd_begin ? r[i].begin : o->upd_begin;
         size_t b = r[i].end < o->upd_end ? r[i].end : o->upd_end;
@@ -123,6 +283,13 @@ void gl_optim_free(gl_optim *o)
     d->ops->free(d, o->gshard);
     free(o->norm);
     free(o->seg);
+    free(o->bucket);
+    free(o->porder);
+    free(o->pdone);
+    if (o->m->grad_ready_arg == o) {
+        o->m->grad_ready = NULL;
+        o->m->grad_ready_arg = NULL;
+    }
     free(o);
 }
 
@@ -138,6 +305,18 @@ void gl_optim_reduce(gl_optim *o)
     size_t n = o->m->plan->nflat;
     if (!o->dp)
         return;
+    if (o->overlap) {
+        for (int j = 0; j < o->nbucket; j++)
+            if (!o->bucket[j].launched)
+                launch(o, &o->bucket[j]);
+        o->d->ops->compute_wait_comm(o->d);
+        for (int j = 0; j < o->nbucket; j++) {
+            o->bucket[j].pending = o->bucket[j].total;
+            o->bucket[j].launched = 0;
+        }
+        memset(o->pdone, 0, (size_t)o->m->plan->nparams);
+        return;
+    }
     if (o->dist)
         gl_reduce_scatter(o->dp, o->m->g, o->gshard, n / (size_t)o->dp_size, GL_DT_F32,
                           GL_OP_SUM, o->d->stream);
@@ -147,8 +326,8 @@ void gl_optim_reduce(gl_optim *o)
 
 void gl_optim_sumsq(gl_optim *o, float *out)
 {
-    const float *grad = o->dist ? o->gshard : o->m->g;
-    size_t gbase = o->dist ? o->shard_begin : 0;
+    const float *grad = o->gshard ? o->gshard : o->m->g;
+    size_t gbase = o->gshard ? o->shard_begin : 0;
     for (int i = 0; i < o->nnorm; i++)
         o->d->ops->sumsq_f32(o->d, out, grad + (o->norm[i].begin - gbase),
                              o->norm[i].end - o->norm[i].begin);

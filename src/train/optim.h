@@ -20,6 +20,27 @@
  * compute weights into its shard of the weight buffer, and an all-gather
  * over DP gives every rank all of them.
  *
+ * Overlapped reduction (--overlap-grad-reduce, DP > 1): the flat buffer
+ * is cut into buckets of about --ddp-bucket-size elements (default
+ * max(40M, 1M x DP), Megatron's) on parameter boundaries, plus cuts at
+ * the start of the TP-replicated range and, for the distributed
+ * optimizer, at the DP shard boundaries, so each bucket lies inside one
+ * rank's shard.  During the last micro-batch the model reports each
+ * parameter whose gradient is complete (model.h: grad_ready); when a
+ * bucket's last parameter is reported, its reduction is enqueued on the
+ * device's communication stream after an event of the compute stream
+ * (ops->comm_wait_compute), so it runs while the backward goes on.
+ * gl_optim_reduce() then enqueues the buckets still waiting -- those
+ * that must first be summed over TP (the norm weights under sequence
+ * parallelism) or over the embedding group (tied copies), reduced in
+ * bucket order -- and makes the compute stream wait for the
+ * communication stream.  Every DP rank reports the same parameters in
+ * the same order, so the buckets' collectives match.  A bucket is
+ * all-reduced in place in both modes (comm.h has no reduce to one
+ * rank): the distributed optimizer then reads its shard of the summed
+ * buffer directly, with no separate shard buffer.  The sums are the
+ * same as without overlap up to the order of the DP additions.
+ *
  * Gradient norm: sum of squares over the elements this rank "owns": the
  * shard range [r N/DP, (r+1) N/DP) in both modes (so DP replicas count
  * once), of parameters counted on this rank (model.h: TP-replicated norm
@@ -44,6 +65,15 @@ typedef struct {
     int flag;
 } gl_range;
 
+/* One bucket of the overlapped reduction. */
+typedef struct {
+    size_t begin, end;          /* range of the flat buffer */
+    int total;                  /* parameters that start in it or reach into it */
+    int pending;                /* of those, not yet complete this iteration */
+    int deferred;               /* reduced only by gl_optim_reduce() */
+    int launched;               /* reduction enqueued this iteration */
+} gl_bucket;
+
 typedef struct {
     gl_model *m;
     gl_dev *d;
@@ -61,6 +91,12 @@ typedef struct {
     int nseg;
     double beta1, beta2, eps;
     long steps;                 /* successful optimizer steps */
+    /* --overlap-grad-reduce (DP > 1 only) */
+    int overlap;
+    gl_bucket *bucket;
+    int nbucket;
+    int *porder;                /* parameter indexes by flat offset */
+    unsigned char *pdone;       /* [nparams]: reported this iteration */
 } gl_optim;
 
 /* Allocate the optimizer state of m.  dp may be NULL (DP = 1). */
@@ -72,7 +108,8 @@ void gl_optim_free(gl_optim *o);
 float *gl_optim_master_target(gl_optim *o, size_t *begin, size_t *end);
 
 /* Sum the gradients over DP (all-reduce, or reduce-scatter into the
- * shard). */
+ * shard); with overlap, the buckets not yet under way, then the compute
+ * stream waits for every bucket. */
 void gl_optim_reduce(gl_optim *o);
 
 /* *out += sum of squares of the counted gradients of this rank's shard. */

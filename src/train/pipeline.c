@@ -31,11 +31,15 @@ void gl_pipeline_run(const gl_sched *s, gl_model *m, gl_comm *pp, const gl_mb *m
         switch (st->kind) {
         case GL_STEP_FWD:
             j = fw[c]++;
+            m->grad_final = j == s->M - 1;      /* the head's gradients (model.h) */
             gl_model_forward(m, c, j % s->slots[c], &mbs[j], loss_acc);
+            m->grad_final = 0;
             break;
         case GL_STEP_BWD:
             j = bw[c]++;
+            m->grad_final = j == s->M - 1;
             gl_model_backward(m, c, j % s->slots[c], &mbs[j]);
+            m->grad_final = 0;
             break;
         case GL_STEP_COMM:
             gl_comm_group_start();

@@ -4,8 +4,9 @@
  * Before the first iteration: the model's weights from the counter-based
  * RNG, or from --load (checkpoint.h: resharded to this layout), and the
  * fault handling of faults.h.  One iteration, on every rank:
- *   1. load this DP rank's M micro-batches (batch.h) and upload them in
- *      one go (first and last pipeline stages only);
+ *   1. this DP rank's M micro-batches (batch.h), first and last pipeline
+ *      stages only: read and uploaded (asynchronously, from page-locked
+ *      memory) while the previous iteration was computing;
  *   2. run the pipeline schedule (pipeline.h): forwards and backwards of
  *      every micro-batch, gradients summed into the model's fp32 buffer,
  *      the head's masked token-loss sum into stats[1];
@@ -13,7 +14,9 @@
  *      (sequence parallelism: each TP rank saw only its tokens), the tied
  *      embedding's over the embedding group (first and last stage), and
  *      reduce over DP (all-reduce, or reduce-scatter for the distributed
- *      optimizer);
+ *      optimizer; with --overlap-grad-reduce most buckets are already
+ *      under way on the communication stream, see optim.h); meanwhile
+ *      the host reads the next iteration's batch and enqueues its upload;
  *   4. stats = [sum of squared gradients owned here, loss sum, unmasked
  *      tokens, this rank's exit reasons]: one all-reduce over the world
  *      and ONE download, the only host round trip of the iteration;
@@ -27,6 +30,8 @@
  *      compares step times (stragglers);
  *   7. every --eval-interval iterations, and after the last, the
  *      validation loss (forward only, see validate());
+ *   Nothing else waits for the device: the step is enqueued and the
+ *   next iteration's work follows it on the stream.
  *   8. every --save-interval iterations, after the last, and when a
  *      signal, --exit-interval or --exit-duration-in-mins says stop
  *      (agreed through step 4), a checkpoint (checkpoint.h); then stop.
@@ -62,10 +67,9 @@ static gl_comm *group(gl_comm *c)
 /* What this loop does not do (yet): say so before any work. */
 static void check_supported(const gl_config *c, int rank)
 {
-    if (rank == 0 && (c->overlap_grad_reduce || c->overlap_param_gather))
-        gl_warn("--overlap-grad-reduce/--overlap-param-gather: not implemented yet; "
-                "gradients are reduced after the backward pass and weights gathered "
-                "after the step (same results, less overlap)");
+    if (rank == 0 && c->overlap_param_gather)
+        gl_warn("--overlap-param-gather: not implemented yet; the updated weights are "
+                "all-gathered after the step (same results, less overlap)");
     if (rank == 0 && c->recompute_granularity != GL_RECOMPUTE_NONE)
         gl_warn("--recompute-granularity: activation recomputation is not implemented "
                 "yet; every activation is kept (same results, more memory)");
@@ -232,6 +236,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     if (rank == 0 && !do_eval && c->eval_iters > 0 && c->eval_interval > 0)
         gl_info0("validation: off (the valid split is empty: --split gives it no share)");
     float *memv = d->ops->alloc(d, sizeof(float));
+    /* page-locked: the statistics' initial values upload without a wait
+     * (rewritten only after the iteration's download has passed them) */
+    float *init = d->ops->alloc_host(d, NSTATS * sizeof(float));
     int head_here = bb.has_head && tp_rank == 0;
     float *loss_acc = head_here ? stats + 1 : NULL;
 
@@ -245,6 +252,16 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
              c->data_parallel_size, M, c->micro_batch_size, c->seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
+
+    if (o->overlap) {
+        size_t big = 0;
+        for (int j = 0; j < o->nbucket; j++)
+            if (o->bucket[j].end - o->bucket[j].begin > big)
+                big = o->bucket[j].end - o->bucket[j].begin;
+        gl_info0("--overlap-grad-reduce: %d gradient buckets (largest %zu elements) "
+                 "reduced over DP on the communication stream during the backward",
+                 o->nbucket, big);
+    }
 
     FILE *json = NULL;
     if (rank == 0 && c->log_json) {
@@ -269,10 +286,11 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
          * reason bit k (faults.h), so the reasons ride on the iteration's
          * one all-reduce */
         unsigned mine = gl_faults_exit_flags(F);
-        float init[NSTATS] = { 0, 0, head_here ? (float)count : 0.0f };
+        init[0] = init[1] = 0;
+        init[2] = head_here ? (float)count : 0.0f;
         for (int k = 0; k < NEXITBITS; k++)
             init[3 + k] = (mine >> k) & 1u ? 1.0f : 0.0f;
-        d->ops->upload(d, stats, init, sizeof init);
+        d->ops->upload(d, stats, init, NSTATS * sizeof(float));
         d->ops->zero(d, m->g, plan->nflat * sizeof(float));
 
         gl_watch_begin(F, "pipeline schedule (send/recv)", "pp");
@@ -283,6 +301,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         gl_optim_sumsq(o, stats);
         if (world > 1)
             gl_all_reduce(g->world, stats, stats, NSTATS, GL_DT_F32, GL_OP_SUM, d->stream);
+        if (it + 1 < c->train_iters)          /* while the device works */
+            gl_batch_buf_prefetch(&bb, src, it + 1, dp_rank);
         float h[NSTATS];
         d->ops->download(d, h, stats, sizeof h);
         gl_watch_end(F);
@@ -306,9 +326,11 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             int_ok++;
         }
         consumed += c->global_batch_size;
-        gl_watch_begin(F, "device sync", "world");
-        d->ops->sync(d);
-        gl_watch_end(F);
+        if (it + 1 == c->train_iters) {        /* the last step, timed in full */
+            gl_watch_begin(F, "device sync", "world");
+            d->ops->sync(d);
+            gl_watch_end(F);
+        }
         int_ms += 1e3 * (gl_now() - t0);
         int_n++;
 
@@ -373,6 +395,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     d->ops->free(d, stats);
     d->ops->free(d, vacc);
     d->ops->free(d, memv);
+    d->ops->sync(d);
+    d->ops->free_host(d, init);
     gl_batch_close(src);
     gl_batch_buf_free(&bb);
     gl_optim_free(o);
