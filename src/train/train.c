@@ -58,6 +58,23 @@
 #include "train/train.h"
 #include "train/trainlog.h"
 
+/* Test hook (t/train-nan.t): does GRIDLM_TEST_NONFINITE, a comma-separated
+ * list of iterations ("3,5,6"), name iteration iter (1-based)? */
+static int planted_nonfinite(long iter)
+{
+    const char *s = getenv("GRIDLM_TEST_NONFINITE");
+    while (s && *s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s)
+            return 0;
+        if (v == iter)
+            return 1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* A group of more than one rank, or NULL. */
 static gl_comm *group(gl_comm *c)
 {
@@ -296,6 +313,13 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         gl_watch_begin(F, "pipeline schedule (send/recv)", "pp");
         gl_pipeline_run(sched, m, group(g->pp), bb.mbs, loss_acc);
         gl_watch_end(F);
+        if (rank == 0 && planted_nonfinite(it + 1)) {
+            /* before the reduction: every rank's norm sees it */
+            float nan = NAN;
+            d->ops->upload(d, m->g, &nan, sizeof nan);
+            gl_info("planted a NaN in the gradients at iteration %ld "
+                    "(GRIDLM_TEST_NONFINITE)", it + 1);
+        }
         gl_watch_begin(F, "gradient reduction and loss/norm all-reduce", "dp");
         finish_grads(c, g, m, o);
         gl_optim_sumsq(o, stats);
