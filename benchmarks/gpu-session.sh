@@ -48,7 +48,7 @@ gridlm() { # gridlm NPROC LOG ARGS...
     awk -F'[,:}]' '{for (i = 1; i < NF; i++) if ($i ~ /"tokens_per_sec_per_gpu"/) t[NR] = $(i+1);
                    for (i = 1; i < NF; i++) if ($i ~ /"mfu"/) m[NR] = $(i+1);
                    for (i = 1; i < NF; i++) if ($i ~ /"mem_gib"/) g[NR] = $(i+1)}
-         END {n = 0; for (k = 5; k <= NR; k++) if (k in t) {s += 1 / t[k]; u += m[k]; n++}
+         END {n = 0; for (k = 3; k < NR; k++) if (k in t) {s += 1 / t[k]; u += m[k]; n++}
               if (n) printf "gridlm world=%d tokens/s/GPU=%.0f MFU=%.1f%% mem=%.1fGiB (%d timed iterations)\n",
                             '"$n"', n / s, 100 * u / n, g[NR], n;
               else print "gridlm: no timed iterations"}' "$log.jsonl" 2>/dev/null
@@ -58,13 +58,20 @@ gridlm() { # gridlm NPROC LOG ARGS...
 for s in $steps; do
     case $s in
     check)
-        ( . $build/t/env.sh
-          cd $build && for t in comm boot; do sh ../t/$t.t; done
-          mpiexec -n $ngpu src/tools/gridlm-train --dry-run --tensor-model-parallel-size 2 \
+        # NCCL back end of comm.h on 1, 2 and all GPUs, the bootstrap and
+        # group creation with a GPU per rank, and the dry-run placement.
+        { for n in 1 2 $ngpu; do
+              echo "# comm-test on $n ranks"; timeout 120 mpiexec -n $n $build/t/comm-test
+          done
+          echo "# boot-test on $ngpu ranks"
+          GL_EXPECT_BOOT=mpi timeout 120 mpiexec -n $ngpu $build/t/boot-test
+          echo "# dry run"
+          timeout 120 mpiexec -n $ngpu $train --dry-run --tensor-model-parallel-size 2 \
               --pipeline-model-parallel-size $((ngpu / 2)) $shape15
-          [ -x t/ops-cuda.t ] && GL_OPS_CUDA_QUICK=1 t/ops-cuda.t
-          [ -x t/train-cuda.t ] && t/train-cuda.t ) > "$out/check.log" 2>&1
-        grep -E '^(not ok|# |Bail|health|bootstrap)' "$out/check.log" | sort | uniq -c | head -20
+        } > "$out/check.log" 2>&1
+        echo "check: $(grep -c '^ok' "$out/check.log") ok, $(grep -c '^not ok' "$out/check.log") not ok," \
+             "$(grep -c 'SKIP' "$out/check.log") skip lines"
+        grep -E '^not ok|health check|bootstrap:|NVIDIA|GPU' "$out/check.log" | head -20
         ;;
     equiv)
         small="--num-layers 4 --hidden-size 512 --num-attention-heads 8 --num-query-groups 4
@@ -97,6 +104,8 @@ for s in $steps; do
         gridlm 1 "$out/perf1" $shape15 $opt --micro-batch-size 2 --global-batch-size 2 \
             --train-iters 14 --log-interval 1
         peer 1 --mbs 2
+        [ "$ngpu" -gt 2 ] && gridlm 2 "$out/perf2" $shape15 $opt --micro-batch-size 2 \
+            --global-batch-size 4 --use-distributed-optimizer --train-iters 14 --log-interval 1
         if [ "$ngpu" -gt 1 ]; then
             gridlm $ngpu "$out/perf$ngpu" $shape15 $opt --micro-batch-size 2 \
                 --global-batch-size $((2 * ngpu)) --use-distributed-optimizer --train-iters 14 --log-interval 1
@@ -107,7 +116,7 @@ for s in $steps; do
         [ "$ngpu" -ge 4 ] || continue
         gridlm $ngpu "$out/perf8b" $shape8b $opt --micro-batch-size 1 --global-batch-size $ngpu \
             --use-distributed-optimizer --train-iters 10 --log-interval 1
-        peer $ngpu --fsdp --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --mbs 1 --steps 6 --warmup 3
+        [ "${PEER8B:-1}" = 1 ] && peer $ngpu --fsdp --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --mbs 1 --steps 6 --warmup 3
         ;;
     esac
 done
