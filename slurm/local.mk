@@ -41,13 +41,17 @@ gl-modulefile-dirs-check:
 %reldir%/modulefiles/$(VERSION): $(srcdir)/%reldir%/gridlm.tcl.in %reldir%/modulefiles/dirs.stamp
 	$(AM_V_GEN)rm -f $@ $@.tmp && $(gl_modulefile_edit) $(srcdir)/%reldir%/gridlm.tcl.in >$@.tmp && mv -f $@.tmp $@
 
-# Tests: gridlm under a real Slurm (t/slurm.t, with t/slurm-hello), and
-# `make install` to a scratch prefix, loaded as a module (t/install.t).
+# Tests: gridlm under a real Slurm that t/slurm-lib.sh starts on
+# localhost (t/slurm.t, with t/slurm-hello: MPI bootstrap under srun;
+# t/slurm-preempt.t: tiny.sbatch trains, is preempted, requeues itself
+# and resumes), and `make install` to a scratch prefix, loaded as a
+# module (t/install.t).
 check_PROGRAMS += t/slurm-hello
 t_slurm_hello_SOURCES = t/slurm-hello.c
 t_slurm_hello_LDADD =
-dist_check_SCRIPTS += t/slurm.t t/install.t
-TESTS += t/slurm.t t/install.t
+dist_check_SCRIPTS += t/slurm.t t/slurm-preempt.t t/install.t
+TESTS += t/slurm.t t/slurm-preempt.t t/install.t
+EXTRA_DIST += t/slurm-lib.sh
 
 # The two quick-start commands of README.md.
 EXTRA_DIST += quickstart.sh ci-test.sh

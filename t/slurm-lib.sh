@@ -133,7 +133,7 @@ slurm_start() {
     slurm_dir=$(mktemp -d "$tmpbase/gl-slurm.XXXXXX") || skip_all "mktemp failed"
     echo $$ >"$slurm_dir/owner"
     trap 'slurm_stop_all "$slurm_dir"' EXIT
-    trap 'exit 1' INT TERM HUP
+    trap 'exit 1' INT TERM HUP PIPE
 
     port=$((20000 + ($$ * 37) % 30000))
     while ! { slurm_port_free $port && slurm_port_free $((port + 1)); }; do

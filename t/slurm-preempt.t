@@ -134,7 +134,9 @@ preempt() {         # preempt NAME SCANCEL-ARGS...
     [ -n "$ref_loss" ] && [ "$loss" = "$ref_loss" ] && [ "$valid" = "$ref_valid" ]
     st4=$?
     ok $st4 "$name: final loss $loss and validation loss $valid equal the uninterrupted run's"
-    [ $st -eq 0 ] && [ $st2 -eq 0 ] && [ $st3 -eq 0 ] && [ $st4 -eq 0 ] || show_job "$d"
+    if [ $st -ne 0 ] || [ $st2 -ne 0 ] || [ $st3 -ne 0 ] || [ $st4 -ne 0 ]; then
+        show_job "$d"
+    fi
 }
 preempt batch --batch --signal=USR1
 preempt steps --signal=USR1
