@@ -55,3 +55,8 @@ EXTRA_DIST += t/slurm-lib.sh
 
 # The two quick-start commands of README.md.
 EXTRA_DIST += quickstart.sh ci-test.sh
+
+# scaling.sbatch: weak and strong scaling of Llama 3 8B over 8 to 64 GPUs,
+# through benchmarks/sweep.sh (installed in $(pkgdatadir)/benchmarks,
+# where the script finds it from $GRIDLM_SLURM).
+dist_slurm_DATA += %reldir%/scaling.sbatch

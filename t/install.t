@@ -42,7 +42,7 @@ ok $st "make install prefix=$prefix"
 train_built=no
 [ -x "$top_builddir/src/tools/gridlm-train" ] && train_built=yes
 for f in share/gridlm/slurm/tiny.sbatch share/gridlm/slurm/llama8b.sbatch \
-         share/gridlm/slurm/llama70b.sbatch \
+         share/gridlm/slurm/llama70b.sbatch share/gridlm/slurm/scaling.sbatch \
          "share/modulefiles/gridlm/$version.lua" "share/modulefiles/gridlm/$version"; do
     [ -f "$prefix/$f" ]
     ok $? "installed $f"
