@@ -4,3 +4,5 @@ libgridlm_a_SOURCES += \
 libgridlm_a_SOURCES += %reldir%/rng.c %reldir%/rng.h
 libgridlm_a_SOURCES += \
 	%reldir%/options.c %reldir%/options.h
+libgridlm_a_SOURCES += \
+	%reldir%/json.c %reldir%/json.h

@@ -311,6 +311,8 @@ int gl_boot_pick_gpu(gl_boot *b)
                    b->local_rank, cudaGetErrorName(rc), cudaGetErrorString(rc));
         b->gpu = ordinal;
     }
+#else
+    (void)ordinal;   /* no GPU can be opened without the CUDA back end */
 #endif
 
     /* Two ranks of a node on one GPU would share its memory and serialise

@@ -2,12 +2,14 @@
 #include <config.h>
 #include "ckpt/hf.h"
 #include "ckpt/ckpt.h"
+#include "base/json.h"
 #include "base/log.h"
 
 #include <jansson.h>
 #include <mpi.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -172,6 +174,78 @@ static int get_double(json_t *o, const char *key, double *v, double dflt, const 
     return 0;
 }
 
+/* config.json's RoPE: rope_theta and rope_scaling (absent or null: plain
+ * RoPE), or transformers v5's rope_parameters, one object holding both
+ * (rope_scaling wins when both are there, as in v5; a rope_theta inside
+ * the object wins over the top-level one; no rope_type there means
+ * "default").  gridlm runs rope_type "llama3", the frequency scaling of
+ * Llama 3.1 and 3.2, with all four of its parameters (gl_rope_inv_freq in
+ * src/model/model.c); transformers requires factor, low_freq_factor and
+ * high_freq_factor and takes original_max_position_embeddings from
+ * max_position_embeddings when it is missing, and so does this. */
+static int rope_from_hf(json_t *j, gl_hf_config *c, const char *path)
+{
+    json_t *rs = json_object_get(j, "rope_scaling");
+    int v5 = !rs || json_is_null(rs);
+    if (v5)
+        rs = json_object_get(j, "rope_parameters");
+    if (get_double(j, "rope_theta", &c->rope_theta, 10000.0, path))
+        return -1;
+    json_t *prf[2] = {json_object_get(j, "partial_rotary_factor"),
+                      json_is_object(rs) ? json_object_get(rs, "partial_rotary_factor") : NULL};
+    for (int i = 0; i < 2; i++)
+        if (prf[i] && !json_is_null(prf[i]) &&
+            !(json_is_number(prf[i]) && json_number_value(prf[i]) == 1.0))
+            return fail("%s: partial_rotary_factor is not 1; gridlm rotates every channel "
+                        "of a head", path);
+    if (!rs || json_is_null(rs))
+        return 0;
+    if (!json_is_object(rs))
+        return fail("%s: %s is not a JSON object", path, v5 ? "rope_parameters" : "rope_scaling");
+    const char *key;
+    json_t *val;
+    json_object_foreach(rs, key, val)
+        if (json_is_object(val))       /* v5's per-layer-type form (Gemma, ...) */
+            return fail("%s: rope_parameters differ per layer type (\"%s\"); gridlm's "
+                        "Llama has one RoPE for every layer", path, key);
+    if (json_object_get(rs, "rope_theta") &&
+        get_double(rs, "rope_theta", &c->rope_theta, 10000.0, path))
+        return -1;
+    json_t *t = json_object_get(rs, "rope_type");
+    if (!t)
+        t = json_object_get(rs, "type");      /* the older spelling */
+    const char *type = json_is_string(t) ? json_string_value(t) : !t && v5 ? "default" : "?";
+    if (!strcmp(type, "default"))
+        return 0;
+    if (strcmp(type, "llama3") != 0)
+        return fail("%s: rope_scaling type \"%s\"; gridlm supports \"llama3\" (Llama 3.1 "
+                    "and 3.2) scaling or none: its rotary frequencies would differ from "
+                    "transformers'", path, type);
+    static const char *const need[] = {"factor", "low_freq_factor", "high_freq_factor", NULL};
+    for (int i = 0; need[i]; i++)
+        if (!json_is_number(json_object_get(rs, need[i])))
+            return fail("%s: rope_scaling (llama3) has no number \"%s\": transformers "
+                        "requires factor, low_freq_factor and high_freq_factor", path, need[i]);
+    c->rope_scaling = 1;
+    if (get_double(rs, "factor", &c->rope_factor, 8.0, path) ||
+        get_double(rs, "low_freq_factor", &c->low_freq_factor, 1.0, path) ||
+        get_double(rs, "high_freq_factor", &c->high_freq_factor, 4.0, path) ||
+        get_long(rs, "original_max_position_embeddings", &c->original_max_position_embeddings,
+                 0, c->max_position_embeddings, path))
+        return -1;
+    /* The rule blends between the wavelengths original / high and
+     * original / low and divides by high - low (gridlm-train's
+     * --rope-scaling-high-freq-factor must exceed the low one too). */
+    if (!(c->high_freq_factor > c->low_freq_factor))
+        return fail("%s: rope_scaling has high_freq_factor %g not larger than "
+                    "low_freq_factor %g: the llama3 rule needs high > low (Llama 3.1: 4 "
+                    "and 1)", path, c->high_freq_factor, c->low_freq_factor);
+    if (c->original_max_position_embeddings > INT_MAX)
+        return fail("%s: rope_scaling original_max_position_embeddings %ld is too large",
+                    path, c->original_max_position_embeddings);
+    return 0;
+}
+
 /* Fill c from a config.json object (Hugging Face's LlamaConfig defaults
  * for what is missing), checking that gridlm can run the model. */
 static int config_from_hf(json_t *j, gl_hf_config *c, const char *path)
@@ -201,8 +275,7 @@ static int config_from_hf(json_t *j, gl_hf_config *c, const char *path)
         get_long(j, "head_dim", &c->head_dim, 0,
                  c->hidden_size / c->num_attention_heads, path) ||
         get_long(j, "max_position_embeddings", &c->max_position_embeddings, 0, 2048, path) ||
-        get_double(j, "rms_norm_eps", &c->rms_norm_eps, 1e-6, path) ||
-        get_double(j, "rope_theta", &c->rope_theta, 10000.0, path))
+        get_double(j, "rms_norm_eps", &c->rms_norm_eps, 1e-6, path))
         return -1;
     if (c->num_attention_heads % c->num_key_value_heads)
         return fail("%s: num_attention_heads %ld is not a multiple of "
@@ -219,36 +292,7 @@ static int config_from_hf(json_t *j, gl_hf_config *c, const char *path)
     if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return fail("%s: hidden_act \"%s\"; gridlm's MLP is SwiGLU (silu)", path,
                     json_string_value(act));
-    json_t *rs = json_object_get(j, "rope_scaling");
-    if (rs && !json_is_null(rs)) {
-        json_t *t = json_object_get(rs, "rope_type");
-        if (!t)
-            t = json_object_get(rs, "type");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "llama3") != 0)
-            return fail("%s: rope_scaling type \"%s\"; gridlm supports \"llama3\" "
-                        "(Llama 3.1) scaling only", path,
-                        json_is_string(t) ? json_string_value(t) : "?");
-        c->rope_scaling = 1;
-        if (get_double(rs, "factor", &c->rope_factor, 8.0, path) ||
-            get_double(rs, "low_freq_factor", &c->low_freq_factor, 1.0, path) ||
-            get_double(rs, "high_freq_factor", &c->high_freq_factor, 4.0, path) ||
-            get_long(rs, "original_max_position_embeddings",
-                     &c->original_max_position_embeddings, 0, 8192, path))
-            return -1;
-        /* The model's RoPE tables (gl_rope_inv_freq in src/model/model.c)
-         * take only the factor from the configuration and fix the rest at
-         * Llama 3.1's values: a model with other values would load without
-         * complaint and compute other frequencies (t/eval-hf.t, variant c). */
-        if (c->low_freq_factor != 1.0 || c->high_freq_factor != 4.0 ||
-            c->original_max_position_embeddings != 8192)
-            return fail("%s: rope_scaling has low_freq_factor %g, high_freq_factor %g, "
-                        "original_max_position_embeddings %ld; gridlm's llama3 RoPE "
-                        "scaling supports Llama 3.1's 1, 4 and 8192 only (the factor "
-                        "may differ), so the imported model would compute other "
-                        "rotary frequencies than transformers", path, c->low_freq_factor,
-                        c->high_freq_factor, c->original_max_position_embeddings);
-    }
-    return 0;
+    return rope_from_hf(j, c, path);
 }
 
 /* The "config" attribute of a gridlm checkpoint, Megatron's names. */
@@ -281,24 +325,6 @@ static char *config_to_gridlm(const gl_hf_config *c, long vpad)
     return s;
 }
 
-static long jlong(json_t *o, const char *k, long dflt)
-{
-    json_t *x = json_object_get(o, k);
-    return json_is_integer(x) ? (long)json_integer_value(x) : dflt;
-}
-
-static double jnum(json_t *o, const char *k, double dflt)
-{
-    json_t *x = json_object_get(o, k);
-    return json_is_number(x) ? json_number_value(x) : dflt;
-}
-
-static int jbool(json_t *o, const char *k, int dflt)
-{
-    json_t *x = json_object_get(o, k);
-    return json_is_boolean(x) ? json_is_true(x) : json_is_integer(x) ? json_integer_value(x) != 0 : dflt;
-}
-
 /* The configuration from a checkpoint's "config" attribute. */
 static int config_from_gridlm(const char *text, const char *file, gl_hf_config *c,
                               long *vpad)
@@ -309,38 +335,65 @@ static int config_from_gridlm(const char *text, const char *file, gl_hf_config *
         return fail("%s has no readable \"config\" attribute (JSON with the "
                     "model's sizes): cannot describe the model to Hugging Face", file);
     memset(c, 0, sizeof *c);
-    c->num_hidden_layers = jlong(j, "num_layers", 0);
-    c->hidden_size = jlong(j, "hidden_size", 0);
-    c->intermediate_size = jlong(j, "ffn_hidden_size", 0);
-    c->num_attention_heads = jlong(j, "num_attention_heads", 0);
-    c->num_key_value_heads = jlong(j, "num_query_groups", 0);
+    gl_json_reader r;
+    gl_json_reader_init(&r, j);
+    c->num_hidden_layers = gl_json_long(&r, "num_layers", 0);
+    c->hidden_size = gl_json_long(&r, "hidden_size", 0);
+    c->intermediate_size = gl_json_long(&r, "ffn_hidden_size", 0);
+    c->num_attention_heads = gl_json_long(&r, "num_attention_heads", 0);
+    c->num_key_value_heads = gl_json_long(&r, "num_query_groups", 0);
     if (c->num_key_value_heads <= 0)
         c->num_key_value_heads = c->num_attention_heads;
-    c->head_dim = jlong(j, "kv_channels", 0);
+    c->head_dim = gl_json_long(&r, "kv_channels", 0);
     if (c->head_dim <= 0 && c->num_attention_heads > 0)
         c->head_dim = c->hidden_size / c->num_attention_heads;
-    c->rms_norm_eps = jnum(j, "norm_epsilon", 1e-5);
-    c->rope_theta = jnum(j, "rotary_base", 10000.0);
-    c->rope_scaling = jbool(j, "use_rope_scaling", 0);
-    c->rope_factor = jnum(j, "rope_scaling_factor", 8.0);
-    c->low_freq_factor = jnum(j, "rope_scaling_low_freq_factor", 1.0);
-    c->high_freq_factor = jnum(j, "rope_scaling_high_freq_factor", 4.0);
+    c->rms_norm_eps = gl_json_num(&r, "norm_epsilon", 1e-5);
+    c->rope_theta = gl_json_num(&r, "rotary_base", 10000.0);
+    c->rope_scaling = gl_json_bool(&r, "use_rope_scaling", 0);
+    c->rope_factor = gl_json_num(&r, "rope_scaling_factor", 8.0);
+    c->low_freq_factor = gl_json_num(&r, "rope_scaling_low_freq_factor", 1.0);
+    c->high_freq_factor = gl_json_num(&r, "rope_scaling_high_freq_factor", 4.0);
     c->original_max_position_embeddings =
-        jlong(j, "rope_scaling_original_max_position_embeddings", 8192);
-    c->max_position_embeddings = jlong(j, "max_position_embeddings", 0);
+        gl_json_long(&r, "rope_scaling_original_max_position_embeddings", 8192);
+    c->max_position_embeddings = gl_json_long(&r, "max_position_embeddings", 0);
     if (c->max_position_embeddings <= 0)
-        c->max_position_embeddings = jlong(j, "seq_length", 0);
-    c->vocab_size = jlong(j, "vocab_size", 0);
-    *vpad = jlong(j, "padded_vocab_size", 0);
-    c->tie_word_embeddings = !jbool(j, "untie_embeddings_and_output_weights", 0);
+        c->max_position_embeddings = gl_json_long(&r, "seq_length", 0);
+    c->vocab_size = gl_json_long(&r, "vocab_size", 0);
+    *vpad = gl_json_long(&r, "padded_vocab_size", 0);
+    c->tie_word_embeddings = !gl_json_bool(&r, "untie_embeddings_and_output_weights", 0);
     json_decref(j);
+    if (r.err[0])
+        return fail("%s: its \"config\" attribute: %s", file, r.err);
     const char *missing = !c->num_hidden_layers ? "num_layers" : !c->hidden_size ? "hidden_size"
         : !c->intermediate_size ? "ffn_hidden_size" : !c->num_attention_heads ? "num_attention_heads"
         : !c->vocab_size ? "vocab_size" : !c->max_position_embeddings ? "max_position_embeddings"
         : NULL;
     if (missing)
         return fail("%s: its \"config\" attribute lacks %s", file, missing);
+    /* Export shapes and counts the tensors by these. */
+    const struct { const char *key; long v; } sizes[] = {
+        { "num_layers", c->num_hidden_layers }, { "hidden_size", c->hidden_size },
+        { "ffn_hidden_size", c->intermediate_size },
+        { "num_attention_heads", c->num_attention_heads },
+        { "num_query_groups", c->num_key_value_heads }, { "kv_channels", c->head_dim },
+        { "vocab_size", c->vocab_size }, { "max_position_embeddings", c->max_position_embeddings },
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].v < 0)
+            return fail("%s: its \"config\" attribute has %s %ld, which must be positive",
+                        file, sizes[i].key, sizes[i].v);
     return 0;
+}
+
+/* The llama3 RoPE scaling parameters, config.json's names, into o
+ * (rope_scaling, or v5's rope_parameters). */
+static void llama3_to_hf(const gl_hf_config *c, json_t *o)
+{
+    json_object_set_new(o, "factor", json_real(c->rope_factor));
+    json_object_set_new(o, "low_freq_factor", json_real(c->low_freq_factor));
+    json_object_set_new(o, "high_freq_factor", json_real(c->high_freq_factor));
+    json_object_set_new(o, "original_max_position_embeddings",
+                        json_integer(c->original_max_position_embeddings));
 }
 
 /* config.json: start from the imported original (hf_text, may be NULL) so
@@ -369,14 +422,20 @@ static char *config_to_hf(const gl_hf_config *c, const char *hf_text, const char
     if (c->rope_scaling) {
         json_t *rs = json_object();
         json_object_set_new(rs, "rope_type", json_string("llama3"));
-        json_object_set_new(rs, "factor", json_real(c->rope_factor));
-        json_object_set_new(rs, "low_freq_factor", json_real(c->low_freq_factor));
-        json_object_set_new(rs, "high_freq_factor", json_real(c->high_freq_factor));
-        json_object_set_new(rs, "original_max_position_embeddings",
-                            json_integer(c->original_max_position_embeddings));
+        llama3_to_hf(c, rs);
         json_object_set_new(j, "rope_scaling", rs);
     } else {
         json_object_set_new(j, "rope_scaling", json_null());
+    }
+    /* An original written by transformers v5 holds its RoPE in
+     * rope_parameters: rewrite that too, so that the two agree. */
+    if (json_is_object(json_object_get(j, "rope_parameters"))) {
+        json_t *rp = json_object();
+        json_object_set_new(rp, "rope_type", json_string(c->rope_scaling ? "llama3" : "default"));
+        json_object_set_new(rp, "rope_theta", json_real(c->rope_theta));
+        if (c->rope_scaling)
+            llama3_to_hf(c, rp);
+        json_object_set_new(j, "rope_parameters", rp);
     }
     json_object_set_new(j, "vocab_size", json_integer(c->vocab_size));
     json_object_set_new(j, "max_position_embeddings", json_integer(c->max_position_embeddings));
@@ -393,17 +452,30 @@ static char *config_to_hf(const gl_hf_config *c, const char *hf_text, const char
 /* Import                                                              */
 /* ------------------------------------------------------------------ */
 
+/* A whole regular file as a string; NULL with errno set when it cannot
+ * be read (a directory, say: its "size" is no length to allocate). */
 static char *read_text(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = gl_malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
+    struct stat st;
+    int e = fstat(fileno(f), &st) != 0 ? errno
+          : S_ISDIR(st.st_mode) ? EISDIR : S_ISREG(st.st_mode) ? 0 : EINVAL;
+    if (e) {
+        fclose(f);
+        errno = e;
+        return NULL;
+    }
+    char *s = gl_malloc((size_t)st.st_size + 1);
+    size_t got = fread(s, 1, (size_t)st.st_size, f);
+    e = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
+    if (e) {
+        free(s);
+        errno = e;
+        return NULL;
+    }
     s[got] = '\0';
     return s;
 }
@@ -656,10 +728,27 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         char path[4200], tmp[4300];
         snprintf(path, sizeof path, "%s/config.json", out_dir);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fputs(json, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0 ||
-            rename(tmp, path) != 0)
-            rc = fail("cannot write %s: %s", path, strerror(errno));
+        if (!json) {
+            rc = fail("cannot format %s (out of memory?)", path);
+        } else {
+            /* A failed write closes the file and removes the partial copy. */
+            FILE *f = fopen(tmp, "w");
+            int bad = !f || fputs(json, f) < 0 || fputc('\n', f) < 0;
+            int e = errno;
+            if (f && fclose(f) != 0 && !bad) {
+                bad = 1;
+                e = errno;
+            }
+            if (!bad && rename(tmp, path) != 0) {
+                bad = 1;
+                e = errno;
+            }
+            if (bad) {
+                if (f)
+                    unlink(tmp);
+                rc = fail("cannot write %s: %s", path, strerror(e));
+            }
+        }
         free(json);
         if (!quiet && rc == 0)
             printf("wrote %s: config.json and %d tensors as %s (iteration %ld, "

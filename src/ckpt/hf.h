@@ -33,13 +33,16 @@
  * num_layers, hidden_size, ffn_hidden_size, num_attention_heads,
  * num_query_groups, kv_channels, norm_epsilon, rotary_base,
  * use_rope_scaling, rope_scaling_factor, max_position_embeddings,
- * vocab_size, padded_vocab_size, untie_embeddings_and_output_weights
- * (and, from an import, rope_scaling_low_freq_factor,
- * rope_scaling_high_freq_factor, rope_scaling_original_max_position_embeddings).
- * The model reads only the factor of those three: import-hf refuses
- * llama3 scaling whose low_freq_factor, high_freq_factor or
- * original_max_position_embeddings differ from Llama 3.1's 1, 4 and 8192,
- * which the model's RoPE tables fix (it would compute other frequencies).
+ * vocab_size, padded_vocab_size, untie_embeddings_and_output_weights,
+ * rope_scaling_low_freq_factor, rope_scaling_high_freq_factor,
+ * rope_scaling_original_max_position_embeddings (gridlm-train's
+ * --rope-scaling-* options).  config.json's rope_scaling of rope_type
+ * "llama3" (Llama 3.1 and 3.2) maps onto use_rope_scaling and those four
+ * (factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings), and back on export; transformers
+ * v5's rope_parameters (rope_theta inside) is read too.  Any other
+ * rope_type, or a partial_rotary_factor other than 1, is refused by name:
+ * the model would compute other rotary frequencies than transformers.
  * An import also keeps the original config.json text in "hf_config", so
  * that an export gives back the fields gridlm does not use (token ids,
  * ...) unchanged.

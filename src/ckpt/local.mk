@@ -40,3 +40,9 @@ t_st_tool_LDADD = $(TAP_LIBS)
 dist_check_SCRIPTS += t/st-interop.t
 EXTRA_DIST += t/st-interop.py
 TESTS += t/st-half.t t/st-file.t t/st-interop.t
+
+# The typed JSON reads of a checkpoint's "config" attribute (src/base/json.h).
+check_PROGRAMS += t/ckpt-json.t
+t_ckpt_json_t_SOURCES = t/ckpt-json.c
+t_ckpt_json_t_LDADD = $(TAP_LIBS)
+TESTS += t/ckpt-json.t

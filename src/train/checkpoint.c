@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "base/log.h"
 #include "train/checkpoint.h"
 
@@ -117,6 +118,10 @@ char *gl_train_config_json(const gl_config *c)
     F("rotary_base", c->rotary_base);
     B("use_rope_scaling", c->use_rope_scaling);
     F("rope_scaling_factor", c->rope_scaling_factor);
+    F("rope_scaling_low_freq_factor", c->rope_scaling_low_freq_factor);
+    F("rope_scaling_high_freq_factor", c->rope_scaling_high_freq_factor);
+    I("rope_scaling_original_max_position_embeddings",
+      c->rope_scaling_original_max_position_embeddings);
     B("untie_embeddings_and_output_weights", c->untie_embeddings_and_output_weights);
     F("init_method_std", c->init_method_std);
     I("tensor_model_parallel_size", c->tensor_model_parallel_size);
@@ -151,25 +156,6 @@ char *gl_train_config_json(const gl_config *c)
     return s;
 }
 
-static long jint(json_t *o, const char *k, long dflt)
-{
-    json_t *x = json_object_get(o, k);
-    return json_is_integer(x) ? (long)json_integer_value(x) : dflt;
-}
-
-static double jnum(json_t *o, const char *k, double dflt)
-{
-    json_t *x = json_object_get(o, k);
-    return json_is_number(x) ? json_number_value(x) : dflt;
-}
-
-static int jbool(json_t *o, const char *k, int dflt)
-{
-    json_t *x = json_object_get(o, k);
-    return json_is_boolean(x) ? json_is_true(x)
-         : json_is_integer(x) ? json_integer_value(x) != 0 : dflt;
-}
-
 int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t n)
 {
     json_error_t je;
@@ -179,24 +165,40 @@ int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t 
         json_decref(j);
         return -1;
     }
-    c->num_layers = (int)jint(j, "num_layers", 0);
-    c->hidden_size = (int)jint(j, "hidden_size", 0);
-    c->ffn_hidden_size = (int)jint(j, "ffn_hidden_size", 0);
-    c->num_attention_heads = (int)jint(j, "num_attention_heads", 0);
-    c->num_query_groups = (int)jint(j, "num_query_groups", 0);
-    c->kv_channels = (int)jint(j, "kv_channels", 0);
-    c->vocab_size = (int)jint(j, "vocab_size", 0);
-    c->max_position_embeddings = (int)jint(j, "max_position_embeddings", 0);
-    c->make_vocab_size_divisible_by = (int)jint(j, "make_vocab_size_divisible_by",
-                                                c->make_vocab_size_divisible_by);
-    c->norm_epsilon = jnum(j, "norm_epsilon", c->norm_epsilon);
-    c->rotary_base = jnum(j, "rotary_base", c->rotary_base);
-    c->use_rope_scaling = jbool(j, "use_rope_scaling", 0);
-    c->rope_scaling_factor = jnum(j, "rope_scaling_factor", c->rope_scaling_factor);
-    c->untie_embeddings_and_output_weights = jbool(j, "untie_embeddings_and_output_weights", 0);
+    gl_json_reader r;
+    gl_json_reader_init(&r, j);
+    c->num_layers = gl_json_int(&r, "num_layers", 0);
+    c->hidden_size = gl_json_int(&r, "hidden_size", 0);
+    c->ffn_hidden_size = gl_json_int(&r, "ffn_hidden_size", 0);
+    c->num_attention_heads = gl_json_int(&r, "num_attention_heads", 0);
+    c->num_query_groups = gl_json_int(&r, "num_query_groups", 0);
+    c->kv_channels = gl_json_int(&r, "kv_channels", 0);
+    c->vocab_size = gl_json_int(&r, "vocab_size", 0);
+    c->max_position_embeddings = gl_json_int(&r, "max_position_embeddings", 0);
+    c->make_vocab_size_divisible_by = gl_json_int(&r, "make_vocab_size_divisible_by",
+                                                  c->make_vocab_size_divisible_by);
+    c->norm_epsilon = gl_json_num(&r, "norm_epsilon", c->norm_epsilon);
+    c->rotary_base = gl_json_num(&r, "rotary_base", c->rotary_base);
+    c->use_rope_scaling = gl_json_bool(&r, "use_rope_scaling", 0);
+    c->rope_scaling_factor = gl_json_num(&r, "rope_scaling_factor", c->rope_scaling_factor);
+    /* Checkpoints from before these three were parameters used Llama 3.1's
+     * values, which are gl_config_defaults' (c's unless the caller set others). */
+    c->rope_scaling_low_freq_factor = gl_json_num(&r, "rope_scaling_low_freq_factor",
+                                                  c->rope_scaling_low_freq_factor);
+    c->rope_scaling_high_freq_factor = gl_json_num(&r, "rope_scaling_high_freq_factor",
+                                                   c->rope_scaling_high_freq_factor);
+    c->rope_scaling_original_max_position_embeddings =
+        gl_json_int(&r, "rope_scaling_original_max_position_embeddings",
+                    c->rope_scaling_original_max_position_embeddings);
+    c->untie_embeddings_and_output_weights =
+        gl_json_bool(&r, "untie_embeddings_and_output_weights", 0);
     if (!c->seq_length)
-        c->seq_length = (int)jint(j, "seq_length", 0);
+        c->seq_length = gl_json_int(&r, "seq_length", 0);
     json_decref(j);
+    if (r.err[0]) {
+        snprintf(err, n, "its \"config\" attribute: %s", r.err);
+        return -1;
+    }
     const char *missing = !c->num_layers ? "num_layers" : !c->hidden_size ? "hidden_size"
         : !c->ffn_hidden_size ? "ffn_hidden_size"
         : !c->num_attention_heads ? "num_attention_heads"
