@@ -18,6 +18,7 @@
                                        fail: no-rope-scaling, factor-8,
                                        llama31-scaling-constants (1, 4, 8192),
                                        interleaved-rope (pairs 2i, 2i+1),
+                                       v4-reader (ignores rope_parameters),
                                        kv-heads-cycled (head i uses i % Hkv),
                                        gate-up-swapped
   eval-hf.py same ORIG EXPORTED        every tensor of EXPORTED has the dtype,
@@ -80,6 +81,12 @@ VARIANTS = {
               heads=4, kv=2, head_dim=16, vocab=1000, eps=1e-5, theta=10000.0,
               scaling=dict(rope_type="llama3", factor=4.0, low_freq_factor=2.0,
                            high_freq_factor=8.0, original_max_position_embeddings=256)),
+    # c as transformers v5 writes it: one rope_parameters object with
+    # rope_theta (here 500000) inside, no rope_scaling or rope_theta
+    "d": dict(dtype="float32", tied=False, shards=1, hidden=64, inter=96, layers=2,
+              heads=4, kv=2, head_dim=16, vocab=1000, eps=1e-5, theta=500000.0, v5=True,
+              scaling=dict(rope_type="llama3", factor=4.0, low_freq_factor=2.0,
+                           high_freq_factor=8.0, original_max_position_embeddings=256)),
 }
 
 
@@ -101,6 +108,10 @@ def config_json(v):
     }
     if v["head_dim"]:
         c["head_dim"] = v["head_dim"]
+    if v.get("v5"):
+        del c["rope_theta"], c["rope_scaling"]
+        c["rope_parameters"] = dict(v["scaling"] or {"rope_type": "default"},
+                                    rope_theta=v["theta"])
     return c
 
 
@@ -319,9 +330,15 @@ def rms_norm(x, w, eps):
 
 
 def inv_freq_of(cfg, d, mutant):
-    theta = cfg.get("rope_theta", 10000.0)
+    # transformers v5 reads rope_scaling, else rope_parameters, taking
+    # rope_theta from inside it first; the v4-reader mutant sees neither
+    # (a converter that knows only rope_scaling and rope_theta)
+    rs = cfg.get("rope_scaling") or (None if mutant == "v4-reader"
+                                     else cfg.get("rope_parameters"))
+    theta = (rs or {}).get("rope_theta", cfg.get("rope_theta", 10000.0))
     inv = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
-    rs = cfg.get("rope_scaling")
+    if rs and rs.get("rope_type", rs.get("type", "default")) == "default":
+        rs = None
     if rs and mutant != "no-rope-scaling":
         factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
         old = rs["original_max_position_embeddings"]

@@ -37,10 +37,15 @@
 # changes only those and they hardly turn over 128 positions.)
 #
 #   c  llama3 scaling with low_freq_factor 2, high_freq_factor 8,
-#      original_max_position_embeddings 256: import-hf refuses it by name
-#      (gridlm's RoPE fixes Llama 3.1's 1, 4 and 8192), or, once the model
-#      takes them, the loss must match like the others; never a silently
-#      different model.
+#      original_max_position_embeddings 256 (not Llama 3.1's 1, 4 and
+#      8192), factor 4, head_dim 16: import-hf carries all four into the
+#      checkpoint (--rope-scaling-*), the loss must match the oracle like
+#      the others, and the oracle that hard-codes Llama 3.1's 1, 4 and 8192
+#      must not; export-hf writes them back into config.json.
+#   d  c (with rope_theta 500000) as transformers v5 writes config.json:
+#      one rope_parameters object holding rope_theta and the scaling, no
+#      rope_scaling or rope_theta; a reader of only the v4 names would
+#      compute the model with theta 10000 and no scaling.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -150,14 +155,21 @@ run "b: the export equals the original bit for bit, config.json too" \
 # --- c: llama3 parameters other than Llama 3.1's ------------------------
 prepare c 1000
 sensitive c llama31-scaling-constants
-if "$ckpt" import-hf --quiet "$tmp/c" "$tmp/c.h5" >"$tmp/out" 2>&1; then
-    echo "# c: import-hf accepts low_freq_factor 2, high_freq_factor 8, original 256"
-    check c "1 rank" 1
-else
-    sed 's/^/#   /' "$tmp/out"
-    grep -q 'low_freq_factor 2, high_freq_factor 8, original_max_position_embeddings 256' "$tmp/out" &&
-        test ! -e "$tmp/c.h5"
-    result $? "c: import-hf refuses llama3 parameters the model cannot follow, naming them"
-fi
+run "c: import-hf (low_freq_factor 2, high_freq_factor 8, original 256)" \
+    "$ckpt" import-hf --quiet "$tmp/c" "$tmp/c.h5"
+check c "1 rank" 1
+check c "TP 2" 2 --tensor-model-parallel-size 2
+run "c: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/c.h5" "$tmp/c.out"
+run "c: the export equals the original bit for bit, config.json (rope_scaling) too" \
+    "$PYTHON3" "$py" same "$tmp/c" "$tmp/c.out"
+
+# --- d: c in transformers v5's rope_parameters -------------------------
+prepare d 1000
+sensitive d v4-reader llama31-scaling-constants
+run "d: import-hf (rope_parameters)" "$ckpt" import-hf --quiet "$tmp/d" "$tmp/d.h5"
+check d "1 rank" 1
+run "d: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/d.h5" "$tmp/d.out"
+run "d: the export equals the original bit for bit, config.json (rope_parameters) too" \
+    "$PYTHON3" "$py" same "$tmp/d" "$tmp/d.out"
 
 echo "1..$n"

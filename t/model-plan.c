@@ -189,29 +189,36 @@ static void test_init(void)
     gl_dev_close(d);
 }
 
-/* Llama 3.1 RoPE scaling, written here the way Hugging Face's
+/* llama3 RoPE scaling, written here the way Hugging Face's
  * _compute_llama3_parameters does it (masks over all frequencies), for
- * Llama 3.1 8B's values: D 128, base 500000, factor 8, low 1, high 4,
- * original context 8192. */
-static void test_rope_scaling(void)
+ * head size D, base, factor, low_freq_factor, high_freq_factor and the
+ * original context L; gl_rope_inv_freq must agree to 1e-12 relative and
+ * leave the frequencies base^(-2i/D) alone without --use-rope-scaling.
+ * Each case is chosen so that some frequencies are kept, some divided
+ * and some smoothed. */
+static void rope_case(const char *what, int D, double base, double factor, double low,
+                      double high, int L)
 {
     gl_config c;
     gl_config_defaults(&c);
-    c.rotary_base = 500000;
+    c.rotary_base = base;
     c.use_rope_scaling = 1;
-    c.rope_scaling_factor = 8;
+    c.rope_scaling_factor = factor;
+    c.rope_scaling_low_freq_factor = low;
+    c.rope_scaling_high_freq_factor = high;
+    c.rope_scaling_original_max_position_embeddings = L;
     double got[64], plain[64];
-    gl_rope_inv_freq(&c, 128, got);
+    gl_rope_inv_freq(&c, D, got);
     c.use_rope_scaling = 0;
-    gl_rope_inv_freq(&c, 128, plain);
+    gl_rope_inv_freq(&c, D, plain);
     int bad = 0, kept = 0, divided = 0, smoothed = 0;
-    for (int i = 0; i < 64; i++) {
-        double f = pow(500000.0, -(2.0 * i) / 128.0);
+    for (int i = 0; i < D / 2; i++) {
+        double f = 1.0 / pow(base, (2.0 * i) / D);
         double wl = 2 * M_PI / f;
-        double llama = wl > 8192.0 ? f / 8 : f;
-        double smooth = (8192.0 / wl - 1.0) / (4.0 - 1.0);
-        double sm = (1 - smooth) * llama / 8 + smooth * llama;
-        int medium = !(wl < 2048.0) && !(wl > 8192.0);
+        double llama = wl > L / low ? f / factor : f;
+        double smooth = (L / wl - low) / (high - low);
+        double sm = (1 - smooth) * llama / factor + smooth * llama;
+        int medium = !(wl < L / high) && !(wl > L / low);
         double want = medium ? sm : llama;
         kept += want == f;
         divided += !medium && want != f;
@@ -219,8 +226,34 @@ static void test_rope_scaling(void)
         if (fabs(got[i] - want) > 1e-12 * want || fabs(plain[i] - f) > 1e-12 * f)
             bad = 1;
     }
-    ok(!bad && kept && divided && smoothed, "rope: Llama 3.1 scaling (%d kept, %d divided, "
-       "%d smoothed)", kept, divided, smoothed);
+    ok(!bad && kept && divided && smoothed, "rope: %s (%d kept, %d divided, %d smoothed)",
+       what, kept, divided, smoothed);
+}
+
+static void test_rope_scaling(void)
+{
+    rope_case("Llama 3.1 8B: D 128, base 500000, factor 8, low 1, high 4, L 8192", 128,
+              500000, 8, 1, 4, 8192);
+    rope_case("D 16, base 10000, factor 4, low 2, high 8, L 256 (t/eval-hf.t's c)", 16,
+              10000, 4, 2, 8, 256);
+    rope_case("D 64, base 500000, factor 32, low 1.5, high 6, L 4096", 64, 500000, 32, 1.5,
+              6, 4096);
+
+    /* The defaults are Llama 3.1's, and a configuration whose three fields
+     * are zero (not from gl_config_defaults) gets them too. */
+    gl_config c;
+    gl_config_defaults(&c);
+    ok(c.rope_scaling_low_freq_factor == 1 && c.rope_scaling_high_freq_factor == 4 &&
+       c.rope_scaling_original_max_position_embeddings == 8192,
+       "rope: defaults low 1, high 4, L 8192");
+    c.use_rope_scaling = 1;
+    c.rotary_base = 500000;
+    double a[64], b[64];
+    gl_rope_inv_freq(&c, 128, a);
+    c.rope_scaling_low_freq_factor = c.rope_scaling_high_freq_factor = 0;
+    c.rope_scaling_original_max_position_embeddings = 0;
+    gl_rope_inv_freq(&c, 128, b);
+    ok(!memcmp(a, b, sizeof a), "rope: zero low, high and L mean the defaults");
 }
 
 int main(void)

@@ -372,9 +372,17 @@ static const gl_option table[] = {
     DBL("norm-epsilon", norm_epsilon, G_MODEL, GL_OPT_POSITIVE | GL_OPT_MAX_OPEN,
         "RMSNorm epsilon", .max = 1),
     DBL("rotary-base", rotary_base, G_MODEL, POS, "RoPE base period"),
-    FLAG("use-rope-scaling", use_rope_scaling, G_MODEL, "Llama 3.1 RoPE frequency scaling"),
+    FLAG("use-rope-scaling", use_rope_scaling, G_MODEL,
+         "Llama 3 (\"llama3\") RoPE frequency scaling"),
     DBL("rope-scaling-factor", rope_scaling_factor, G_MODEL, GL_OPT_MIN,
-        "RoPE scaling factor", .min = 1),
+        "RoPE scaling: slow frequencies are divided by this", .min = 1),
+    DBL("rope-scaling-low-freq-factor", rope_scaling_low_freq_factor, G_MODEL, POS,
+        "RoPE scaling: wavelengths above original / this are scaled fully"),
+    DBL("rope-scaling-high-freq-factor", rope_scaling_high_freq_factor, G_MODEL, POS,
+        "RoPE scaling: wavelengths below original / this are kept"),
+    INT("rope-scaling-original-max-position-embeddings",
+        rope_scaling_original_max_position_embeddings, G_MODEL, POS,
+        "RoPE scaling: the context length the model was first trained for"),
     FLAG("untie-embeddings-and-output-weights", untie_embeddings_and_output_weights, G_MODEL,
          "separate input embedding and output layer"),
     DBL("init-method-std", init_method_std, G_MODEL, POS,
@@ -441,7 +449,8 @@ static const gl_option table[] = {
            "cpu (fp32 reference), cuda, or auto (cuda when a GPU is visible)"),
     FLAG("bf16", bf16, G_PREC, "bf16 weights and activations, fp32 master weights"),
     CHOICE("recompute-granularity", recompute_granularity, "KIND", G_PREC, recompute_names,
-           recompute_values, "recompute activations: selective (attention) or full (layers)",
+           recompute_values,
+           "recompute in the backward: selective (norm and SwiGLU outputs) or full (layers)",
            .defstr = "none"),
     STR("recompute-method", recompute_method, "METHOD", G_PREC,
         "with full: uniform or block", .choices = recompute_methods),
@@ -578,6 +587,9 @@ void gl_config_defaults(gl_config *c)
     c->norm_epsilon = 1e-5;
     c->rotary_base = 10000;
     c->rope_scaling_factor = 8;
+    c->rope_scaling_low_freq_factor = 1;     /* Llama 3.1's and 3.2's values */
+    c->rope_scaling_high_freq_factor = 4;
+    c->rope_scaling_original_max_position_embeddings = 8192;
     c->init_method_std = 0.02;
 
     c->tensor_model_parallel_size = 1;
@@ -681,6 +693,13 @@ static void check_model(const gl_config *c)
         bad("--max-position-embeddings %d is smaller than --seq-length %d: raise it to at "
             "least %d or shorten the sequences", c->max_position_embeddings, c->seq_length,
             c->seq_length);
+    /* The llama3 rule blends between the wavelengths original / high and
+     * original / low, dividing by high - low: high must exceed low. */
+    if (!(c->rope_scaling_high_freq_factor > c->rope_scaling_low_freq_factor))
+        bad("--rope-scaling-high-freq-factor %g is not larger than "
+            "--rope-scaling-low-freq-factor %g: RoPE scaling blends between the wavelengths "
+            "original / high and original / low, so high must exceed low (Llama 3.1 uses 4 "
+            "and 1)", c->rope_scaling_high_freq_factor, c->rope_scaling_low_freq_factor);
 }
 
 static void check_layout(gl_config *c)

@@ -42,6 +42,10 @@ typedef struct gl_config {
     double rotary_base;              /* --rotary-base (10000) */
     int use_rope_scaling;            /* --use-rope-scaling (Llama 3.1 frequency scaling) */
     double rope_scaling_factor;      /* --rope-scaling-factor (8) */
+    double rope_scaling_low_freq_factor;  /* --rope-scaling-low-freq-factor (1) */
+    double rope_scaling_high_freq_factor; /* --rope-scaling-high-freq-factor (4) */
+    int rope_scaling_original_max_position_embeddings;
+                                     /* --rope-scaling-original-max-position-embeddings (8192) */
     int untie_embeddings_and_output_weights; /* --untie-embeddings-and-output-weights */
     double init_method_std;          /* --init-method-std (0.02) */
 
