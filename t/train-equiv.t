@@ -23,10 +23,7 @@
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
-: "${top_builddir:=.}"
-train="$top_builddir/src/tools/gridlm-train"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-equiv.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/train-lib.sh"
 
 tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
@@ -35,73 +32,6 @@ tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --eval-interval 10 --eval-iters 2"
 
 base=$tiny
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
-
-# run NAME RANKS FLAGS...: train, leaving $tmp/NAME.jsonl; 1 on failure.
-run() {
-    name=$1 ranks=$2
-    shift 2
-    # shellcheck disable=SC2086
-    $MPIEXEC $MPIEXEC_FLAGS -n "$ranks" "$train" $base "$@" \
-        --log-json "$tmp/$name.jsonl" >"$tmp/$name.log" 2>&1 || {
-        echo "# $name: gridlm-train failed:"
-        tail -5 "$tmp/$name.log" | sed 's/^/#   /'
-        return 1
-    }
-}
-
-# worst REF GOT: the largest relative difference of loss and grad_norm
-# over the iterations and of the validation losses (--eval-interval 10:
-# after iterations 10 and 20), or "mismatch" when the records do not pair
-# up.
-worst() {
-    awk '
-    function val(line, key,   s) {
-        if (!match(line, "\"" key "\": [^,}]*")) return "null"
-        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
-    }
-    function rel(a, b,   d) {
-        if (a == "null" || b == "null" || b + 0 == 0) { bad = 1; return 0 }
-        d = (a - b) / b; return d < 0 ? -d : d
-    }
-    FNR == NR && /"valid_loss"/ { rv[++nrv] = val($0, "valid_loss"); ri[nrv] = val($0, "iteration"); next }
-    FNR == NR { rl[++nr] = val($0, "loss"); rg[nr] = val($0, "grad_norm"); next }
-    /"valid_loss"/ {
-        ngv++
-        if (val($0, "iteration") != ri[ngv]) bad = 1
-        d = rel(val($0, "valid_loss"), rv[ngv]); if (d > w) w = d
-        next
-    }
-    {
-        ng++
-        if (val($0, "iteration") != ng) bad = 1
-        d = rel(val($0, "loss"), rl[ng]); if (d > w) w = d
-        d = rel(val($0, "grad_norm"), rg[ng]); if (d > w) w = d
-    }
-    END { if (bad || ng != nr || nr < 6 || ngv != nrv || nrv < 2) print "mismatch"
-          else printf "%.3g\n", w }
-    ' "$1" "$2"
-}
-
-# check NAME RANKS FLAGS...: run and compare with the reference.
-check() {
-    name=$1 ranks=$2
-    if [ "$ranks" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
-        say ok "$name # SKIP $ranks ranks under MPICH"
-        return
-    fi
-    if ! run "$@"; then
-        say "not ok" "$name: run failed"
-        return
-    fi
-    w=$(worst "$tmp/$ref.jsonl" "$tmp/$name.jsonl")
-    if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-4) }'; then
-        say ok "$name: loss and grad norm within $w of $ref"
-    else
-        say "not ok" "$name: worst relative difference $w from $ref"
-    fi
-}
 
 echo "1..25"
 if ! run ref 1 || ! run untied-ref 1 --untie-embeddings-and-output-weights; then

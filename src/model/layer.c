@@ -23,6 +23,12 @@
  * reduce-scattered (SP) or all-reduced; the residual's gradient is added
  * in place by rmsnorm_bwd (accumulate_dx).  Weight gradients (fp32) are
  * added into the model's gradient buffer with beta = 1.
+ *
+ * Recomputation (model.h) re-runs the very same kernels on the very same
+ * inputs, so what it rebuilds is bit for bit what the forward wrote:
+ * selective rebuilds a, mg (norm, then all-gather under SP) and s inside
+ * layer_bwd just before their use; full re-runs layer_fwd over a group
+ * of layers from the group's kept input before the group's backward.
  */
 #include <config.h>
 
@@ -107,6 +113,21 @@ static void linear_bwd(gl_model *m, void *dX, float *dW, const void *dY,
     OPS->gemm(m->d, 1, 0, out, in, n, 1.0f, dY, out, X, in, 1.0f, dW, GL_DT_F32, in);
 }
 
+/* full [n, h] = rmsnorm(x [nl, h]) w, gathered over TP under SP;
+ * rstd [nl] is written too. */
+static void norm_gathered(gl_model *m, void *full, float *rstd, const void *x,
+                          size_t w_off)
+{
+    const gl_model_dims *dm = DIMS;
+    OPS->rmsnorm_fwd(m->d, own_rows(m, full), rstd, x, W(m, w_off), dm->nl, dm->h,
+                     (float)dm->eps);
+    gather_rows(m, full);
+}
+
+/* One layer's forward: out [nl, h] from x [nl, h], keeping A.  With out
+ * NULL (the last layer of a group that full recomputation re-runs) it
+ * stops once A is complete: the down projection and its reduction only
+ * make the output, which is already kept as the next group's input. */
 static void layer_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
                       const void *x, void *out)
 {
@@ -116,9 +137,7 @@ static void layer_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
     int qw = dm->hq * D;
 
     /* attention */
-    OPS->rmsnorm_fwd(d, own_rows(m, A->a), A->rstd1, x, W(m, lo->attn_norm), nl, h,
-                     (float)dm->eps);
-    gather_rows(m, A->a);
+    norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
     linear_fwd(m, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
     OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
@@ -129,11 +148,11 @@ static void layer_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
     OPS->add(d, A->xm, reduce_rows(m, m->y, A->xm), x, (size_t)nl * h);
 
     /* MLP */
-    OPS->rmsnorm_fwd(d, own_rows(m, A->mg), A->rstd2, A->xm, W(m, lo->mlp_norm), nl, h,
-                     (float)dm->eps);
-    gather_rows(m, A->mg);
+    norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
     linear_fwd(m, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
     OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
+    if (!out)
+        return;
     linear_fwd(m, m->y, A->s, W(m, lo->down), n, h, dm->fl);
     OPS->add(d, out, reduce_rows(m, m->y, out), A->xm, (size_t)nl * h);
 }
@@ -147,8 +166,14 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
     int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
     int qw = dm->hq * D;
     void *dz;
+    int sel = m->recompute == GL_RECOMPUTE_SELECTIVE;
 
-    /* MLP */
+    /* MLP; selective: s and mg again (rstd2 is rewritten with its own
+     * value) */
+    if (sel) {
+        OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
+        norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
+    }
     dz = dy;
     if (dm->sp) {
         OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
@@ -165,7 +190,9 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
                      W(m, lo->mlp_norm), A->rstd2, nl, h, 1);
     ready(m, lo->mlp_norm, (size_t)h);
 
-    /* attention */
+    /* attention; selective: a again */
+    if (sel)
+        norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
     dz = dy;
     if (dm->sp) {
         OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
@@ -294,8 +321,23 @@ void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
     const gl_model_dims *dm = DIMS;
     const gl_chunk_plan *ch = &m->plan->chunk[c];
     gl_slot *sl = &m->slot[c][s];
-    for (int i = dm->Lc - 1; i >= 0; i--)
-        layer_bwd(m, &ch->layer[i], &sl->layer[i], sl->x[i], sl->dy);
+    /* From the last layer down, a group at a time: a layer that keeps its
+     * activations is a group of its own; a recomputed group [f, i] first
+     * runs its forward again from its kept input x[f], each layer writing
+     * the next one's input (shared buffers, model.h), the last one
+     * stopping before its output. */
+    for (int i = dm->Lc - 1; i >= 0;) {
+        int f = m->rc_first[i];
+        if (f >= 0)
+            for (int k = f; k <= i; k++)
+                layer_fwd(m, &ch->layer[k], &sl->layer[k], sl->x[k],
+                          k < i ? sl->x[k + 1] : NULL);
+        else
+            f = i;
+        for (int k = i; k >= f; k--)
+            layer_bwd(m, &ch->layer[k], &sl->layer[k], sl->x[k], sl->dy);
+        i = f - 1;
+    }
     if (ch->has_embed)
         embed_bwd(m, ch, mb, sl->dy);
 }

@@ -16,3 +16,10 @@ check_PROGRAMS += t/model-plan.t
 t_model_plan_t_SOURCES = t/model-plan.c
 t_model_plan_t_LDADD = $(TAP_LIBS)
 TESTS += t/model-plan.t
+
+# Activation recomputation: the same losses as without it in every layout,
+# less peak memory (shell; the comparison helpers are t/train-lib.sh,
+# shared with t/train-equiv.t).
+dist_check_SCRIPTS += t/train-recompute.t
+TESTS += t/train-recompute.t
+EXTRA_DIST += t/train-lib.sh

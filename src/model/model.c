@@ -34,19 +34,22 @@ static void *carve(carver *cv, size_t bytes)
     return cv->base ? cv->base + o : NULL;
 }
 
-/* One layer's activations (what its forward writes). */
-static void layout_layer_acts(gl_model *m, carver *cv, gl_layer_acts *A)
+/* One layer's activations (what its forward writes).  Under selective
+ * recomputation (sel not NULL) the norm outputs and the SwiGLU output are
+ * sel's, shared by every layer (model.h). */
+static void layout_layer_acts(gl_model *m, carver *cv, gl_layer_acts *A,
+                              const gl_layer_acts *sel)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes, fb = sizeof(float);
     size_t n = (size_t)dm->n, nl = (size_t)dm->nl, h = (size_t)dm->h;
     A->xm = carve(cv, nl * h * ab);
-    A->a = carve(cv, n * h * ab);
+    A->a = sel ? sel->a : carve(cv, n * h * ab);
     A->qkv = carve(cv, n * (size_t)dm->qkvw * ab);
     A->o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
-    A->mg = carve(cv, n * h * ab);
+    A->mg = sel ? sel->mg : carve(cv, n * h * ab);
     A->gu = carve(cv, n * 2 * (size_t)dm->fl * ab);
-    A->s = carve(cv, n * (size_t)dm->fl * ab);
+    A->s = sel ? sel->s : carve(cv, n * (size_t)dm->fl * ab);
     A->rstd1 = carve(cv, nl * fb);
     A->rstd2 = carve(cv, nl * fb);
     A->lse = carve(cv, n * (size_t)dm->hq * fb);
@@ -79,7 +82,7 @@ static void layout_forward_only(gl_model *m, carver *cv)
     const gl_model_dims *dm = &m->plan->dm;
     size_t nlh = (size_t)dm->nl * (size_t)dm->h * m->d->act_bytes;
     gl_layer_acts shared;
-    layout_layer_acts(m, cv, &shared);
+    layout_layer_acts(m, cv, &shared, NULL);
     for (int c = 0; c < m->plan->nchunks; c++) {
         gl_slot *sl = &m->slot[c][0];
         void *xb[2] = { carve(cv, nlh), carve(cv, nlh) };
@@ -93,7 +96,32 @@ static void layout_forward_only(gl_model *m, carver *cv)
     layout_head(m, cv);
 }
 
-/* Lay out every activation and scratch buffer (see model.h). */
+/* Which layers full recomputation re-runs (model.h): rc_first[i] is the
+ * first layer of layer i's group, or -1 when layer i keeps its
+ * activations; rc_group is the size of the largest group. */
+static void plan_recompute(gl_model *m, const gl_config *c)
+{
+    int Lc = m->plan->dm.Lc;
+    m->rc_first = gl_calloc((size_t)Lc, sizeof(int));
+    m->rc_group = 0;
+    for (int i = 0; i < Lc; i++)
+        m->rc_first[i] = -1;
+    if (m->recompute != GL_RECOMPUTE_FULL)
+        return;
+    if (c->recompute_num_layers < 1)
+        gl_die("--recompute-granularity full needs --recompute-num-layers N (1 or more)");
+    int N = c->recompute_num_layers < Lc ? c->recompute_num_layers : Lc;
+    int block = strcmp(c->recompute_method, "block") == 0;
+    for (int i = 0; i < Lc; i++)
+        m->rc_first[i] = block ? (i < N ? i : -1) : i / N * N;
+    m->rc_group = block ? 1 : N;
+}
+
+/* Lay out every activation and scratch buffer (see model.h).  What
+ * recomputation rebuilds comes first, shared by every slot: one a / mg /
+ * s (selective), or the layer activations of one group and the residuals
+ * between its layers (full); then the slots, whose recomputed parts point
+ * there. */
 static void layout(gl_model *m, carver *cv)
 {
     const gl_model_dims *dm = &m->plan->dm;
@@ -106,16 +134,44 @@ static void layout(gl_model *m, carver *cv)
         layout_forward_only(m, cv);
         return;
     }
+    size_t shared0 = cv->off;
+    gl_layer_acts sel = { 0 }, *psel = NULL;
+    if (m->recompute == GL_RECOMPUTE_SELECTIVE) {
+        sel.a = carve(cv, n * h * ab);
+        sel.mg = carve(cv, n * h * ab);
+        sel.s = carve(cv, n * (size_t)dm->fl * ab);
+        psel = &sel;
+    }
+    int G = m->rc_group;
+    gl_layer_acts *racts = gl_calloc((size_t)G + 1, sizeof *racts);
+    void **rx = gl_calloc((size_t)G + 1, sizeof *rx);
+    for (int k = 0; k < G; k++)
+        layout_layer_acts(m, cv, &racts[k], NULL);
+    for (int k = 0; k + 1 < G; k++)           /* inputs of a group's layers 1.. */
+        rx[k] = carve(cv, nl * h * ab);
+    m->act_shared_bytes = cv->off - shared0;
+
     for (int c = 0; c < m->plan->nchunks; c++) {
         for (int s = 0; s < m->nslots[c]; s++) {
             gl_slot *sl = &m->slot[c][s];
-            for (int i = 0; i <= dm->Lc; i++)
-                sl->x[i] = carve(cv, nl * h * ab);
+            size_t slot0 = cv->off;
+            for (int i = 0; i <= dm->Lc; i++) {
+                int f = i < dm->Lc ? m->rc_first[i] : -1;
+                sl->x[i] = f >= 0 && f != i ? rx[i - f - 1] : carve(cv, nl * h * ab);
+            }
             sl->dy = carve(cv, nl * h * ab);
-            for (int i = 0; i < dm->Lc; i++)
-                layout_layer_acts(m, cv, &sl->layer[i]);
+            for (int i = 0; i < dm->Lc; i++) {
+                int f = m->rc_first[i];
+                if (f >= 0)
+                    sl->layer[i] = racts[i - f];
+                else
+                    layout_layer_acts(m, cv, &sl->layer[i], psel);
+            }
+            m->act_slot_bytes = cv->off - slot0;
         }
     }
+    free(racts);
+    free(rx);
     m->y = carve(cv, n * h * ab);
     m->dfull = carve(cv, n * h * ab);
     m->tmp = carve(cv, nl * h * ab);
@@ -137,6 +193,8 @@ static gl_model *model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d
     m->tp = (tp && gl_comm_size(tp) > 1) ? tp : NULL;
     if (dm->tp > 1 && !m->tp)
         gl_die("model: tensor parallelism %d needs a TP group of that size", dm->tp);
+    m->recompute = fwd_only ? GL_RECOMPUTE_NONE : c->recompute_granularity;
+    plan_recompute(m, c);
     m->nslots = gl_calloc((size_t)p->nchunks, sizeof *m->nslots);
     m->slot = gl_calloc((size_t)p->nchunks, sizeof *m->slot);
     for (int ci = 0; ci < p->nchunks; ci++) {
@@ -200,6 +258,7 @@ void gl_model_free(gl_model *m)
     }
     free(m->slot);
     free(m->nslots);
+    free(m->rc_first);
     free(m);
 }
 
@@ -313,16 +372,25 @@ void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
     free(host);
 }
 
-/* RoPE frequencies theta_i = base^(-2i/D), i < D/2.  With Llama 3.1
- * scaling (--use-rope-scaling), wavelengths 2 pi / theta longer than the
- * original context / low_freq_factor are stretched by the factor, those
- * shorter than context / high_freq_factor kept, and those between
- * interpolated smoothly; Llama 3.1 uses factor 8 (--rope-scaling-factor),
- * low_freq_factor 1, high_freq_factor 4, original context 8192. */
+/* RoPE frequencies theta_i = base^(-2i/D), i < D/2.  With llama3
+ * scaling (--use-rope-scaling, the rule of Llama 3.1 and 3.2), each
+ * frequency's wavelength 2 pi / theta is compared with the original
+ * context length L (--rope-scaling-original-max-position-embeddings):
+ * wavelengths longer than L / low (--rope-scaling-low-freq-factor) turn
+ * too slowly to have been seen whole in training and are stretched,
+ * theta / factor (--rope-scaling-factor); those shorter than L / high
+ * (--rope-scaling-high-freq-factor) are kept; those between blend the
+ * two, theta ((1 - s) / factor + s) with s = (L / wavelength - low) /
+ * (high - low) going from 0 at L / low to 1 at L / high.  Llama 3.1 uses
+ * factor 8, low 1, high 4, L 8192.  A zero field (a configuration not
+ * filled by gl_config_defaults) means that default. */
 void gl_rope_inv_freq(const gl_config *c, int D, double *inv_freq)
 {
-    const double low = 1.0, high = 4.0, old_ctx = 8192.0;
     double factor = c->rope_scaling_factor > 0 ? c->rope_scaling_factor : 8.0;
+    double low = c->rope_scaling_low_freq_factor > 0 ? c->rope_scaling_low_freq_factor : 1.0;
+    double high = c->rope_scaling_high_freq_factor > 0 ? c->rope_scaling_high_freq_factor : 4.0;
+    double old_ctx = c->rope_scaling_original_max_position_embeddings > 0
+                         ? c->rope_scaling_original_max_position_embeddings : 8192.0;
     double base = c->rotary_base > 0 ? c->rotary_base : 10000.0;
     for (int i = 0; i < D / 2; i++) {
         double f = pow(base, -2.0 * i / D);

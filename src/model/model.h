@@ -82,6 +82,36 @@
  * micro-batches in flight on chunk c, and the scratch of one layer.
  * Nothing is allocated, and nothing is read back to the host, while
  * training.  Every comm call is passed the device stream.
+ *
+ * Activation recomputation (--recompute-granularity, Megatron-LM's
+ * semantics; the results are the same bits, only memory and time change):
+ *   - full, --recompute-method uniform, N = --recompute-num-layers: the
+ *     layers of each chunk form groups of N consecutive layers (the last
+ *     one shorter when N does not divide Lc; N larger than Lc, possible
+ *     with virtual stages, counts as Lc); a
+ *     micro-batch keeps only each group's input (and the chunk's output,
+ *     which goes to the next stage).  Its backward re-runs the group's
+ *     forward from that input -- TP/SP communication included -- and then
+ *     the group's backward.
+ *   - full, --recompute-method block: the first min(N, Lc) layers of each
+ *     chunk are recomputed one by one (each keeps only its input); the
+ *     others keep all their activations.
+ *   - selective: every layer keeps the outputs of its products and of
+ *     attention (x, xm, qkv, o, gu, rstd, lse) but not the three
+ *     activations that an elementwise pass gives back: the two RMSNorm
+ *     outputs a and mg (recomputed from x / xm, all-gathered again under
+ *     SP) and the SwiGLU output s (recomputed from gu).  That is 2 h + fl
+ *     of the per-token elements of a layer (Megatron-LM recomputes the
+ *     softmax and dropout of core attention instead; attn_fwd is flash
+ *     attention and never stores an [S, S] matrix, so there is nothing of
+ *     that kind to drop here).
+ * What a recomputation rebuilds lives in buffers shared by every slot
+ * (one group's worth of layer activations and intermediate residuals for
+ * full, one a / mg / s for selective): they only hold data during one
+ * gl_model_forward() or gl_model_backward() call, and every call runs on
+ * the one compute stream, so a later call never overwrites what an
+ * earlier one still reads.  The activation slots shrink accordingly;
+ * act_slot_bytes and act_shared_bytes say by how much.
  */
 #ifndef GL_MODEL_MODEL_H
 #define GL_MODEL_MODEL_H
@@ -182,7 +212,10 @@ long gl_model_num_params(const gl_config *c);
  * of parameter p: normal(seed, key(name), e) x init_std, or 1. */
 double gl_param_init_value(const gl_param *p, uint64_t seed, long e);
 
-/* The activations one micro-batch leaves in one layer for its backward. */
+/* The activations one micro-batch leaves in one layer for its backward.
+ * Under recomputation some of these point into shared buffers (see the
+ * top of this file): all of them for a layer that full recomputation
+ * re-runs, a, mg and s under selective. */
 typedef struct {
     void *xm;                   /* [nl, h] residual after attention */
     void *a;                    /* [n, h] attention-norm output (gathered) */
@@ -226,6 +259,15 @@ typedef struct {
     float *rowmax, *stats, *loss, *rstd_f;
     void *arena;                /* every buffer above, one allocation */
     size_t arena_bytes;
+    /* Recomputation (see the top of this file). */
+    gl_recompute recompute;     /* the granularity */
+    int *rc_first;              /* [Lc] full: the first layer of layer i's
+                                 * recomputed group, -1 when layer i keeps
+                                 * its activations (always -1 unless full) */
+    int rc_group;               /* full: layers in the largest group */
+    size_t act_slot_bytes;      /* activations of one slot (one micro-batch
+                                 * in flight on one chunk) */
+    size_t act_shared_bytes;    /* the buffers recomputation shares */
     int fwd_only;               /* made by gl_model_new_forward_only() */
     /* Gradient readiness (--overlap-grad-reduce, src/train/optim.c): while
      * grad_final is set (the caller sets it around the last micro-batch
@@ -241,8 +283,9 @@ typedef struct {
 } gl_model;
 
 /* Allocate the rank's model on d: weights (zero until initialised),
- * gradients, RoPE tables and nslots[c] activation slots for chunk c.
- * tp may be NULL for TP = 1. */
+ * gradients, RoPE tables and nslots[c] activation slots for chunk c,
+ * laid out for c's recomputation settings (--recompute-*).  tp may be
+ * NULL for TP = 1. */
 gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
                        gl_comm *tp, const int *nslots);
 void gl_model_free(gl_model *m);
@@ -285,7 +328,8 @@ void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *lo
 /* Backward of local chunk c, slot s: dy holds the gradient w.r.t. the
  * chunk's output; afterwards it holds the gradient w.r.t. its input (and,
  * for the embedding chunk, the embedding's gradient has been added).
- * Weight gradients are added to m->g. */
+ * Weight gradients are added to m->g.  Recomputed layers run their
+ * forward again first (see the top of this file). */
 void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb);
 
 /* The slot's chunk input, chunk output and gradient buffers ([nl, h] act),

@@ -87,9 +87,6 @@ static void check_supported(const gl_config *c, int rank)
     if (rank == 0 && c->overlap_param_gather)
         gl_warn("--overlap-param-gather: not implemented yet; the updated weights are "
                 "all-gathered after the step (same results, less overlap)");
-    if (rank == 0 && c->recompute_granularity != GL_RECOMPUTE_NONE)
-        gl_warn("--recompute-granularity: activation recomputation is not implemented "
-                "yet; every activation is kept (same results, more memory)");
     if (c->context_parallel_size > 1)
         gl_die_code(2, "--context-parallel-size %d: context parallelism is not "
                     "implemented in gridlm's training loop yet; use 1",
@@ -114,6 +111,32 @@ static double mem_gib(gl_dev *d)
     return (double)peak / (1024.0 * 1024.0 * 1024.0);
 }
 
+
+/* What the activations of this rank take, and what recomputation
+ * (--recompute-granularity, model.h) does to them: one info line. */
+static void report_activations(const gl_config *c, const gl_model *m, const gl_sched *s)
+{
+    const double mib = 1024.0 * 1024.0;
+    int inflight = 0;
+    for (int k = 0; k < s->vpp; k++)
+        inflight += s->slots[k];
+    char how[160];
+    if (m->recompute == GL_RECOMPUTE_FULL) {
+        int block = strcmp(c->recompute_method, "block") == 0;
+        snprintf(how, sizeof how, "full recomputation, %s %d: %s", block ? "block" : "uniform",
+                 c->recompute_num_layers, block ? "the first layers of each chunk keep only "
+                 "their input" : "each group of layers keeps only its input");
+    } else if (m->recompute == GL_RECOMPUTE_SELECTIVE) {
+        snprintf(how, sizeof how, "selective recomputation: the norm and SwiGLU outputs "
+                 "are rebuilt in the backward");
+    } else {
+        snprintf(how, sizeof how, "every activation kept; --recompute-granularity "
+                 "reduces it");
+    }
+    gl_info0("activations (rank 0): %.2f MiB per micro-batch in flight x %d in flight, "
+             "%.2f MiB shared (%s)", m->act_slot_bytes / mib, inflight,
+             m->act_shared_bytes / mib, how);
+}
 
 /* Step 3: gradients of replicated parameters and the DP reduction. */
 static void finish_grads(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o)
@@ -270,6 +293,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
 
+    report_activations(c, m, sched);
     if (o->overlap) {
         size_t big = 0;
         for (int j = 0; j < o->nbucket; j++)

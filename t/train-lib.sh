@@ -1,0 +1,89 @@
+# train-lib.sh: helpers for the t/train-*.t scripts that compare training
+# runs of gridlm-train (sourced after t/env.sh; results are TAP lines).
+#
+#   $tmp                      a scratch directory, removed on exit
+#   $base                     the flags every run gets (set by the script)
+#   say ok|"not ok" DESC      print the next numbered TAP result
+#   run NAME RANKS FLAGS...   train on RANKS ranks with $base FLAGS, the
+#                             JSON log in $tmp/NAME.jsonl and the output
+#                             in $tmp/NAME.log; 1 (and a note) on failure
+#   worst REF GOT             the largest relative difference of loss and
+#                             grad_norm over the iterations and of the
+#                             validation losses of two JSON logs, or
+#                             "mismatch" when the records do not pair up
+#                             (fewer than 6 iterations or 2 validations
+#                             count as a mismatch)
+#   check NAME RANKS FLAGS... run, then one result: the worst difference
+#                             from the run named $ref under $tol (1e-4
+#                             unless set); skipped beyond 2 ranks under
+#                             MPICH (busy polling)
+#
+# Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
+
+: "${top_builddir:=.}"
+: "${tol:=1e-4}"
+train="$top_builddir/src/tools/gridlm-train"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-lib.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+n=0
+say() { n=$((n + 1)); echo "$1 $n - $2"; }
+
+run() {
+    name=$1 ranks=$2
+    shift 2
+    # shellcheck disable=SC2086
+    $MPIEXEC $MPIEXEC_FLAGS -n "$ranks" "$train" $base "$@" \
+        --log-json "$tmp/$name.jsonl" >"$tmp/$name.log" 2>&1 || {
+        echo "# $name: gridlm-train failed:"
+        tail -5 "$tmp/$name.log" | sed 's/^/#   /'
+        return 1
+    }
+}
+
+worst() {
+    awk '
+    function val(line, key,   s) {
+        if (!match(line, "\"" key "\": [^,}]*")) return "null"
+        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
+    }
+    function rel(a, b,   d) {
+        if (a == "null" || b == "null" || b + 0 == 0) { bad = 1; return 0 }
+        d = (a - b) / b; return d < 0 ? -d : d
+    }
+    FNR == NR && /"valid_loss"/ { rv[++nrv] = val($0, "valid_loss"); ri[nrv] = val($0, "iteration"); next }
+    FNR == NR { rl[++nr] = val($0, "loss"); rg[nr] = val($0, "grad_norm"); next }
+    /"valid_loss"/ {
+        ngv++
+        if (val($0, "iteration") != ri[ngv]) bad = 1
+        d = rel(val($0, "valid_loss"), rv[ngv]); if (d > w) w = d
+        next
+    }
+    {
+        ng++
+        if (val($0, "iteration") != ng) bad = 1
+        d = rel(val($0, "loss"), rl[ng]); if (d > w) w = d
+        d = rel(val($0, "grad_norm"), rg[ng]); if (d > w) w = d
+    }
+    END { if (bad || ng != nr || nr < 6 || ngv != nrv || nrv < 2) print "mismatch"
+          else printf "%.3g\n", w }
+    ' "$1" "$2"
+}
+
+check() {
+    name=$1 ranks=$2
+    if [ "$ranks" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+        say ok "$name # SKIP $ranks ranks under MPICH"
+        return
+    fi
+    if ! run "$@"; then
+        say "not ok" "$name: run failed"
+        return
+    fi
+    w=$(worst "$tmp/$ref.jsonl" "$tmp/$name.jsonl")
+    if [ "$w" != mismatch ] && awk -v w="$w" -v t="$tol" 'BEGIN { exit !(w < t) }'; then
+        say ok "$name: loss and grad norm within $w of $ref"
+    else
+        say "not ok" "$name: worst relative difference $w from $ref"
+    fi
+}
