@@ -86,9 +86,20 @@ if [ "${GL_SKIP_DISTCHECK:-0}" != 1 ] && [ -f "$GL_BUILD/Makefile" ]; then
         fail "make distcheck"
 fi
 
+# total KEY...: the sum of those counts over every build's test-suite.log
+total() {
+    for key in "$@"; do
+        for log in "$GL_BUILD/test-suite.log" "$GL_BUILD_MPICH/test-suite.log"; do
+            [ -f "$log" ] && sed -n "s/^# $key: *\([0-9]*\)$/\1/p" "$log"
+        done
+    done | awk '{ n += $1 } END { print n + 0 }'
+}
+
 say "test summaries"
 summary "$GL_BUILD" "openmpi ($GL_BUILD)"
 [ "${GL_SKIP_MPICH:-0}" = 1 ] || summary "$GL_BUILD_MPICH" "mpich ($GL_BUILD_MPICH)"
+# One closing line over both builds, in the form CI systems read.
+echo "ci-test: $(total PASS XFAIL) passed, $(total FAIL ERROR XPASS) failed, $(total SKIP) skipped"
 if [ -z "$failed" ]; then
     echo "ci-test: all passed in $(($(date +%s) - t0)) s"
     exit 0

@@ -105,6 +105,9 @@ static void test_defaults(void)
        "Megatron's schedule, data and logging defaults");
     ok(c.rotary_base == 10000 && c.norm_epsilon == 1e-5 && c.rope_scaling_factor == 8,
        "rotary base 10000, epsilon 1e-5, scaling factor 8");
+    ok(c.rope_scaling_low_freq_factor == 1 && c.rope_scaling_high_freq_factor == 4 &&
+       c.rope_scaling_original_max_position_embeddings == 8192,
+       "Llama 3.1's rope scaling: low 1, high 4, original context 8192");
     ok(c.straggler_threshold == 1.2 && c.max_nonfinite_iters == 5 && c.device == GL_DEVICE_AUTO,
        "gridlm's own defaults");
 }
@@ -297,6 +300,9 @@ static void test_flops(void)
 
 static void test_refusals(void)
 {
+    REFUSED(BASE "--use-rope-scaling --rope-scaling-low-freq-factor 4 "
+                 "--rope-scaling-high-freq-factor 2", 0,
+            "--rope-scaling-high-freq-factor 2 is not larger than --rope-scaling-low-freq-factor 4");
     REFUSED(BASE "--tensor-model-parallel-size 3", 0,
             "--tensor-model-parallel-size 3 does not divide --num-attention-heads 8",
             "choose a TP size that divides 8 (1, 2, 4 or 8)");

@@ -33,8 +33,9 @@ static void *cpu_alloc(gl_dev *d, size_t bytes)
     if (bytes > SIZE_MAX - CPU_HEADER ||
         posix_memalign(&p, CPU_HEADER, CPU_HEADER + bytes) != 0)
         gl_die("out of host memory allocating %zu bytes for the CPU device "
-               "(%zu bytes already in use); reduce --micro-batch-size or the "
-               "model size", bytes, cpu_state(d)->in_use);
+               "(%zu bytes already in use); reduce --micro-batch-size, recompute "
+               "activations (--recompute-granularity full --recompute-method uniform "
+               "--recompute-num-layers 1), or shrink the model", bytes, cpu_state(d)->in_use);
     memset(p, 0, CPU_HEADER + bytes);
     *(size_t *)p = bytes;
     gl_cpu_state *st = cpu_state(d);
