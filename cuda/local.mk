@@ -22,14 +22,14 @@ libgridlm_a_SOURCES += \
 # Every operation against the CPU reference back end, on a GPU (skips
 # where there is none).
 check_PROGRAMS += t/ops-cuda.t
-t_ops_cuda_t_SOURCES = t/ops-cuda.c
+t_ops_cuda_t_SOURCES = t/ops-cuda.c t/gpu-util.c t/gpu-util.h
 t_ops_cuda_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-cuda.t
 
 # cuDNN's fused attention against the kernels here and the CPU reference,
 # and the op profiler (skips without a GPU or without cuDNN).
 check_PROGRAMS += t/attn-cudnn.t
-t_attn_cudnn_t_SOURCES = t/attn-cudnn.c
+t_attn_cudnn_t_SOURCES = t/attn-cudnn.c t/gpu-util.c t/gpu-util.h
 t_attn_cudnn_t_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
 t_attn_cudnn_t_LDADD = $(TAP_LIBS)
 TESTS += t/attn-cudnn.t

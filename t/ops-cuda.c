@@ -30,119 +30,18 @@
 
 #include "base/log.h"
 #include "device/ops.h"
+#include "gpu-util.h"
 #include "tap.h"
-
-static gl_dev *G, *C;       /* the GPU and the CPU reference */
 
 /* ---- numbers ---- */
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static double urand(void)           /* uniform in [0, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static uint16_t f2bf(float f)       /* round to nearest even */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return 0x7fc0;
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float round_bf(float f)
-{
-    return bf2f(f2bf(f));
-}
-
-/* n bf16-representable values uniform in [lo, hi). */
-static float *rand_bf(size_t n, float lo, float hi)
-{
-    float *x = gl_malloc(n * sizeof *x + 1);
-    for (size_t i = 0; i < n; i++)
-        x[i] = round_bf(lo + (float)urand() * (hi - lo));
-    return x;
-}
-
+/* n fp32 values uniform in [lo, hi) (not rounded to bf16). */
 static float *rand_f32(size_t n, float lo, float hi)
 {
     float *x = gl_malloc(n * sizeof *x + 1);
     for (size_t i = 0; i < n; i++)
         x[i] = lo + (float)urand() * (hi - lo);
     return x;
-}
-
-/* ---- buffers on both devices ---- */
-
-static void *g_act(const float *h, size_t n)
-{
-    uint16_t *b = gl_malloc(n * 2 + 2);
-    for (size_t i = 0; i < n; i++)
-        b[i] = f2bf(h[i]);
-    void *p = G->ops->alloc(G, n * 2);
-    G->ops->upload(G, p, b, n * 2);
-    G->ops->sync(G);
-    free(b);
-    return p;
-}
-
-static float *g_f32(const float *h, size_t n)
-{
-    float *p = G->ops->alloc(G, n * 4);
-    if (h)
-        G->ops->upload(G, p, h, n * 4);
-    G->ops->sync(G);
-    return p;
-}
-
-static float *c_buf(const float *h, size_t n)
-{
-    float *p = C->ops->alloc(C, n * 4);
-    if (h)
-        memcpy(p, h, n * 4);
-    return p;
-}
-
-static void g_poison(void *p, size_t bytes)
-{
-    void *h = gl_malloc(bytes + 1);
-    memset(h, 0xff, bytes);
-    G->ops->upload(G, p, h, bytes);
-    G->ops->sync(G);
-    free(h);
-}
-
-/* GPU act buffer -> new host fp32 array. */
-static float *dl_act(const void *p, size_t n)
-{
-    uint16_t *b = gl_malloc(n * 2 + 2);
-    G->ops->download(G, b, p, n * 2);
-    float *f = gl_malloc(n * 4 + 4);
-    for (size_t i = 0; i < n; i++)
-        f[i] = bf2f(b[i]);
-    free(b);
-    return f;
-}
-
-static float *dl_f32(const float *p, size_t n)
-{
-    float *f = gl_malloc(n * 4 + 4);
-    G->ops->download(G, f, p, n * 4);
-    return f;
 }
 
 /* ---- comparison ---- */
@@ -152,51 +51,12 @@ static float *dl_f32(const float *p, size_t n)
  * Where the reference is all zeros (attention's dq, dk for one token,
  * where dP - D cancels exactly) max|want| is replaced by 1, the scale of
  * the test's inputs, since the GPU's fp32 cancellation leaves ~1e-7.
- * Prints the worst element. */
+ * Prints the worst element (see cmp2d_env in t/gpu-util.h). */
 static int cmp2d(const char *what, const float *got, int ldg, const float *want,
                  int ldw, long rows, long cols, double rtol, double atol)
 {
-    double maxref = 0, worst = 0, sq = 0, sqr = 0;
-    long bad = 0, nan = 0, wi = -1;
-    for (long r = 0; r < rows; r++)
-        for (long c = 0; c < cols; c++) {
-            double w = want[r * ldw + c];
-            if (fabs(w) > maxref)
-                maxref = fabs(w);
-        }
-    double scale = maxref > 0 ? maxref : 1.0;
-    for (long r = 0; r < rows; r++)
-        for (long c = 0; c < cols; c++) {
-            double g = got[r * ldg + c], w = want[r * ldw + c];
-            if (isnan(g) != isnan(w)) {
-                nan++;
-                continue;
-            }
-            double e = fabs(g - w);
-            sq += e * e;
-            sqr += w * w;
-            double lim = atol * scale + rtol * fabs(w);
-            if (e > lim) {
-                bad++;
-                if (e - lim > worst) {
-                    worst = e - lim;
-                    wi = r * cols + c;
-                }
-            }
-        }
-    int pass = ok(bad == 0 && nan == 0, "%s", what);
-    double rel = sqr > 0 ? sqrt(sq / sqr) : sqrt(sq);
-    if (!pass) {
-        diag("  %ld elements out of tolerance, %ld NaN/unwritten (max|ref| %.4g,"
-             " relative rms error %.3g)", bad, nan, maxref, rel);
-        if (wi >= 0) {
-            long r = wi / cols, c = wi % cols;
-            diag("  worst at row %ld col %ld: got %.6g want %.6g", r, c,
-                 got[r * ldg + c], want[r * ldw + c]);
-        }
-    } else if (getenv("GL_OPS_CUDA_VERBOSE"))
-        diag("  max|ref| %.4g, relative rms error %.3g", maxref, rel);
-    return pass;
+    return cmp2d_env("GL_OPS_CUDA_VERBOSE", what, got, ldg, want, ldw, rows,
+                     cols, rtol, atol, 0);
 }
 
 static int cmp(const char *what, const float *got, const float *want, long n,
@@ -920,6 +780,7 @@ static void bench(void)
 int main(void)
 {
     gl_log_set_program("ops-cuda.t");
+    gpu_seed(0x2545F4914F6CDD1Dull);
     if (gl_cuda_device_count() == 0)
         skip_all("no CUDA device");
     G = gl_dev_open_cuda(0);
