@@ -5,12 +5,11 @@
 #include "base/log.h"
 #include "train/config.h"
 #include "tap.h"
+#include "child.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAXARGS 64
@@ -37,36 +36,27 @@ static void parse(gl_config *c, const char *cmdline)
     gl_config_parse(c, split_args(line, argv), argv);
 }
 
+/* What run_child's child parses, and for which world. */
+typedef struct {
+    const char *cmdline;
+    int world, per_node;
+} child_args;
+
+static void parse_and_finish(void *arg)
+{
+    const child_args *a = arg;
+    gl_config c;
+    parse(&c, a->cmdline);
+    if (a->world > 0)
+        gl_config_finish(&c, a->world, a->per_node);
+}
+
 /* Parse (and, when world > 0, finish) in a child; return its exit status
  * and what it wrote on stderr. */
 static int run_child(const char *cmdline, int world, int per_node, char *err, size_t errlen)
 {
-    int fd[2];
-    if (pipe(fd))
-        bail_out("pipe failed");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        gl_config c;
-        parse(&c, cmdline);
-        if (world > 0)
-            gl_config_finish(&c, world, per_node);
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t len = 0;
-    ssize_t r;
-    while (len + 1 < errlen && (r = read(fd[0], err + len, errlen - 1 - len)) > 0)
-        len += (size_t)r;
-    err[len] = '\0';
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    child_args a = { cmdline, world, per_node };
+    return run_in_child(parse_and_finish, &a, err, errlen);
 }
 
 #define BASE "--model tiny --mock-data --train-iters 10 --lr 1e-3 "

@@ -3,12 +3,12 @@
 #include "base/log.h"
 #include "base/options.h"
 #include "tap.h"
+#include "child.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct {
@@ -82,34 +82,19 @@ static int make_argv(char **argv, const char *const *args)
     return n;
 }
 
+static void parse_args(void *arg)
+{
+    char *argv[64];
+    int argc = make_argv(argv, arg);
+    opts p;
+    defaults(&p);
+    gl_opt_parse(table, &p, argc, argv);
+}
+
 /* Parse args in a child; return its exit status and its stderr in err. */
 static int parse_in_child(const char *const *args, char *err, size_t errlen)
 {
-    int fd[2];
-    if (pipe(fd))
-        bail_out("pipe failed");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
-        char *argv[64];
-        int argc = make_argv(argv, args);
-        opts p;
-        defaults(&p);
-        gl_opt_parse(table, &p, argc, argv);
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t len = 0;
-    ssize_t r;
-    while (len + 1 < errlen && (r = read(fd[0], err + len, errlen - 1 - len)) > 0)
-        len += (size_t)r;
-    err[len] = '\0';
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run_in_child(parse_args, (void *)args, err, errlen);
 }
 
 /* The child exits 2 and its one line of stderr contains every needle. */

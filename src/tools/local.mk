@@ -13,9 +13,9 @@ dist_man_MANS += doc/gridlm-train.1
 # Tests: the option parser, the configuration (checks, presets, FLOPs),
 # and the program's answers to bad command lines.
 check_PROGRAMS += t/options.t t/options-config.t
-t_options_t_SOURCES = t/options.c
+t_options_t_SOURCES = t/options.c t/child.c t/child.h
 t_options_t_LDADD = $(TAP_LIBS)
-t_options_config_t_SOURCES = t/options-config.c
+t_options_config_t_SOURCES = t/options-config.c t/child.c t/child.h
 t_options_config_t_LDADD = $(TAP_LIBS)
 dist_check_SCRIPTS += t/train-args.t
 TESTS += t/options.t t/options-config.t t/train-args.t
