@@ -179,6 +179,7 @@ static void cu_sync(gl_dev *d)
 {
     gl_cuda_state *st = gl_cuda_st(d);
     GL_CUDA_CHECK(cudaStreamSynchronize(st->comm_stream));
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->p2p_stream));
     GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
 }
 
@@ -221,6 +222,20 @@ static void cu_compute_wait_comm(gl_dev *d)
     gl_cuda_state *st = gl_cuda_st(d);
     GL_CUDA_CHECK(cudaEventRecord(st->ev_comm, st->comm_stream));
     GL_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->ev_comm, 0));
+}
+
+static void cu_p2p_wait_compute(gl_dev *d)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaEventRecord(st->ev_compute, st->stream));
+    GL_CUDA_CHECK(cudaStreamWaitEvent(st->p2p_stream, st->ev_compute, 0));
+}
+
+static void cu_compute_wait_p2p(gl_dev *d)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    GL_CUDA_CHECK(cudaEventRecord(st->ev_p2p, st->p2p_stream));
+    GL_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->ev_p2p, 0));
 }
 
 /* ---- the operations: casts from void * and launches ---- */
@@ -406,6 +421,7 @@ static void cu_close(gl_dev *d)
 {
     gl_cuda_state *st = gl_cuda_st(d);
     GL_CUDA_CHECK(cudaStreamSynchronize(st->comm_stream));
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->p2p_stream));
     GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     gl_cuda_gemm_close(d);
     gl_cudnn_close(d);
@@ -417,7 +433,9 @@ static void cu_close(gl_dev *d)
     GL_CUBLAS_CHECK(cublasLtDestroy(st->lt));
     GL_CUDA_CHECK(cudaEventDestroy(st->ev_compute));
     GL_CUDA_CHECK(cudaEventDestroy(st->ev_comm));
+    GL_CUDA_CHECK(cudaEventDestroy(st->ev_p2p));
     GL_CUDA_CHECK(cudaStreamDestroy(st->comm_stream));
+    GL_CUDA_CHECK(cudaStreamDestroy(st->p2p_stream));
     GL_CUDA_CHECK(cudaStreamDestroy(st->stream));
     free(st->adamw_segs);
     free(st->alloc_ptr);
@@ -444,6 +462,7 @@ static const gl_ops gl_ops_cuda = {
     cu_close,
     cu_alloc_host, cu_free_host,
     cu_comm_wait_compute, cu_compute_wait_comm,
+    cu_p2p_wait_compute, cu_compute_wait_p2p,
 };
 
 /* ---- opening ---- */
@@ -486,6 +505,10 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
                                            cudaEventDisableTiming));
     GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->ev_comm,
                                            cudaEventDisableTiming));
+    GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->p2p_stream,
+                                            cudaStreamNonBlocking));
+    GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->ev_p2p,
+                                           cudaEventDisableTiming));
     GL_CUBLAS_CHECK(cublasLtCreate(&st->lt));
     st->lt_workspace_bytes = LT_WORKSPACE;
     cudaError_t e = cudaMalloc(&st->lt_workspace, st->lt_workspace_bytes);
@@ -504,6 +527,7 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
     d->comm = GL_COMM_NCCL;
     d->stream = (void *)st->stream;
     d->comm_stream = (void *)st->comm_stream;
+    d->p2p_stream = (void *)st->p2p_stream;
     d->index = ordinal;
     strncpy(d->name, st->prop.name, sizeof d->name - 1);  /* MFU's peak table */
     d->impl = st;

@@ -12,15 +12,74 @@
  * matrix, which is exactly op(B)^T when transb == 0).
  *
  * Creating descriptors and asking the heuristic for an algorithm costs
- * tens of microseconds, so each distinct shape (with the alignment of its
- * pointers, which the heuristic depends on) is planned once and cached.
+ * tens of microseconds, so each distinct product is planned once and
+ * cached.  The key is everything that defines one: m, n, k, the two
+ * transposes, lda/ldb/ldc, the output dtype (inputs are always bf16),
+ * whether beta is 0, and the alignment of the three pointers, which the
+ * heuristic depends on.  There is no epilogue (ops.h has none).
+ *
+ * Tuning (GRIDLM_GEMM_TUNE).  The heuristic's first answer comes from a
+ * model of the GPU, and on Hopper it can be well off the fastest kernel
+ * cuBLASLt has for the shape.  With tuning on, the first call of a plan
+ * asks the heuristic for up to TUNE_MAX candidates and times each on the
+ * call's own operands, on the compute stream: one warm-up product, then
+ * TUNE_REPS products between two CUDA events.  The host never waits for
+ * them: the call then does its real product with the heuristic's first
+ * algorithm, and a later call of the same plan that finds the timings
+ * complete (cudaEventQuery) keeps the fastest candidate for the rest of
+ * the process.  Not blocking matters on a grid: a host that waited for
+ * its stream in mid-step could hold back a send that a pipeline peer's
+ * stream, and through it this one's, is waiting for.
+ *   - The output.  With beta = 0 the candidates write C, and the real
+ *     product, later on the same stream, overwrites all of it.  With
+ *     beta != 0 they write a zeroed scratch matrix of C's layout, taken
+ *     with cudaMallocAsync and given back with cudaFreeAsync (stream-
+ *     ordered: no device-wide synchronisation), so C only ever receives
+ *     the real product.  The scratch (as large as C: 1 GiB for the fp32
+ *     gradient of a 128256 x 2048 LM head) is outside the back end's
+ *     memory accounting; when it cannot be had, the plan keeps the
+ *     heuristic's answer.
+ *   - The choice.  The heuristic's first algorithm stays unless another
+ *     is at least TUNE_MARGIN faster, so that timing noise alone does not
+ *     move a plan off it.
+ *   - The cost.  (1 + TUNE_REPS) products per candidate, once per plan,
+ *     in the first iteration of a run (a few tenths of a second for a
+ *     1.5B model); the choice is cached per process (per device).
+ *   - Non-determinism.  The choice depends on measured times, so two
+ *     runs, or two ranks, can use different algorithms for one shape,
+ *     whose results differ in the last bits (summation order, split-K).
+ *     GRIDLM_GEMM_TUNE=0 makes runs repeat bit for bit again.
+ *
+ * GRIDLM_GEMM_TUNE: 0 takes the heuristic's first answer; 1 (default)
+ * tunes as above; 2 tunes and prints one line per plan on rank 0 (the
+ * candidates' times and the configuration of the chosen kernel).  It is
+ * read whenever a plan is made, so a device opened after setenv() follows
+ * the new value (gridlm-bench gemm --llama compares the two that way).
+ *
+ * Split-K: the partial sums of a bf16 product must meet in fp32 (see
+ * plan_make); tuning only chooses among what that preference allows.
+ * The workspace (dev_cuda.cu) is 32 MiB, what cuBLASLt asks for on
+ * Hopper.
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gl_cuda.h"
+
+#define TUNE_MAX 8          /* candidates asked of the heuristic */
+#define TUNE_REPS 4         /* timed products per candidate */
+#define TUNE_MARGIN 0.01f   /* how much faster than the heuristic's first */
+#define TUNE_DEFAULT 1      /* GRIDLM_GEMM_TUNE when unset */
+
+/* Where a plan's tuning stands. */
+enum {
+    TUNE_OFF = 0,           /* p->algo is final */
+    TUNE_WANTED,            /* candidates found, not yet timed */
+    TUNE_RUNNING,           /* timings enqueued, waiting for ev_done */
+};
 
 struct gl_gemm_plan {
     /* key */
@@ -31,7 +90,13 @@ struct gl_gemm_plan {
     /* plan */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo;          /* what calls use */
+    /* tuning (see the top of the file); cand[0] is the heuristic's
+     * first, ev[2i] and ev[2i+1] bracket cand[i]'s timed products */
+    int tune, verbose, ncand, scratch_used;
+    cublasLtMatmulAlgo_t cand[TUNE_MAX];
+    int timed[TUNE_MAX];
+    cudaEvent_t ev[2 * TUNE_MAX], ev_done;
 };
 
 /* The largest power of two, up to 256, that divides the address. */
@@ -42,6 +107,19 @@ static unsigned align_of(const void *p)
     while (al > 1 && a % al)
         al /= 2;
     return al;
+}
+
+/* GRIDLM_GEMM_TUNE as 0, 1 or 2 (dies on anything else). */
+static int tune_from_env(void)
+{
+    const char *e = getenv("GRIDLM_GEMM_TUNE");
+    if (!e || !*e)
+        return TUNE_DEFAULT;
+    if ((e[0] == '0' || e[0] == '1' || e[0] == '2') && !e[1])
+        return e[0] - '0';
+    gl_die("GRIDLM_GEMM_TUNE=%s: use 0 (cuBLASLt's first heuristic answer), "
+           "1 (time the candidates once per shape, keep the fastest) or 2 "
+           "(as 1, and print each choice)", e);
 }
 
 static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
@@ -93,18 +171,25 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
             sizeof mask));
     }
 
-    cublasLtMatmulHeuristicResult_t res;
+    int tune = tune_from_env();
+    cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
     int found = 0;
-    GL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la,
-                                                   p->lb, p->lc, p->lc, pref,
-                                                   1, &res, &found));
+    GL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
+        st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune ? TUNE_MAX : 1,
+        res, &found));
     GL_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (found < 1)
+    p->ncand = 0;
+    for (int i = 0; i < found; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS)
+            p->cand[p->ncand++] = res[i].algo;
+    if (p->ncand < 1)
         gl_die("gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d "
                "(transa=%d transb=%d lda=%d ldb=%d ldc=%d, output %s)",
                p->m, p->n, p->k, p->transa, p->transb, p->lda, p->ldb, p->ldc,
                gl_dtype_name(p->ctype));
-    p->algo = res.algo;
+    p->algo = p->cand[0];
+    p->tune = tune && p->ncand > 1 ? TUNE_WANTED : TUNE_OFF;
+    p->verbose = tune == 2;
 }
 
 static gl_gemm_plan *plan_find(gl_cuda_state *st, const gl_gemm_plan *key)
@@ -129,6 +214,164 @@ static gl_gemm_plan *plan_find(gl_cuda_state *st, const gl_gemm_plan *key)
     plan_make(st, p);
     st->nplans++;
     return p;
+}
+
+/* One product of plan p with the given algorithm into C (also D). */
+static cublasStatus_t matmul(gl_cuda_state *st, const gl_gemm_plan *p,
+                             const cublasLtMatmulAlgo_t *algo,
+                             const float *alpha, const void *A, const void *B,
+                             const float *beta, void *C)
+{
+    return cublasLtMatmul(st->lt, p->desc, alpha, B, p->la, A, p->lb, beta, C,
+                          p->lc, C, p->lc, algo, st->lt_workspace,
+                          st->lt_workspace_bytes, st->stream);
+}
+
+/* "NT 8192x3072x2048 bf16 beta=0": a plan, for messages. */
+static void plan_name(const gl_gemm_plan *p, char *buf, size_t n)
+{
+    snprintf(buf, n, "%c%c %dx%dx%d %s beta%s", p->transa ? 'T' : 'N',
+             p->transb ? 'T' : 'N', p->m, p->n, p->k, gl_dtype_name(p->ctype),
+             p->beta_zero ? "=0" : "!=0");
+}
+
+/* Enqueue the timing of every candidate of p on the call's operands (see
+ * the top of the file); the host does not wait.  Leaves p TUNE_RUNNING,
+ * or TUNE_OFF when no scratch output could be had for beta != 0. */
+static void tune_start(gl_cuda_state *st, gl_gemm_plan *p, const float *alpha,
+                       const void *A, const void *B, const float *beta,
+                       void *C)
+{
+    void *out = C, *scratch = NULL;
+    p->tune = TUNE_OFF;
+    if (*beta != 0.0f) {
+        size_t es = p->ctype == GL_DT_F32 ? sizeof(float) : sizeof(bf16);
+        size_t bytes = ((size_t)(p->m - 1) * p->ldc + p->n) * es;
+        if (cudaMallocAsync(&scratch, bytes, st->stream) != cudaSuccess) {
+            (void)cudaGetLastError();
+            if (p->verbose) {
+                char nm[96];
+                plan_name(p, nm, sizeof nm);
+                gl_info0("gemm tune %s: no memory for a %zu-byte scratch "
+                         "output; keeping the heuristic's algorithm", nm,
+                         bytes);
+            }
+            return;
+        }
+        GL_CUDA_CHECK(cudaMemsetAsync(scratch, 0, bytes, st->stream));
+        out = scratch;
+    }
+    for (int i = 0; i < 2 * p->ncand; i++)
+        GL_CUDA_CHECK(cudaEventCreate(&p->ev[i]));
+    GL_CUDA_CHECK(cudaEventCreate(&p->ev_done));
+    for (int i = 0; i < p->ncand; i++) {
+        /* A candidate cuBLASLt refuses at launch is no candidate. */
+        int ok = matmul(st, p, &p->cand[i], alpha, A, B, beta, out) ==
+                 CUBLAS_STATUS_SUCCESS;
+        GL_CUDA_CHECK(cudaEventRecord(p->ev[2 * i], st->stream));
+        for (int r = 0; ok && r < TUNE_REPS; r++)
+            ok = matmul(st, p, &p->cand[i], alpha, A, B, beta, out) ==
+                 CUBLAS_STATUS_SUCCESS;
+        GL_CUDA_CHECK(cudaEventRecord(p->ev[2 * i + 1], st->stream));
+        p->timed[i] = ok;
+    }
+    if (scratch)
+        GL_CUDA_CHECK(cudaFreeAsync(scratch, st->stream));
+    GL_CUDA_CHECK(cudaEventRecord(p->ev_done, st->stream));
+    p->scratch_used = scratch != NULL;
+    p->tune = TUNE_RUNNING;
+}
+
+/* An attribute of an algorithm's configuration, for the tuning report
+ * (size: the attribute's type's, 2 or 4 bytes); -1 when unknown. */
+static long algo_attr(const cublasLtMatmulAlgo_t *a,
+                      cublasLtMatmulAlgoConfigAttributes_t at, size_t size)
+{
+    size_t got = 0;
+    if (size == 2) {
+        uint16_t v = 0;
+        if (cublasLtMatmulAlgoConfigGetAttribute(a, at, &v, size, &got) ==
+            CUBLAS_STATUS_SUCCESS)
+            return v;
+    } else {
+        uint32_t v = 0;
+        if (cublasLtMatmulAlgoConfigGetAttribute(a, at, &v, size, &got) ==
+            CUBLAS_STATUS_SUCCESS)
+            return v;
+    }
+    return -1;
+}
+
+/* "algo 66 tile 20 stages 8 splitk 1 red 0 swz 0 cluster 2": cuBLASLt's
+ * ids (cublasLt.h's enums) of the kernel an algorithm names. */
+static void algo_desc(const cublasLtMatmulAlgo_t *a, char *buf, size_t n)
+{
+    snprintf(buf, n, "algo %ld tile %ld stages %ld splitk %ld red %ld "
+             "swz %ld cluster %ld",
+             algo_attr(a, CUBLASLT_ALGO_CONFIG_ID, 4),
+             algo_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID, 4),
+             algo_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, 4),
+             algo_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4),
+             algo_attr(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 4),
+             algo_attr(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4),
+             algo_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2));
+}
+
+/* Release what tuning holds (its events; the scratch's memory). */
+static void tune_release(gl_cuda_state *st, gl_gemm_plan *p)
+{
+    for (int i = 0; i < 2 * p->ncand; i++)
+        GL_CUDA_CHECK(cudaEventDestroy(p->ev[i]));
+    GL_CUDA_CHECK(cudaEventDestroy(p->ev_done));
+    if (p->scratch_used) {
+        /* The pool keeps freed memory until a synchronisation; hand it
+         * back now, so that a cudaMalloc elsewhere can have it. */
+        cudaMemPool_t pool;
+        GL_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, st->ordinal));
+        GL_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+    }
+    p->tune = TUNE_OFF;
+}
+
+/* If p's timings are complete, keep the fastest candidate; otherwise
+ * leave it for a later call. */
+static void tune_finish(gl_cuda_state *st, gl_gemm_plan *p)
+{
+    cudaError_t e = cudaEventQuery(p->ev_done);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();      /* not an error: not yet */
+        return;
+    }
+    GL_CUDA_CHECK(e);
+    float ms[TUNE_MAX];
+    int fast = -1;
+    for (int i = 0; i < p->ncand; i++) {
+        ms[i] = -1;
+        if (!p->timed[i])
+            continue;
+        GL_CUDA_CHECK(cudaEventElapsedTime(&ms[i], p->ev[2 * i],
+                                           p->ev[2 * i + 1]));
+        ms[i] /= TUNE_REPS;
+        if (fast < 0 || ms[i] < ms[fast])
+            fast = i;
+    }
+    int keep = 0;
+    if (fast > 0 && (!p->timed[0] || ms[fast] < (1 - TUNE_MARGIN) * ms[0]))
+        keep = fast;
+    p->algo = p->cand[keep];
+    if (p->verbose) {
+        char nm[96], desc[160], times[TUNE_MAX * 10 + 1];
+        size_t at = 0;
+        times[0] = 0;
+        for (int i = 0; i < p->ncand; i++)
+            at += snprintf(times + at, sizeof times - at, i ? " %.3f" : "%.3f",
+                           ms[i]);
+        plan_name(p, nm, sizeof nm);
+        algo_desc(&p->algo, desc, sizeof desc);
+        gl_info0("gemm tune %s: ms %s; keep #%d (%.2fx) %s", nm, times, keep,
+                 ms[keep] > 0 && ms[0] > 0 ? ms[0] / ms[keep] : 1.0, desc);
+    }
+    tune_release(st, p);
 }
 
 void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
@@ -159,10 +402,11 @@ void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
     key.align_b = align_of(B);
     key.align_c = align_of(C);
     gl_gemm_plan *p = plan_find(st, &key);
-    GL_CUBLAS_CHECK(cublasLtMatmul(st->lt, p->desc, &alpha, B, p->la, A, p->lb,
-                                   &beta, C, p->lc, C, p->lc, &p->algo,
-                                   st->lt_workspace, st->lt_workspace_bytes,
-                                   st->stream));
+    if (p->tune == TUNE_WANTED)
+        tune_start(st, p, &alpha, A, B, &beta, C);
+    else if (p->tune == TUNE_RUNNING)
+        tune_finish(st, p);
+    GL_CUBLAS_CHECK(matmul(st, p, &p->algo, &alpha, A, B, &beta, C));
 }
 
 void gl_cuda_gemm_close(gl_dev *d)
@@ -170,6 +414,8 @@ void gl_cuda_gemm_close(gl_dev *d)
     gl_cuda_state *st = gl_cuda_st(d);
     for (int i = 0; i < st->nplans; i++) {
         gl_gemm_plan *p = &st->plans[i];
+        if (p->tune == TUNE_RUNNING)
+            tune_release(st, p);
         GL_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->la));
         GL_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lb));
         GL_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lc));

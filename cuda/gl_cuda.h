@@ -70,6 +70,9 @@ typedef struct {
      * compute stream (ops->comm_wait_compute, ops->compute_wait_comm) */
     cudaStream_t comm_stream;
     cudaEvent_t ev_compute, ev_comm;
+    /* the pipeline's point-to-point stream (ops->p2p_wait_compute) */
+    cudaStream_t p2p_stream;
+    cudaEvent_t ev_p2p;
     cudaDeviceProp prop;
 
     cublasLtHandle_t lt;

@@ -308,6 +308,59 @@ static void check_all_gather(gl_comm *c, const mem *m, size_t n, verdict *v)
     }
 }
 
+/* Reduce to every root in turn, in place and out of place: the root holds
+ * the reduction; the others' send buffers are unchanged and an
+ * out-of-place receive buffer of theirs is never written. */
+static void check_reduce(gl_comm *c, const mem *m, size_t n, verdict *v)
+{
+    int size = gl_comm_size(c), me = gl_comm_rank(c);
+    for (int di = 0; di < NDT; di++) {
+        gl_dtype t = dtypes[di];
+        size_t es = gl_dtype_size(t);
+        void *h = gl_malloc(n * es + 1), *out = gl_malloc(n * es + 1);
+        for (int op = GL_OP_SUM; op <= GL_OP_MIN; op++)
+            for (int root = 0; root < size; root++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    for (size_t j = 0; j < n; j++)
+                        store(h, t, j, value(me, j, op != GL_OP_SUM));
+                    void *s = upload(m, h, n * es), *r = s;
+                    if (!inplace) {
+                        memset(out, 0x5a, n * es);
+                        r = upload(m, out, n * es);
+                    }
+                    gl_reduce(c, s, r, n, t, (gl_redop)op, root, m->stream);
+                    gl_comm_barrier(c);
+                    m->get(out, me == root ? r : s, n * es);
+                    for (size_t j = 0; j < n; j++) {
+                        double want = me == root ? reduce_expect(size, j, (gl_redop)op)
+                                                 : value(me, j, op != GL_OP_SUM);
+                        if (load(out, t, j) != want) {
+                            fail(v, "reduce %s %s to root %d%s: member %d element %zu "
+                                 "is %g, want %g", gl_dtype_name(t), opname[op], root,
+                                 inplace ? " in place" : "", me, j, load(out, t, j), want);
+                            break;
+                        }
+                    }
+                    if (!inplace && me != root) {
+                        unsigned char *u = out;
+                        m->get(out, r, n * es);
+                        for (size_t j = 0; j < n * es; j++)
+                            if (u[j] != 0x5a) {
+                                fail(v, "reduce %s to root %d: member %d's receive "
+                                     "buffer was written (byte %zu)", gl_dtype_name(t),
+                                     root, me, j);
+                                break;
+                            }
+                    }
+                    m->release(s);
+                    if (!inplace)
+                        m->release(r);
+                }
+        free(h);
+        free(out);
+    }
+}
+
 static void check_broadcast(gl_comm *c, const mem *m, size_t n, verdict *v)
 {
     int size = gl_comm_size(c), me = gl_comm_rank(c);
@@ -420,6 +473,9 @@ static void suite(gl_comm *c, const mem *m, const char *label, const int *member
         agree(&v, "%s %s: reduce_scatter, 5 dtypes x 3 ops, n=%zu per member", m->name, label, n);
         if (c) check_all_gather(c, m, n, &v);
         agree(&v, "%s %s: all_gather, 5 dtypes, in and out of place, n=%zu", m->name, label, n);
+        if (c) check_reduce(c, m, n, &v);
+        agree(&v, "%s %s: reduce to every root, 5 dtypes x 3 ops, in and out of place, n=%zu",
+              m->name, label, n);
         if (c) check_broadcast(c, m, n, &v);
         agree(&v, "%s %s: broadcast from every root, 5 dtypes, n=%zu", m->name, label, n);
         if (c) check_send_recv(c, m, n, &v);

@@ -91,6 +91,9 @@ refused "interleaving without a pipeline" \
 refused "--overlap-param-gather without the distributed optimizer" \
     "--overlap-param-gather needs --use-distributed-optimizer" -- \
     $base --overlap-param-gather
+refused "--overlap-param-gather without --overlap-grad-reduce" \
+    "--overlap-param-gather needs --overlap-grad-reduce" -- \
+    $base --use-distributed-optimizer --overlap-param-gather
 refused "a value given to a flag" "--bf16 takes no value" -- $base --bf16=1
 refused "a missing value" "--micro-batch-size needs a value" -- $base --micro-batch-size
 refused "a positional argument" "unexpected argument 'train.yaml'" -- $base train.yaml

@@ -12,7 +12,9 @@
 # buckets, reduced during the backward of the last micro-batch) on DP 2
 # with and without the distributed optimizer and on (2,2,2) with sequence
 # parallelism (deferred norm and tied-embedding buckets) and with
-# interleaving; and 1 x 8
+# interleaving; --overlap-param-gather (weights broadcast bucket by
+# bucket during the next forward, validation in between) on DP 2 and on
+# interleaved (2,2,2) with sequence parallelism; and 1 x 8
 # micro-batches against 8 x 1.  Then real data: a synthetic corpus
 # tokenized by gridlm-prep into a Megatron .bin/.idx dataset, trained
 # with --eod-mask-loss (masked targets) on 1 rank and on (2,2,2) with
@@ -33,7 +35,7 @@ tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
 
 base=$tiny
 
-echo "1..25"
+echo "1..28"
 if ! run ref 1 || ! run untied-ref 1 --untie-embeddings-and-output-weights; then
     echo "Bail out! the single-rank reference run failed"
     exit 1
@@ -49,10 +51,11 @@ check dp2-distopt 2 --use-distributed-optimizer
 OVL="--overlap-grad-reduce --ddp-bucket-size 5000"
 # overlapped: the same numbers, and the buckets really were made
 # shellcheck disable=SC2086
-for v in dp2-overlap dp2-distopt-overlap; do
+for v in dp2-overlap dp2-distopt-overlap dp2-distopt-gather; do
     case $v in
     dp2-overlap) check $v 2 $OVL ;;
-    *) check $v 2 $OVL --use-distributed-optimizer ;;
+    dp2-distopt-overlap) check $v 2 $OVL --use-distributed-optimizer ;;
+    *) check $v 2 $OVL --use-distributed-optimizer --overlap-param-gather ;;
     esac
     if grep -q 'overlap-grad-reduce: [0-9]* gradient buckets' "$tmp/$v.log" &&
        ! grep -q ': 1 gradient buckets' "$tmp/$v.log"; then
@@ -72,6 +75,8 @@ check 222-interleaved-sp-distopt 8 $L222 --num-layers-per-virtual-pipeline-stage
     --sequence-parallel --use-distributed-optimizer
 check 222-sp-distopt-overlap 8 $L222 --sequence-parallel --use-distributed-optimizer $OVL
 check 222-interleaved-overlap 8 $L222 --num-layers-per-virtual-pipeline-stage 1 $OVL
+check 222-interleaved-sp-gather 8 $L222 --num-layers-per-virtual-pipeline-stage 1 \
+    --sequence-parallel --use-distributed-optimizer $OVL --overlap-param-gather
 ref=untied-ref
 check 222-untied-sp-distopt 8 $L222 --untie-embeddings-and-output-weights \
     --sequence-parallel --use-distributed-optimizer

@@ -5,7 +5,9 @@
  * interfaces the model uses, so a figure here is what gridlm can reach,
  * not what a vendor library can reach on its own:
  *   gemm       matrix products through ops->gemm (cuBLASLt bf16 on CUDA,
- *              CBLAS sgemm on the CPU), in TFLOP/s;
+ *              CBLAS sgemm on the CPU), in TFLOP/s; with --llama, the
+ *              products of one Llama layer and the LM head, with and
+ *              without cuBLASLt algorithm tuning (GRIDLM_GEMM_TUNE);
  *   comm       all-reduce, reduce-scatter and all-gather through comm.h on
  *              the groups of the process grid (NCCL on GPUs, MPI on the
  *              CPU), as nccl-tests' algorithm and bus bandwidth;
@@ -47,6 +49,8 @@ typedef struct {
     char *shapes;          /* "MxNxK,..." or "N,..." (square); NULL: default */
     int layout;            /* GL_BENCH_NT, NN or TN */
     int out_f32;           /* C in fp32 with beta = 1 (weight gradients) */
+    int llama;             /* the products of one Llama layer + LM head */
+    int hidden, ffn, vocab, tokens;   /* --llama's model (heads below) */
 
     /* comm */
     char *ops;             /* "all-reduce,reduce-scatter,all-gather" */
@@ -56,7 +60,8 @@ typedef struct {
     int dtype;             /* GL_DT_F32 or GL_DT_BF16 */
     int tp, cp, pp, ep;    /* the grid, Megatron's flags */
 
-    /* attention */
+    /* attention (heads, kv_heads, head_dim also gemm --llama; 0: the
+     * subcommand's default) */
     int batch;
     char *seqs;            /* "1024,2048,..." */
     int heads, kv_heads, head_dim;

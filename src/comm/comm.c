@@ -114,6 +114,14 @@ void gl_all_gather(gl_comm *c, const void *send, void *recv, size_t send_count,
     c->vt->all_gather(c, send, recv, send_count, t, stream);
 }
 
+void gl_reduce(gl_comm *c, const void *send, void *recv, size_t count, gl_dtype t,
+               gl_redop op, int root, void *stream)
+{
+    check_args("reduce", c, t, op);
+    check_member("reduce", c, "root", root);
+    c->vt->reduce(c, send, recv, count, t, op, root, stream);
+}
+
 void gl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t, int root,
                   void *stream)
 {

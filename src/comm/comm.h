@@ -53,6 +53,12 @@ int gl_comm_world_rank(const gl_comm *c, int member);
 void gl_all_reduce(gl_comm *c, const void *send, void *recv, size_t count,
                    gl_dtype t, gl_redop op, void *stream);
 
+/* recv on member root = reduce(send) over the group; the other members'
+ * recv is not written (may be NULL).  send == recv is in place (the root's
+ * buffer then holds the result; the others' are only read). */
+void gl_reduce(gl_comm *c, const void *send, void *recv, size_t count, gl_dtype t,
+               gl_redop op, int root, void *stream);
+
 /* send holds size * recv_count elements; member i receives the reduced
  * i-th block of recv_count.  send == recv + i*recv_count ... is allowed
  * only where the back end allows in-place (pass distinct buffers). */

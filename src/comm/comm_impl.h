@@ -41,6 +41,8 @@ typedef struct {
                            size_t recv_count, gl_dtype t, gl_redop op, void *stream);
     void (*all_gather)(gl_comm *c, const void *send, void *recv,
                        size_t send_count, gl_dtype t, void *stream);
+    void (*reduce)(gl_comm *c, const void *send, void *recv, size_t count,
+                   gl_dtype t, gl_redop op, int root, void *stream);
     void (*broadcast)(gl_comm *c, void *buf, size_t count, gl_dtype t,
                       int root, void *stream);
     void (*send)(gl_comm *c, const void *buf, size_t count, gl_dtype t,

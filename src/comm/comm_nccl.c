@@ -152,6 +152,17 @@ static void nccl_all_gather(gl_comm *c, const void *send, void *recv,
     used(c, stream);
 }
 
+static void nccl_reduce(gl_comm *c, const void *send, void *recv, size_t count,
+                        gl_dtype t, gl_redop op, int root, void *stream)
+{
+    /* ncclReduce ignores recvbuff off the root; pass the send buffer there,
+     * never NULL, so no rank hands NCCL an invalid pointer */
+    void *r = c->rank == root ? recv : (void *)send;
+    check_nccl(ncclReduce(send, r, count, nccl_type(t), nccl_op(op), root, nc_of(c),
+                          (cudaStream_t)stream), "ncclReduce", c, root);
+    used(c, stream);
+}
+
 static void nccl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t,
                            int root, void *stream)
 {
@@ -216,6 +227,7 @@ static const gl_comm_vt nccl_vt = {
     .all_reduce = nccl_all_reduce,
     .reduce_scatter = nccl_reduce_scatter,
     .all_gather = nccl_all_gather,
+    .reduce = nccl_reduce,
     .broadcast = nccl_broadcast,
     .send = nccl_send,
     .recv = nccl_recv,

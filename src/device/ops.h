@@ -209,6 +209,12 @@ struct gl_ops {
      * completes before it returns. */
     void (*comm_wait_compute)(gl_dev *d);
     void (*compute_wait_comm)(gl_dev *d);
+    /* The same pair for the point-to-point stream (d->p2p_stream), where
+     * the pipeline's activation and gradient exchanges run, so that they
+     * neither hold up the compute stream nor queue behind the gradient
+     * buckets of the communication stream. */
+    void (*p2p_wait_compute)(gl_dev *d);
+    void (*compute_wait_p2p)(gl_dev *d);
 };
 
 struct gl_dev {
@@ -219,6 +225,8 @@ struct gl_dev {
     void *stream;          /* cudaStream_t of the compute stream; NULL on cpu */
     void *comm_stream;     /* cudaStream_t of the communication stream
                               (ops->comm_wait_compute); NULL on cpu */
+    void *p2p_stream;      /* cudaStream_t of the point-to-point stream
+                              (ops->p2p_wait_compute); NULL on cpu */
     int index;             /* GPU ordinal, -1 on cpu */
     char name[96];         /* "cpu", or the GPU's name ("NVIDIA H200") for
                               the peak-FLOP table behind MFU */

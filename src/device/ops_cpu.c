@@ -312,4 +312,6 @@ const gl_ops gl_ops_cpu = {
     .free_host = cpu_free_host,
     .comm_wait_compute = cpu_stream_wait,
     .compute_wait_comm = cpu_stream_wait,
+    .p2p_wait_compute = cpu_stream_wait,
+    .compute_wait_p2p = cpu_stream_wait,
 };

@@ -97,6 +97,14 @@ static void ready(gl_model *m, size_t off, size_t count)
         m->grad_ready(m->grad_ready_arg, off, off + count);
 }
 
+/* Ask for the weights in [off, off + count) before a forward reads them
+ * (model.h: weights_needed). */
+static void need(gl_model *m, size_t off, size_t count)
+{
+    if (m->weights_needed)
+        m->weights_needed(m->weights_needed_arg, off, off + count);
+}
+
 /* Y[n, out] = X[n, in] W^T. */
 static void linear_fwd(gl_model *m, void *Y, const void *X, const void *Wt,
                        int n, int out, int in)
@@ -135,6 +143,10 @@ static void layer_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
     gl_dev *d = m->d;
     int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
     int qw = dm->hq * D;
+
+    need(m, lo->attn_norm, (size_t)h);
+    need(m, lo->mlp_norm, (size_t)h);
+    need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);
 
     /* attention */
     norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
@@ -221,6 +233,7 @@ static void embed_fwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
 {
     const gl_model_dims *dm = DIMS;
     void *full = dm->sp ? m->y : x0;
+    need(m, ch->embed, (size_t)dm->vl * dm->h);
     OPS->embed_fwd(m->d, full, W(m, ch->embed), mb->ids, dm->n, dm->h,
                    dm->vocab_start, dm->vl);
     reduce_rows(m, full, x0);
@@ -253,6 +266,8 @@ static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     gl_dev *d = m->d;
     int n = dm->n, nl = dm->nl, h = dm->h, vl = dm->vl;
 
+    need(m, ch->final_norm, (size_t)h);
+    need(m, ch->head, (size_t)vl * h);
     OPS->rmsnorm_fwd(d, own_rows(m, m->hf), m->rstd_f, x, W(m, ch->final_norm), nl, h,
                      (float)dm->eps);
     gather_rows(m, m->hf);

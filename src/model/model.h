@@ -280,6 +280,14 @@ typedef struct {
     void (*grad_ready)(void *arg, size_t begin, size_t end);
     void *grad_ready_arg;
     int grad_final;
+    /* Weight readiness (--overlap-param-gather, src/train/optim.c): the
+     * forward passes call weights_needed(weights_needed_arg, begin, end)
+     * before they enqueue the first op that reads a weight whose flat
+     * range lies in [begin, end): a layer's matrices, each of its norm
+     * weights, the embedding, the final norm, the head.  The callee makes
+     * the compute stream wait until those weights are in place. */
+    void (*weights_needed)(void *arg, size_t begin, size_t end);
+    void *weights_needed_arg;
 } gl_model;
 
 /* Allocate the rank's model on d: weights (zero until initialised),

@@ -47,6 +47,10 @@ static void defaults(gl_bench_opts *o)
     o->check = 1;
     o->seed = 1234;
     o->layout = GL_BENCH_NT;
+    o->hidden = 2048;             /* gemm --llama: a 1.5B Llama, 8192 tokens */
+    o->ffn = 8192;
+    o->vocab = 128256;
+    o->tokens = 8192;
     o->ops = gl_strdup("all-reduce,reduce-scatter,all-gather");
     o->step_factor = 2;
     o->dtype = GL_DT_F32;
@@ -100,6 +104,27 @@ static const gl_option gemm_table[] = {
     {.name = "out-dtype", .kind = GL_OPT_CHOICE, .offset = OFF(out_f32), .metavar = "T",
      .group = "GEMM", .help = "act (the device's dtype) or f32 with beta 1 (gradient accumulation)",
      .choices = out_dtypes},
+    {.name = "llama", .kind = GL_OPT_FLAG, .offset = OFF(llama), .group = "Llama",
+     .help = "instead of --shapes: one Llama layer's products and the LM head, each timed "
+             "with cuBLASLt's first heuristic algorithm and tuned (GRIDLM_GEMM_TUNE)"},
+    {.name = "hidden-size", .kind = GL_OPT_INT, .offset = OFF(hidden), .metavar = "H",
+     .group = "Llama", .help = "hidden size", .check = GL_OPT_POSITIVE},
+    {.name = "ffn-hidden-size", .kind = GL_OPT_INT, .offset = OFF(ffn), .metavar = "F",
+     .group = "Llama", .help = "MLP width (gate and up are one product of 2F)",
+     .check = GL_OPT_POSITIVE},
+    {.name = "num-attention-heads", .kind = GL_OPT_INT, .offset = OFF(heads), .metavar = "N",
+     .group = "Llama", .help = "query heads", .check = GL_OPT_POSITIVE, .defstr = "32"},
+    {.name = "num-query-groups", .kind = GL_OPT_INT, .offset = OFF(kv_heads), .metavar = "G",
+     .group = "Llama", .help = "key/value heads (GQA)", .check = GL_OPT_POSITIVE,
+     .defstr = "8; = heads when only heads are given"},
+    {.name = "kv-channels", .kind = GL_OPT_INT, .offset = OFF(head_dim), .metavar = "D",
+     .group = "Llama", .help = "head dimension", .check = GL_OPT_POSITIVE, .defstr = "64"},
+    {.name = "vocab-size", .kind = GL_OPT_INT, .offset = OFF(vocab), .metavar = "V",
+     .group = "Llama", .help = "vocabulary (this rank's part under TP)",
+     .check = GL_OPT_POSITIVE},
+    {.name = "tokens", .kind = GL_OPT_INT, .offset = OFF(tokens), .metavar = "N",
+     .group = "Llama", .help = "tokens per micro-batch (micro-batch size x sequence length)",
+     .check = GL_OPT_POSITIVE},
     COMMON_ROWS,
     {0},
 };

@@ -757,6 +757,9 @@ static void check_layout(gl_config *c)
     if (c->overlap_param_gather && !c->use_distributed_optimizer)
         bad("--overlap-param-gather needs --use-distributed-optimizer: add it, or drop "
             "--overlap-param-gather");
+    if (c->overlap_param_gather && !c->overlap_grad_reduce)
+        bad("--overlap-param-gather needs --overlap-grad-reduce (the weights travel in "
+            "its buckets): add it, or drop --overlap-param-gather");
 }
 
 static void check_recompute(const gl_config *c)

@@ -83,9 +83,13 @@ static int bucket_at(const gl_optim *o, size_t x)
 static void launch(gl_optim *o, gl_bucket *b)
 {
     gl_dev *d = o->d;
+    float *g = o->m->g + b->begin;
     d->ops->comm_wait_compute(d);
-    gl_all_reduce(o->dp, o->m->g + b->begin, o->m->g + b->begin, b->end - b->begin,
-                  GL_DT_F32, GL_OP_SUM, d->comm_stream);
+    if (o->dist)
+        gl_reduce(o->dp, g, g, b->end - b->begin, GL_DT_F32, GL_OP_SUM, b->owner,
+                  d->comm_stream);
+    else
+        gl_all_reduce(o->dp, g, g, b->end - b->begin, GL_DT_F32, GL_OP_SUM, d->comm_stream);
     b->launched = 1;
 }
 
@@ -116,6 +120,78 @@ static void on_grad_ready(void *arg, size_t begin, size_t end)
                 launch(o, bk);
         }
     }
+}
+
+/* ---- overlapped weight gathering (optim.h) ---- */
+
+/* Enqueue the broadcast of the next bucket in the order of use. */
+static void dispatch_next(gl_optim *o)
+{
+    gl_bucket *b = &o->bucket[o->gorder[o->gnext++]];
+    gl_broadcast(o->dp, gl_model_weight(o->m, b->begin), b->end - b->begin, o->d->act,
+                 b->owner, o->d->comm_stream);
+    b->gather = GL_GATHER_SENT;
+}
+
+/* The compute stream waits for every broadcast enqueued so far. */
+static void wait_sent(gl_optim *o)
+{
+    o->d->ops->compute_wait_comm(o->d);
+    for (int k = 0; k < o->gnext; k++) {
+        gl_bucket *b = &o->bucket[o->gorder[k]];
+        if (b->gather == GL_GATHER_SENT) {
+            b->gather = GL_GATHER_DONE;
+            o->gleft--;
+        }
+    }
+}
+
+/* model.h's weights_needed: dispatch, in the order of use, up to the last
+ * bucket that [begin, end) reaches into, wait for them, then dispatch the
+ * next one so that it travels while these weights are used. */
+static void on_weights_needed(void *arg, size_t begin, size_t end)
+{
+    gl_optim *o = arg;
+    if (!o->gleft || end <= begin)
+        return;
+    int wait = 0;
+    for (int j = bucket_at(o, begin); j < o->nbucket && o->bucket[j].begin < end; j++) {
+        while (o->bucket[j].gather == GL_GATHER_STALE)
+            dispatch_next(o);
+        if (o->bucket[j].gather == GL_GATHER_SENT)
+            wait = 1;
+    }
+    if (!wait)
+        return;
+    wait_sent(o);
+    if (o->gnext < o->nbucket)
+        dispatch_next(o);
+}
+
+void gl_optim_weights_ready(gl_optim *o)
+{
+    if (!o->gather || !o->gleft)
+        return;
+    while (o->gnext < o->nbucket)
+        dispatch_next(o);
+    wait_sent(o);
+}
+
+/* The buckets in the order the forward first reads them (optim.h). */
+static void build_gather_order(gl_optim *o)
+{
+    const gl_model_plan *p = o->m->plan;
+    int n = 0;
+    o->gorder = gl_malloc((size_t)o->nbucket * sizeof *o->gorder);
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < o->nbucket; j++) {
+            const gl_bucket *b = &o->bucket[j];
+            int rep = b->begin < p->rep_end && p->rep_begin < b->end;
+            if (rep == (pass == 0))
+                o->gorder[n++] = j;
+        }
+    o->m->weights_needed = on_weights_needed;
+    o->m->weights_needed_arg = o;
 }
 
 /* Cut the flat buffer into buckets (optim.h) and count each bucket's
@@ -162,9 +238,11 @@ static void build_buckets(gl_optim *o, const gl_config *c)
 
     o->bucket = gl_calloc((size_t)(ncut ? ncut : 1), sizeof *o->bucket);
     o->nbucket = ncut;
+    size_t shard = p->nflat / (size_t)o->dp_size;
     for (int j = 0; j < ncut; j++) {
         o->bucket[j].begin = j ? cut[j - 1] : 0;
         o->bucket[j].end = cut[j];
+        o->bucket[j].owner = (int)(o->bucket[j].begin / shard);
     }
     free(cut);
     free(forced);
@@ -235,6 +313,9 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     o->porder = params_by_offset(p);
     if (o->overlap)
         build_buckets(o, c);
+    o->gather = o->overlap && o->dist && c->overlap_param_gather;
+    if (o->gather)
+        build_gather_order(o);
 
     /* counted ranges within the shard */
     int nr;
@@ -286,6 +367,11 @@ void gl_optim_free(gl_optim *o)
     free(o->bucket);
     free(o->porder);
     free(o->pdone);
+    free(o->gorder);
+    if (o->m->weights_needed_arg == o) {
+        o->m->weights_needed = NULL;
+        o->m->weights_needed_arg = NULL;
+    }
     if (o->m->grad_ready_arg == o) {
         o->m->grad_ready = NULL;
         o->m->grad_ready_arg = NULL;
@@ -305,6 +391,7 @@ void gl_optim_reduce(gl_optim *o)
     size_t n = o->m->plan->nflat;
     if (!o->dp)
         return;
+    gl_optim_weights_ready(o);
     if (o->overlap) {
         for (int j = 0; j < o->nbucket; j++)
             if (!o->bucket[j].launched)
@@ -340,6 +427,15 @@ void gl_optim_step(gl_optim *o, double lr, double grad_scale)
         .eps = (float)o->eps, .grad_scale = (float)grad_scale, .step = ++o->steps,
     };
     o->d->ops->adamw(o->d, o->seg, o->nseg, &hp);
+    if (o->gather) {
+        /* broadcast bucket by bucket when the forward asks (optim.h) */
+        o->d->ops->comm_wait_compute(o->d);
+        for (int j = 0; j < o->nbucket; j++)
+            o->bucket[j].gather = GL_GATHER_STALE;
+        o->gnext = 0;
+        o->gleft = o->nbucket;
+        return;
+    }
     if (o->dist) {
         size_t shard = o->shard_end - o->shard_begin;
         gl_all_gather(o->dp, gl_model_weight(o->m, o->shard_begin), o->m->w, shard,

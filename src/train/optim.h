@@ -35,11 +35,30 @@
  * parallelism) or over the embedding group (tied copies), reduced in
  * bucket order -- and makes the compute stream wait for the
  * communication stream.  Every DP rank reports the same parameters in
- * the same order, so the buckets' collectives match.  A bucket is
- * all-reduced in place in both modes (comm.h has no reduce to one
- * rank): the distributed optimizer then reads its shard of the summed
- * buffer directly, with no separate shard buffer.  The sums are the
- * same as without overlap up to the order of the DP additions.
+ * the same order, so the buckets' collectives match.  The plain
+ * optimizer all-reduces each bucket in place; the distributed one
+ * reduces it in place to the one DP rank whose shard holds it (the
+ * bucket's owner: half the traffic of an all-reduce), which then reads
+ * its shard of the summed buffer directly, with no separate shard
+ * buffer (the other ranks' copies of the range are left partial and
+ * never read).  The sums are the same as without overlap up to the order
+ * of the DP additions.
+ *
+ * Overlapped weight gathering (--overlap-param-gather, which needs the
+ * distributed optimizer and --overlap-grad-reduce): after AdamW the new
+ * compute weights are not all-gathered at once.  Each bucket is
+ * broadcast from its owner on the communication stream (after the
+ * AdamW, through ops->comm_wait_compute) when the next forward first
+ * asks for a weight in it (model.h: weights_needed), and then the
+ * compute stream waits for it; the next bucket in the order of use is
+ * dispatched right after that wait, so its broadcast runs during the
+ * forward of the current one.  The order of use is fixed: the buckets
+ * of the TP-replicated norm weights (every layer reads them), then the
+ * rest in flat order (embedding, layers, head), the order of the
+ * forward; every DP rank dispatches the same buckets in the same order.
+ * gl_optim_weights_ready() completes the gathering where something else
+ * reads the weights (validation, checkpoints) and gl_optim_reduce() does
+ * before the gradient reduction, so no weight is ever read stale.
  *
  * Gradient norm: sum of squares over the elements this rank "owns": the
  * shard range [r N/DP, (r+1) N/DP) in both modes (so DP replicas count
@@ -72,7 +91,12 @@ typedef struct {
     int pending;                /* of those, not yet complete this iteration */
     int deferred;               /* reduced only by gl_optim_reduce() */
     int launched;               /* reduction enqueued this iteration */
+    int owner;                  /* DP rank whose shard holds it (distributed) */
+    int gather;                 /* --overlap-param-gather: GL_GATHER_* */
 } gl_bucket;
+
+/* A bucket's weights after a step (--overlap-param-gather). */
+enum { GL_GATHER_DONE = 0, GL_GATHER_STALE, GL_GATHER_SENT };
 
 typedef struct {
     gl_model *m;
@@ -97,6 +121,11 @@ typedef struct {
     int nbucket;
     int *porder;                /* parameter indexes by flat offset */
     unsigned char *pdone;       /* [nparams]: reported this iteration */
+    /* --overlap-param-gather (distributed, with overlap) */
+    int gather;
+    int *gorder;                /* [nbucket] bucket indexes in order of use */
+    int gnext;                  /* next position of gorder to dispatch */
+    int gleft;                  /* buckets not GL_GATHER_DONE */
 } gl_optim;
 
 /* Allocate the optimizer state of m.  dp may be NULL (DP = 1). */
@@ -116,8 +145,15 @@ void gl_optim_reduce(gl_optim *o);
 void gl_optim_sumsq(gl_optim *o, float *out);
 
 /* One AdamW step with learning rate lr on gradients x grad_scale, then
- * (distributed) the all-gather of the new weights. */
+ * (distributed) the all-gather of the new weights -- or, with
+ * --overlap-param-gather, their bucket-by-bucket broadcasts during the
+ * next forward. */
 void gl_optim_step(gl_optim *o, double lr, double grad_scale);
+
+/* Every weight of this rank in place before the compute stream's next
+ * op (--overlap-param-gather: the broadcasts not yet done are enqueued
+ * and waited for; otherwise nothing to do). */
+void gl_optim_weights_ready(gl_optim *o);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
  * pipeline.h: run one iteration's pipeline schedule (sched.h) on this
  * rank's model: forwards, backwards, and the activation and gradient
  * exchanges with the neighbouring stages over the PP group, each round
- * bracketed by gl_comm_group_start/end and enqueued on the device stream.
+ * bracketed by gl_comm_group_start/end and enqueued on the device's
+ * point-to-point stream, overlapped with the compute stream (pipeline.c).
  */
 #ifndef GL_TRAIN_PIPELINE_H
 #define GL_TRAIN_PIPELINE_H

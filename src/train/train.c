@@ -82,11 +82,8 @@ static gl_comm *group(gl_comm *c)
 }
 
 /* What this loop does not do (yet): say so before any work. */
-static void check_supported(const gl_config *c, int rank)
+static void check_supported(const gl_config *c)
 {
-    if (rank == 0 && c->overlap_param_gather)
-        gl_warn("--overlap-param-gather: not implemented yet; the updated weights are "
-                "all-gathered after the step (same results, less overlap)");
     if (c->context_parallel_size > 1)
         gl_die_code(2, "--context-parallel-size %d: context parallelism is not "
                     "implemented in gridlm's training loop yet; use 1",
@@ -243,7 +240,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 {
     gl_config cc = *c0;             /* shallow: the loader may set the vocabulary */
     const gl_config *c = &cc;
-    check_supported(c, b->rank);
+    check_supported(c);
     int tp_rank = g->me.tp, pp_rank = g->me.pp, dp_rank = g->me.dp;
     int world = b->size, rank = b->rank;
     int pp = c->pipeline_model_parallel_size, V = c->virtual_pipeline_size;
@@ -302,6 +299,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         gl_info0("--overlap-grad-reduce: %d gradient buckets (largest %zu elements) "
                  "reduced over DP on the communication stream during the backward",
                  o->nbucket, big);
+        if (o->gather)
+            gl_info0("--overlap-param-gather: the updated weights are broadcast bucket "
+                     "by bucket during the next forward");
     }
 
     FILE *json = NULL;
@@ -417,6 +417,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         if (do_eval && (iter % c->eval_interval == 0 || iter == c->train_iters) && !stopping) {
             int periodic = iter % c->eval_interval == 0;
             long k = periodic ? iter / c->eval_interval - 1 : c->train_iters / c->eval_interval;
+            gl_optim_weights_ready(o);
             double vl = validate(c, g, m, &bb, src, k, vacc, head_here);
             if (rank == 0) {
                 char where[96];
@@ -428,6 +429,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         if (c->save && ((c->save_interval > 0 && iter % c->save_interval == 0) ||
                         stopping || iter == c->train_iters)) {
             gl_train_progress now = { iter, consumed, skipped, nan_iters };
+            gl_optim_weights_ready(o);
             gl_train_save(c, mpi_world, m, o, &now, &pending);
         }
         if (stopping) {
@@ -436,6 +438,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         }
     }
 
+    gl_optim_weights_ready(o);
     gl_train_save_wait(&pending);
     gl_faults_free(F);
     if (json && fclose(json) != 0)
