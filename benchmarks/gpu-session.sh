@@ -9,16 +9,23 @@
 # run it from the project's root after `. .gpukit/env.sh` on the GPU
 # machine (see ../shared/gpu/README.md).  STEPS (default: all) choose among
 #   check   NCCL comm/boot tests and the dry-run placement on every GPU
+#   gputest the GPU test programs (t/ops-cuda.t, t/attn-cudnn.t,
+#           t/train-cuda.t: every op, cuDNN attention, training steps and
+#           recomputation against the CPU back end) and the cuBLASLt
+#           products of the 1.5B shape, heuristic against tuned
 #   equiv   bf16 training equivalence across layouts on the GPUs
 #   curve   a 300-iteration run of a small model (compare with the CPU)
 #   perf    the 1.5B Llama shape on 1 GPU and on all GPUs (DP, distributed
-#           optimizer) beside the PyTorch peer
-#   perf8b  the Llama-3-8B shape on all GPUs beside the peer with FSDP2
+#           optimizer, with and without overlapped communication) beside
+#           the PyTorch peer
+#   perf8b  the Llama-3-8B shape on all GPUs (DP with the distributed
+#           optimizer and overlapped communication; TP with sequence
+#           parallelism) beside the peer with FSDP2
 # Each step writes OUT_DIR/STEP.log; a summary goes to stdout.
 set -u
 build=$1 out=$2
 shift 2
-steps=${*:-check equiv curve perf perf8b}
+steps=${*:-check gputest equiv curve perf perf8b}
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 train=$build/src/tools/gridlm-train
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -73,6 +80,18 @@ for s in $steps; do
              "$(grep -c 'SKIP' "$out/check.log") skip lines"
         grep -E '^not ok|health check|bootstrap:|NVIDIA|GPU' "$out/check.log" | head -20
         ;;
+    gputest)
+        # TAP programs built by `make check` (they skip without a GPU).
+        for t in ops-cuda attn-cudnn train-cuda; do
+            [ -x "$build/t/$t.t" ] || continue
+            timeout 300 "$build/t/$t.t" > "$out/$t.log" 2>&1
+            echo "$t: exit $?, $(grep -c '^ok' "$out/$t.log") ok, $(grep -c '^not ok' "$out/$t.log") not ok"
+            grep -E '^not ok|^# .*(max|worst|diff|within)' "$out/$t.log" | head -12
+        done
+        [ -x "$build/src/tools/gridlm-bench" ] &&
+            GRIDLM_GEMM_TUNE=2 timeout 120 "$build/src/tools/gridlm-bench" gemm --device cuda --llama \
+                > "$out/gemm.log" 2>&1 && grep -v '^gemm tune' "$out/gemm.log" | tail -18
+        ;;
     equiv)
         small="--num-layers 4 --hidden-size 512 --num-attention-heads 8 --num-query-groups 4
           --ffn-hidden-size 1408 --vocab-size 4096 --seq-length 256 --micro-batch-size 2
@@ -82,7 +101,11 @@ for s in $steps; do
                  "2:--pipeline-model-parallel-size 2" "2:--use-distributed-optimizer" \
                  "4:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel" \
                  "4:--use-distributed-optimizer" \
-                 "4:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --tensor-model-parallel-size 2"; do
+                 "4:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --tensor-model-parallel-size 2" \
+                 "4:--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 200000" \
+                 "4:--pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather" \
+                 "4:--pipeline-model-parallel-size 4" \
+                 "2:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"; do
             n=${l%%:*} f=${l#*:}
             [ "$n" -le "$ngpu" ] || continue
             tag=$(echo "$n $f" | tr -c 'a-z0-9' _)
@@ -109,13 +132,21 @@ for s in $steps; do
         if [ "$ngpu" -gt 1 ]; then
             gridlm $ngpu "$out/perf$ngpu" $shape15 $opt --micro-batch-size 2 \
                 --global-batch-size $((2 * ngpu)) --use-distributed-optimizer --train-iters 14 --log-interval 1
+            gridlm $ngpu "$out/perf${ngpu}ov" $shape15 $opt --micro-batch-size 2 \
+                --global-batch-size $((2 * ngpu)) --use-distributed-optimizer --overlap-grad-reduce \
+                --overlap-param-gather --train-iters 14 --log-interval 1
             peer $ngpu --mbs 2
         fi
+        GRIDLM_GEMM_TUNE=0 gridlm 1 "$out/perf1notune" $shape15 $opt --micro-batch-size 2 \
+            --global-batch-size 2 --train-iters 14 --log-interval 1
         ;;
     perf8b)
         [ "$ngpu" -ge 4 ] || continue
         gridlm $ngpu "$out/perf8b" $shape8b $opt --micro-batch-size 1 --global-batch-size $ngpu \
-            --use-distributed-optimizer --train-iters 10 --log-interval 1
+            --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+            --train-iters 10 --log-interval 1
+        gridlm $ngpu "$out/perf8btp" $shape8b $opt --micro-batch-size 1 --global-batch-size 8 \
+            --tensor-model-parallel-size $ngpu --sequence-parallel --train-iters 10 --log-interval 1
         [ "${PEER8B:-1}" = 1 ] && peer $ngpu --fsdp --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --mbs 1 --steps 6 --warmup 3
         ;;
     esac

@@ -6,23 +6,12 @@
  * one warp per row: a pass for the sum of squares (warp shuffles), a pass
  * to write y.
  *
- * Backward, with g = w * dy:
- *   dx_j = rstd (g_j - x_j rstd^2 mean(g x)),
- *   dw_j = sum over rows of dy_j x_j rstd.
- * dx needs one dot product per row; dw is a column sum over all n rows.
- * Pass 1: G blocks each take a contiguous run of rows; a thread owns the
- * same columns in every row, so it adds its columns' dw terms into its own
- * slots of a shared-memory row without atomics, and the block writes that
- * row of partial sums to scratch [G, h].  Pass 2 adds the G partials of
- * each column, in block order, into dw (fp32).  The result is the same
- * bits every run.
+ * Backward: see the comment above rmsnorm_bwd_rows.
  */
 #include "config.h"
 
 #include "gl_cuda.h"
 #include "vec.cuh"
-
-#define BWD_THREADS 256
 
 template <int V>
 __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
@@ -56,16 +45,173 @@ __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
         rstd[row] = r;
 }
 
+/*
+ * Backward.  With g = w * dy (elementwise) and rstd = r of the row,
+ *   y_j = x_j r w_j,   d r / d x_k = -r^3 x_k / h,  so
+ *   dx_k = r g_k - x_k r^3 (1/h) sum_j g_j x_j
+ *        = r (g_k - x_k c),       c = r^2 mean(g x)      (one dot per row)
+ *   dw_j = sum over rows i of dy_ij x_ij r_i           (a column sum)
+ * and with accumulate_dx the result is added to dx (the residual stream's
+ * gradient, summed in the same pass).
+ *
+ * The traffic is x and dy read once, dx written once (and read once when
+ * accumulating): 6 or 8 bytes per element, 128 MiB for [8192 x 2048]
+ * accumulating, against which the math is nothing, so the aim is memory
+ * speed: each byte moved once, 16-byte accesses, enough loads in flight,
+ * and dw's column sums without a second pass over the rows.  Two kernels:
+ *
+ * rmsnorm_bwd_rows: a team of T warps takes a row (T = 1 up to h = 2048
+ * with 16-byte loads; wider rows take teams of 2, 4 or 8 warps).  A lane
+ * owns the same columns in every row: CH chunks of V elements, chunk k at
+ * column ((k T + q) 32 + lane) V for warp q of the team, so each load
+ * instruction of a warp reads 32 consecutive chunks.  The lane loads its
+ * chunks of x, dy (and the old dx) once, keeps them in registers as bf16,
+ * adds up its part of the dot sum g x, and the warp sums it with
+ * shuffles (a team of several warps adds the warps' sums through shared
+ * memory, in warp order).  Then it writes its chunks of dx and adds
+ * dy x r into fp32 accumulators, also in registers: no shared memory and
+ * no barrier per row when T = 1.  The block's teams take rows
+ * blockIdx.x * TEAMS + team, then grid-stride (all blocks' teams) on;
+ * at the end the teams add their accumulators into one shared-memory row
+ * in team order, and the block writes that row of partial sums to
+ * scratch: partial[blockIdx.x][h] (fp32).  At h = 2048 a lane holds 64
+ * fp32 sums and 3 x 8 16-byte words of row data (about 220 registers):
+ * one block of 8 warps per SM, each warp with 12 KiB of loads in flight
+ * per row, which is plenty to keep HBM busy.  The grid is as many blocks
+ * as fit on the GPU at once (fewer for few rows), so G is small (132 on
+ * an H200 at h = 2048) and the partials cost ~1% of the traffic.
+ *
+ * rmsnorm_bwd_dw: dw_j += the G partials of column j, added in a fixed
+ * tree (a thread sums blocks b = ty, ty + 32, ... of its column; then the
+ * 32 sums are added in ty order).
+ *
+ * Every sum has an order fixed by the shapes and the launch (grid size
+ * from the occupancy of this GPU), never by timing: the result is the
+ * same bits every run.  Rows wider than the teams cover (V = 8 beyond
+ * h = 16384, V = 1 beyond 2048) take rmsnorm_bwd_general, which keeps the
+ * block's dw row in shared memory.
+ */
+#define NORM_WARPS 8
+#define NORM_THREADS (32 * NORM_WARPS)
+
+template <int V, int CH, int T>
+__global__ void __launch_bounds__(NORM_THREADS)
+rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
+                 const bf16 *w, const float *rstd, int n, int h,
+                 int accumulate_dx)
+{
+    constexpr int TEAMS = NORM_WARPS / T;
+    extern __shared__ float dw_block[];               /* [h] */
+    __shared__ float team_dot[2][NORM_WARPS];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int team = warp / T, q = warp % T;
+    float acc[CH][V];
+    for (int k = 0; k < CH; k++)
+        for (int i = 0; i < V; i++)
+            acc[k][i] = 0;
+
+    /* base is the same in the whole block, so every warp meets the
+     * team barrier equally often; a team past the last row idles. */
+    int it = 0;
+    for (int base = blockIdx.x * TEAMS; base < n;
+         base += gridDim.x * TEAMS, it++) {
+        int row = base + team;
+        bool live = row < n;
+        bf16_raw<V> xv[CH], dv[CH], ov[CH];
+        float r = 0, dot = 0;
+        const bf16 *xr = x + (size_t)row * h, *dyr = dy + (size_t)row * h;
+        bf16 *dxr = dx + (size_t)row * h;
+        if (live) {
+            r = rstd[row];
+            for (int k = 0; k < CH; k++) {
+                int c = ((k * T + q) * 32 + lane) * V;
+                if (c < h) {
+                    xv[k] = load_raw<V>(xr + c);
+                    dv[k] = load_raw<V>(dyr + c);
+                    if (accumulate_dx)
+                        ov[k] = load_raw<V>(dxr + c);
+                }
+            }
+            for (int k = 0; k < CH; k++) {
+                int c = ((k * T + q) * 32 + lane) * V;
+                if (c < h) {
+                    float fx[V], fd[V], fw[V];
+                    unpack_bf16<V>(fx, xv[k]);
+                    unpack_bf16<V>(fd, dv[k]);
+                    load_bf16<V>(fw, w + c);
+                    for (int i = 0; i < V; i++)
+                        dot += fw[i] * fd[i] * fx[i];
+                }
+            }
+        }
+        for (int o = 16; o > 0; o /= 2)
+            dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if constexpr (T > 1) {
+            /* Two slots by iteration parity: a warp can write the next
+             * row's sum before a slower one has read this row's, but not
+             * the one after, which the next barrier holds back. */
+            if (lane == 0)
+                team_dot[it & 1][warp] = dot;
+            __syncthreads();
+            dot = 0;
+            for (int j = 0; j < T; j++)
+                dot += team_dot[it & 1][team * T + j];
+        }
+        if (!live)
+            continue;
+        float cc = dot / h * r * r;
+        for (int k = 0; k < CH; k++) {
+            int c = ((k * T + q) * 32 + lane) * V;
+            if (c < h) {
+                float fx[V], fd[V], fw[V], o[V];
+                unpack_bf16<V>(fx, xv[k]);
+                unpack_bf16<V>(fd, dv[k]);
+                load_bf16<V>(fw, w + c);
+                if (accumulate_dx)
+                    unpack_bf16<V>(o, ov[k]);
+                for (int i = 0; i < V; i++) {
+                    float d = r * (fw[i] * fd[i] - fx[i] * cc);
+                    o[i] = accumulate_dx ? o[i] + d : d;
+                    acc[k][i] += fd[i] * fx[i] * r;
+                }
+                store_bf16<V>(dxr + c, o);
+            }
+        }
+    }
+
+    /* The block's dw row: team 0 writes its sums, the others add theirs
+     * in team order (each team covers every column once). */
+    for (int t = 0; t < TEAMS; t++) {
+        if (team == t)
+            for (int k = 0; k < CH; k++) {
+                int c = ((k * T + q) * 32 + lane) * V;
+                if (c < h)
+                    for (int i = 0; i < V; i++)
+                        dw_block[c + i] = (t ? dw_block[c + i] : 0.0f) +
+                                          acc[k][i];
+            }
+        __syncthreads();
+    }
+    float *pr = partial + (size_t)blockIdx.x * h;
+    for (int c = threadIdx.x; c < h; c += NORM_THREADS)
+        pr[c] = dw_block[c];
+}
+
+/* The fallback for rows wider than rmsnorm_bwd_rows covers: the block
+ * takes a contiguous run of rows, all its threads on one row at a time;
+ * a thread owns the same columns in every row and adds their dw terms
+ * into its own slots of a shared-memory row [h] (no atomics), which the
+ * block writes to partial[blockIdx.x] at the end. */
 template <int V>
-__global__ void __launch_bounds__(BWD_THREADS)
-rmsnorm_bwd_partial(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
+__global__ void __launch_bounds__(NORM_THREADS)
+rmsnorm_bwd_general(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
                     const bf16 *w, const float *rstd, int n, int h,
                     int rows_per_block, int accumulate_dx)
 {
     extern __shared__ float dwp[];              /* [h] */
-    __shared__ float warp_part[2][BWD_THREADS / 32];
+    __shared__ float warp_part[2][NORM_WARPS];
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    for (int c = tid * V; c < h; c += BWD_THREADS * V)
+    for (int c = tid * V; c < h; c += NORM_THREADS * V)
         for (int i = 0; i < V; i++)
             dwp[c + i] = 0;
     int r0 = blockIdx.x * rows_per_block;
@@ -74,7 +220,7 @@ rmsnorm_bwd_partial(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         const bf16 *xr = x + (size_t)row * h, *dyr = dy + (size_t)row * h;
         float r = rstd[row];
         float gx = 0;
-        for (int c = tid * V; c < h; c += BWD_THREADS * V) {
+        for (int c = tid * V; c < h; c += NORM_THREADS * V) {
             float fx[V], fd[V], fw[V];
             load_bf16<V>(fx, xr + c);
             load_bf16<V>(fd, dyr + c);
@@ -84,17 +230,16 @@ rmsnorm_bwd_partial(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         }
         for (int o = 16; o > 0; o /= 2)
             gx += __shfl_xor_sync(0xffffffffu, gx, o);
-        /* Two slots by row parity: the next row's writes cannot race the
-         * reads of this one, which a barrier separates. */
+        /* two slots by row parity, as in rmsnorm_bwd_rows */
         if (lane == 0)
             warp_part[row & 1][warp] = gx;
         __syncthreads();
         gx = 0;
-        for (int i = 0; i < BWD_THREADS / 32; i++)
+        for (int i = 0; i < NORM_WARPS; i++)
             gx += warp_part[row & 1][i];
         float cc = gx / h * r * r;
         bf16 *dxr = dx + (size_t)row * h;
-        for (int c = tid * V; c < h; c += BWD_THREADS * V) {
+        for (int c = tid * V; c < h; c += NORM_THREADS * V) {
             float fx[V], fd[V], fw[V], o[V];
             load_bf16<V>(fx, xr + c);
             load_bf16<V>(fd, dyr + c);
@@ -109,22 +254,38 @@ rmsnorm_bwd_partial(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
             store_bf16<V>(dxr + c, o);
         }
     }
+    __syncthreads();
     float *pr = partial + (size_t)blockIdx.x * h;
-    for (int c = tid * V; c < h; c += BWD_THREADS * V)
-        for (int i = 0; i < V; i++)
-            pr[c + i] = dwp[c + i];
+    for (int c = tid; c < h; c += NORM_THREADS)
+        pr[c] = dwp[c];
 }
 
-/* dw[j] += sum over the G partial rows of column j, in row order. */
-__global__ void rmsnorm_bwd_dw(float *dw, const float *partial, int G, int h)
+/* dw[j] += the G partial rows of column j: a 32 x 32 block takes 32
+ * columns; thread (tx, ty) adds rows ty, ty + 32, ... of column tx in
+ * order, then thread (tx, 0) adds the 32 sums in ty order. */
+#define DW_COLS 32
+#define DW_ROWS 32
+
+__global__ void __launch_bounds__(DW_COLS * DW_ROWS)
+rmsnorm_bwd_dw(float *dw, const float *partial, int G, int h)
 {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= h)
-        return;
+    __shared__ float sums[DW_ROWS][DW_COLS + 1];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int j = blockIdx.x * DW_COLS + tx;
     float s = 0;
-    for (int b = 0; b < G; b++)
-        s += partial[(size_t)b * h + j];
-    dw[j] += s;
+    if (j < h) {
+#pragma unroll 8
+        for (int b = ty; b < G; b += DW_ROWS)
+            s += partial[(size_t)b * h + j];
+    }
+    sums[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && j < h) {
+        float t = 0;
+        for (int i = 0; i < DW_ROWS; i++)
+            t += sums[i][tx];
+        dw[j] += t;
+    }
 }
 
 void gl_cuda_rmsnorm_fwd(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
@@ -144,6 +305,84 @@ void gl_cuda_rmsnorm_fwd(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
     GL_CUDA_LAUNCHED("rmsnorm_fwd");
 }
 
+typedef void (*rows_kernel)(bf16 *, float *, const bf16 *, const bf16 *,
+                            const bf16 *, const float *, int, int, int);
+
+/* The rmsnorm_bwd_rows instance for rows of h elements moved V (8 or 1)
+ * at a time: the fewest chunks per lane that cover a row, up to 8, then
+ * teams of more warps; sets its teams per block.  NULL where the rows are
+ * too wide for it. */
+template <int V>
+static rows_kernel pick_rows(int h, int *teams)
+{
+    int chunks = (h + 32 * V - 1) / (32 * V);   /* per warp-wide pass */
+    struct { int chunks; rows_kernel k; int teams; } table[] = {
+        {1, rmsnorm_bwd_rows<V, 1, 1>, NORM_WARPS},
+        {2, rmsnorm_bwd_rows<V, 2, 1>, NORM_WARPS},
+        {4, rmsnorm_bwd_rows<V, 4, 1>, NORM_WARPS},
+        {8, rmsnorm_bwd_rows<V, 8, 1>, NORM_WARPS},
+        {16, rmsnorm_bwd_rows<V, 8, 2>, NORM_WARPS / 2},
+        {32, rmsnorm_bwd_rows<V, 8, 4>, NORM_WARPS / 4},
+        {64, rmsnorm_bwd_rows<V, 8, 8>, 1},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (chunks <= table[i].chunks) {
+            *teams = table[i].teams;
+            return table[i].k;
+        }
+    return NULL;
+}
+
+/* Launches the first pass into partial (scratch) and returns its row
+ * count G. */
+static int bwd_rows(gl_cuda_state *st, gl_dev *d, bf16 *dx, const bf16 *dy,
+                    const bf16 *x, const bf16 *w, const float *rstd, int n,
+                    int h, int accumulate_dx, float **partial)
+{
+    size_t smem = (size_t)h * sizeof(float);
+    int v8 = gl_vec8_ok(h, dx, dy, x, w), teams = 0;
+    rows_kernel k = v8 ? pick_rows<8>(h, &teams) : pick_rows<1>(h, &teams);
+    if (k) {
+        GL_CUDA_CHECK(cudaFuncSetAttribute(
+            k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        int per_sm = 0;
+        GL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, k, NORM_THREADS, smem));
+        long G = (long)st->prop.multiProcessorCount * (per_sm > 0 ? per_sm : 1);
+        long most = (n + teams - 1) / teams;     /* a row for every team */
+        if (G > most)
+            G = most;
+        *partial = (float *)gl_cuda_scratch(d, &st->s_norm,
+                                            (size_t)G * h * sizeof(float));
+        k<<<(unsigned)G, NORM_THREADS, smem, st->stream>>>(
+            dx, *partial, dy, x, w, rstd, n, h, accumulate_dx);
+        GL_CUDA_LAUNCHED("rmsnorm_bwd_rows");
+        return (int)G;
+    }
+    int G = 2 * st->prop.multiProcessorCount;
+    if (G > n)
+        G = n;
+    int rpb = (n + G - 1) / G;
+    G = (n + rpb - 1) / rpb;
+    *partial = (float *)gl_cuda_scratch(d, &st->s_norm,
+                                        (size_t)G * h * sizeof(float));
+    if (v8) {
+        GL_CUDA_CHECK(cudaFuncSetAttribute(
+            rmsnorm_bwd_general<8>,
+            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        rmsnorm_bwd_general<8><<<G, NORM_THREADS, smem, st->stream>>>(
+            dx, *partial, dy, x, w, rstd, n, h, rpb, accumulate_dx);
+    } else {
+        GL_CUDA_CHECK(cudaFuncSetAttribute(
+            rmsnorm_bwd_general<1>,
+            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        rmsnorm_bwd_general<1><<<G, NORM_THREADS, smem, st->stream>>>(
+            dx, *partial, dy, x, w, rstd, n, h, rpb, accumulate_dx);
+    }
+    GL_CUDA_LAUNCHED("rmsnorm_bwd_general");
+    return G;
+}
+
 void gl_cuda_rmsnorm_bwd(gl_dev *d, bf16 *dx, float *dw, const bf16 *dy,
                          const bf16 *x, const bf16 *w, const float *rstd,
                          int n, int h, int accumulate_dx)
@@ -156,27 +395,11 @@ void gl_cuda_rmsnorm_bwd(gl_dev *d, bf16 *dx, float *dw, const bf16 *dy,
         gl_die("rmsnorm_bwd: hidden size %d needs %zu bytes of shared memory "
                "per block, more than this GPU's %zu", h, smem,
                (size_t)st->prop.sharedMemPerBlockOptin - 1024);
-    int G = 2 * st->prop.multiProcessorCount;
-    if (G > n)
-        G = n;
-    int rpb = (n + G - 1) / G;
-    G = (n + rpb - 1) / rpb;
-    float *partial = (float *)gl_cuda_scratch(d, &st->s_norm,
-                                              (size_t)G * h * sizeof(float));
-    if (gl_vec8_ok(h, dx, dy, x, w)) {
-        GL_CUDA_CHECK(cudaFuncSetAttribute(
-            rmsnorm_bwd_partial<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            (int)smem));
-        rmsnorm_bwd_partial<8><<<G, BWD_THREADS, smem, st->stream>>>(
-            dx, partial, dy, x, w, rstd, n, h, rpb, accumulate_dx);
-    } else {
-        GL_CUDA_CHECK(cudaFuncSetAttribute(
-            rmsnorm_bwd_partial<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            (int)smem));
-        rmsnorm_bwd_partial<1><<<G, BWD_THREADS, smem, st->stream>>>(
-            dx, partial, dy, x, w, rstd, n, h, rpb, accumulate_dx);
-    }
-    GL_CUDA_LAUNCHED("rmsnorm_bwd_partial");
-    rmsnorm_bwd_dw<<<(h + 255) / 256, 256, 0, st->stream>>>(dw, partial, G, h);
+    float *partial;
+    int G = bwd_rows(st, d, dx, dy, x, w, rstd, n, h, accumulate_dx,
+                     &partial);
+    dim3 block(DW_COLS, DW_ROWS);
+    rmsnorm_bwd_dw<<<(h + DW_COLS - 1) / DW_COLS, block, 0, st->stream>>>(
+        dw, partial, G, h);
     GL_CUDA_LAUNCHED("rmsnorm_bwd_dw");
 }

@@ -41,6 +41,50 @@ __device__ __forceinline__ void store_bf16(bf16 *p, const float (&f)[V])
     }
 }
 
+/* V consecutive bf16 values as they lie in memory (one 16-byte word for
+ * V = 8), for kernels that keep a row in registers between two passes:
+ * half the registers of the same values as fp32. */
+template <int V>
+struct bf16_raw {
+    bf16 v[V];
+};
+
+template <>
+struct bf16_raw<8> {
+    uint4 u;
+};
+
+template <int V>
+__device__ __forceinline__ bf16_raw<V> load_raw(const bf16 *p)
+{
+    bf16_raw<V> r;
+    if constexpr (V == 8) {
+        r.u = *(const uint4 *)p;
+    } else {
+        for (int i = 0; i < V; i++)
+            r.v[i] = p[i];
+    }
+    return r;
+}
+
+template <int V>
+__device__ __forceinline__ void unpack_bf16(float (&f)[V],
+                                            const bf16_raw<V> &r)
+{
+    if constexpr (V == 8) {
+        union { uint4 u; __nv_bfloat162 h[4]; } w;
+        w.u = r.u;
+        for (int i = 0; i < 4; i++) {
+            float2 t = __bfloat1622float2(w.h[i]);
+            f[2 * i] = t.x;
+            f[2 * i + 1] = t.y;
+        }
+    } else {
+        for (int i = 0; i < V; i++)
+            f[i] = __bfloat162float(r.v[i]);
+    }
+}
+
 /* Whether rows of `elems` bf16 elements starting at each pointer can be
  * moved 8 at a time. */
 static inline bool gl_vec8_ok(long elems, const void *a, const void *b = 0,

@@ -215,6 +215,21 @@ static void test_rmsnorm(int n, int h, int acc)
     cmp(name, dx, cdx, (long)nh, BF_RTOL, 2e-3);
     snprintf(name, sizeof name, "rmsnorm_bwd dw n=%d h=%d (fp32, +=)", n, h);
     cmp(name, dw, cdw, h, 1e-4, 1e-5);
+    /* the same call again on fresh buffers gives the same bits (the dw
+     * partial sums are added in a fixed order, not by atomics) */
+    void *gdx2 = g_act(dx0, nh);
+    float *gdw2 = g_f32(dw0, h);
+    if (!acc)
+        g_poison(gdx2, nh * 2);
+    G->ops->rmsnorm_bwd(G, gdx2, gdw2, gdy, gx, gw, grs, n, h, acc);
+    float *dx2 = dl_act(gdx2, nh), *dw2 = dl_f32(gdw2, h);
+    ok(!memcmp(dx2, dx, nh * 4) && !memcmp(dw2, dw, (size_t)h * 4),
+       "rmsnorm_bwd n=%d h=%d%s: the same bits again", n, h,
+       acc ? " (accumulate)" : "");
+    G->ops->free(G, gdx2);
+    G->ops->free(G, gdw2);
+    free(dx2);
+    free(dw2);
     /* rstd of the forward itself */
     G->ops->rmsnorm_fwd(G, gy, grs, gx, gw, n, h, 1e-5f);
     float *rs = dl_f32(grs, n);
@@ -810,10 +825,27 @@ int main(void)
         test_gemm(0, 0, 1024, 2048, 8192, 0, 1, 0, 1);
     }
 
+    /* rmsnorm: the backward's row kernel takes a row per warp up to
+     * h = 2048 (16-byte loads), per team of 2, 4, 8 warps up to 16384, and
+     * a general kernel beyond (or beyond 2048 for odd h); row counts that
+     * fill no grid evenly, and a single row */
     test_rmsnorm(quick ? 64 : 4096, 2048, 0);
     test_rmsnorm(quick ? 64 : 4096, 2048, 1);
+    test_rmsnorm(quick ? 301 : 3001, 2048, 1);
+    test_rmsnorm(1, 2048, 0);
+    test_rmsnorm(quick ? 100 : 4096, 256, 1);
+    test_rmsnorm(quick ? 129 : 1027, 256, 0);
+    test_rmsnorm(200, 512, 0);
+    test_rmsnorm(513, 1024, 1);
+    test_rmsnorm(77, 4096, 1);
+    test_rmsnorm(33, 8192, 0);
+    test_rmsnorm(9, 16384, 1);
+    test_rmsnorm(5, 20000, 1);                     /* general, 16-byte */
     test_rmsnorm(37, 100, 1);
     test_rmsnorm(5, 33, 0);
+    test_rmsnorm(50, 700, 1);                      /* odd h: teams of 4 */
+    test_rmsnorm(6, 1500, 1);                      /* odd h: teams of 8 */
+    test_rmsnorm(3, 2500, 0);                      /* odd h: general */
 
     test_rope(2, 64, 4, 64, 0);
     if (!quick)

@@ -11,9 +11,28 @@
  * (0.006; bf16 rounding gave 1e-4 on an H200), and the fall over the run
  * within 10% of the CPU's (a wrong gradient changes it); and the
  * validation losses after iterations 10 and 20 (forward-only pipeline)
- * within 1e-3 of the CPU's.  Prints "1..0 # SKIP" without a GPU.  MPI is
- * initialised (a world of one) because the loop makes a few host-side MPI
- * calls of its own (validation sums, faults.h).
+ * within 1e-3 of the CPU's.
+ *
+ * Then activation recomputation on the GPU (it was verified on the CPU
+ * only, t/train-recompute.t): the same run with --recompute-granularity
+ * full --recompute-method uniform --recompute-num-layers 1, with full
+ * block 2 (layers 1-2 of the 4 recomputed), and with selective, each
+ * against the GPU run without recomputation.  A recomputed forward runs
+ * the same deterministic kernels on the same inputs, so it writes the
+ * same bits as the first forward, and every loss, gradient norm and
+ * validation loss must agree within 1e-6 relative (in practice exactly:
+ * the logs print 9 digits; a diag line gives the largest difference).
+ * These four runs use the native attention kernels (GRIDLM_ATTENTION=
+ * native): cuDNN's fused attention backward adds dq in fp32 through
+ * atomics in arrival order, so two runs of the same step may differ in
+ * the last bits whether or not they recompute.  A second run with the
+ * default attention, compared with the first, says in a diag line how
+ * much (nothing is asserted there).
+ *
+ * cuBLASLt tuning is off (GRIDLM_GEMM_TUNE=0) so that every run takes
+ * the same algorithms.  Prints "1..0 # SKIP" without a GPU.  MPI is initialised (a world of
+ * one) because the loop makes a few host-side MPI calls of its own
+ * (validation sums, faults.h).
  *
  * With arguments, it instead trains whatever model they describe on the
  * GPU (gridlm-train's flags, world of one rank) and prints the log lines:
@@ -65,6 +84,43 @@ static void train(int argc, char **argv, gl_dev *d, const char *json)
     gl_config_free(&c);
 }
 
+/* Flags added to tiny for the recomputation runs. */
+static const char *const recompute_flags[][6] = {
+    {"--recompute-granularity", "full", "--recompute-method", "uniform",
+     "--recompute-num-layers", "1"},
+    {"--recompute-granularity", "full", "--recompute-method", "block",
+     "--recompute-num-layers", "2"},
+    {"--recompute-granularity", "selective"},
+};
+static const char *const recompute_names[] = {
+    "full uniform 1", "full block 2", "selective",
+};
+
+/* tiny plus the flags of extra (NULL entries end it) on a freshly opened
+ * GPU, logging to json; native: with GRIDLM_ATTENTION=native (the
+ * variable is read when the device opens). */
+static void gpu_run(const char *const *extra, int nextra, int native,
+                    const char *json)
+{
+    int n = (int)(sizeof tiny / sizeof tiny[0]);
+    const char *argv[sizeof tiny / sizeof tiny[0] + 8];
+    memcpy(argv, tiny, sizeof tiny);
+    for (int i = 0; i < nextra && extra[i]; i++)
+        argv[n++] = extra[i];
+    const char *env = getenv("GRIDLM_ATTENTION");
+    char *old = env ? gl_strdup(env) : NULL;
+    if (native)
+        setenv("GRIDLM_ATTENTION", "native", 1);
+    gl_dev *gpu = gl_dev_open_cuda(0);
+    if (old)
+        setenv("GRIDLM_ATTENTION", old, 1);
+    else
+        unsetenv("GRIDLM_ATTENTION");
+    free(old);
+    train(n, (char **)argv, gpu, json);
+    gl_dev_close(gpu);
+}
+
 /* The value of key in each line of a JSON log that has it. */
 static int read_key(const char *path, const char *key, double *loss, int max)
 {
@@ -84,11 +140,42 @@ static int read_key(const char *path, const char *key, double *loss, int max)
     return n;
 }
 
+/* The largest relative difference between the values of key in two logs,
+ * of which each must have want; INFINITY when one has another count or a
+ * NaN. */
+static double log_diff(const char *a, const char *b, const char *key, int want)
+{
+    double va[32], vb[32], worst = 0;
+    int na = read_key(a, key, va, 32), nb = read_key(b, key, vb, 32);
+    if (na != want || nb != want)
+        return INFINITY;
+    for (int i = 0; i < na; i++) {
+        double r = va[i] == vb[i] ? 0 : fabs(va[i] - vb[i]) / fabs(vb[i]);
+        if (!(r <= worst))
+            worst = isnan(r) ? INFINITY : r;
+    }
+    return worst;
+}
+
+/* The worst of log_diff over the logged loss, grad_norm (20 each) and
+ * valid_loss (2). */
+static double run_diff(const char *a, const char *b)
+{
+    double d = log_diff(a, b, "loss", 20), g = log_diff(a, b, "grad_norm", 20);
+    double v = log_diff(a, b, "valid_loss", 2);
+    return fmax(d, fmax(g, v));
+}
+
 int main(int argc, char **argv)
 {
     if (gl_cuda_device_count() < 1)
         skip_all("no CUDA device");
     MPI_Init(&argc, &argv);
+    /* The comparisons need every run to take the same cuBLASLt algorithm
+     * for a shape; tuning (GRIDLM_GEMM_TUNE, gemm.cu) picks by measured
+     * time, so it is off for them (on for a throughput reading). */
+    if (argc == 1)
+        setenv("GRIDLM_GEMM_TUNE", "0", 1);
     gl_dev *gpu = gl_dev_open_cuda(0);
     if (argc > 1) {
         train(argc, argv, gpu, NULL);
@@ -96,7 +183,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    plan(4);
+    plan(7);
     char dir[] = "/tmp/train-cuda.XXXXXX", jg[64], jc[64];
     if (!mkdtemp(dir))
         bail_out("mkdtemp failed");
@@ -128,6 +215,27 @@ int main(int argc, char **argv)
     ok(nvg == 2 && nvc == 2 && fabs(vg[0] - vc[0]) < 1e-3 * vc[0] &&
        fabs(vg[1] - vc[1]) < 1e-3 * vc[1], "validation losses: gpu %.6f %.6f, cpu %.6f %.6f",
        nvg > 0 ? vg[0] : 0, nvg > 1 ? vg[1] : 0, nvc > 0 ? vc[0] : 0, nvc > 1 ? vc[1] : 0);
+
+    /* recomputation against the run without, native attention */
+    char jn[64], jr[64];
+    snprintf(jn, sizeof jn, "%s/native.jsonl", dir);
+    gpu_run(NULL, 0, 1, jn);
+    for (int k = 0; k < 3; k++) {
+        snprintf(jr, sizeof jr, "%s/recompute%d.jsonl", dir, k);
+        gpu_run(recompute_flags[k], 6, 1, jr);
+        double r = run_diff(jr, jn);
+        ok(r <= 1e-6, "GPU, %s: losses, grad norms and validation losses equal "
+           "those without recomputation", recompute_names[k]);
+        diag("%s: largest relative difference %.3e", recompute_names[k], r);
+        unlink(jr);
+    }
+    /* the default attention twice: is it repeatable? */
+    snprintf(jr, sizeof jr, "%s/repeat.jsonl", dir);
+    gpu_run(NULL, 0, 0, jr);
+    diag("default attention, the same run twice: largest relative difference "
+         "%.3e", run_diff(jr, jg));
+    unlink(jr);
+    unlink(jn);
     unlink(jg);
     unlink(jc);
     rmdir(dir);
