@@ -16,11 +16,12 @@
 #   equiv   bf16 training equivalence across layouts on the GPUs
 #   curve   a 300-iteration run of a small model (compare with the CPU)
 #   perf    the 1.5B Llama shape on 1 GPU and on all GPUs (DP, distributed
-#           optimizer, with and without overlapped communication) beside
-#           the PyTorch peer
+#           optimizer; plain, --overlap-grad-reduce, and with
+#           --overlap-param-gather too) beside the PyTorch peer
+#           (PERF2=1: also on 2 GPUs)
 #   perf8b  the Llama-3-8B shape on all GPUs (DP with the distributed
-#           optimizer and overlapped communication; TP with sequence
-#           parallelism) beside the peer with FSDP2
+#           optimizer and --overlap-grad-reduce) beside the peer with
+#           FSDP2 (PERF8BTP=1: also TP over all GPUs, sequence parallel)
 # Each step writes OUT_DIR/STEP.log; a summary goes to stdout.
 set -u
 build=$1 out=$2
@@ -127,26 +128,28 @@ for s in $steps; do
         gridlm 1 "$out/perf1" $shape15 $opt --micro-batch-size 2 --global-batch-size 2 \
             --train-iters 14 --log-interval 1
         peer 1 --mbs 2
-        [ "$ngpu" -gt 2 ] && gridlm 2 "$out/perf2" $shape15 $opt --micro-batch-size 2 \
-            --global-batch-size 4 --use-distributed-optimizer --train-iters 14 --log-interval 1
+        [ "$ngpu" -gt 2 ] && [ "${PERF2:-0}" = 1 ] && gridlm 2 "$out/perf2" $shape15 $opt \
+            --micro-batch-size 2 --global-batch-size 4 --use-distributed-optimizer \
+            --train-iters 14 --log-interval 1
         if [ "$ngpu" -gt 1 ]; then
             gridlm $ngpu "$out/perf$ngpu" $shape15 $opt --micro-batch-size 2 \
                 --global-batch-size $((2 * ngpu)) --use-distributed-optimizer --train-iters 14 --log-interval 1
-            gridlm $ngpu "$out/perf${ngpu}ov" $shape15 $opt --micro-batch-size 2 \
+            gridlm $ngpu "$out/perf${ngpu}og" $shape15 $opt --micro-batch-size 2 \
+                --global-batch-size $((2 * ngpu)) --use-distributed-optimizer --overlap-grad-reduce \
+                --train-iters 14 --log-interval 1
+            gridlm $ngpu "$out/perf${ngpu}op" $shape15 $opt --micro-batch-size 2 \
                 --global-batch-size $((2 * ngpu)) --use-distributed-optimizer --overlap-grad-reduce \
                 --overlap-param-gather --train-iters 14 --log-interval 1
             peer $ngpu --mbs 2
         fi
-        GRIDLM_GEMM_TUNE=0 gridlm 1 "$out/perf1notune" $shape15 $opt --micro-batch-size 2 \
-            --global-batch-size 2 --train-iters 14 --log-interval 1
         ;;
     perf8b)
         [ "$ngpu" -ge 4 ] || continue
         gridlm $ngpu "$out/perf8b" $shape8b $opt --micro-batch-size 1 --global-batch-size $ngpu \
-            --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+            --use-distributed-optimizer --overlap-grad-reduce --train-iters 10 --log-interval 1
+        [ "${PERF8BTP:-0}" = 1 ] && gridlm $ngpu "$out/perf8btp" $shape8b $opt --micro-batch-size 1 \
+            --global-batch-size 8 --tensor-model-parallel-size $ngpu --sequence-parallel \
             --train-iters 10 --log-interval 1
-        gridlm $ngpu "$out/perf8btp" $shape8b $opt --micro-batch-size 1 --global-batch-size 8 \
-            --tensor-model-parallel-size $ngpu --sequence-parallel --train-iters 10 --log-interval 1
         [ "${PEER8B:-1}" = 1 ] && peer $ngpu --fsdp --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --mbs 1 --steps 6 --warmup 3
         ;;
     esac

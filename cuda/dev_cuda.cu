@@ -499,14 +499,21 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
                st->prop.major, st->prop.minor);
     GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream,
                                             cudaStreamNonBlocking));
-    GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->comm_stream,
-                                            cudaStreamNonBlocking));
+    /* The side streams run at the device's highest priority: when a
+     * kernel of the compute stream retires its blocks, the waiting
+     * communication kernel gets the SMs first instead of queueing behind
+     * the next wave of a matrix product. */
+    int prio_low = 0, prio_high = 0;
+    GL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high));
+    (void)prio_low;
+    GL_CUDA_CHECK(cudaStreamCreateWithPriority(&st->comm_stream,
+                                               cudaStreamNonBlocking, prio_high));
     GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->ev_compute,
                                            cudaEventDisableTiming));
     GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->ev_comm,
                                            cudaEventDisableTiming));
-    GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->p2p_stream,
-                                            cudaStreamNonBlocking));
+    GL_CUDA_CHECK(cudaStreamCreateWithPriority(&st->p2p_stream,
+                                               cudaStreamNonBlocking, prio_high));
     GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->ev_p2p,
                                            cudaEventDisableTiming));
     GL_CUBLAS_CHECK(cublasLtCreate(&st->lt));

@@ -50,7 +50,7 @@
  *     whose results differ in the last bits (summation order, split-K).
  *     GRIDLM_GEMM_TUNE=0 makes runs repeat bit for bit again.
  *
- * GRIDLM_GEMM_TUNE: 0 takes the heuristic's first answer; 1 (default)
+ * GRIDLM_GEMM_TUNE: 0 (default) takes the heuristic's first answer; 1
  * tunes as above; 2 tunes and prints one line per plan on rank 0 (the
  * candidates' times and the configuration of the chosen kernel).  It is
  * read whenever a plan is made, so a device opened after setenv() follows
@@ -72,7 +72,12 @@
 #define TUNE_MAX 8          /* candidates asked of the heuristic */
 #define TUNE_REPS 4         /* timed products per candidate */
 #define TUNE_MARGIN 0.01f   /* how much faster than the heuristic's first */
-#define TUNE_DEFAULT 1      /* GRIDLM_GEMM_TUNE when unset */
+/* GRIDLM_GEMM_TUNE when unset: off.  On an H200 (2026-11-21) tuning
+ * gained nothing on the 1.5B model's 15 products (0.99x in total,
+ * `gridlm-bench gemm --llama`) nor in training (65.6k against 66.5k
+ * tokens/s without it): there the heuristic's first answer is as good as
+ * any candidate, and tuning would only cost determinism. */
+#define TUNE_DEFAULT 0
 
 /* Where a plan's tuning stands. */
 enum {

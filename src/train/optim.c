@@ -148,7 +148,9 @@ static void wait_sent(gl_optim *o)
 
 /* model.h's weights_needed: dispatch, in the order of use, up to the last
  * bucket that [begin, end) reaches into, wait for them, then dispatch the
- * next one so that it travels while these weights are used. */
+ * next buckets, as many elements as this request (the next one is most
+ * likely the same kind: a layer after a layer), so that they travel while
+ * these weights are used. */
 static void on_weights_needed(void *arg, size_t begin, size_t end)
 {
     gl_optim *o = arg;
@@ -164,8 +166,11 @@ static void on_weights_needed(void *arg, size_t begin, size_t end)
     if (!wait)
         return;
     wait_sent(o);
-    if (o->gnext < o->nbucket)
+    for (size_t ahead = 0; ahead < end - begin && o->gnext < o->nbucket;) {
+        const gl_bucket *b = &o->bucket[o->gorder[o->gnext]];
+        ahead += b->end - b->begin;
         dispatch_next(o);
+    }
 }
 
 void gl_optim_weights_ready(gl_optim *o)

@@ -50,9 +50,9 @@
  * broadcast from its owner on the communication stream (after the
  * AdamW, through ops->comm_wait_compute) when the next forward first
  * asks for a weight in it (model.h: weights_needed), and then the
- * compute stream waits for it; the next bucket in the order of use is
- * dispatched right after that wait, so its broadcast runs during the
- * forward of the current one.  The order of use is fixed: the buckets
+ * compute stream waits for it; right after that wait the next buckets in
+ * the order of use, as many elements as were asked for, are dispatched,
+ * so that the next layer's weights travel during this layer's forward.  The order of use is fixed: the buckets
  * of the TP-replicated norm weights (every layer reads them), then the
  * rest in flat order (embedding, layers, head), the order of the
  * forward; every DP rank dispatches the same buckets in the same order.
