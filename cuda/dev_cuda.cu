@@ -210,32 +210,36 @@ static void cu_free_host(gl_dev *d, void *p)
 /* An event recorded on one stream and waited for by the other: the wait
  * takes the event's latest record at the time of the call, so one event
  * per direction serves every call. */
+/* Work enqueued on consumer from now on starts after what producer
+ * holds now. */
+static void stream_wait(cudaEvent_t ev, cudaStream_t producer, cudaStream_t consumer)
+{
+    GL_CUDA_CHECK(cudaEventRecord(ev, producer));
+    GL_CUDA_CHECK(cudaStreamWaitEvent(consumer, ev, 0));
+}
+
 static void cu_comm_wait_compute(gl_dev *d)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    GL_CUDA_CHECK(cudaEventRecord(st->ev_compute, st->stream));
-    GL_CUDA_CHECK(cudaStreamWaitEvent(st->comm_stream, st->ev_compute, 0));
+    stream_wait(st->ev_compute, st->stream, st->comm_stream);
 }
 
 static void cu_compute_wait_comm(gl_dev *d)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    GL_CUDA_CHECK(cudaEventRecord(st->ev_comm, st->comm_stream));
-    GL_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->ev_comm, 0));
+    stream_wait(st->ev_comm, st->comm_stream, st->stream);
 }
 
 static void cu_p2p_wait_compute(gl_dev *d)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    GL_CUDA_CHECK(cudaEventRecord(st->ev_compute, st->stream));
-    GL_CUDA_CHECK(cudaStreamWaitEvent(st->p2p_stream, st->ev_compute, 0));
+    stream_wait(st->ev_compute, st->stream, st->p2p_stream);
 }
 
 static void cu_compute_wait_p2p(gl_dev *d)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    GL_CUDA_CHECK(cudaEventRecord(st->ev_p2p, st->p2p_stream));
-    GL_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->ev_p2p, 0));
+    stream_wait(st->ev_p2p, st->p2p_stream, st->stream);
 }
 
 /* ---- the operations: casts from void * and launches ---- */

@@ -11,23 +11,6 @@
 #include "gl_cuda.h"
 
 template <int V>
-__device__ __forceinline__ void load_bf16(float (&f)[V], const bf16 *p)
-{
-    if constexpr (V == 8) {
-        union { uint4 u; __nv_bfloat162 h[4]; } w;
-        w.u = *(const uint4 *)p;
-        for (int i = 0; i < 4; i++) {
-            float2 t = __bfloat1622float2(w.h[i]);
-            f[2 * i] = t.x;
-            f[2 * i + 1] = t.y;
-        }
-    } else {
-        for (int i = 0; i < V; i++)
-            f[i] = __bfloat162float(p[i]);
-    }
-}
-
-template <int V>
 __device__ __forceinline__ void store_bf16(bf16 *p, const float (&f)[V])
 {
     if constexpr (V == 8) {
@@ -83,6 +66,13 @@ __device__ __forceinline__ void unpack_bf16(float (&f)[V],
         for (int i = 0; i < V; i++)
             f[i] = __bfloat162float(r.v[i]);
     }
+}
+
+/* V consecutive bf16 values at p as fp32 (one 16-byte load for V = 8). */
+template <int V>
+__device__ __forceinline__ void load_bf16(float (&f)[V], const bf16 *p)
+{
+    unpack_bf16(f, load_raw<V>(p));
 }
 
 /* Whether rows of `elems` bf16 elements starting at each pointer can be
