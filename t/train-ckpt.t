@@ -5,9 +5,10 @@
 #    (2,2,2) with --sequence-parallel and --use-distributed-optimizer,
 #    saving at 5 and 10; resume from iteration 5 under (1,1,1), (1,2,4)
 #    with and without the distributed optimizer, (2,1,1), and (1,2,2)
-#    interleaved with the distributed optimizer; the losses and gradient
-#    norms of iterations 6-10 must equal the uninterrupted run's
-#    (relative difference < 1e-5); without the AdamW moments
+#    interleaved with the distributed optimizer, and from a checkpoint
+#    saved by DP 2 under --overlap-param-gather on one rank; the losses
+#    and gradient norms of iterations 6-10 must equal the uninterrupted
+#    run's (relative difference < 1e-5); without the AdamW moments
 #    (--no-load-optim) they must not.
 # 2. --async-save writes the same checkpoint (a resume from it matches).
 # 3. --no-save-optim: loading it without --no-load-optim stops with exit
@@ -96,7 +97,7 @@ resume() {
     fi
 }
 
-echo "1..14"
+echo "1..15"
 # shellcheck disable=SC2086
 if [ "$GL_MPI_FLAVOR" = mpich ]; then
     # at most two ranks under MPICH: save under (2,1,1) instead
@@ -128,6 +129,19 @@ resume 124 8 --pipeline-model-parallel-size 2
 resume 211 2 --tensor-model-parallel-size 2
 resume 122-interleaved-distopt 4 --pipeline-model-parallel-size 2 \
     --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer
+
+# Saved at iteration 5 under --overlap-param-gather (the new weights are
+# still to be broadcast when the step ends), resumed on one rank.
+if run gather 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+       --ddp-bucket-size 5000 --train-iters 5 --save "$tmp/ckg" --save-interval 5; then
+    full5=$ck5
+    ck5="$tmp/ckg/iter_0000005.h5"
+    resume gather-one 1
+    ck5=$full5
+else
+    tail -5 "$tmp/gather.log" | sed 's/^/#   /'
+    say "not ok" "gather-one: the saving run with --overlap-param-gather failed"
+fi
 
 # The comparison can fail: without the moments the run goes elsewhere.
 if run nomoments 1 --load "$ck5" --no-load-optim; then
