@@ -359,27 +359,7 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
                         dp[mt][i][e] = pv * (dp[mt][i][e] - dl[mt][e >> 1]);
                     }
             /* dQ += dS K: k runs over the 64 keys */
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                uint32_t sa[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    sa[mt][0] = pack_bf16(dp[mt][2 * kk][0], dp[mt][2 * kk][1]);
-                    sa[mt][1] = pack_bf16(dp[mt][2 * kk][2], dp[mt][2 * kk][3]);
-                    sa[mt][2] = pack_bf16(dp[mt][2 * kk + 1][0], dp[mt][2 * kk + 1][1]);
-                    sa[mt][3] = pack_bf16(dp[mt][2 * kk + 1][2], dp[mt][2 * kk + 1][3]);
-                }
-#pragma unroll
-                for (int dn = 0; dn < D / 16; dn++) {
-                    uint32_t r[4];
-                    frag_b_cols<D>(r, tK, kk * 16, dn, lane);
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma16816(acc[mt][2 * dn], sa[mt], r[0], r[1]);
-                        mma16816(acc[mt][2 * dn + 1], sa[mt], r[2], r[3]);
-                    }
-                }
-            }
+            mma_p_tile<D, MT>(acc, dp, tK, lane);
         }
         cp_async_wait<0>();
         __syncthreads();

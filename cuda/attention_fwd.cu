@@ -192,28 +192,8 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
                     }
                 }
 
-            /* O += P V: P from registers, 4 k-steps of 16 keys */
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                uint32_t a[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                    a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                    a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                    a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-                }
-#pragma unroll
-                for (int dn = 0; dn < D / 16; dn++) {
-                    uint32_t r[4];
-                    frag_b_cols<D>(r, tV, kk * 16, dn, lane);
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma16816(acc[mt][2 * dn], a[mt], r[0], r[1]);
-                        mma16816(acc[mt][2 * dn + 1], a[mt], r[2], r[3]);
-                    }
-                }
-            }
+            /* O += P V: P from registers */
+            mma_p_tile<D, MT>(acc, s, tV, lane);
         }
         cp_async_wait<0>();
         __syncthreads();

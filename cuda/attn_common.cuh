@@ -143,4 +143,38 @@ __device__ __forceinline__ void frag_b_cols(uint32_t (&r)[4], const bf16 *tile,
                                dn * 2 + (lane >> 4)));
 }
 
+/* acc += P X over one block of 64 keys, for the warp's MT m-tiles of 16
+ * query rows: P [16 MT rows x 64 keys] is in fp32 registers in the mma
+ * accumulator layout (where the block's Q K^T product left it), rounded
+ * to bf16 and packed into A fragments; X is the [64 keys x D] tile in
+ * shared memory, read as B fragments by frag_b_cols.  Four k-steps of 16
+ * keys.  The forward's O += P V and the backward's dQ += dS K. */
+template <int D, int MT>
+__device__ __forceinline__ void mma_p_tile(float (&acc)[MT][D / 8][4],
+                                           const float (&p)[MT][8][4],
+                                           const bf16 *tile, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            a[mt][0] = pack_bf16(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+            a[mt][1] = pack_bf16(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+            a[mt][2] = pack_bf16(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+            a[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dn = 0; dn < D / 16; dn++) {
+            uint32_t r[4];
+            frag_b_cols<D>(r, tile, kk * 16, dn, lane);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma16816(acc[mt][2 * dn], a[mt], r[0], r[1]);
+                mma16816(acc[mt][2 * dn + 1], a[mt], r[2], r[3]);
+            }
+        }
+    }
+}
+
 #endif

@@ -102,46 +102,36 @@ __global__ void scale_f32_kernel(float *x, float s, size_t n)
         x[i] *= s;
 }
 
-void gl_cuda_to_bf16(cudaStream_t st, bf16 *dst, const float *src, size_t n)
+/* A cast of n elements: vec over the groups of 8 when both pointers are
+ * 16-byte aligned, scalar over the rest (or everything). */
+template <typename D, typename S>
+static void cast(cudaStream_t st, D *dst, const S *src, size_t n,
+                 void (*vec)(D *, const S *, size_t), const char *vec_name,
+                 void (*scalar)(D *, const S *, size_t), const char *scalar_name)
 {
     if (!n)
         return;
-    size_t nvec = 0;
-    if (aligned16(dst) && aligned16(src)) {
-        nvec = n / 8;
-        if (nvec) {
-            to_bf16_vec<<<gl_cuda_grid(nvec, THREADS), THREADS, 0, st>>>(
-                dst, src, nvec);
-            GL_CUDA_LAUNCHED("to_bf16_vec");
-        }
+    size_t nvec = aligned16(dst) && aligned16(src) ? n / 8 : 0;
+    if (nvec) {
+        vec<<<gl_cuda_grid(nvec, THREADS), THREADS, 0, st>>>(dst, src, nvec);
+        GL_CUDA_LAUNCHED(vec_name);
     }
     size_t done = nvec * 8;
     if (done < n) {
-        to_bf16_scalar<<<gl_cuda_grid(n - done, THREADS), THREADS, 0, st>>>(
+        scalar<<<gl_cuda_grid(n - done, THREADS), THREADS, 0, st>>>(
             dst + done, src + done, n - done);
-        GL_CUDA_LAUNCHED("to_bf16_scalar");
+        GL_CUDA_LAUNCHED(scalar_name);
     }
+}
+
+void gl_cuda_to_bf16(cudaStream_t st, bf16 *dst, const float *src, size_t n)
+{
+    cast(st, dst, src, n, to_bf16_vec, "to_bf16_vec", to_bf16_scalar, "to_bf16_scalar");
 }
 
 void gl_cuda_to_f32(cudaStream_t st, float *dst, const bf16 *src, size_t n)
 {
-    if (!n)
-        return;
-    size_t nvec = 0;
-    if (aligned16(dst) && aligned16(src)) {
-        nvec = n / 8;
-        if (nvec) {
-            to_f32_vec<<<gl_cuda_grid(nvec, THREADS), THREADS, 0, st>>>(
-                dst, src, nvec);
-            GL_CUDA_LAUNCHED("to_f32_vec");
-        }
-    }
-    size_t done = nvec * 8;
-    if (done < n) {
-        to_f32_scalar<<<gl_cuda_grid(n - done, THREADS), THREADS, 0, st>>>(
-            dst + done, src + done, n - done);
-        GL_CUDA_LAUNCHED("to_f32_scalar");
-    }
+    cast(st, dst, src, n, to_f32_vec, "to_f32_vec", to_f32_scalar, "to_f32_scalar");
 }
 
 void gl_cuda_add(cudaStream_t st, bf16 *y, const bf16 *x, const bf16 *r,

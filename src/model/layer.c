@@ -301,7 +301,9 @@ static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     ready(m, ch->final_norm, (size_t)h);
 }
 
-void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
+/* The forward of chunk c in slot s; the head computes the loss only, or
+ * (train) its backward too. */
+static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc, int train)
 {
     const gl_model_dims *dm = DIMS;
     const gl_chunk_plan *ch = &m->plan->chunk[c];
@@ -310,23 +312,22 @@ void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *lo
         embed_fwd(m, ch, mb, sl->x[0]);
     for (int i = 0; i < dm->Lc; i++)
         layer_fwd(m, &ch->layer[i], &sl->layer[i], sl->x[i], sl->x[i + 1]);
-    if (ch->has_head)
+    if (ch->has_head && train)
+        head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
+    else if (ch->has_head)
         head_loss(m, ch, mb, sl->x[dm->Lc], loss_acc, 0);
+}
+
+void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
+{
+    chunk_fwd(m, c, s, mb, loss_acc, 0);
 }
 
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
 {
     if (m->fwd_only)
         gl_die("internal error: gl_model_forward on a forward-only model");
-    const gl_model_dims *dm = DIMS;
-    const gl_chunk_plan *ch = &m->plan->chunk[c];
-    gl_slot *sl = &m->slot[c][s];
-    if (ch->has_embed)
-        embed_fwd(m, ch, mb, sl->x[0]);
-    for (int i = 0; i < dm->Lc; i++)
-        layer_fwd(m, &ch->layer[i], &sl->layer[i], sl->x[i], sl->x[i + 1]);
-    if (ch->has_head)
-        head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
+    chunk_fwd(m, c, s, mb, loss_acc, 1);
 }
 
 void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)

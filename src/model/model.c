@@ -339,24 +339,20 @@ static void init_host(const gl_param *q, uint64_t seed, float *host)
         pthread_join(th[t], NULL);
 }
 
-void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
-                           size_t mbegin, size_t mend)
+void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, float *master,
+                          size_t mbegin, size_t mend)
 {
     const gl_model_plan *p = m->plan;
     gl_dev *d = m->d;
-    size_t maxc = 0;
+    size_t maxc = 1;
     for (int i = 0; i < p->nparams; i++)
         if (p->param[i].count > maxc)
             maxc = p->param[i].count;
-    float *host = gl_malloc((maxc ? maxc : 1) * sizeof(float));
-    float *stage = d->ops->alloc(d, (maxc ? maxc : 1) * sizeof(float));
-    d->ops->zero(d, m->w, p->nflat * d->act_bytes);
-    if (master && mend > mbegin)
-        d->ops->zero(d, master, (mend - mbegin) * sizeof(float));
-
+    float *host = gl_malloc(maxc * sizeof(float));
+    float *stage = d->ops->alloc(d, maxc * sizeof(float));
     for (int i = 0; i < p->nparams; i++) {
         const gl_param *q = &p->param[i];
-        init_host(q, seed, host);
+        fill(arg, q, host);
         d->ops->upload(d, stage, host, q->count * sizeof(float));
         d->ops->to_act(d, gl_model_weight(m, q->offset), stage, q->count);
         if (master) {
@@ -370,6 +366,21 @@ void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
     }
     d->ops->free(d, stage);
     free(host);
+}
+
+static void init_fill(void *arg, const gl_param *q, float *host)
+{
+    init_host(q, *(const uint64_t *)arg, host);
+}
+
+void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
+                           size_t mbegin, size_t mend)
+{
+    gl_dev *d = m->d;
+    d->ops->zero(d, m->w, m->plan->nflat * d->act_bytes);
+    if (master && mend > mbegin)
+        d->ops->zero(d, master, (mend - mbegin) * sizeof(float));
+    gl_model_set_weights(m, init_fill, &seed, master, mbegin, mend);
 }
 
 /* RoPE frequencies theta_i = base^(-2i/D), i < D/2.  With llama3

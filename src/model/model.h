@@ -312,6 +312,16 @@ gl_model *gl_model_new_forward_only(const gl_model_plan *p, const gl_config *c, 
 void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
                            size_t mbegin, size_t mend);
 
+/* Set every parameter's weights from fp32 values on the host: for each
+ * parameter q in turn, fill(arg, q, host) writes the rank's q->count
+ * values into host, which go to the weights (rounded to the compute
+ * dtype) and, when master is not NULL, to the master weights of the flat
+ * range [mbegin, mend) (master[0] is element mbegin).  The initialisation
+ * and checkpoint loading both come through here. */
+typedef void gl_weights_fill(void *arg, const gl_param *q, float *host);
+void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, float *master,
+                          size_t mbegin, size_t mend);
+
 /* Pointers into the flat buffers. */
 void *gl_model_weight(const gl_model *m, size_t offset);
 float *gl_model_grad(const gl_model *m, size_t offset);

@@ -415,30 +415,15 @@ static size_t max_count(const gl_model_plan *p)
     return mx;
 }
 
+static void piece_fill(void *arg, const gl_param *q, float *host)
+{
+    read_piece(arg, q, kind_prefix[K_MODEL], host);
+}
+
 void gl_ckpt_load_weights(gl_ckpt *ck, gl_model *m, float *master, size_t mbegin,
                           size_t mend)
 {
-    const gl_model_plan *p = m->plan;
-    gl_dev *d = m->d;
-    size_t mx = max_count(p);
-    float *host = gl_malloc(mx * sizeof(float));
-    float *stage = d->ops->alloc(d, mx * sizeof(float));
-    for (int i = 0; i < p->nparams; i++) {
-        const gl_param *q = &p->param[i];
-        read_piece(ck, q, kind_prefix[K_MODEL], host);
-        d->ops->upload(d, stage, host, q->count * sizeof(float));
-        d->ops->to_act(d, gl_model_weight(m, q->offset), stage, q->count);
-        if (master) {
-            size_t a = q->offset > mbegin ? q->offset : mbegin;
-            size_t b = q->offset + q->count < mend ? q->offset + q->count : mend;
-            if (b > a)
-                d->ops->copy(d, master + (a - mbegin), stage + (a - q->offset),
-                             (b - a) * sizeof(float));
-        }
-        d->ops->sync(d);          /* host and stage are reused */
-    }
-    d->ops->free(d, stage);
-    free(host);
+    gl_model_set_weights(m, piece_fill, ck, master, mbegin, mend);
 }
 
 /* The moments of the update range [upd_begin, upd_end). */
