@@ -406,7 +406,8 @@ static const gl_option table[] = {
     FLAG("overlap-grad-reduce", overlap_grad_reduce, G_PAR,
          "overlap gradient reduction with the backward pass"),
     FLAG("overlap-param-gather", overlap_param_gather, G_PAR,
-         "overlap the weight all-gather with the forward pass"),
+         "gather the updated weights bucket by bucket during the next forward "
+         "(needs --use-distributed-optimizer and --overlap-grad-reduce)"),
     LONG("ddp-bucket-size", ddp_bucket_size, G_PAR, POS, "gradient bucket, in elements",
          .defstr = "max(40M, 1M x DP)"),
     SAME_AS_IN("distributed-backend", G_PAR, backends, "nccl (accepted: NCCL on GPUs, MPI "
