@@ -6,13 +6,18 @@
 #      make check.  Under Slurm the tests take the PMIx bootstrap path.
 #   2. $GL_BUILD_MPICH (build-mpich/): MPICH (mpicc.mpich), no CUDA;
 #      make check.  Under Slurm the tests take the MPI fallback path.
+#      Skipped, and counted as skipped, where MPICH is not installed
+#      (./quickstart.sh installs it: the "test" tier of debian-packages.txt).
 #   3. make distcheck from build 1, CPU only: the release tarball
 #      builds, passes its tests, installs and uninstalls cleanly.
 #
 # A build directory that is already configured is reused as it is.
 # Each step runs even when an earlier one failed; at the end the test
-# summaries are printed, then the logs of failed tests, and the exit
-# status is non-zero if anything failed.
+# summaries are printed, then the logs of failed tests (once each), and
+# the exit status is non-zero if anything failed.  The closing line
+# "ci-test: N passed, N failed, N skipped" counts the tests of every step,
+# distcheck's included, and counts a step that could not run its tests (a
+# configure or make that failed) as one failure, a step skipped as one skip.
 #
 # Environment: GL_BUILD, GL_BUILD_MPICH (directories, relative to the
 # source tree or absolute), GL_JOBS (make -j, default: the CPU count),
@@ -25,87 +30,140 @@ GL_BUILD=${GL_BUILD:-build}
 GL_BUILD_MPICH=${GL_BUILD_MPICH:-build-mpich}
 GL_JOBS=${GL_JOBS:-$(nproc 2>/dev/null || echo 2)}
 failed=""
+step_failed=0 step_skipped=0
 t0=$(date +%s)
+# Only this run's outputs are counted.
+rm -f "$GL_BUILD/ci-check.out" "$GL_BUILD_MPICH/ci-check.out" "$GL_BUILD/ci-distcheck.out"
 
 say() { printf '\n=== %s [%ds]\n' "$*" $(($(date +%s) - t0)); }
 fail() { failed="$failed $1"; echo "ci-test: FAILED: $1"; }
+# broken NAME: a step failed before any test of it ran: it counts as one.
+broken() { fail "$1"; step_failed=$((step_failed + 1)); }
+# check_failed OUT NAME: a make check (or distcheck) failed; where no test
+# failed in it (a test program that did not build, say), the step counts.
+check_failed() {
+    fail "$2"
+    [ "$(total_in "$1" FAIL ERROR XPASS)" -gt 0 ] || step_failed=$((step_failed + 1))
+}
 
 if [ ! -x configure ]; then
     say "./autogen.sh"
     ./autogen.sh || { echo "ci-test: ./autogen.sh failed"; exit 1; }
 fi
 
-# build DIR NAME CONFIGURE-ARGS...: configure (unless done), make, make check.
+# build DIR NAME CONFIGURE-ARGS...: configure (unless done), make, make
+# check; the check's output is kept in DIR/ci-check.out for the counts.
 build() {
     dir=$1 name=$2; shift 2
-    mkdir -p "$dir" || { fail "$name: mkdir $dir"; return; }
+    mkdir -p "$dir" || { broken "$name: mkdir $dir"; return; }
     if [ ! -f "$dir/config.status" ]; then
         say "$name: configure $*"
         (cd "$dir" && "$src/configure" "$@") || {
-            fail "$name: configure"; tail -n 40 "$dir/config.log"; return; }
+            broken "$name: configure"; tail -n 40 "$dir/config.log"; return; }
     else
         say "$name: reusing $dir ($(sed -n 's/^ *\$ \(.*configure.*\)$/\1/p' "$dir/config.log" | head -n 1))"
     fi
     say "$name: make"
-    make -C "$dir" -j"$GL_JOBS" || { fail "$name: make"; return; }
+    make -C "$dir" -j"$GL_JOBS" || { broken "$name: make"; return; }
     say "$name: make check"
-    make -C "$dir" -j"$GL_JOBS" check || fail "$name: make check"
+    checked "$dir/ci-check.out" make -C "$dir" -j"$GL_JOBS" check ||
+        check_failed "$dir/ci-check.out" "$name: make check"
 }
 
-# summary DIR NAME: the totals of the last make check in DIR.
+# checked FILE COMMAND...: run COMMAND, its output both shown and kept in
+# FILE; the status is COMMAND's.
+checked() {
+    out=$1; shift
+    rm -f "$out.status"
+    { "$@" 2>&1; echo $? >"$out.status"; } | tee "$out"
+    return "$(cat "$out.status")"
+}
+
+# summary FILE NAME: the totals of the test-suite summaries in FILE (the
+# kept output of a make check or distcheck).
 summary() {
-    if [ -f "$1/test-suite.log" ]; then
+    if [ -f "$1" ] && grep -q '^# TOTAL:' "$1"; then
         printf '%-28s' "$2:"
-        sed -n 's/^# \([A-Z]*\): *\([0-9]*\)$/\1 \2/p' "$1/test-suite.log" | tr '\n' ' '
+        counts "$1" | tr '\n' ' '
         echo
     else
         printf '%-28s%s\n' "$2:" "no test results"
     fi
 }
 
-# failed_logs DIR: print the log of each test that failed under DIR.
+# counts FILE: "KEY N" for each key of automake's summaries in FILE,
+# summed over the summaries it holds.
+counts() {
+    sed -n 's/^# \([A-Z]*\): *\([0-9]*\)$/\1 \2/p' "$1" |
+        awk '{ n[$1] += $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
+             END { for (i = 1; i <= k; i++) print order[i], n[order[i]] }'
+}
+
+# failed_logs LABEL: print the log of each failed test among the .trs
+# files named on stdin.
 failed_logs() {
-    [ -d "$1" ] || return 0
-    find "$1" -name '*.trs' | sort | while read -r trs; do
+    sort | while read -r trs; do
         if grep -q '^:global-test-result: \(FAIL\|ERROR\|XPASS\)' "$trs"; then
-            log=${trs%.trs}.log
             echo
-            echo "=== FAILED TEST LOG: $log"
-            cat "$log"
+            echo "=== FAILED TEST LOG$1: ${trs%.trs}.log"
+            cat "${trs%.trs}.log"
         fi
     done
 }
 
+# trs_files DIR: the test results under DIR, leaving out distcheck's tree.
+trs_files() {
+    [ -d "$1" ] && find "$1" -path "$1/gridlm-*" -prune -o -name '*.trs' -print
+}
+
 build "$GL_BUILD" "openmpi ($GL_BUILD)"
-if [ "${GL_SKIP_MPICH:-0}" != 1 ]; then
+if [ "${GL_SKIP_MPICH:-0}" = 1 ]; then
+    say "mpich: skipped (GL_SKIP_MPICH=1)"; step_skipped=$((step_skipped + 1))
+elif ! command -v mpicc.mpich >/dev/null 2>&1; then
+    say "mpich ($GL_BUILD_MPICH): skipped: mpicc.mpich not found (install the \"test\" tier of debian-packages.txt: ./quickstart.sh does)"
+    step_skipped=$((step_skipped + 1))
+else
     build "$GL_BUILD_MPICH" "mpich ($GL_BUILD_MPICH)" MPICC=mpicc.mpich --disable-cuda
 fi
-if [ "${GL_SKIP_DISTCHECK:-0}" != 1 ] && [ -f "$GL_BUILD/Makefile" ]; then
+distcheck_out=$GL_BUILD/ci-distcheck.out
+if [ "${GL_SKIP_DISTCHECK:-0}" = 1 ]; then
+    say "make distcheck: skipped (GL_SKIP_DISTCHECK=1)"; step_skipped=$((step_skipped + 1))
+elif [ -f "$GL_BUILD/Makefile" ]; then
     say "make distcheck (CPU only)"
-    make -C "$GL_BUILD" -j"$GL_JOBS" distcheck DISTCHECK_CONFIGURE_FLAGS=--disable-cuda ||
-        fail "make distcheck"
+    checked "$distcheck_out" make -C "$GL_BUILD" -j"$GL_JOBS" distcheck \
+        DISTCHECK_CONFIGURE_FLAGS=--disable-cuda || check_failed "$distcheck_out" "make distcheck"
 fi
 
-# total KEY...: the sum of those counts over every build's test-suite.log
+# total_in FILE KEY...: the sum of those counts in one kept output;
+# total KEY...: the same over every step's.
+total_in() {
+    f=$1; shift
+    { [ -f "$f" ] && counts "$f"; } |
+        awk -v keys=" $* " 'index(keys, " " $1 " ") { n += $2 } END { print n + 0 }'
+}
 total() {
-    for key in "$@"; do
-        for log in "$GL_BUILD/test-suite.log" "$GL_BUILD_MPICH/test-suite.log"; do
-            [ -f "$log" ] && sed -n "s/^# $key: *\([0-9]*\)$/\1/p" "$log"
-        done
-    done | awk '{ n += $1 } END { print n + 0 }'
+    n=0
+    for out in "$GL_BUILD/ci-check.out" "$GL_BUILD_MPICH/ci-check.out" "$distcheck_out"; do
+        n=$((n + $(total_in "$out" "$@")))
+    done
+    echo $n
 }
 
 say "test summaries"
-summary "$GL_BUILD" "openmpi ($GL_BUILD)"
-[ "${GL_SKIP_MPICH:-0}" = 1 ] || summary "$GL_BUILD_MPICH" "mpich ($GL_BUILD_MPICH)"
-# One closing line over both builds, in the form CI systems read.
-echo "ci-test: $(total PASS XFAIL) passed, $(total FAIL ERROR XPASS) failed, $(total SKIP) skipped"
+summary "$GL_BUILD/ci-check.out" "openmpi ($GL_BUILD)"
+[ -f "$GL_BUILD_MPICH/ci-check.out" ] && summary "$GL_BUILD_MPICH/ci-check.out" "mpich ($GL_BUILD_MPICH)"
+[ -f "$distcheck_out" ] && summary "$distcheck_out" "distcheck"
+# One closing line over every step, in the form CI systems read.
+echo "ci-test: $(total PASS XFAIL) passed, $(($(total FAIL ERROR XPASS) + step_failed)) failed, $(($(total SKIP) + step_skipped)) skipped"
 if [ -z "$failed" ]; then
     echo "ci-test: all passed in $(($(date +%s) - t0)) s"
     exit 0
 fi
-failed_logs "$GL_BUILD"
-failed_logs "$GL_BUILD_MPICH"
+trs_files "$GL_BUILD" | failed_logs ""
+trs_files "$GL_BUILD_MPICH" | failed_logs ""
+# distcheck's own tree, where it failed and was left behind
+[ -d "$GL_BUILD" ] && find "$GL_BUILD" -path "$GL_BUILD/gridlm-*/_build/*" -name '*.trs' |
+    failed_logs " (distcheck)"
 echo
 echo "ci-test: failed:$failed (after $(($(date +%s) - t0)) s)"
 exit 1

@@ -10,8 +10,8 @@
 #      text: stories, counting, tiny programs), writes it as a Megatron
 #      .bin/.idx dataset, and trains the built-in "tiny" model on it with
 #      two ranks on the CPU for 300 iterations (about a minute): the loss
-#      falls from about 6.2 to below 1, and checkpoints land in
-#      build/quickstart/ckpt.
+#      falls below 1, and checkpoints land in build/quickstart/ckpt (the
+#      previous quick start's are removed first).
 #
 # Then run ./ci-test.sh for the tests.  Set GL_CONFIGURE_FLAGS for
 # configure, GL_RUN_ARGS to give gridlm-train other options instead
@@ -20,9 +20,9 @@
 set -e
 cd "$(dirname "$0")"
 
-PACKAGES="build-essential autoconf automake make pkg-config xz-utils
-  libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libpmix-dev
-  libopenblas-dev libpcre2-dev libjansson-dev zlib1g-dev libzstd-dev"
+# The packages: the build and test tiers of debian-packages.txt, so that
+# ./ci-test.sh has what it needs afterwards too.
+PACKAGES=$(awk '$1 == "build" || $1 == "test" { print $2 }' debian-packages.txt)
 
 missing=
 for p in $PACKAGES; do
@@ -55,7 +55,12 @@ if [ ! -f "$q/corpus_text_document.idx" ]; then
     $bin/gridlm-prep --input "$q/corpus.jsonl" --output-prefix "$q/corpus" \
         --tokenizer-model "$q/tokenizer.json"
 fi
-rm -rf "$q/ckpt"
+if [ -z "${GL_RUN_ARGS:-}" ] && [ -d "$q/ckpt" ]; then
+    # The default run trains from the start and saves there: the previous
+    # default run's checkpoints go first (a run with GL_RUN_ARGS keeps them).
+    echo "quickstart: removing the previous quick start's checkpoints in $q/ckpt"
+    rm -rf "$q/ckpt"
+fi
 GL_RUN_ARGS=${GL_RUN_ARGS:---model tiny --device cpu
     --data-path $q/corpus_text_document
     --tokenizer-type HuggingFaceTokenizer --tokenizer-model $q/tokenizer.json

@@ -45,7 +45,7 @@ summarise the runs into CSV, a markdown table and PNG plots.
   -w, --warmup N           drop records of iterations <= N (default: 3)
       --time-limit SEC     stop a run that takes longer (needs timeout(1))
       --summarize-only     run nothing; summarise the logs already in DIR
-      --no-plots           skip the gnuplot stage
+      --no-plots           skip the plot stage (plot.dat and the gnuplot PNGs)
   -n, --dry-run            print the commands, run nothing
   -h, --help               this help
 
@@ -216,22 +216,22 @@ awk -f "$here/table.awk" -v warmup="$warmup" "$out/results.csv" >"$out/results.m
 echo "$prog: wrote $out/results.csv and $out/results.md" >&2
 
 if [ $plots = 1 ]; then
-    if command -v gnuplot >/dev/null 2>&1; then
-        awk -f "$here/plotdata.awk" -v titles="$out/plot.titles" "$out/results.csv" >"$out/plot.dat"
-        nseries=$(wc -l <"$out/plot.titles" | tr -d ' ')
-        if [ "$nseries" -gt 0 ]; then
-            titles=$(tr '\n' ' ' <"$out/plot.titles")
-            if gnuplot -e "datafile='$out/plot.dat'; outdir='$out'; nseries=$nseries; titles='$titles'" \
-                "$here/plot.gp" >"$out/plot.log" 2>&1; then
-                echo "$prog: wrote $out/throughput.png and $out/efficiency.png" >&2
-            else
-                echo "$prog: warning: gnuplot failed (see $out/plot.log); no plots" >&2
-            fi
-        else
-            echo "$prog: no successful run to plot" >&2
-        fi
+    # The plot data is text and always written; only the PNGs need gnuplot.
+    awk -f "$here/plotdata.awk" -v titles="$out/plot.titles" "$out/results.csv" >"$out/plot.dat"
+    echo "$prog: wrote $out/plot.dat" >&2
+    nseries=$(wc -l <"$out/plot.titles" | tr -d ' ')
+    if ! command -v gnuplot >/dev/null 2>&1; then
+        echo "$prog: warning: gnuplot not found (apt-get install gnuplot-nox); no PNG plots" >&2
+    elif [ "$nseries" -eq 0 ]; then
+        echo "$prog: no successful run to plot" >&2
     else
-        echo "$prog: warning: gnuplot not found (apt-get install gnuplot-nox); no plots" >&2
+        titles=$(tr '\n' ' ' <"$out/plot.titles")
+        if gnuplot -e "datafile='$out/plot.dat'; outdir='$out'; nseries=$nseries; titles='$titles'" \
+            "$here/plot.gp" >"$out/plot.log" 2>&1; then
+            echo "$prog: wrote $out/throughput.png and $out/efficiency.png" >&2
+        else
+            echo "$prog: warning: gnuplot failed (see $out/plot.log); no plots" >&2
+        fi
     fi
 fi
 exit $failed

@@ -10,6 +10,14 @@ AC_DEFUN([GL_MPI], [
   AS_IF([test -z "$MPICC"], [AC_CHECK_PROGS([MPICC], [mpicc mpicc.openmpi mpicc.mpich])])
   AS_IF([test -z "$MPICC"],
     [AC_MSG_ERROR([no MPI compiler wrapper found: install libopenmpi-dev or libmpich-dev (Debian/Ubuntu), openmpi-devel or mpich-devel (RHEL), or set MPICC=/path/to/mpicc])])
+  # A wrapper named by the user must exist: otherwise AC_PROG_CC fails with
+  # "C compiler cannot create executables", which names no package.
+  AS_IF([command -v "$MPICC" >/dev/null 2>&1], [],
+    [AS_CASE([$MPICC],
+      [*mpich*],   [gl_mpi_pkg="libmpich-dev mpich (Debian/Ubuntu) or mpich-devel (RHEL)"],
+      [*openmpi*], [gl_mpi_pkg="libopenmpi-dev openmpi-bin (Debian/Ubuntu) or openmpi-devel (RHEL)"],
+                   [gl_mpi_pkg="libopenmpi-dev or libmpich-dev (Debian/Ubuntu), openmpi-devel or mpich-devel (RHEL)"])
+     AC_MSG_ERROR([MPICC=$MPICC: no such program on PATH: install $gl_mpi_pkg, or set MPICC=/path/to/mpicc])])
   CC="$MPICC"
 ])
 

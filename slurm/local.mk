@@ -54,7 +54,7 @@ TESTS += t/slurm.t t/slurm-preempt.t t/install.t
 EXTRA_DIST += t/slurm-lib.sh
 
 # The two quick-start commands of README.md.
-EXTRA_DIST += quickstart.sh ci-test.sh
+EXTRA_DIST += quickstart.sh ci-test.sh debian-packages.txt
 
 # scaling.sbatch: weak and strong scaling of Llama 3 8B over 8 to 64 GPUs,
 # through benchmarks/sweep.sh (installed in $(pkgdatadir)/benchmarks,

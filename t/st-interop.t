@@ -5,10 +5,10 @@
 # writes a file and a sharded directory and the library must read every
 # value, each checked against numpy's own conversions
 # (t/st-interop.py).  Skipped without python3, safetensors and numpy
-# (pip install safetensors numpy).
+# (the skip line says how to install them).
 : "${PYTHON3:=python3}"
 if ! "$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with safetensors and numpy not found"
+    echo "1..0 # SKIP python3 with safetensors and numpy not found ($(pip_hint safetensors numpy))"
     exit 0
 fi
 echo "1..6"

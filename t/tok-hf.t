@@ -5,10 +5,10 @@
 # special tokens, invalid UTF-8, long whitespace runs, numbers, CJK,
 # emoji), and a tokenizer.json written by gridlm-prep --train-tokenizer
 # loaded by Hugging Face (t/tok-hf.py).  Skipped without python3 and
-# tokenizers (pip install tokenizers).
+# tokenizers (the skip line says how to install it).
 : "${PYTHON3:=python3}"
 if ! "$PYTHON3" -c 'import tokenizers' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with the tokenizers package not found (pip install tokenizers)"
+    echo "1..0 # SKIP python3 with the tokenizers package not found ($(pip_hint tokenizers))"
     exit 0
 fi
 d=t/tok-hf.dir

@@ -400,6 +400,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                     .loss = int_ok ? int_loss / int_ok : NAN,
                     .grad_norm = int_ok ? int_norm / int_ok : NAN,
                     .skipped = skipped, .nan_iters = nan_iters, .mem_gib = mem,
+                    .on_cpu = d->index < 0,
                 };
                 double sec = r.elapsed_ms / 1e3;
                 r.tokens_per_sec_per_gpu = tokens_per_iter / (sec * world);

@@ -26,15 +26,21 @@ void gl_log_format_line(char *buf, size_t len, const gl_log_record *r)
     APPEND(" [%s] iteration %8ld/%8ld |", stamp, r->iteration, r->train_iters);
     APPEND(" consumed samples: %12ld |", r->consumed_samples);
     APPEND(" elapsed time per iteration (ms): %.1f |", r->elapsed_ms);
-    APPEND(" throughput per GPU (TFLOP/s/GPU): %.1f |", r->tflops_per_gpu);
+    if (r->on_cpu)
+        APPEND(" throughput per rank (GFLOP/s/rank): %.2f |", 1e3 * r->tflops_per_gpu);
+    else
+        APPEND(" throughput per GPU (TFLOP/s/GPU): %.1f |", r->tflops_per_gpu);
     APPEND(" learning rate: %.6E |", r->lr);
     APPEND(" global batch size: %5d |", r->global_batch_size);
     APPEND(" lm loss: %.6E |", r->loss);
     APPEND(" grad norm: %.3f |", r->grad_norm);
     APPEND(" number of skipped iterations: %3ld |", r->skipped);
     APPEND(" number of nan iterations: %3ld |", r->nan_iters);
-    APPEND(" tokens per second per GPU: %.1f |", r->tokens_per_sec_per_gpu);
-    if (r->mfu >= 0)
+    APPEND(" tokens per second per %s: %.1f |", r->on_cpu ? "rank" : "GPU",
+           r->tokens_per_sec_per_gpu);
+    if (r->on_cpu)
+        ;                       /* MFU is against a GPU's peak */
+    else if (r->mfu >= 0)
         APPEND(" MFU: %.2f%% |", 100.0 * r->mfu);
     else
         APPEND(" MFU: n/a |");

@@ -9,9 +9,11 @@
  *  elapsed time per iteration (ms): 41.2 | throughput per GPU (TFLOP/s/GPU): 0.1 |
  *  learning rate: 1.000000E-03 | global batch size:    16 | lm loss: 6.012345E+00 |
  *  grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |
- *  tokens per second per GPU: 12345.6 | MFU: n/a | memory (GiB): 0.02 |
+ *  tokens per second per GPU: 12345.6 | MFU: 41.20% | memory (GiB): 0.02 |
  *
- * (one line).  --log-json FILE gets one JSON object per logged iteration
+ * (one line).  On the CPU back end (on_cpu) the throughput is the rank's
+ * own: "throughput per rank (GFLOP/s/rank)" and "tokens per second per
+ * rank", and there is no MFU (the peaks are GPUs').  --log-json FILE gets one JSON object per logged iteration
  * with the keys iteration, consumed_samples, loss, grad_norm, lr,
  * elapsed_ms, tokens_per_sec_per_gpu, tflops_per_gpu, mfu, mem_gib,
  * skipped_iterations, nan_iterations, global_batch_size; numbers that are
@@ -38,6 +40,7 @@ typedef struct {
     double tokens_per_sec_per_gpu, tflops_per_gpu;
     double mfu;                     /* fraction of peak; < 0 when unknown */
     double mem_gib;                 /* peak device memory, max over ranks */
+    int on_cpu;                     /* the CPU back end: per rank, no MFU */
 } gl_log_record;
 
 /* Format the progress line (no newline) into buf. */
