@@ -30,6 +30,7 @@
 #include <math.h>
 
 #include "attn_common.cuh"
+#include "warp.cuh"
 
 /* 4 bytes global -> shared, zero-filled when !valid. */
 __device__ __forceinline__ void cp_async4(void *smem, const void *gmem,
@@ -60,8 +61,7 @@ __global__ void attn_delta_kernel(float *delta, const bf16 *dout, int lddo,
         float2 bb = __bfloat1622float2(*(const __nv_bfloat162 *)(orow + c));
         acc += a.x * bb.x + a.y * bb.y;
     }
-    for (int off = 16; off > 0; off /= 2)
-        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    acc = warp_sum(acc);
     if (lane == 0) {
         long b = tok / S, s = tok % S;
         delta[(b * Hq + h) * S + s] = acc;

@@ -28,6 +28,7 @@
 #include <math.h>
 
 #include "attn_common.cuh"
+#include "warp.cuh"
 
 /* Query rows per block: 4 warps x 2 m-tiles of 16.  Each K or V fragment
  * a warp loads from shared memory feeds both of its m-tiles, which halves
@@ -169,8 +170,7 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
 #pragma unroll
                     for (int i = 0; i < 8; i++)
                         mx = fmaxf(mx, fmaxf(s[mt][i][2 * hr], s[mt][i][2 * hr + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    mx = warp_max<4>(mx);       /* over the row's quad */
                     float mnew = fmaxf(m_r[mt][hr], mx * scale_log2);
                     /* a row with no visible key yet keeps its state */
                     float base = mnew == -INFINITY ? 0.0f : mnew;
@@ -205,8 +205,7 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             float l = l_r[mt][hr];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            l = warp_sum<4>(l);
             float inv = 1.0f / l;
             int row = wrow0 + mt * 16 + hr * 8 + g;
             if (row < S) {

@@ -20,37 +20,9 @@
 
 #include "gl_cuda.h"
 #include "vec.cuh"
+#include "warp.cuh"
 
 #define THREADS 512
-
-struct op_max {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct op_sum {
-    __device__ float operator()(float a, float b) const { return a + b; }
-};
-
-/* The block's reduction of v, returned to every thread. */
-template <class Op>
-__device__ float block_reduce(float v, Op op, float ident)
-{
-    __shared__ float part[THREADS / 32];
-    __shared__ float result;
-    for (int o = 16; o > 0; o /= 2)
-        v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (threadIdx.x % 32 == 0)
-        part[threadIdx.x / 32] = v;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        v = threadIdx.x < THREADS / 32 ? part[threadIdx.x] : ident;
-        for (int o = 16; o > 0; o /= 2)
-            v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-        if (threadIdx.x == 0)
-            result = v;
-    }
-    __syncthreads();
-    return result;
-}
 
 /* Calls f(j, z_j) for this thread's share of columns [0, valid). */
 template <int V, class F>
@@ -74,7 +46,7 @@ ce_max_kernel(float *rowmax, const bf16 *logits, int ld, int valid)
     const bf16 *z = logits + (size_t)blockIdx.x * ld;
     float m = -INFINITY;
     for_row<V>(z, valid, [&](int, float x) { m = fmaxf(m, x); });
-    m = block_reduce(m, op_max(), -INFINITY);
+    m = block_reduce<THREADS>(m, gl_op_max(), -INFINITY);
     if (threadIdx.x == 0)
         rowmax[blockIdx.x] = m;
 }
@@ -89,7 +61,7 @@ ce_sum_kernel(float *stats, const bf16 *logits, int ld, const int32_t *targets,
     float m = rowmax[i];
     float s = 0;
     for_row<V>(z, valid, [&](int, float x) { s += expf(x - m); });
-    s = block_reduce(s, op_sum(), 0.0f);
+    s = block_reduce<THREADS>(s, gl_op_sum(), 0.0f);
     if (threadIdx.x == 0) {
         long t = (long)targets[i] - vocab_start;
         stats[2 * i] = s;

@@ -46,9 +46,16 @@ typedef __nv_bfloat16 bf16;
                    __LINE__);                                                \
     } while (0)
 
-/* After a kernel launch: catches bad launch configurations at once (the
- * kernel's own faults surface at the next synchronising call). */
-#define GL_CUDA_LAUNCHED(name) GL_CUDA_CHECK(cudaGetLastError())
+/* After a kernel launch: catches bad launch configurations at once, naming
+ * the kernel (its own faults surface at the next synchronising call). */
+#define GL_CUDA_LAUNCHED(name)                                               \
+    do {                                                                     \
+        cudaError_t gl_e_ = cudaGetLastError();                              \
+        if (gl_e_ != cudaSuccess)                                            \
+            gl_die("CUDA kernel %s did not launch: %s (%s) at %s:%d", name,  \
+                   cudaGetErrorString(gl_e_), cudaGetErrorName(gl_e_),       \
+                   __FILE__, __LINE__);                                      \
+    } while (0)
 
 /* One cached cuBLASLt plan (gemm.cu). */
 typedef struct gl_gemm_plan gl_gemm_plan;

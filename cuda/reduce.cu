@@ -15,28 +15,10 @@
 #include <math.h>
 
 #include "gl_cuda.h"
+#include "warp.cuh"
 
 #define THREADS 256
 #define MAX_BLOCKS 1024
-
-/* Sum of v over the block, valid in thread 0.  Fixed order. */
-__device__ float block_sum(float v)
-{
-    __shared__ float warp_part[THREADS / 32];
-    for (int o = 16; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0)
-        warp_part[warp] = v;
-    __syncthreads();
-    v = 0;
-    if (warp == 0) {
-        v = lane < THREADS / 32 ? warp_part[lane] : 0.0f;
-        for (int o = 16; o > 0; o /= 2)
-            v += __shfl_xor_sync(0xffffffffu, v, o);
-    }
-    return v;
-}
 
 /* partial[b] = sum over this block's stride of x_i * w_i (w == NULL: x_i^2). */
 __global__ void __launch_bounds__(THREADS)
@@ -48,7 +30,7 @@ dot_partial(float *partial, const float *x, const float *w, size_t n)
         float a = x[i];
         acc += a * (w ? w[i] : a);
     }
-    acc = block_sum(acc);
+    acc = block_sum<THREADS>(acc);
     if (threadIdx.x == 0)
         partial[blockIdx.x] = acc;
 }
@@ -60,7 +42,7 @@ dot_final(float *out, const float *partial, int nparts)
     float acc = 0;
     for (int i = threadIdx.x; i < nparts; i += THREADS)
         acc += partial[i];
-    acc = block_sum(acc);
+    acc = block_sum<THREADS>(acc);
     if (threadIdx.x == 0)
         out[0] += acc;
 }

@@ -12,6 +12,7 @@
 
 #include "gl_cuda.h"
 #include "vec.cuh"
+#include "warp.cuh"
 
 template <int V>
 __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
@@ -30,8 +31,7 @@ __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
         for (int i = 0; i < V; i++)
             ss += f[i] * f[i];
     }
-    for (int o = 16; o > 0; o /= 2)
-        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    ss = warp_sum(ss);
     float r = 1.0f / sqrtf(ss / h + eps);
     for (int c = lane * V; c < h; c += 32 * V) {
         float f[V], g[V];
@@ -144,8 +144,7 @@ rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
                 }
             }
         }
-        for (int o = 16; o > 0; o /= 2)
-            dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        dot = warp_sum(dot);
         if constexpr (T > 1) {
             /* Two slots by iteration parity: a warp can write the next
              * row's sum before a slower one has read this row's, but not
@@ -228,8 +227,7 @@ rmsnorm_bwd_general(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
             for (int i = 0; i < V; i++)
                 gx += fw[i] * fd[i] * fx[i];
         }
-        for (int o = 16; o > 0; o /= 2)
-            gx += __shfl_xor_sync(0xffffffffu, gx, o);
+        gx = warp_sum(gx);
         /* two slots by row parity, as in rmsnorm_bwd_rows */
         if (lane == 0)
             warp_part[row & 1][warp] = gx;
