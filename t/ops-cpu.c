@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "device/ops.h"
 #include "device/ops_cpu.h"
 #include "tap.h"
@@ -29,10 +30,7 @@ static uint64_t rng_state = 0x243f6a8885a308d3ULL;
 /* splitmix64: uniform in [-1, 1). */
 static double rnd1(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
+    uint64_t z = gl_mix64(rng_state += GL_GOLDEN64);
     return (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
 }
 

@@ -2,27 +2,20 @@
  * rng.c: counter-based random numbers (see rng.h).
  */
 #include <math.h>
+#include <string.h>
+#include "base/hash.h"
 #include "base/rng.h"
 
-/* SplitMix64's output function: a bijection on 64 bits with full
- * avalanche (every input bit flips every output bit with probability
- * about 1/2). */
+/* SplitMix64's output function: one step of its state, then the
+ * finaliser. */
 static uint64_t mix64(uint64_t z)
 {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return gl_mix64(z + GL_GOLDEN64);
 }
 
 uint64_t gl_rng_key(const char *name)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;           /* FNV-1a offset basis */
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        h ^= *p;
-        h *= 0x100000001b3ULL;                     /* FNV prime */
-    }
-    return mix64(h);
+    return mix64(gl_fnv1a64(name, strlen(name), GL_FNV1A64_INIT));
 }
 
 uint64_t gl_rng_u64(uint64_t seed, uint64_t key, uint64_t counter)

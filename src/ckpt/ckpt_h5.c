@@ -10,6 +10,7 @@
  */
 #include <config.h>
 #include "ckpt/ckpt.h"
+#include "base/hash.h"
 #include "base/log.h"
 
 #include <hdf5.h>
@@ -251,23 +252,14 @@ static uint64_t slab_sum(const gl_ckpt_tensor *t)
 
 /* FNV-1a over the bytes of the tensor list, so that ranks can check they
  * all describe the same checkpoint before any collective HDF5 call. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 static uint64_t list_hash(long iteration, const gl_ckpt_tensor *ts, int n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    h = fnv(h, &iteration, sizeof iteration);
-    h = fnv(h, &n, sizeof n);
+    uint64_t h = gl_fnv1a64(&iteration, sizeof iteration, GL_FNV1A64_INIT);
+    h = gl_fnv1a64(&n, sizeof n, h);
     for (int i = 0; i < n; i++) {
-        h = fnv(h, ts[i].name, strlen(ts[i].name) + 1);
-        h = fnv(h, &ts[i].ndim, sizeof ts[i].ndim);
-        h = fnv(h, ts[i].shape, sizeof ts[i].shape[0] * ts[i].ndim);
+        h = gl_fnv1a64(ts[i].name, strlen(ts[i].name) + 1, h);
+        h = gl_fnv1a64(&ts[i].ndim, sizeof ts[i].ndim, h);
+        h = gl_fnv1a64(ts[i].shape, sizeof ts[i].shape[0] * ts[i].ndim, h);
     }
     return h;
 }

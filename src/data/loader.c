@@ -68,7 +68,7 @@ static void read_sample(gl_loader *L, int split, long k, int32_t *out)
     int n = L->seq_length + 1;
     if (L->mock) {
         /* the valid split draws from its own stream */
-        gl_mock_sample(L->seed + (uint64_t)split * 0x9e3779b97f4a7c15ull, k, n, L->vocab, out);
+        gl_mock_sample(L->seed + (uint64_t)split * GL_MOCK_VALID_SEED_OFFSET, k, n, L->vocab, out);
         return;
     }
     split_set *s = &L->split[split];

@@ -43,6 +43,8 @@
 #include <stdint.h>
 #include <mpi.h>
 
+#include "base/hash.h"
+
 #include "train/config.h"
 
 #ifdef __cplusplus
@@ -88,6 +90,9 @@ void gl_loader_stats(const gl_loader *L, long *prefetched, long *direct);
  * vocab (base/rng.h's counter-based generator), the same on every rank
  * and in every layout. */
 void gl_mock_sample(uint64_t seed, long sample_index, int n, long vocab, int32_t *out);
+
+/* The valid split's mock samples come from the seed offset by this. */
+#define GL_MOCK_VALID_SEED_OFFSET GL_GOLDEN64
 
 #ifdef __cplusplus
 }

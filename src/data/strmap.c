@@ -6,16 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t gl_fnv1a64(const void *p, size_t n, uint64_t h)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static uint32_t str_hash(const char *k, size_t n)
 {
     uint64_t h = gl_fnv1a64(k, n, GL_FNV1A64_INIT);
@@ -92,14 +82,6 @@ int32_t gl_strmap_get(const gl_strmap *m, const char *k, size_t n)
     return m->hash[i] ? m->val[i] : -1;
 }
 
-/* A 64-bit mixer (splitmix64's finaliser) spreads pair keys. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27; x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 void gl_u64map_init(gl_u64map *m)
 {
     m->cap = 64;
@@ -118,7 +100,7 @@ void gl_u64map_free(gl_u64map *m)
 
 static size_t u64_slot(const gl_u64map *m, uint64_t k)
 {
-    size_t mask = m->cap - 1, i = mix64(k) & mask;
+    size_t mask = m->cap - 1, i = gl_mix64(k) & mask;
     while (m->key[i] != UINT64_MAX && m->key[i] != k)
         i = (i + 1) & mask;
     return i;

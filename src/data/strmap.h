@@ -41,8 +41,7 @@ void gl_u64map_put(gl_u64map *m, uint64_t k, uint64_t v);
 /* 1 and *v set when present, 0 otherwise. */
 int gl_u64map_get(const gl_u64map *m, uint64_t k, uint64_t *v);
 
-/* FNV-1a, 64 bits: the hash used here and for cache file names. */
-uint64_t gl_fnv1a64(const void *p, size_t n, uint64_t h);
-#define GL_FNV1A64_INIT 0xcbf29ce484222325ull
+/* The hash used here and for cache file names: gl_fnv1a64 (base/hash.h). */
+#include "base/hash.h"
 
 #endif

@@ -30,8 +30,6 @@
 extern "C" {
 #endif
 
-#define GL_MOCK_VALID_SEED_OFFSET 0x9e3779b97f4a7c15ull
-
 typedef struct gl_batch_source gl_batch_source;
 struct gl_batch_source {
     const char *name;
