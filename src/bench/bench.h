@@ -34,12 +34,11 @@
 extern "C" {
 #endif
 
-enum { GL_BENCH_DEV_AUTO = 0, GL_BENCH_DEV_CPU, GL_BENCH_DEV_CUDA };
 
 /* The command line of every subcommand (each reads its own fields). */
 typedef struct {
     /* all */
-    int device;            /* GL_BENCH_DEV_* */
+    int device;            /* gl_device_kind (device/ops.h) */
     int iters, warmup;
     int json;              /* one JSON object per line instead of the table */
     int check;             /* verify results outside the timed loop */

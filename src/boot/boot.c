@@ -2,6 +2,7 @@
 #include <config.h>
 #include "boot/boot.h"
 #include "base/log.h"
+#include "device/ops.h"
 
 #include <mpi.h>
 #ifdef GL_HAVE_PMIX
@@ -290,6 +291,7 @@ int gl_boot_pick_gpu(gl_boot *b)
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     b->gpu = -1;
     b->gpu_bus_id[0] = '\0';
+    b->gpu_picked = 1;
     if (n > 0) {
         if (b->local_rank < n)
             ordinal = b->local_rank;
@@ -352,4 +354,23 @@ void gl_boot_finalize(gl_boot *b)
         pmix_up = 0;
     }
 #endif
+}
+
+gl_dev *gl_boot_open_device(gl_boot *b, int want)
+{
+    if (want == GL_DEVICE_CPU)
+        return gl_dev_open_cpu();
+    if (!b->gpu_picked)
+        gl_boot_pick_gpu(b);
+    if (b->gpu < 0) {
+        if (want == GL_DEVICE_AUTO)
+            return gl_dev_open_cpu();
+        gl_die_code(2, "--device cuda: no GPU is visible to this rank (check "
+                    "CUDA_VISIBLE_DEVICES and the job's GPU request), or use --device cpu");
+    }
+    gl_dev *d = gl_dev_open_cuda(b->gpu);
+    if (!d)
+        gl_die_code(2, "--device cuda: this gridlm was built without CUDA (configure "
+                    "--disable-cuda, or no CUDA found): use --device cpu, or rebuild with CUDA");
+    return d;
 }

@@ -39,6 +39,7 @@ typedef struct {
     int used_pmix;                /* 1: locality came from PMIx */
     int gpu;                      /* CUDA ordinal, -1: none (CPU) */
     char gpu_bus_id[32];          /* PCI bus id of gpu, "" when none */
+    int gpu_picked;               /* gl_boot_pick_gpu has run */
 } gl_boot;
 
 /* Start MPI (argc/argv may be NULL) and fill b (gpu = -1).  Collective. */
@@ -52,6 +53,14 @@ void gl_boot_init(int *argc, char ***argv, gl_boot *b);
  * naming the counts.  Without a CUDA build or any GPU: b->gpu = -1.
  * Returns b->gpu.  Collective over the ranks of each node. */
 int gl_boot_pick_gpu(gl_boot *b);
+
+/* The device this rank computes on, for --device `want`: the CPU for
+ * GL_DEVICE_CPU, or for GL_DEVICE_AUTO when no GPU is visible; otherwise
+ * the rank's GPU (picked with gl_boot_pick_gpu if not yet, collective over
+ * the ranks of each node).  When CUDA is asked for and cannot be had (no
+ * GPU visible, or a build without CUDA) the job stops (exit 2) with the
+ * fix. */
+struct gl_dev *gl_boot_open_device(gl_boot *b, int want);
 
 /* Give every rank rank 0's len bytes at data: through PMIx put/commit/
  * fence/get when the bootstrap used PMIx (how the NCCL unique id travels),

@@ -233,6 +233,9 @@ struct gl_dev {
     void *impl;            /* back-end state */
 };
 
+/* Which device a program is asked for (--device auto|cpu|cuda). */
+typedef enum { GL_DEVICE_AUTO = 0, GL_DEVICE_CPU, GL_DEVICE_CUDA } gl_device_kind;
+
 /* The CPU reference device (always available). */
 gl_dev *gl_dev_open_cpu(void);
 

@@ -31,7 +31,7 @@ typedef struct {
 static const subcommand *current;
 
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
-static const int device_values[] = {GL_BENCH_DEV_AUTO, GL_BENCH_DEV_CPU, GL_BENCH_DEV_CUDA};
+static const int device_values[] = {GL_DEVICE_AUTO, GL_DEVICE_CPU, GL_DEVICE_CUDA};
 static const char *const layouts[] = {"NT", "NN", "TN", NULL};
 static const int layout_values[] = {GL_BENCH_NT, GL_BENCH_NN, GL_BENCH_TN};
 static const char *const out_dtypes[] = {"act", "f32", NULL};
@@ -41,7 +41,7 @@ static const int dtype_values[] = {GL_DT_F32, GL_DT_BF16};
 static void defaults(gl_bench_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->device = GL_BENCH_DEV_AUTO;
+    o->device = GL_DEVICE_AUTO;
     o->iters = 20;
     o->warmup = 5;
     o->check = 1;
@@ -201,24 +201,6 @@ static void usage(FILE *f)
 }
 
 /* The device --device asks for (as gridlm-train chooses it). */
-static gl_dev *open_device(const gl_bench_opts *o, gl_boot *b)
-{
-    if (o->device == GL_BENCH_DEV_CPU)
-        return gl_dev_open_cpu();
-    gl_boot_pick_gpu(b);
-    if (b->gpu < 0) {
-        if (o->device == GL_BENCH_DEV_AUTO)
-            return gl_dev_open_cpu();
-        gl_die_code(2, "--device cuda: no GPU is visible to this rank (check "
-                    "CUDA_VISIBLE_DEVICES and the job's GPU request), or use --device cpu");
-    }
-    gl_dev *d = gl_dev_open_cuda(b->gpu);
-    if (!d)
-        gl_die_code(2, "--device cuda: this gridlm was built without CUDA: use --device cpu "
-                    "or rebuild with CUDA");
-    return d;
-}
-
 /* Checks that need no job: every rank reaches the same verdict. */
 static void check_opts(const gl_bench_opts *o)
 {
@@ -269,7 +251,7 @@ int main(int argc, char **argv)
     check_opts(&o);
 
     gl_boot_init(&argc, &argv, &b);
-    gl_dev *d = open_device(&o, &b);
+    gl_dev *d = gl_boot_open_device(&b, o.device);
     gl_groups *g = NULL;
     if (current->run == gl_bench_comm) {
         gl_grid_spec spec = {.world = b.size, .tp = o.tp, .cp = o.cp, .ep = o.ep, .pp = o.pp,

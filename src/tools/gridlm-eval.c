@@ -152,19 +152,6 @@ static double fill_step(gl_batch_buf *bb, const doc_list *dl, const gl_config *c
     return count;
 }
 
-static gl_dev *open_device(const gl_config *c, const gl_boot *b)
-{
-    if (c->device == GL_DEVICE_CPU || (c->device == GL_DEVICE_AUTO && b->gpu < 0))
-        return gl_dev_open_cpu();
-    if (b->gpu < 0)
-        gl_die_code(2, "--device cuda: no GPU is visible to this rank (check "
-                    "CUDA_VISIBLE_DEVICES), or use --device cpu");
-    gl_dev *d = gl_dev_open_cuda(b->gpu);
-    if (!d)
-        gl_die_code(2, "--device cuda: this gridlm was built without CUDA: use --device cpu");
-    return d;
-}
-
 int main(int argc, char **argv)
 {
     gl_log_set_program(argv[0]);
@@ -250,7 +237,7 @@ int main(int argc, char **argv)
         .world = b.size, .tp = tp, .cp = cp, .ep = c.expert_model_parallel_size,
         .dp = c.data_parallel_size, .pp = pp, .ranks_per_node = b.local_size,
     };
-    gl_dev *d = open_device(&c, &b);
+    gl_dev *d = gl_boot_open_device(&b, c.device);
     gl_groups *g = gl_groups_create(&b, &spec, d->comm);
     gl_comm *tpc = g->tp && gl_comm_size(g->tp) > 1 ? g->tp : NULL;
     gl_comm *ppc = g->pp && gl_comm_size(g->pp) > 1 ? g->pp : NULL;

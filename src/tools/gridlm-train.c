@@ -18,20 +18,6 @@
 
 /* The device --device asks for: cpu, the rank's GPU, or (auto) the GPU
  * when there is one. */
-static gl_dev *open_device(const gl_config *c, const gl_boot *b)
-{
-    if (c->device == GL_DEVICE_CPU || (c->device == GL_DEVICE_AUTO && b->gpu < 0))
-        return gl_dev_open_cpu();
-    if (b->gpu < 0)
-        gl_die_code(2, "--device cuda: no GPU is visible to this rank (check "
-                    "CUDA_VISIBLE_DEVICES and the job's GPU request), or use --device cpu");
-    gl_dev *d = gl_dev_open_cuda(b->gpu);
-    if (!d)
-        gl_die_code(2, "--device cuda: this gridlm was built without CUDA (configure "
-                    "--disable-cuda or no CUDA found): use --device cpu or rebuild with CUDA");
-    return d;
-}
-
 /* --dry-run: what the run would be, on rank 0. */
 static void summary(const gl_config *c)
 {
@@ -76,7 +62,7 @@ int main(int argc, char **argv)
         .pp = c.pipeline_model_parallel_size,
         .ranks_per_node = b.local_size,
     };
-    gl_dev *d = open_device(&c, &b);
+    gl_dev *d = gl_boot_open_device(&b, c.device);
     gl_groups *g = gl_groups_create(&b, &spec, d->comm);
     gl_groups_health_check(g, d);
 

@@ -15,13 +15,14 @@
 
 #include <stddef.h>
 
+#include "device/ops.h"   /* gl_device_kind */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define GL_MAX_DATA_PATHS 64
 
-typedef enum { GL_DEVICE_AUTO = 0, GL_DEVICE_CPU, GL_DEVICE_CUDA } gl_device_kind;
 typedef enum { GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE } gl_lr_style;
 typedef enum { GL_RECOMPUTE_NONE = 0, GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL } gl_recompute;
 
