@@ -3,7 +3,8 @@ libgridlm_a_SOURCES += \
 	%reldir%/ops.h \
 	%reldir%/dev.c \
 	%reldir%/ops_cpu.c %reldir%/ops_cpu.h \
-	%reldir%/ops_cpu_kern.c %reldir%/ops_cpu_impl.h %reldir%/ops_cpu_proto.h
+	%reldir%/ops_cpu_kern.c %reldir%/ops_cpu_impl.h %reldir%/ops_cpu_proto.h \
+	%reldir%/fp8.c %reldir%/fp8.h
 
 # Every operation of the CPU back end against finite differences (in
 # double) and direct formulas.
@@ -11,3 +12,9 @@ check_PROGRAMS += t/ops-cpu.t
 t_ops_cpu_t_SOURCES = t/ops-cpu.c
 t_ops_cpu_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-cpu.t
+
+# E4M3 and E5M2 against their definition and a brute-force nearest value.
+check_PROGRAMS += t/fp8.t
+t_fp8_t_SOURCES = t/fp8.c
+t_fp8_t_LDADD = $(TAP_LIBS)
+TESTS += t/fp8.t
