@@ -10,7 +10,7 @@
 # python3, safetensors and numpy.
 : "${PYTHON3:=python3}"
 if ! "$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with safetensors and numpy not found ($(pip_hint safetensors numpy))"
+    echo "1..0 # SKIP python3 with safetensors and numpy not found ($GL_PIP_INSTALL safetensors numpy, $GL_PIP_VENV)"
     exit 0
 fi
 . "$top_srcdir/t/mpi-fold.sh"

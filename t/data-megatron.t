@@ -4,7 +4,7 @@
 # numpy's own RandomState (t/data-megatron.py).  Skipped without numpy.
 : "${PYTHON3:=python3}"
 if ! "$PYTHON3" -c 'import numpy' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with numpy not found ($(pip_hint numpy))"
+    echo "1..0 # SKIP python3 with numpy not found ($GL_PIP_INSTALL numpy, $GL_PIP_VENV)"
     exit 0
 fi
 d=t/data-megatron.dir

@@ -51,7 +51,7 @@
 : "${PYTHON3:=python3}"
 : "${top_builddir:=.}"
 if ! "$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with numpy and safetensors not found ($(pip_hint numpy safetensors))"
+    echo "1..0 # SKIP python3 with numpy and safetensors not found ($GL_PIP_INSTALL numpy safetensors, $GL_PIP_VENV)"
     exit 0
 fi
 test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }

@@ -6,7 +6,7 @@
 # tokens (t/prep-numpy.py).  Skipped without numpy and tokenizers.
 : "${PYTHON3:=python3}"
 if ! "$PYTHON3" -c 'import numpy, tokenizers' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with numpy and tokenizers not found ($(pip_hint numpy tokenizers))"
+    echo "1..0 # SKIP python3 with numpy and tokenizers not found ($GL_PIP_INSTALL numpy tokenizers, $GL_PIP_VENV)"
     exit 0
 fi
 P=./src/tools/gridlm-prep

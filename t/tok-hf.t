@@ -8,7 +8,7 @@
 # tokenizers (the skip line says how to install it).
 : "${PYTHON3:=python3}"
 if ! "$PYTHON3" -c 'import tokenizers' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with the tokenizers package not found ($(pip_hint tokenizers))"
+    echo "1..0 # SKIP python3 with the tokenizers package not found ($GL_PIP_INSTALL tokenizers, $GL_PIP_VENV)"
     exit 0
 fi
 d=t/tok-hf.dir
