@@ -22,6 +22,11 @@ t_data_indexed_t_SOURCES = t/data-indexed.c
 t_data_indexed_t_LDADD = $(TAP_LIBS)
 TESTS += t/data-indexed.t
 
+check_PROGRAMS += t/data-lines.t
+t_data_lines_t_SOURCES = t/data-lines.c
+t_data_lines_t_LDADD = $(TAP_LIBS)
+TESTS += t/data-lines.t
+
 check_PROGRAMS += t/data-fuzz.t
 t_data_fuzz_t_SOURCES = t/data-fuzz.c
 t_data_fuzz_t_LDADD = $(TAP_LIBS)
@@ -32,8 +37,8 @@ check_PROGRAMS += t/tok-encode
 t_tok_encode_SOURCES = t/tok-encode.c
 t_tok_encode_LDADD = $(GRIDLM_LIBS)
 
-dist_check_SCRIPTS += t/tok-hf.t t/prep-basic.t t/prep-numpy.t
-TESTS += t/tok-hf.t t/prep-basic.t t/prep-numpy.t
+dist_check_SCRIPTS += t/tok-hf.t t/prep-basic.t t/prep-numpy.t t/prep-input.t
+TESTS += t/tok-hf.t t/prep-basic.t t/prep-numpy.t t/prep-input.t
 EXTRA_DIST += t/tok-hf.py t/prep-numpy.py
 
 check_PROGRAMS += t/data-samples.t
