@@ -1,0 +1,16 @@
+#!/bin/sh
+# tok-ids.t: gridlm's checks of token ids against Hugging Face
+# `tokenizers` (t/tok-ids.py): it loads a tokenizer.json only where
+# Hugging Face gives every token the same id, and then encodes the same.
+# Skipped without python3 and tokenizers (pip install tokenizers).
+: "${PYTHON3:=python3}"
+if ! "$PYTHON3" -c 'import tokenizers' >/dev/null 2>&1; then
+    echo "1..0 # SKIP python3 with the tokenizers package not found (pip install tokenizers)"
+    exit 0
+fi
+d=t/tok-ids.dir
+rm -rf "$d"
+"$PYTHON3" "$top_srcdir/t/tok-ids.py" "$d" ./t/tok-encode
+rc=$?
+test $rc -eq 0 && rm -rf "$d"
+exit $rc
