@@ -32,6 +32,11 @@ t_tok_load_t_SOURCES = t/tok-load.c t/child.c t/child.h
 t_tok_load_t_LDADD = $(TAP_LIBS)
 TESTS += t/tok-load.t
 
+check_PROGRAMS += t/data-sigbus.t
+t_data_sigbus_t_SOURCES = t/data-sigbus.c
+t_data_sigbus_t_LDADD = $(TAP_LIBS)
+TESTS += t/data-sigbus.t
+
 check_PROGRAMS += t/data-fuzz.t
 t_data_fuzz_t_SOURCES = t/data-fuzz.c
 t_data_fuzz_t_LDADD = $(TAP_LIBS)
