@@ -580,12 +580,12 @@ static void add_to_set(gl_tokenizer *t, added_set *s, int k)
  * (tokenizers 0.23; t/tok-ids.t checks it).  It does not use the id
  * written in the file; gridlm refuses a file whose id differs, so that
  * the file, Hugging Face and gridlm all agree on every id. */
-static long long hf_added_id(const gl_tokenizer *t, const char *c, size_t n, long long *next_new)
+static long long hf_added_id(const gl_tokenizer *t, const char *c, size_t n, int32_t before,
+                             long long *next_new)
 {
-    int32_t id = gl_strmap_get(&t->added_map, c, n);
-    if (id >= 0)
-        return id;                  /* listed before: the same token */
-    id = gl_strmap_get(&t->vocab, c, n);
+    if (before >= 0)
+        return t->added[before].id;  /* listed before: the same token */
+    int32_t id = gl_strmap_get(&t->vocab, c, n);
     if (id >= 0)
         return id;
     return (*next_new)++;
@@ -593,8 +593,10 @@ static long long hf_added_id(const gl_tokenizer *t, const char *c, size_t n, lon
 
 /* One entry of added_tokens: checked, then added (or, for a content
  * listed before, its options replaced: the later entry wins, as in
- * Hugging Face).  An empty content is ignored, as there. */
-static int add_added(gl_tokenizer *t, size_t i, json_t *v, long long *next_new, errbuf *e)
+ * Hugging Face).  An empty content is ignored, as there.  `seen` maps
+ * each content to its index in t->added. */
+static int add_added(gl_tokenizer *t, size_t i, json_t *v, gl_strmap *seen, long long *next_new,
+                     errbuf *e)
 {
     size_t n;
     const char *c = jstr(v, "content", &n);
@@ -610,12 +612,13 @@ static int add_added(gl_tokenizer *t, size_t i, json_t *v, long long *next_new, 
     }
     if (n == 0)
         return 0;
-    long long id = hf_added_id(t, c, n, next_new);
+    int32_t before = gl_strmap_get(seen, c, n);
+    long long id = hf_added_id(t, c, n, before, next_new);
     if (file_id != id) {
         fail(e, "added_tokens[%zu] \"%s\" has id %lld, but Hugging Face tokenizers gives it id"
              " %lld (%s); fix the id in the file", i, show(c, n).s, file_id, id,
-             gl_strmap_get(&t->vocab, c, n) >= 0 ? "its id in the vocabulary"
-             : gl_strmap_get(&t->added_map, c, n) >= 0 ? "it is listed twice"
+             before >= 0 ? "it is listed twice"
+             : gl_strmap_get(&t->vocab, c, n) >= 0 ? "its id in the vocabulary"
              : "added tokens not in the vocabulary are numbered on from it, in the file's order");
         return -1;
     }
@@ -626,17 +629,17 @@ static int add_added(gl_tokenizer *t, size_t i, json_t *v, long long *next_new, 
         .rstrip = jbool(v, "rstrip", 0), .normalized = jbool(v, "normalized", !special),
         .special = special,
     };
-    for (int k = 0; k < t->n_added; k++)
-        if (t->added[k].id == a.id) {   /* listed twice: replace */
-            free(t->added[k].content);
-            t->added[k] = a;
-            return 0;
-        }
+    if (before >= 0) {                  /* listed twice: replace */
+        free(t->added[before].content);
+        t->added[before] = a;
+        return 0;
+    }
     if (set_id_string(t, id, c, n, "added token", e)) {
         free(a.content);
         return -1;
     }
     t->added = gl_realloc(t->added, (size_t)(t->n_added + 1) * sizeof *t->added);
+    gl_strmap_put(seen, c, n, t->n_added);
     t->added[t->n_added++] = a;
     gl_strmap_put(&t->added_map, c, n, a.id);
     return 0;
@@ -649,11 +652,16 @@ static void load_added(gl_tokenizer *t, json_t *arr, errbuf *e)
         return;
     }
     long long next_new = t->n_model;
+    gl_strmap seen;
+    gl_strmap_init(&seen);
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v)
-        if (add_added(t, i, v, &next_new, e))
-            return;
+        if (add_added(t, i, v, &seen, &next_new, e))
+            break;
+    gl_strmap_free(&seen);
+    if (e->failed)
+        return;
     /* Raw and normalized sets: Hugging Face's order, special tokens
      * first, then the others. */
     for (int pass = 0; pass < 2; pass++)
