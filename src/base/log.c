@@ -2,10 +2,13 @@
 #include <config.h>
 #include "base/log.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *program = "gridlm";
 static int my_rank = -1;
@@ -76,6 +79,59 @@ void gl_die_code(int code, const char *fmt, ...)
     if (abort_fn)
         abort_fn(code);
     exit(code);
+}
+
+char *gl_sig_utoa(char *buf, unsigned long long v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Append s to line[*n], leaving room for "\n". */
+static void sig_put(char *line, size_t cap, size_t *n, const char *s)
+{
+    while (*s && *n + 2 < cap)
+        line[(*n)++] = *s++;
+}
+
+void gl_die_in_signal(const char *text)
+{
+    char line[4096], num[24];
+    size_t n = 0;
+    sig_put(line, sizeof line, &n, program);
+    sig_put(line, sizeof line, &n, ": error: ");
+    if (my_rank >= 0) {
+        sig_put(line, sizeof line, &n, "rank ");
+        sig_put(line, sizeof line, &n, gl_sig_utoa(num, (unsigned long long)my_rank));
+        sig_put(line, sizeof line, &n, " on ");
+        sig_put(line, sizeof line, &n, my_host[0] ? my_host : "?");
+        sig_put(line, sizeof line, &n, ": ");
+    }
+    sig_put(line, sizeof line, &n, text);
+    line[n++] = '\n';
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(2, line + off, n - off);
+        if (w > 0)
+            off += (size_t)w;
+        else if (w == 0 || errno != EINTR)
+            break;
+    }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGALRM, &dfl, NULL);
+    alarm(30);
+    if (abort_fn)
+        abort_fn(1);
+    _exit(1);
 }
 
 void gl_warn(const char *fmt, ...)

@@ -47,6 +47,17 @@ GL_NORETURN void gl_vdie(const char *fmt, va_list ap);
 /* Same, but exit with the given code (2 for usage errors). */
 GL_NORETURN void gl_die_code(int code, const char *fmt, ...) GL_PRINTF(2, 3);
 
+/* gl_die() for signal handlers: writes "PROG: error: rank R on HOST: TEXT"
+ * as one line with write(2), then stops the job through the abort hook,
+ * else _exit(1).  Everything before the hook is async-signal-safe; the
+ * hook (MPI_Abort) is not, so SIGALRM's default action is armed first
+ * (30 s) as a backstop: should the hook hang, the process dies anyway
+ * and the launcher ends the job. */
+GL_NORETURN void gl_die_in_signal(const char *text);
+/* For signal handlers: the decimal digits of v in buf (at least 21
+ * bytes), NUL-terminated; returns buf. */
+char *gl_sig_utoa(char *buf, unsigned long long v);
+
 /* A warning on stderr, on whichever rank calls it. */
 void gl_warn(const char *fmt, ...) GL_PRINTF(1, 2);
 

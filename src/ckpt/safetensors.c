@@ -3,6 +3,7 @@
 #include "ckpt/safetensors.h"
 #include "ckpt/half.h"
 #include "base/log.h"
+#include "base/mapped.h"
 
 #include <jansson.h>
 
@@ -78,8 +79,10 @@ void gl_st_close(gl_st_file *f)
 {
     if (!f)
         return;
-    if (f->map && f->map != MAP_FAILED)
+    if (f->map && f->map != MAP_FAILED) {
+        gl_mapped_remove(f->map);
         munmap(f->map, f->size);
+    }
     for (int i = 0; i < f->n; i++)
         free(f->t[i].name);
     for (int i = 0; i < f->nmeta; i++) {
@@ -270,6 +273,7 @@ int gl_st_open(const char *path, gl_st_file **out)
         gl_st_close(f);
         return -1;
     }
+    gl_mapped_add(f->map, f->size, path);   /* SIGBUS, if it shrinks, names it */
     const unsigned char *p = f->map;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)

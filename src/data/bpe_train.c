@@ -208,7 +208,9 @@ void gl_bpe_train(const gl_bpe_train_opts *o)
     long docs = 0, bad = 0;
     char *rep = NULL;
     size_t repcap = 0;
-    while (gl_lines_next(in, &line, &len)) {
+    gl_error ierr;
+    int got;
+    while ((got = gl_lines_next(in, &line, &len, &ierr)) > 0) {
         if (len == 0)
             continue;
         if (!gl_utf8_valid(line, len)) {
@@ -229,6 +231,8 @@ void gl_bpe_train(const gl_bpe_train_opts *o)
         json_decref(doc);
         docs++;
     }
+    if (got < 0)
+        gl_die("--input %s (no tokenizer was written)", ierr.text);
     free(rep);
     gl_lines_close(in);
     gl_tok_encoder_free(enc);

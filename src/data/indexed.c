@@ -2,6 +2,7 @@
 #include <config.h>
 #include "data/indexed.h"
 #include "base/log.h"
+#include "base/mapped.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -100,6 +101,9 @@ static int map_file(const char *path, const unsigned char **p, size_t *size,
             return -1;
         }
         *p = m;
+        /* A file truncated while mapped faults with SIGBUS when read:
+         * registered, the fault becomes a message naming the file. */
+        gl_mapped_add(m, *size, path);
     }
     close(fd);
     return 0;
@@ -243,10 +247,14 @@ void gl_idx_close(gl_idx *x)
 {
     if (!x)
         return;
-    if (x->idx)
+    if (x->idx) {
+        gl_mapped_remove(x->idx);
         munmap((void *)x->idx, x->idx_size);
-    if (x->bin)
+    }
+    if (x->bin) {
+        gl_mapped_remove(x->bin);
         munmap((void *)x->bin, x->bin_size);
+    }
     free(x->prefix);
     free(x);
 }

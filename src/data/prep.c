@@ -183,6 +183,16 @@ static void output_path(char *buf, size_t n, const char *prefix, const char *key
     snprintf(buf, n, "%s_%s_document", prefix, key);
 }
 
+/* The input broke off or is damaged: whatever was tokenized is thrown
+ * away, so that no dataset made of part of a corpus carries a final name.
+ * (The workers still running are stopped by the exit.) */
+GL_NORETURN static void input_broken(const gl_prep_opts *o, gl_idx_writer **w, const gl_error *err)
+{
+    for (int k = 0; k < o->n_keys; k++)
+        gl_idx_writer_abandon(w[k]);
+    gl_die("--input %s (nothing was written)", err->text);
+}
+
 void gl_prep_run(const gl_prep_opts *o)
 {
     if (o->n_keys < 1)
@@ -215,6 +225,7 @@ void gl_prep_run(const gl_prep_opts *o)
         if (pthread_create(&th[i], NULL, worker_main, &p) != 0)
             gl_die("cannot start worker thread %d of %d", i + 1, workers);
 
+    gl_error ierr;
     long written = 0, docs = 0, blank = 0, bad = 0, repaired = 0;
     uint64_t done_bytes = 0;        /* input bytes of the batches written */
     int eof = 0;
@@ -230,7 +241,10 @@ void gl_prep_run(const gl_prep_opts *o)
             const char *line;
             size_t len;
             while (b->n < BATCH_LINES && b->tlen < BATCH_BYTES) {
-                if (!gl_lines_next(in, &line, &len)) {
+                int got = gl_lines_next(in, &line, &len, &ierr);
+                if (got < 0)
+                    input_broken(o, w, &ierr);
+                if (got == 0) {
                     eof = 1;
                     break;
                 }

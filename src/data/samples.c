@@ -5,6 +5,7 @@
 #include "data/rng.h"
 #include "data/strmap.h"
 #include "base/log.h"
+#include "base/mapped.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -193,8 +194,10 @@ void gl_gpt_index_free(gl_gpt_index *g)
 {
     if (g->maps[0] || g->maps[1] || g->maps[2]) {
         for (int i = 0; i < 3; i++)
-            if (g->maps[i])
+            if (g->maps[i]) {
+                gl_mapped_remove(g->maps[i]);
                 munmap(g->maps[i], g->map_len[i]);
+            }
     } else {
         free(g->doc_index);
         free(g->sample_index);
@@ -267,6 +270,7 @@ static void *npy_map(const char *path, const char *descr, const char *shape, siz
         munmap(m, hl + bytes);
         return NULL;
     }
+    gl_mapped_add(m, hl + bytes, path);     /* SIGBUS, if it shrinks, names it */
     *map = m;
     *maplen = hl + bytes;
     return (char *)m + hl;

@@ -100,7 +100,8 @@ typedef struct {                /* added tokens grouped by first byte */
 struct gl_tokenizer {
     gl_strmap vocab;            /* model vocabulary */
     gl_strmap added_map;        /* added token content -> id */
-    char **id_str; uint32_t *id_len; long n_ids;
+    char **id_str; uint32_t *id_len; long n_ids;  /* n_ids: tokens in the files (see reserve_ids) */
+    long n_model;               /* entries of the model vocabulary */
     gl_u64map merges;           /* (left << 32 | right) -> (rank << 32 | merged) */
     int ignore_merges, byte_fallback, fuse_unk;
     int32_t unk_id;
@@ -242,23 +243,95 @@ static int jbool(json_t *o, const char *key, int dflt)
     return json_is_boolean(v) ? json_is_true(v) : dflt;
 }
 
-static void set_id_string(gl_tokenizer *t, long id, const char *s, size_t n)
+/* A token as messages show it: at most 40 bytes, quotes, backslashes and
+ * control bytes escaped. */
+typedef struct { char s[200]; } shown;
+
+static shown show(const char *s, size_t n)
 {
-    if (id >= t->n_ids) {
-        long m = t->n_ids ? t->n_ids : 1024;
-        while (m <= id)
-            m *= 2;
-        t->id_str = gl_realloc(t->id_str, (size_t)m * sizeof *t->id_str);
-        t->id_len = gl_realloc(t->id_len, (size_t)m * sizeof *t->id_len);
-        for (long i = t->n_ids; i < m; i++)
-            t->id_str[i] = NULL, t->id_len[i] = 0;
-        t->n_ids = m;
+    shown o;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 8 < sizeof o.s; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (i == 40) {
+            k += (size_t)snprintf(o.s + k, sizeof o.s - k, "...");
+            break;
+        }
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+            k += (size_t)snprintf(o.s + k, sizeof o.s - k, "\\x%02x", c);
+        else
+            o.s[k++] = (char)c;
     }
-    free(t->id_str[id]);
+    o.s[k] = '\0';
+    return o;
+}
+
+/* The id -> token table.  Its size is the number of entries the files
+ * actually hold (model vocabulary plus added tokens), never a number
+ * written in them: every id must be below it, so an id of 2^31 in a
+ * ten-token file is refused instead of allocating 24 GB (or writing at
+ * a negative index). */
+static int reserve_ids(gl_tokenizer *t, size_t n_tokens, errbuf *e)
+{
+    if (n_tokens > (size_t)INT32_MAX) {
+        fail(e, "%zu tokens: more than gridlm's 32-bit ids can number", n_tokens);
+        return -1;
+    }
+    t->n_ids = (long)n_tokens;
+    t->id_str = gl_calloc(n_tokens, sizeof *t->id_str);
+    t->id_len = gl_calloc(n_tokens, sizeof *t->id_len);
+    return 0;
+}
+
+/* Give token s the id: the id must be below the number of tokens and
+ * name no other token (the same token may come twice: in the vocabulary
+ * and again as an added token). */
+static int set_id_string(gl_tokenizer *t, long long id, const char *s, size_t n, const char *what,
+                         errbuf *e)
+{
+    if (id < 0 || id >= t->n_ids) {
+        fail(e, "%s \"%s\" has id %lld, but the file holds only %ld tokens, so ids run from 0"
+             " to %ld (fix the id)", what, show(s, n).s, id, t->n_ids, t->n_ids - 1);
+        return -1;
+    }
+    if (t->id_str[id]) {
+        if (t->id_len[id] == n && memcmp(t->id_str[id], s, n) == 0)
+            return 0;
+        fail(e, "id %lld is given to both \"%s\" and \"%s\": an id names one token (fix one"
+             " of them)", id, show(t->id_str[id], t->id_len[id]).s, show(s, n).s);
+        return -1;
+    }
     t->id_str[id] = dupn(s, n);
     t->id_len[id] = (uint32_t)n;
     if (id + 1 > t->vocab_size)
-        t->vocab_size = id + 1;
+        t->vocab_size = (long)id + 1;
+    return 0;
+}
+
+/* An id as Hugging Face reads it: a JSON integer that fits an unsigned
+ * 32-bit number (it refuses anything else).  -1 when it is not one. */
+static long long json_id(json_t *v)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > (json_int_t)UINT32_MAX)
+        return -1;
+    return (long long)json_integer_value(v);
+}
+
+/* What is wrong with an id json_id() refused, for messages. */
+typedef struct { char s[64]; } id_why;
+
+static id_why bad_id(json_t *v)
+{
+    id_why w;
+    if (!v)
+        snprintf(w.s, sizeof w.s, "no id");
+    else if (!json_is_integer(v))
+        snprintf(w.s, sizeof w.s, "an id that is not an integer");
+    else
+        snprintf(w.s, sizeof w.s, "id %lld, %s", (long long)json_integer_value(v),
+                 json_integer_value(v) < 0 ? "which is negative" : "which does not fit 32 bits");
+    return w;
 }
 
 /* A pattern object {"String": s} or {"Regex": r}. */
@@ -424,13 +497,23 @@ static void load_decoder(gl_tokenizer *t, json_t *d, errbuf *e)
     t->decs[t->n_decs++] = s;
 }
 
-/* Special tokens of a post-processor, before and after the sequence. */
-static void pp_add(gl_tokenizer *t, int pre, int32_t id)
+/* Special tokens of a post-processor, before and after the sequence.
+ * Each id must name a token of the tokenizer. */
+static void pp_add(gl_tokenizer *t, int pre, json_t *idv, const char *what, errbuf *e)
 {
+    long long id = json_id(idv);
+    if (id < 0 || id >= t->vocab_size || !t->id_str[id]) {
+        char got[32] = "(not an integer)";
+        if (json_is_integer(idv))
+            snprintf(got, sizeof got, "%lld", (long long)json_integer_value(idv));
+        fail(e, "post_processor: the id %s of %s names no token of the tokenizer (ids run from 0"
+             " to %ld); fix the id", got, what, t->vocab_size - 1);
+        return;
+    }
     int32_t **v = pre ? &t->pp_pre : &t->pp_post;
     int *n = pre ? &t->n_pp_pre : &t->n_pp_post;
     *v = gl_realloc(*v, (size_t)(*n + 1) * sizeof **v);
-    (*v)[(*n)++] = id;
+    (*v)[(*n)++] = (int32_t)id;
 }
 
 static void load_post(gl_tokenizer *t, json_t *p, errbuf *e)
@@ -461,15 +544,18 @@ static void load_post(gl_tokenizer *t, json_t *p, errbuf *e)
                      name ? name : "?");
                 return;
             }
-            json_array_foreach(ids, k, idv)
-                pp_add(t, !seen_seq, (int32_t)json_integer_value(idv));
+            json_array_foreach(ids, k, idv) {
+                pp_add(t, !seen_seq, idv, name, e);
+                if (e->failed)
+                    return;
+            }
         }
         return;
     }
     if (strcmp(type, "RobertaProcessing") == 0 || strcmp(type, "BertProcessing") == 0) {
         json_t *cls = json_object_get(p, "cls"), *sep = json_object_get(p, "sep");
-        pp_add(t, 1, (int32_t)json_integer_value(json_array_get(cls, 1)));
-        pp_add(t, 0, (int32_t)json_integer_value(json_array_get(sep, 1)));
+        pp_add(t, 1, json_array_get(cls, 1), "cls", e);
+        pp_add(t, 0, json_array_get(sep, 1), "sep", e);
         return;
     }
     fail(e, "post_processor %s is not supported by gridlm", type);
@@ -488,40 +574,106 @@ static void add_to_set(gl_tokenizer *t, added_set *s, int k)
     s->idx[b][j] = k;
 }
 
+/* The id Hugging Face `tokenizers` gives the next added token: the id of
+ * its content in the model vocabulary, else the next id after the
+ * vocabulary and the new added tokens before it, in the file's order
+ * (tokenizers 0.23; t/tok-ids.t checks it).  It does not use the id
+ * written in the file; gridlm refuses a file whose id differs, so that
+ * the file, Hugging Face and gridlm all agree on every id. */
+static long long hf_added_id(const gl_tokenizer *t, const char *c, size_t n, int32_t before,
+                             long long *next_new)
+{
+    if (before >= 0)
+        return t->added[before].id;  /* listed before: the same token */
+    int32_t id = gl_strmap_get(&t->vocab, c, n);
+    if (id >= 0)
+        return id;
+    return (*next_new)++;
+}
+
+/* One entry of added_tokens: checked, then added (or, for a content
+ * listed before, its options replaced: the later entry wins, as in
+ * Hugging Face).  An empty content is ignored, as there.  `seen` maps
+ * each content to its index in t->added. */
+static int add_added(gl_tokenizer *t, size_t i, json_t *v, gl_strmap *seen, long long *next_new,
+                     errbuf *e)
+{
+    size_t n;
+    const char *c = jstr(v, "content", &n);
+    long long file_id = json_id(json_object_get(v, "id"));
+    if (!c) {
+        fail(e, "added_tokens[%zu] has no \"content\" string", i);
+        return -1;
+    }
+    if (file_id < 0) {
+        fail(e, "added_tokens[%zu] \"%s\" has %s (ids are integers from 0)", i, show(c, n).s,
+             bad_id(json_object_get(v, "id")).s);
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    int32_t before = gl_strmap_get(seen, c, n);
+    long long id = hf_added_id(t, c, n, before, next_new);
+    if (file_id != id) {
+        fail(e, "added_tokens[%zu] \"%s\" has id %lld, but Hugging Face tokenizers gives it id"
+             " %lld (%s); fix the id in the file", i, show(c, n).s, file_id, id,
+             before >= 0 ? "it is listed twice"
+             : gl_strmap_get(&t->vocab, c, n) >= 0 ? "its id in the vocabulary"
+             : "added tokens not in the vocabulary are numbered on from it, in the file's order");
+        return -1;
+    }
+    int special = jbool(v, "special", 0);
+    added_tok a = {
+        .content = dupn(c, n), .len = n, .id = (int32_t)id,
+        .single_word = jbool(v, "single_word", 0), .lstrip = jbool(v, "lstrip", 0),
+        .rstrip = jbool(v, "rstrip", 0), .normalized = jbool(v, "normalized", !special),
+        .special = special,
+    };
+    if (before >= 0) {                  /* listed twice: replace */
+        free(t->added[before].content);
+        t->added[before] = a;
+        return 0;
+    }
+    if (set_id_string(t, id, c, n, "added token", e)) {
+        free(a.content);
+        return -1;
+    }
+    t->added = gl_realloc(t->added, (size_t)(t->n_added + 1) * sizeof *t->added);
+    gl_strmap_put(seen, c, n, t->n_added);
+    t->added[t->n_added++] = a;
+    gl_strmap_put(&t->added_map, c, n, a.id);
+    return 0;
+}
+
 static void load_added(gl_tokenizer *t, json_t *arr, errbuf *e)
 {
+    if (arr && !json_is_null(arr) && !json_is_array(arr)) {
+        fail(e, "added_tokens is not an array");
+        return;
+    }
+    long long next_new = t->n_model;
+    gl_strmap seen;
+    gl_strmap_init(&seen);
     size_t i;
     json_t *v;
-    /* Hugging Face's order: special tokens first, then the others. */
-    for (int pass = 0; pass < 2; pass++) {
-        json_array_foreach(arr, i, v) {
-            size_t n;
-            const char *c = jstr(v, "content", &n);
-            json_t *idv = json_object_get(v, "id");
-            if (!c || !json_is_integer(idv) || json_integer_value(idv) < 0) {
-                fail(e, "added_tokens[%zu] lacks a content or an id", i);
-                return;
-            }
-            int special = jbool(v, "special", 0);
-            if (special != (pass == 0) || n == 0)
+    json_array_foreach(arr, i, v)
+        if (add_added(t, i, v, &seen, &next_new, e))
+            break;
+    gl_strmap_free(&seen);
+    if (e->failed)
+        return;
+    /* Raw and normalized sets: Hugging Face's order, special tokens
+     * first, then the others. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < t->n_added; k++) {
+            const added_tok *a = &t->added[k];
+            if (a->special != (pass == 0))
                 continue;
-            added_tok a = {
-                .content = dupn(c, n), .len = n, .id = (int32_t)json_integer_value(idv),
-                .single_word = jbool(v, "single_word", 0), .lstrip = jbool(v, "lstrip", 0),
-                .rstrip = jbool(v, "rstrip", 0), .normalized = jbool(v, "normalized", !special),
-                .special = special,
-            };
-            t->added = gl_realloc(t->added, (size_t)(t->n_added + 1) * sizeof *t->added);
-            t->added[t->n_added] = a;
-            add_to_set(t, a.normalized ? &t->norm_set : &t->raw_set, t->n_added);
-            t->n_added++;
-            gl_strmap_put(&t->added_map, c, n, a.id);
-            set_id_string(t, a.id, c, n);
-            if (a.single_word && !t->word_re)
+            add_to_set(t, a->normalized ? &t->norm_set : &t->raw_set, k);
+            if (a->single_word && !t->word_re)
                 t->word_re = compile_regex("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]",
                                            e, "single_word");
         }
-    }
 }
 
 static gl_tokenizer *tok_new(void)
@@ -580,13 +732,15 @@ static void tok_finish(gl_tokenizer *t)
 /* One vocabulary entry "token": id, from tokenizer.json or vocab.json. */
 static int add_vocab(gl_tokenizer *t, const char *key, size_t klen, json_t *v, errbuf *e)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX - 1) {
-        fail(e, "vocab entry \"%s\" has no valid id", key);
+    long long id = json_id(v);
+    if (id < 0) {
+        fail(e, "vocab entry \"%s\" has %s (ids are integers from 0)", show(key, klen).s,
+             bad_id(v).s);
         return -1;
     }
-    int32_t id = (int32_t)json_integer_value(v);
-    gl_strmap_put(&t->vocab, key, klen, id);
-    set_id_string(t, id, key, klen);
+    if (set_id_string(t, id, key, klen, "vocab entry", e))
+        return -1;
+    gl_strmap_put(&t->vocab, key, klen, (int32_t)id);
     return 0;
 }
 
@@ -600,6 +754,12 @@ static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
     json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
     if (!json_is_object(vocab) || !json_is_array(merges)) {
         fail(e, "model has no \"vocab\" object or no \"merges\" array (not a BPE tokenizer.json)");
+        return;
+    }
+    t->n_model = (long)json_object_size(vocab);
+    if (t->n_model == 0) {
+        fail(e, "the model vocabulary (model.vocab) is empty: every document would encode to"
+             " nothing; is this the tokenizer that was meant?");
         return;
     }
     const char *key;
@@ -662,18 +822,38 @@ static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
         t->eow_suffix = dupn(s, n);
 }
 
-/* tokenizer_config.json beside tokenizer.json: eos_token names the eod. */
-static void load_config_eos(gl_tokenizer *t, const char *dir)
+/* tokenizer_config.json beside tokenizer.json: eos_token names the eod.
+ * The file is optional, but one that is there must be right: one that
+ * cannot be read or parsed, or that names a token the tokenizer lacks,
+ * is an error, because ignoring it would end every document with some
+ * other token (or none). */
+static void load_config_eos(gl_tokenizer *t, const char *dir, errbuf *e)
 {
     char path[4096];
+    struct stat st;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    json_t *c = json_load_file(path, 0, NULL);
-    if (!c)
+    if (stat(path, &st) != 0 && errno == ENOENT)
         return;
+    json_error_t je;
+    json_t *c = json_load_file(path, 0, &je);
+    if (!c) {
+        if (je.line > 0)
+            fail(e, "%s: line %d, column %d: %s; fix the file, or remove it (it names the"
+                 " end-of-document token)", path, je.line, je.column, je.text);
+        else
+            fail(e, "%s: %s", path, je.text);
+        return;
+    }
     json_t *eos = json_object_get(c, "eos_token");
     const char *s = json_is_string(eos) ? json_string_value(eos) : jstr(eos, "content", NULL);
-    if (s)
-        t->eod = gl_tokenizer_token_to_id(t, s, strlen(s));
+    if (!json_is_object(c))
+        fail(e, "%s: not a JSON object", path);
+    else if (eos && !json_is_null(eos) && !s)
+        fail(e, "%s: eos_token is neither a string nor an object with a \"content\" string",
+             path);
+    else if (s && (t->eod = gl_tokenizer_token_to_id(t, s, strlen(s))) < 0)
+        fail(e, "%s: eos_token \"%s\" is not a token of the tokenizer; name one of its tokens"
+             " (or remove eos_token)", path, show(s, strlen(s)).s);
     json_decref(c);
 }
 
@@ -701,19 +881,20 @@ gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen)
     json_error_t je;
     json_t *root = json_load_file(file, JSON_ALLOW_NUL, &je);
     if (!root) {
-        fail(&e, "%s: line %d: %s", file, je.line, je.text);
+        fail(&e, "%s: line %d, column %d: %s", file, je.line, je.column, je.text);
         return NULL;
     }
     gl_tokenizer *t = tok_new();
     char inner[768] = "";
     errbuf ie = { inner, sizeof inner, 0 };
-    json_t *model = json_object_get(root, "model");
+    json_t *model = json_object_get(root, "model"), *added = json_object_get(root, "added_tokens");
     if (!json_is_object(model))
         fail(&ie, "no \"model\" object");
-    else
+    else if (reserve_ids(t, json_object_size(json_object_get(model, "vocab")) +
+                            json_array_size(added), &ie) == 0)
         load_model(t, model, &ie);
     if (!ie.failed)
-        load_added(t, json_object_get(root, "added_tokens"), &ie);
+        load_added(t, added, &ie);
     if (!ie.failed)
         load_normalizer(t, json_object_get(root, "normalizer"), &ie);
     if (!ie.failed)
@@ -728,7 +909,11 @@ gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen)
         gl_tokenizer_free(t);
         return NULL;
     }
-    load_config_eos(t, dir);
+    load_config_eos(t, dir, &e);
+    if (e.failed) {
+        gl_tokenizer_free(t);
+        return NULL;
+    }
     tok_finish(t);
     return t;
 }
@@ -740,7 +925,10 @@ gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_f
     json_error_t je;
     json_t *vocab = json_load_file(vocab_file, 0, &je);
     if (!vocab || !json_is_object(vocab)) {
-        fail(&e, "%s: line %d: %s", vocab_file, je.line, vocab ? "not a JSON object" : je.text);
+        if (vocab)
+            fail(&e, "%s: not a JSON object (GPT-2's vocab.json maps tokens to ids)", vocab_file);
+        else
+            fail(&e, "%s: line %d, column %d: %s", vocab_file, je.line, je.column, je.text);
         json_decref(vocab);
         return NULL;
     }
@@ -755,6 +943,18 @@ gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_f
     errbuf ie = { inner, sizeof inner, 0 };
     const char *key;
     json_t *v;
+    t->n_model = (long)json_object_size(vocab);
+    if (t->n_model == 0)
+        fail(&ie, "the vocabulary is empty: every document would encode to nothing");
+    else
+        reserve_ids(t, json_object_size(vocab), &ie);
+    if (ie.failed) {
+        fail(&e, "%s: %s", vocab_file, inner);
+        json_decref(vocab);
+        fclose(f);
+        gl_tokenizer_free(t);
+        return NULL;
+    }
     json_object_foreach(vocab, key, v) {
         if (add_vocab(t, key, strlen(key), v, &ie)) {
             fail(&e, "%s: %s", vocab_file, inner); /* before the decref frees the key */

@@ -45,7 +45,18 @@ typedef struct gl_tok_encoder gl_tok_encoder;
 
 /* PATH is a tokenizer.json or a directory holding one (and perhaps
  * tokenizer_config.json, whose eos_token names the end-of-document
- * token).  NULL with a message in err on failure. */
+ * token).  NULL with a message in err on failure.
+ *
+ * Nothing in the files is trusted: every id must be a JSON integer from
+ * 0 that fits 32 bits and lies below the number of tokens the files
+ * hold (the id table is sized by that number, never by an id); no id
+ * may name two tokens; an added token's id must be the one Hugging Face
+ * `tokenizers` gives it (its vocabulary id, or the next id after the
+ * vocabulary and the added tokens before it); a content listed twice in
+ * added_tokens is one token whose later entry wins; the vocabulary must
+ * not be empty; post-processor ids must name tokens; a
+ * tokenizer_config.json that is there must parse and its eos_token must
+ * be a token.  GPT-2's vocab.json is held to the same rules. */
 gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen);
 /* GPT-2's files: vocab.json and merges.txt. */
 gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_file,
