@@ -34,8 +34,7 @@ static const char *kind_of(mode_t m)
 
 static int not_regular(const char *path, mode_t m, gl_error *err)
 {
-    return gl_errprintf(err, "%s is %s, not a regular file: give the path of a file", path,
-                        kind_of(m));
+    return gl_errprintf(err, "%s is %s, not a regular file", path, kind_of(m));
 }
 
 int gl_file_open_read(const char *path, gl_error *err)
