@@ -1,6 +1,7 @@
 /* lines.c: line reader over plain, gzip and zstd files (see lines.h). */
 #include <config.h>
 #include "data/lines.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -29,9 +30,10 @@ gl_lines *gl_lines_open(const char *path)
 {
     gl_lines *r = gl_calloc(1, sizeof *r);
     r->path = gl_strdup(path);
-    r->f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    gl_error e;
+    r->f = strcmp(path, "-") == 0 ? stdin : gl_file_fopen_read(path, &e);
     if (!r->f)
-        gl_die("--input %s: %s", path, strerror(errno));
+        gl_die("--input: %s", e.text);
     unsigned char magic[4] = { 0 };
     size_t m = 0;
     if (r->f != stdin) {
