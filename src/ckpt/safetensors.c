@@ -578,14 +578,17 @@ int gl_st_is_model_file(const char *name)
 
 /* Remove the weight files of DIR that are not in keep (NULL-terminated):
  * an earlier export's shards or index, which would describe another
- * model than the one just written.  Says which, in one line. */
-static int remove_stale(const char *dir, const char *const *keep)
+ * model than the one just written.  Says which, in one line (counting
+ * the earlier index, when the write began by removing one). */
+static int remove_stale(const char *dir, const char *const *keep, int old_index)
 {
     DIR *d = opendir(dir);
     if (!d)
         return fail("cannot list %s: %s", dir, strerror(errno));
-    int removed = 0;
+    int removed = old_index;
     char names[400] = "";
+    if (old_index)
+        snprintf(names, sizeof names, "model.safetensors.index.json");
     struct dirent *e;
     struct stat st;
     while ((e = readdir(d))) {
@@ -629,8 +632,10 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
     /* An older index goes first: a directory caught halfway never pairs
      * it with new shards (readers prefer the index to model.safetensors). */
     char path[4096];
-    if (path_in(path, sizeof path, dir, "model.safetensors.index.json") ||
-        (unlink(path) != 0 && errno != ENOENT))
+    if (path_in(path, sizeof path, dir, "model.safetensors.index.json"))
+        return -1;
+    int old_index = unlink(path) == 0;
+    if (!old_index && errno != ENOENT)
         return fail("cannot remove the earlier %s: %s", path, strerror(errno));
     /* Group consecutive tensors into shards of at most max_shard_bytes. */
     int *shard = gl_calloc(n ? n : 1, sizeof *shard);
@@ -653,7 +658,7 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
         if (rc == 0)
             rc = gl_st_write(path, t, n, meta, nmeta);
         free(shard);
-        return rc ? rc : remove_stale(dir, keep);
+        return rc ? rc : remove_stale(dir, keep, old_index);
     }
     char **keep = gl_calloc((size_t)nshards + 2, sizeof *keep);
     json_t *wm = json_object();
@@ -690,7 +695,7 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
     }
     json_decref(wm);
     if (rc == 0)
-        rc = remove_stale(dir, (const char *const *)keep);
+        rc = remove_stale(dir, (const char *const *)keep, 0);
     for (int s = 0; s <= nshards; s++)
         free(keep[s]);
     free(keep);

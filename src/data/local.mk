@@ -34,6 +34,9 @@ t_tok_encode_LDADD = $(GRIDLM_LIBS)
 
 dist_check_SCRIPTS += t/tok-hf.t t/prep-basic.t t/prep-numpy.t
 TESTS += t/tok-hf.t t/prep-basic.t t/prep-numpy.t
+# what gridlm-prep reads and writes: links, leftovers, FIFOs
+dist_check_SCRIPTS += t/prep-files.t
+TESTS += t/prep-files.t
 EXTRA_DIST += t/tok-hf.py t/prep-numpy.py
 
 check_PROGRAMS += t/data-samples.t
