@@ -726,11 +726,6 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         gl_ckpt_close(ck);
         return -1;
     }
-    if (export_prepare(out_dir) != 0) {
-        free(hf_text);
-        gl_ckpt_close(ck);
-        return -1;
-    }
 
     /* Gather the weights in Hugging Face's order, vocabulary padding
      * dropped.  (All in memory at once: gl_st_model_write shards them.) */
@@ -788,8 +783,12 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
             n++;
         }
     if (rc == 0) {
+        /* Only now that every weight was read: a failed read leaves an
+         * earlier export as it was. */
         const char *meta[] = { "format", "pt" };
-        if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1) != 0)
+        if (export_prepare(out_dir) != 0)
+            rc = -1;
+        else if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1) != 0)
             rc = fail("%s", gl_st_error());
     }
     if (rc == 0) {
