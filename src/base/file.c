@@ -86,7 +86,9 @@ int gl_file_read_all(const char *path, char **buf, size_t *len, gl_error *err)
     if (fd < 0)
         return -1;
     struct stat st;
-    size_t cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
+    /* Room for the file, the NUL and one byte more, so that the read that
+     * finds the end needs no second allocation. */
+    size_t cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 2 : 4096;
     size_t n = 0;
     char *s = gl_malloc(cap);
     for (;;) {
