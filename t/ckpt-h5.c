@@ -324,7 +324,7 @@ static void test_roundtrip(void)
     ok(save(100, layout1, NULL) == GL_CKPT_OK, "save iteration 100 under layout 1: %s",
        gl_ckpt_error());
     long it = -1;
-    int trc = gl_ckpt_read_tracker(dir, &it);
+    int trc = gl_ckpt_read_tracker(dir, &it, NULL);
     ok(trc == GL_CKPT_OK && it == 100, "tracker names iteration %ld", it);
 
     gl_ckpt *ck;
@@ -440,7 +440,7 @@ static void test_roundtrip(void)
     ok(rc == GL_CKPT_OK && !strcmp(stats.path, single) && stats.bytes == 4.0 * (37 * 16 + 10),
        "begin/put/finish writes %s (%.0f bytes)", single, stats.bytes);
     long it2 = -1;
-    gl_ckpt_read_tracker(dir, &it2);
+    gl_ckpt_read_tracker(dir, &it2, NULL);
     is_int(it2, 200, "a file of its own leaves the tracker alone");
     rc = gl_ckpt_open(MPI_COMM_WORLD, single, GL_CKPT_VERIFY, &ck);
     ok(rc == GL_CKPT_OK && gl_ckpt_ntensors(ck) == 2 && gl_ckpt_iteration(ck) == 7 &&
@@ -584,6 +584,42 @@ static void test_refusals(void)
     ok(p && !strcmp(p, f200), "previous-checkpoint search skips temporaries (%s)", p);
     free(p);
 
+    /* Checkpoint files without a readable tracker: resuming "from the
+     * start" would write over them, so the directory is refused, naming
+     * the newest complete checkpoint and the two ways to resume. */
+    char want[9000];
+    snprintf(want, sizeof want, "--load %s, or write 200 into %s", f200, tracker);
+    sync_all();
+    if (rank == 0) {
+        unlink(tracker);
+        copy_file(f200, f300, sb.st_size / 2);      /* a newer, broken one */
+    }
+    sync_all();
+    refused("no tracker", "holds checkpoint files but no latest_checkpointed_iteration.txt",
+            want);
+    sync_all();
+    if (rank == 0) {
+        unlink(f300);
+        char gone[4300];
+        snprintf(gone, sizeof gone, "%s/gone/latest", dir);
+        symlink(gone, tracker);
+    }
+    sync_all();
+    refused("a dangling tracker link", "which does not exist", want);
+    sync_all();
+    if (rank == 0) {
+        unlink(tracker);
+        mkfifo(tracker, 0600);
+    }
+    sync_all();
+    refused("a FIFO for a tracker (never read, so never blocks)", "is a FIFO", want);
+    sync_all();
+    if (rank == 0) {
+        unlink(tracker);
+        write_text(tracker, "200");
+    }
+    sync_all();
+
     /* Nothing to load. */
     char none[4200];
     snprintf(none, sizeof none, "%s/never-saved", dir);
@@ -619,7 +655,7 @@ static void test_bad_saves(void)
 {
     char tracker_before[64] = "", f[4096];
     long it = -1;
-    gl_ckpt_read_tracker(dir, &it);
+    gl_ckpt_read_tracker(dir, &it, NULL);
     snprintf(tracker_before, sizeof tracker_before, "%ld", it);
 
     /* Slabs that leave a hole: one row of A unwritten. */
@@ -635,7 +671,7 @@ static void test_bad_saves(void)
        "a hole in the written slabs is refused: %s", gl_ckpt_error());
     gl_ckpt_file_name(f, sizeof f, dir, 400);
     ok(access(f, F_OK) != 0, "and no iter_0000400.h5 appears");
-    gl_ckpt_read_tracker(dir, &it);
+    gl_ckpt_read_tracker(dir, &it, NULL);
     is_int(it, 200, "and the tracker still names 200");
 
     /* Replicas that all write (with one rank, the one replica must). */
@@ -681,8 +717,30 @@ static void test_bad_saves(void)
     } else {
         ok(1, "a failed save leaves no file behind");
     }
-    gl_ckpt_read_tracker(dir, &it);
+    gl_ckpt_read_tracker(dir, &it, NULL);
     is_int(it, 200, "the tracker still names 200");
+
+    /* A checkpoint file is never written over, whoever wrote it. */
+    gl_ckpt_file_name(f, sizeof f, dir, 200);
+    struct stat before, after;
+    stat(f, &before);
+    layout1(ts, 200, 1);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 200, ts, NT, NULL, 0, NULL, NULL);
+    free_all(ts);
+    stat(f, &after);
+    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "iter_0000200.h5 already exists") &&
+       has(gl_ckpt_error(), "move it away") && before.st_ino == after.st_ino &&
+       before.st_mtime == after.st_mtime, "a save onto an existing checkpoint is refused: %s",
+       gl_ckpt_error());
+    char single[4200];
+    snprintf(single, sizeof single, "%s/single.h5", dir);
+    layout1(ts, 9, 1);
+    rc = gl_ckpt_save_file(MPI_COMM_WORLD, single, 9, ts, NT, NULL, 0, NULL, NULL);
+    free_all(ts);
+    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "single.h5 already exists"),
+       "so is a single-file save onto an existing file");
+    gl_ckpt_read_tracker(dir, &it, NULL);
+    is_int(it, 200, "and the tracker stays at 200");
 }
 
 /* --async-save: the copy is taken at once, the caller's thread goes on
@@ -722,7 +780,7 @@ static void test_async(int provided)
        rc ? gl_ckpt_error() : "");
     diag("async save: %.0f bytes in %.3f s", st.bytes, st.seconds);
     long it = -1;
-    gl_ckpt_read_tracker(dir, &it);
+    gl_ckpt_read_tracker(dir, &it, NULL);
     is_int(it, 600, "the tracker names 600 once the save is waited for");
     gl_ckpt *ck;
     rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck);
@@ -758,7 +816,7 @@ static int after_kill(void)
 {
     plan(NO_PLAN);
     long it = -1;
-    int trc = gl_ckpt_read_tracker(dir, &it);
+    int trc = gl_ckpt_read_tracker(dir, &it, NULL);
     ok(trc == GL_CKPT_OK && it == 200,
        "after the kill the tracker still names 200 (%ld)", it);
     char f[4096];

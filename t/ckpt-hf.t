@@ -102,7 +102,7 @@ sed 's/"intermediate_size": 12/"intermediate_size": 16/' \
 refuse "a shape that config.json contradicts is named" "implies" $tool import-hf "$bad" "$d/x.h5"
 refuse "a directory without config.json" "config.json" $tool import-hf "$d/nowhere" "$d/x.h5"
 rm -f "$bad/config.json" && mkdir "$bad/config.json"
-refuse "a config.json that is a directory" "config.json: Is a directory" \
+refuse "a config.json that is a directory" "config.json is a directory" \
     $tool import-hf "$bad" "$d/x.h5"
 test ! -e "$d/x.h5" && ! ls "$d" | grep -q 'x.h5.tmp'
 result $? "refused imports leave no file behind"

@@ -142,7 +142,7 @@ if [ -f "$tmp/ck/iter_0000003.h5" ]; then
     $MPIEXEC $MPIEXEC_FLAGS -n 1 "$eval_" --device cpu --load "$tmp/ck" --data-path "$tmp/docs" \
         --num-layers 2 >"$tmp/other.out" 2>&1
     rc=$?
-    if [ $rc = 2 ] && grep -q -- "--num-layers 4 but this run --num-layers 2" "$tmp/other.out"; then
+    if [ $rc = 2 ] && grep -q -- "--num-layers 4 there, 2 here" "$tmp/other.out"; then
         say ok "a flag that contradicts the checkpoint: exit 2, named"
     else
         sed 's/^/#   /' "$tmp/other.out"

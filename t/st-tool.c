@@ -8,6 +8,11 @@
  *   st-tool write FILE          the fixed tensors below, one file
  *   st-tool write-dir DIR MAX   the same as a model directory, shards of
  *                               at most MAX bytes
+ *   st-tool add-head FILE same|other
+ *                               rewrite FILE (F32, BF16 or F16 tensors)
+ *                               with an lm_head.weight that is a copy of
+ *                               model.embed_tokens.weight ("same") or that
+ *                               copy plus 1 ("other"), for t/ckpt-hf-files.t
  *
  * The written values are x_i = i / 7 - 3 in fp32 arithmetic, stored as
  * F32 ("f32"), BF16 ("bf16") and F16 ("f16"), shape [5, 7]; plus "big"
@@ -107,14 +112,62 @@ static int write(const char *path, int as_dir, size_t max)
     return rc != 0;
 }
 
+static int add_head(const char *path, int other)
+{
+    gl_st_file *f;
+    if (gl_st_open(path, &f) != 0) {
+        fprintf(stderr, "st-tool: %s\n", gl_st_error());
+        return 1;
+    }
+    const gl_st_tensor *emb = gl_st_find(f, "model.embed_tokens.weight");
+    if (!emb) {
+        fprintf(stderr, "st-tool: %s has no model.embed_tokens.weight\n", path);
+        return 1;
+    }
+    gl_st_out *out = gl_calloc((size_t)f->n + 1, sizeof *out);
+    float **vals = gl_calloc((size_t)f->n + 1, sizeof *vals);
+    int n = 0;
+    for (int i = 0; i <= f->n; i++) {
+        const gl_st_tensor *t = i < f->n ? &f->t[i] : emb;
+        if (i < f->n && !strcmp(t->name, "lm_head.weight"))
+            continue;
+        long k = gl_st_numel(t);
+        vals[n] = gl_malloc((size_t)k * sizeof(float) + 4);
+        if (gl_st_to_f32(t, vals[n]) != 0) {
+            fprintf(stderr, "st-tool: %s\n", gl_st_error());
+            return 1;
+        }
+        if (i == f->n && other)
+            for (long j = 0; j < k; j++)
+                vals[n][j] += 1.0f;
+        out[n] = (gl_st_out){ .name = i < f->n ? t->name : "lm_head.weight",
+                              .dtype = t->dtype, .ndim = t->ndim, .data = vals[n] };
+        memcpy(out[n].shape, t->shape, sizeof t->shape);
+        n++;
+    }
+    const char *meta[] = { "format", "pt" };
+    int rc = gl_st_write(path, out, n, meta, 1);
+    if (rc != 0)
+        fprintf(stderr, "st-tool: %s\n", gl_st_error());
+    for (int i = 0; i < n; i++)
+        free(vals[i]);
+    free(vals);
+    free(out);
+    gl_st_close(f);
+    return rc != 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "add-head"))
+        return add_head(argv[2], !strcmp(argv[3], "other"));
     if (argc == 3 && !strcmp(argv[1], "dump"))
         return dump(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "write"))
         return write(argv[2], 0, 0);
     if (argc == 4 && !strcmp(argv[1], "write-dir"))
         return write(argv[2], 1, (size_t)atol(argv[3]));
-    fprintf(stderr, "usage: st-tool dump FILE|DIR | write FILE | write-dir DIR MAX\n");
+    fprintf(stderr, "usage: st-tool dump FILE|DIR | write FILE | write-dir DIR MAX | "
+            "add-head FILE same|other\n");
     return 2;
 }

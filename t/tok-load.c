@@ -201,8 +201,8 @@ static void test_config(void)
 {
     write_tok(V, tok_entry(4, "<x>", 0), NULL);
     write_config("{\n  \"eos_token\": \"<x>\",\n}\n");
-    refused("a tokenizer_config.json that does not parse", "tokenizer_config.json: line 3, column",
-            NULL);
+    refused("a tokenizer_config.json that does not parse",
+            "tokenizer_config.json is not valid JSON", "at line 3, column");
     write_config("{\"eos_token\": \"<nope>\"}");
     refused("an eos_token that is not a token", "eos_token \"<nope>\" is not a token", NULL);
     write_config("{\"eos_token\": 4}");

@@ -103,6 +103,10 @@ refused "no model shape" "--num-layers is required" "--model" -- \
 refused "an unknown preset" "--model gpt5 is not a known model" \
     "llama3-8b, llama3-70b, llama3.2-1b or tiny" -- $base --model gpt5
 
+refused "--exit-signal-handler without --save (it saves before exiting)" \
+    "--exit-signal-handler needs --save DIR" "add --save DIR, or drop --exit-signal-handler" -- \
+    $base --exit-signal-handler
+
 # Presets and overrides, seen through the numbers the checks quote.
 refused "llama3-8b has 32 heads" "does not divide --num-attention-heads 32" -- \
     --model llama3-8b --mock-data --train-iters 1 --lr 1 --tensor-model-parallel-size 3

@@ -251,7 +251,7 @@ fi
 # --- 5. another model ---
 run other 1 --load "$ck5" --hidden-size 128
 rc=$?
-if [ $rc = 2 ] && grep -q "hidden-size 64 but this run --hidden-size 128" "$tmp/other.log"; then
+if [ $rc = 2 ] && grep -q -- "--hidden-size 64 there, 128 here" "$tmp/other.log"; then
     say ok "a checkpoint of another model is refused (exit 2, names --hidden-size)"
 else
     tail -3 "$tmp/other.log" | sed 's/^/#   /'

@@ -1,9 +1,11 @@
 /* json.c: typed reads of a JSON object's members (json.h). */
 #include <config.h>
 #include "base/json.h"
+#include "base/file.h"
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void gl_json_reader_init(gl_json_reader *r, json_t *obj)
@@ -94,4 +96,19 @@ int gl_json_bool(gl_json_reader *r, const char *key, int dflt)
         return json_integer_value(x) != 0;
     wrong(r, key, x, "true or false");
     return dflt;
+}
+
+json_t *gl_json_load(const char *path, size_t flags, gl_error *err)
+{
+    char *text;
+    size_t len;
+    if (gl_file_read_all(path, &text, &len, err) < 0)
+        return NULL;
+    json_error_t je;
+    json_t *j = json_loadb(text, len, flags, &je);
+    free(text);
+    if (!j)
+        gl_errprintf(err, "%s is not valid JSON (%s at line %d, column %d)", path, je.text,
+                     je.line, je.column);
+    return j;
 }

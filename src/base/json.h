@@ -14,12 +14,17 @@
  * so a caller reads every field in a row and checks err[0] once, adding
  * which file it was.
  *
+ * Also the one way to parse a JSON file (gl_json_load): config.json,
+ * tokenizer.json, a safetensors index.
+ *
  * No MPI and no CUDA here.
  */
 #ifndef GL_BASE_JSON_H
 #define GL_BASE_JSON_H
 
 #include <jansson.h>
+
+#include "base/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +50,12 @@ double gl_json_num(gl_json_reader *r, const char *key, double dflt);
 
 /* A flag member: true or false, or an integer (nonzero is true). */
 int gl_json_bool(gl_json_reader *r, const char *key, int dflt);
+
+/* Parse regular file PATH (read through base/file.h: a FIFO or a device
+ * is refused, never waited on) with jansson's flags.  NULL with err on
+ * failure: the file's problem, or "PATH is not valid JSON (WHAT at line
+ * L, column C)". */
+json_t *gl_json_load(const char *path, size_t flags, gl_error *err);
 
 #ifdef __cplusplus
 }

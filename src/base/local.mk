@@ -1,10 +1,17 @@
-# src/base: errors, logging, timers, options, counter-based RNG.
+# src/base: errors, logging, timers, options, counter-based RNG, files.
 libgridlm_a_SOURCES += \
 	%reldir%/log.c %reldir%/log.h \
-	%reldir%/error.c %reldir%/error.h %reldir%/hash.h
+	%reldir%/error.c %reldir%/error.h %reldir%/hash.h \
+	%reldir%/file.c %reldir%/file.h
 libgridlm_a_SOURCES += %reldir%/rng.c %reldir%/rng.h
 libgridlm_a_SOURCES += %reldir%/mapped.c %reldir%/mapped.h
 libgridlm_a_SOURCES += \
 	%reldir%/options.c %reldir%/options.h
 libgridlm_a_SOURCES += \
 	%reldir%/json.c %reldir%/json.h
+
+# Regular files for reading, temporaries for writing, their cleanup.
+check_PROGRAMS += t/base-file.t
+t_base_file_t_SOURCES = t/base-file.c t/child.c t/child.h
+t_base_file_t_LDADD = $(TAP_LIBS)
+TESTS += t/base-file.t

@@ -14,6 +14,7 @@ static const char *program = "gridlm";
 static int my_rank = -1;
 static char my_host[256];
 static gl_abort_fn abort_fn;
+static void (*cleanup_fn)(void);
 
 void gl_log_set_program(const char *name)
 {
@@ -33,6 +34,19 @@ int gl_log_rank(void) { return my_rank; }
 const char *gl_log_host(void) { return my_host; }
 
 void gl_log_set_abort(gl_abort_fn fn) { abort_fn = fn; }
+
+void gl_log_set_cleanup(void (*fn)(void)) { cleanup_fn = fn; }
+
+/* The end of every gl_die(): clean up, then stop the job. */
+GL_NORETURN static void stop(int code)
+{
+    fflush(stdout);
+    if (cleanup_fn)
+        cleanup_fn();
+    if (abort_fn)
+        abort_fn(code);
+    exit(code);
+}
 
 /* "prog: KIND: rank R on HOST: message\n", built in one buffer so that
  * lines from many ranks do not interleave mid-line. */
@@ -56,10 +70,7 @@ static void emit(FILE *f, const char *kind, const char *fmt, va_list ap)
 void gl_vdie(const char *fmt, va_list ap)
 {
     emit(stderr, "error", fmt, ap);
-    fflush(stdout);
-    if (abort_fn)
-        abort_fn(1);
-    exit(1);
+    stop(1);
 }
 
 void gl_die(const char *fmt, ...)
@@ -75,10 +86,7 @@ void gl_die_code(int code, const char *fmt, ...)
     va_start(ap, fmt);
     emit(stderr, "error", fmt, ap);
     va_end(ap);
-    fflush(stdout);
-    if (abort_fn)
-        abort_fn(code);
-    exit(code);
+    stop(code);
 }
 
 char *gl_sig_utoa(char *buf, unsigned long long v)

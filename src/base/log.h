@@ -40,6 +40,12 @@ const char *gl_log_host(void);
 typedef void (*gl_abort_fn)(int code);
 void gl_log_set_abort(gl_abort_fn fn);
 
+/* Called by gl_die() after its message and before the abort hook, for
+ * work an MPI_Abort would otherwise skip: base/file.c removes the
+ * temporary files this process has not published.  One hook (NULL:
+ * none); it may run on any thread, and must not call gl_die(). */
+void gl_log_set_cleanup(void (*fn)(void));
+
 /* One line on stderr with the prefix, then stop the job (exit code 1). */
 GL_NORETURN void gl_die(const char *fmt, ...) GL_PRINTF(1, 2);
 GL_NORETURN void gl_vdie(const char *fmt, va_list ap);

@@ -11,16 +11,27 @@
  *   1. every rank describes the same list of tensors, in the same order,
  *      each with its own slab (offset, count) and local buffer; ranks that
  *      hold a replica of a slab another rank writes set writes = 0;
- *   2. the file is written as DIR/iter_0000100.h5.tmp.JOBID, each tensor
- *      with a checksum attribute, then a "complete" attribute last;
- *   3. every rank fsyncs, rank 0 renames the file to DIR/iter_0000100.h5,
- *      then replaces DIR/latest_checkpointed_iteration.txt (the iteration
- *      as text, Megatron's tracker file) through a temporary file and a
- *      rename.  A crash at any point leaves the previous checkpoint and the
- *      tracker that names it untouched.
+ *   2. rank 0 creates DIR/iter_0000100.h5.tmp.XXXXXX exclusively
+ *      (base/file.h: a random name, never through a link) and gives its
+ *      name to the others; every rank opens it with HDF5 and checks that
+ *      the name still leads to the file rank 0 created (same inode); each
+ *      tensor is written with a checksum attribute, then a "complete"
+ *      attribute last;
+ *   3. every rank fsyncs, rank 0 renames the file to DIR/iter_0000100.h5
+ *      -- only if no file has that name: a checkpoint is never written
+ *      over, whoever wrote it -- then replaces
+ *      DIR/latest_checkpointed_iteration.txt (the iteration as text,
+ *      Megatron's tracker file) through a temporary file and a rename.  A
+ *      crash at any point leaves the previous checkpoint and the tracker
+ *      that names it untouched; the temporary a killed save leaves behind
+ *      is removed by gl_ckpt_clean_temps (the next gridlm-train --save
+ *      calls it), one that fails or is stopped (gl_die, SIGTERM without
+ *      --exit-signal-handler) removes its own.
  *
  * Loading: gl_ckpt_open() takes a file or a directory (whose tracker file
- * names the file), checks that the file is whole (HDF5 refuses a
+ * names the file; a directory that holds checkpoint files but no
+ * readable tracker is refused, naming the newest complete checkpoint and
+ * how to resume from it), checks that the file is whole (HDF5 refuses a
  * truncated file; the "complete" mark must be there; with GL_CKPT_VERIFY
  * every tensor's checksum is recomputed, the reading shared out over the
  * communicator), and refuses a bad one with a message that names it and
@@ -65,6 +76,8 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -138,8 +151,9 @@ int gl_ckpt_save(MPI_Comm comm, const char *dir, long iteration,
                  const gl_ckpt_attr *attrs, int nattrs,
                  const gl_ckpt_save_opts *opts, gl_ckpt_save_stats *stats);
 
-/* The same, collective, into the file PATH alone (through PATH.tmp.JOBID
- * and a rename; no tracker file): for tools that write one checkpoint. */
+/* The same, collective, into the file PATH alone (through
+ * PATH.tmp.XXXXXX and a rename; no tracker file; PATH must not exist):
+ * for tools that write one checkpoint. */
 int gl_ckpt_save_file(MPI_Comm comm, const char *path, long iteration,
                       const gl_ckpt_tensor *tensors, int ntensors,
                       const gl_ckpt_attr *attrs, int nattrs,
@@ -198,8 +212,9 @@ typedef struct gl_ckpt_info {
 
 /* Collective over comm (which only shares out the verification and makes
  * every rank agree): open PATH, a checkpoint file or a directory.  For a
- * directory without a tracker file (or a missing directory) returns
- * GL_CKPT_NONE and *out = NULL: nothing to resume from.  flags:
+ * directory without a tracker file and without checkpoint files (or a
+ * missing directory) returns GL_CKPT_NONE and *out = NULL: nothing to
+ * resume from.  flags:
  * GL_CKPT_VERIFY recomputes every checksum (one read of the file in all,
  * shared out over comm). */
 int gl_ckpt_open(MPI_Comm comm, const char *path, int flags, gl_ckpt **out);
@@ -254,14 +269,25 @@ uint64_t gl_ckpt_sum_f32(const float *x, long n, long first);
 
 /* ---- directories (ckpt_dir.c) ---- */
 
-/* The iteration named by DIR's tracker file: GL_CKPT_OK and *iteration,
- * GL_CKPT_NONE when there is no tracker file, GL_CKPT_ERR when it cannot
- * be read or does not hold a number. */
-int gl_ckpt_read_tracker(const char *dir, long *iteration);
+/* The iteration named by DIR's tracker file: GL_CKPT_OK and *iteration;
+ * GL_CKPT_NONE when there is no tracker file; GL_CKPT_ERR, with the
+ * reason in err (may be NULL), when it cannot be read (not a regular
+ * file, a link to nothing, no permission) or does not hold a number. */
+int gl_ckpt_read_tracker(const char *dir, long *iteration, gl_error *err);
+
+/* The iterations of the checkpoint files (iter_N.h5, not temporaries)
+ * in DIR, largest first, as a malloc'd array (NULL when none); returns
+ * how many. */
+int gl_ckpt_list(const char *dir, long **iterations);
 
 /* The checkpoint file in DIR with the largest iteration below `below`
  * (LONG_MAX: any), as a malloc'd path; NULL when there is none. */
 char *gl_ckpt_previous(const char *dir, long below);
+
+/* Remove what killed saves left in DIR (temporaries of checkpoints and
+ * of the tracker), saying so in one line (base/file.h); returns how
+ * many, or -1 with err. */
+int gl_ckpt_clean_temps(const char *dir, gl_error *err);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
  */
 #include <config.h>
 #include "ckpt/ckpt.h"
+#include "base/file.h"
 #include "base/hash.h"
 #include "base/log.h"
 
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
@@ -264,32 +266,12 @@ static uint64_t list_hash(long iteration, const gl_ckpt_tensor *ts, int n)
     return h;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir)
+/* A file's data to disk, from this rank: on a parallel file system each
+ * client holds its own dirty pages.  Never through a link: the name is
+ * the temporary rank 0 created. */
+static int fsync_file(const char *path)
 {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; ; s++) {
-        if (*s == '/' || *s == '\0') {
-            char c = *s;
-            *s = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST)
-                return set_err("cannot create checkpoint directory %s: %s", p,
-                               strerror(errno));
-            *s = c;
-            if (!c)
-                break;
-        }
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return set_err("--save %s is not a directory", dir);
-    return GL_CKPT_OK;
-}
-
-static int fsync_path(const char *path, int directory)
-{
-    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return set_err("cannot open %s to sync it: %s", path, strerror(errno));
     if (fsync(fd) != 0 && errno != EINVAL) {
@@ -309,11 +291,12 @@ static int attr_write(hid_t obj, const char *key, hid_t ftype, hid_t mtype,
     hid_t space = n > 1 ? H5Screate_simple(1, &dim, NULL) : H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(obj, key, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Awrite(a, mtype, v);
+    const char *why = rc < 0 ? h5_msg() : NULL;     /* before the closes clear it */
     if (a >= 0)
         H5Aclose(a);
     H5Sclose(space);
     if (rc < 0)
-        return set_err("cannot write checkpoint attribute %s: %s", key, h5_msg());
+        return set_err("cannot write checkpoint attribute %s: %s", key, why);
     return GL_CKPT_OK;
 }
 
@@ -388,10 +371,11 @@ static int write_tensor(hid_t file, hid_t gcpl, hid_t dxpl, const gl_ckpt_tensor
     H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
     hid_t ds = H5Dcreate2(file, path, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, dcpl,
                           H5P_DEFAULT);
+    const char *why = ds < 0 ? h5_msg() : NULL;     /* before H5Pclose clears it */
     H5Pclose(dcpl);
     if (ds < 0) {
         H5Sclose(fspace);
-        return set_err("cannot create dataset %s: %s", path, h5_msg());
+        return set_err("cannot create dataset %s: %s", path, why);
     }
 
     hid_t mspace;
@@ -407,11 +391,12 @@ static int write_tensor(hid_t file, hid_t gcpl, hid_t dxpl, const gl_ckpt_tensor
         H5Sselect_none(mspace);
     }
     herr_t rc = H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf);
+    why = rc < 0 ? h5_msg() : NULL;
     H5Sclose(mspace);
     H5Sclose(fspace);
     int st = GL_CKPT_OK;
     if (rc < 0)
-        st = set_err("cannot write tensor %s: %s", t->name, h5_msg());
+        st = set_err("cannot write tensor %s: %s", t->name, why);
     if (st == GL_CKPT_OK)
         st = attr_write_str(ds, "name", t->name);
     if (st == GL_CKPT_OK)
@@ -422,52 +407,7 @@ static int write_tensor(hid_t file, hid_t gcpl, hid_t dxpl, const gl_ckpt_tensor
     return st;
 }
 
-/* The job's id for temporary names: Slurm's, or rank 0's process id. */
-static void job_id(MPI_Comm comm, char *out, size_t n)
-{
-    char id[64] = "";
-    int rank;
-    MPI_Comm_rank(comm, &rank);
-    if (rank == 0) {
-        const char *s = getenv("SLURM_JOB_ID");
-        if (s && *s && strlen(s) < sizeof id && !strchr(s, '/'))
-            snprintf(id, sizeof id, "%s", s);
-        else
-            snprintf(id, sizeof id, "%ld", (long)getpid());
-    }
-    MPI_Bcast(id, sizeof id, MPI_CHAR, 0, comm);
-    snprintf(out, n, "%s", id);
-}
-
-/* Rank 0: tmp -> final name, then (tracker set) the tracker file, each
- * through a rename and a sync of the directory. */
-static int publish(const char *dir, const char *tmp, const char *final,
-                   long iteration, const char *jobid, int tracker_too)
-{
-    if (rename(tmp, final) != 0)
-        return set_err("cannot rename %s to %s: %s", tmp, final, strerror(errno));
-    if (fsync_path(dir, 1) != GL_CKPT_OK)
-        return GL_CKPT_ERR;
-    if (!tracker_too)
-        return GL_CKPT_OK;
-    char tracker[4096], ttmp[4200];
-    snprintf(tracker, sizeof tracker, "%s/%s", dir, GL_CKPT_TRACKER);
-    snprintf(ttmp, sizeof ttmp, "%s.tmp.%s", tracker, jobid);
-    FILE *f = fopen(ttmp, "w");
-    if (!f)
-        return set_err("cannot write %s: %s", ttmp, strerror(errno));
-    int bad = fprintf(f, "%ld\n", iteration) < 0;
-    bad |= fflush(f) != 0;
-    bad |= fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        unlink(ttmp);
-        return set_err("cannot write %s: %s", ttmp, strerror(errno));
-    }
-    if (rename(ttmp, tracker) != 0)
-        return set_err("cannot rename %s to %s: %s", ttmp, tracker, strerror(errno));
-    return fsync_path(dir, 1);
-}
+static void writer_free(gl_ckpt_writer *w, int remove);
 
 /* A checkpoint being written: the temporary file, open on every rank. */
 struct gl_ckpt_writer {
@@ -475,30 +415,114 @@ struct gl_ckpt_writer {
     int rank, failed, ntensors;
     long iteration;
     int tracker_too;
-    char dir[4096], final[4096], tmp[4200], jobid[64];
+    char dir[4096], final[4096], tmp[4200];
+    gl_file_tmp *t;                 /* rank 0: the temporary it created */
+    double need;                    /* bytes of tensors to come; 0: unknown */
+    unsigned long long dev, ino;    /* its identity, from rank 0 */
     hid_t file, gcpl, dxpl;
     double t0, bytes;
 };
 
-int gl_ckpt_begin(MPI_Comm comm, const char *dir, const char *file, long iteration,
-                  gl_ckpt_writer **out)
+/* Bytes free to this user in dir's file system; -1 when unknown. */
+static double free_bytes(const char *dir)
+{
+    struct statvfs v;
+    return statvfs(dir, &v) == 0 ? (double)v.f_bavail * (double)v.f_frsize : -1;
+}
+
+/* After a write failed: MPI-IO reports a full disk as a short write
+ * (HDF5's "file write failed"), with no errno to look at, so look at the
+ * file system: when it has less room than the write needed, say so. */
+static void note_if_full(const gl_ckpt_writer *w, double need)
+{
+    double avail = free_bytes(w->dir);
+    if (avail < 0 || avail >= need)
+        return;
+    size_t n = strlen(errbuf);
+    snprintf(errbuf + n, sizeof errbuf - n, " (No space left on device: %.400s has %.1f MB "
+             "free: free some space, or save elsewhere)", w->dir, avail / 1e6);
+}
+
+/* Rank 0: the directory, then the temporary beside the final name,
+ * created exclusively (base/file.h), and its identity.  A final name
+ * that is taken, or a file system without room for the tensors, stops
+ * the save here, before anything is written. */
+static int create_tmp(gl_ckpt_writer *w)
+{
+    gl_error e;
+    if (gl_file_mkdirs(w->dir, &e) < 0)
+        return set_err("cannot create checkpoint directory %s: %s", w->dir, e.text);
+    struct stat st;
+    if (lstat(w->final, &st) == 0)
+        return set_err("%s already exists: a checkpoint file this run did not write; "
+                       "gridlm never writes over one: move it away (or remove it), or "
+                       "save to another directory", w->final);
+    double avail = free_bytes(w->dir);
+    if (avail >= 0 && avail < w->need)
+        return set_err("%s: No space left on device: %.1f MB free, the checkpoint needs "
+                       "%.1f MB: free some space, or save elsewhere", w->dir, avail / 1e6,
+                       w->need / 1e6);
+    w->t = gl_file_tmp_create(w->final, GL_FILE_TMP_NOLOCK, &e);
+    if (!w->t)
+        return set_err("%s", e.text);
+    if (fstat(gl_file_tmp_fd(w->t), &st) != 0)
+        return set_err("cannot stat %s: %s", gl_file_tmp_path(w->t), strerror(errno));
+    snprintf(w->tmp, sizeof w->tmp, "%s", gl_file_tmp_path(w->t));
+    w->dev = (unsigned long long)st.st_dev;
+    w->ino = (unsigned long long)st.st_ino;
+    return GL_CKPT_OK;
+}
+
+/* After HDF5 opened the temporary by name on every rank: is it still the
+ * file rank 0 created?  The inode on every rank; the device only on
+ * rank 0, since a network file system numbers its mount per node. */
+static int same_tmp(const gl_ckpt_writer *w)
+{
+    struct stat st;
+    if (lstat(w->tmp, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (unsigned long long)st.st_ino != w->ino ||
+        (w->rank == 0 && (unsigned long long)st.st_dev != w->dev))
+        return set_err("checkpoint temporary %s is no longer the file rank 0 created "
+                       "(another process replaced or removed it): make sure one job at "
+                       "a time saves to %s", w->tmp, w->dir);
+    return GL_CKPT_OK;
+}
+
+/* Rank 0: the file under its final name (never over an existing one),
+ * then, for a directory, the tracker that names it. */
+static int publish(gl_ckpt_writer *w)
+{
+    gl_error e;
+    gl_file_tmp *t = w->t;
+    w->t = NULL;
+    if (gl_file_tmp_publish(t, GL_FILE_NOREPLACE, &e) < 0)
+        return set_err("%s", e.text);
+    if (!w->tracker_too)
+        return GL_CKPT_OK;
+    char tracker[4200], text[32];
+    snprintf(tracker, sizeof tracker, "%s/%s", w->dir, GL_CKPT_TRACKER);
+    int n = snprintf(text, sizeof text, "%ld\n", w->iteration);
+    if (gl_file_write_all(tracker, text, (size_t)n, 0, &e) < 0)
+        return set_err("%s (the checkpoint itself is saved as %s)", e.text, w->final);
+    return GL_CKPT_OK;
+}
+
+/* gl_ckpt_begin, knowing (need > 0) how many bytes of tensors follow. */
+static int begin(MPI_Comm comm, const char *dir, const char *file, long iteration,
+                 double need, gl_ckpt_writer **out)
 {
     h5_quiet();
     errbuf[0] = '\0';
     *out = NULL;
     gl_ckpt_writer *w = gl_calloc(1, sizeof *w);
+    w->need = need;
     w->t0 = MPI_Wtime();
     w->comm = comm;
     MPI_Comm_rank(comm, &w->rank);
     w->iteration = iteration;
     w->file = w->gcpl = w->dxpl = -1;
     if (file) {
-        const char *slash = strrchr(file, '/');
-        if (!slash)
-            snprintf(w->dir, sizeof w->dir, ".");
-        else
-            snprintf(w->dir, sizeof w->dir, "%.*s",
-                     slash == file ? 1 : (int)(slash - file), file);
+        gl_file_dirname(file, w->dir, sizeof w->dir);
         snprintf(w->final, sizeof w->final, "%s", file);
     } else {
         snprintf(w->dir, sizeof w->dir, "%s", dir);
@@ -513,13 +537,16 @@ int gl_ckpt_begin(MPI_Comm comm, const char *dir, const char *file, long iterati
     if (st == GL_CKPT_OK && h[0] != -h[1])
         st = set_err("ranks save different iterations: a bug in the caller");
     if (st == GL_CKPT_OK && w->rank == 0)
-        st = make_dirs(w->dir);
+        st = create_tmp(w);
     if (agree(comm, st) != GL_CKPT_OK) {
-        free(w);
+        writer_free(w, 1);
         return GL_CKPT_ERR;
     }
-    job_id(comm, w->jobid, sizeof w->jobid);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%s", w->final, w->jobid);
+    MPI_Bcast(w->tmp, sizeof w->tmp, MPI_CHAR, 0, comm);
+    unsigned long long id[2] = { w->dev, w->ino };
+    MPI_Bcast(id, 2, MPI_UNSIGNED_LONG_LONG, 0, comm);
+    w->dev = id[0];
+    w->ino = id[1];
 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
@@ -529,16 +556,14 @@ int gl_ckpt_begin(MPI_Comm comm, const char *dir, const char *file, long iterati
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
     H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    /* TRUNC: the file exists (rank 0 made it, empty) and is ours. */
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    st = w->file < 0 ? set_err("cannot create checkpoint file %s: %s", w->tmp, h5_msg())
+                     : same_tmp(w);
     H5Pclose(fcpl);
     H5Pclose(fapl);
-    if (agree(comm, w->file < 0 ? set_err("cannot create checkpoint file %s: %s",
-                                          w->tmp, h5_msg()) : GL_CKPT_OK) != GL_CKPT_OK) {
-        if (w->file >= 0)
-            H5Fclose(w->file);
-        if (w->rank == 0)
-            unlink(w->tmp);
-        free(w);
+    if (agree(comm, st) != GL_CKPT_OK) {
+        writer_free(w, 1);
         return GL_CKPT_ERR;
     }
     w->gcpl = H5Pcreate(H5P_GROUP_CREATE);
@@ -547,6 +572,12 @@ int gl_ckpt_begin(MPI_Comm comm, const char *dir, const char *file, long iterati
     H5Pset_dxpl_mpio(w->dxpl, H5FD_MPIO_COLLECTIVE);
     *out = w;
     return GL_CKPT_OK;
+}
+
+int gl_ckpt_begin(MPI_Comm comm, const char *dir, const char *file, long iteration,
+                  gl_ckpt_writer **out)
+{
+    return begin(comm, dir, file, iteration, 0, out);
 }
 
 int gl_ckpt_put(gl_ckpt_writer *w, const gl_ckpt_tensor *t)
@@ -575,10 +606,14 @@ int gl_ckpt_put(gl_ckpt_writer *w, const gl_ckpt_tensor *t)
         st = set_err("checkpoint tensor %s: the writing ranks' slabs hold %ld "
                      "elements, the tensor %ld (each element must be written "
                      "by exactly one rank)", t->name, cover, numel(t));
-    if (agree(w->comm, st) == GL_CKPT_OK)
-        st = agree(w->comm, write_tensor(w->file, w->gcpl, w->dxpl, t, w->ntensors, sum));
-    else
+    if (agree(w->comm, st) == GL_CKPT_OK) {
+        st = write_tensor(w->file, w->gcpl, w->dxpl, t, w->ntensors, sum);
+        if (st != GL_CKPT_OK)
+            note_if_full(w, 4.0 * numel(t));
+        st = agree(w->comm, st);
+    } else {
         st = GL_CKPT_ERR;
+    }
     if (st != GL_CKPT_OK) {
         w->failed = 1;
         return GL_CKPT_ERR;
@@ -588,7 +623,8 @@ int gl_ckpt_put(gl_ckpt_writer *w, const gl_ckpt_tensor *t)
     return GL_CKPT_OK;
 }
 
-/* Close the file on every rank; rank 0 removes it. */
+/* Close the file on every rank; rank 0 removes the temporary unless it
+ * was published (remove: the caller's wish; a failed save removes it). */
 static void writer_free(gl_ckpt_writer *w, int remove)
 {
     if (w->dxpl >= 0)
@@ -597,8 +633,8 @@ static void writer_free(gl_ckpt_writer *w, int remove)
         H5Pclose(w->gcpl);
     if (w->file >= 0)
         H5Fclose(w->file);
-    if (remove && w->rank == 0)
-        unlink(w->tmp);
+    if (remove && w->t)
+        gl_file_tmp_discard(w->t);
     free(w);
 }
 
@@ -630,6 +666,8 @@ int gl_ckpt_finish(gl_ckpt_writer *w, const gl_ckpt_attr *attrs, int nattrs,
         st = attr_write(w->file, "iteration", H5T_STD_I64LE, H5T_NATIVE_LLONG, 1, &it);
     for (int i = 0; i < nattrs && st == GL_CKPT_OK; i++)
         st = attr_write_one(w->file, &attrs[i]);
+    if (st != GL_CKPT_OK && !w->failed)
+        note_if_full(w, 65536);
     st = agree(w->comm, st);
     /* Last: the mark that the file is whole. */
     if (st == GL_CKPT_OK) {
@@ -640,16 +678,18 @@ int gl_ckpt_finish(gl_ckpt_writer *w, const gl_ckpt_attr *attrs, int nattrs,
     H5Pclose(w->dxpl);
     H5Pclose(w->gcpl);
     w->dxpl = w->gcpl = -1;
-    if (H5Fclose(w->file) < 0 && st == GL_CKPT_OK)
+    if (H5Fclose(w->file) < 0 && st == GL_CKPT_OK) {
         st = set_err("cannot close checkpoint file %s: %s", w->tmp, h5_msg());
+        note_if_full(w, 65536);
+    }
     w->file = -1;
     st = agree(w->comm, st);
     /* Each rank pushes what it wrote to disk (on a parallel file system,
      * each client holds its own dirty pages); then rank 0 publishes. */
     if (st == GL_CKPT_OK)
-        st = agree(w->comm, fsync_path(w->tmp, 0));
+        st = agree(w->comm, fsync_file(w->tmp));
     if (st == GL_CKPT_OK && w->rank == 0)
-        st = publish(w->dir, w->tmp, w->final, w->iteration, w->jobid, w->tracker_too);
+        st = publish(w);
     st = agree(w->comm, st);
     if (st == GL_CKPT_OK && stats) {
         snprintf(stats->path, sizeof stats->path, "%s", w->final);
@@ -700,8 +740,11 @@ static int save(MPI_Comm comm, const char *dir, const char *file, long iteration
     if (agree(comm, st) != GL_CKPT_OK)
         return GL_CKPT_ERR;
 
+    double need = 0;
+    for (int i = 0; i < n; i++)
+        need += 4.0 * numel(&ts[i]);
     gl_ckpt_writer *w;
-    if (gl_ckpt_begin(comm, dir, file, iteration, &w) != GL_CKPT_OK)
+    if (begin(comm, dir, file, iteration, need, &w) != GL_CKPT_OK)
         return GL_CKPT_ERR;
     for (int i = 0; i < n; i++) {
         if (gl_ckpt_put(w, &ts[i]) != GL_CKPT_OK)
@@ -1076,39 +1119,96 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static int open_local(const char *path, gl_ckpt **out);
+
+/* The newest checkpoint file in dir that opens whole (format, complete
+ * mark, tensor table; checksums are not read): a malloc'd path, or NULL.
+ * *count gets the number of checkpoint files there. */
+static char *newest_complete(const char *dir, long *iteration, int *count)
+{
+    long *its;
+    int n = gl_ckpt_list(dir, &its);
+    char path[4096], *best = NULL;
+    char saved[ERRLEN];
+    memcpy(saved, errbuf, sizeof saved);
+    for (int i = 0; i < n && !best; i++) {
+        gl_ckpt *ck;
+        gl_ckpt_file_name(path, sizeof path, dir, its[i]);
+        if (open_local(path, &ck) == GL_CKPT_OK) {
+            best = gl_strdup(path);
+            *iteration = its[i];
+            gl_ckpt_close(ck);
+        }
+    }
+    memcpy(errbuf, saved, sizeof saved);
+    free(its);
+    *count = n;
+    return best;
+}
+
+/* A --load directory whose tracker is missing or unreadable (why): with
+ * checkpoint files there, resuming from the start would write over them,
+ * so refuse and say how to resume from the newest complete one. */
+static int tracker_refusal(const char *dir, const char *why, const char *fix_if_none)
+{
+    long it = -1;
+    int n = 0;
+    char *best = newest_complete(dir, &it, &n);
+    if (best)
+        set_err("%s: the newest complete checkpoint there is %s: resume from it with "
+                "--load %s, or write %ld into %s/%s", why, best, best, it, dir,
+                GL_CKPT_TRACKER);
+    else if (n)
+        set_err("%s, and none of the %d checkpoint files there is complete: remove "
+                "them to start from scratch, or give --load a whole checkpoint", why, n);
+    else
+        set_err("%s: %s", why, fix_if_none);
+    free(best);
+    return GL_CKPT_ERR;
+}
+
+/* Which checkpoint the directory PATH means: its tracker's, or none. */
+static int resolve_dir(const char *path, char **file, char **dir, long *iteration)
+{
+    long it;
+    gl_error why;
+    int st = gl_ckpt_read_tracker(path, &it, &why);
+    if (st == GL_CKPT_NONE) {
+        long *its;
+        int n = gl_ckpt_list(path, &its);
+        free(its);
+        if (n == 0) {
+            set_err("no checkpoint in %s (no %s there): starting from scratch", path,
+                    GL_CKPT_TRACKER);
+            return GL_CKPT_NONE;
+        }
+        char msg[ERRLEN];
+        snprintf(msg, sizeof msg, "%s holds checkpoint files but no %s naming the one to "
+                 "resume from", path, GL_CKPT_TRACKER);
+        return tracker_refusal(path, msg, "");
+    }
+    if (st == GL_CKPT_ERR)
+        return tracker_refusal(path, why.text, "write the iteration to load into it, "
+                               "or remove it to start from scratch");
+    char buf[4096];
+    gl_ckpt_file_name(buf, sizeof buf, path, it);
+    *file = gl_strdup(buf);
+    *dir = gl_strdup(path);
+    *iteration = it;
+    return GL_CKPT_OK;
+}
+
 /* Which file PATH means, its directory, and the iteration its name
  * carries (-1 when it carries none).  GL_CKPT_NONE: nothing to load. */
 static int resolve(const char *path, char **file, char **dir, long *iteration)
 {
-    char buf[4096];
-    if (is_dir(path) || access(path, F_OK) != 0) {
-        /* A directory, or a path that is not there: Megatron treats a
-         * --load directory without a tracker as "start from scratch". */
-        size_t n = strlen(path);
-        int looks_file = n > 3 && !strcmp(path + n - 3, ".h5");
-        if (!looks_file || is_dir(path)) {
-            long it;
-            int st = gl_ckpt_read_tracker(path, &it);
-            if (st == GL_CKPT_NONE) {
-                set_err("no checkpoint in %s (no %s there): starting from scratch",
-                        path, GL_CKPT_TRACKER);
-                return GL_CKPT_NONE;
-            }
-            if (st == GL_CKPT_ERR) {
-                char *prev = gl_ckpt_previous(path, LONG_MAX);
-                set_err("%s/%s does not hold an iteration number: write the "
-                        "iteration to load into it%s%s", path, GL_CKPT_TRACKER,
-                        prev ? ", or give --load " : "", prev ? prev : "");
-                free(prev);
-                return GL_CKPT_ERR;
-            }
-            gl_ckpt_file_name(buf, sizeof buf, path, it);
-            *file = gl_strdup(buf);
-            *dir = gl_strdup(path);
-            *iteration = it;
-            return GL_CKPT_OK;
-        }
-    }
+    /* A directory, or a path that is not there and does not look like a
+     * file: Megatron treats a --load directory without a tracker (and,
+     * here, without checkpoint files) as "start from scratch". */
+    size_t n = strlen(path);
+    int looks_file = n > 3 && !strcmp(path + n - 3, ".h5");
+    if (is_dir(path) || (access(path, F_OK) != 0 && !looks_file))
+        return resolve_dir(path, file, dir, iteration);
     *file = gl_strdup(path);
     const char *slash = strrchr(path, '/');
     *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : gl_strdup(".");
@@ -1127,7 +1227,7 @@ static int open_local(const char *path, gl_ckpt **out)
 {
     gl_ckpt *ck = gl_calloc(1, sizeof *ck);
     ck->h5 = -1;
-    long name_it;
+    long name_it = -1;
     int st = resolve(path, &ck->file, &ck->dir, &name_it);
     if (st != GL_CKPT_OK) {
         free(ck);
@@ -1142,6 +1242,12 @@ static int open_local(const char *path, gl_ckpt **out)
                  is_dir(path) ? " (named by " : "", is_dir(path) ? path : "",
                  is_dir(path) ? "/" GL_CKPT_TRACKER ")" : "");
         refuse(ck->dir, ck->file, name_it, why);
+        gl_ckpt_close(ck);
+        return GL_CKPT_ERR;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        /* HDF5 would block on a FIFO, and read a device. */
+        refuse(ck->dir, ck->file, name_it, "is not a regular file");
         gl_ckpt_close(ck);
         return GL_CKPT_ERR;
     }
@@ -1329,13 +1435,14 @@ int gl_ckpt_read(gl_ckpt *ck, const gl_ckpt_tensor *t)
     hid_t fspace = H5Dget_space(ds);
     hid_t mspace = select_held(t, fspace);
     herr_t rc = H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, t->data);
+    char why[800];
+    if (rc < 0)     /* before the closes clear HDF5's error stack */
+        snprintf(why, sizeof why, "cannot be read (tensor %s: HDF5: %s)", t->name,
+                 h5_msg());
     H5Sclose(mspace);
     H5Sclose(fspace);
     H5Dclose(ds);
     if (rc < 0) {
-        char why[800];
-        snprintf(why, sizeof why, "cannot be read (tensor %s: HDF5: %s)", t->name,
-                 h5_msg());
         return refuse(ck->dir, ck->file, ck->iteration, why);
     }
     return GL_CKPT_OK;

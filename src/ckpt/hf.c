@@ -2,6 +2,7 @@
 #include <config.h>
 #include "ckpt/hf.h"
 #include "ckpt/ckpt.h"
+#include "base/file.h"
 #include "base/json.h"
 #include "base/log.h"
 
@@ -452,34 +453,6 @@ static char *config_to_hf(const gl_hf_config *c, const char *hf_text, const char
 /* Import                                                              */
 /* ------------------------------------------------------------------ */
 
-/* A whole regular file as a string; NULL with errno set when it cannot
- * be read (a directory, say: its "size" is no length to allocate). */
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    struct stat st;
-    int e = fstat(fileno(f), &st) != 0 ? errno
-          : S_ISDIR(st.st_mode) ? EISDIR : S_ISREG(st.st_mode) ? 0 : EINVAL;
-    if (e) {
-        fclose(f);
-        errno = e;
-        return NULL;
-    }
-    char *s = gl_malloc((size_t)st.st_size + 1);
-    size_t got = fread(s, 1, (size_t)st.st_size, f);
-    e = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (e) {
-        free(s);
-        errno = e;
-        return NULL;
-    }
-    s[got] = '\0';
-    return s;
-}
-
 static int is_dir(const char *p)
 {
     struct stat st;
@@ -494,14 +467,80 @@ static int ignorable(const char *name)
     return n > strlen(suffix) && !strcmp(name + n - strlen(suffix), suffix);
 }
 
+/* With tie_word_embeddings, transformers ties lm_head to the embedding
+ * and ignores an lm_head.weight in the files.  A copy of the embedding is
+ * harmless (said, then dropped); a different matrix would be trained
+ * weights lost without a word, so it is refused with the two ways on. */
+static int check_tied_head(const gl_st_model *m, const gl_hf_config *c, const char *hf_dir)
+{
+    const gl_st_tensor *head = gl_st_model_find(m, "lm_head.weight");
+    const gl_st_tensor *emb = gl_st_model_find(m, "model.embed_tokens.weight");
+    if (!c->tie_word_embeddings || !head || !emb)
+        return 0;
+    int same = head->ndim == emb->ndim && head->shape[0] == emb->shape[0] &&
+               head->shape[1] == emb->shape[1];
+    if (same && head->dtype == emb->dtype) {
+        same = head->nbytes == emb->nbytes && !memcmp(head->data, emb->data, head->nbytes);
+    } else if (same) {
+        size_t n = (size_t)gl_st_numel(head);
+        float *a = gl_malloc(n * sizeof *a), *b = gl_malloc(n * sizeof *b);
+        same = !gl_st_to_f32(head, a) && !gl_st_to_f32(emb, b) && !memcmp(a, b, n * sizeof *a);
+        free(a);
+        free(b);
+    }
+    if (!same)
+        return fail("%s: config.json has \"tie_word_embeddings\": true, but lm_head.weight "
+                    "differs from model.embed_tokens.weight (transformers would tie them and "
+                    "silently drop lm_head.weight): set \"tie_word_embeddings\": false in "
+                    "config.json to import both (an untied model), or remove lm_head.weight "
+                    "to import the tied model transformers runs", hf_dir);
+    gl_warn("%s: lm_head.weight is a copy of model.embed_tokens.weight and config.json ties "
+            "them (\"tie_word_embeddings\": true): importing the one tied matrix, as "
+            "transformers does", hf_dir);
+    return 0;
+}
+
+/* import-hf writes a new checkpoint and nothing else: a directory that
+ * holds checkpoints (its tracker would be rewound to 0, its
+ * iter_0000000.h5 replaced) or an existing file is refused.  Leftovers
+ * of a killed import there are removed. */
+static int check_out(const char *out)
+{
+    char tracker[4200];
+    gl_error e;
+    if (is_dir(out)) {
+        long *its;
+        int n = gl_ckpt_list(out, &its);
+        free(its);
+        struct stat st;
+        snprintf(tracker, sizeof tracker, "%s/%s", out, GL_CKPT_TRACKER);
+        if (n || lstat(tracker, &st) == 0)
+            return fail("import-hf: %s already holds checkpoints (%s%s): import into a new "
+                        "directory or a new .h5 file name; import-hf never writes over a "
+                        "checkpoint", out, n ? "iter_*.h5 files" : GL_CKPT_TRACKER,
+                        n && lstat(tracker, &st) == 0 ? " and " GL_CKPT_TRACKER : "");
+        return gl_ckpt_clean_temps(out, &e) < 0 ? fail("%s", e.text) : 0;
+    }
+    struct stat st;
+    if (lstat(out, &st) == 0)
+        return fail("import-hf: %s already exists: give a new file name (or a directory); "
+                    "import-hf never writes over a file", out);
+    char dir[4200];
+    const char *slash = strrchr(out, '/');
+    const char *own[] = { slash ? slash + 1 : out, NULL };
+    gl_file_dirname(out, dir, sizeof dir);
+    return gl_file_clean_temps(dir, gl_file_name_in, (void *)own, "import", &e) < 0
+           ? fail("%s", e.text) : 0;
+}
+
 int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quiet)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", hf_dir);
-    char *text = read_text(path);
-    if (!text)
-        return fail("cannot read %s: %s (import-hf needs a Hugging Face model "
-                    "directory)", path, strerror(errno));
+    char *text;
+    gl_error e;
+    if (gl_file_read_all(path, &text, NULL, &e) < 0)
+        return fail("%s (import-hf needs a Hugging Face model directory)", e.text);
     json_error_t je;
     json_t *j = json_loads(text, 0, &je);
     if (!j) {
@@ -543,6 +582,12 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
                 return -1;
             }
         }
+
+    if (check_tied_head(m, &c, hf_dir) != 0 || check_out(out) != 0) {
+        gl_st_model_close(m);
+        free(text);
+        return -1;
+    }
 
     char out_file[4200];
     const char *dir = NULL, *file = out;
@@ -636,6 +681,31 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
 /* Export                                                              */
 /* ------------------------------------------------------------------ */
 
+/* The files an export writes: the weights and config.json. */
+static int export_name(const char *final, void *arg)
+{
+    (void)arg;
+    return gl_st_is_model_file(final) || !strcmp(final, "config.json");
+}
+
+/* Before an export writes OUT_DIR: the directory, no leftovers of a
+ * killed export, and no config.json until the new one is written last,
+ * so that a directory caught halfway is refused by every loader rather
+ * than read as a mix of two models.  (gl_st_model_write removes the
+ * earlier export's other weight files.) */
+static int export_prepare(const char *out_dir)
+{
+    gl_error e;
+    char path[4200];
+    if (gl_file_mkdirs(out_dir, &e) < 0 ||
+        gl_file_clean_temps(out_dir, export_name, NULL, "export", &e) < 0)
+        return fail("%s", e.text);
+    snprintf(path, sizeof path, "%s/config.json", out_dir);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return fail("cannot remove the earlier %s: %s", path, strerror(errno));
+    return 0;
+}
+
 int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                  size_t max_shard, int quiet)
 {
@@ -655,11 +725,6 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         free(hf_text);
         gl_ckpt_close(ck);
         return -1;
-    }
-    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
-        free(hf_text);
-        gl_ckpt_close(ck);
-        return fail("cannot create %s: %s", out_dir, strerror(errno));
     }
 
     /* Gather the weights in Hugging Face's order, vocabulary padding
@@ -718,36 +783,30 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
             n++;
         }
     if (rc == 0) {
+        /* Only now that every weight was read: a failed read leaves an
+         * earlier export as it was. */
         const char *meta[] = { "format", "pt" };
-        if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1) != 0)
+        if (export_prepare(out_dir) != 0)
+            rc = -1;
+        else if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1) != 0)
             rc = fail("%s", gl_st_error());
     }
     if (rc == 0) {
         const char *tname = dtype == GL_ST_F32 ? "float32" : dtype == GL_ST_BF16 ? "bfloat16" : "float16";
         char *json = config_to_hf(&c, hf_text, tname);
-        char path[4200], tmp[4300];
+        char path[4200];
         snprintf(path, sizeof path, "%s/config.json", out_dir);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        gl_error e;
         if (!json) {
             rc = fail("cannot format %s (out of memory?)", path);
         } else {
-            /* A failed write closes the file and removes the partial copy. */
-            FILE *f = fopen(tmp, "w");
-            int bad = !f || fputs(json, f) < 0 || fputc('\n', f) < 0;
-            int e = errno;
-            if (f && fclose(f) != 0 && !bad) {
-                bad = 1;
-                e = errno;
-            }
-            if (!bad && rename(tmp, path) != 0) {
-                bad = 1;
-                e = errno;
-            }
-            if (bad) {
-                if (f)
-                    unlink(tmp);
-                rc = fail("cannot write %s: %s", path, strerror(e));
-            }
+            size_t len = strlen(json);
+            char *text = gl_malloc(len + 2);
+            memcpy(text, json, len);
+            strcpy(text + len, "\n");
+            if (gl_file_write_all(path, text, len + 1, 0, &e) < 0)
+                rc = fail("%s", e.text);
+            free(text);
         }
         free(json);
         if (!quiet && rc == 0)

@@ -29,6 +29,11 @@ dist_check_SCRIPTS += t/ckpt-hf.t
 EXTRA_DIST += t/ckpt-hf.py
 TESTS += t/ckpt-hf.t
 
+# t/ckpt-hf-files.t: what export-hf and import-hf leave on disk (stale
+# exports, links, existing checkpoints, a tied lm_head); uses t/st-tool.
+dist_check_SCRIPTS += t/ckpt-hf-files.t
+TESTS += t/ckpt-hf-files.t
+
 # Safetensors: conversions, files, and interchange with the Python library.
 check_PROGRAMS += t/st-half.t t/st-file.t t/st-tool
 t_st_half_t_SOURCES = t/st-half.c

@@ -2,11 +2,14 @@
 #include <config.h>
 #include "ckpt/safetensors.h"
 #include "ckpt/half.h"
+#include "base/file.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/mapped.h"
 
 #include <jansson.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -250,9 +253,10 @@ int gl_st_open(const char *path, gl_st_file **out)
     *out = NULL;
     gl_st_file *f = gl_calloc(1, sizeof *f);
     f->path = gl_strdup(path);
-    int fd = open(path, O_RDONLY);
+    gl_error e;
+    int fd = gl_file_open_read(path, &e);
     if (fd < 0) {
-        fail("cannot open %s: %s", path, strerror(errno));
+        fail("%s", e.text);
         gl_st_close(f);
         return -1;
     }
@@ -431,31 +435,25 @@ int gl_st_write(const char *path, const gl_st_out *t, int n,
     for (int i = 0; i < 8; i++)
         head[i] = (unsigned char)((uint64_t)padded >> (8 * i));
 
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0) {
+    gl_error e;
+    gl_file_tmp *tmp = gl_file_tmp_create(path, 0, &e);
+    if (!tmp) {
         free(text);
-        return fail("cannot create %s: %s", tmp, strerror(errno));
+        return fail("%s", e.text);
     }
+    int fd = gl_file_tmp_fd(tmp);
     int rc = write_all(fd, head, 8) || write_all(fd, text, len) ||
              write_all(fd, "        ", padded - len);
     free(text);
     for (int i = 0; i < n && rc == 0; i++)
         rc = write_tensor(fd, &t[i]);
-    if (rc == 0)
-        rc = fsync(fd);
-    int e = errno;
-    close(fd);
     if (rc != 0) {
-        unlink(tmp);
-        return fail("cannot write %s: %s", tmp, strerror(e));
+        fail("cannot write %s (through %s): %s", path, gl_file_tmp_path(tmp), strerror(errno));
+        gl_file_tmp_discard(tmp);
+        return -1;
     }
-    if (rename(tmp, path) != 0) {
-        e = errno;
-        unlink(tmp);
-        return fail("cannot rename %s to %s: %s", tmp, path, strerror(e));
-    }
+    if (gl_file_tmp_publish(tmp, 0, &e) < 0)
+        return fail("%s", e.text);
     return 0;
 }
 
@@ -486,11 +484,10 @@ const gl_st_tensor *gl_st_model_find(const gl_st_model *m, const char *name)
 
 static int open_index(gl_st_model *m, const char *index)
 {
-    json_error_t je;
-    json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &je);
+    gl_error e;
+    json_t *root = gl_json_load(index, JSON_REJECT_DUPLICATES, &e);
     if (!root)
-        return fail("%s is not valid JSON (%s at line %d, column %d)", index,
-                    je.text, je.line, je.column);
+        return fail("%s", e.text);
     json_t *wm = json_object_get(root, "weight_map");
     int rc = 0;
     if (!json_is_object(wm)) {
@@ -560,11 +557,90 @@ int gl_st_model_open(const char *dir, gl_st_model **out)
     return 0;
 }
 
+int gl_st_is_model_file(const char *name)
+{
+    if (!strcmp(name, "model.safetensors") || !strcmp(name, "model.safetensors.index.json"))
+        return 1;
+    /* model-00001-of-00002.safetensors */
+    const char *p = name;
+    if (strncmp(p, "model-", 6) != 0)
+        return 0;
+    p += 6;
+    if (*p < '0' || *p > '9')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (strncmp(p, "-of-", 4) != 0)
+        return 0;
+    p += 4;
+    if (*p < '0' || *p > '9')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return !strcmp(p, ".safetensors");
+}
+
+/* Remove the weight files of DIR that are not in keep (NULL-terminated):
+ * an earlier export's shards or index, which would describe another
+ * model than the one just written.  Says which, in one line (counting
+ * the earlier index, when the write began by removing one). */
+static int remove_stale(const char *dir, const char *const *keep, int old_index)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return fail("cannot list %s: %s", dir, strerror(errno));
+    int removed = old_index;
+    char names[400] = "";
+    if (old_index)
+        snprintf(names, sizeof names, "model.safetensors.index.json");
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d))) {
+        if (!gl_st_is_model_file(e->d_name) || gl_file_name_in(e->d_name, (void *)keep) ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0) {
+            int err = errno;
+            closedir(d);
+            return fail("cannot remove %s/%s, a weight file of an earlier write: %s", dir,
+                        e->d_name, strerror(err));
+        }
+        size_t k = strlen(names);
+        if (removed < 3)
+            snprintf(names + k, sizeof names - k, "%s%s", removed ? ", " : "", e->d_name);
+        else if (removed == 3)
+            snprintf(names + k, sizeof names - k, ", ...");
+        removed++;
+    }
+    closedir(d);
+    if (removed)
+        gl_info("%s: removed %d weight file%s of an earlier export that this one replaces: %s",
+                dir, removed, removed == 1 ? "" : "s", names);
+    return 0;
+}
+
+/* DIR/name, or a failure naming it. */
+static int path_in(char *out, size_t n, const char *dir, const char *name)
+{
+    if (snprintf(out, n, "%s/%s", dir, name) >= (int)n)
+        return fail("path %s/%s is too long", dir, name);
+    return 0;
+}
+
 int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
                       size_t max_shard_bytes, const char *const *meta, int nmeta)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return fail("cannot create %s: %s", dir, strerror(errno));
+    gl_error e;
+    if (gl_file_mkdirs(dir, &e) < 0)
+        return fail("%s", e.text);
+    /* An older index goes first: a directory caught halfway never pairs
+     * it with new shards (readers prefer the index to model.safetensors). */
+    char path[4096];
+    if (path_in(path, sizeof path, dir, "model.safetensors.index.json"))
+        return -1;
+    int old_index = unlink(path) == 0;
+    if (!old_index && errno != ENOENT)
+        return fail("cannot remove the earlier %s: %s", path, strerror(errno));
     /* Group consecutive tensors into shards of at most max_shard_bytes. */
     int *shard = gl_calloc(n ? n : 1, sizeof *shard);
     int nshards = n ? 1 : 0;
@@ -579,14 +655,16 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
         in_shard += b;
         total += b;
     }
-    char path[4096];
     int rc = 0;
     if (nshards <= 1) {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        rc = gl_st_write(path, t, n, meta, nmeta);
+        const char *keep[] = { "model.safetensors", NULL };
+        rc = path_in(path, sizeof path, dir, keep[0]);
+        if (rc == 0)
+            rc = gl_st_write(path, t, n, meta, nmeta);
         free(shard);
-        return rc;
+        return rc ? rc : remove_stale(dir, keep, old_index);
     }
+    char **keep = gl_calloc((size_t)nshards + 2, sizeof *keep);
     json_t *wm = json_object();
     for (int s = 0, first = 0; s < nshards && rc == 0; s++) {
         int last = first;
@@ -594,28 +672,36 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
             last++;
         char name[64];
         snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        rc = gl_st_write(path, t + first, last - first, meta, nmeta);
+        keep[s] = gl_strdup(name);
+        rc = path_in(path, sizeof path, dir, name);
+        if (rc == 0)
+            rc = gl_st_write(path, t + first, last - first, meta, nmeta);
         for (int i = first; i < last; i++)
             json_object_set_new(wm, t[i].name, json_string(name));
         first = last;
     }
     free(shard);
-    if (rc) {
-        json_decref(wm);
-        return rc;
+    keep[nshards] = gl_strdup("model.safetensors.index.json");
+    if (rc == 0) {
+        json_t *root = json_object(), *md = json_object();
+        json_object_set_new(md, "total_size", json_integer((json_int_t)total));
+        json_object_set_new(root, "metadata", md);
+        json_object_set_new(root, "weight_map", wm);
+        wm = NULL;
+        char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(root);
+        rc = path_in(path, sizeof path, dir, keep[nshards]);
+        if (rc == 0 && !text)
+            rc = fail("cannot format %s (out of memory?)", path);
+        if (rc == 0 && gl_file_write_all(path, text, strlen(text), 0, &e) < 0)
+            rc = fail("%s", e.text);
+        free(text);
     }
-    json_t *root = json_object(), *md = json_object();
-    json_object_set_new(md, "total_size", json_integer((json_int_t)total));
-    json_object_set_new(root, "metadata", md);
-    json_object_set_new(root, "weight_map", wm);
-    char tmp[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0)
-        rc = fail("cannot write %s", tmp);
-    else if (rename(tmp, path) != 0)
-        rc = fail("cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    json_decref(root);
+    json_decref(wm);
+    if (rc == 0)
+        rc = remove_stale(dir, (const char *const *)keep, 0);
+    for (int s = 0; s <= nshards; s++)
+        free(keep[s]);
+    free(keep);
     return rc;
 }

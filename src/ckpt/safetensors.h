@@ -89,12 +89,16 @@ typedef struct gl_st_out {
     const float *data;
 } gl_st_out;
 
-/* Write one file (through PATH.tmp and a rename); meta is nmeta pairs
- * of key, value (may be NULL). */
+/* Write one file (through PATH.tmp.XXXXXX and a rename, base/file.h);
+ * meta is nmeta pairs of key, value (may be NULL). */
 int gl_st_write(const char *path, const gl_st_out *t, int n,
                 const char *const *meta, int nmeta);
 
 /* ---- model directories ---- */
+
+/* Is name one of the weight files of a model directory
+ * (model.safetensors, model-K-of-N.safetensors, the index)? */
+int gl_st_is_model_file(const char *name);
 
 typedef struct gl_st_model {
     char *dir;
@@ -108,10 +112,15 @@ int gl_st_model_open(const char *dir, gl_st_model **out);
 void gl_st_model_close(gl_st_model *m);
 const gl_st_tensor *gl_st_model_find(const gl_st_model *m, const char *name);
 
-/* Write tensors into DIR (created if missing; its parent must exist): one model.safetensors when they fit in
- * max_shard_bytes (0: no limit), else model-0000K-of-0000N.safetensors
- * shards plus model.safetensors.index.json.  Tensors stay in the order
- * given; a tensor larger than the limit gets a shard of its own. */
+/* Write tensors into DIR (created with its parents if missing): one
+ * model.safetensors when they fit in max_shard_bytes (0: no limit), else
+ * model-0000K-of-0000N.safetensors shards plus
+ * model.safetensors.index.json.  Tensors stay in the order given; a
+ * tensor larger than the limit gets a shard of its own.  DIR then holds
+ * exactly this model's weight files: an older index is removed first (a
+ * directory caught halfway never pairs it with new shards), and the
+ * weight files of an earlier write that this one did not replace are
+ * removed last, with one line saying which. */
 int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
                       size_t max_shard_bytes, const char *const *meta, int nmeta);
 

@@ -5,6 +5,7 @@
 #include "data/strmap.h"
 #include "data/tokenizer.h"
 #include "data/utf8.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -156,15 +157,16 @@ static char *mkstr(const char *a, size_t an, const char *b, size_t bn)
     return s;
 }
 
-/* Write `root` to path atomically (temporary file, then rename). */
+/* Write `root` to path whole or not at all (base/file.h). */
 static void write_json(json_t *root, const char *path)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0)
-        gl_die("--output %s: cannot write %s: %s", path, tmp, strerror(errno));
-    if (rename(tmp, path) != 0)
-        gl_die("--output %s: cannot rename %s: %s", path, tmp, strerror(errno));
+    char *text = json_dumps(root, JSON_INDENT(2));
+    gl_error e;
+    if (!text)
+        gl_die("--output %s: cannot format the JSON (out of memory?)", path);
+    if (gl_file_write_all(path, text, strlen(text), 0, &e) < 0)
+        gl_die("--output: %s", e.text);
+    free(text);
 }
 
 static json_t *added_json(int id, const char *content)
@@ -379,16 +381,12 @@ void gl_bpe_train(const gl_bpe_train_opts *o)
                              "normalizer", "pre_tokenizer", bytelevel_json(0),
                              "post_processor", bytelevel_json(1), "decoder", bytelevel_json(1),
                              "model", model);
-    /* the output's directory, one level, if missing */
+    /* the output's directory, if missing */
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", o->output);
-    char *slash = strrchr(dir, '/');
-    if (slash) {
-        *slash = '\0';
-        if (*dir && mkdir(dir, 0777) != 0 && errno != EEXIST)
-            gl_die("--output %s: cannot create %s: %s", o->output, dir, strerror(errno));
-    } else
-        strcpy(dir, ".");
+    gl_error e;
+    gl_file_dirname(o->output, dir, sizeof dir);
+    if (gl_file_mkdirs(dir, &e) < 0)
+        gl_die("--output %s: %s", o->output, e.text);
     write_json(root, o->output);
     json_decref(root);
     if (nspec) {

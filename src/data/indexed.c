@@ -1,6 +1,7 @@
 /* indexed.c: Megatron .bin/.idx reader (mmap, validated) and writer. */
 #include <config.h>
 #include "data/indexed.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "base/mapped.h"
 
@@ -80,9 +81,10 @@ static void seterr(char *err, size_t len, const char *fmt, ...)
 static int map_file(const char *path, const unsigned char **p, size_t *size,
                     char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    gl_error e;
+    int fd = gl_file_open_read(path, &e);
     if (fd < 0) {
-        seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        seterr(err, errlen, "%s", e.text);
         return -1;
     }
     struct stat st;
@@ -365,18 +367,48 @@ void gl_idx_read_tokens(const gl_idx *x, int64_t i, int64_t offset, int64_t coun
 
 struct gl_idx_writer {
     char *prefix, *bin_tmp, *len_tmp, *doc_tmp;
+    gl_file_tmp *tbin, *tlen, *tdoc;    /* base/file.h: removed unless published */
     FILE *bin, *len, *doc;
     int dtype, itemsize;
     int64_t n_seq, n_bound, n_tokens;
     unsigned char *buf; size_t bufcap;
 };
 
-static FILE *open_tmp(const char *path)
+/* A temporary beside PREFIX+EXT (base/file.h), its name and its stream. */
+static FILE *open_tmp(const char *prefix, const char *ext, gl_file_tmp **t, char **path)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        gl_die("cannot create %s: %s", path, strerror(errno));
-    return f;
+    size_t n = strlen(prefix) + strlen(ext) + 1;
+    char *final = gl_malloc(n);
+    snprintf(final, n, "%s%s", prefix, ext);
+    gl_error e;
+    *t = gl_file_tmp_create(final, 0, &e);
+    free(final);
+    if (!*t)
+        gl_die("%s", e.text);
+    *path = gl_strdup(gl_file_tmp_path(*t));
+    return gl_file_tmp_stream(*t);
+}
+
+/* The writer's own leftovers from a killed run, beside PREFIX. */
+static void clean_leftovers(const char *prefix)
+{
+    const char *slash = strrchr(prefix, '/');
+    const char *base = slash ? slash + 1 : prefix;
+    size_t n = strlen(base) + 16;
+    char *names[5];
+    const char *ext[4] = { ".bin", ".idx", ".idx-lengths", ".idx-docs" };
+    for (int i = 0; i < 4; i++) {
+        names[i] = gl_malloc(n);
+        snprintf(names[i], n, "%s%s", base, ext[i]);
+    }
+    names[4] = NULL;
+    char dir[4096];
+    gl_file_dirname(prefix, dir, sizeof dir);
+    gl_error e;
+    if (gl_file_clean_temps(dir, gl_file_name_in, names, "run", &e) < 0)
+        gl_warn("%s", e.text);
+    for (int i = 0; i < 4; i++)
+        free(names[i]);
 }
 
 static void wr(FILE *f, const void *p, size_t n, const char *path)
@@ -385,13 +417,6 @@ static void wr(FILE *f, const void *p, size_t n, const char *path)
         gl_die("cannot write %s: %s", path, strerror(errno));
 }
 
-static char *tmpname(const char *prefix, const char *ext)
-{
-    size_t n = strlen(prefix) + strlen(ext) + 32;
-    char *s = gl_malloc(n);
-    snprintf(s, n, "%s%s.tmp-%ld", prefix, ext, (long)getpid());
-    return s;
-}
 
 gl_idx_writer *gl_idx_writer_open(const char *prefix, int dtype)
 {
@@ -401,12 +426,10 @@ gl_idx_writer *gl_idx_writer_open(const char *prefix, int dtype)
     w->prefix = gl_strdup(prefix);
     w->dtype = dtype;
     w->itemsize = gl_idx_dtype_size(dtype);
-    w->bin_tmp = tmpname(prefix, ".bin");
-    w->len_tmp = tmpname(prefix, ".idx-lengths");
-    w->doc_tmp = tmpname(prefix, ".idx-docs");
-    w->bin = open_tmp(w->bin_tmp);
-    w->len = open_tmp(w->len_tmp);
-    w->doc = open_tmp(w->doc_tmp);
+    clean_leftovers(prefix);
+    w->bin = open_tmp(prefix, ".bin", &w->tbin, &w->bin_tmp);
+    w->len = open_tmp(prefix, ".idx-lengths", &w->tlen, &w->len_tmp);
+    w->doc = open_tmp(prefix, ".idx-docs", &w->tdoc, &w->doc_tmp);
     int64_t zero = 0;
     wr(w->doc, &zero, 8, w->doc_tmp);
     w->n_bound = 1;
@@ -496,19 +519,14 @@ void gl_idx_writer_append_dataset(gl_idx_writer *w, const gl_idx *src)
     }
 }
 
-static void close_sync(FILE *f, const char *path)
+/* Copy a spooled array (the stream of a temporary, read from its start)
+ * into the index, computing offsets on the way when `offsets` is set
+ * (offset[i] = running byte sum of lengths). */
+static void spool_copy(FILE *out, const char *opath, FILE *in, const char *spath, int offsets,
+                       int itemsize)
 {
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0)
-        gl_die("cannot write %s: %s", path, strerror(errno));
-}
-
-/* Copy a spooled array into the index, computing offsets on the way
- * when `offsets` is set (offset[i] = running byte sum of lengths). */
-static void spool_copy(FILE *out, const char *opath, const char *spath, int offsets, int itemsize)
-{
-    FILE *in = fopen(spath, "rb");
-    if (!in)
-        gl_die("cannot reopen %s: %s", spath, strerror(errno));
+    if (fflush(in) != 0 || fseek(in, 0, SEEK_SET) != 0)
+        gl_die("cannot read back %s: %s", spath, strerror(errno));
     unsigned char buf[1 << 16];
     size_t n;
     int64_t pos = 0;
@@ -528,22 +546,20 @@ static void spool_copy(FILE *out, const char *opath, const char *spath, int offs
     }
     if (ferror(in))
         gl_die("cannot read %s: %s", spath, strerror(errno));
-    fclose(in);
+}
+
+static void publish(gl_file_tmp *t)
+{
+    gl_error e;
+    if (gl_file_tmp_publish(t, 0, &e) < 0)
+        gl_die("%s", e.text);
 }
 
 void gl_idx_writer_finish(gl_idx_writer *w)
 {
-    size_t plen = strlen(w->prefix);
-    char *ipath = gl_malloc(plen + 5), *bpath = gl_malloc(plen + 5);
-    sprintf(ipath, "%s.idx", w->prefix);
-    sprintf(bpath, "%s.bin", w->prefix);
-    char *itmp = tmpname(w->prefix, ".idx");
-
-    close_sync(w->bin, w->bin_tmp);
-    if (fclose(w->len) != 0 || fclose(w->doc) != 0)
-        gl_die("cannot write %s: %s", w->len_tmp, strerror(errno));
-
-    FILE *f = open_tmp(itmp);
+    gl_file_tmp *tidx;
+    char *itmp;
+    FILE *f = open_tmp(w->prefix, ".idx", &tidx, &itmp);
     unsigned char hdr[GL_IDX_HEADER_SIZE];
     uint64_t version = 1, n = (uint64_t)w->n_seq, d = (uint64_t)w->n_bound;
     memcpy(hdr, IDX_MAGIC, 9);
@@ -552,22 +568,17 @@ void gl_idx_writer_finish(gl_idx_writer *w)
     memcpy(hdr + 18, &n, 8);
     memcpy(hdr + 26, &d, 8);
     wr(f, hdr, sizeof hdr, itmp);
-    spool_copy(f, itmp, w->len_tmp, 0, w->itemsize);
-    spool_copy(f, itmp, w->len_tmp, 1, w->itemsize);
-    spool_copy(f, itmp, w->doc_tmp, 0, w->itemsize);
-    close_sync(f, itmp);
+    spool_copy(f, itmp, w->len, w->len_tmp, 0, w->itemsize);
+    spool_copy(f, itmp, w->len, w->len_tmp, 1, w->itemsize);
+    spool_copy(f, itmp, w->doc, w->doc_tmp, 0, w->itemsize);
 
     /* .bin first, then .idx: a reader that finds the new .idx finds the
      * matching .bin. */
-    if (rename(w->bin_tmp, bpath) != 0)
-        gl_die("cannot rename %s to %s: %s", w->bin_tmp, bpath, strerror(errno));
-    if (rename(itmp, ipath) != 0)
-        gl_die("cannot rename %s to %s: %s", itmp, ipath, strerror(errno));
-    unlink(w->len_tmp);
-    unlink(w->doc_tmp);
+    publish(w->tbin);
+    publish(tidx);
+    gl_file_tmp_discard(w->tlen);
+    gl_file_tmp_discard(w->tdoc);
     free(itmp);
-    free(ipath);
-    free(bpath);
     free(w->prefix); free(w->bin_tmp); free(w->len_tmp); free(w->doc_tmp);
     free(w->buf);
     free(w);
@@ -577,8 +588,9 @@ void gl_idx_writer_abandon(gl_idx_writer *w)
 {
     if (!w)
         return;
-    fclose(w->bin); fclose(w->len); fclose(w->doc);
-    unlink(w->bin_tmp); unlink(w->len_tmp); unlink(w->doc_tmp);
+    gl_file_tmp_discard(w->tbin);
+    gl_file_tmp_discard(w->tlen);
+    gl_file_tmp_discard(w->tdoc);
     free(w->prefix); free(w->bin_tmp); free(w->len_tmp); free(w->doc_tmp);
     free(w->buf);
     free(w);

@@ -88,11 +88,13 @@ int gl_idx_read_tokens_checked(const gl_idx *x, int64_t i, int64_t offset, int64
                                int32_t *out, long vocab_size, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------
- * Writer.  Streams tokens to PREFIX.bin.tmp-PID and lengths to memory
- * (12 bytes per sequence); gl_idx_writer_finish() writes PREFIX.idx.tmp,
- * fsyncs both and renames them over the final names, so nothing half
- * written ever carries a final name.  Errors stop the job, naming the
- * file.
+ * Writer.  Streams tokens to a temporary beside PREFIX.bin and lengths
+ * and boundaries to two more (base/file.h: exclusive, random names,
+ * removed when the program fails or is stopped); gl_idx_writer_finish()
+ * writes the .idx through a fourth, fsyncs and renames .bin then .idx
+ * over the final names, so nothing half written ever carries a final
+ * name.  Opening a writer removes the temporaries a killed earlier run
+ * left beside PREFIX, saying so.  Errors stop the job, naming the file.
  */
 typedef struct gl_idx_writer gl_idx_writer;
 

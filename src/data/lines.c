@@ -8,6 +8,7 @@
  * file and skips bytes after the last member without a word. */
 #include <config.h>
 #include "data/lines.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -127,9 +128,10 @@ gl_lines *gl_lines_open(const char *path)
 {
     gl_lines *r = gl_calloc(1, sizeof *r);
     r->path = gl_strdup(path);
-    r->f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    gl_error e;
+    r->f = strcmp(path, "-") == 0 ? stdin : gl_file_fopen_read(path, &e);
     if (!r->f)
-        gl_die("--input %s: %s", path, strerror(errno));
+        gl_die("--input: %s", e.text);
     r->cap = 1 << 20;
     r->buf = gl_malloc(r->cap);
     r->zin = gl_malloc(IN_CAP);

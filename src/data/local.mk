@@ -50,6 +50,9 @@ t_tok_encode_LDADD = $(GRIDLM_LIBS)
 dist_check_SCRIPTS += t/tok-hf.t t/tok-ids.t t/prep-basic.t t/prep-numpy.t t/prep-input.t
 TESTS += t/tok-hf.t t/tok-ids.t t/prep-basic.t t/prep-numpy.t t/prep-input.t
 EXTRA_DIST += t/tok-hf.py t/tok-ids.py t/prep-numpy.py
+# what gridlm-prep reads and writes: links, leftovers, FIFOs
+dist_check_SCRIPTS += t/prep-files.t
+TESTS += t/prep-files.t
 
 check_PROGRAMS += t/data-samples.t
 t_data_samples_t_SOURCES = t/data-samples.c

@@ -4,6 +4,7 @@
 #include "data/samples.h"
 #include "data/rng.h"
 #include "data/strmap.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "base/mapped.h"
 
@@ -232,18 +233,18 @@ static void npy_header(char *h, size_t *hl, const char *descr, const char *shape
 
 static void npy_write(const char *path, const char *descr, const char *shape, const void *p, size_t bytes)
 {
-    char tmp[4200], h[512];
+    char h[512];
     size_t hl;
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
     npy_header(h, &hl, descr, shape);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        gl_die("--data-cache-path: cannot create %s: %s", tmp, strerror(errno));
-    if (fwrite(h, 1, hl, f) != hl || (bytes && fwrite(p, 1, bytes, f) != bytes) ||
-        fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0)
-        gl_die("--data-cache-path: cannot write %s: %s", tmp, strerror(errno));
-    if (rename(tmp, path) != 0)
-        gl_die("--data-cache-path: cannot rename %s: %s", tmp, strerror(errno));
+    gl_error e;
+    gl_file_tmp *t = gl_file_tmp_create(path, 0, &e);
+    if (!t)
+        gl_die("--data-cache-path: %s", e.text);
+    FILE *f = gl_file_tmp_stream(t);
+    if (fwrite(h, 1, hl, f) != hl || (bytes && fwrite(p, 1, bytes, f) != bytes))
+        gl_die("--data-cache-path: cannot write %s: %s", gl_file_tmp_path(t), strerror(errno));
+    if (gl_file_tmp_publish(t, 0, &e) < 0)
+        gl_die("--data-cache-path: %s", e.text);
 }
 
 /* Map an .npy file we wrote; NULL unless its header is exactly what we
@@ -254,7 +255,7 @@ static void *npy_map(const char *path, const char *descr, const char *shape, siz
     char h[512];
     size_t hl;
     npy_header(h, &hl, descr, shape);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = gl_file_open_read(path, NULL);
     if (fd < 0)
         return NULL;
     struct stat st;
@@ -279,7 +280,7 @@ static void *npy_map(const char *path, const char *descr, const char *shape, siz
 /* The first dimension of an .npy file's shape, -1 if unreadable. */
 static int64_t npy_dim0(const char *path)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = gl_file_fopen_read(path, NULL);
     if (!f)
         return -1;
     char h[512];
@@ -295,34 +296,35 @@ static int64_t npy_dim0(const char *path)
 
 static char *slurp_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *s = gl_malloc(cap);
-    size_t k;
-    while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (cap - n < 2)
-            s = gl_realloc(s, cap *= 2);
-    }
-    fclose(f);
-    s[n] = '\0';
-    return s;
+    char *s;
+    return gl_file_read_all(path, &s, NULL, NULL) == 0 ? s : NULL;
 }
 
-static void mkdir_p(const char *dir)
+/* The cache's own files: HASH-GPTDataset-SPLIT-{description.txt,
+ * document_index.npy, sample_index.npy, shuffle_index.npy}. */
+static int cache_name(const char *final, void *arg)
 {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(buf, 0777);
-            *p = '/';
-        }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        gl_die("--data-cache-path %s: cannot create it: %s", dir, strerror(errno));
+    static const char *const ends[] = { "-description.txt", "-document_index.npy",
+                                        "-sample_index.npy", "-shuffle_index.npy" };
+    (void)arg;
+    size_t n = strlen(final);
+    if (!strstr(final, "-GPTDataset-"))
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (n > strlen(ends[i]) && !strcmp(final + n - strlen(ends[i]), ends[i]))
+            return 1;
+    return 0;
+}
+
+/* The directory, without the temporaries killed builders left there (a
+ * builder still at work holds its temporaries locked: they stay). */
+static void cache_dir_ready(const char *dir)
+{
+    gl_error e;
+    if (gl_file_mkdirs(dir, &e) < 0)
+        gl_die("--data-cache-path: %s", e.text);
+    if (gl_file_clean_temps(dir, cache_name, NULL, "index build", &e) < 0)
+        gl_warn("--data-cache-path: %s", e.text);
 }
 
 int gl_gpt_index_cached(gl_gpt_index *g, const char *dir, int may_build)
@@ -391,7 +393,7 @@ int gl_gpt_index_cached(gl_gpt_index *g, const char *dir, int may_build)
     if (!may_build)
         return -1;
     gl_gpt_index_build(g);
-    mkdir_p(dir);
+    cache_dir_ready(dir);
     char shape[64];
     snprintf(shape, sizeof shape, "(%" PRId64 ",)", g->n_doc_index);
     npy_write(pdoc, "<i4", shape, g->doc_index, (size_t)g->n_doc_index * 4);
@@ -400,11 +402,9 @@ int gl_gpt_index_cached(gl_gpt_index *g, const char *dir, int may_build)
     snprintf(shape, sizeof shape, "(%" PRId64 ",)", g->n_samples);
     npy_write(pshu, "<i8", shape, g->shuffle_index, (size_t)g->n_samples * 8);
     /* the description last: its presence marks a complete entry */
-    char tmp[4700];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", pd, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f || fputs(desc, f) < 0 || fclose(f) != 0 || rename(tmp, pd) != 0)
-        gl_die("--data-cache-path: cannot write %s: %s", pd, strerror(errno));
+    gl_error e;
+    if (gl_file_write_all(pd, desc, strlen(desc), 0, &e) < 0)
+        gl_die("--data-cache-path: %s", e.text);
     g->from_cache = 2;
     return 0;
 }

@@ -2,6 +2,7 @@
 #include <config.h>
 #include "data/synth.h"
 #include "base/rng.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -232,11 +233,11 @@ static void put_json_string(FILE *f, const char *s, size_t n)
 
 void gl_synth_write(const char *path, long n, uint64_t seed)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        gl_die("--output %s: cannot create %s: %s", path, tmp, strerror(errno));
+    gl_error e;
+    gl_file_tmp *t = gl_file_tmp_create(path, 0, &e);
+    if (!t)
+        gl_die("--output: %s", e.text);
+    FILE *f = gl_file_tmp_stream(t);
     for (long d = 0; d < n; d++) {
         size_t len;
         char *s = gl_synth_document(seed, (uint64_t)d, &len);
@@ -245,8 +246,10 @@ void gl_synth_write(const char *path, long n, uint64_t seed)
         fputs("}\n", f);
         free(s);
     }
-    if (fflush(f) != 0 || ferror(f) || fclose(f) != 0)
-        gl_die("--output %s: write error: %s", path, strerror(errno));
-    if (rename(tmp, path) != 0)
-        gl_die("--output %s: cannot rename %s: %s", path, tmp, strerror(errno));
+    if (ferror(f)) {
+        gl_file_tmp_discard(t);
+        gl_die("--output %s: write error", path);
+    }
+    if (gl_file_tmp_publish(t, 0, &e) < 0)
+        gl_die("--output: %s", e.text);
 }

@@ -4,6 +4,8 @@
 #include "data/tokenizer.h"
 #include "data/strmap.h"
 #include "data/utf8.h"
+#include "base/file.h"
+#include "base/json.h"
 #include "base/log.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -832,16 +834,13 @@ static void load_config_eos(gl_tokenizer *t, const char *dir, errbuf *e)
     char path[4096];
     struct stat st;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (stat(path, &st) != 0 && errno == ENOENT)
+    if (lstat(path, &st) != 0 && errno == ENOENT)
         return;
-    json_error_t je;
-    json_t *c = json_load_file(path, 0, &je);
+    gl_error je;
+    json_t *c = gl_json_load(path, 0, &je);
     if (!c) {
-        if (je.line > 0)
-            fail(e, "%s: line %d, column %d: %s; fix the file, or remove it (it names the"
-                 " end-of-document token)", path, je.line, je.column, je.text);
-        else
-            fail(e, "%s: %s", path, je.text);
+        fail(e, "%s; fix the file, or remove it (it names the end-of-document token)",
+             je.text);
         return;
     }
     json_t *eos = json_object_get(c, "eos_token");
@@ -878,10 +877,10 @@ gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen)
         else
             strcpy(dir, ".");
     }
-    json_error_t je;
-    json_t *root = json_load_file(file, JSON_ALLOW_NUL, &je);
+    gl_error je;
+    json_t *root = gl_json_load(file, JSON_ALLOW_NUL, &je);
     if (!root) {
-        fail(&e, "%s: line %d, column %d: %s", file, je.line, je.column, je.text);
+        fail(&e, "%s", je.text);
         return NULL;
     }
     gl_tokenizer *t = tok_new();
@@ -922,19 +921,19 @@ gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_f
                                      char *err, size_t errlen)
 {
     errbuf e = { err, errlen, 0 };
-    json_error_t je;
-    json_t *vocab = json_load_file(vocab_file, 0, &je);
+    gl_error je;
+    json_t *vocab = gl_json_load(vocab_file, 0, &je);
     if (!vocab || !json_is_object(vocab)) {
         if (vocab)
             fail(&e, "%s: not a JSON object (GPT-2's vocab.json maps tokens to ids)", vocab_file);
         else
-            fail(&e, "%s: line %d, column %d: %s", vocab_file, je.line, je.column, je.text);
+            fail(&e, "%s", je.text);
         json_decref(vocab);
         return NULL;
     }
-    FILE *f = fopen(merge_file, "r");
+    FILE *f = gl_file_fopen_read(merge_file, &je);
     if (!f) {
-        fail(&e, "%s: %s", merge_file, strerror(errno));
+        fail(&e, "%s", je.text);
         json_decref(vocab);
         return NULL;
     }

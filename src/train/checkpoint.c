@@ -6,10 +6,13 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "train/checkpoint.h"
@@ -210,32 +213,109 @@ int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t 
     return 0;
 }
 
+/* The architecture: every field of the "config" attribute that shapes
+ * the weights or what the model computes with them, compared between a
+ * checkpoint and the run that loads it.  Not compared: the sequence
+ * length and max_position_embeddings (RoPE has no position weights, and
+ * a run may go on with longer sequences), the vocabulary's padding (a
+ * layout matter: loading reshards it), parallelism and the optimizer. */
+typedef enum { A_INT, A_NUM, A_BOOL } arch_kind;
+
+static const struct arch_field {
+    const char *flag;           /* gridlm-train's option, without "--" */
+    arch_kind kind;
+    size_t off;                 /* of the field in gl_config */
+    int scaling_only;           /* compared only when both scale RoPE */
+} arch_fields[] = {
+#define F(flag, kind, field, so) { flag, kind, offsetof(gl_config, field), so }
+    F("num-layers", A_INT, num_layers, 0),
+    F("hidden-size", A_INT, hidden_size, 0),
+    F("ffn-hidden-size", A_INT, ffn_hidden_size, 0),
+    F("num-attention-heads", A_INT, num_attention_heads, 0),
+    F("num-query-groups", A_INT, num_query_groups, 0),
+    F("kv-channels", A_INT, kv_channels, 0),
+    F("vocab-size", A_INT, vocab_size, 0),
+    F("untie-embeddings-and-output-weights", A_BOOL, untie_embeddings_and_output_weights, 0),
+    F("norm-epsilon", A_NUM, norm_epsilon, 0),
+    F("rotary-base", A_NUM, rotary_base, 0),
+    F("use-rope-scaling", A_BOOL, use_rope_scaling, 0),
+    F("rope-scaling-factor", A_NUM, rope_scaling_factor, 1),
+    F("rope-scaling-low-freq-factor", A_NUM, rope_scaling_low_freq_factor, 1),
+    F("rope-scaling-high-freq-factor", A_NUM, rope_scaling_high_freq_factor, 1),
+    F("rope-scaling-original-max-position-embeddings", A_INT,
+      rope_scaling_original_max_position_embeddings, 1),
+#undef F
+};
+
+/* Defaults spelled out, so that "0: as many groups as heads" compares
+ * equal to the number it stands for. */
+static void arch_normalise(gl_config *c)
+{
+    if (!c->num_query_groups)
+        c->num_query_groups = c->num_attention_heads;
+    if (c->head_dim)
+        c->kv_channels = c->head_dim;
+    else if (!c->kv_channels && c->num_attention_heads)
+        c->kv_channels = c->hidden_size / c->num_attention_heads;
+}
+
+/* One field's value as a flag's argument. */
+static void arch_value(const struct arch_field *f, const gl_config *c, int precise,
+                       char *out, size_t n)
+{
+    const char *p = (const char *)c + f->off;
+    if (f->kind == A_NUM)
+        snprintf(out, n, precise ? "%.17g" : "%g", *(const double *)p);
+    else if (f->kind == A_BOOL)
+        snprintf(out, n, "%s", *(const int *)p ? "on" : "off");
+    else
+        snprintf(out, n, "%d", *(const int *)p);
+}
+
+static int arch_differs(const struct arch_field *f, const gl_config *a, const gl_config *b)
+{
+    const char *x = (const char *)a + f->off, *y = (const char *)b + f->off;
+    if (f->scaling_only && !(a->use_rope_scaling && b->use_rope_scaling))
+        return 0;
+    if (f->kind == A_NUM)
+        return *(const double *)x != *(const double *)y;
+    if (f->kind == A_BOOL)
+        return !*(const int *)x != !*(const int *)y;
+    return *(const int *)x != *(const int *)y;
+}
+
 void gl_train_check_model(const gl_config *c, const char *text, const char *file)
 {
-    gl_config k;
+    gl_config k, mine = *c;
     char err[256];
     gl_config_defaults(&k);
     if (gl_train_config_from_json(text, &k, err, sizeof err) != 0)
         gl_die_code(2, "--load %s: %s", file, err);
-    int kq = k.num_query_groups ? k.num_query_groups : k.num_attention_heads;
-    int kd = k.kv_channels ? k.kv_channels : k.hidden_size / k.num_attention_heads;
-    int cd = c->head_dim ? c->head_dim : c->kv_channels;
-    const struct { const char *flag; long mine, theirs; } f[] = {
-        { "num-layers", c->num_layers, k.num_layers },
-        { "hidden-size", c->hidden_size, k.hidden_size },
-        { "ffn-hidden-size", c->ffn_hidden_size, k.ffn_hidden_size },
-        { "num-attention-heads", c->num_attention_heads, k.num_attention_heads },
-        { "num-query-groups", c->num_query_groups, kq },
-        { "kv-channels", cd, kd },
-        { "vocab-size", c->vocab_size, k.vocab_size },
-        { "untie-embeddings-and-output-weights", c->untie_embeddings_and_output_weights,
-          k.untie_embeddings_and_output_weights },
-    };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].mine != f[i].theirs)
-            gl_die_code(2, "--load %s: the checkpoint's model has --%s %ld but this run "
-                        "--%s %ld: give the checkpoint's model sizes", file, f[i].flag,
-                        f[i].theirs, f[i].flag, f[i].mine);
+    arch_normalise(&k);
+    arch_normalise(&mine);
+    char diffs[2048] = "";
+    size_t len = 0;
+    int n = 0;
+    for (size_t i = 0; i < sizeof arch_fields / sizeof arch_fields[0]; i++) {
+        const struct arch_field *f = &arch_fields[i];
+        if (!arch_differs(f, &k, &mine))
+            continue;
+        char there[64], here[64];
+        arch_value(f, &k, 0, there, sizeof there);
+        arch_value(f, &mine, 0, here, sizeof here);
+        if (!strcmp(there, here)) {     /* values that differ beyond %g's digits */
+            arch_value(f, &k, 1, there, sizeof there);
+            arch_value(f, &mine, 1, here, sizeof here);
+        }
+        if (len < sizeof diffs)
+            len += (size_t)snprintf(diffs + len, sizeof diffs - len, "%s--%s %s there, %s here",
+                                    n ? "; " : "", f->flag, there, here);
+        n++;
+    }
+    if (n)
+        gl_die_code(2, "--load %s: the checkpoint's model differs from this run's in %d "
+                    "setting%s: %s: give this run the checkpoint's values (gridlm-ckpt info "
+                    "%s shows them)", file, n, n == 1 ? "" : "s", diffs, file);
 }
 
 /* ------------------------------------------------------------------ */
@@ -249,6 +329,71 @@ static float *download_shard(gl_optim *o, const float *src, size_t sb, size_t se
     if (se > sb)
         o->d->ops->download(o->d, h, src + (sb - o->upd_begin), (se - sb) * sizeof(float));
     return h;
+}
+
+void gl_train_save_prepare(const gl_config *c, MPI_Comm world)
+{
+    int rank;
+    MPI_Comm_rank(world, &rank);
+    if (rank != 0)
+        return;
+    gl_error e;
+    if (gl_file_check_writable(c->save, &e) < 0)
+        gl_die_code(2, "--save %s: %s: give a directory this job can write", c->save, e.text);
+    if (gl_ckpt_clean_temps(c->save, &e) < 0)
+        gl_die("--save %s: %s", c->save, e.text);
+}
+
+void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start)
+{
+    int rank;
+    MPI_Comm_rank(world, &rank);
+    if (rank != 0)
+        return;
+    long *its;
+    int n = gl_ckpt_list(c->save, &its), newer = 0;
+    while (newer < n && its[newer] > start)
+        newer++;
+    if (newer) {
+        char f[4200];
+        gl_ckpt_file_name(f, sizeof f, c->save, its[0]);
+        char more[64] = "";
+        if (newer > 1)
+            snprintf(more, sizeof more, " (and %d more)", newer - 1);
+        gl_die_code(2, "--save %s holds %s%s, beyond iteration %ld where this run starts%s: "
+                    "this run would write over such files or move the tracker back to "
+                    "older ones: resume from the newest with --load %s, give --save a new "
+                    "directory, or move those files away", c->save, f, more, start,
+                    c->finetune ? " (--finetune)" : "", f);
+    }
+    free(its);
+}
+
+/* Test hook (t/train-files.t): GRIDLM_TEST_SAVE_SIGNAL=ITER:SIG makes
+ * every rank raise SIG (KILL, TERM or INT) after the first tensor of the
+ * synchronous save of iteration ITER: a save stopped midway, at a point
+ * the test can name, without racing a timer. */
+static int save_signal(long iteration)
+{
+    const char *s = getenv("GRIDLM_TEST_SAVE_SIGNAL");
+    if (!s || !*s)
+        return 0;
+    char *end;
+    long it = strtol(s, &end, 10);
+    if (*end != ':' || it != iteration)
+        return 0;
+    return !strcmp(end + 1, "KILL") ? SIGKILL : !strcmp(end + 1, "TERM") ? SIGTERM
+         : !strcmp(end + 1, "INT") ? SIGINT : 0;
+}
+
+static void raise_after_first(void *arg, int i, int n)
+{
+    (void)n;
+    if (i == 0) {
+        gl_info0("test hook: signal %d in the middle of the save (GRIDLM_TEST_SAVE_SIGNAL)",
+                 *(int *)arg);
+        raise(*(int *)arg);
+    }
 }
 
 void gl_train_save_wait(gl_ckpt_async **pending)
@@ -355,7 +500,10 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                  "so it ran in this thread");
     } else {
         gl_ckpt_save_stats st;
-        rc = gl_ckpt_save(world, c->save, pr->iteration, ts, nt, attrs, na, NULL, &st);
+        int sig = save_signal(pr->iteration);
+        gl_ckpt_save_opts hook = { .after_tensor = raise_after_first, .arg = &sig };
+        rc = gl_ckpt_save(world, c->save, pr->iteration, ts, nt, attrs, na,
+                          sig ? &hook : NULL, &st);
         if (rc != GL_CKPT_OK)
             gl_die("--save %s: %s", c->save, gl_ckpt_error());
         gl_info0("successfully saved checkpoint from iteration %7ld to %s (%.3f GB in %.2f s)",

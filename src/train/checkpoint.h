@@ -69,6 +69,20 @@ typedef struct {
 void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                    const gl_train_progress *pr, gl_ckpt_async **pending);
 
+/* At the start of a run with --save DIR (called on every rank; the work
+ * is rank 0's): create DIR when missing and check that a file can be
+ * created there (a read-only or foreign directory stops the run now, not
+ * at its first save), then remove the temporaries killed saves left
+ * there, saying so in one line.  Dies (exit 2) naming DIR and the fix. */
+void gl_train_save_prepare(const gl_config *c, MPI_Comm world);
+
+/* Once the run knows where it starts (start: iterations completed, from
+ * --load, or 0): a checkpoint file in --save beyond start is another
+ * run's, which this run would write over (or leave the tracker behind);
+ * stop (exit 2), naming it and the ways on.  Called on every rank (the
+ * work is rank 0's). */
+void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start);
+
 /* Wait for an --async-save still running (NULL: nothing to do), and
  * report it.  Collective over the world the save was started on. */
 void gl_train_save_wait(gl_ckpt_async **pending);
@@ -96,9 +110,11 @@ char *gl_train_config_json(const gl_config *c);
  * err. */
 int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t n);
 
-/* The model's shape in c (layers, sizes, heads, query groups, head size,
- * vocabulary, tied or not) against a checkpoint's "config" text: dies
- * (exit 2) naming the first flag that differs, and the file. */
+/* The model's architecture in c (layers, sizes, heads, query groups,
+ * head size, vocabulary, tied or not, norm epsilon, RoPE base and
+ * scaling) against a checkpoint's "config" text, one table of fields:
+ * dies (exit 2) naming every flag that differs with both values, and
+ * the file. */
 void gl_train_check_model(const gl_config *c, const char *config_text, const char *file);
 
 #ifdef __cplusplus

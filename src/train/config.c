@@ -869,6 +869,9 @@ static void check_misc(const gl_config *c)
 {
     if (c->async_save && !c->save)
         bad("--async-save needs --save DIR: add it, or drop --async-save");
+    if (c->exit_signal_handler && !c->save)
+        bad("--exit-signal-handler needs --save DIR (it saves a checkpoint before "
+            "exiting): add --save DIR, or drop --exit-signal-handler");
     if (c->save_interval && !c->save)
         warn0("--save-interval %ld without --save: no checkpoints will be written",
               c->save_interval);

@@ -53,6 +53,12 @@ TESTS += t/train-peak.t
 dist_check_SCRIPTS += t/train-ckpt.t
 TESTS += t/train-ckpt.t
 
+# What runs do to the files in --save and --load: leftovers, a save
+# stopped midway, links, trackers, other runs' checkpoints, read-only and
+# full file systems, another architecture.
+dist_check_SCRIPTS += t/train-files.t
+TESTS += t/train-files.t
+
 # gridlm-eval: loss and perplexity of a checkpoint (or a freshly
 # initialised model) over a dataset's documents, forward-only pipeline.
 bin_PROGRAMS += src/tools/gridlm-eval

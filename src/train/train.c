@@ -258,8 +258,12 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, master, mb0, mb1);
     MPI_Comm mpi_world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
     gl_train_progress pr = { 0, 0, 0, 0 };
+    if (c->save)
+        gl_train_save_prepare(c, mpi_world);
     if (c->load)
         gl_train_load(c, mpi_world, m, o, &pr);
+    if (c->save)
+        gl_train_save_guard(c, mpi_world, pr.iteration);
     gl_ckpt_async *pending = NULL;
 
     gl_batch_buf bb;
