@@ -25,6 +25,7 @@
 # Each step writes OUT_DIR/STEP.log; a summary goes to stdout.
 set -u
 build=$1 out=$2
+mkdir -p "$out" || exit 1
 shift 2
 steps=${*:-check gputest equiv curve perf perf8b}
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
