@@ -44,6 +44,7 @@ struct gl_faults {
 
     struct sigaction old_term, old_usr1;
     char why[192];
+    double agreed_elapsed;      /* rank 0's clock at the last decision, s */
 
     long skipped, streak, streak_first;
 
@@ -281,11 +282,18 @@ double gl_faults_elapsed_minutes(const gl_faults *f)
 
 unsigned gl_faults_exit_flags(gl_faults *f)
 {
-    unsigned bits = (unsigned)atomic_load(&signal_bits);
-    if (f->rank == 0 && f->exit_minutes > 0 &&
-        gl_faults_elapsed_minutes(f) >= f->exit_minutes)
-        bits |= GL_EXIT_DURATION;
-    return bits;
+    (void)f;
+    return (unsigned)atomic_load(&signal_bits);
+}
+
+double gl_faults_exit_clock(const gl_faults *f)
+{
+    return f->rank == 0 ? gl_now() - f->t_start : 0.0;
+}
+
+double gl_faults_exit_elapsed(const gl_faults *f)
+{
+    return f->agreed_elapsed;
 }
 
 /* Append one reason to f->why, comma-separated. */
@@ -303,8 +311,13 @@ static void add_why(gl_faults *f, const char *fmt, ...)
     va_end(ap);
 }
 
-int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed, const char **why)
+int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed,
+                          double agreed_clock, const char **why)
 {
+    agreed &= GL_EXIT_SIGTERM | GL_EXIT_SIGUSR1;
+    f->agreed_elapsed = agreed_clock;
+    if (f->exit_minutes > 0 && agreed_clock >= 60.0 * f->exit_minutes)
+        agreed |= GL_EXIT_DURATION;
     if (f->exit_interval > 0 && iteration > 0 && iteration % f->exit_interval == 0)
         agreed |= GL_EXIT_INTERVAL;
     f->why[0] = '\0';
@@ -313,7 +326,8 @@ int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed, const c
     if (agreed & GL_EXIT_SIGUSR1)
         add_why(f, "SIGUSR1 received");
     if (agreed & GL_EXIT_DURATION)
-        add_why(f, "--exit-duration-in-mins %g reached", f->exit_minutes);
+        add_why(f, "--exit-duration-in-mins %g reached (%.2f s since the start on "
+                "rank 0's clock)", f->exit_minutes, agreed_clock);
     if (agreed & GL_EXIT_INTERVAL)
         add_why(f, "--exit-interval %ld", f->exit_interval);
     if (why)
@@ -321,14 +335,19 @@ int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed, const c
     return agreed != 0;
 }
 
+/* One reduction: the signal bits (as 0/1 under MPI_MAX) and rank 0's
+ * clock (the others give 0). */
 int gl_faults_should_exit(gl_faults *f, long iteration, const char **why)
 {
     unsigned mine = gl_faults_exit_flags(f), all = 0;
+    double v[3] = { mine & GL_EXIT_SIGTERM ? 1 : 0, mine & GL_EXIT_SIGUSR1 ? 1 : 0,
+                    gl_faults_exit_clock(f) }, w[3];
     gl_watch_begin(f, "MPI_Allreduce (exit flags)", "world");
-    check_mpi(MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED, MPI_BOR, f->comm),
+    check_mpi(MPI_Allreduce(v, w, 3, MPI_DOUBLE, MPI_MAX, f->comm),
               "MPI_Allreduce (exit flags)");
     gl_watch_end(f);
-    return gl_faults_exit_decide(f, iteration, all, why);
+    all = (w[0] > 0 ? GL_EXIT_SIGTERM : 0u) | (w[1] > 0 ? GL_EXIT_SIGUSR1 : 0u);
+    return gl_faults_exit_decide(f, iteration, all, w[2], why);
 }
 
 /* ---- non-finite steps ------------------------------------------------- */

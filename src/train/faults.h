@@ -16,9 +16,11 @@
  * on every rank; it agrees the flags of all ranks with one 4-byte
  * MPI_Allreduce, so every rank stops after the same iteration even when
  * only one rank got the signal.  The caller then saves a checkpoint and
- * exits 0; the next job with the same --load resumes.  The elapsed time
- * for --exit-duration-in-mins is measured on rank 0 only (one clock, one
- * decision).
+ * exits 0; the next job with the same --load resumes.
+ * --exit-duration-in-mins runs on one clock, rank 0's, counted from its
+ * gl_faults_init: rank 0's reading travels with the flags in the same
+ * reduction, and every rank decides from that agreed reading, so no rank
+ * judges the limit by its own start (which may be later than rank 0's).
  *
  * Non-finite steps (--max-nonfinite-iters N).  When the loss or the
  * gradient norm of an iteration is NaN or Inf the caller skips the update
@@ -93,7 +95,7 @@ typedef struct gl_faults gl_faults;
 enum {
     GL_EXIT_SIGTERM  = 1,   /* SIGTERM reached some rank */
     GL_EXIT_SIGUSR1  = 2,   /* SIGUSR1 reached some rank */
-    GL_EXIT_DURATION = 4,   /* --exit-duration-in-mins passed (rank 0's clock) */
+    GL_EXIT_DURATION = 4,   /* --exit-duration-in-mins passed (the agreed clock) */
     GL_EXIT_INTERVAL = 8    /* the iteration is a multiple of --exit-interval */
 };
 
@@ -118,13 +120,20 @@ void gl_faults_free(gl_faults *f);
 int gl_faults_should_exit(gl_faults *f, long iteration, const char **why);
 
 /* The same in two halves, for a loop that already reduces something every
- * iteration: gl_faults_exit_flags() is this rank's GL_EXIT_* bits (signal
- * seen here; on rank 0, duration passed), and gl_faults_exit_decide()
- * takes the bitwise OR of every rank's flags (agreed by the caller) and
- * adds --exit-interval.  Neither is collective. */
+ * iteration: gl_faults_exit_flags() is this rank's signal bits
+ * (GL_EXIT_SIGTERM, GL_EXIT_SIGUSR1) and gl_faults_exit_clock() rank 0's
+ * seconds since gl_faults_init (0 on the other ranks); the caller agrees
+ * them (bitwise OR of the flags, sum or maximum of the clocks), and
+ * gl_faults_exit_decide() adds --exit-duration-in-mins (agreed_clock
+ * against the limit) and --exit-interval.  None is collective. */
 unsigned gl_faults_exit_flags(gl_faults *f);
+double gl_faults_exit_clock(const gl_faults *f);
 int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed_flags,
-                          const char **why);
+                          double agreed_clock, const char **why);
+
+/* The agreed clock of the last decision: rank 0's seconds since its
+ * gl_faults_init, the same value on every rank. */
+double gl_faults_exit_elapsed(const gl_faults *f);
 
 /* Minutes since gl_faults_init (this rank's clock). */
 double gl_faults_elapsed_minutes(const gl_faults *f);

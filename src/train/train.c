@@ -94,10 +94,12 @@ static void check_supported(const gl_config *c)
 }
 
 /* The iteration's all-reduced statistics: sum of squared gradients,
- * loss sum, unmasked tokens, then one slot per exit reason bit of
- * faults.h (SIGTERM, SIGUSR1, --exit-duration-in-mins). */
-#define NEXITBITS 3
-#define NSTATS (3 + NEXITBITS)
+ * loss sum, unmasked tokens, one slot per signal bit of faults.h
+ * (SIGTERM, SIGUSR1), then rank 0's clock for --exit-duration-in-mins
+ * (the other ranks add 0). */
+#define NEXITBITS 2
+#define CLOCK_SLOT (3 + NEXITBITS)
+#define NSTATS (4 + NEXITBITS)
 
 /* The device memory peak of this rank, in GiB. */
 static double mem_gib(gl_dev *d)
@@ -331,6 +333,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         init[2] = head_here ? (float)count : 0.0f;
         for (int k = 0; k < NEXITBITS; k++)
             init[3 + k] = (mine >> k) & 1u ? 1.0f : 0.0f;
+        init[CLOCK_SLOT] = (float)gl_faults_exit_clock(F);
         d->ops->upload(d, stats, init, NSTATS * sizeof(float));
         d->ops->zero(d, m->g, plan->nflat * sizeof(float));
 
@@ -384,7 +387,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
         long iter = it + 1;
         const char *why = NULL;
-        int stopping = gl_faults_exit_decide(F, iter, agreed, &why);
+        int stopping = gl_faults_exit_decide(F, iter, agreed, h[CLOCK_SLOT], &why);
         if (iter % c->log_interval == 0 || iter == c->train_iters || stopping) {
             gl_faults_step_times(F, int_ms / int_n / 1e3, iter, NULL);
             float mem = (float)mem_gib(d);
