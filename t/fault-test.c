@@ -211,7 +211,7 @@ static int run_exit(int argc, char **argv)
            "stopped at the first check past the limit of %.2f s (%.3f s; the check "
            "before: %.3f s)", lim, at_stop, before);
         char w[64];
-        snprintf(w, sizeof w, "--exit-duration-in-mins %g reached (", c.exit_duration_in_mins);
+        snprintf(w, sizeof w, "--exit-duration-in-mins %g reached after ", c.exit_duration_in_mins);
         ok(all_true(strncmp(why, w, strlen(w)) == 0), "every rank's reason: '%s' (want '%s...')",
            why, w);
     }

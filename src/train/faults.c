@@ -326,8 +326,8 @@ int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed,
     if (agreed & GL_EXIT_SIGUSR1)
         add_why(f, "SIGUSR1 received");
     if (agreed & GL_EXIT_DURATION)
-        add_why(f, "--exit-duration-in-mins %g reached (%.2f s since the start on "
-                "rank 0's clock)", f->exit_minutes, agreed_clock);
+        add_why(f, "--exit-duration-in-mins %g reached after %.2f s on rank 0's clock",
+                f->exit_minutes, agreed_clock);
     if (agreed & GL_EXIT_INTERVAL)
         add_why(f, "--exit-interval %ld", f->exit_interval);
     if (why)
