@@ -2,9 +2,11 @@
  * straggler report (see faults.h). */
 #include <config.h>
 #include "train/faults.h"
+#include "base/error.h"
 #include "base/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +47,7 @@ struct gl_faults {
 
     struct sigaction old_term, old_usr1;
     char why[192];
+    unsigned last_agreed;       /* the reasons of the last decision */
     double agreed_elapsed;      /* rank 0's clock at the last decision, s */
 
     long skipped, streak, streak_first;
@@ -330,6 +334,7 @@ int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed,
                 f->exit_minutes, agreed_clock);
     if (agreed & GL_EXIT_INTERVAL)
         add_why(f, "--exit-interval %ld", f->exit_interval);
+    f->last_agreed = agreed;
     if (why)
         *why = f->why;
     return agreed != 0;
@@ -424,4 +429,117 @@ int gl_faults_step_times(gl_faults *f, double my_step_seconds, long iteration,
                  s.fast_rank, f->hosts + (size_t)s.fast_rank * HOST_LEN, 1e3 * s.fast_s,
                  s.ratio, iteration);
     return report;
+}
+
+/* ---- the exit record -------------------------------------------------- */
+
+static void record_path(char *out, size_t n, const char *dir)
+{
+    snprintf(out, n, "%s/%s", dir, GL_EXIT_RECORD);
+}
+
+int gl_faults_exit_record_clear(const char *dir, gl_error *err)
+{
+    char path[4096];
+    record_path(path, sizeof path, dir);
+    if (unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR)
+        return gl_errprintf(err, "cannot remove the previous run's exit record %s: %s",
+                            path, strerror(errno));
+    return 0;
+}
+
+/* The record's text: key=value lines, for shell scripts (sed), in the
+ * order documented in gridlm-train(1). */
+static int record_text(gl_faults *f, char *buf, size_t n, long iteration,
+                       long train_iters, long saved)
+{
+    const char *reason = "done", *detail = f->why;
+    char done[64];
+    unsigned a = f->last_agreed;
+    if (iteration >= train_iters) {
+        snprintf(done, sizeof done, "--train-iters %ld reached", train_iters);
+        detail = done;
+    } else if (a & (GL_EXIT_SIGTERM | GL_EXIT_SIGUSR1)) {
+        reason = "signal";
+    } else if (a & GL_EXIT_DURATION) {
+        reason = "duration";
+    } else if (a & GL_EXIT_INTERVAL) {
+        reason = "interval";
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char when[32] = "";
+    if (gmtime_r(&now, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const char *job = getenv("SLURM_JOB_ID"), *restart = getenv("SLURM_RESTART_COUNT");
+    return snprintf(buf, n,
+                    "# gridlm-train stopped cleanly: every rank finished the iteration below,\n"
+                    "# the checkpoint of saved_iteration is complete, and the ranks exit 0.\n"
+                    "# Job scripts read this rather than the launcher's exit status\n"
+                    "# (see EXIT RECORD in gridlm-train(1)).\n"
+                    "reason=%s\n"
+                    "iteration=%ld\n"
+                    "saved_iteration=%ld\n"
+                    "train_iters=%ld\n"
+                    "detail=%s\n"
+                    "ranks=%d\n"
+                    "time=%s\n"
+                    "slurm_job_id=%s\n"
+                    "slurm_restart_count=%s\n",
+                    reason, iteration, saved, train_iters, detail, f->size, when,
+                    job ? job : "", restart ? restart : "");
+}
+
+int gl_faults_exit_record_write(gl_faults *f, const char *dir, long iteration,
+                                long train_iters, long saved_iteration, gl_error *err)
+{
+    char path[4096], tmp[4200], text[2048];
+    record_path(path, sizeof path, dir);
+    int len = record_text(f, text, sizeof text, iteration, train_iters, saved_iteration);
+    if (len < 0 || (size_t)len >= sizeof text)
+        return gl_errprintf(err, "exit record %s: text too long", path);
+    /* A fresh temporary beside it (mkstemp: O_EXCL, never through a
+     * link), then one rename: a reader sees the old record or the new,
+     * whole. */
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return gl_errprintf(err, "cannot create a temporary for the exit record in %s: %s",
+                            dir, strerror(errno));
+    const char *p = text;
+    size_t left = (size_t)len;
+    int bad = fchmod(fd, 0644) != 0;
+    while (!bad && left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            bad = 1;
+            break;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (!bad && fsync(fd) != 0)
+        bad = 1;
+    int saved_errno = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        saved_errno = errno;
+    }
+    if (!bad && rename(tmp, path) != 0) {
+        bad = 1;
+        saved_errno = errno;
+    }
+    if (bad) {
+        unlink(tmp);
+        return gl_errprintf(err, "cannot write the exit record %s: %s", path,
+                            strerror(saved_errno));
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
 }

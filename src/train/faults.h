@@ -80,6 +80,7 @@
 #define GL_TRAIN_FAULTS_H
 
 #include <mpi.h>
+#include "base/error.h"
 #include "boot/boot.h"
 #include "train/config.h"
 
@@ -137,6 +138,25 @@ double gl_faults_exit_elapsed(const gl_faults *f);
 
 /* Minutes since gl_faults_init (this rank's clock). */
 double gl_faults_elapsed_minutes(const gl_faults *f);
+
+/* ---- the exit record ------------------------------------------------- */
+
+/* At a clean stop (a signal, --exit-duration-in-mins, --exit-interval, or
+ * --train-iters reached) with --save DIR, rank 0 writes DIR/gridlm_exit.txt
+ * once the last checkpoint is complete: key=value lines
+ *   reason=signal|duration|interval|done   iteration=N   saved_iteration=N
+ *   train_iters=N   detail=TEXT   ranks=N   time=UTC   slurm_job_id=
+ *   slurm_restart_count=
+ * so that a job script can tell a clean stop from a failure whatever the
+ * launcher's own exit status (Open MPI's mpirun exits 1 after forwarding a
+ * SIGTERM even when every rank saved and exited 0).  Rank 0 removes the
+ * record of an earlier run when training starts, so a record present
+ * after a run is that run's.  The file is written to a fresh temporary
+ * beside it and renamed into place.  Both return 0, or -1 and err. */
+#define GL_EXIT_RECORD "gridlm_exit.txt"
+int gl_faults_exit_record_clear(const char *dir, gl_error *err);
+int gl_faults_exit_record_write(gl_faults *f, const char *dir, long iteration,
+                                long train_iters, long saved_iteration, gl_error *err);
 
 /* ---- non-finite steps ------------------------------------------------- */
 

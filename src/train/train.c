@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "comm/comm_impl.h"
@@ -73,6 +74,25 @@ static int planted_nonfinite(long iter)
         s = *end == ',' ? end + 1 : end;
     }
     return 0;
+}
+
+/* Test hook (t/slurm-preempt.t, t/fault-record.t): GRIDLM_TEST_HOLD_AFTER=K
+ * makes every rank wait after iteration K, when it is not stopping, until
+ * a stop signal (--exit-signal-handler) reached it, for at most 120 s.  A
+ * test that signals the job once K is logged then knows the run stops
+ * after iteration K + 1, however loaded the machine: the signal cannot
+ * come too late. */
+static void test_hold(gl_faults *F, long iter)
+{
+    const char *e = getenv("GRIDLM_TEST_HOLD_AFTER");
+    if (!e || !*e || atol(e) != iter)
+        return;
+    gl_info0("holding after iteration %ld until a signal comes (GRIDLM_TEST_HOLD_AFTER)",
+            iter);
+    double t0 = gl_now();
+    struct timespec pause = { 0, 10 * 1000 * 1000 };
+    while (!gl_faults_exit_flags(F) && gl_now() - t0 < 120)
+        nanosleep(&pause, NULL);
 }
 
 /* A group of more than one rank, or NULL. */
@@ -316,6 +336,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
     /* clean stops, NaN/Inf steps, the hang watchdog, stragglers */
     gl_faults *F = gl_faults_init(c, b, mpi_world);
+    gl_error err;
+    if (c->save && rank == 0 && gl_faults_exit_record_clear(c->save, &err) < 0)
+        gl_warn("%s: a job script may take it for this run's; remove it", err.text);
+    long last_iter = pr.iteration;
     long consumed = pr.consumed_samples, skipped = pr.skipped, nan_iters = pr.nan_iters;
     if (pr.iteration >= c->train_iters)
         gl_info0("--load: the checkpoint is at iteration %ld, --train-iters is %ld: "
@@ -386,6 +410,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         int_n++;
 
         long iter = it + 1;
+        last_iter = iter;
         const char *why = NULL;
         int stopping = gl_faults_exit_decide(F, iter, agreed, h[CLOCK_SLOT], &why);
         if (iter % c->log_interval == 0 || iter == c->train_iters || stopping) {
@@ -439,10 +464,16 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             gl_info0("exiting program after iteration %ld (%s)", iter, why ? why : "");
             break;
         }
+        test_hold(F, iter);
     }
 
     gl_optim_weights_ready(o);
     gl_train_save_wait(&pending);
+    /* a clean stop: the checkpoint is complete, say so for job scripts */
+    if (c->save && rank == 0 &&
+        gl_faults_exit_record_write(F, c->save, last_iter, c->train_iters, last_iter,
+                                    &err) < 0)
+        gl_warn("%s; a job script will go by the launcher's exit status", err.text);
     gl_faults_free(F);
     if (json && fclose(json) != 0)
         gl_die("--log-json %s: write failed", c->log_json);
