@@ -22,11 +22,24 @@
  *       iteration i is non-finite when pattern[i-1] is '1'; checks the
  *       skip count and the streak after every iteration.  A pattern with
  *       more than N ones in a row must stop the job (the script checks).
- *   fault-test watchdog --stall R:SEC [--timeout-min M]
+ *   fault-test watchdog --stall R:SEC | --stop R [--named] [--timeout-min M]
  *       first a compute phase longer than the timeout outside any bracket
  *       and many short bracketed collectives (the watchdog must stay
- *       quiet), then rank R sleeps SEC before an MPI_Barrier on a group
- *       named "dp" that the others wait in, bracketed: the job must stop.
+ *       quiet), then rank R computes (sleeps) SEC, or stops itself with
+ *       SIGSTOP, before an all-reduce on a gl_comm group "dp" (the comm
+ *       layer brackets it, with its number on the group) that the others
+ *       wait in -- or, with --named, before an MPI_Barrier bracketed by
+ *       name only ("dp"): the job must stop, naming rank R.  Every rank
+ *       prints "# pid of rank R: P" first.
+ *   fault-test selfstop [--timeout-min M]
+ *       the rank stops itself (SIGSTOP) inside an open bracket and prints
+ *       its pid; the script sends SIGCONT after more than the timeout;
+ *       the watchdog must stay quiet (the time was its own stop).
+ *   fault-test lost --victim R --how kill|drop
+ *       rank R sends itself SIGKILL, or shuts its side-channel links as a
+ *       death would, while the others wait in a barrier (the watchdog is
+ *       2 minutes away): the job must stop, naming rank R where the
+ *       launcher lets the survivors speak.
  *   fault-test straggler --base-ms B [--slow R:MS] --threshold X
  *       every rank "steps" B ms (rank R: B + MS) for 3 log intervals of 4
  *       steps; checks gl_faults_step_times' extremes and its verdict.
@@ -38,6 +51,8 @@
 #include "train/config.h"
 #include "train/faults.h"
 #include "base/log.h"
+#include "comm/comm_impl.h"
+#include "comm/peers.h"
 #include "tap.h"
 
 #include <errno.h>
@@ -261,23 +276,41 @@ static int run_nonfinite(int argc, char **argv)
 
 /* ---- watchdog --------------------------------------------------------- */
 
+/* Every rank's pid, for the script to match the names in the lines. */
+static void say_pid(void)
+{
+    printf("# pid of rank %d: %ld\n", B.rank, (long)getpid());
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static int run_watchdog(int argc, char **argv)
 {
     gl_config c;
     gl_config_defaults(&c);
-    const char *st = opt(argc, argv, "--stall"), *tm = opt(argc, argv, "--timeout-min");
-    int stall_rank = -1;
+    const char *st = opt(argc, argv, "--stall"), *sp = opt(argc, argv, "--stop"),
+               *tm = opt(argc, argv, "--timeout-min");
+    int named = 0;
+    for (int i = 2; i < argc; i++)
+        named |= !strcmp(argv[i], "--named");
+    int stall_rank = -1, stop_rank = -1;
     double stall_s = 0;
-    if (!st || sscanf(st, "%d:%lf", &stall_rank, &stall_s) != 2)
+    if (st && sscanf(st, "%d:%lf", &stall_rank, &stall_s) != 2)
         gl_die("watchdog: give --stall RANK:SECONDS");
+    if (sp)
+        stop_rank = atoi(sp);
+    if (!st && !sp)
+        gl_die("watchdog: give --stall RANK:SECONDS or --stop RANK");
     if (tm)
         c.distributed_timeout_minutes = atof(tm);
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
     double T = gl_watch_timeout(f);
+    gl_comm *dp = gl_comm_mpi(MPI_COMM_WORLD, "dp");
+    say_pid();
 
     /* Quiet phase: compute longer than the timeout outside any bracket,
-     * then bracketed collectives that finish (nested once), for longer
-     * than the timeout in all. */
+     * then bracketed collectives that finish (nested once, and the comm
+     * layer's own), for longer than the timeout in all. */
     sleep_ms(1e3 * T * 1.3);
     double t0 = gl_now();
     int x = 1, y;
@@ -286,25 +319,100 @@ static int run_watchdog(int argc, char **argv)
         gl_watch_begin(f, "MPI_Allreduce", "world");
         MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         gl_watch_end(f);
+        gl_all_reduce(dp, &x, &y, 1, GL_DT_I32, GL_OP_SUM, NULL);
         gl_watch_end(f);
         sleep_ms(T * 100);
     }
     if (B.rank == 0)
-        printf("# quiet phase done: the watchdog (%g s) stayed silent\n", T);
+        printf("# quiet phase done: the watchdog (%g s) stayed silent; %ld collectives on dp\n",
+               T, gl_comm_seq(dp));
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
 
-    /* The stall. */
+    /* The stall: one rank computes for long, or stops itself. */
     if (B.rank == stall_rank)
         sleep_ms(1e3 * stall_s);
-    gl_watch_begin(f, "MPI_Barrier", "dp");
-    MPI_Barrier(MPI_COMM_WORLD);
-    gl_watch_end(f);
-    printf("# rank %d: passed the stalled barrier (the watchdog did not stop the job)\n",
+    if (B.rank == stop_rank)
+        raise(SIGSTOP);
+    if (named) {
+        gl_watch_begin(f, "MPI_Barrier", "dp");
+        MPI_Barrier(MPI_COMM_WORLD);
+        gl_watch_end(f);
+    } else {
+        gl_all_reduce(dp, &x, &y, 1, GL_DT_I32, GL_OP_SUM, NULL);
+    }
+    printf("# rank %d: passed the stalled collective (the watchdog did not stop the job)\n",
            B.rank);
+    gl_comm_free(dp);
     gl_faults_free(f);
     gl_config_free(&c);
     return 0;
+}
+
+/* One rank stops itself (SIGSTOP) inside an open bracket; the script
+ * sends SIGCONT well after the timeout.  The watchdog must not fire: that
+ * time was this process's own stop, nobody's wait. */
+static int run_selfstop(int argc, char **argv)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    const char *tm = opt(argc, argv, "--timeout-min");
+    if (tm)
+        c.distributed_timeout_minutes = atof(tm);
+    gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
+    double T = gl_watch_timeout(f);
+    plan(2);
+    gl_watch_begin(f, "MPI_Barrier (self-stop test)", "world");
+    printf("# rank %d pid %ld: stopping itself inside an open bracket\n", B.rank,
+           (long)getpid());
+    fflush(stdout);
+    double t = gl_now();
+    raise(SIGSTOP);
+    double stopped = gl_now() - t;
+    /* Stay in the bracket a while: the watchdog, woken long after it
+     * asked, looks at it at once, then once more (it polls every T/4).
+     * The bracket was open up to T/4 before the stop: stay 3T/8 more, so
+     * that what is left of T covers a late wake-up. */
+    sleep_ms(1e3 * 3 * T / 8);
+    gl_watch_end(f);
+    ok(stopped > T, "the stop lasted %.1f s, longer than the timeout (%g s)", stopped, T);
+    ok(1, "the watchdog stayed quiet after the stop");
+    gl_faults_free(f);
+    gl_config_free(&c);
+    return done_testing();
+}
+
+/* ---- lost peers ------------------------------------------------------- */
+
+/* Rank R dies (SIGKILL) or drops its side channel's links as a death
+ * would, while the others wait in a barrier; the watchdog is far off, so
+ * only the side channel (or the launcher) can end the job. */
+static int run_lost(int argc, char **argv)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    const char *vr = opt(argc, argv, "--victim"), *how = opt(argc, argv, "--how");
+    if (!vr || !how || (strcmp(how, "kill") && strcmp(how, "drop")))
+        gl_die("lost: give --victim RANK --how kill|drop");
+    int victim = atoi(vr);
+    c.distributed_timeout_minutes = 2;
+    gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
+    say_pid();
+    if (B.rank == victim) {
+        printf("# rank %d: %s\n", B.rank, !strcmp(how, "kill") ? "SIGKILL to itself"
+               : "dropping its side-channel links");
+        fflush(stdout);
+        if (!strcmp(how, "kill"))
+            raise(SIGKILL);
+        /* as good as dead: it never reaches the barrier */
+        gl_peers_drop_links(gl_faults_peers(f));
+        sleep_ms(100e3);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("# rank %d: passed the barrier (nothing stopped the job)\n", B.rank);
+    gl_faults_free(f);
+    gl_config_free(&c);
+    return 1;
 }
 
 /* ---- stragglers ------------------------------------------------------- */
@@ -368,7 +476,7 @@ int main(int argc, char **argv)
     gl_boot_init(&argc, &argv, &B);
     tap_quiet(B.rank != 0);
     if (argc < 2)
-        gl_die("usage: fault-test signal|exit|nonfinite|watchdog|straggler [options]");
+        gl_die("usage: fault-test signal|exit|nonfinite|watchdog|selfstop|lost|straggler [options]");
     int rc;
     if (!strcmp(argv[1], "signal"))
         rc = run_signal(argc, argv);
@@ -378,6 +486,10 @@ int main(int argc, char **argv)
         rc = run_nonfinite(argc, argv);
     else if (!strcmp(argv[1], "watchdog"))
         rc = run_watchdog(argc, argv);
+    else if (!strcmp(argv[1], "selfstop"))
+        rc = run_selfstop(argc, argv);
+    else if (!strcmp(argv[1], "lost"))
+        rc = run_lost(argc, argv);
     else if (!strcmp(argv[1], "straggler"))
         rc = run_straggler(argc, argv);
     else

@@ -30,6 +30,7 @@ int gl_log_rank(void) { return my_rank; }
 const char *gl_log_host(void) { return my_host; }
 
 void gl_log_set_abort(gl_abort_fn fn) { abort_fn = fn; }
+gl_abort_fn gl_log_get_abort(void) { return abort_fn; }
 
 /* "prog: KIND: rank R on HOST: message\n", built in one buffer so that
  * lines from many ranks do not interleave mid-line. */

@@ -36,9 +36,12 @@ void gl_log_set_rank(int rank, const char *host);
 int gl_log_rank(void);
 const char *gl_log_host(void);
 
-/* Called by gl_die() instead of exit(); it must not return. */
+/* Called by gl_die() instead of exit(); it must not return.  A caller
+ * that wants a word first installs its own and calls the one it found
+ * (gl_log_get_abort) at its end. */
 typedef void (*gl_abort_fn)(int code);
 void gl_log_set_abort(gl_abort_fn fn);
+gl_abort_fn gl_log_get_abort(void);
 
 /* One line on stderr with the prefix, then stop the job (exit code 1). */
 GL_NORETURN void gl_die(const char *fmt, ...) GL_PRINTF(1, 2);

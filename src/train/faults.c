@@ -4,6 +4,7 @@
 #include "train/faults.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "comm/peers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,8 +29,17 @@ static atomic_int signal_bits;
 typedef struct {
     char op[96];
     char group[32];
-    double t0;                  /* gl_now() at gl_watch_begin */
+    const gl_comm *comm;        /* the group, when known: its members, its key */
+    long seq;                   /* the collective's number on it; 0: not known */
+    int peer;                   /* world rank of a point-to-point peer, else -1 */
+    double t0;                  /* gl_now() at the begin, moved on by the time
+                                 * this process itself did not run */
 } watch;
+
+/* How long a probe of the peers may take, seconds. */
+#define PROBE_SECONDS 3.0
+/* At most this many ranks named in one watchdog line. */
+#define NAME_MAX_RANKS 8
 
 struct gl_faults {
     MPI_Comm comm;              /* our duplicate of the world */
@@ -62,6 +72,10 @@ struct gl_faults {
     int quit;
     watch stack[GL_WATCH_DEPTH];
     int depth;
+    watch last;                 /* the last bracket that closed */
+    double t_last_end;          /* when (gl_now()) */
+
+    gl_peers *peers;            /* the side channel (comm/peers.h), or NULL */
 };
 
 static void check_mpi(int rc, const char *call)
@@ -125,10 +139,140 @@ static void pick_timeout(gl_faults *f, const gl_config *c)
         f->poll = 0.05;
 }
 
-/* One line naming the bracket, then the whole job stops.  SIGALRM's
- * default action is a backstop: should the abort itself hang, the process
- * dies and the launcher ends the job. */
-GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, double open_s)
+/* ---- what a hang is blamed on ------------------------------------------ */
+
+/* Append to buf (size n) what rank st->rank is doing, as one phrase. */
+static void say_rank(const gl_faults *f, const watch *w, const gl_peer_status *st,
+                     char *buf, size_t n)
+{
+    size_t len = strlen(buf);
+    char what[512];
+    switch (st->how) {
+    case GL_PEER_SILENT:
+        if (st->proc_state == 'T' || st->proc_state == 't')
+            snprintf(what, sizeof what, "is stopped (process state %c: SIGSTOP, or a "
+                     "debugger) and does not answer", st->proc_state);
+        else if (st->proc_state == 'D')
+            snprintf(what, sizeof what, "is blocked in the kernel (process state D: I/O "
+                     "on a hung file system?) and does not answer");
+        else if (st->proc_state == 'Z')
+            snprintf(what, sizeof what, "has exited (a zombie) without finishing");
+        else
+            snprintf(what, sizeof what, "did not answer within %g s: it is stopped "
+                     "(SIGSTOP, a debugger) or frozen", PROBE_SECONDS);
+        break;
+    case GL_PEER_GONE:
+        snprintf(what, sizeof what, "is gone: its side channel refuses connections (the "
+                 "process died)");
+        break;
+    case GL_PEER_UNREACHABLE:
+        snprintf(what, sizeof what, "could not be reached over the network within %g s",
+                 PROBE_SECONDS);
+        break;
+    case GL_PEER_NO_CHANNEL:
+        snprintf(what, sizeof what, "could not be asked (no side channel to it)");
+        break;
+    default: {
+        char at[64] = "";
+        if (w->comm && w->seq > 0 && st->group_seq >= 0)
+            snprintf(at, sizeof at, "has made %ld of the group's collectives and ",
+                     st->group_seq);
+        if (w->comm && w->seq > 0 && st->group_seq < 0)
+            snprintf(what, sizeof what, "has no group '%s' with these members: the ranks "
+                     "built different groups", w->group);
+        else if (st->waiting && st->wait_seq > 0)
+            snprintf(what, sizeof what, "%swaits in %s #%ld on group %s (for %.1f s)", at,
+                     st->wait_op, st->wait_seq, st->wait_group, st->wait_open_s);
+        else if (st->waiting && st->wait_peer >= 0)
+            snprintf(what, sizeof what, "%swaits in %s with rank %d on group %s (for %.1f s)",
+                     at, st->wait_op, st->wait_peer, st->wait_group, st->wait_open_s);
+        else if (st->waiting)
+            snprintf(what, sizeof what, "%swaits in %s on group %s (for %.1f s)", at,
+                     st->wait_op, st->wait_group, st->wait_open_s);
+        else if (st->last_op[0])
+            snprintf(what, sizeof what, "%scomputes: %.1f s since its last wait (%s on "
+                     "group %s)", at, st->idle_s, st->last_op, st->last_group);
+        else
+            snprintf(what, sizeof what, "%scomputes: %.1f s since it started", at,
+                     st->idle_s);
+        break;
+    }
+    }
+    snprintf(buf + len, n - len, "%srank %d on %s (pid %ld) %s", len ? "; " : "",
+             st->rank, gl_peers_host(f->peers, st->rank), st->pid, what);
+}
+
+/* Has rank st arrived at the wait w (so it is not the one to blame)? */
+static int arrived(const watch *w, const gl_peer_status *st)
+{
+    if (st->how != GL_PEER_ANSWERED)
+        return 0;
+    if (w->comm && w->seq > 0)      /* at it, or past it (a root may be) */
+        return st->group_seq >= w->seq &&
+               (st->group_seq > w->seq || !st->waiting || !strcmp(st->wait_group, w->group));
+    return st->waiting && !strcmp(st->wait_op, w->op) && !strcmp(st->wait_group, w->group);
+}
+
+/* Ask the ranks the wait depends on where they are, and say who has not
+ * arrived, into buf.  members: world ranks (this one among them or not). */
+static void blame(gl_faults *f, const watch *w, const int *members, int nm, char *buf,
+                  size_t n)
+{
+    buf[0] = '\0';
+    int *ask = gl_malloc(sizeof(int) * (size_t)(nm ? nm : 1));
+    int na = 0;
+    for (int i = 0; i < nm; i++)
+        if (members[i] != f->rank)
+            ask[na++] = members[i];
+    gl_peer_status *st = gl_calloc((size_t)(na ? na : 1), sizeof *st);
+    int answered = gl_peers_probe(f->peers, ask, na, w->comm ? w->group : NULL,
+                                  w->comm ? gl_comm_key(w->comm) : 0, PROBE_SECONDS, st);
+    int missing = 0, named = 0, waiting = 0;
+    for (int i = 0; i < na; i++) {
+        if (w->peer < 0 && arrived(w, &st[i])) {
+            waiting++;
+            continue;
+        }
+        missing++;
+        if (named < NAME_MAX_RANKS) {
+            say_rank(f, w, &st[i], buf, n);
+            named++;
+        }
+    }
+    size_t len = strlen(buf);
+    if (w->peer >= 0)
+        ;   /* the one peer, as it is */
+    else if (na == 0)
+        snprintf(buf, n, "this rank is the only one it waits for: the wait itself is stuck "
+                 "(the device, or MPI)");
+    else if (missing == 0 && answered == na)
+        snprintf(buf, n, "every other rank of the group (%d) has arrived: the collective "
+                 "itself is stuck (the network, NCCL or MPI)", na);
+    else {
+        if (missing > named)
+            snprintf(buf + len, n - len, "; and %d more", missing - named);
+        len = strlen(buf);
+        char head[64];
+        snprintf(head, sizeof head, "not arrived: ");
+        if (len + strlen(head) < n) {
+            memmove(buf + strlen(head), buf, len + 1);
+            memcpy(buf, head, strlen(head));
+        }
+        len = strlen(buf);
+        if (waiting)
+            snprintf(buf + len, n - len, " (%d other rank%s of the group wait%s in it too)",
+                     waiting, waiting == 1 ? "" : "s", waiting == 1 ? "s" : "");
+    }
+    free(ask);
+    free(st);
+}
+
+/* One line naming the wait and, asked through the side channel, the
+ * ranks it waits for; then the whole job stops.  SIGALRM's default action
+ * is a backstop: should the abort itself hang, the process dies and the
+ * launcher ends the job. */
+GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, const int *members,
+                                      int nm, double open_s)
 {
     alarm(30);
     char limit[96];
@@ -137,16 +281,40 @@ GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, double open_
     else
         snprintf(limit, sizeof limit, "--distributed-timeout-minutes %g",
                  f->timeout / 60.0);
-    gl_die("collective %s on group %s did not finish within %g s (open %.1f s); "
-           "the peer ranks may have died or stalled: look for the first error of "
-           "the other ranks; stopping the job (%s)",
-           w->op, w->group, f->timeout, open_s, limit);
+    char what[256];
+    if (w->peer >= 0)
+        snprintf(what, sizeof what, "%s with rank %d on group %s", w->op, w->peer, w->group);
+    else if (w->comm && w->seq > 0)
+        snprintf(what, sizeof what, "collective %s #%ld on group %s (%d ranks)", w->op,
+                 w->seq, w->group, nm);
+    else
+        snprintf(what, sizeof what, "collective %s on group %s", w->op, w->group);
+
+    int origin = -1;
+    if (gl_peers_stopping(f->peers, &origin) && origin != f->rank) {
+        /* Another rank is stopping the job and says why: give its abort
+         * time to arrive, then go down all the same. */
+        struct timespec pause = { 10, 0 };
+        nanosleep(&pause, NULL);
+        gl_die("%s did not finish within %g s (open %.1f s); rank %d is stopping the job "
+               "and said why (%s)", what, f->timeout, open_s, origin, limit);
+    }
+    if (!f->peers)
+        gl_die("%s did not finish within %g s (open %.1f s); the peer ranks may have died "
+               "or stalled: look for the first error of the other ranks; stopping the job "
+               "(%s)", what, f->timeout, open_s, limit);
+    gl_peers_announce_stop(f->peers);
+    char who[2048];
+    blame(f, w, members, nm, who, sizeof who);
+    gl_die("%s did not finish within %g s (open %.1f s): %s; stopping the job (%s)",
+           what, f->timeout, open_s, who, limit);
 }
 
 static void *watchdog_main(void *arg)
 {
     gl_faults *f = arg;
     pthread_mutex_lock(&f->mu);
+    double prev = gl_now();
     while (!f->quit) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -157,11 +325,26 @@ static void *watchdog_main(void *arg)
         if (f->quit)
             break;
         double now = gl_now();
+        /* Woken much later than asked: this process did not run (SIGSTOP,
+         * a suspended job, a starved machine).  That time is nobody's
+         * wait: move the open brackets' starts on by it, so that a rank
+         * that was stopped does not blame its peers, or itself, for it. */
+        double lost = now - prev - f->poll;
+        if (lost > 1.0)
+            for (int i = 0; i < f->depth; i++)
+                f->stack[i].t0 += lost;
+        prev = now;
         for (int i = f->depth - 1; i >= 0; i--) {
             if (now - f->stack[i].t0 > f->timeout) {
                 watch w = f->stack[i];
+                /* the members, while the group is surely alive (its wait is open) */
+                int nm = w.peer >= 0 ? 1 : w.comm ? gl_comm_size(w.comm) : f->size;
+                int *members = gl_malloc(sizeof(int) * (size_t)nm);
+                for (int k = 0; k < nm; k++)
+                    members[k] = w.peer >= 0 ? w.peer
+                                 : w.comm ? gl_comm_world_rank(w.comm, k) : k;
                 pthread_mutex_unlock(&f->mu);
-                watchdog_fire(f, &w, now - w.t0);
+                watchdog_fire(f, &w, members, nm, now - w.t0);
             }
         }
     }
@@ -192,10 +375,9 @@ static void start_watchdog(gl_faults *f)
     f->thread_up = 1;
 }
 
-void gl_watch_begin(gl_faults *f, const char *op, const char *group)
+static void push(gl_faults *f, const char *op, const char *group, const gl_comm *comm,
+                 long seq, int peer)
 {
-    if (!f)
-        return;
     pthread_mutex_lock(&f->mu);
     if (f->depth == GL_WATCH_DEPTH)
         gl_die("gl_watch_begin(%s, %s): more than %d nested watches; a "
@@ -203,9 +385,26 @@ void gl_watch_begin(gl_faults *f, const char *op, const char *group)
     watch *w = &f->stack[f->depth];
     snprintf(w->op, sizeof w->op, "%s", op ? op : "?");
     snprintf(w->group, sizeof w->group, "%s", group ? group : "?");
+    w->comm = comm;
+    w->seq = seq;
+    w->peer = peer;
     w->t0 = gl_now();
     f->depth++;
     pthread_mutex_unlock(&f->mu);
+}
+
+void gl_watch_begin(gl_faults *f, const char *op, const char *group)
+{
+    if (f)
+        push(f, op, group, NULL, 0, -1);
+}
+
+void gl_watch_begin_comm(gl_faults *f, const char *op, const gl_comm *group)
+{
+    if (f && group)
+        push(f, op, gl_comm_name(group), group, gl_comm_seq(group), -1);
+    else if (f)
+        push(f, op, "this rank", NULL, 0, -1);
 }
 
 void gl_watch_end(gl_faults *f)
@@ -216,10 +415,46 @@ void gl_watch_end(gl_faults *f)
     if (f->depth == 0)
         gl_die("gl_watch_end without gl_watch_begin");
     f->depth--;
+    f->last = f->stack[f->depth];
+    f->t_last_end = gl_now();
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* The comm layer's blocking waits (comm.h's wait hook). */
+static void comm_wait(void *ctx, const gl_comm_wait *w)
+{
+    gl_faults *f = ctx;
+    if (w)
+        push(f, w->op, gl_comm_name(w->group), w->group, w->seq, w->peer);
+    else
+        gl_watch_end(f);
+}
+
+/* What this rank answers its peers' probes (comm/peers.h). */
+static void describe(void *ctx, gl_peer_status *me)
+{
+    gl_faults *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    double now = gl_now();
+    if (f->depth > 0) {
+        const watch *w = &f->stack[f->depth - 1];
+        me->waiting = 1;
+        snprintf(me->wait_op, sizeof me->wait_op, "%s", w->op);
+        snprintf(me->wait_group, sizeof me->wait_group, "%s", w->group);
+        me->wait_seq = w->seq;
+        me->wait_peer = w->peer;
+        me->wait_open_s = now - w->t0;
+    } else {
+        me->idle_s = now - f->t_last_end;
+    }
+    snprintf(me->last_op, sizeof me->last_op, "%s", f->last.op);
+    snprintf(me->last_group, sizeof me->last_group, "%s", f->last.group);
+    me->last_seq = f->last.seq;
     pthread_mutex_unlock(&f->mu);
 }
 
 double gl_watch_timeout(const gl_faults *f) { return f ? f->timeout : 0; }
+gl_peers *gl_faults_peers(gl_faults *f) { return f ? f->peers : NULL; }
 
 /* ---- life ------------------------------------------------------------- */
 
@@ -251,7 +486,10 @@ gl_faults *gl_faults_init(const gl_config *c, const gl_boot *b, MPI_Comm world)
     if (f->signal_handler)
         install_handlers(f);
     pick_timeout(f, c);
+    f->t_last_end = gl_now();
     start_watchdog(f);
+    f->peers = gl_peers_open(f->comm, b->host, describe, f);
+    gl_comm_set_wait_hook(comm_wait, f);
     return f;
 }
 
@@ -259,6 +497,9 @@ void gl_faults_free(gl_faults *f)
 {
     if (!f)
         return;
+    gl_comm_set_wait_hook(NULL, NULL);
+    gl_peers_close(f->peers);
+    f->peers = NULL;
     if (f->thread_up) {
         pthread_mutex_lock(&f->mu);
         f->quit = 1;

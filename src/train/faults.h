@@ -33,17 +33,39 @@
  *
  * Hangs (--distributed-timeout-minutes T, fractions allowed; the
  * environment variable GRIDLM_WATCHDOG_SECONDS, when set, overrides it in
- * seconds, 0 turning the watchdog off).  gl_watch_begin()/gl_watch_end()
- * bracket a blocking wait (an MPI collective, a stream synchronisation
- * that waits for NCCL).  A background thread looks at the open brackets
- * every second (more often for timeouts under 4 s); when one has been open
- * longer than T it prints
- *   "gridlm: error: rank R on HOST: collective OP on group G did not
- *    finish within T s; the peer ranks may have died or stalled ..."
- * and stops the whole job through gl_die() (MPI_Abort), instead of
- * hanging until Slurm's time limit.  Brackets nest (up to
- * GL_WATCH_DEPTH); each is timed from its own begin.  The NCCL back end
- * also polls ncclCommGetAsyncError in its own waits (comm_nccl.c).
+ * seconds, 0 turning the watchdog off).  Brackets mark the waits that
+ * block the host: every blocking wait of the comm layer opens one by
+ * itself (comm.h's wait hook: an MPI collective with its group and its
+ * number on the group, a wait for a point-to-point peer, an NCCL stream
+ * wait), and gl_watch_begin()/gl_watch_begin_comm()/gl_watch_end()
+ * bracket the others (faults' own collectives, a device sync or download
+ * that waits for queued NCCL work).  Computation is never bracketed: a
+ * bracket is a wait for other ranks.  A background thread looks at the
+ * open brackets every second (more often for timeouts under 4 s); when
+ * one has been open longer than T it asks the ranks the wait depends on,
+ * through the side channel (comm/peers.h), where they are, and prints
+ *   "gridlm: error: rank R on HOST: collective MPI_Allreduce #57 on group
+ *    dp (2 ranks) did not finish within T s (open X s): not arrived: rank
+ *    1 on HOST2 (pid P) is stopped (process state T: SIGSTOP, or a
+ *    debugger) and does not answer; stopping the job (...)"
+ * -- naming, for a collective, the members that have not made it yet
+ * (fewer collectives on the group, a silent or gone process) with what
+ * they do instead -- and stops the whole job through gl_die()
+ * (MPI_Abort), instead of hanging until Slurm's time limit.  The rank
+ * that fires first tells the others through the side channel, so one
+ * rank explains and the others wait for its abort.  Without the side
+ * channel (GRIDLM_PEER_CHANNEL=0) the line says the peers "may have died
+ * or stalled".  Brackets nest (up to GL_WATCH_DEPTH); each is timed from
+ * its own begin, less any time this process itself did not run (the
+ * watchdog thread woke far later than it asked: SIGSTOP, a suspended
+ * job), so a rank that was stopped blames neither itself nor its peers
+ * for its own stop.  The NCCL back end also polls ncclCommGetAsyncError
+ * in its own waits (comm_nccl.c).
+ *
+ * Lost peers: the side channel's ring (comm/peers.h) notices a peer
+ * process that died (SIGKILL, a crash, the OOM killer) at once, and its
+ * neighbours stop the job naming it, where the launcher has not already
+ * stopped it.
  *
  * Note: the abort is the one MPI call made from the watchdog thread.  The
  * job boots with MPI_THREAD_FUNNELED; Open MPI and MPICH both stop the job
@@ -65,10 +87,10 @@
  *      if (gl_faults_should_exit(F, iter, &why)) { save; log why; break; }
  *   3. bad = !isfinite(loss) || !isfinite(norm) (the same on every rank);
  *      skipped = gl_faults_nonfinite(F, iter, bad); update only if !bad.
- *   4. watch brackets: "pipeline schedule (send/recv)" on "pp" around the
- *      schedule; "gradient reduction and loss/norm all-reduce" on "dp"
- *      around the reduction up to the scalar download; "device sync" on
- *      "world" around ops->sync.
+ *   4. watch brackets: the comm layer's waits bracket themselves; the
+ *      loop brackets the download of the iteration's statistics and the
+ *      last device sync with gl_watch_begin_comm(F, ..., world group):
+ *      on a GPU those wait for the NCCL collectives queued before them.
  *   5. at each log point, on every rank:
  *      gl_faults_step_times(F, mean_step_seconds, iter, NULL).
  *
@@ -82,6 +104,7 @@
 #include <mpi.h>
 #include "base/error.h"
 #include "boot/boot.h"
+#include "comm/comm.h"
 #include "train/config.h"
 
 #ifdef __cplusplus
@@ -175,14 +198,25 @@ long gl_faults_nonfinite_streak(const gl_faults *f);
 
 /* Open a bracket around a blocking wait: op names the operation
  * ("MPI_Allreduce", "stream sync after grad all-reduce"), group the group
- * ("world", "dp", ...).  Both are copied.  f == NULL is a no-op. */
+ * ("world", "dp", ...).  Both are copied.  f == NULL is a no-op.  The
+ * members are not known: a hang is blamed on the ranks that are not in a
+ * bracket of the same op and group. */
 void gl_watch_begin(gl_faults *f, const char *op, const char *group);
+
+/* The same for a wait on the collectives made so far on a group (a
+ * device sync or download that waits for queued NCCL work): a hang is
+ * blamed on the members that have made fewer collectives on it.  group
+ * NULL: a wait of this rank alone ("this rank"). */
+void gl_watch_begin_comm(gl_faults *f, const char *op, const gl_comm *group);
 
 /* Close the innermost bracket.  f == NULL is a no-op. */
 void gl_watch_end(gl_faults *f);
 
 /* The watchdog's timeout in seconds (0: off). */
 double gl_watch_timeout(const gl_faults *f);
+
+/* The side channel (comm/peers.h) f opened, or NULL (for tests). */
+struct gl_peers *gl_faults_peers(gl_faults *f);
 
 /* ---- stragglers ------------------------------------------------------- */
 

@@ -361,9 +361,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         d->ops->upload(d, stats, init, NSTATS * sizeof(float));
         d->ops->zero(d, m->g, plan->nflat * sizeof(float));
 
-        gl_watch_begin(F, "pipeline schedule (send/recv)", "pp");
+        /* the schedule's blocking waits (MPI sends and receives, TP
+         * collectives) bracket themselves in the comm layer */
         gl_pipeline_run(sched, m, group(g->pp), bb.mbs, loss_acc);
-        gl_watch_end(F);
         if (rank == 0 && planted_nonfinite(it + 1)) {
             /* before the reduction: every rank's norm sees it */
             float nan = NAN;
@@ -371,7 +371,6 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             gl_info("planted a NaN in the gradients at iteration %ld "
                     "(GRIDLM_TEST_NONFINITE)", it + 1);
         }
-        gl_watch_begin(F, "gradient reduction and loss/norm all-reduce", "dp");
         finish_grads(c, g, m, o);
         gl_optim_sumsq(o, stats);
         if (world > 1)
@@ -379,6 +378,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         if (it + 1 < c->train_iters)          /* while the device works */
             gl_batch_buf_prefetch(&bb, src, it + 1, dp_rank);
         float h[NSTATS];
+        /* on a GPU the download waits for every collective queued so far,
+         * the world's all-reduce of the statistics last */
+        gl_watch_begin_comm(F, "download of the iteration's statistics",
+                            world > 1 ? g->world : NULL);
         d->ops->download(d, h, stats, sizeof h);
         gl_watch_end(F);
         unsigned agreed = 0;
@@ -402,7 +405,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         }
         consumed += c->global_batch_size;
         if (it + 1 == c->train_iters) {        /* the last step, timed in full */
-            gl_watch_begin(F, "device sync", "world");
+            gl_watch_begin_comm(F, "device sync", world > 1 ? g->world : NULL);
             d->ops->sync(d);
             gl_watch_end(F);
         }
