@@ -317,10 +317,10 @@ static void lost(gl_peers *p, int r, const char *how)
     if (atomic_load(&p->stop_origin) >= 0 || atomic_load(&p->dropped))
         return;
     const card *c = &p->cards[r];
-    gl_die("rank %d on %s (pid %lld) died: its side-channel connection to this rank %s "
-           "without a goodbye, so the process ended abnormally (killed by a signal, "
-           "crashed, or ended by the out-of-memory killer: see the launcher's message "
-           "about it, or `dmesg` on %s); stopping the job",
+    gl_die("rank %d on %s (pid %lld) died: its side-channel connection to this rank "
+           "ended (%s) without a goodbye, so the process ended abnormally (killed by a "
+           "signal, crashed, or ended by the out-of-memory killer: see the launcher's "
+           "message about it, or `dmesg` on %s); stopping the job",
            r, c->host, (long long)c->pid, how, c->host);
 }
 
@@ -401,7 +401,8 @@ static void ring_read(gl_peers *p, int from_succ)
             return;
         /* end of stream or an error */
         int bye = from_succ ? p->succ_bye : p->pred_bye;
-        const char *how = n == 0 ? "closed" : "broke";
+        char how[64];
+        snprintf(how, sizeof how, "%s", n == 0 ? "closed" : strerror(errno));
         pthread_mutex_lock(&p->send_mu);
         close_fd(fd);
         pthread_mutex_unlock(&p->send_mu);

@@ -17,8 +17,8 @@
  * round the ring, and ranks that heard it stay quiet when their peers then
  * disappear.  Otherwise a neighbour that sees the connection end without
  * either stops the job with one line:
- *   "rank 3 on node07 (pid 4242) died: its side-channel connection closed
- *    without a goodbye ..."
+ *   "rank 3 on node07 (pid 4242) died: its side-channel connection to this
+ *    rank ended (closed) without a goodbye ..."
  * The launcher may kill the other ranks first (Open MPI's mpirun and
  * MPICH's hydra stop a job whose process died, within milliseconds, and
  * say which one themselves); under srun, whose default is to let the
