@@ -207,9 +207,8 @@ static int arrived(const watch *w, const gl_peer_status *st)
 {
     if (st->how != GL_PEER_ANSWERED)
         return 0;
-    if (w->comm && w->seq > 0)      /* at it, or past it (a root may be) */
-        return st->group_seq >= w->seq &&
-               (st->group_seq > w->seq || !st->waiting || !strcmp(st->wait_group, w->group));
+    if (w->comm && w->seq > 0)      /* it entered it (and may be past it: a root) */
+        return st->group_seq >= w->seq;
     return st->waiting && !strcmp(st->wait_op, w->op) && !strcmp(st->wait_group, w->group);
 }
 

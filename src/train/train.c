@@ -422,7 +422,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             d->ops->upload(d, memv, &mem, sizeof mem);
             if (world > 1)
                 gl_all_reduce(g->world, memv, memv, 1, GL_DT_F32, GL_OP_MAX, d->stream);
+            gl_watch_begin_comm(F, "download of the memory peak", world > 1 ? g->world : NULL);
             d->ops->download(d, &mem, memv, sizeof mem);
+            gl_watch_end(F);
             if (rank == 0) {
                 gl_log_record r = {
                     .iteration = iter, .train_iters = c->train_iters,
