@@ -158,13 +158,27 @@ static int send_msg(gl_peers *p, int fd, int type, const void *payload, int len)
     return send_all(fd, buf, sizeof h + (size_t)len);
 }
 
-/* Send on a ring link under the send lock (several threads may). */
-static void ring_send(gl_peers *p, int *fd, int type, const void *payload, int len)
+/* Send on a ring link under the send lock (several threads may).  With
+ * only_try, give up rather than wait for the lock: the abort path may run
+ * in a signal handler (base/log.h), which must not block on a lock its
+ * own thread might hold. */
+static void ring_send_how(gl_peers *p, int *fd, int type, const void *payload, int len,
+                          int only_try)
 {
-    pthread_mutex_lock(&p->send_mu);
+    if (only_try) {
+        if (pthread_mutex_trylock(&p->send_mu) != 0)
+            return;
+    } else {
+        pthread_mutex_lock(&p->send_mu);
+    }
     if (*fd >= 0)
         send_msg(p, *fd, type, payload, len);
     pthread_mutex_unlock(&p->send_mu);
+}
+
+static void ring_send(gl_peers *p, int *fd, int type, const void *payload, int len)
+{
+    ring_send_how(p, fd, type, payload, len, 0);
 }
 
 /* Does s name an interface chosen by GRIDLM_SOCKET_IFNAME (or the
@@ -496,7 +510,8 @@ static void *service_main(void *arg)
     for (;;) {
         int n = 0;
         pf[n++] = (struct pollfd){ p->wake[0], POLLIN, 0 };
-        pf[n++] = (struct pollfd){ p->listen_fd, POLLIN, 0 };
+        /* when full, new connections wait in the listen backlog */
+        pf[n++] = (struct pollfd){ p->npending < MAX_PENDING ? p->listen_fd : -1, POLLIN, 0 };
         pf[n++] = (struct pollfd){ p->succ_fd, POLLIN, 0 };   /* -1 is ignored */
         for (int i = 0; i < p->npending; i++)
             pf[n++] = (struct pollfd){ p->pending[i].fd, POLLIN, 0 };
@@ -525,10 +540,10 @@ static void *service_main(void *arg)
             if ((pf[k].revents && serve_pending(p, c)) || now - c->t0 > 10.0)
                 drop_pending(p, i);
         }
-        if (pf[1].revents) {
+        if (pf[1].revents && p->npending < MAX_PENDING) {
             int fd = accept(p->listen_fd, NULL, NULL);
             if (fd >= 0) {
-                if (p->npending == MAX_PENDING || set_nonblock(fd) != 0) {
+                if (set_nonblock(fd) != 0) {
                     close(fd);
                 } else {
                     conn *c = &p->pending[p->npending++];
@@ -542,11 +557,13 @@ static void *service_main(void *arg)
     return NULL;
 }
 
+static void announce(gl_peers *p, int only_try);
+
 /* gl_die's last words pass through here: the stop notice first. */
 static void abort_hook(int code)
 {
     if (the_peers)
-        gl_peers_announce_stop(the_peers);
+        announce(the_peers, 1);
     if (next_abort)
         next_abort(code);
     _exit(code ? code : 1);
@@ -673,17 +690,21 @@ void gl_peers_close(gl_peers *p)
     free(p);
 }
 
-void gl_peers_announce_stop(gl_peers *p)
+static void announce(gl_peers *p, int only_try)
 {
-    if (!p)
-        return;
     int none = -1;
     atomic_compare_exchange_strong(&p->stop_origin, &none, p->rank);
     if (atomic_exchange(&p->forwarded, 1))
         return;
     stop_note s = { p->rank, 0 };
-    ring_send(p, &p->succ_fd, M_STOP, &s, sizeof s);
-    ring_send(p, &p->pred_fd, M_STOP, &s, sizeof s);
+    ring_send_how(p, &p->succ_fd, M_STOP, &s, sizeof s, only_try);
+    ring_send_how(p, &p->pred_fd, M_STOP, &s, sizeof s, only_try);
+}
+
+void gl_peers_announce_stop(gl_peers *p)
+{
+    if (p)
+        announce(p, 0);
 }
 
 void gl_peers_drop_links(gl_peers *p)
