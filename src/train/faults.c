@@ -189,6 +189,10 @@ static void say_rank(const gl_faults *f, const watch *w, const gl_peer_status *s
         else if (st->waiting)
             snprintf(what, sizeof what, "%swaits in %s on group %s (for %.1f s)", at,
                      st->wait_op, st->wait_group, st->wait_open_s);
+        else if (st->last_op[0] && st->last_seq > 0)
+            snprintf(what, sizeof what, "%scomputes: %.1f s since its last wait (%s #%ld "
+                     "on group %s)", at, st->idle_s, st->last_op, st->last_seq,
+                     st->last_group);
         else if (st->last_op[0])
             snprintf(what, sizeof what, "%scomputes: %.1f s since its last wait (%s on "
                      "group %s)", at, st->idle_s, st->last_op, st->last_group);
