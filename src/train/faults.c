@@ -64,6 +64,7 @@ struct gl_faults {
 
     /* the watchdog: a stack of open brackets, guarded by mu */
     double timeout, poll;       /* seconds; timeout 0: no thread */
+    double wd_prev;             /* when the thread was made (gl_now()) */
     int timeout_from_env;
     pthread_t thread;
     int thread_up;
@@ -317,7 +318,9 @@ static void *watchdog_main(void *arg)
 {
     gl_faults *f = arg;
     pthread_mutex_lock(&f->mu);
-    double prev = gl_now();
+    /* from before the thread was made: a stop that comes before this
+     * thread first runs is seen too */
+    double prev = f->wd_prev;
     while (!f->quit) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -370,6 +373,7 @@ static void start_watchdog(gl_faults *f)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    f->wd_prev = gl_now();
     int rc = pthread_create(&f->thread, NULL, watchdog_main, f);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
