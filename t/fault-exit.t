@@ -4,9 +4,11 @@
 #   - --exit-interval 5 from the start: after iteration 5;
 #   - --exit-interval 7 on a run resumed at iteration 10: after 14 (the
 #     iteration counts from the start of training, as in Megatron);
-#   - --exit-duration-in-mins 0.01 (0.6 s), measured on rank 0, with steps
-#     of 20 ms on even ranks and 40 ms on odd ones: after 0.6 s and well
-#     before 3.6 s.
+#   - --exit-duration-in-mins 0.01 (0.6 s) on rank 0's clock, with steps
+#     of 20 ms on even ranks and 40 ms on odd ones: every rank decides on
+#     the same reading of that clock, and the stop comes at the first
+#     check whose reading is past 0.6 s (the program reports the readings;
+#     no clock of the test's own is involved).
 test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
 . "$top_srcdir/t/fault-lib.sh"
 n=$fault_n

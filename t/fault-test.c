@@ -6,27 +6,45 @@
  *       A loop of real collectives (a 64 Ki-int MPI_Allreduce checked
  *       against its exact sum, then gl_faults_should_exit).  Rank R raises
  *       SIGUSR1 (or SIGTERM) at iteration I, or the script kills one rank
- *       whose pid it finds in DIR/pid.RANK; then rank 0 sleeps 5 ms before
- *       each all-reduce, so that the other ranks wait inside MPI when the
- *       signal comes.  Checks: every rank stops
+ *       whose pid it finds in DIR/pid.RANK (written after the first
+ *       iteration; the loop then runs until a signal stops it); then rank
+ *       0 sleeps 5 ms before each all-reduce, so that the other ranks wait
+ *       inside MPI when the signal comes.  Checks: every rank stops
  *       after the same iteration, with the signal as the reason, and every
  *       all-reduce gave the right sum (a signal inside MPI broke nothing).
  *   fault-test exit --interval N --start S
  *   fault-test exit --duration MIN --step-ms MS
  *       --exit-interval (resumed at iteration S) and
- *       --exit-duration-in-mins (rank 0's clock, odd ranks slower).
+ *       --exit-duration-in-mins (rank 0's clock, odd ranks slower): the
+ *       stop comes at the first check whose agreed clock reading is past
+ *       the limit, and every rank decided on the same reading.
  *   fault-test nonfinite --max N --pattern 0110...
  *       iteration i is non-finite when pattern[i-1] is '1'; checks the
  *       skip count and the streak after every iteration.  A pattern with
  *       more than N ones in a row must stop the job (the script checks).
- *   fault-test watchdog --stall R:SEC [--timeout-min M]
+ *   fault-test watchdog --stall R:SEC | --stop R [--named] [--timeout-min M]
  *       first a compute phase longer than the timeout outside any bracket
  *       and many short bracketed collectives (the watchdog must stay
- *       quiet), then rank R sleeps SEC before an MPI_Barrier on a group
- *       named "dp" that the others wait in, bracketed: the job must stop.
+ *       quiet), then rank R computes (sleeps) SEC, or stops itself with
+ *       SIGSTOP, before an all-reduce on a gl_comm group "dp" (the comm
+ *       layer brackets it, with its number on the group) that the others
+ *       wait in -- or, with --named, before an MPI_Barrier bracketed by
+ *       name only ("dp"): the job must stop, naming rank R.  Every rank
+ *       prints "# pid of rank R: P" first.
+ *   fault-test selfstop [--timeout-min M]
+ *       the rank stops itself (SIGSTOP) inside an open bracket and prints
+ *       its pid; the script sends SIGCONT after more than the timeout;
+ *       the watchdog must stay quiet (the time was its own stop).
+ *   fault-test lost --victim R --how kill|drop
+ *       rank R sends itself SIGKILL, or shuts its side-channel links as a
+ *       death would, while the others wait in a barrier (the watchdog is
+ *       2 minutes away): the job must stop, naming rank R where the
+ *       launcher lets the survivors speak.
  *   fault-test straggler --base-ms B [--slow R:MS] --threshold X
  *       every rank "steps" B ms (rank R: B + MS) for 3 log intervals of 4
- *       steps; checks gl_faults_step_times' extremes and its verdict.
+ *       steps; checks gl_faults_step_times' extremes and its verdict
+ *       against the step times every rank measured, and that rank R is
+ *       reported; rank 0 prints "# iteration I: verdict V".
  *
  * Rank 0 prints TAP; a run ends with exit status 0 only when it passed.
  */
@@ -35,6 +53,8 @@
 #include "train/config.h"
 #include "train/faults.h"
 #include "base/log.h"
+#include "comm/comm_impl.h"
+#include "comm/peers.h"
 #include "tap.h"
 
 #include <errno.h>
@@ -104,7 +124,9 @@ static int run_signal(int argc, char **argv)
     int sums_ok = 1;
     long stop = -1;
     const char *why = "";
-    for (long it = 1; it <= 4000 && stop < 0; it++) {
+    /* Until the signal stops it: the script's timeout(1) bounds a run
+     * whose signal never comes. */
+    for (long it = 1; stop < 0; it++) {
         for (int i = 0; i < N; i++)
             buf[i] = (int)((it + i) % 1000) * (B.rank + 1);
         /* Rank 0 comes late, so the others spend most of their time
@@ -143,7 +165,8 @@ static int run_signal(int argc, char **argv)
     if (raise_iter > 0)
         is_int(stop, raise_iter, "the stop came right after the iteration of the signal");
     else
-        ok(stop > 1, "the stop came after the signal (iteration %ld)", stop);
+        ok(stop >= 1, "the stop came at a check after the pids were written "
+           "(iteration %ld)", stop);
     ok(why_ok && all_ok, "every rank says '%s' (rank 0: '%s'); every all-reduce sum was exact",
        want, why);
     gl_faults_free(f);
@@ -169,23 +192,30 @@ static int run_exit(int argc, char **argv)
     if (du)
         c.exit_duration_in_mins = atof(du);
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
-    double t0 = gl_now();
 
+    /* The clock the decision used (rank 0's, agreed) at the stop and at
+     * the check before it: the test asserts on what the program measured,
+     * never on a clock of its own. */
     long stop = -1;
     const char *why = "";
+    double at_stop = -1, before = -1;
     for (long it = start + 1; it <= start + 100000 && stop < 0; it++) {
         sleep_ms(step_ms * (1 + B.rank % 2));
+        before = at_stop;
         if (gl_faults_should_exit(f, it, &why))
             stop = it;
+        at_stop = gl_faults_exit_elapsed(f);
     }
-    double elapsed = gl_now() - t0;
     long *stops = gl_malloc(B.size * sizeof *stops);
     gather_long(stop, stops);
     int same = 1;
     for (int i = 0; i < B.size; i++)
         same &= stops[i] == stops[0];
+    /* every rank must have decided from the same reading */
+    double clocks[2] = { at_stop, -at_stop }, ext[2];
+    MPI_Allreduce(clocks, ext, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
-    plan(3);
+    plan(iv ? 3 : 4);
     ok(same && stop > 0, "all %d ranks stopped after iteration %ld", B.size, stop);
     if (iv) {
         long want = (start / c.exit_interval + 1) * c.exit_interval;
@@ -196,12 +226,15 @@ static int run_exit(int argc, char **argv)
         is_string(why, w, "the reason names the flag");
     } else {
         double lim = 60 * c.exit_duration_in_mins;
-        ok(elapsed >= lim && elapsed < lim + 3.0,
-           "--exit-duration-in-mins %g: stopped after %.2f s (limit %.2f s)",
-           c.exit_duration_in_mins, elapsed, lim);
+        ok(ext[0] == -ext[1], "every rank decided on the same clock reading (%.3f s)",
+           at_stop);
+        ok(at_stop >= lim && (stop == start + 1 || (before >= 0 && before < lim)),
+           "stopped at the first check past the limit of %.2f s (%.3f s; the check "
+           "before: %.3f s)", lim, at_stop, before);
         char w[64];
-        snprintf(w, sizeof w, "--exit-duration-in-mins %g reached", c.exit_duration_in_mins);
-        ok(all_true(strcmp(why, w) == 0), "every rank's reason: '%s' (want '%s')", why, w);
+        snprintf(w, sizeof w, "--exit-duration-in-mins %g reached after ", c.exit_duration_in_mins);
+        ok(all_true(strncmp(why, w, strlen(w)) == 0), "every rank's reason: '%s' (want '%s...')",
+           why, w);
     }
     gl_faults_free(f);
     free(stops);
@@ -245,23 +278,41 @@ static int run_nonfinite(int argc, char **argv)
 
 /* ---- watchdog --------------------------------------------------------- */
 
+/* Every rank's pid, for the script to match the names in the lines. */
+static void say_pid(void)
+{
+    printf("# pid of rank %d: %ld\n", B.rank, (long)getpid());
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static int run_watchdog(int argc, char **argv)
 {
     gl_config c;
     gl_config_defaults(&c);
-    const char *st = opt(argc, argv, "--stall"), *tm = opt(argc, argv, "--timeout-min");
-    int stall_rank = -1;
+    const char *st = opt(argc, argv, "--stall"), *sp = opt(argc, argv, "--stop"),
+               *tm = opt(argc, argv, "--timeout-min");
+    int named = 0;
+    for (int i = 2; i < argc; i++)
+        named |= !strcmp(argv[i], "--named");
+    int stall_rank = -1, stop_rank = -1;
     double stall_s = 0;
-    if (!st || sscanf(st, "%d:%lf", &stall_rank, &stall_s) != 2)
+    if (st && sscanf(st, "%d:%lf", &stall_rank, &stall_s) != 2)
         gl_die("watchdog: give --stall RANK:SECONDS");
+    if (sp)
+        stop_rank = atoi(sp);
+    if (!st && !sp)
+        gl_die("watchdog: give --stall RANK:SECONDS or --stop RANK");
     if (tm)
         c.distributed_timeout_minutes = atof(tm);
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
     double T = gl_watch_timeout(f);
+    gl_comm *dp = gl_comm_mpi(MPI_COMM_WORLD, "dp");
+    say_pid();
 
     /* Quiet phase: compute longer than the timeout outside any bracket,
-     * then bracketed collectives that finish (nested once), for longer
-     * than the timeout in all. */
+     * then bracketed collectives that finish (nested once, and the comm
+     * layer's own), for longer than the timeout in all. */
     sleep_ms(1e3 * T * 1.3);
     double t0 = gl_now();
     int x = 1, y;
@@ -270,25 +321,100 @@ static int run_watchdog(int argc, char **argv)
         gl_watch_begin(f, "MPI_Allreduce", "world");
         MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         gl_watch_end(f);
+        gl_all_reduce(dp, &x, &y, 1, GL_DT_I32, GL_OP_SUM, NULL);
         gl_watch_end(f);
         sleep_ms(T * 100);
     }
     if (B.rank == 0)
-        printf("# quiet phase done: the watchdog (%g s) stayed silent\n", T);
+        printf("# quiet phase done: the watchdog (%g s) stayed silent; %ld collectives on dp\n",
+               T, gl_comm_seq(dp));
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
 
-    /* The stall. */
+    /* The stall: one rank computes for long, or stops itself. */
     if (B.rank == stall_rank)
         sleep_ms(1e3 * stall_s);
-    gl_watch_begin(f, "MPI_Barrier", "dp");
-    MPI_Barrier(MPI_COMM_WORLD);
-    gl_watch_end(f);
-    printf("# rank %d: passed the stalled barrier (the watchdog did not stop the job)\n",
+    if (B.rank == stop_rank)
+        raise(SIGSTOP);
+    if (named) {
+        gl_watch_begin(f, "MPI_Barrier", "dp");
+        MPI_Barrier(MPI_COMM_WORLD);
+        gl_watch_end(f);
+    } else {
+        gl_all_reduce(dp, &x, &y, 1, GL_DT_I32, GL_OP_SUM, NULL);
+    }
+    printf("# rank %d: passed the stalled collective (the watchdog did not stop the job)\n",
            B.rank);
+    gl_comm_free(dp);
     gl_faults_free(f);
     gl_config_free(&c);
     return 0;
+}
+
+/* One rank stops itself (SIGSTOP) inside an open bracket; the script
+ * sends SIGCONT well after the timeout.  The watchdog must not fire: that
+ * time was this process's own stop, nobody's wait. */
+static int run_selfstop(int argc, char **argv)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    const char *tm = opt(argc, argv, "--timeout-min");
+    if (tm)
+        c.distributed_timeout_minutes = atof(tm);
+    gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
+    double T = gl_watch_timeout(f);
+    plan(2);
+    gl_watch_begin(f, "MPI_Barrier (self-stop test)", "world");
+    printf("# rank %d pid %ld: stopping itself inside an open bracket\n", B.rank,
+           (long)getpid());
+    fflush(stdout);
+    double t = gl_now();
+    raise(SIGSTOP);
+    double stopped = gl_now() - t;
+    /* Stay in the bracket a while: the watchdog, woken long after it
+     * asked, looks at it at once, then once more (it polls every T/4).
+     * The bracket was open up to T/4 before the stop: stay 3T/8 more, so
+     * that what is left of T covers a late wake-up. */
+    sleep_ms(1e3 * 3 * T / 8);
+    gl_watch_end(f);
+    ok(stopped > T, "the stop lasted %.1f s, longer than the timeout (%g s)", stopped, T);
+    ok(1, "the watchdog stayed quiet after the stop");
+    gl_faults_free(f);
+    gl_config_free(&c);
+    return done_testing();
+}
+
+/* ---- lost peers ------------------------------------------------------- */
+
+/* Rank R dies (SIGKILL) or drops its side channel's links as a death
+ * would, while the others wait in a barrier; the watchdog is far off, so
+ * only the side channel (or the launcher) can end the job. */
+static int run_lost(int argc, char **argv)
+{
+    gl_config c;
+    gl_config_defaults(&c);
+    const char *vr = opt(argc, argv, "--victim"), *how = opt(argc, argv, "--how");
+    if (!vr || !how || (strcmp(how, "kill") && strcmp(how, "drop")))
+        gl_die("lost: give --victim RANK --how kill|drop");
+    int victim = atoi(vr);
+    c.distributed_timeout_minutes = 2;
+    gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
+    say_pid();
+    if (B.rank == victim) {
+        printf("# rank %d: %s\n", B.rank, !strcmp(how, "kill") ? "SIGKILL to itself"
+               : "dropping its side-channel links");
+        fflush(stdout);
+        if (!strcmp(how, "kill"))
+            raise(SIGKILL);
+        /* as good as dead: it never reaches the barrier */
+        gl_peers_drop_links(gl_faults_peers(f));
+        sleep_ms(100e3);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("# rank %d: passed the barrier (nothing stopped the job)\n", B.rank);
+    gl_faults_free(f);
+    gl_config_free(&c);
+    return 1;
 }
 
 /* ---- stragglers ------------------------------------------------------- */
@@ -319,27 +445,40 @@ static int run_straggler(int argc, char **argv)
         if (it % c.log_interval)
             continue;
         gl_straggler s;
-        int rep = gl_faults_step_times(f, sum / c.log_interval, it, &s);
+        double mine = sum / c.log_interval;
+        int rep = gl_faults_step_times(f, mine, it, &s);
         sum = 0;
+        /* What every rank measured: the extremes and the verdict must
+         * follow from these numbers, whatever the machine's load made of
+         * the sleeps. */
+        double times[64];
         long reps[64] = { 0 };
-        if (B.size <= 64)
-            gather_long(rep, reps);
-        int same = 1;
-        for (int i = 0; i < B.size && i < 64; i++)
+        if (B.size > 64)
+            gl_die("straggler: at most 64 ranks");
+        MPI_Allgather(&mine, 1, MPI_DOUBLE, times, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+        gather_long(rep, reps);
+        int hi = 0, lo = 0, same = 1;
+        for (int i = 0; i < B.size; i++) {
             same &= reps[i] == rep;
-        ok(same, "iteration %ld: every rank has the same verdict (%d)", it, rep);
-        if (slow_rank >= 0) {
-            ok(rep, "iteration %ld: reported (ratio %.2f > %g)", it, s.ratio,
-               c.straggler_threshold);
-            is_int(s.slow_rank, slow_rank, "iteration %ld: the slowest is rank %d (%.1f ms)",
-                   it, slow_rank, 1e3 * s.slow_s);
-            ok(s.fast_rank != slow_rank && s.fast_s >= base / 1e3 && s.slow_s >= (base + extra) / 1e3,
-               "iteration %ld: fastest rank %d %.1f ms >= %g ms; slowest >= %g ms", it,
-               s.fast_rank, 1e3 * s.fast_s, base, base + extra);
-        } else {
-            ok(!rep, "iteration %ld: nothing reported (ratio %.2f <= %g)", it, s.ratio,
-               c.straggler_threshold);
+            if (times[i] > times[hi])
+                hi = i;
+            if (times[i] < times[lo])
+                lo = i;
         }
+        if (B.rank == 0)
+            printf("# iteration %ld: verdict %d\n", it, rep);
+        ok(same, "iteration %ld: every rank has the same verdict (%d)", it, rep);
+        ok(s.slow_rank == hi && s.slow_s == times[hi] && s.fast_rank == lo &&
+           s.fast_s == times[lo],
+           "iteration %ld: slowest rank %d (%.1f ms) and fastest rank %d (%.1f ms), as "
+           "measured", it, s.slow_rank, 1e3 * s.slow_s, s.fast_rank, 1e3 * s.fast_s);
+        ok(rep == (s.ratio > c.straggler_threshold),
+           "iteration %ld: the verdict follows the measured ratio (%.2f against %g)", it,
+           s.ratio, c.straggler_threshold);
+        if (slow_rank >= 0)
+            ok(rep && s.slow_rank == slow_rank,
+               "iteration %ld: rank %d, %g ms slower, is reported (ratio %.2f)", it,
+               slow_rank, extra, s.ratio);
     }
     gl_faults_free(f);
     gl_config_free(&c);
@@ -352,7 +491,7 @@ int main(int argc, char **argv)
     gl_boot_init(&argc, &argv, &B);
     tap_quiet(B.rank != 0);
     if (argc < 2)
-        gl_die("usage: fault-test signal|exit|nonfinite|watchdog|straggler [options]");
+        gl_die("usage: fault-test signal|exit|nonfinite|watchdog|selfstop|lost|straggler [options]");
     int rc;
     if (!strcmp(argv[1], "signal"))
         rc = run_signal(argc, argv);
@@ -362,6 +501,10 @@ int main(int argc, char **argv)
         rc = run_nonfinite(argc, argv);
     else if (!strcmp(argv[1], "watchdog"))
         rc = run_watchdog(argc, argv);
+    else if (!strcmp(argv[1], "selfstop"))
+        rc = run_selfstop(argc, argv);
+    else if (!strcmp(argv[1], "lost"))
+        rc = run_lost(argc, argv);
     else if (!strcmp(argv[1], "straggler"))
         rc = run_straggler(argc, argv);
     else

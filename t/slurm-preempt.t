@@ -8,21 +8,32 @@
 #    the job exits 0, the checkpoint of the last iteration and
 #    latest_checkpointed_iteration.txt exist, and the JSON log holds the
 #    final loss and validation loss.
-# 2. The same job with a fresh checkpoint directory, preempted once its
-#    JSON log is past iteration $k, in each of the two ways that reach
-#    the ranks (see tiny.sbatch):
+# 2. The same job with a fresh checkpoint directory, preempted while its
+#    ranks hold after iteration $k (GRIDLM_TEST_HOLD_AFTER: they wait
+#    there for the signal, so it cannot come too late however loaded the
+#    machine), in each of the two ways that reach the ranks (see
+#    tiny.sbatch):
 #      batch  `scancel --batch --signal=USR1 JOB`: the batch script's
 #             trap, as at the time limit (--signal=B:USR1@120);
-#      steps  `scancel --signal=USR1 JOB`: the ranks themselves.
-#    The first run must stop early (its last iteration < $iters), save
-#    that iteration's checkpoint and requeue the job; the job runs again
-#    (Restarts=1), resumes from the checkpoint at the next iteration and
-#    completes with exit 0; its final loss and validation loss equal the
-#    uninterrupted run's, as text: CPU runs are deterministic and a
-#    resume restores weights, AdamW moments, data position and RNG.
+#      steps  `scancel --signal=USR1 JOB`: the ranks themselves;
+#    and a third time through a launcher that exits 3 whatever the ranks
+#    did (GRIDLM_TRAIN is a wrapper that does; so does Open MPI's mpirun
+#    after it forwards a SIGTERM):
+#      launcher  `scancel --signal=USR1 JOB`, srun exits 3.
+#    The first run must stop after iteration $k + 1, save that
+#    iteration's checkpoint, write its exit record and requeue the job;
+#    the job runs again (Restarts=1), resumes from the checkpoint at the
+#    next iteration and completes with exit 0 (with the launcher exiting
+#    3: the script goes by gridlm-train's exit record); its final loss and
+#    validation loss equal the uninterrupted run's, as text: CPU runs are
+#    deterministic and a resume restores weights, AdamW moments, data
+#    position and RNG.
+# 3. Through the same failing launcher, a run that fails in training (a
+#    planted NaN, --max-nonfinite-iters 0) writes no exit record: the job
+#    fails and is not requeued.
 #
-# Every wait is bounded; the daemons are stopped on exit.  About a
-# minute.  Skips without root or Slurm; GL_SKIP_SLURM=1 skips it.
+# Every wait is bounded; the daemons are stopped on exit.  About two
+# minutes.  Skips without root or Slurm; GL_SKIP_SLURM=1 skips it.
 
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -60,14 +71,29 @@ show_job() {
     { cat "$1"/*.out; ls -l "$1" "$1/ck"; } 2>&1 | diag
 }
 
+# A launcher that exits 3 whatever its ranks did: each task runs
+# gridlm-train, then exits 3, so srun exits 3.
+fail_launcher=$slurm_dir/exit3-train
+{
+    echo '#!/bin/sh'
+    echo "\"$train\" \"\$@\""
+    echo 'echo "exit3-train: gridlm-train exited $?; exiting 3" >&2'
+    echo 'exit 3'
+} >"$fail_launcher"
+chmod +x "$fail_launcher"
+
 # submit DIR SBATCH-ARGS...: tiny.sbatch in DIR, checkpoints in DIR/ck,
-# logs in DIR; sbatch's output in DIR/sbatch.out, its status in $rc
+# logs in DIR; sbatch's output in DIR/sbatch.out, its status in $rc.
+# $prog (default $train) is GRIDLM_TRAIN, $hold GRIDLM_TEST_HOLD_AFTER,
+# $nan GRIDLM_TEST_NONFINITE and $extra more options.
 submit() {
     d=$1; shift
     mkdir -p "$d"
     (cd "$d" &&
-     GRIDLM_TRAIN=$train GRIDLM_SRUN_MPI=$mpi GRIDLM_CKPT=$d/ck GRIDLM_LOG_DIR=$d \
-     TRAIN_ITERS=$iters SAVE_INTERVAL=1000 LOG_INTERVAL=1 GRIDLM_EXTRA_ARGS="--eval-iters 4" \
+     GRIDLM_TRAIN=${prog:-$train} GRIDLM_SRUN_MPI=$mpi GRIDLM_CKPT=$d/ck GRIDLM_LOG_DIR=$d \
+     TRAIN_ITERS=$iters SAVE_INTERVAL=1000 LOG_INTERVAL=1 \
+     GRIDLM_EXTRA_ARGS="--eval-iters 4 ${extra:-}" \
+     GRIDLM_TEST_HOLD_AFTER=${hold:-} GRIDLM_TEST_NONFINITE=${nan:-} \
      timeout 150 sbatch --time=5 "$@" "$tiny" >"$d/sbatch.out" 2>&1)
     rc=$?
 }
@@ -91,26 +117,28 @@ ok $st "its JSON log has iteration $iters's loss ($ref_loss) and validation loss
 [ $st -eq 0 ] || { tail -n 3 "$json" 2>&1 | diag; show_job "$ref"; }
 
 # --- 2. preempted, requeued, resumed --------------------------------------
-preempt() {         # preempt NAME SCANCEL-ARGS...
+preempt() {         # preempt NAME SCANCEL-ARGS... (GRIDLM_TRAIN: $prog)
     name=$1; shift
     d=$slurm_dir/$name
+    hold=$k
     submit "$d" --parsable
+    hold=
     job=$(head -n 1 "$d/sbatch.out")
     if [ $rc -ne 0 ] || [ -z "$job" ]; then
         ok 1 "$name: sbatch tiny.sbatch"; diag <"$d/sbatch.out"; return
     fi
     j0=$d/gridlm-tiny-$job.0.jsonl j1=$d/gridlm-tiny-$job.1.jsonl
-    # until the first run's log is past iteration $k (at most 90 s)
-    i=0 at=
+    out=$d/gridlm-tiny-$job.out
+    # until the first run holds after iteration $k (at most 90 s)
+    i=0 held=no
     while [ $i -lt 450 ]; do
-        at=$(json_last "$j0")
-        [ -n "$at" ] && [ "$at" -gt $k ] && break
+        grep -q "^holding after iteration $k " "$out" 2>/dev/null && { held=yes; break; }
         st=$(job_field "$job" JobState)
         case $st in PENDING|RUNNING|CONFIGURING) ;; *) break ;; esac
         sleep 0.2; i=$((i + 1))
     done
-    timeout 10 scancel "$@" "$job"
-    ok $? "$name: job $job past iteration ${at:-none}: scancel $*"
+    [ $held = yes ] && timeout 10 scancel "$@" "$job"
+    ok $? "$name: job $job holding after iteration $k ($held): scancel $*"
 
     # the job must end, requeued once on the way (at most 120 s)
     slurm_wait_job "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED' 120
@@ -120,10 +148,11 @@ preempt() {         # preempt NAME SCANCEL-ARGS...
 
     stop=$(json_last "$j0")
     ck=$(printf 'iter_%07d.h5' "${stop:-0}")
-    [ -n "$stop" ] && [ "$stop" -lt $iters ] && [ -f "$d/ck/$ck" ] &&
-        grep -q "exiting program after iteration *$stop " "$d"/*.out
+    [ "$stop" = $((k + 1)) ] && [ -f "$d/ck/$ck" ] &&
+        grep -q "exiting program after iteration *$stop " "$out" &&
+        grep -q "gridlm-train stopped cleanly after iteration $stop (signal: " "$out"
     st2=$?
-    ok $st2 "$name: the first run stopped early at iteration ${stop:-none} of $iters and saved $ck"
+    ok $st2 "$name: the first run stopped after iteration ${stop:-none} ($((k + 1)) expected), saved $ck and its exit record said so"
 
     first=$(json_first "$j1") end=$(json_last "$j1")
     [ -n "$stop" ] && [ "$first" = $((stop + 1)) ] && [ "$end" = $iters ]
@@ -140,5 +169,22 @@ preempt() {         # preempt NAME SCANCEL-ARGS...
 }
 preempt batch --batch --signal=USR1
 preempt steps --signal=USR1
+prog=$fail_launcher
+preempt launcher --signal=USR1
+grep -q "srun's status 3 is the launcher's own" "$slurm_dir"/launcher/*.out
+ok $? "launcher: the job script took srun's status 3 as the launcher's and went by the exit record"
+
+# --- 3. a failure through the same launcher ---------------------------------
+d=$slurm_dir/failure
+nan=3 extra="--max-nonfinite-iters 0"
+submit "$d" --wait --parsable
+prog= nan= extra=
+job=$(head -n 1 "$d/sbatch.out")
+slurm_wait_job "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED' 60
+[ $rc -ne 0 ] && [ "$slurm_state" = FAILED ] && [ "$slurm_restarts" = 0 ] &&
+    [ ! -e "$d/ck/gridlm_exit.txt" ] && grep -q 'NaN or Inf in 1 iteration' "$d"/*.out
+st=$?
+ok $st "a run that fails in training writes no exit record: the job failed, not requeued (sbatch $rc, state ${slurm_state:-none}, restarts ${slurm_restarts:-none})"
+[ $st -eq 0 ] || show_job "$d"
 
 slurm_done

@@ -13,6 +13,9 @@
 #            srun --mpi=pmix -n 2 starts two singletons; gridlm-train
 #            must stop and say to use srun --mpi=pmi2 (or a PMIx MPI).
 #
+# Then rank 1 of 3 dies (SIGKILL) while the others wait: srun lets them
+# run on, and gridlm's side channel must stop the job, naming rank 1.
+#
 # t/slurm-preempt.t runs slurm/tiny.sbatch for real (train, checkpoint,
 # preempt, requeue, resume).  The daemons (t/slurm-lib.sh) are stopped on
 # exit, and any left by an earlier run that was killed are stopped before
@@ -104,5 +107,26 @@ mpich)
     skip "MPI under srun" "unknown MPI flavour '$GL_MPI_FLAVOR'"
     ;;
 esac
+
+# --- a rank that dies ------------------------------------------------------
+# Rank 1 of 3 sends itself SIGKILL while the others wait in a barrier
+# (t/fault-test lost; its watchdog is 2 minutes away).  srun lets the
+# other tasks run on (KillOnBadExit=0, Slurm's default), so what stops
+# the job is gridlm's side channel: a surviving neighbour names rank 1,
+# its host and pid (comm/peers.h).
+fault=$top_builddir/t/fault-test
+mpi=pmix; [ "$GL_MPI_FLAVOR" = mpich ] && mpi=pmi2
+if [ -x "$fault" ]; then
+    run srun --mpi=$mpi --overcommit -n 3 "$fault" lost --victim 1 --how kill
+    p1=$(sed -n 's/^# pid of rank 1: //p' "$out" | head -n 1)
+    [ $rc -ne 0 ] && [ $rc -ne 124 ]
+    ok $? "srun -n 3, rank 1 killed: the job stopped (status $rc, 124 is a hang)"
+    grep -q "error: rank [02] on [^:]*: rank 1 on $(uname -n) (pid ${p1:-none}) died: its side-channel connection to this rank" "$out"
+    st=$?
+    ok $st "... a surviving rank named rank 1, its host and pid (${p1:-none})"
+    if [ $st -eq 0 ]; then grep 'died: its side-channel' "$out" | diag; else show; fi
+else
+    skip "a rank that dies under srun" "t/fault-test not built"
+fi
 
 slurm_done

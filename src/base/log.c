@@ -34,6 +34,7 @@ int gl_log_rank(void) { return my_rank; }
 const char *gl_log_host(void) { return my_host; }
 
 void gl_log_set_abort(gl_abort_fn fn) { abort_fn = fn; }
+gl_abort_fn gl_log_get_abort(void) { return abort_fn; }
 
 void gl_log_set_cleanup(void (*fn)(void)) { cleanup_fn = fn; }
 

@@ -36,9 +36,12 @@ void gl_log_set_rank(int rank, const char *host);
 int gl_log_rank(void);
 const char *gl_log_host(void);
 
-/* Called by gl_die() instead of exit(); it must not return. */
+/* Called by gl_die() instead of exit(); it must not return.  A caller
+ * that wants a word first installs its own and calls the one it found
+ * (gl_log_get_abort) at its end. */
 typedef void (*gl_abort_fn)(int code);
 void gl_log_set_abort(gl_abort_fn fn);
+gl_abort_fn gl_log_get_abort(void);
 
 /* Called by gl_die() after its message and before the abort hook, for
  * work an MPI_Abort would otherwise skip: base/file.c removes the

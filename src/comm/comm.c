@@ -6,9 +6,76 @@
 #include "comm/comm_impl.h"
 #include "base/log.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the registry of live groups, and the wait hook -------------------- */
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static gl_comm *live;
+static gl_comm_wait_fn wait_hook;
+static void *wait_ctx;
+
+void gl_comm_set_wait_hook(gl_comm_wait_fn fn, void *ctx)
+{
+    wait_hook = fn;
+    wait_ctx = ctx;
+}
+
+void gl_comm_wait_begin(const gl_comm *c, const char *op, long seq, int peer_member)
+{
+    if (!wait_hook)
+        return;
+    gl_comm_wait w = { op, c, seq,
+                       peer_member >= 0 && peer_member < c->size ? c->world_ranks[peer_member] : -1 };
+    wait_hook(wait_ctx, &w);
+}
+
+void gl_comm_wait_end(void)
+{
+    if (wait_hook)
+        wait_hook(wait_ctx, NULL);
+}
+
+long gl_comm_seq(const gl_comm *c)
+{
+    return __atomic_load_n(&c->seq, __ATOMIC_RELAXED);
+}
+
+unsigned long long gl_comm_key(const gl_comm *c) { return c->key; }
+
+long gl_comm_seq_of(const char *name, unsigned long long key)
+{
+    long seq = -1;
+    pthread_mutex_lock(&live_mu);
+    for (gl_comm *c = live; c; c = c->next_live)
+        if (c->key == key && !strcmp(c->name, name)) {
+            seq = gl_comm_seq(c);
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+    return seq;
+}
+
+/* One more collective on c (the caller's thread is the only writer). */
+static long arrive(gl_comm *c)
+{
+    return __atomic_add_fetch(&c->seq, 1, __ATOMIC_RELAXED);
+}
+
+/* FNV-1a over the name and the world ranks of the members. */
+static unsigned long long group_key(const gl_comm *c)
+{
+    unsigned long long h = 1469598103934665603ull;
+    for (const char *p = c->name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (int i = 0; i < c->size; i++)
+        for (int b = 0; b < 4; b++)
+            h = (h ^ (((unsigned)c->world_ranks[i] >> (8 * b)) & 0xffu)) * 1099511628211ull;
+    return h;
+}
 
 size_t gl_dtype_size(gl_dtype t)
 {
@@ -57,6 +124,11 @@ gl_comm *gl_comm_alloc(MPI_Comm mc, const char *name, gl_comm_kind kind,
     free(idx);
     MPI_Group_free(&g);
     MPI_Group_free(&world);
+    c->key = group_key(c);
+    pthread_mutex_lock(&live_mu);
+    c->next_live = live;
+    live = c;
+    pthread_mutex_unlock(&live_mu);
     return c;
 }
 
@@ -97,6 +169,7 @@ void gl_all_reduce(gl_comm *c, const void *send, void *recv, size_t count,
                    gl_dtype t, gl_redop op, void *stream)
 {
     check_args("all_reduce", c, t, op);
+    arrive(c);
     c->vt->all_reduce(c, send, recv, count, t, op, stream);
 }
 
@@ -104,6 +177,7 @@ void gl_reduce_scatter(gl_comm *c, const void *send, void *recv,
                        size_t recv_count, gl_dtype t, gl_redop op, void *stream)
 {
     check_args("reduce_scatter", c, t, op);
+    arrive(c);
     c->vt->reduce_scatter(c, send, recv, recv_count, t, op, stream);
 }
 
@@ -111,6 +185,7 @@ void gl_all_gather(gl_comm *c, const void *send, void *recv, size_t send_count,
                    gl_dtype t, void *stream)
 {
     check_args("all_gather", c, t, GL_OP_SUM);
+    arrive(c);
     c->vt->all_gather(c, send, recv, send_count, t, stream);
 }
 
@@ -119,6 +194,7 @@ void gl_reduce(gl_comm *c, const void *send, void *recv, size_t count, gl_dtype 
 {
     check_args("reduce", c, t, op);
     check_member("reduce", c, "root", root);
+    arrive(c);
     c->vt->reduce(c, send, recv, count, t, op, root, stream);
 }
 
@@ -127,6 +203,7 @@ void gl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t, int root,
 {
     check_args("broadcast", c, t, GL_OP_SUM);
     check_member("broadcast", c, "root", root);
+    arrive(c);
     c->vt->broadcast(c, buf, count, t, root, stream);
 }
 
@@ -182,6 +259,13 @@ void gl_comm_free(gl_comm *c)
 {
     if (!c)
         return;
+    pthread_mutex_lock(&live_mu);
+    for (gl_comm **pp = &live; *pp; pp = &(*pp)->next_live)
+        if (*pp == c) {
+            *pp = c->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
     c->vt->free_impl(c);
     MPI_Comm_free(&c->mpi);
     free(c->world_ranks);

@@ -93,6 +93,37 @@ void gl_comm_barrier(gl_comm *c);
  * member frees it, after its last use. */
 void gl_comm_free(gl_comm *c);
 
+/* ---- arrivals and waits, for the hang watchdog ------------------------
+ *
+ * Every collective call on a group (all_reduce, reduce, reduce_scatter,
+ * all_gather, broadcast) counts as one arrival: gl_comm_seq() is how many
+ * this rank has made on the group, so the k-th collective of the group is
+ * number k on every member (MPI and NCCL require the members to call them
+ * in the same order).  gl_comm_key() identifies the group the same way on
+ * every member (its name and member list), so that a peer can be asked
+ * "how far are you on this group?" (comm/peers.h).
+ *
+ * Where a call blocks the host -- an MPI collective, the wait for the
+ * sends and receives of a group bracket, a blocking send or receive, the
+ * NCCL back end's stream waits -- the back end tells the wait hook
+ * (process-wide, NULL when none): first with the wait, then with NULL
+ * when it ends.  train/faults.h's watchdog installs it. */
+typedef struct {
+    const char *op;          /* "MPI_Allreduce", "MPI_Irecv (wait)", ... */
+    const gl_comm *group;    /* the group waited on */
+    long seq;                /* the collective's number on the group; 0: point-to-point */
+    int peer;                /* world rank of the point-to-point peer, else -1 */
+} gl_comm_wait;
+typedef void (*gl_comm_wait_fn)(void *ctx, const gl_comm_wait *w);
+void gl_comm_set_wait_hook(gl_comm_wait_fn fn, void *ctx);
+
+long gl_comm_seq(const gl_comm *c);
+unsigned long long gl_comm_key(const gl_comm *c);
+
+/* The arrivals of this rank's live group named `name` with key `key`;
+ * -1 when it has none.  Safe from any thread. */
+long gl_comm_seq_of(const char *name, unsigned long long key);
+
 #ifdef __cplusplus
 }
 #endif

@@ -61,12 +61,19 @@ struct gl_comm {
     int *world_ranks;      /* world rank of each member */
     MPI_Comm mpi;          /* our duplicate; MPI_ERRORS_RETURN */
     void *impl;            /* back-end state */
+    unsigned long long key;   /* name and members, the same on every member */
+    long seq;              /* collectives made (atomic access: gl_comm_seq) */
+    gl_comm *next_live;    /* the registry of live groups (comm.c) */
 };
 
 /* Shared by the back ends (comm.c): allocate a gl_comm over a duplicate
  * of mc with its member table filled in. */
 gl_comm *gl_comm_alloc(MPI_Comm mc, const char *name, gl_comm_kind kind,
                        const gl_comm_vt *vt);
+
+/* Around a blocking wait of a back end: tells the wait hook (comm.h). */
+void gl_comm_wait_begin(const gl_comm *c, const char *op, long seq, int peer_member);
+void gl_comm_wait_end(void);
 
 /* Group brackets of each back end, called by gl_comm_group_start/end. */
 void gl_comm_mpi_group_start(void);

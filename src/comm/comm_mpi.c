@@ -141,8 +141,10 @@ static void mpi_all_reduce(gl_comm *c, const void *send, void *recv, size_t coun
         int n = (int)(count - off < CHUNK ? count - off : CHUNK);
         char *r = (char *)recv + off * esz;
         const void *s = send == recv ? MPI_IN_PLACE : (const char *)send + off * esz;
-        check(MPI_Allreduce(s, r, n, mpi_type(t), mpi_op(t, op), c->mpi),
-              "MPI_Allreduce", c, -1);
+        gl_comm_wait_begin(c, "MPI_Allreduce", gl_comm_seq(c), -1);
+        int rc = MPI_Allreduce(s, r, n, mpi_type(t), mpi_op(t, op), c->mpi);
+        gl_comm_wait_end();
+        check(rc, "MPI_Allreduce", c, -1);
     }
 }
 
@@ -160,9 +162,11 @@ static void mpi_reduce_scatter(gl_comm *c, const void *send, void *recv,
         memcpy(tmp, send, total);
         send = tmp;
     }
-    check(MPI_Reduce_scatter_block(send, recv, (int)recv_count, mpi_type(t),
-                                   mpi_op(t, op), c->mpi),
-          "MPI_Reduce_scatter_block", c, -1);
+    gl_comm_wait_begin(c, "MPI_Reduce_scatter_block", gl_comm_seq(c), -1);
+    int rc = MPI_Reduce_scatter_block(send, recv, (int)recv_count, mpi_type(t),
+                                      mpi_op(t, op), c->mpi);
+    gl_comm_wait_end();
+    check(rc, "MPI_Reduce_scatter_block", c, -1);
     free(tmp);
 }
 
@@ -175,9 +179,11 @@ static void mpi_all_gather(gl_comm *c, const void *send, void *recv,
     const void *s = send;
     if ((const char *)send == (char *)recv + (size_t)c->rank * send_count * esz)
         s = MPI_IN_PLACE;
-    check(MPI_Allgather(s, (int)send_count, mpi_type(t), recv, (int)send_count,
-                        mpi_type(t), c->mpi),
-          "MPI_Allgather", c, -1);
+    gl_comm_wait_begin(c, "MPI_Allgather", gl_comm_seq(c), -1);
+    int rc = MPI_Allgather(s, (int)send_count, mpi_type(t), recv, (int)send_count,
+                           mpi_type(t), c->mpi);
+    gl_comm_wait_end();
+    check(rc, "MPI_Allgather", c, -1);
 }
 
 /* MPI_Reduce.  In place at the root the input goes through a bounded
@@ -199,8 +205,10 @@ static void mpi_reduce(gl_comm *c, const void *send, void *recv, size_t count,
         char *r = me ? (char *)recv + off * esz : (char *)s;
         if (staged)
             s = memcpy(stage, r, (size_t)n * esz);
-        check(MPI_Reduce(s, r, n, mpi_type(t), mpi_op(t, op), root, c->mpi),
-              "MPI_Reduce", c, root);
+        gl_comm_wait_begin(c, "MPI_Reduce", gl_comm_seq(c), -1);
+        int rc = MPI_Reduce(s, r, n, mpi_type(t), mpi_op(t, op), root, c->mpi);
+        gl_comm_wait_end();
+        check(rc, "MPI_Reduce", c, root);
     }
     free(stage);
 }
@@ -212,8 +220,10 @@ static void mpi_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t,
     (void)stream;
     for (size_t off = 0; off < count; off += CHUNK) {
         int n = (int)(count - off < CHUNK ? count - off : CHUNK);
-        check(MPI_Bcast((char *)buf + off * esz, n, mpi_type(t), root, c->mpi),
-              "MPI_Bcast", c, root);
+        gl_comm_wait_begin(c, "MPI_Bcast", gl_comm_seq(c), -1);
+        int rc = MPI_Bcast((char *)buf + off * esz, n, mpi_type(t), root, c->mpi);
+        gl_comm_wait_end();
+        check(rc, "MPI_Bcast", c, root);
     }
 }
 
@@ -224,7 +234,7 @@ typedef struct {
     MPI_Request req;
     const gl_comm *comm;
     int peer;
-    const char *call;
+    const char *call, *wait_op;
 } pending;
 
 static int in_group;
@@ -237,7 +247,9 @@ static void post(MPI_Request req, const gl_comm *c, int peer, const char *call)
         capposted = capposted ? 2 * capposted : 16;
         posted = gl_realloc(posted, sizeof *posted * (size_t)capposted);
     }
-    posted[nposted++] = (pending){ req, c, peer, call };
+    posted[nposted++] = (pending){ req, c, peer, call,
+                                   !strcmp(call, "MPI_Isend") ? "MPI_Wait (send)"
+                                                              : "MPI_Wait (receive)" };
 }
 
 static void mpi_send(gl_comm *c, const void *buf, size_t count, gl_dtype t,
@@ -253,7 +265,10 @@ static void mpi_send(gl_comm *c, const void *buf, size_t count, gl_dtype t,
             check(MPI_Isend(p, n, mpi_type(t), peer, 0, c->mpi, &r), "MPI_Isend", c, peer);
             post(r, c, peer, "MPI_Isend");
         } else {
-            check(MPI_Send(p, n, mpi_type(t), peer, 0, c->mpi), "MPI_Send", c, peer);
+            gl_comm_wait_begin(c, "MPI_Send", 0, peer);
+            int rc = MPI_Send(p, n, mpi_type(t), peer, 0, c->mpi);
+            gl_comm_wait_end();
+            check(rc, "MPI_Send", c, peer);
         }
     }
 }
@@ -271,8 +286,10 @@ static void mpi_recv(gl_comm *c, void *buf, size_t count, gl_dtype t,
             check(MPI_Irecv(p, n, mpi_type(t), peer, 0, c->mpi, &r), "MPI_Irecv", c, peer);
             post(r, c, peer, "MPI_Irecv");
         } else {
-            check(MPI_Recv(p, n, mpi_type(t), peer, 0, c->mpi, MPI_STATUS_IGNORE),
-                  "MPI_Recv", c, peer);
+            gl_comm_wait_begin(c, "MPI_Recv", 0, peer);
+            int rc = MPI_Recv(p, n, mpi_type(t), peer, 0, c->mpi, MPI_STATUS_IGNORE);
+            gl_comm_wait_end();
+            check(rc, "MPI_Recv", c, peer);
         }
     }
 }
@@ -286,7 +303,9 @@ void gl_comm_mpi_group_end(void)
     in_group = 0;
     for (int i = 0; i < nposted; i++) {
         MPI_Status st;
+        gl_comm_wait_begin(posted[i].comm, posted[i].wait_op, 0, posted[i].peer);
         int rc = MPI_Wait(&posted[i].req, &st);
+        gl_comm_wait_end();
         check(rc, posted[i].call, posted[i].comm, posted[i].peer);
     }
     nposted = 0;

@@ -119,8 +119,10 @@ static void used(gl_comm *c, void *stream)
             return;
     if (im->nstreams == MAX_STREAMS) {
         /* Too many to track: drain them now, which keeps the promise. */
+        gl_comm_wait_begin(c, "the group's NCCL operations (stream wait)", gl_comm_seq(c), -1);
         for (int i = 0; i < im->nstreams; i++)
             wait_stream(c, im->streams[i]);
+        gl_comm_wait_end();
         im->nstreams = 0;
     }
     im->streams[im->nstreams++] = s;
@@ -190,8 +192,10 @@ static void nccl_recv(gl_comm *c, void *buf, size_t count, gl_dtype t,
 static void nccl_barrier(gl_comm *c)
 {
     nccl_impl *im = c->impl;
+    gl_comm_wait_begin(c, "the group's NCCL operations (stream wait)", gl_comm_seq(c), -1);
     for (int i = 0; i < im->nstreams; i++)
         wait_stream(c, im->streams[i]);
+    gl_comm_wait_end();
     im->nstreams = 0;
 }
 

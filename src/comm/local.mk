@@ -1,7 +1,7 @@
 # src/comm: collectives and point-to-point on a group (comm.h); the MPI
 # back end always, the NCCL back end with CUDA.
 libgridlm_a_SOURCES += %reldir%/comm.c %reldir%/comm.h %reldir%/comm_impl.h \
-	%reldir%/comm_mpi.c
+	%reldir%/comm_mpi.c %reldir%/peers.c %reldir%/peers.h
 if HAVE_CUDA
 libgridlm_a_SOURCES += %reldir%/comm_nccl.c %reldir%/nccl_inc.h
 endif

@@ -2,9 +2,12 @@
  * straggler report (see faults.h). */
 #include <config.h>
 #include "train/faults.h"
+#include "base/error.h"
 #include "base/log.h"
+#include "comm/peers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,8 +29,17 @@ static atomic_int signal_bits;
 typedef struct {
     char op[96];
     char group[32];
-    double t0;                  /* gl_now() at gl_watch_begin */
+    const gl_comm *comm;        /* the group, when known: its members, its key */
+    long seq;                   /* the collective's number on it; 0: not known */
+    int peer;                   /* world rank of a point-to-point peer, else -1 */
+    double t0;                  /* gl_now() at the begin, moved on by the time
+                                 * this process itself did not run */
 } watch;
+
+/* How long a probe of the peers may take, seconds. */
+#define PROBE_SECONDS 3.0
+/* At most this many ranks named in one watchdog line. */
+#define NAME_MAX_RANKS 8
 
 struct gl_faults {
     MPI_Comm comm;              /* our duplicate of the world */
@@ -44,11 +57,14 @@ struct gl_faults {
 
     struct sigaction old_term, old_usr1;
     char why[192];
+    unsigned last_agreed;       /* the reasons of the last decision */
+    double agreed_elapsed;      /* rank 0's clock at the last decision, s */
 
     long skipped, streak, streak_first;
 
     /* the watchdog: a stack of open brackets, guarded by mu */
     double timeout, poll;       /* seconds; timeout 0: no thread */
+    double wd_prev;             /* when the thread was made (gl_now()) */
     int timeout_from_env;
     pthread_t thread;
     int thread_up;
@@ -57,6 +73,10 @@ struct gl_faults {
     int quit;
     watch stack[GL_WATCH_DEPTH];
     int depth;
+    watch last;                 /* the last bracket that closed */
+    double t_last_end;          /* when (gl_now()) */
+
+    gl_peers *peers;            /* the side channel (comm/peers.h), or NULL */
 };
 
 static void check_mpi(int rc, const char *call)
@@ -120,10 +140,143 @@ static void pick_timeout(gl_faults *f, const gl_config *c)
         f->poll = 0.05;
 }
 
-/* One line naming the bracket, then the whole job stops.  SIGALRM's
- * default action is a backstop: should the abort itself hang, the process
- * dies and the launcher ends the job. */
-GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, double open_s)
+/* ---- what a hang is blamed on ------------------------------------------ */
+
+/* Append to buf (size n) what rank st->rank is doing, as one phrase. */
+static void say_rank(const gl_faults *f, const watch *w, const gl_peer_status *st,
+                     char *buf, size_t n)
+{
+    size_t len = strlen(buf);
+    char what[512];
+    switch (st->how) {
+    case GL_PEER_SILENT:
+        if (st->proc_state == 'T' || st->proc_state == 't')
+            snprintf(what, sizeof what, "is stopped (process state %c: SIGSTOP, or a "
+                     "debugger) and does not answer", st->proc_state);
+        else if (st->proc_state == 'D')
+            snprintf(what, sizeof what, "is blocked in the kernel (process state D: I/O "
+                     "on a hung file system?) and does not answer");
+        else if (st->proc_state == 'Z')
+            snprintf(what, sizeof what, "has exited (a zombie) without finishing");
+        else
+            snprintf(what, sizeof what, "did not answer within %g s: it is stopped "
+                     "(SIGSTOP, a debugger) or frozen", PROBE_SECONDS);
+        break;
+    case GL_PEER_GONE:
+        snprintf(what, sizeof what, "is gone: its side channel refuses connections (the "
+                 "process died)");
+        break;
+    case GL_PEER_UNREACHABLE:
+        snprintf(what, sizeof what, "could not be reached over the network within %g s",
+                 PROBE_SECONDS);
+        break;
+    case GL_PEER_NO_CHANNEL:
+        snprintf(what, sizeof what, "could not be asked (no side channel to it)");
+        break;
+    default: {
+        char at[64] = "";
+        if (w->comm && w->seq > 0 && st->group_seq >= 0)
+            snprintf(at, sizeof at, "has made %ld of the group's collectives and ",
+                     st->group_seq);
+        if (w->comm && w->seq > 0 && st->group_seq < 0)
+            snprintf(what, sizeof what, "has no group '%s' with these members: the ranks "
+                     "built different groups", w->group);
+        else if (st->waiting && st->wait_seq > 0)
+            snprintf(what, sizeof what, "%swaits in %s #%ld on group %s (for %.1f s)", at,
+                     st->wait_op, st->wait_seq, st->wait_group, st->wait_open_s);
+        else if (st->waiting && st->wait_peer >= 0)
+            snprintf(what, sizeof what, "%swaits in %s with rank %d on group %s (for %.1f s)",
+                     at, st->wait_op, st->wait_peer, st->wait_group, st->wait_open_s);
+        else if (st->waiting)
+            snprintf(what, sizeof what, "%swaits in %s on group %s (for %.1f s)", at,
+                     st->wait_op, st->wait_group, st->wait_open_s);
+        else if (st->last_op[0] && st->last_seq > 0)
+            snprintf(what, sizeof what, "%scomputes: %.1f s since its last wait (%s #%ld "
+                     "on group %s)", at, st->idle_s, st->last_op, st->last_seq,
+                     st->last_group);
+        else if (st->last_op[0])
+            snprintf(what, sizeof what, "%scomputes: %.1f s since its last wait (%s on "
+                     "group %s)", at, st->idle_s, st->last_op, st->last_group);
+        else
+            snprintf(what, sizeof what, "%scomputes: %.1f s since it started", at,
+                     st->idle_s);
+        break;
+    }
+    }
+    snprintf(buf + len, n - len, "%srank %d on %s (pid %ld) %s", len ? "; " : "",
+             st->rank, gl_peers_host(f->peers, st->rank), st->pid, what);
+}
+
+/* Has rank st arrived at the wait w (so it is not the one to blame)? */
+static int arrived(const watch *w, const gl_peer_status *st)
+{
+    if (st->how != GL_PEER_ANSWERED)
+        return 0;
+    if (w->comm && w->seq > 0)      /* it entered it (and may be past it: a root) */
+        return st->group_seq >= w->seq;
+    return st->waiting && !strcmp(st->wait_op, w->op) && !strcmp(st->wait_group, w->group);
+}
+
+/* Ask the ranks the wait depends on where they are, and say who has not
+ * arrived, into buf.  members: world ranks (this one among them or not). */
+static void blame(gl_faults *f, const watch *w, const int *members, int nm, char *buf,
+                  size_t n)
+{
+    buf[0] = '\0';
+    int *ask = gl_malloc(sizeof(int) * (size_t)(nm ? nm : 1));
+    int na = 0;
+    for (int i = 0; i < nm; i++)
+        if (members[i] != f->rank)
+            ask[na++] = members[i];
+    gl_peer_status *st = gl_calloc((size_t)(na ? na : 1), sizeof *st);
+    int answered = gl_peers_probe(f->peers, ask, na, w->comm ? w->group : NULL,
+                                  w->comm ? gl_comm_key(w->comm) : 0, PROBE_SECONDS, st);
+    int missing = 0, named = 0, waiting = 0;
+    for (int i = 0; i < na; i++) {
+        if (w->peer < 0 && arrived(w, &st[i])) {
+            waiting++;
+            continue;
+        }
+        missing++;
+        if (named < NAME_MAX_RANKS) {
+            say_rank(f, w, &st[i], buf, n);
+            named++;
+        }
+    }
+    size_t len = strlen(buf);
+    if (w->peer >= 0)
+        ;   /* the one peer, as it is */
+    else if (na == 0)
+        snprintf(buf, n, "this rank is the only one it waits for: the wait itself is stuck "
+                 "(the device, or MPI)");
+    else if (missing == 0 && answered == na)
+        snprintf(buf, n, "every other rank of the group (%d) has arrived: the collective "
+                 "itself is stuck (the network, NCCL or MPI)", na);
+    else {
+        if (missing > named)
+            snprintf(buf + len, n - len, "; and %d more", missing - named);
+        len = strlen(buf);
+        char head[64];
+        snprintf(head, sizeof head, "not arrived: ");
+        if (len + strlen(head) < n) {
+            memmove(buf + strlen(head), buf, len + 1);
+            memcpy(buf, head, strlen(head));
+        }
+        len = strlen(buf);
+        if (waiting)
+            snprintf(buf + len, n - len, " (%d other rank%s of the group wait%s in it too)",
+                     waiting, waiting == 1 ? "" : "s", waiting == 1 ? "s" : "");
+    }
+    free(ask);
+    free(st);
+}
+
+/* One line naming the wait and, asked through the side channel, the
+ * ranks it waits for; then the whole job stops.  SIGALRM's default action
+ * is a backstop: should the abort itself hang, the process dies and the
+ * launcher ends the job. */
+GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, const int *members,
+                                      int nm, double open_s)
 {
     alarm(30);
     char limit[96];
@@ -132,16 +285,42 @@ GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, double open_
     else
         snprintf(limit, sizeof limit, "--distributed-timeout-minutes %g",
                  f->timeout / 60.0);
-    gl_die("collective %s on group %s did not finish within %g s (open %.1f s); "
-           "the peer ranks may have died or stalled: look for the first error of "
-           "the other ranks; stopping the job (%s)",
-           w->op, w->group, f->timeout, open_s, limit);
+    char what[256];
+    if (w->peer >= 0)
+        snprintf(what, sizeof what, "%s with rank %d on group %s", w->op, w->peer, w->group);
+    else if (w->comm && w->seq > 0)
+        snprintf(what, sizeof what, "collective %s #%ld on group %s (%d ranks)", w->op,
+                 w->seq, w->group, nm);
+    else
+        snprintf(what, sizeof what, "collective %s on group %s", w->op, w->group);
+
+    int origin = -1;
+    if (gl_peers_stopping(f->peers, &origin) && origin != f->rank) {
+        /* Another rank is stopping the job and says why: give its abort
+         * time to arrive, then go down all the same. */
+        struct timespec pause = { 10, 0 };
+        nanosleep(&pause, NULL);
+        gl_die("%s did not finish within %g s (open %.1f s); rank %d is stopping the job "
+               "and said why (%s)", what, f->timeout, open_s, origin, limit);
+    }
+    if (!f->peers)
+        gl_die("%s did not finish within %g s (open %.1f s); the peer ranks may have died "
+               "or stalled: look for the first error of the other ranks; stopping the job "
+               "(%s)", what, f->timeout, open_s, limit);
+    gl_peers_announce_stop(f->peers);
+    char who[2048];
+    blame(f, w, members, nm, who, sizeof who);
+    gl_die("%s did not finish within %g s (open %.1f s): %s; stopping the job (%s)",
+           what, f->timeout, open_s, who, limit);
 }
 
 static void *watchdog_main(void *arg)
 {
     gl_faults *f = arg;
     pthread_mutex_lock(&f->mu);
+    /* from before the thread was made: a stop that comes before this
+     * thread first runs is seen too */
+    double prev = f->wd_prev;
     while (!f->quit) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -152,11 +331,26 @@ static void *watchdog_main(void *arg)
         if (f->quit)
             break;
         double now = gl_now();
+        /* Woken much later than asked: this process did not run (SIGSTOP,
+         * a suspended job, a starved machine).  That time is nobody's
+         * wait: move the open brackets' starts on by it, so that a rank
+         * that was stopped does not blame its peers, or itself, for it. */
+        double lost = now - prev - f->poll;
+        if (lost > 1.0)
+            for (int i = 0; i < f->depth; i++)
+                f->stack[i].t0 += lost;
+        prev = now;
         for (int i = f->depth - 1; i >= 0; i--) {
             if (now - f->stack[i].t0 > f->timeout) {
                 watch w = f->stack[i];
+                /* the members, while the group is surely alive (its wait is open) */
+                int nm = w.peer >= 0 ? 1 : w.comm ? gl_comm_size(w.comm) : f->size;
+                int *members = gl_malloc(sizeof(int) * (size_t)nm);
+                for (int k = 0; k < nm; k++)
+                    members[k] = w.peer >= 0 ? w.peer
+                                 : w.comm ? gl_comm_world_rank(w.comm, k) : k;
                 pthread_mutex_unlock(&f->mu);
-                watchdog_fire(f, &w, now - w.t0);
+                watchdog_fire(f, &w, members, nm, now - w.t0);
             }
         }
     }
@@ -179,6 +373,7 @@ static void start_watchdog(gl_faults *f)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    f->wd_prev = gl_now();
     int rc = pthread_create(&f->thread, NULL, watchdog_main, f);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
@@ -187,10 +382,9 @@ static void start_watchdog(gl_faults *f)
     f->thread_up = 1;
 }
 
-void gl_watch_begin(gl_faults *f, const char *op, const char *group)
+static void push(gl_faults *f, const char *op, const char *group, const gl_comm *comm,
+                 long seq, int peer)
 {
-    if (!f)
-        return;
     pthread_mutex_lock(&f->mu);
     if (f->depth == GL_WATCH_DEPTH)
         gl_die("gl_watch_begin(%s, %s): more than %d nested watches; a "
@@ -198,9 +392,26 @@ void gl_watch_begin(gl_faults *f, const char *op, const char *group)
     watch *w = &f->stack[f->depth];
     snprintf(w->op, sizeof w->op, "%s", op ? op : "?");
     snprintf(w->group, sizeof w->group, "%s", group ? group : "?");
+    w->comm = comm;
+    w->seq = seq;
+    w->peer = peer;
     w->t0 = gl_now();
     f->depth++;
     pthread_mutex_unlock(&f->mu);
+}
+
+void gl_watch_begin(gl_faults *f, const char *op, const char *group)
+{
+    if (f)
+        push(f, op, group, NULL, 0, -1);
+}
+
+void gl_watch_begin_comm(gl_faults *f, const char *op, const gl_comm *group)
+{
+    if (f && group)
+        push(f, op, gl_comm_name(group), group, gl_comm_seq(group), -1);
+    else if (f)
+        push(f, op, "this rank", NULL, 0, -1);
 }
 
 void gl_watch_end(gl_faults *f)
@@ -211,10 +422,46 @@ void gl_watch_end(gl_faults *f)
     if (f->depth == 0)
         gl_die("gl_watch_end without gl_watch_begin");
     f->depth--;
+    f->last = f->stack[f->depth];
+    f->t_last_end = gl_now();
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* The comm layer's blocking waits (comm.h's wait hook). */
+static void comm_wait(void *ctx, const gl_comm_wait *w)
+{
+    gl_faults *f = ctx;
+    if (w)
+        push(f, w->op, gl_comm_name(w->group), w->group, w->seq, w->peer);
+    else
+        gl_watch_end(f);
+}
+
+/* What this rank answers its peers' probes (comm/peers.h). */
+static void describe(void *ctx, gl_peer_status *me)
+{
+    gl_faults *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    double now = gl_now();
+    if (f->depth > 0) {
+        const watch *w = &f->stack[f->depth - 1];
+        me->waiting = 1;
+        snprintf(me->wait_op, sizeof me->wait_op, "%s", w->op);
+        snprintf(me->wait_group, sizeof me->wait_group, "%s", w->group);
+        me->wait_seq = w->seq;
+        me->wait_peer = w->peer;
+        me->wait_open_s = now - w->t0;
+    } else {
+        me->idle_s = now - f->t_last_end;
+    }
+    snprintf(me->last_op, sizeof me->last_op, "%s", f->last.op);
+    snprintf(me->last_group, sizeof me->last_group, "%s", f->last.group);
+    me->last_seq = f->last.seq;
     pthread_mutex_unlock(&f->mu);
 }
 
 double gl_watch_timeout(const gl_faults *f) { return f ? f->timeout : 0; }
+gl_peers *gl_faults_peers(gl_faults *f) { return f ? f->peers : NULL; }
 
 /* ---- life ------------------------------------------------------------- */
 
@@ -246,7 +493,10 @@ gl_faults *gl_faults_init(const gl_config *c, const gl_boot *b, MPI_Comm world)
     if (f->signal_handler)
         install_handlers(f);
     pick_timeout(f, c);
+    f->t_last_end = gl_now();
     start_watchdog(f);
+    f->peers = gl_peers_open(f->comm, b->host, describe, f);
+    gl_comm_set_wait_hook(comm_wait, f);
     return f;
 }
 
@@ -254,6 +504,9 @@ void gl_faults_free(gl_faults *f)
 {
     if (!f)
         return;
+    gl_comm_set_wait_hook(NULL, NULL);
+    gl_peers_close(f->peers);
+    f->peers = NULL;
     if (f->thread_up) {
         pthread_mutex_lock(&f->mu);
         f->quit = 1;
@@ -281,11 +534,18 @@ double gl_faults_elapsed_minutes(const gl_faults *f)
 
 unsigned gl_faults_exit_flags(gl_faults *f)
 {
-    unsigned bits = (unsigned)atomic_load(&signal_bits);
-    if (f->rank == 0 && f->exit_minutes > 0 &&
-        gl_faults_elapsed_minutes(f) >= f->exit_minutes)
-        bits |= GL_EXIT_DURATION;
-    return bits;
+    (void)f;
+    return (unsigned)atomic_load(&signal_bits);
+}
+
+double gl_faults_exit_clock(const gl_faults *f)
+{
+    return f->rank == 0 ? gl_now() - f->t_start : 0.0;
+}
+
+double gl_faults_exit_elapsed(const gl_faults *f)
+{
+    return f->agreed_elapsed;
 }
 
 /* Append one reason to f->why, comma-separated. */
@@ -303,8 +563,13 @@ static void add_why(gl_faults *f, const char *fmt, ...)
     va_end(ap);
 }
 
-int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed, const char **why)
+int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed,
+                          double agreed_clock, const char **why)
 {
+    agreed &= GL_EXIT_SIGTERM | GL_EXIT_SIGUSR1;
+    f->agreed_elapsed = agreed_clock;
+    if (f->exit_minutes > 0 && agreed_clock >= 60.0 * f->exit_minutes)
+        agreed |= GL_EXIT_DURATION;
     if (f->exit_interval > 0 && iteration > 0 && iteration % f->exit_interval == 0)
         agreed |= GL_EXIT_INTERVAL;
     f->why[0] = '\0';
@@ -313,22 +578,29 @@ int gl_faults_exit_decide(gl_faults *f, long iteration, unsigned agreed, const c
     if (agreed & GL_EXIT_SIGUSR1)
         add_why(f, "SIGUSR1 received");
     if (agreed & GL_EXIT_DURATION)
-        add_why(f, "--exit-duration-in-mins %g reached", f->exit_minutes);
+        add_why(f, "--exit-duration-in-mins %g reached after %.2f s on rank 0's clock",
+                f->exit_minutes, agreed_clock);
     if (agreed & GL_EXIT_INTERVAL)
         add_why(f, "--exit-interval %ld", f->exit_interval);
+    f->last_agreed = agreed;
     if (why)
         *why = f->why;
     return agreed != 0;
 }
 
+/* One reduction: the signal bits (as 0/1 under MPI_MAX) and rank 0's
+ * clock (the others give 0). */
 int gl_faults_should_exit(gl_faults *f, long iteration, const char **why)
 {
     unsigned mine = gl_faults_exit_flags(f), all = 0;
+    double v[3] = { mine & GL_EXIT_SIGTERM ? 1 : 0, mine & GL_EXIT_SIGUSR1 ? 1 : 0,
+                    gl_faults_exit_clock(f) }, w[3];
     gl_watch_begin(f, "MPI_Allreduce (exit flags)", "world");
-    check_mpi(MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED, MPI_BOR, f->comm),
+    check_mpi(MPI_Allreduce(v, w, 3, MPI_DOUBLE, MPI_MAX, f->comm),
               "MPI_Allreduce (exit flags)");
     gl_watch_end(f);
-    return gl_faults_exit_decide(f, iteration, all, why);
+    all = (w[0] > 0 ? GL_EXIT_SIGTERM : 0u) | (w[1] > 0 ? GL_EXIT_SIGUSR1 : 0u);
+    return gl_faults_exit_decide(f, iteration, all, w[2], why);
 }
 
 /* ---- non-finite steps ------------------------------------------------- */
@@ -405,4 +677,117 @@ int gl_faults_step_times(gl_faults *f, double my_step_seconds, long iteration,
                  s.fast_rank, f->hosts + (size_t)s.fast_rank * HOST_LEN, 1e3 * s.fast_s,
                  s.ratio, iteration);
     return report;
+}
+
+/* ---- the exit record -------------------------------------------------- */
+
+static void record_path(char *out, size_t n, const char *dir)
+{
+    snprintf(out, n, "%s/%s", dir, GL_EXIT_RECORD);
+}
+
+int gl_faults_exit_record_clear(const char *dir, gl_error *err)
+{
+    char path[4096];
+    record_path(path, sizeof path, dir);
+    if (unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR)
+        return gl_errprintf(err, "cannot remove the previous run's exit record %s: %s",
+                            path, strerror(errno));
+    return 0;
+}
+
+/* The record's text: key=value lines, for shell scripts (sed), in the
+ * order documented in gridlm-train(1). */
+static int record_text(gl_faults *f, char *buf, size_t n, long iteration,
+                       long train_iters, long saved)
+{
+    const char *reason = "done", *detail = f->why;
+    char done[64];
+    unsigned a = f->last_agreed;
+    if (iteration >= train_iters) {
+        snprintf(done, sizeof done, "--train-iters %ld reached", train_iters);
+        detail = done;
+    } else if (a & (GL_EXIT_SIGTERM | GL_EXIT_SIGUSR1)) {
+        reason = "signal";
+    } else if (a & GL_EXIT_DURATION) {
+        reason = "duration";
+    } else if (a & GL_EXIT_INTERVAL) {
+        reason = "interval";
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char when[32] = "";
+    if (gmtime_r(&now, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const char *job = getenv("SLURM_JOB_ID"), *restart = getenv("SLURM_RESTART_COUNT");
+    return snprintf(buf, n,
+                    "# gridlm-train stopped cleanly: every rank finished the iteration below,\n"
+                    "# the checkpoint of saved_iteration is complete, and the ranks exit 0.\n"
+                    "# Job scripts read this rather than the launcher's exit status\n"
+                    "# (see EXIT RECORD in gridlm-train(1)).\n"
+                    "reason=%s\n"
+                    "iteration=%ld\n"
+                    "saved_iteration=%ld\n"
+                    "train_iters=%ld\n"
+                    "detail=%s\n"
+                    "ranks=%d\n"
+                    "time=%s\n"
+                    "slurm_job_id=%s\n"
+                    "slurm_restart_count=%s\n",
+                    reason, iteration, saved, train_iters, detail, f->size, when,
+                    job ? job : "", restart ? restart : "");
+}
+
+int gl_faults_exit_record_write(gl_faults *f, const char *dir, long iteration,
+                                long train_iters, long saved_iteration, gl_error *err)
+{
+    char path[4096], tmp[4200], text[2048];
+    record_path(path, sizeof path, dir);
+    int len = record_text(f, text, sizeof text, iteration, train_iters, saved_iteration);
+    if (len < 0 || (size_t)len >= sizeof text)
+        return gl_errprintf(err, "exit record %s: text too long", path);
+    /* A fresh temporary beside it (mkstemp: O_EXCL, never through a
+     * link), then one rename: a reader sees the old record or the new,
+     * whole. */
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return gl_errprintf(err, "cannot create a temporary for the exit record in %s: %s",
+                            dir, strerror(errno));
+    const char *p = text;
+    size_t left = (size_t)len;
+    int bad = fchmod(fd, 0644) != 0;
+    while (!bad && left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            bad = 1;
+            break;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (!bad && fsync(fd) != 0)
+        bad = 1;
+    int saved_errno = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        saved_errno = errno;
+    }
+    if (!bad && rename(tmp, path) != 0) {
+        bad = 1;
+        saved_errno = errno;
+    }
+    if (bad) {
+        unlink(tmp);
+        return gl_errprintf(err, "cannot write the exit record %s: %s", path,
+                            strerror(saved_errno));
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
 }

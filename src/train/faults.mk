@@ -8,7 +8,7 @@ check_PROGRAMS += t/fault-test
 t_fault_test_SOURCES = t/fault-test.c
 t_fault_test_LDADD = $(TAP_LIBS)
 dist_check_SCRIPTS += t/fault-signal.t t/fault-exit.t t/fault-nonfinite.t \
-	t/fault-watchdog.t t/fault-straggler.t
+	t/fault-watchdog.t t/fault-straggler.t t/fault-record.t t/fault-lost.t
 TESTS += t/fault-signal.t t/fault-exit.t t/fault-nonfinite.t \
-	t/fault-watchdog.t t/fault-straggler.t
+	t/fault-watchdog.t t/fault-straggler.t t/fault-record.t t/fault-lost.t
 EXTRA_DIST += t/fault-lib.sh

@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "comm/comm_impl.h"
@@ -75,6 +76,25 @@ static int planted_nonfinite(long iter)
     return 0;
 }
 
+/* Test hook (t/slurm-preempt.t, t/fault-record.t): GRIDLM_TEST_HOLD_AFTER=K
+ * makes every rank wait after iteration K, when it is not stopping, until
+ * a stop signal (--exit-signal-handler) reached it, for at most 120 s.  A
+ * test that signals the job once K is logged then knows the run stops
+ * after iteration K + 1, however loaded the machine: the signal cannot
+ * come too late. */
+static void test_hold(gl_faults *F, long iter)
+{
+    const char *e = getenv("GRIDLM_TEST_HOLD_AFTER");
+    if (!e || !*e || atol(e) != iter)
+        return;
+    gl_info0("holding after iteration %ld until a signal comes (GRIDLM_TEST_HOLD_AFTER)",
+            iter);
+    double t0 = gl_now();
+    struct timespec pause = { 0, 10 * 1000 * 1000 };
+    while (!gl_faults_exit_flags(F) && gl_now() - t0 < 120)
+        nanosleep(&pause, NULL);
+}
+
 /* A group of more than one rank, or NULL. */
 static gl_comm *group(gl_comm *c)
 {
@@ -94,10 +114,12 @@ static void check_supported(const gl_config *c)
 }
 
 /* The iteration's all-reduced statistics: sum of squared gradients,
- * loss sum, unmasked tokens, then one slot per exit reason bit of
- * faults.h (SIGTERM, SIGUSR1, --exit-duration-in-mins). */
-#define NEXITBITS 3
-#define NSTATS (3 + NEXITBITS)
+ * loss sum, unmasked tokens, one slot per signal bit of faults.h
+ * (SIGTERM, SIGUSR1), then rank 0's clock for --exit-duration-in-mins
+ * (the other ranks add 0). */
+#define NEXITBITS 2
+#define CLOCK_SLOT (3 + NEXITBITS)
+#define NSTATS (4 + NEXITBITS)
 
 /* The device memory peak of this rank, in GiB. */
 static double mem_gib(gl_dev *d)
@@ -318,6 +340,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
     /* clean stops, NaN/Inf steps, the hang watchdog, stragglers */
     gl_faults *F = gl_faults_init(c, b, mpi_world);
+    gl_error err;
+    if (c->save && rank == 0 && gl_faults_exit_record_clear(c->save, &err) < 0)
+        gl_warn("%s: a job script may take it for this run's; remove it", err.text);
+    long last_iter = pr.iteration;
     long consumed = pr.consumed_samples, skipped = pr.skipped, nan_iters = pr.nan_iters;
     if (pr.iteration >= c->train_iters)
         gl_info0("--load: the checkpoint is at iteration %ld, --train-iters is %ld: "
@@ -335,12 +361,13 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         init[2] = head_here ? (float)count : 0.0f;
         for (int k = 0; k < NEXITBITS; k++)
             init[3 + k] = (mine >> k) & 1u ? 1.0f : 0.0f;
+        init[CLOCK_SLOT] = (float)gl_faults_exit_clock(F);
         d->ops->upload(d, stats, init, NSTATS * sizeof(float));
         d->ops->zero(d, m->g, plan->nflat * sizeof(float));
 
-        gl_watch_begin(F, "pipeline schedule (send/recv)", "pp");
+        /* the schedule's blocking waits (MPI sends and receives, TP
+         * collectives) bracket themselves in the comm layer */
         gl_pipeline_run(sched, m, group(g->pp), bb.mbs, loss_acc);
-        gl_watch_end(F);
         if (rank == 0 && planted_nonfinite(it + 1)) {
             /* before the reduction: every rank's norm sees it */
             float nan = NAN;
@@ -348,7 +375,6 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             gl_info("planted a NaN in the gradients at iteration %ld "
                     "(GRIDLM_TEST_NONFINITE)", it + 1);
         }
-        gl_watch_begin(F, "gradient reduction and loss/norm all-reduce", "dp");
         finish_grads(c, g, m, o);
         gl_optim_sumsq(o, stats);
         if (world > 1)
@@ -356,6 +382,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         if (it + 1 < c->train_iters)          /* while the device works */
             gl_batch_buf_prefetch(&bb, src, it + 1, dp_rank);
         float h[NSTATS];
+        /* on a GPU the download waits for every collective queued so far,
+         * the world's all-reduce of the statistics last */
+        gl_watch_begin_comm(F, "download of the iteration's statistics",
+                            world > 1 ? g->world : NULL);
         d->ops->download(d, h, stats, sizeof h);
         gl_watch_end(F);
         unsigned agreed = 0;
@@ -379,7 +409,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         }
         consumed += c->global_batch_size;
         if (it + 1 == c->train_iters) {        /* the last step, timed in full */
-            gl_watch_begin(F, "device sync", "world");
+            gl_watch_begin_comm(F, "device sync", world > 1 ? g->world : NULL);
             d->ops->sync(d);
             gl_watch_end(F);
         }
@@ -387,15 +417,18 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         int_n++;
 
         long iter = it + 1;
+        last_iter = iter;
         const char *why = NULL;
-        int stopping = gl_faults_exit_decide(F, iter, agreed, &why);
+        int stopping = gl_faults_exit_decide(F, iter, agreed, h[CLOCK_SLOT], &why);
         if (iter % c->log_interval == 0 || iter == c->train_iters || stopping) {
             gl_faults_step_times(F, int_ms / int_n / 1e3, iter, NULL);
             float mem = (float)mem_gib(d);
             d->ops->upload(d, memv, &mem, sizeof mem);
             if (world > 1)
                 gl_all_reduce(g->world, memv, memv, 1, GL_DT_F32, GL_OP_MAX, d->stream);
+            gl_watch_begin_comm(F, "download of the memory peak", world > 1 ? g->world : NULL);
             d->ops->download(d, &mem, memv, sizeof mem);
+            gl_watch_end(F);
             if (rank == 0) {
                 gl_log_record r = {
                     .iteration = iter, .train_iters = c->train_iters,
@@ -441,10 +474,16 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             gl_info0("exiting program after iteration %ld (%s)", iter, why ? why : "");
             break;
         }
+        test_hold(F, iter);
     }
 
     gl_optim_weights_ready(o);
     gl_train_save_wait(&pending);
+    /* a clean stop: the checkpoint is complete, say so for job scripts */
+    if (c->save && rank == 0 &&
+        gl_faults_exit_record_write(F, c->save, last_iter, c->train_iters, last_iter,
+                                    &err) < 0)
+        gl_warn("%s; a job script will go by the launcher's exit status", err.text);
     gl_faults_free(F);
     if (json && fclose(json) != 0)
         gl_die("--log-json %s: write failed", c->log_json);
