@@ -4,10 +4,11 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-int run_in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
+int run_in_child_status(void (*fn)(void *), void *arg, char *err, size_t errlen)
 {
     int fd[2];
     if (pipe(fd))
@@ -17,6 +18,8 @@ int run_in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
     if (pid < 0)
         bail_out("fork failed");
     if (pid == 0) {
+        struct rlimit no_core = { 0, 0 };   /* a child killed by a signal leaves no core */
+        setrlimit(RLIMIT_CORE, &no_core);
         dup2(fd[1], 2);
         close(fd[0]);
         int null = open("/dev/null", O_WRONLY);
@@ -34,5 +37,11 @@ int run_in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
     close(fd[0]);
     int status;
     waitpid(pid, &status, 0);
+    return status;
+}
+
+int run_in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
+{
+    int status = run_in_child_status(fn, arg, err, errlen);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

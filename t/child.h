@@ -15,4 +15,8 @@
 
 int run_in_child(void (*fn)(void *), void *arg, char *err, size_t errlen);
 
+/* The same, returning the child's raw wait status (for tests that expect
+ * it to die by a signal: WIFSIGNALED, WTERMSIG).  The child dumps no core. */
+int run_in_child_status(void (*fn)(void *), void *arg, char *err, size_t errlen);
+
 #endif

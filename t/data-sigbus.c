@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/mapped.h"
 #include "tap.h"
+#include "child.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -30,36 +31,14 @@ static const char *DIR_ = "t/data-sigbus.dir";
 static char prefix[256], bin[300], idx[300], other[300];
 
 /* Run fn in a child with stderr into err; the raw wait status. */
+static void call_void(void *fn)
+{
+    (*(void (**)(void))fn)();
+}
+
 static int child(void (*fn)(void), char *err, size_t errlen)
 {
-    int fd[2];
-    if (pipe(fd))
-        bail_out("pipe failed");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        bail_out("fork failed");
-    if (pid == 0) {
-        struct rlimit no_core = { 0, 0 };   /* the SIGBUS deaths leave no core files */
-        setrlimit(RLIMIT_CORE, &no_core);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 1);
-        fn();
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t len = 0;
-    ssize_t r;
-    while (len + 1 < errlen && (r = read(fd[0], err + len, errlen - 1 - len)) > 0)
-        len += (size_t)r;
-    err[len] = '\0';
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return status;
+    return run_in_child_status(call_void, &fn, err, errlen);
 }
 
 /* 2000 tokens of uint16 in 4 documents: a 4000-byte .bin. */

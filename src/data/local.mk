@@ -33,7 +33,7 @@ t_tok_load_t_LDADD = $(TAP_LIBS)
 TESTS += t/tok-load.t
 
 check_PROGRAMS += t/data-sigbus.t
-t_data_sigbus_t_SOURCES = t/data-sigbus.c
+t_data_sigbus_t_SOURCES = t/data-sigbus.c t/child.c t/child.h
 t_data_sigbus_t_LDADD = $(TAP_LIBS)
 TESTS += t/data-sigbus.t
 
