@@ -540,16 +540,20 @@ int gl_file_clean_temps(const char *dir, int (*ours)(const char *final, void *ar
         if (!temp_of(e->d_name, final, sizeof final) || !ours(final, arg) ||
             !stale(dirfd(d), e->d_name) || unlinkat(dirfd(d), e->d_name, 0) != 0)
             continue;
-        size_t k = strlen(names);
-        if (removed < 3)
-            snprintf(names + k, sizeof names - k, "%s%s", removed ? ", " : "", e->d_name);
-        else if (removed == 3)
-            snprintf(names + k, sizeof names - k, ", ...");
-        removed++;
+        gl_file_list_name(names, sizeof names, removed++, e->d_name);
     }
     closedir(d);
     if (removed)
         gl_info("%s: removed %d leftover temporary file%s of an interrupted earlier %s: %s",
                 dir, removed, removed == 1 ? "" : "s", what, names);
     return removed;
+}
+
+void gl_file_list_name(char *buf, size_t n, int count, const char *name)
+{
+    size_t k = strlen(buf);
+    if (count < 3)
+        snprintf(buf + k, n - k, "%s%s", count ? ", " : "", name);
+    else if (count == 3)
+        snprintf(buf + k, n - k, ", ...");
 }

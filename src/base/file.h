@@ -136,6 +136,11 @@ int gl_file_clean_temps(const char *dir, int (*ours)(const char *final, void *ar
  * NULL-terminated array of strings arg? */
 int gl_file_name_in(const char *final, void *names);
 
+/* For a line that names what was removed: append the count-th name
+ * (counting from 0) to the list in buf, "a, b, c", then ", ..." once
+ * after the third. */
+void gl_file_list_name(char *buf, size_t n, int count, const char *name);
+
 /* Remove every registered temporary of this process now (the atexit,
  * gl_die and signal paths call this; async-signal-safe). */
 void gl_file_remove_temps(void);

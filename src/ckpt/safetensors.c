@@ -605,12 +605,7 @@ static int remove_stale(const char *dir, const char *const *keep, int old_index)
             return fail("cannot remove %s/%s, a weight file of an earlier write: %s", dir,
                         e->d_name, strerror(err));
         }
-        size_t k = strlen(names);
-        if (removed < 3)
-            snprintf(names + k, sizeof names - k, "%s%s", removed ? ", " : "", e->d_name);
-        else if (removed == 3)
-            snprintf(names + k, sizeof names - k, ", ...");
-        removed++;
+        gl_file_list_name(names, sizeof names, removed++, e->d_name);
     }
     closedir(d);
     if (removed)
