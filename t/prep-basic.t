@@ -33,12 +33,16 @@ check "train a 700-token tokenizer" $P --train-tokenizer --input "$d/c.jsonl" --
 tk="--tokenizer-model $d/tok"
 check "tokenize with --append-eod" $P --input "$d/c.jsonl" --output-prefix "$d/a" $tk --append-eod --quiet
 gzip -c "$d/c.jsonl" >"$d/c.jsonl.gz"
-zstd -q -c "$d/c.jsonl" >"$d/c.jsonl.zst" 2>/dev/null || cp "$d/c.jsonl.gz" "$d/c.jsonl.zst"
 $P --input "$d/c.jsonl.gz" --output-prefix "$d/gz" $tk --append-eod --quiet
-$P --input "$d/c.jsonl.zst" --output-prefix "$d/zst" $tk --append-eod --workers 3 --quiet
 same() { cmp "$1_text_document.bin" "$2_text_document.bin" && cmp "$1_text_document.idx" "$2_text_document.idx"; }
 check ".gz input gives the same bytes" same "$d/a" "$d/gz"
-check ".zst input with 3 workers gives the same bytes" same "$d/a" "$d/zst"
+if command -v zstd >/dev/null 2>&1; then
+    zstd -q -c "$d/c.jsonl" >"$d/c.jsonl.zst"
+    $P --input "$d/c.jsonl.zst" --output-prefix "$d/zst" $tk --append-eod --workers 3 --quiet
+    check ".zst input with 3 workers gives the same bytes" same "$d/a" "$d/zst"
+else
+    n=$((n + 1)); echo "ok $n - .zst input # SKIP zstd(1) not installed"
+fi
 insp() {
     $P --inspect "$d/a_text_document" --docs 0,2 $tk >"$d/insp" || return 1
     grep -q "^documents:  300$" "$d/insp" && grep -q "^dtype:      uint16" "$d/insp" || return 1
