@@ -78,6 +78,7 @@ typedef struct {
 } conn;
 
 struct gl_peers {
+    MPI_Comm comm;               /* our duplicate of the world */
     int rank, size;
     card *cards;
     uint64_t token;
@@ -95,6 +96,7 @@ struct gl_peers {
 
     atomic_int stop_origin;      /* -1: nobody announced a stop */
     atomic_int dropped;          /* gl_peers_drop_links: say nothing */
+    atomic_int closing;          /* gl_peers_close: every rank leaves now */
     atomic_int forwarded;        /* the stop notice went on already */
 
     int wake[2];                 /* a pipe: wakes the thread to quit */
@@ -328,7 +330,8 @@ static int connect_succ(gl_peers *p)
  * the job is stopping already (then its end is expected). */
 static void lost(gl_peers *p, int r, const char *how)
 {
-    if (atomic_load(&p->stop_origin) >= 0 || atomic_load(&p->dropped))
+    if (atomic_load(&p->stop_origin) >= 0 || atomic_load(&p->dropped) ||
+        atomic_load(&p->closing))
         return;
     const card *c = &p->cards[r];
     gl_die("rank %d on %s (pid %lld) died: its side-channel connection to this rank "
@@ -599,8 +602,10 @@ gl_peers *gl_peers_open(MPI_Comm world, const char *host, gl_peers_describe_fn f
     if (env && !strcmp(env, "0"))
         return NULL;
     gl_peers *p = gl_calloc(1, sizeof *p);
-    MPI_Comm_rank(world, &p->rank);
-    MPI_Comm_size(world, &p->size);
+    if (MPI_Comm_dup(world, &p->comm) != MPI_SUCCESS)
+        gl_die("MPI_Comm_dup for the side channel failed");
+    MPI_Comm_rank(p->comm, &p->rank);
+    MPI_Comm_size(p->comm, &p->size);
     p->listen_fd = p->succ_fd = p->pred_fd = -1;
     p->wake[0] = p->wake[1] = -1;
     p->describe = fn;
@@ -608,6 +613,7 @@ gl_peers *gl_peers_open(MPI_Comm world, const char *host, gl_peers_describe_fn f
     atomic_init(&p->stop_origin, -1);
     atomic_init(&p->forwarded, 0);
     atomic_init(&p->dropped, 0);
+    atomic_init(&p->closing, 0);
     pthread_mutex_init(&p->send_mu, NULL);
     read_small("/proc/self/comm", p->self_comm, sizeof p->self_comm);
 
@@ -623,12 +629,9 @@ gl_peers *gl_peers_open(MPI_Comm world, const char *host, gl_peers_describe_fn f
     snprintf(me.host, sizeof me.host, "%s", host ? host : "?");
     p->cards = gl_calloc((size_t)p->size, sizeof *p->cards);
     if (MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, p->cards, (int)sizeof me, MPI_BYTE,
-                      world) != MPI_SUCCESS)
+                      p->comm) != MPI_SUCCESS)
         gl_die("MPI_Allgather of the side channel's addresses failed");
     p->token = p->cards[0].token;
-    if (why)
-        gl_warn("the side channel cannot listen (%s): a peer that stalls or dies will "
-                "not be named by this rank's peers", why);
 
     if (pipe(p->wake) != 0) {
         gl_warn("the side channel cannot start (pipe: %s): stalled or dead peers will "
@@ -648,12 +651,22 @@ gl_peers *gl_peers_open(MPI_Comm world, const char *host, gl_peers_describe_fn f
         else
             p->thread_up = 1;
     }
-    if (p->size > 1 && connect_succ(p) != 0) {
-        int succ = (p->rank + 1) % p->size;
-        gl_warn("the side channel cannot reach rank %d on %s (port %d): if it dies, this "
-                "rank will not notice by itself; set GRIDLM_SOCKET_IFNAME to the "
-                "interface the hosts reach each other on", succ, p->cards[succ].host,
-                (int)p->cards[succ].port);
+    int linked = p->size < 2 || connect_succ(p) == 0;
+    /* One warning for the job, from rank 0, not one per rank: how many
+     * ranks could not reach their successor, and the first of them. */
+    int bad[2] = { !linked, linked ? p->size : p->rank }, sum[2];
+    MPI_Allreduce(&bad[0], &sum[0], 1, MPI_INT, MPI_SUM, p->comm);
+    MPI_Allreduce(&bad[1], &sum[1], 1, MPI_INT, MPI_MIN, p->comm);
+    if (why)
+        gl_warn("the side channel cannot listen (%s): if this rank stalls or dies, its "
+                "peers will not name it", why);
+    if (p->rank == 0 && sum[0] > 0) {
+        int r = sum[1], s = (r + 1) % p->size;
+        gl_warn("the side channel could not link %d of %d ranks to the next one (first: rank "
+                "%d on %s to rank %d on %s, port %d): a rank that dies there is not "
+                "named by its neighbour; set GRIDLM_SOCKET_IFNAME to the interface the "
+                "hosts reach each other on", sum[0], p->size, r, p->cards[r].host, s,
+                p->cards[s].host, (int)p->cards[s].port);
     }
     the_peers = p;
     next_abort = gl_log_get_abort();
@@ -669,8 +682,15 @@ void gl_peers_close(gl_peers *p)
         gl_log_set_abort(next_abort);
         the_peers = NULL;
     }
+    /* Every rank says it is leaving before any rank closes a link: when
+     * the first link ends, every neighbour is in the barrier already, or
+     * past it, and takes no end for a death.  (A goodbye message alone
+     * is not enough: a socket closed with unread data ends with a reset,
+     * which may overtake it.) */
     ring_send(p, &p->succ_fd, M_BYE, NULL, 0);
     ring_send(p, &p->pred_fd, M_BYE, NULL, 0);
+    atomic_store(&p->closing, 1);
+    MPI_Barrier(p->comm);
     if (p->thread_up) {
         char c = 1;
         if (write(p->wake[1], &c, 1) < 0)
@@ -686,6 +706,7 @@ void gl_peers_close(gl_peers *p)
     close_fd(&p->wake[0]);
     close_fd(&p->wake[1]);
     pthread_mutex_destroy(&p->send_mu);
+    MPI_Comm_free(&p->comm);
     free(p->cards);
     free(p);
 }

@@ -15,7 +15,8 @@
  * normally says goodbye first (gl_peers_close), and a rank that is about
  * to stop the job (gl_die, the watchdog) says so first: that notice goes
  * round the ring, and ranks that heard it stay quiet when their peers then
- * disappear.  Otherwise a neighbour that sees the connection end without
+ * disappear.  gl_peers_close is collective for the same reason: no link
+ * closes before every rank knows that all are leaving.  Otherwise a neighbour that sees the connection end without
  * either stops the job with one line:
  *   "rank 3 on node07 (pid 4242) died: its side-channel connection to this
  *    rank ended (closed) without a goodbye ..."
@@ -89,7 +90,8 @@ gl_peers *gl_peers_open(MPI_Comm world, const char *host, gl_peers_describe_fn f
                         void *ctx);
 
 /* Say goodbye to the ring neighbours, stop the thread, free p (NULL
- * allowed).  Not collective. */
+ * allowed).  Collective over the world given to gl_peers_open: every
+ * rank has said it leaves before any rank's links close. */
 void gl_peers_close(gl_peers *p);
 
 /* Ask the n ranks in ranks[] (world ranks; this rank is answered

@@ -143,7 +143,7 @@ static void pick_timeout(gl_faults *f, const gl_config *c)
 /* ---- what a hang is blamed on ------------------------------------------ */
 
 /* Append to buf (size n) what rank st->rank is doing, as one phrase. */
-static void say_rank(const gl_faults *f, const watch *w, const gl_peer_status *st,
+static void say_rank(gl_peers *peers, const watch *w, const gl_peer_status *st,
                      char *buf, size_t n)
 {
     size_t len = strlen(buf);
@@ -204,7 +204,7 @@ static void say_rank(const gl_faults *f, const watch *w, const gl_peer_status *s
     }
     }
     snprintf(buf + len, n - len, "%srank %d on %s (pid %ld) %s", len ? "; " : "",
-             st->rank, gl_peers_host(f->peers, st->rank), st->pid, what);
+             st->rank, gl_peers_host(peers, st->rank), st->pid, what);
 }
 
 /* Has rank st arrived at the wait w (so it is not the one to blame)? */
@@ -219,8 +219,8 @@ static int arrived(const watch *w, const gl_peer_status *st)
 
 /* Ask the ranks the wait depends on where they are, and say who has not
  * arrived, into buf.  members: world ranks (this one among them or not). */
-static void blame(gl_faults *f, const watch *w, const int *members, int nm, char *buf,
-                  size_t n)
+static void blame(gl_faults *f, gl_peers *peers, const watch *w, const int *members,
+                  int nm, char *buf, size_t n)
 {
     buf[0] = '\0';
     int *ask = gl_malloc(sizeof(int) * (size_t)(nm ? nm : 1));
@@ -229,7 +229,7 @@ static void blame(gl_faults *f, const watch *w, const int *members, int nm, char
         if (members[i] != f->rank)
             ask[na++] = members[i];
     gl_peer_status *st = gl_calloc((size_t)(na ? na : 1), sizeof *st);
-    int answered = gl_peers_probe(f->peers, ask, na, w->comm ? w->group : NULL,
+    int answered = gl_peers_probe(peers, ask, na, w->comm ? w->group : NULL,
                                   w->comm ? gl_comm_key(w->comm) : 0, PROBE_SECONDS, st);
     int missing = 0, named = 0, waiting = 0;
     for (int i = 0; i < na; i++) {
@@ -239,7 +239,7 @@ static void blame(gl_faults *f, const watch *w, const int *members, int nm, char
         }
         missing++;
         if (named < NAME_MAX_RANKS) {
-            say_rank(f, w, &st[i], buf, n);
+            say_rank(peers, w, &st[i], buf, n);
             named++;
         }
     }
@@ -275,8 +275,8 @@ static void blame(gl_faults *f, const watch *w, const int *members, int nm, char
  * ranks it waits for; then the whole job stops.  SIGALRM's default action
  * is a backstop: should the abort itself hang, the process dies and the
  * launcher ends the job. */
-GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, const int *members,
-                                      int nm, double open_s)
+GL_NORETURN static void watchdog_fire(gl_faults *f, gl_peers *peers, const watch *w,
+                                      const int *members, int nm, double open_s)
 {
     alarm(30);
     char limit[96];
@@ -295,7 +295,7 @@ GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, const int *m
         snprintf(what, sizeof what, "collective %s on group %s", w->op, w->group);
 
     int origin = -1;
-    if (gl_peers_stopping(f->peers, &origin) && origin != f->rank) {
+    if (gl_peers_stopping(peers, &origin) && origin != f->rank) {
         /* Another rank is stopping the job and says why: give its abort
          * time to arrive, then go down all the same. */
         struct timespec pause = { 10, 0 };
@@ -303,13 +303,13 @@ GL_NORETURN static void watchdog_fire(gl_faults *f, const watch *w, const int *m
         gl_die("%s did not finish within %g s (open %.1f s); rank %d is stopping the job "
                "and said why (%s)", what, f->timeout, open_s, origin, limit);
     }
-    if (!f->peers)
+    if (!peers)
         gl_die("%s did not finish within %g s (open %.1f s); the peer ranks may have died "
                "or stalled: look for the first error of the other ranks; stopping the job "
                "(%s)", what, f->timeout, open_s, limit);
-    gl_peers_announce_stop(f->peers);
+    gl_peers_announce_stop(peers);
     char who[2048];
-    blame(f, w, members, nm, who, sizeof who);
+    blame(f, peers, w, members, nm, who, sizeof who);
     gl_die("%s did not finish within %g s (open %.1f s): %s; stopping the job (%s)",
            what, f->timeout, open_s, who, limit);
 }
@@ -349,8 +349,9 @@ static void *watchdog_main(void *arg)
                 for (int k = 0; k < nm; k++)
                     members[k] = w.peer >= 0 ? w.peer
                                  : w.comm ? gl_comm_world_rank(w.comm, k) : k;
+                gl_peers *peers = f->peers;   /* taken under mu: see gl_faults_free */
                 pthread_mutex_unlock(&f->mu);
-                watchdog_fire(f, &w, members, nm, now - w.t0);
+                watchdog_fire(f, peers, &w, members, nm, now - w.t0);
             }
         }
     }
@@ -495,7 +496,10 @@ gl_faults *gl_faults_init(const gl_config *c, const gl_boot *b, MPI_Comm world)
     pick_timeout(f, c);
     f->t_last_end = gl_now();
     start_watchdog(f);
-    f->peers = gl_peers_open(f->comm, b->host, describe, f);
+    gl_peers *peers = gl_peers_open(f->comm, b->host, describe, f);
+    pthread_mutex_lock(&f->mu);
+    f->peers = peers;
+    pthread_mutex_unlock(&f->mu);
     gl_comm_set_wait_hook(comm_wait, f);
     return f;
 }
@@ -505,8 +509,16 @@ void gl_faults_free(gl_faults *f)
     if (!f)
         return;
     gl_comm_set_wait_hook(NULL, NULL);
-    gl_peers_close(f->peers);
+    /* The watchdog takes f->peers under mu: once it is NULL there, the
+     * side channel is closed without a thread probing through it. */
+    pthread_mutex_lock(&f->mu);
+    gl_peers *peers = f->peers;
     f->peers = NULL;
+    pthread_mutex_unlock(&f->mu);
+    /* collective: watched, in case a rank does not come */
+    gl_watch_begin(f, "MPI_Barrier (closing the side channel)", "world");
+    gl_peers_close(peers);
+    gl_watch_end(f);
     if (f->thread_up) {
         pthread_mutex_lock(&f->mu);
         f->quit = 1;
