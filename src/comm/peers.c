@@ -104,7 +104,20 @@ struct gl_peers {
     int thread_up;
     conn pending[MAX_PENDING];
     int npending;
+
+    /* A ring neighbour's link ended without a goodbye (service thread
+     * only): reported once LOST_GRACE has passed with no stop notice. */
+    int lost_rank;               /* -1: none */
+    double lost_at;
+    char lost_how[64];
 };
+
+/* How long a death waits before it is reported.  A rank that stops the job
+ * itself (gl_die, then MPI_Abort) sends a stop notice, but its sockets may
+ * close before the notice is through, and the launcher then ends every
+ * rank within this time: a survivor that spoke at once would add a second,
+ * wrong error line ("rank R died") to the one that matters. */
+#define LOST_GRACE 2.0
 
 /* The one side channel of this process, for the abort hook. */
 static gl_peers *the_peers;
@@ -326,13 +339,39 @@ static int connect_succ(gl_peers *p)
     return -1;
 }
 
+/* Whether the job is stopping already (then a neighbour's end is expected). */
+static int stopping(gl_peers *p)
+{
+    return atomic_load(&p->stop_origin) >= 0 || atomic_load(&p->dropped) ||
+           atomic_load(&p->closing);
+}
+
 /* A ring neighbour's connection ended without a goodbye: it died, unless
- * the job is stopping already (then its end is expected). */
+ * the job is stopping.  Noted now, reported by lost_check after
+ * LOST_GRACE. */
 static void lost(gl_peers *p, int r, const char *how)
 {
-    if (atomic_load(&p->stop_origin) >= 0 || atomic_load(&p->dropped) ||
-        atomic_load(&p->closing))
+    if (stopping(p) || p->lost_rank >= 0)
         return;
+    p->lost_rank = r;
+    p->lost_at = gl_now();
+    snprintf(p->lost_how, sizeof p->lost_how, "%s", how);
+}
+
+/* The service loop's check of a noted death: forgotten when a stop notice
+ * came meanwhile, reported (stopping the job) once LOST_GRACE is over. */
+static void lost_check(gl_peers *p)
+{
+    if (p->lost_rank < 0)
+        return;
+    if (stopping(p)) {
+        p->lost_rank = -1;
+        return;
+    }
+    if (gl_now() - p->lost_at < LOST_GRACE)
+        return;
+    int r = p->lost_rank;
+    const char *how = p->lost_how;
     const card *c = &p->cards[r];
     gl_die("rank %d on %s (pid %lld) died: its side-channel connection to this rank "
            "ended (%s) without a goodbye, so the process ended abnormally (killed by a "
@@ -518,11 +557,12 @@ static void *service_main(void *arg)
         pf[n++] = (struct pollfd){ p->succ_fd, POLLIN, 0 };   /* -1 is ignored */
         for (int i = 0; i < p->npending; i++)
             pf[n++] = (struct pollfd){ p->pending[i].fd, POLLIN, 0 };
-        int rc = poll(pf, (nfds_t)n, 1000);
+        int rc = poll(pf, (nfds_t)n, p->lost_rank >= 0 ? 50 : 1000);
         if (rc < 0 && errno != EINTR)
             break;
         if (pf[0].revents)
             break;
+        lost_check(p);
         if (pf[2].revents && p->succ_fd >= 0)
             ring_read(p, 1);
         /* the pending connections, the predecessor's ring link among them */
@@ -611,6 +651,7 @@ gl_peers *gl_peers_open(MPI_Comm world, const char *host, gl_peers_describe_fn f
     p->describe = fn;
     p->describe_ctx = ctx;
     atomic_init(&p->stop_origin, -1);
+    p->lost_rank = -1;
     atomic_init(&p->forwarded, 0);
     atomic_init(&p->dropped, 0);
     atomic_init(&p->closing, 0);
