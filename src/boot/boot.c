@@ -95,6 +95,14 @@ static int pmix_locality(gl_boot *b, int mpi_rank, int mpi_size)
                     "(or the PMI your MPI supports) or use an MPI built with "
                     "PMIx\n", gl_log_program(), job_size, mpi_size, mpi_rank);
         fflush(stderr);
+        /* Nobody leaves before rank 0 has said why: a launcher ends the
+         * whole job at the first exit, which could otherwise come before
+         * the message (the fence is the launcher's, so it spans the
+         * separate MPI worlds; bounded, as this is the way out). */
+        pmix_info_t info;
+        int timeout = 10;
+        PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout, PMIX_INT);
+        PMIx_Fence(NULL, 0, &info, 1);
         PMIx_Finalize(NULL, 0);
         exit(1);
     }
