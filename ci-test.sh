@@ -99,6 +99,13 @@ counts() {
              END { for (i = 1; i <= k; i++) print order[i], n[order[i]] }'
 }
 
+# total_in FILE KEY...: the sum of those counts in one kept output
+# (defined before the steps run: check_failed uses it).
+total_in() {
+    f=$1; shift
+    { [ -f "$f" ] && counts "$f"; } |
+        awk -v keys=" $* " 'index(keys, " " $1 " ") { n += $2 } END { print n + 0 }'
+}
 # failed_logs LABEL: print the log of each failed test among the .trs
 # files named on stdin.
 failed_logs() {
@@ -134,13 +141,7 @@ elif [ -f "$GL_BUILD/Makefile" ]; then
         DISTCHECK_CONFIGURE_FLAGS=--disable-cuda || check_failed "$distcheck_out" "make distcheck"
 fi
 
-# total_in FILE KEY...: the sum of those counts in one kept output;
-# total KEY...: the same over every step's.
-total_in() {
-    f=$1; shift
-    { [ -f "$f" ] && counts "$f"; } |
-        awk -v keys=" $* " 'index(keys, " " $1 " ") { n += $2 } END { print n + 0 }'
-}
+# total KEY...: the same over every step's kept output.
 total() {
     n=0
     for out in "$GL_BUILD/ci-check.out" "$GL_BUILD_MPICH/ci-check.out" "$distcheck_out"; do
