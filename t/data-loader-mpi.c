@@ -49,7 +49,7 @@ static gl_config cfg(const char *cache, int blended)
     memset(&c, 0, sizeof c);
     snprintf(pa, sizeof pa, "%s/A", dir);
     snprintf(pb, sizeof pb, "%s/B", dir);
-    c.seq_length = SEQ;
+    c.arch.seq_length = SEQ;
     c.micro_batch_size = 2;
     c.global_batch_size = GBS;
     c.train_iters = ITERS;
@@ -57,7 +57,7 @@ static gl_config cfg(const char *cache, int blended)
     c.eval_interval = 3;
     c.eval_iters = 2;
     c.num_workers = 2;
-    c.vocab_size = VOCAB;
+    c.arch.vocab_size = VOCAB;
     strcpy(c.tokenizer_type, "NullTokenizer");
     strcpy(c.split, "90,10,0");
     c.eod_mask_loss = 1;

@@ -86,7 +86,7 @@ static int loss(int argc, char **argv)
     ref_model R = { p, m->w };
 
     gl_idx *x = gl_idx_open_or_die(c.data_path[0]);
-    int S = c.seq_length;
+    int S = c.arch.seq_length;
     int32_t *tok = malloc((size_t)(S + 1) * sizeof *tok);
     int32_t *ids = malloc((size_t)S * sizeof *ids), *tg = malloc((size_t)S * sizeof *tg);
     float *mask = malloc((size_t)S * sizeof *mask);
@@ -96,7 +96,7 @@ static int loss(int argc, char **argv)
         for (int64_t i = gl_idx_doc_boundary(x, j); i < gl_idx_doc_boundary(x, j + 1); i++) {
             int64_t len = gl_idx_seq_length(x, i), take = S + 1 - got;
             take = len < take ? len : take;
-            gl_idx_read_tokens(x, i, 0, take, tok + got, c.vocab_size);
+            gl_idx_read_tokens(x, i, 0, take, tok + got, c.arch.vocab_size);
             got += take;
         }
         if (got < 2)

@@ -36,23 +36,23 @@ typedef struct {
 static void micro_config(gl_config *c, const variant *v)
 {
     gl_config_defaults(c);
-    c->num_layers = 2;
-    c->hidden_size = 16;
-    c->num_attention_heads = 4;
-    c->num_query_groups = 2;
-    c->kv_channels = 6;               /* D != h / heads on purpose */
-    c->head_dim = 6;
-    c->ffn_hidden_size = 20;
-    c->seq_length = 8;
+    c->arch.num_layers = 2;
+    c->arch.hidden_size = 16;
+    c->arch.num_attention_heads = 4;
+    c->arch.num_query_groups = 2;
+    c->arch.kv_channels = 6;               /* D != h / heads on purpose */
+    c->arch.kv_channels = 6;
+    c->arch.ffn_hidden_size = 20;
+    c->arch.seq_length = 8;
     c->micro_batch_size = 2;
-    c->vocab_size = 37;
-    c->padded_vocab_size = 48;        /* 11 padding rows, never predicted */
-    c->norm_epsilon = 1e-5;
-    c->rotary_base = 10000;
-    c->use_rope_scaling = v->rope_scaling;
-    c->rope_scaling_factor = 8;
-    c->untie_embeddings_and_output_weights = !v->tied;
-    c->init_method_std = 0.3;         /* large enough for a curved loss */
+    c->arch.vocab_size = 37;
+    c->arch.padded_vocab_size = 48;        /* 11 padding rows, never predicted */
+    c->arch.norm_epsilon = 1e-5;
+    c->arch.rotary_base = 10000;
+    c->arch.use_rope_scaling = v->rope_scaling;
+    c->arch.rope_scaling_factor = 8;
+    c->arch.untie_embeddings_and_output_weights = !v->tied;
+    c->arch.init_method_std = 0.3;         /* large enough for a curved loss */
     c->tensor_model_parallel_size = 1;
     c->pipeline_model_parallel_size = 1;
     c->virtual_pipeline_size = 1;
@@ -106,8 +106,8 @@ static void run_variant(const variant *v)
     int32_t *ids = malloc((size_t)n * sizeof *ids), *tg = malloc((size_t)n * sizeof *tg);
     float *mask = malloc((size_t)n * sizeof *mask);
     for (int t = 0; t < n; t++) {
-        ids[t] = (int32_t)((t * 7 + 3) % c.vocab_size);
-        tg[t] = (int32_t)((t * 5 + 11) % c.vocab_size);
+        ids[t] = (int32_t)((t * 7 + 3) % c.arch.vocab_size);
+        tg[t] = (int32_t)((t * 5 + 11) % c.arch.vocab_size);
         mask[t] = (t % 5 == 2) ? 0.0f : 1.0f;         /* a few masked tokens */
         H.count += mask[t];
     }

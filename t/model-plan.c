@@ -14,7 +14,7 @@
  *     only parameters without weight decay, counted in the gradient norm
  *     on TP rank 0 only; tied copies are never counted;
  *   - the parameters counted once over all ranks number
- *     gl_model_num_params().
+ *     gl_arch_num_params().
  */
 #include "config.h"
 
@@ -71,17 +71,17 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
 {
     gl_config c;
     gl_config_defaults(&c);
-    c.num_layers = 8;
-    c.hidden_size = 64;
-    c.num_attention_heads = 8;
-    c.num_query_groups = 4;
-    c.kv_channels = c.head_dim = 8;
-    c.ffn_hidden_size = 176;
-    c.seq_length = 16;
+    c.arch.num_layers = 8;
+    c.arch.hidden_size = 64;
+    c.arch.num_attention_heads = 8;
+    c.arch.num_query_groups = 4;
+    c.arch.kv_channels = 8;
+    c.arch.ffn_hidden_size = 176;
+    c.arch.seq_length = 16;
     c.micro_batch_size = 2;
-    c.vocab_size = 500;
-    c.padded_vocab_size = 512;
-    c.untie_embeddings_and_output_weights = !tied;
+    c.arch.vocab_size = 500;
+    c.arch.padded_vocab_size = 512;
+    c.arch.untie_embeddings_and_output_weights = !tied;
     c.tensor_model_parallel_size = tp;
     c.pipeline_model_parallel_size = pp;
     c.virtual_pipeline_size = vpp;
@@ -147,7 +147,7 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
         free(ls[i].seen);
     }
     ok(!bad, "%s: %d logical tensors, every element held once, ranges sound", what, nl);
-    is_int(counted, gl_model_num_params(&c), "%s: counted parameters = the model's", what);
+    is_int(counted, gl_arch_num_params(&c.arch), "%s: counted parameters = the model's", what);
 }
 
 /* gl_model_init_weights (threaded for tensors of 2^20 elements and
@@ -156,17 +156,17 @@ static void test_init(void)
 {
     gl_config c;
     gl_config_defaults(&c);
-    c.num_layers = 2;
-    c.hidden_size = 64;
-    c.num_attention_heads = 4;
-    c.num_query_groups = 2;
-    c.kv_channels = c.head_dim = 16;
-    c.ffn_hidden_size = 128;
-    c.seq_length = 8;
+    c.arch.num_layers = 2;
+    c.arch.hidden_size = 64;
+    c.arch.num_attention_heads = 4;
+    c.arch.num_query_groups = 2;
+    c.arch.kv_channels = 16;
+    c.arch.ffn_hidden_size = 128;
+    c.arch.seq_length = 8;
     c.micro_batch_size = 1;
-    c.vocab_size = c.padded_vocab_size = 32768;
-    c.untie_embeddings_and_output_weights = 1;
-    c.init_method_std = 0.02;
+    c.arch.vocab_size = c.arch.padded_vocab_size = 32768;
+    c.arch.untie_embeddings_and_output_weights = 1;
+    c.arch.init_method_std = 0.02;
     gl_model_plan *p = gl_model_plan_new(&c, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     gl_model *m = gl_model_new(p, &c, d, NULL, NULL);
@@ -201,15 +201,15 @@ static void rope_case(const char *what, int D, double base, double factor, doubl
 {
     gl_config c;
     gl_config_defaults(&c);
-    c.rotary_base = base;
-    c.use_rope_scaling = 1;
-    c.rope_scaling_factor = factor;
-    c.rope_scaling_low_freq_factor = low;
-    c.rope_scaling_high_freq_factor = high;
-    c.rope_scaling_original_max_position_embeddings = L;
+    c.arch.rotary_base = base;
+    c.arch.use_rope_scaling = 1;
+    c.arch.rope_scaling_factor = factor;
+    c.arch.rope_scaling_low_freq_factor = low;
+    c.arch.rope_scaling_high_freq_factor = high;
+    c.arch.rope_scaling_original_max_position_embeddings = L;
     double got[64], plain[64];
     gl_rope_inv_freq(&c, D, got);
-    c.use_rope_scaling = 0;
+    c.arch.use_rope_scaling = 0;
     gl_rope_inv_freq(&c, D, plain);
     int bad = 0, kept = 0, divided = 0, smoothed = 0;
     for (int i = 0; i < D / 2; i++) {
@@ -243,15 +243,15 @@ static void test_rope_scaling(void)
      * are zero (not from gl_config_defaults) gets them too. */
     gl_config c;
     gl_config_defaults(&c);
-    ok(c.rope_scaling_low_freq_factor == 1 && c.rope_scaling_high_freq_factor == 4 &&
-       c.rope_scaling_original_max_position_embeddings == 8192,
+    ok(c.arch.rope_scaling_low_freq_factor == 1 && c.arch.rope_scaling_high_freq_factor == 4 &&
+       c.arch.rope_scaling_original_max_position_embeddings == 8192,
        "rope: defaults low 1, high 4, L 8192");
-    c.use_rope_scaling = 1;
-    c.rotary_base = 500000;
+    c.arch.use_rope_scaling = 1;
+    c.arch.rotary_base = 500000;
     double a[64], b[64];
     gl_rope_inv_freq(&c, 128, a);
-    c.rope_scaling_low_freq_factor = c.rope_scaling_high_freq_factor = 0;
-    c.rope_scaling_original_max_position_embeddings = 0;
+    c.arch.rope_scaling_low_freq_factor = c.arch.rope_scaling_high_freq_factor = 0;
+    c.arch.rope_scaling_original_max_position_embeddings = 0;
     gl_rope_inv_freq(&c, 128, b);
     ok(!memcmp(a, b, sizeof a), "rope: zero low, high and L mean the defaults");
 }

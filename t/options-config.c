@@ -84,19 +84,19 @@ static void test_defaults(void)
     ok(c.tensor_model_parallel_size == 1 && c.pipeline_model_parallel_size == 1 &&
        c.context_parallel_size == 1 && c.expert_model_parallel_size == 1,
        "parallel sizes default to 1");
-    ok(c.seed == 1234 && c.make_vocab_size_divisible_by == 128 && c.micro_batch_size == 1,
+    ok(c.seed == 1234 && c.arch.make_vocab_size_divisible_by == 128 && c.micro_batch_size == 1,
        "seed 1234, vocab divisible by 128, micro batch 1");
     ok(c.adam_beta1 == 0.9 && c.adam_beta2 == 0.999 && c.adam_eps == 1e-8 &&
-       c.weight_decay == 0.01 && c.clip_grad == 1.0 && c.init_method_std == 0.02,
+       c.weight_decay == 0.01 && c.clip_grad == 1.0 && c.arch.init_method_std == 0.02,
        "Megatron's optimizer and init defaults");
     ok(c.lr_decay_style == GL_LR_LINEAR && !strcmp(c.optimizer, "adam") &&
        !strcmp(c.split, "969,30,1") && c.log_interval == 100 && c.eval_interval == 1000 &&
        c.eval_iters == 100 && c.distributed_timeout_minutes == 10,
        "Megatron's schedule, data and logging defaults");
-    ok(c.rotary_base == 10000 && c.norm_epsilon == 1e-5 && c.rope_scaling_factor == 8,
+    ok(c.arch.rotary_base == 10000 && c.arch.norm_epsilon == 1e-5 && c.arch.rope_scaling_factor == 8,
        "rotary base 10000, epsilon 1e-5, scaling factor 8");
-    ok(c.rope_scaling_low_freq_factor == 1 && c.rope_scaling_high_freq_factor == 4 &&
-       c.rope_scaling_original_max_position_embeddings == 8192,
+    ok(c.arch.rope_scaling_low_freq_factor == 1 && c.arch.rope_scaling_high_freq_factor == 4 &&
+       c.arch.rope_scaling_original_max_position_embeddings == 8192,
        "Llama 3.1's rope scaling: low 1, high 4, original context 8192");
     ok(c.straggler_threshold == 1.2 && c.max_nonfinite_iters == 5 && c.device == GL_DEVICE_AUTO,
        "gridlm's own defaults");
@@ -106,39 +106,39 @@ static void test_presets(void)
 {
     gl_config c;
     parse(&c, "--model llama3-8b --mock-data --train-iters 1 --lr 1e-4");
-    ok(c.num_layers == 32 && c.hidden_size == 4096 && c.ffn_hidden_size == 14336 &&
-       c.num_attention_heads == 32 && c.num_query_groups == 8 && c.vocab_size == 128256 &&
-       c.seq_length == 8192 && c.rotary_base == 500000 && c.norm_epsilon == 1e-5 &&
-       c.untie_embeddings_and_output_weights && !c.use_rope_scaling && c.kv_channels == 128,
+    ok(c.arch.num_layers == 32 && c.arch.hidden_size == 4096 && c.arch.ffn_hidden_size == 14336 &&
+       c.arch.num_attention_heads == 32 && c.arch.num_query_groups == 8 && c.arch.vocab_size == 128256 &&
+       c.arch.seq_length == 8192 && c.arch.rotary_base == 500000 && c.arch.norm_epsilon == 1e-5 &&
+       c.arch.untie_embeddings_and_output_weights && !c.arch.use_rope_scaling && c.arch.kv_channels == 128,
        "llama3-8b: 32 x 4096, ffn 14336, 32/8 heads, vocab 128256, base 5e5, untied");
-    is_string(c.model, "llama3-8b", "model name recorded");
+    is_string(c.arch.model, "llama3-8b", "model name recorded");
     gl_config_free(&c);
 
     parse(&c, "--model llama3-70b --mock-data --train-iters 1 --lr 1e-4");
-    ok(c.num_layers == 80 && c.hidden_size == 8192 && c.ffn_hidden_size == 28672 &&
-       c.num_attention_heads == 64 && c.num_query_groups == 8,
+    ok(c.arch.num_layers == 80 && c.arch.hidden_size == 8192 && c.arch.ffn_hidden_size == 28672 &&
+       c.arch.num_attention_heads == 64 && c.arch.num_query_groups == 8,
        "llama3-70b: 80 x 8192, ffn 28672, 64/8 heads");
     gl_config_free(&c);
 
     parse(&c, "--model llama3.2-1b --mock-data --train-iters 1 --lr 1e-4");
-    ok(c.num_layers == 16 && c.hidden_size == 2048 && c.ffn_hidden_size == 8192 &&
-       c.num_attention_heads == 32 && c.num_query_groups == 8 &&
-       !c.untie_embeddings_and_output_weights && c.use_rope_scaling &&
-       c.rope_scaling_factor == 32,
+    ok(c.arch.num_layers == 16 && c.arch.hidden_size == 2048 && c.arch.ffn_hidden_size == 8192 &&
+       c.arch.num_attention_heads == 32 && c.arch.num_query_groups == 8 &&
+       !c.arch.untie_embeddings_and_output_weights && c.arch.use_rope_scaling &&
+       c.arch.rope_scaling_factor == 32,
        "llama3.2-1b: 16 x 2048, ffn 8192, 32/8, tied, rope scaling 32");
     gl_config_free(&c);
 
     parse(&c, BASE);
-    ok(c.num_layers == 4 && c.hidden_size == 64 && c.num_attention_heads == 8 &&
-       c.num_query_groups == 4 && c.ffn_hidden_size == 176 && c.vocab_size == 512 &&
-       c.seq_length == 64 && c.head_dim == 8,
+    ok(c.arch.num_layers == 4 && c.arch.hidden_size == 64 && c.arch.num_attention_heads == 8 &&
+       c.arch.num_query_groups == 4 && c.arch.ffn_hidden_size == 176 && c.arch.vocab_size == 512 &&
+       c.arch.seq_length == 64 && c.arch.kv_channels == 8,
        "tiny: 4 x 64, 8/4 heads, ffn 176, vocab 512, seq 64");
     gl_config_free(&c);
 
     /* Explicit options win wherever --model stands. */
     parse(&c, "--num-layers 2 --seq-length 32 " BASE "--hidden-size 128");
-    ok(c.num_layers == 2 && c.seq_length == 32 && c.hidden_size == 128 &&
-       c.num_attention_heads == 8 && c.max_position_embeddings == 64,
+    ok(c.arch.num_layers == 2 && c.arch.seq_length == 32 && c.arch.hidden_size == 128 &&
+       c.arch.num_attention_heads == 8 && c.arch.max_position_embeddings == 64,
        "options before and after --model override the preset");
     gl_config_free(&c);
 }
@@ -150,12 +150,12 @@ static void test_derived(void)
      * MHA, head size h / heads, positions = seq. */
     parse(&c, "--num-layers 2 --hidden-size 1000 --num-attention-heads 10 --seq-length 16 "
               "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3");
-    is_int(c.ffn_hidden_size, 2624, "ffn default int((4h*2/3)/64)*64 for h=1000");
-    is_int(c.num_query_groups, 10, "query groups default to the heads");
-    is_int(c.kv_channels, 100, "head size default h / heads");
-    is_int(c.max_position_embeddings, 16, "max positions default to seq length");
+    is_int(c.arch.ffn_hidden_size, 2624, "ffn default int((4h*2/3)/64)*64 for h=1000");
+    is_int(c.arch.num_query_groups, 10, "query groups default to the heads");
+    is_int(c.arch.kv_channels, 100, "head size default h / heads");
+    is_int(c.arch.max_position_embeddings, 16, "max positions default to seq length");
     gl_config_finish(&c, 4, 4);
-    is_int(c.padded_vocab_size, 128, "vocab 100 padded to 128");
+    is_int(c.arch.padded_vocab_size, 128, "vocab 100 padded to 128");
     is_int(c.data_parallel_size, 4, "DP = world at TP = PP = 1");
     is_int(c.global_batch_size, 4, "global batch defaults to micro batch x DP");
     is_int(c.num_micro_batches, 1, "one micro-batch");
@@ -174,7 +174,7 @@ static void test_derived_layout(void)
     gl_config_finish(&c, 8, 4);
     is_int(c.data_parallel_size, 2, "8 ranks / (TP 2 x PP 2) = DP 2");
     is_int(c.num_micro_batches, 8, "32 / (2 x 2) = 8 micro-batches");
-    is_int(c.padded_vocab_size, 1024, "vocab 1000 padded to a multiple of 128 x TP 2");
+    is_int(c.arch.padded_vocab_size, 1024, "vocab 1000 padded to a multiple of 128 x TP 2");
     gl_config_free(&c);
 
     /* --train-samples becomes iterations; the warm-up fraction applies to
@@ -239,13 +239,13 @@ static void test_flops(void)
 {
     gl_config c;
     gl_config_defaults(&c);
-    c.num_layers = 16;
-    c.hidden_size = 2048;
-    c.ffn_hidden_size = 8192;
-    c.num_attention_heads = 32;
-    c.num_query_groups = 8;
-    c.seq_length = 4096;
-    c.vocab_size = 128256;
+    c.arch.num_layers = 16;
+    c.arch.hidden_size = 2048;
+    c.arch.ffn_hidden_size = 8192;
+    c.arch.num_attention_heads = 32;
+    c.arch.num_query_groups = 8;
+    c.arch.seq_length = 4096;
+    c.arch.vocab_size = 128256;
     /* 4,831,838,208 (MLP) + 1,006,632,960 (projections) + 1,576,009,728
      * (LM head) + 805,306,368 (attention) */
     double f = gl_config_flops_per_token(&c);
@@ -254,25 +254,25 @@ static void test_flops(void)
 
     /* tiny: 811,008 + 294,912 + 196,608 + 98,304 */
     gl_config_defaults(&c);
-    c.num_layers = 4;
-    c.hidden_size = 64;
-    c.ffn_hidden_size = 176;
-    c.num_attention_heads = 8;
-    c.num_query_groups = 4;
-    c.seq_length = 64;
-    c.vocab_size = 512;
+    c.arch.num_layers = 4;
+    c.arch.hidden_size = 64;
+    c.arch.ffn_hidden_size = 176;
+    c.arch.num_attention_heads = 8;
+    c.arch.num_query_groups = 4;
+    c.arch.seq_length = 64;
+    c.arch.vocab_size = 512;
     is_double(gl_config_flops_per_token(&c), 1400832.0, 0, "tiny model: 1,400,832 FLOPs/token");
 
     /* MHA with a head size other than h / heads, and an unpadded
      * vocabulary that TP = 4 pads to 128 x 4 = 512. */
     gl_config_defaults(&c);
-    c.num_layers = 3;
-    c.hidden_size = 96;
-    c.ffn_hidden_size = 256;
-    c.num_attention_heads = 4;
-    c.kv_channels = 32;
-    c.seq_length = 10;
-    c.vocab_size = 300;
+    c.arch.num_layers = 3;
+    c.arch.hidden_size = 96;
+    c.arch.ffn_hidden_size = 256;
+    c.arch.num_attention_heads = 4;
+    c.arch.kv_channels = 32;
+    c.arch.seq_length = 10;
+    c.arch.vocab_size = 300;
     c.tensor_model_parallel_size = 4;
     is_double(gl_config_flops_per_token(&c), count(3, 96, 256, 4, 4, 32, 10, 512), 0,
               "MHA, head size 32 != h/heads, vocab 300 padded to 512 under TP 4");
@@ -281,7 +281,7 @@ static void test_flops(void)
     parse(&c, "--model llama3-8b --mock-data --train-iters 1 --lr 1e-4 "
               "--tensor-model-parallel-size 8 --seq-length 4096");
     gl_config_finish(&c, 8, 8);
-    is_int(c.padded_vocab_size, 129024, "128256 padded to 126 x 1024 at TP 8");
+    is_int(c.arch.padded_vocab_size, 129024, "128256 padded to 126 x 1024 at TP 8");
     is_double(gl_config_flops_per_token(&c), count(32, 4096, 14336, 32, 8, 128, 4096, 129024),
               0, "llama3-8b at TP 8, seq 4096 (%.4g FLOPs/token)",
               gl_config_flops_per_token(&c));

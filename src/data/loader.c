@@ -238,7 +238,7 @@ static void build_split(gl_loader *L, const gl_config *c, int split, long want,
         g->split_name = name;
         g->begin = b[split];
         g->end = b[split + 1];
-        g->seq_length = c->seq_length;
+        g->seq_length = c->arch.seq_length;
         g->seed = (uint32_t)c->seed;
         w[i] = weights[i];
         if (!weights_given && L->nds > 1) {
@@ -247,7 +247,7 @@ static void build_split(gl_loader *L, const gl_config *c, int split, long want,
             int64_t t = 0;
             for (int64_t q = g->begin; q < g->end; q++)
                 t += gl_idx_seq_length(g->ds, q);
-            epoch_samples[i] = t > 1 ? (t - 1) / c->seq_length : 0;
+            epoch_samples[i] = t > 1 ? (t - 1) / c->arch.seq_length : 0;
         }
     }
     if (!weights_given && L->nds > 1) {
@@ -292,7 +292,7 @@ gl_loader *gl_loader_open(const gl_config *c, int dp_rank, int dp_size, int need
     gl_loader *L = gl_calloc(1, sizeof *L);
     int me = 0;
     MPI_Comm_rank(world, &me);
-    L->seq_length = c->seq_length;
+    L->seq_length = c->arch.seq_length;
     L->eod_mask_loss = c->eod_mask_loss;
     L->mock = c->mock_data;
     L->needs_tokens = needs_tokens;
@@ -300,27 +300,27 @@ gl_loader *gl_loader_open(const gl_config *c, int dp_rank, int dp_size, int need
     L->dp_size = dp_size > 0 ? dp_size : 1;
     L->seed = (uint64_t)c->seed;
     L->eod = -1;
-    if (c->seq_length < 1)
-        gl_die_code(2, "--seq-length %d: must be at least 1", c->seq_length);
+    if (c->arch.seq_length < 1)
+        gl_die_code(2, "--seq-length %d: must be at least 1", c->arch.seq_length);
 
     /* Vocabulary and eod: rank 0 reads the tokenizer, everyone learns. */
-    long info[2] = { c->vocab_size, -1 };
+    long info[2] = { c->arch.vocab_size, -1 };
     int null_tok = strcmp(c->tokenizer_type, "NullTokenizer") == 0;
     if (me == 0 && !null_tok && c->tokenizer_model && *c->tokenizer_model) {
         gl_tokenizer *t = gl_tokenizer_open(c->tokenizer_type, c->tokenizer_model);
         info[1] = gl_tokenizer_eod(t);
-        if (c->vocab_size <= 0)
+        if (c->arch.vocab_size <= 0)
             info[0] = gl_tokenizer_vocab_size(t);
-        else if (c->vocab_size < gl_tokenizer_vocab_size(t))
+        else if (c->arch.vocab_size < gl_tokenizer_vocab_size(t))
             gl_die_code(2, "--vocab-size %d is smaller than the tokenizer's %ld entries (%s)",
-                        c->vocab_size, gl_tokenizer_vocab_size(t), c->tokenizer_model);
+                        c->arch.vocab_size, gl_tokenizer_vocab_size(t), c->tokenizer_model);
         gl_tokenizer_free(t);
     } else if (null_tok) {
         /* Megatron's NullTokenizer: ids 0..V-1, and V is the eod. */
-        if (c->vocab_size <= 0)
+        if (c->arch.vocab_size <= 0)
             gl_die_code(2, "--tokenizer-type NullTokenizer needs --vocab-size");
-        info[0] = c->vocab_size + 1;
-        info[1] = c->vocab_size;
+        info[0] = c->arch.vocab_size + 1;
+        info[1] = c->arch.vocab_size;
     }
     MPI_Bcast(info, 2, MPI_LONG, 0, world);
     L->vocab = info[0];

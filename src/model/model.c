@@ -397,15 +397,15 @@ void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
  * filled by gl_config_defaults) means that default. */
 void gl_rope_inv_freq(const gl_config *c, int D, double *inv_freq)
 {
-    double factor = c->rope_scaling_factor > 0 ? c->rope_scaling_factor : 8.0;
-    double low = c->rope_scaling_low_freq_factor > 0 ? c->rope_scaling_low_freq_factor : 1.0;
-    double high = c->rope_scaling_high_freq_factor > 0 ? c->rope_scaling_high_freq_factor : 4.0;
-    double old_ctx = c->rope_scaling_original_max_position_embeddings > 0
-                         ? c->rope_scaling_original_max_position_embeddings : 8192.0;
-    double base = c->rotary_base > 0 ? c->rotary_base : 10000.0;
+    double factor = c->arch.rope_scaling_factor > 0 ? c->arch.rope_scaling_factor : 8.0;
+    double low = c->arch.rope_scaling_low_freq_factor > 0 ? c->arch.rope_scaling_low_freq_factor : 1.0;
+    double high = c->arch.rope_scaling_high_freq_factor > 0 ? c->arch.rope_scaling_high_freq_factor : 4.0;
+    double old_ctx = c->arch.rope_scaling_original_max_position_embeddings > 0
+                         ? c->arch.rope_scaling_original_max_position_embeddings : 8192.0;
+    double base = c->arch.rotary_base > 0 ? c->arch.rotary_base : 10000.0;
     for (int i = 0; i < D / 2; i++) {
         double f = pow(base, -2.0 * i / D);
-        if (c->use_rope_scaling) {
+        if (c->arch.use_rope_scaling) {
             double wavelen = 2.0 * M_PI / f;
             if (wavelen > old_ctx / low) {
                 f = f / factor;

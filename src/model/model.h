@@ -119,6 +119,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "comm/comm.h"
+#include "arch/tensors.h"
 #include "device/ops.h"
 #include "train/config.h"
 
@@ -128,13 +129,6 @@ extern "C" {
 
 /* Alignment of every tensor range in the flat buffer, in elements. */
 #define GL_MODEL_ALIGN 64
-
-/* How TP splits a logical tensor. */
-typedef enum {
-    GL_SHARD_NONE = 0,     /* replicated on every TP rank */
-    GL_SHARD_ROWS,         /* dim 0 split: column-parallel (output features) */
-    GL_SHARD_COLS          /* dim 1 split: row-parallel (input features) */
-} gl_shard;
 
 /* One logical parameter and this rank's piece of it. */
 typedef struct {
@@ -203,10 +197,6 @@ typedef struct {
 gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank,
                                  int dp);
 void gl_model_plan_free(gl_model_plan *p);
-
-/* Total number of logical parameters of the model (every rank's, tied
- * embeddings counted once). */
-long gl_model_num_params(const gl_config *c);
 
 /* The initial value of element e (row-major in the FULL logical tensor)
  * of parameter p: normal(seed, key(name), e) x init_std, or 1. */

@@ -28,19 +28,19 @@ static size_t align_up(size_t x, size_t a)
 static void plan_dims(gl_model_dims *dm, const gl_config *c, int tp_rank, int pp_rank)
 {
     memset(dm, 0, sizeof *dm);
-    dm->L = c->num_layers;
-    dm->h = c->hidden_size;
-    dm->Hq = c->num_attention_heads;
-    dm->Hkv = c->num_query_groups ? c->num_query_groups : c->num_attention_heads;
-    dm->D = c->head_dim ? c->head_dim
-          : c->kv_channels ? c->kv_channels : c->hidden_size / c->num_attention_heads;
-    dm->f = c->ffn_hidden_size;
-    dm->V = c->vocab_size;
-    dm->Vpad = c->padded_vocab_size ? c->padded_vocab_size : c->vocab_size;
-    dm->S = c->seq_length;
+    dm->L = c->arch.num_layers;
+    dm->h = c->arch.hidden_size;
+    dm->Hq = c->arch.num_attention_heads;
+    dm->Hkv = c->arch.num_query_groups ? c->arch.num_query_groups : c->arch.num_attention_heads;
+    dm->D = c->arch.kv_channels ? c->arch.kv_channels
+          : c->arch.kv_channels ? c->arch.kv_channels : c->arch.hidden_size / c->arch.num_attention_heads;
+    dm->f = c->arch.ffn_hidden_size;
+    dm->V = c->arch.vocab_size;
+    dm->Vpad = c->arch.padded_vocab_size ? c->arch.padded_vocab_size : c->arch.vocab_size;
+    dm->S = c->arch.seq_length;
     dm->B = c->micro_batch_size;
-    dm->eps = c->norm_epsilon;
-    dm->tied = !c->untie_embeddings_and_output_weights;
+    dm->eps = c->arch.norm_epsilon;
+    dm->tied = !c->arch.untie_embeddings_and_output_weights;
     dm->tp = c->tensor_model_parallel_size > 0 ? c->tensor_model_parallel_size : 1;
     dm->pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
     dm->vpp = c->virtual_pipeline_size > 0 ? c->virtual_pipeline_size : 1;
@@ -81,25 +81,31 @@ static void plan_dims(gl_model_dims *dm, const gl_config *c, int tp_rank, int pp
 /* The table under construction. */
 typedef struct {
     gl_model_plan *p;
+    const gl_arch *arch;
     int cap;
     size_t cursor;
 } builder;
 
-static gl_param *add_param(builder *b, const char *name, int ndim, long rows,
-                           long cols, gl_shard shard, int chunk, int layer)
+/* Add tensor id of layer `layer` (-1 outside the layers) to local chunk
+ * `chunk`: its name, shape, split and initialisation from the parameter
+ * table (arch/tensors.h), its place at the cursor. */
+static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
 {
     gl_model_plan *p = b->p;
     if (p->nparams == b->cap) {
         b->cap = b->cap ? 2 * b->cap : 64;
         p->param = gl_realloc(p->param, (size_t)b->cap * sizeof *p->param);
     }
+    const gl_tensor_info *t = gl_tensor(id);
     gl_param *q = &p->param[p->nparams++];
     memset(q, 0, sizeof *q);
-    snprintf(q->name, sizeof q->name, "%s", name);
-    q->ndim = ndim;
-    q->shape[0] = rows;
-    q->shape[1] = ndim == 1 ? 1 : cols;
-    q->shard = shard;
+    gl_tensor_name(id, layer, 0, q->name, sizeof q->name);
+    q->ndim = gl_tensor_shape(id, b->arch, p->dm.Vpad, q->shape);
+    gl_shard shard = q->shard = t->shard;
+    double std = b->arch->init_method_std;
+    if (t->init == GL_INIT_SCALED_NORMAL)
+        std /= sqrt(2.0 * p->dm.L);                 /* Megatron's scaled init */
+    q->init_std = t->init == GL_INIT_ONES ? 0 : std;
     int tp = p->dm.tp, r = p->dm.tp_rank;
     q->local_shape[0] = q->shape[0];
     q->local_shape[1] = q->shape[1];
@@ -115,9 +121,9 @@ static gl_param *add_param(builder *b, const char *name, int ndim, long rows,
     b->cursor += q->count;
     q->chunk = chunk;
     q->layer = layer;
-    q->no_weight_decay = ndim == 1;
+    q->no_weight_decay = q->ndim == 1;
     q->counted = shard != GL_SHARD_NONE || r == 0;
-    q->init_ones = ndim == 1;
+    q->init_ones = t->init == GL_INIT_ONES;
     return q;
 }
 
@@ -133,10 +139,7 @@ gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank, i
     gl_model_plan *p = gl_calloc(1, sizeof *p);
     plan_dims(&p->dm, c, tp_rank, pp_rank);
     const gl_model_dims *dm = &p->dm;
-    double std = c->init_method_std;
-    double out_std = std / sqrt(2.0 * dm->L);     /* Megatron's scaled init */
-    char name[64];
-    builder b = { p, 0, 0 };
+    builder b = { p, &c->arch, 0, 0 };
 
     p->nchunks = dm->vpp;
     p->chunk = gl_calloc((size_t)p->nchunks, sizeof *p->chunk);
@@ -155,31 +158,23 @@ gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank, i
         if (ch->has_embed) {
             ch->embed = start_group(&b);
             p->embed_param = p->nparams;
-            add_param(&b, "embedding.weight", 2, dm->Vpad, dm->h, GL_SHARD_ROWS, ci, -1)
-                ->init_std = std;
+            add_param(&b, GL_T_EMBEDDING, -1, ci);
             holds_embed = 1;
         }
         for (int i = 0; i < dm->Lc; i++) {
             int l = ch->first_layer + i;
             gl_layer_offs *lo = &ch->layer[i];
             lo->qkv = start_group(&b);
-            snprintf(name, sizeof name, "layers.%d.attention.wq.weight", l);
-            add_param(&b, name, 2, (long)dm->Hq * dm->D, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
-            snprintf(name, sizeof name, "layers.%d.attention.wk.weight", l);
-            add_param(&b, name, 2, (long)dm->Hkv * dm->D, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
-            snprintf(name, sizeof name, "layers.%d.attention.wv.weight", l);
-            add_param(&b, name, 2, (long)dm->Hkv * dm->D, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
+            add_param(&b, GL_T_WQ, l, ci);
+            add_param(&b, GL_T_WK, l, ci);
+            add_param(&b, GL_T_WV, l, ci);
             lo->wo = start_group(&b);
-            snprintf(name, sizeof name, "layers.%d.attention.wo.weight", l);
-            add_param(&b, name, 2, dm->h, (long)dm->Hq * dm->D, GL_SHARD_COLS, ci, l)->init_std = out_std;
+            add_param(&b, GL_T_WO, l, ci);
             lo->gate_up = start_group(&b);
-            snprintf(name, sizeof name, "layers.%d.mlp.w_gate.weight", l);
-            add_param(&b, name, 2, dm->f, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
-            snprintf(name, sizeof name, "layers.%d.mlp.w_up.weight", l);
-            add_param(&b, name, 2, dm->f, dm->h, GL_SHARD_ROWS, ci, l)->init_std = std;
+            add_param(&b, GL_T_W_GATE, l, ci);
+            add_param(&b, GL_T_W_UP, l, ci);
             lo->down = start_group(&b);
-            snprintf(name, sizeof name, "layers.%d.mlp.w_down.weight", l);
-            add_param(&b, name, 2, dm->h, dm->f, GL_SHARD_COLS, ci, l)->init_std = out_std;
+            add_param(&b, GL_T_W_DOWN, l, ci);
         }
     }
     /* The head last, so a tied copy can see whether the embedding is here. */
@@ -192,9 +187,7 @@ gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank, i
         } else {
             ch->head = start_group(&b);
             p->head_param = p->nparams;
-            gl_param *q = add_param(&b, dm->tied ? "embedding.weight" : "lm_head.weight",
-                                    2, dm->Vpad, dm->h, GL_SHARD_ROWS, ci, -1);
-            q->init_std = std;
+            gl_param *q = add_param(&b, dm->tied ? GL_T_EMBEDDING : GL_T_LM_HEAD, -1, ci);
             if (dm->tied) {
                 q->tied_copy = 1;
                 q->counted = 0;
@@ -209,15 +202,13 @@ gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank, i
         for (int i = 0; i < dm->Lc; i++) {
             int l = ch->first_layer + i;
             ch->layer[i].attn_norm = start_group(&b);
-            snprintf(name, sizeof name, "layers.%d.attention_norm.weight", l);
-            add_param(&b, name, 1, dm->h, 1, GL_SHARD_NONE, ci, l);
+            add_param(&b, GL_T_ATTENTION_NORM, l, ci);
             ch->layer[i].mlp_norm = start_group(&b);
-            snprintf(name, sizeof name, "layers.%d.mlp_norm.weight", l);
-            add_param(&b, name, 1, dm->h, 1, GL_SHARD_NONE, ci, l);
+            add_param(&b, GL_T_MLP_NORM, l, ci);
         }
         if (ch->has_head) {
             ch->final_norm = start_group(&b);
-            add_param(&b, "final_norm.weight", 1, dm->h, 1, GL_SHARD_NONE, ci, -1);
+            add_param(&b, GL_T_FINAL_NORM, -1, ci);
         }
     }
     p->rep_end = b.cursor;
@@ -236,20 +227,6 @@ void gl_model_plan_free(gl_model_plan *p)
     free(p->chunk);
     free(p->param);
     free(p);
-}
-
-long gl_model_num_params(const gl_config *c)
-{
-    long h = c->hidden_size, f = c->ffn_hidden_size;
-    long Hq = c->num_attention_heads;
-    long Hkv = c->num_query_groups ? c->num_query_groups : Hq;
-    long D = c->head_dim ? c->head_dim : c->kv_channels ? c->kv_channels : h / Hq;
-    long V = c->padded_vocab_size ? c->padded_vocab_size : c->vocab_size;
-    long layer = (Hq + 2 * Hkv) * D * h + h * Hq * D + 3 * f * h + 2 * h;
-    long total = layer * c->num_layers + V * h + h;
-    if (c->untie_embeddings_and_output_weights)
-        total += V * h;
-    return total;
 }
 
 double gl_param_init_value(const gl_param *p, uint64_t seed, long e)

@@ -168,8 +168,9 @@ int main(int argc, char **argv)
         }
         if (argc - i != 2)
             gl_die_code(2, "import-hf takes HF_DIR and OUT (see --help)");
-        if (gl_hf_import(argv[i], argv[i + 1], div, quiet) != 0)
-            gl_die("%s", gl_hf_error());
+        gl_error err;
+        if (gl_hf_import(argv[i], argv[i + 1], div, quiet, &err) != 0)
+            gl_die("%s", err.text);
     } else if (!strcmp(cmd, "export-hf")) {
         gl_st_dtype dt = GL_ST_BF16;
         size_t shard = 5000000000UL;
@@ -192,8 +193,9 @@ int main(int argc, char **argv)
         }
         if (argc - i != 2)
             gl_die_code(2, "export-hf takes a checkpoint and OUT_DIR (see --help)");
-        if (gl_hf_export(argv[i], argv[i + 1], dt, shard, 0) != 0)
-            gl_die("%s", gl_hf_error());
+        gl_error err;
+        if (gl_hf_export(argv[i], argv[i + 1], dt, shard, 0, &err) != 0)
+            gl_die("%s", err.text);
     } else {
         usage(stderr);
         gl_die_code(2, "%s%s: give info, import-hf or export-hf", *cmd ? "unknown command " : "no command", cmd);

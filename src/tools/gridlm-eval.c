@@ -204,10 +204,10 @@ int main(int argc, char **argv)
         if (rc != GL_CKPT_OK)
             gl_die("--load %s: %s", load, gl_ckpt_error());
         ck_config = gl_ckpt_get_str(ck, "config");
-        char err[256];
-        if (gl_train_config_from_json(ck_config, &c, err, sizeof err) != 0)
-            gl_die_code(2, "--load %s: %s", gl_ckpt_path(ck), err);
-        if (!c.seq_length && !gave_seq)
+        gl_error err;
+        if (gl_train_config_from_json(ck_config, &c, &err) != 0)
+            gl_die_code(2, "--load %s: %s", gl_ckpt_path(ck), err.text);
+        if (!c.arch.seq_length && !gave_seq)
             gl_die_code(2, "--load %s: the checkpoint does not say its sequence length: "
                         "give --seq-length N", gl_ckpt_path(ck));
     }
@@ -219,8 +219,8 @@ int main(int argc, char **argv)
     if (c.n_data_paths != 1 || c.data_weights_given)
         gl_die_code(2, "--data-path: gridlm-eval takes one dataset prefix (no weights, no "
                     "blend); evaluate each dataset on its own");
-    if (c.max_position_embeddings < c.seq_length)
-        c.max_position_embeddings = c.seq_length;
+    if (c.arch.max_position_embeddings < c.arch.seq_length)
+        c.arch.max_position_embeddings = c.arch.seq_length;
 
     if (c.device != GL_DEVICE_CPU)
         gl_boot_pick_gpu(&b);
@@ -267,7 +267,7 @@ int main(int argc, char **argv)
     for (long s = 0; s < steps; s++) {
         double docs = 0, count = 0;
         if (reads)
-            count = fill_step(&bb, &dl, &c, s, g->me.dp, c.vocab_size, &docs);
+            count = fill_step(&bb, &dl, &c, s, g->me.dp, c.arch.vocab_size, &docs);
         float zero = 0, got = 0;
         if (head_here)
             d->ops->upload(d, acc, &zero, sizeof zero);
@@ -294,7 +294,7 @@ int main(int argc, char **argv)
         } else {
             printf("%s: %.0f documents (%lld shorter than 2 tokens skipped), %.0f predicted "
                    "tokens at most %d per document: loss %.6f, perplexity %.4f (%.1f s)\n",
-                   c.data_path[0], sum[2], (long long)dl.skipped, sum[1], c.seq_length,
+                   c.data_path[0], sum[2], (long long)dl.skipped, sum[1], c.arch.seq_length,
                    loss, ppl, secs);
         }
         fflush(stdout);

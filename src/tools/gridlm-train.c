@@ -23,9 +23,9 @@ static void summary(const gl_config *c)
 {
     gl_info0("model: %s%s%d layers, hidden %d, ffn %d, heads %d/%d (head size %d), "
              "vocab %d (padded %d), seq %d",
-             c->model[0] ? c->model : "", c->model[0] ? ": " : "", c->num_layers,
-             c->hidden_size, c->ffn_hidden_size, c->num_attention_heads, c->num_query_groups,
-             c->head_dim, c->vocab_size, c->padded_vocab_size, c->seq_length);
+             c->arch.model[0] ? c->arch.model : "", c->arch.model[0] ? ": " : "", c->arch.num_layers,
+             c->arch.hidden_size, c->arch.ffn_hidden_size, c->arch.num_attention_heads, c->arch.num_query_groups,
+             c->arch.kv_channels, c->arch.vocab_size, c->arch.padded_vocab_size, c->arch.seq_length);
     gl_info0("layout: world %d = TP %d x CP %d x PP %d x DP %d%s%s", c->world_size,
              c->tensor_model_parallel_size, c->context_parallel_size,
              c->pipeline_model_parallel_size, c->data_parallel_size,

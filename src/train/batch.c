@@ -47,14 +47,14 @@ static void mock_close(gl_batch_source *s)
 
 gl_batch_source *gl_batch_mock(const gl_config *c)
 {
-    if (c->vocab_size <= 0)
+    if (c->arch.vocab_size <= 0)
         gl_die_code(2, "--mock-data needs --vocab-size (or a --model preset) to draw tokens from");
     gl_batch_source *s = gl_calloc(1, sizeof *s);
     mock_state *m = gl_calloc(1, sizeof *m);
     m->seed = (uint64_t)(unsigned)c->seed;
-    m->vocab = c->vocab_size;
+    m->vocab = c->arch.vocab_size;
     s->name = "mock";
-    s->seq_length = c->seq_length;
+    s->seq_length = c->arch.seq_length;
     s->batch = mock_batch;
     s->valid_batch = mock_valid_batch;
     s->close = mock_close;
@@ -84,7 +84,7 @@ gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L)
 {
     gl_batch_source *s = gl_calloc(1, sizeof *s);
     s->name = "loader";
-    s->seq_length = c->seq_length;
+    s->seq_length = c->arch.seq_length;
     s->batch = loader_batch;
     s->valid_batch = gl_loader_has_valid(L) ? loader_valid_batch : NULL;
     s->close = loader_close;

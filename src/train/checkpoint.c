@@ -104,29 +104,7 @@ char *gl_train_config_json(const gl_config *c)
 #define F(k, v) json_object_set_new(j, k, json_real(v))
 #define B(k, v) json_object_set_new(j, k, json_boolean(v))
 #define S(k, v) json_object_set_new(j, k, json_string(v))
-    if (c->model[0])
-        S("model", c->model);
-    I("num_layers", c->num_layers);
-    I("hidden_size", c->hidden_size);
-    I("ffn_hidden_size", c->ffn_hidden_size);
-    I("num_attention_heads", c->num_attention_heads);
-    I("num_query_groups", c->num_query_groups ? c->num_query_groups : c->num_attention_heads);
-    I("kv_channels", c->head_dim ? c->head_dim : c->kv_channels);
-    I("seq_length", c->seq_length);
-    I("max_position_embeddings", c->max_position_embeddings);
-    I("vocab_size", c->vocab_size);
-    I("padded_vocab_size", c->padded_vocab_size);
-    I("make_vocab_size_divisible_by", c->make_vocab_size_divisible_by);
-    F("norm_epsilon", c->norm_epsilon);
-    F("rotary_base", c->rotary_base);
-    B("use_rope_scaling", c->use_rope_scaling);
-    F("rope_scaling_factor", c->rope_scaling_factor);
-    F("rope_scaling_low_freq_factor", c->rope_scaling_low_freq_factor);
-    F("rope_scaling_high_freq_factor", c->rope_scaling_high_freq_factor);
-    I("rope_scaling_original_max_position_embeddings",
-      c->rope_scaling_original_max_position_embeddings);
-    B("untie_embeddings_and_output_weights", c->untie_embeddings_and_output_weights);
-    F("init_method_std", c->init_method_std);
+    gl_arch_to_json(&c->arch, j);
     I("tensor_model_parallel_size", c->tensor_model_parallel_size);
     I("pipeline_model_parallel_size", c->pipeline_model_parallel_size);
     I("data_parallel_size", c->data_parallel_size);
@@ -159,159 +137,30 @@ char *gl_train_config_json(const gl_config *c)
     return s;
 }
 
-int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t n)
+int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err)
 {
     json_error_t je;
     json_t *j = text ? json_loads(text, 0, &je) : NULL;
-    if (!json_is_object(j)) {
-        snprintf(err, n, "no readable \"config\" attribute (JSON with the model's sizes)");
-        json_decref(j);
-        return -1;
-    }
-    gl_json_reader r;
-    gl_json_reader_init(&r, j);
-    c->num_layers = gl_json_int(&r, "num_layers", 0);
-    c->hidden_size = gl_json_int(&r, "hidden_size", 0);
-    c->ffn_hidden_size = gl_json_int(&r, "ffn_hidden_size", 0);
-    c->num_attention_heads = gl_json_int(&r, "num_attention_heads", 0);
-    c->num_query_groups = gl_json_int(&r, "num_query_groups", 0);
-    c->kv_channels = gl_json_int(&r, "kv_channels", 0);
-    c->vocab_size = gl_json_int(&r, "vocab_size", 0);
-    c->max_position_embeddings = gl_json_int(&r, "max_position_embeddings", 0);
-    c->make_vocab_size_divisible_by = gl_json_int(&r, "make_vocab_size_divisible_by",
-                                                  c->make_vocab_size_divisible_by);
-    c->norm_epsilon = gl_json_num(&r, "norm_epsilon", c->norm_epsilon);
-    c->rotary_base = gl_json_num(&r, "rotary_base", c->rotary_base);
-    c->use_rope_scaling = gl_json_bool(&r, "use_rope_scaling", 0);
-    c->rope_scaling_factor = gl_json_num(&r, "rope_scaling_factor", c->rope_scaling_factor);
-    /* Checkpoints from before these three were parameters used Llama 3.1's
-     * values, which are gl_config_defaults' (c's unless the caller set others). */
-    c->rope_scaling_low_freq_factor = gl_json_num(&r, "rope_scaling_low_freq_factor",
-                                                  c->rope_scaling_low_freq_factor);
-    c->rope_scaling_high_freq_factor = gl_json_num(&r, "rope_scaling_high_freq_factor",
-                                                   c->rope_scaling_high_freq_factor);
-    c->rope_scaling_original_max_position_embeddings =
-        gl_json_int(&r, "rope_scaling_original_max_position_embeddings",
-                    c->rope_scaling_original_max_position_embeddings);
-    c->untie_embeddings_and_output_weights =
-        gl_json_bool(&r, "untie_embeddings_and_output_weights", 0);
-    if (!c->seq_length)
-        c->seq_length = gl_json_int(&r, "seq_length", 0);
+    int seq = c->arch.seq_length, padded = c->arch.padded_vocab_size;
+    int rc = gl_arch_from_json(&c->arch, j, err);
     json_decref(j);
-    if (r.err[0]) {
-        snprintf(err, n, "its \"config\" attribute: %s", r.err);
-        return -1;
-    }
-    const char *missing = !c->num_layers ? "num_layers" : !c->hidden_size ? "hidden_size"
-        : !c->ffn_hidden_size ? "ffn_hidden_size"
-        : !c->num_attention_heads ? "num_attention_heads"
-        : !c->vocab_size ? "vocab_size" : NULL;
-    if (missing) {
-        snprintf(err, n, "its \"config\" attribute lacks %s", missing);
-        return -1;
-    }
-    return 0;
-}
-
-/* The architecture: every field of the "config" attribute that shapes
- * the weights or what the model computes with them, compared between a
- * checkpoint and the run that loads it.  Not compared: the sequence
- * length and max_position_embeddings (RoPE has no position weights, and
- * a run may go on with longer sequences), the vocabulary's padding (a
- * layout matter: loading reshards it), parallelism and the optimizer. */
-typedef enum { A_INT, A_NUM, A_BOOL } arch_kind;
-
-static const struct arch_field {
-    const char *flag;           /* gridlm-train's option, without "--" */
-    arch_kind kind;
-    size_t off;                 /* of the field in gl_config */
-    int scaling_only;           /* compared only when both scale RoPE */
-} arch_fields[] = {
-#define F(flag, kind, field, so) { flag, kind, offsetof(gl_config, field), so }
-    F("num-layers", A_INT, num_layers, 0),
-    F("hidden-size", A_INT, hidden_size, 0),
-    F("ffn-hidden-size", A_INT, ffn_hidden_size, 0),
-    F("num-attention-heads", A_INT, num_attention_heads, 0),
-    F("num-query-groups", A_INT, num_query_groups, 0),
-    F("kv-channels", A_INT, kv_channels, 0),
-    F("vocab-size", A_INT, vocab_size, 0),
-    F("untie-embeddings-and-output-weights", A_BOOL, untie_embeddings_and_output_weights, 0),
-    F("norm-epsilon", A_NUM, norm_epsilon, 0),
-    F("rotary-base", A_NUM, rotary_base, 0),
-    F("use-rope-scaling", A_BOOL, use_rope_scaling, 0),
-    F("rope-scaling-factor", A_NUM, rope_scaling_factor, 1),
-    F("rope-scaling-low-freq-factor", A_NUM, rope_scaling_low_freq_factor, 1),
-    F("rope-scaling-high-freq-factor", A_NUM, rope_scaling_high_freq_factor, 1),
-    F("rope-scaling-original-max-position-embeddings", A_INT,
-      rope_scaling_original_max_position_embeddings, 1),
-#undef F
-};
-
-/* Defaults spelled out, so that "0: as many groups as heads" compares
- * equal to the number it stands for. */
-static void arch_normalise(gl_config *c)
-{
-    if (!c->num_query_groups)
-        c->num_query_groups = c->num_attention_heads;
-    if (c->head_dim)
-        c->kv_channels = c->head_dim;
-    else if (!c->kv_channels && c->num_attention_heads)
-        c->kv_channels = c->hidden_size / c->num_attention_heads;
-}
-
-/* One field's value as a flag's argument. */
-static void arch_value(const struct arch_field *f, const gl_config *c, int precise,
-                       char *out, size_t n)
-{
-    const char *p = (const char *)c + f->off;
-    if (f->kind == A_NUM)
-        snprintf(out, n, precise ? "%.17g" : "%g", *(const double *)p);
-    else if (f->kind == A_BOOL)
-        snprintf(out, n, "%s", *(const int *)p ? "on" : "off");
-    else
-        snprintf(out, n, "%d", *(const int *)p);
-}
-
-static int arch_differs(const struct arch_field *f, const gl_config *a, const gl_config *b)
-{
-    const char *x = (const char *)a + f->off, *y = (const char *)b + f->off;
-    if (f->scaling_only && !(a->use_rope_scaling && b->use_rope_scaling))
-        return 0;
-    if (f->kind == A_NUM)
-        return *(const double *)x != *(const double *)y;
-    if (f->kind == A_BOOL)
-        return !*(const int *)x != !*(const int *)y;
-    return *(const int *)x != *(const int *)y;
+    /* The run's sequence length wins (RoPE has no position weights); the
+     * padding follows this run's TP (gl_config_finish). */
+    if (seq)
+        c->arch.seq_length = seq;
+    c->arch.padded_vocab_size = padded;
+    return rc;
 }
 
 void gl_train_check_model(const gl_config *c, const char *text, const char *file)
 {
-    gl_config k, mine = *c;
-    char err[256];
+    gl_config k;
+    gl_error err;
     gl_config_defaults(&k);
-    if (gl_train_config_from_json(text, &k, err, sizeof err) != 0)
-        gl_die_code(2, "--load %s: %s", file, err);
-    arch_normalise(&k);
-    arch_normalise(&mine);
-    char diffs[2048] = "";
-    size_t len = 0;
-    int n = 0;
-    for (size_t i = 0; i < sizeof arch_fields / sizeof arch_fields[0]; i++) {
-        const struct arch_field *f = &arch_fields[i];
-        if (!arch_differs(f, &k, &mine))
-            continue;
-        char there[64], here[64];
-        arch_value(f, &k, 0, there, sizeof there);
-        arch_value(f, &mine, 0, here, sizeof here);
-        if (!strcmp(there, here)) {     /* values that differ beyond %g's digits */
-            arch_value(f, &k, 1, there, sizeof there);
-            arch_value(f, &mine, 1, here, sizeof here);
-        }
-        if (len < sizeof diffs)
-            len += (size_t)snprintf(diffs + len, sizeof diffs - len, "%s--%s %s there, %s here",
-                                    n ? "; " : "", f->flag, there, here);
-        n++;
-    }
+    if (gl_train_config_from_json(text, &k, &err) != 0)
+        gl_die_code(2, "--load %s: %s", file, err.text);
+    char diffs[2048];
+    int n = gl_arch_diff(&k.arch, &c->arch, diffs, sizeof diffs);
     if (n)
         gl_die_code(2, "--load %s: the checkpoint's model differs from this run's in %d "
                     "setting%s: %s: give this run the checkpoint's values (gridlm-ckpt info "

@@ -108,7 +108,7 @@ char *gl_train_config_json(const gl_config *c);
  * RoPE, norm epsilon, tied or not) from a checkpoint's "config" text, and
  * --seq-length too when c has none.  Returns 0, or -1 with a message in
  * err. */
-int gl_train_config_from_json(const char *text, gl_config *c, char *err, size_t n);
+int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err);
 
 /* The model's architecture in c (layers, sizes, heads, query groups,
  * head size, vocabulary, tied or not, norm epsilon, RoPE base and

@@ -135,55 +135,7 @@ static const char *divisors(long n, long limit, char *buf, size_t size)
 /* ------------------------------------------------------------------ */
 /* Presets.                                                            */
 
-typedef struct {
-    const char *name;
-    int layers, hidden, ffn, heads, groups, vocab, seq, max_pos;
-    double rope_base;
-    int rope_scaling;
-    double rope_factor;
-    int untie;
-} preset;
-
-/* The published shapes of the Llama 3 models (config.json of each), and
- * the small model the tests train.  Columns: layers, hidden, FFN, heads,
- * query groups, vocabulary, sequence, max positions, RoPE base, RoPE
- * scaling (and factor), untied embeddings. */
-static const preset presets[] = {
-    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
-    {"llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
-    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 8192, 131072, 500000, 1, 32, 0},
-    {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-};
-
-static const char *preset_names = "llama3-8b, llama3-70b, llama3.2-1b or tiny";
-
-static const preset *find_preset(const char *name)
-{
-    for (const preset *p = presets; p->name; p++)
-        if (!strcmp(p->name, name))
-            return p;
-    return NULL;
-}
-
-static void apply_preset(gl_config *c, const preset *p)
-{
-    snprintf(c->model, sizeof c->model, "%s", p->name);
-    c->num_layers = p->layers;
-    c->hidden_size = p->hidden;
-    c->ffn_hidden_size = p->ffn;
-    c->num_attention_heads = p->heads;
-    c->num_query_groups = p->groups;
-    c->kv_channels = 0;
-    c->vocab_size = p->vocab;
-    c->seq_length = p->seq;
-    c->max_position_embeddings = p->max_pos;
-    c->rotary_base = p->rope_base;
-    c->use_rope_scaling = p->rope_scaling;
-    c->rope_scaling_factor = p->rope_factor;
-    c->untie_embeddings_and_output_weights = p->untie;
-    c->norm_epsilon = 1e-5;
-}
+static const char *const preset_names = gl_arch_preset_names;
 
 /* ------------------------------------------------------------------ */
 /* Handlers for options that are more than a value.                    */
@@ -192,7 +144,8 @@ static int opt_model(void *target, const gl_option *o, const char *value, char *
 {
     /* The preset itself was applied before parsing began (see
      * gl_config_parse); here the name is only checked. */
-    if (!find_preset(value))
+    gl_arch probe;
+    if (gl_arch_preset(&probe, value) != 0)
         gl_opt_die(o, value, "is not a known model: use %s, or give the shape with "
                    "--num-layers, --hidden-size, ...", preset_names);
     return 0;
@@ -350,42 +303,42 @@ static const gl_option table[] = {
     {.name = "model", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",
      .group = G_MODEL, .fn = opt_model,
      .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b or tiny (applied first)"},
-    INT("num-layers", num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
-    INT("hidden-size", hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
-    INT("ffn-hidden-size", ffn_hidden_size, G_MODEL, POS, "SwiGLU inner width",
+    INT("num-layers", arch.num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
+    INT("hidden-size", arch.hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
+    INT("ffn-hidden-size", arch.ffn_hidden_size, G_MODEL, POS, "SwiGLU inner width",
         .defstr = "8h/3 rounded down to a multiple of 64"),
-    INT("num-attention-heads", num_attention_heads, G_MODEL, POS, "query heads",
+    INT("num-attention-heads", arch.num_attention_heads, G_MODEL, POS, "query heads",
         .defstr = "required"),
     SAME_IN("group-query-attention", G_MODEL,
             "accepted: --num-query-groups alone sets the groups"),
-    INT("num-query-groups", num_query_groups, G_MODEL, POS, "key/value heads (GQA)",
+    INT("num-query-groups", arch.num_query_groups, G_MODEL, POS, "key/value heads (GQA)",
         .defstr = "= heads"),
-    INT("kv-channels", kv_channels, G_MODEL, POS, "head dimension",
+    INT("kv-channels", arch.kv_channels, G_MODEL, POS, "head dimension",
         .defstr = "hidden / heads"),
-    INT("seq-length", seq_length, G_MODEL, POS, "tokens per sample", .defstr = "required"),
-    INT("max-position-embeddings", max_position_embeddings, G_MODEL, POS,
+    INT("seq-length", arch.seq_length, G_MODEL, POS, "tokens per sample", .defstr = "required"),
+    INT("max-position-embeddings", arch.max_position_embeddings, G_MODEL, POS,
         "longest sequence the positions allow", .defstr = "= seq length"),
-    INT("vocab-size", vocab_size, G_MODEL, POS, "vocabulary size before padding",
+    INT("vocab-size", arch.vocab_size, G_MODEL, POS, "vocabulary size before padding",
         .defstr = "from the tokenizer"),
-    INT("make-vocab-size-divisible-by", make_vocab_size_divisible_by, G_MODEL, POS,
+    INT("make-vocab-size-divisible-by", arch.make_vocab_size_divisible_by, G_MODEL, POS,
         "pad the vocabulary to a multiple of this x TP"),
-    DBL("norm-epsilon", norm_epsilon, G_MODEL, GL_OPT_POSITIVE | GL_OPT_MAX_OPEN,
+    DBL("norm-epsilon", arch.norm_epsilon, G_MODEL, GL_OPT_POSITIVE | GL_OPT_MAX_OPEN,
         "RMSNorm epsilon", .max = 1),
-    DBL("rotary-base", rotary_base, G_MODEL, POS, "RoPE base period"),
-    FLAG("use-rope-scaling", use_rope_scaling, G_MODEL,
+    DBL("rotary-base", arch.rotary_base, G_MODEL, POS, "RoPE base period"),
+    FLAG("use-rope-scaling", arch.use_rope_scaling, G_MODEL,
          "Llama 3 (\"llama3\") RoPE frequency scaling"),
-    DBL("rope-scaling-factor", rope_scaling_factor, G_MODEL, GL_OPT_MIN,
+    DBL("rope-scaling-factor", arch.rope_scaling_factor, G_MODEL, GL_OPT_MIN,
         "RoPE scaling: slow frequencies are divided by this", .min = 1),
-    DBL("rope-scaling-low-freq-factor", rope_scaling_low_freq_factor, G_MODEL, POS,
+    DBL("rope-scaling-low-freq-factor", arch.rope_scaling_low_freq_factor, G_MODEL, POS,
         "RoPE scaling: wavelengths above original / this are scaled fully"),
-    DBL("rope-scaling-high-freq-factor", rope_scaling_high_freq_factor, G_MODEL, POS,
+    DBL("rope-scaling-high-freq-factor", arch.rope_scaling_high_freq_factor, G_MODEL, POS,
         "RoPE scaling: wavelengths below original / this are kept"),
     INT("rope-scaling-original-max-position-embeddings",
-        rope_scaling_original_max_position_embeddings, G_MODEL, POS,
+        arch.rope_scaling_original_max_position_embeddings, G_MODEL, POS,
         "RoPE scaling: the context length the model was first trained for"),
-    FLAG("untie-embeddings-and-output-weights", untie_embeddings_and_output_weights, G_MODEL,
+    FLAG("untie-embeddings-and-output-weights", arch.untie_embeddings_and_output_weights, G_MODEL,
          "separate input embedding and output layer"),
-    DBL("init-method-std", init_method_std, G_MODEL, POS,
+    DBL("init-method-std", arch.init_method_std, G_MODEL, POS,
         "standard deviation of the initial weights"),
 
     /* --- parallelism --- */
@@ -584,14 +537,7 @@ static int opt_help(void *target, const gl_option *o, const char *value, char **
 void gl_config_defaults(gl_config *c)
 {
     memset(c, 0, sizeof *c);
-    c->make_vocab_size_divisible_by = 128;
-    c->norm_epsilon = 1e-5;
-    c->rotary_base = 10000;
-    c->rope_scaling_factor = 8;
-    c->rope_scaling_low_freq_factor = 1;     /* Llama 3.1's and 3.2's values */
-    c->rope_scaling_high_freq_factor = 4;
-    c->rope_scaling_original_max_position_embeddings = 8192;
-    c->init_method_std = 0.02;
+    gl_arch_defaults(&c->arch);
 
     c->tensor_model_parallel_size = 1;
     c->pipeline_model_parallel_size = 1;
@@ -629,27 +575,6 @@ void gl_config_defaults(gl_config *c)
 /* ------------------------------------------------------------------ */
 /* Checks on the command line alone.                                   */
 
-/* Megatron's default FFN width for SwiGLU: 2/3 of 4h, so that the three
- * matrices cost what two 4h ones would, rounded down to a multiple of 64. */
-static int swiglu_ffn(int hidden)
-{
-    return (int)((4.0 * hidden * 2 / 3) / 64) * 64;
-}
-
-/* Fill the values whose default depends on others (0 means "derive"). */
-static void resolve(gl_config *c)
-{
-    if (!c->num_query_groups)
-        c->num_query_groups = c->num_attention_heads;
-    if (!c->kv_channels && c->num_attention_heads && c->hidden_size % c->num_attention_heads == 0)
-        c->kv_channels = c->hidden_size / c->num_attention_heads;
-    if (!c->ffn_hidden_size && c->hidden_size)
-        c->ffn_hidden_size = swiglu_ffn(c->hidden_size);
-    if (!c->max_position_embeddings)
-        c->max_position_embeddings = c->seq_length;
-    c->head_dim = c->kv_channels;
-}
-
 /* n must be divisible by the parallel size p; the message names both
  * flags and lists the sizes that would work. */
 static void must_divide(const char *pflag, const char *pname, int p, const char *nflag, long n)
@@ -663,10 +588,10 @@ static void must_divide(const char *pflag, const char *pname, int p, const char 
 static void check_required(const gl_config *c)
 {
     static const struct { const char *flag; size_t off; } req[] = {
-        {"num-layers", OFF(num_layers)},
-        {"hidden-size", OFF(hidden_size)},
-        {"num-attention-heads", OFF(num_attention_heads)},
-        {"seq-length", OFF(seq_length)},
+        {"num-layers", OFF(arch.num_layers)},
+        {"hidden-size", OFF(arch.hidden_size)},
+        {"num-attention-heads", OFF(arch.num_attention_heads)},
+        {"seq-length", OFF(arch.seq_length)},
     };
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
         if (*(const int *)((const char *)c + req[i].off) <= 0)
@@ -676,31 +601,31 @@ static void check_required(const gl_config *c)
 
 static void check_model(const gl_config *c)
 {
-    if (c->hidden_size % c->num_attention_heads && !c->kv_channels)
+    if (c->arch.hidden_size % c->arch.num_attention_heads && !c->arch.kv_channels)
         bad("--hidden-size %d is not divisible by --num-attention-heads %d: choose heads that "
-            "divide %d, or give the head size with --kv-channels", c->hidden_size,
-            c->num_attention_heads, c->hidden_size);
-    if (c->num_query_groups > c->num_attention_heads ||
-        c->num_attention_heads % c->num_query_groups) {
+            "divide %d, or give the head size with --kv-channels", c->arch.hidden_size,
+            c->arch.num_attention_heads, c->arch.hidden_size);
+    if (c->arch.num_query_groups > c->arch.num_attention_heads ||
+        c->arch.num_attention_heads % c->arch.num_query_groups) {
         char list[256];
         bad("--num-query-groups %d does not divide --num-attention-heads %d: choose a number "
-            "of groups that divides %d (%s)", c->num_query_groups, c->num_attention_heads,
-            c->num_attention_heads, divisors(c->num_attention_heads, 1024, list, sizeof list));
+            "of groups that divides %d (%s)", c->arch.num_query_groups, c->arch.num_attention_heads,
+            c->arch.num_attention_heads, divisors(c->arch.num_attention_heads, 1024, list, sizeof list));
     }
-    if (c->kv_channels % 2)
+    if (c->arch.kv_channels % 2)
         bad("--kv-channels %d is odd: rotary embeddings rotate pairs of channels, so the head "
-            "size must be even", c->kv_channels);
-    if (c->max_position_embeddings < c->seq_length)
+            "size must be even", c->arch.kv_channels);
+    if (c->arch.max_position_embeddings < c->arch.seq_length)
         bad("--max-position-embeddings %d is smaller than --seq-length %d: raise it to at "
-            "least %d or shorten the sequences", c->max_position_embeddings, c->seq_length,
-            c->seq_length);
+            "least %d or shorten the sequences", c->arch.max_position_embeddings, c->arch.seq_length,
+            c->arch.seq_length);
     /* The llama3 rule blends between the wavelengths original / high and
      * original / low, dividing by high - low: high must exceed low. */
-    if (!(c->rope_scaling_high_freq_factor > c->rope_scaling_low_freq_factor))
+    if (!(c->arch.rope_scaling_high_freq_factor > c->arch.rope_scaling_low_freq_factor))
         bad("--rope-scaling-high-freq-factor %g is not larger than "
             "--rope-scaling-low-freq-factor %g: RoPE scaling blends between the wavelengths "
             "original / high and original / low, so high must exceed low (Llama 3.1 uses 4 "
-            "and 1)", c->rope_scaling_high_freq_factor, c->rope_scaling_low_freq_factor);
+            "and 1)", c->arch.rope_scaling_high_freq_factor, c->arch.rope_scaling_low_freq_factor);
 }
 
 static void check_layout(gl_config *c)
@@ -712,17 +637,17 @@ static void check_layout(gl_config *c)
             "models are dense, use --expert-model-parallel-size 1",
             c->expert_model_parallel_size);
     must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
-                c->num_attention_heads);
+                c->arch.num_attention_heads);
     must_divide("tensor-model-parallel-size", "TP", tp, "--num-query-groups",
-                c->num_query_groups);
-    must_divide("tensor-model-parallel-size", "TP", tp, "--ffn-hidden-size", c->ffn_hidden_size);
-    must_divide("pipeline-model-parallel-size", "PP", pp, "--num-layers", c->num_layers);
+                c->arch.num_query_groups);
+    must_divide("tensor-model-parallel-size", "TP", tp, "--ffn-hidden-size", c->arch.ffn_hidden_size);
+    must_divide("pipeline-model-parallel-size", "PP", pp, "--num-layers", c->arch.num_layers);
 
     /* Interleaving: each pipeline rank holds V = (layers / PP) / n chunks
      * of n layers.  As in Megatron, it needs a pipeline (PP > 1). */
     int n = c->num_layers_per_virtual_pipeline_stage;
     if (n) {
-        int per_stage = c->num_layers / pp;
+        int per_stage = c->arch.num_layers / pp;
         if (pp < 2)
             bad("--num-layers-per-virtual-pipeline-stage %d needs a pipeline: the interleaved "
                 "schedule needs --pipeline-model-parallel-size 2 or more", n);
@@ -730,7 +655,7 @@ static void check_layout(gl_config *c)
             char list[256];
             bad("--num-layers-per-virtual-pipeline-stage %d does not divide the %d layers of "
                 "each pipeline stage (--num-layers %d / --pipeline-model-parallel-size %d): "
-                "choose one of %s", n, per_stage, c->num_layers, pp,
+                "choose one of %s", n, per_stage, c->arch.num_layers, pp,
                 divisors(per_stage, per_stage, list, sizeof list));
         }
         c->virtual_pipeline_size = per_stage / n;
@@ -747,14 +672,14 @@ static void check_layout(gl_config *c)
     }
     /* Context parallelism cuts each sequence into 2 x CP chunks (rank r
      * takes chunks r and 2CP-1-r, balancing the causal mask's work). */
-    if (cp > 1 && c->seq_length % (2 * cp))
+    if (cp > 1 && c->arch.seq_length % (2 * cp))
         bad("--seq-length %d is not divisible by 2 x --context-parallel-size = %d: context "
             "parallelism cuts each sequence into 2 x CP equal chunks; choose a sequence "
-            "length that is a multiple of %d", c->seq_length, 2 * cp, 2 * cp);
-    if (c->sequence_parallel && (c->seq_length / cp) % tp)
+            "length that is a multiple of %d", c->arch.seq_length, 2 * cp, 2 * cp);
+    if (c->sequence_parallel && (c->arch.seq_length / cp) % tp)
         bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
             "--sequence-parallel: choose a sequence length that is a multiple of %d",
-            c->seq_length / cp, cp > 1 ? " (per context-parallel rank)" : "", tp, tp * cp);
+            c->arch.seq_length / cp, cp > 1 ? " (per context-parallel rank)" : "", tp, tp * cp);
     if (c->overlap_param_gather && !c->use_distributed_optimizer)
         bad("--overlap-param-gather needs --use-distributed-optimizer: add it, or drop "
             "--overlap-param-gather");
@@ -766,7 +691,7 @@ static void check_layout(gl_config *c)
 static void check_recompute(const gl_config *c)
 {
     int full = c->recompute_granularity == GL_RECOMPUTE_FULL;
-    int per_stage = c->num_layers / c->pipeline_model_parallel_size;
+    int per_stage = c->arch.num_layers / c->pipeline_model_parallel_size;
     if (full && !c->recompute_method[0])
         bad("--recompute-granularity full needs --recompute-method uniform or block "
             "(and --recompute-num-layers N)");
@@ -848,7 +773,7 @@ static void check_tokenizer(gl_config *c)
         bad("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model FILE");
     if (c->tokenizer_model && !type[0])
         snprintf(c->tokenizer_type, sizeof c->tokenizer_type, "HuggingFaceTokenizer");
-    if (!strcmp(type, "NullTokenizer") && !c->vocab_size)
+    if (!strcmp(type, "NullTokenizer") && !c->arch.vocab_size)
         bad("--tokenizer-type NullTokenizer needs --vocab-size N");
 }
 
@@ -861,7 +786,7 @@ static void check_data(gl_config *c)
         bad("no training data: give --data-path PREFIX (a Megatron .bin/.idx pair) or "
             "--mock-data");
     check_tokenizer(c);
-    if (!c->vocab_size && !c->tokenizer_model)
+    if (!c->arch.vocab_size && !c->tokenizer_model)
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
@@ -901,16 +826,13 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
      * options override it. */
     const char *name = gl_opt_find(argc, argv, "model");
     if (name) {
-        const preset *p = find_preset(name);
-        if (!p)
+        if (gl_arch_preset(&c->arch, name) != 0)
             opt_model(c, gl_opt_lookup(table, "model"), name, NULL, 0); /* dies */
-        else
-            apply_preset(c, p);
     }
     gl_opt_parse(table, c, argc, argv);
 
     check_required(c);
-    resolve(c);
+    gl_arch_resolve(&c->arch);
     check_model(c);
     check_layout(c);
     check_recompute(c);
@@ -925,19 +847,9 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
 /* ------------------------------------------------------------------ */
 /* Checks that need the world.                                         */
 
-/* Megatron pads the vocabulary up to a multiple of divisible_by x TP so
- * that each TP rank holds an equal, aligned slice of the embedding. */
-static int pad_vocab(int vocab, int divisible_by, int tp)
-{
-    long m = (long)divisible_by * tp;
-    return (int)((vocab + m - 1) / m * m);
-}
-
 void gl_config_set_vocab_size(gl_config *c, int vocab_size)
 {
-    c->vocab_size = vocab_size;
-    c->padded_vocab_size = pad_vocab(vocab_size, c->make_vocab_size_divisible_by,
-                                     c->tensor_model_parallel_size);
+    gl_arch_set_vocab(&c->arch, vocab_size, c->tensor_model_parallel_size);
 }
 
 /* The global batch must split into micro-batches of micro_batch x DP;
@@ -997,7 +909,7 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
     int cp = c->context_parallel_size;
     int model = tp * cp * pp;
 
-    resolve(c);
+    gl_arch_resolve(&c->arch);
     c->world_size = world_size;
     if (world_size % model) {
         int below = world_size / model * model;
@@ -1015,8 +927,8 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
               "parallel traffic will cross the network; keep TP within a node (e.g. TP %d) "
               "and use pipeline parallelism across nodes", tp, ranks_per_node, ranks_per_node);
 
-    if (c->vocab_size > 0)
-        gl_config_set_vocab_size(c, c->vocab_size);
+    if (c->arch.vocab_size > 0)
+        gl_config_set_vocab_size(c, c->arch.vocab_size);
     /* Padding to a multiple of divisible_by x TP makes TP divide the
      * padded vocabulary by construction. */
 
@@ -1029,24 +941,7 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 
 double gl_config_flops_per_token(const gl_config *c)
 {
-    double L = c->num_layers, h = c->hidden_size, ffn = c->ffn_hidden_size;
-    double s = c->seq_length;
-    int heads = c->num_attention_heads;
-    int groups = c->num_query_groups ? c->num_query_groups : heads;
-    double head_dim = c->kv_channels ? c->kv_channels : (double)c->hidden_size / heads;
-    double q = heads * head_dim, kv = groups * head_dim;
-    double V = c->padded_vocab_size
-                   ? c->padded_vocab_size
-                   : pad_vocab(c->vocab_size, c->make_vocab_size_divisible_by,
-                               c->tensor_model_parallel_size);
-    double f = 3; /* SwiGLU: gate, up and down projections */
-
-    /* Forward + backward is 3 x the forward's 2 FLOPs per multiply-add. */
-    double mlp = 6 * h * (f * ffn) * L;
-    double proj = 6 * L * (h * (q + 2 * kv) + q * h);
-    double head = 6 * h * V;
-    double attn = 6 * s * L * q; /* causal: half of QK^T and AV over s x s */
-    return mlp + proj + head + attn;
+    return gl_arch_flops_per_token(&c->arch, c->tensor_model_parallel_size);
 }
 
 void gl_config_free(gl_config *c)

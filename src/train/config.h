@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "arch/arch.h"
 #include "device/ops.h"   /* gl_device_kind */
 
 #ifdef __cplusplus
@@ -27,28 +28,8 @@ typedef enum { GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE } gl_lr_style;
 typedef enum { GL_RECOMPUTE_NONE = 0, GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL } gl_recompute;
 
 typedef struct gl_config {
-    /* --- model --- */
-    char model[64];                  /* --model preset name, "" when none */
-    int num_layers;                  /* --num-layers */
-    int hidden_size;                 /* --hidden-size */
-    int ffn_hidden_size;             /* --ffn-hidden-size (default 4h, or Llama's rule) */
-    int num_attention_heads;         /* --num-attention-heads */
-    int num_query_groups;            /* --num-query-groups (0: = heads, i.e. MHA) */
-    int kv_channels;                 /* --kv-channels (0: hidden / heads) */
-    int seq_length;                  /* --seq-length */
-    int max_position_embeddings;     /* --max-position-embeddings (0: seq_length) */
-    int vocab_size;                  /* --vocab-size (0: from the tokenizer) */
-    int make_vocab_size_divisible_by;/* --make-vocab-size-divisible-by (128) */
-    double norm_epsilon;             /* --norm-epsilon (1e-5) */
-    double rotary_base;              /* --rotary-base (10000) */
-    int use_rope_scaling;            /* --use-rope-scaling (Llama 3.1 frequency scaling) */
-    double rope_scaling_factor;      /* --rope-scaling-factor (8) */
-    double rope_scaling_low_freq_factor;  /* --rope-scaling-low-freq-factor (1) */
-    double rope_scaling_high_freq_factor; /* --rope-scaling-high-freq-factor (4) */
-    int rope_scaling_original_max_position_embeddings;
-                                     /* --rope-scaling-original-max-position-embeddings (8192) */
-    int untie_embeddings_and_output_weights; /* --untie-embeddings-and-output-weights */
-    double init_method_std;          /* --init-method-std (0.02) */
+    /* --- model (arch/arch.h) --- */
+    gl_arch arch;
 
     /* --- parallelism --- */
     int tensor_model_parallel_size;  /* --tensor-model-parallel-size */
@@ -136,8 +117,6 @@ typedef struct gl_config {
     /* --- derived by gl_config_finish() --- */
     int world_size;
     int data_parallel_size;
-    int padded_vocab_size;           /* vocab padded to divisible_by x TP */
-    int head_dim;                    /* kv_channels */
     int virtual_pipeline_size;       /* chunks per pipeline rank (1: none) */
     int num_micro_batches;           /* global / (mbs x dp) */
 } gl_config;

@@ -253,7 +253,7 @@ static gl_batch_source *open_source(gl_config *cc, gl_groups *g, int pp_rank)
     MPI_Comm world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
     gl_loader *L = gl_loader_open(cc, g->me.dp, cc->data_parallel_size, needs_tokens, world);
     long V = gl_loader_vocab_size(L);
-    if (V != cc->vocab_size)
+    if (V != cc->arch.vocab_size)
         gl_config_set_vocab_size(cc, (int)V);
     return gl_batch_loader(cc, L);
 }
@@ -305,14 +305,14 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     int head_here = bb.has_head && tp_rank == 0;
     float *loss_acc = head_here ? stats + 1 : NULL;
 
-    double tokens_per_iter = (double)c->global_batch_size * c->seq_length;
+    double tokens_per_iter = (double)c->global_batch_size * c->arch.seq_length;
     double flops_per_iter = gl_config_flops_per_token(c) * tokens_per_iter;
     double peak = gl_peak_tflops(c->peak_tflops, d->name);
-    long nparams = gl_model_num_params(c);
+    long nparams = gl_arch_num_params(&c->arch);
     gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d PP %d (x%d virtual) "
              "DP %d, %d micro-batches of %d x %d tokens per iteration%s%s", nparams,
-             nparams / 1e6, c->num_layers, c->tensor_model_parallel_size, pp, V,
-             c->data_parallel_size, M, c->micro_batch_size, c->seq_length,
+             nparams / 1e6, c->arch.num_layers, c->tensor_model_parallel_size, pp, V,
+             c->data_parallel_size, M, c->micro_batch_size, c->arch.seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
 

@@ -1,0 +1,326 @@
+/*
+ * arch.c: the architecture's defaults, presets, derived values, counts
+ * and its JSON codec (arch.h).
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "arch/arch.h"
+
+/* ------------------------------------------------------------------ */
+/* Defaults and presets.                                               */
+
+void gl_arch_defaults(gl_arch *a)
+{
+    memset(a, 0, sizeof *a);
+    a->make_vocab_size_divisible_by = 128;
+    a->norm_epsilon = 1e-5;
+    a->rotary_base = 10000;
+    a->rope_scaling_factor = 8;
+    a->rope_scaling_low_freq_factor = 1;     /* Llama 3.1's and 3.2's values */
+    a->rope_scaling_high_freq_factor = 4;
+    a->rope_scaling_original_max_position_embeddings = 8192;
+    a->init_method_std = 0.02;
+}
+
+typedef struct {
+    const char *name;
+    int layers, hidden, ffn, heads, groups, vocab, seq, max_pos;
+    double rope_base;
+    int rope_scaling;
+    double rope_factor;
+    int untie;
+} preset;
+
+/* The published shapes of the Llama 3 models (config.json of each), and
+ * the small model the tests train.  Columns: layers, hidden, FFN, heads,
+ * query groups, vocabulary, sequence, max positions, RoPE base, RoPE
+ * scaling (and factor), untied embeddings. */
+static const preset presets[] = {
+    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
+    {"llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
+    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 8192, 131072, 500000, 1, 32, 0},
+    {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+
+const char gl_arch_preset_names[] = "llama3-8b, llama3-70b, llama3.2-1b or tiny";
+
+int gl_arch_preset(gl_arch *a, const char *name)
+{
+    const preset *p = presets;
+    while (p->name && strcmp(p->name, name) != 0)
+        p++;
+    if (!p->name)
+        return -1;
+    snprintf(a->model, sizeof a->model, "%s", p->name);
+    a->num_layers = p->layers;
+    a->hidden_size = p->hidden;
+    a->ffn_hidden_size = p->ffn;
+    a->num_attention_heads = p->heads;
+    a->num_query_groups = p->groups;
+    a->kv_channels = 0;
+    a->vocab_size = p->vocab;
+    a->seq_length = p->seq;
+    a->max_position_embeddings = p->max_pos;
+    a->rotary_base = p->rope_base;
+    a->use_rope_scaling = p->rope_scaling;
+    a->rope_scaling_factor = p->rope_factor;
+    a->untie_embeddings_and_output_weights = p->untie;
+    a->norm_epsilon = 1e-5;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Derived values.                                                     */
+
+/* Megatron's default FFN width for SwiGLU: 2/3 of 4h, so that the three
+ * matrices cost what two 4h ones would, rounded down to a multiple of 64. */
+static int swiglu_ffn(int hidden)
+{
+    return (int)((4.0 * hidden * 2 / 3) / 64) * 64;
+}
+
+void gl_arch_resolve(gl_arch *a)
+{
+    if (!a->num_query_groups)
+        a->num_query_groups = a->num_attention_heads;
+    if (!a->kv_channels && a->num_attention_heads && a->hidden_size % a->num_attention_heads == 0)
+        a->kv_channels = a->hidden_size / a->num_attention_heads;
+    if (!a->ffn_hidden_size && a->hidden_size)
+        a->ffn_hidden_size = swiglu_ffn(a->hidden_size);
+    if (!a->max_position_embeddings)
+        a->max_position_embeddings = a->seq_length;
+}
+
+int gl_arch_groups(const gl_arch *a)
+{
+    return a->num_query_groups ? a->num_query_groups : a->num_attention_heads;
+}
+
+int gl_arch_head_dim(const gl_arch *a)
+{
+    if (a->kv_channels)
+        return a->kv_channels;
+    return a->num_attention_heads ? a->hidden_size / a->num_attention_heads : 0;
+}
+
+int gl_arch_pad_vocab(const gl_arch *a, int vocab, int tp)
+{
+    long m = (long)a->make_vocab_size_divisible_by * (tp > 0 ? tp : 1);
+    return (int)((vocab + m - 1) / m * m);
+}
+
+void gl_arch_set_vocab(gl_arch *a, int vocab, int tp)
+{
+    a->vocab_size = vocab;
+    a->padded_vocab_size = gl_arch_pad_vocab(a, vocab, tp);
+}
+
+/* ------------------------------------------------------------------ */
+/* Counts (../shared/reference/flops.md).                              */
+
+long gl_arch_num_params(const gl_arch *a)
+{
+    long h = a->hidden_size, D = gl_arch_head_dim(a);
+    long q = (long)a->num_attention_heads * D, kv = (long)gl_arch_groups(a) * D;
+    long f = a->ffn_hidden_size;
+    long V = a->padded_vocab_size ? a->padded_vocab_size : a->vocab_size;
+    long layer = h * (q + 2 * kv) + q * h + 3 * f * h + 2 * h;
+    long n = a->num_layers * layer + V * h + h;
+    if (a->untie_embeddings_and_output_weights)
+        n += V * h;
+    return n;
+}
+
+double gl_arch_flops_per_token(const gl_arch *a, int tp)
+{
+    double L = a->num_layers, h = a->hidden_size, ffn = a->ffn_hidden_size;
+    double s = a->seq_length;
+    double head_dim = a->kv_channels ? a->kv_channels
+                                     : (double)a->hidden_size / a->num_attention_heads;
+    double q = a->num_attention_heads * head_dim, kv = gl_arch_groups(a) * head_dim;
+    double V = a->padded_vocab_size ? a->padded_vocab_size
+                                    : gl_arch_pad_vocab(a, a->vocab_size, tp);
+    double f = 3; /* SwiGLU: gate, up and down projections */
+
+    /* Forward + backward is 3 x the forward's 2 FLOPs per multiply-add. */
+    double mlp = 6 * h * (f * ffn) * L;
+    double proj = 6 * L * (h * (q + 2 * kv) + q * h);
+    double head = 6 * h * V;
+    double attn = 6 * s * L * q; /* causal: half of QK^T and AV over s x s */
+    return mlp + proj + head + attn;
+}
+
+/* ------------------------------------------------------------------ */
+/* The field table: the JSON codec and the comparison.                 */
+
+typedef enum { F_STR, F_INT, F_NUM, F_BOOL } field_kind;
+
+/* How a field takes part in gl_arch_diff. */
+enum {
+    NOT_COMPARED,     /* layout, training or length: may change between runs */
+    COMPARED,
+    IF_SCALING,       /* compared only when both runs scale RoPE */
+};
+
+static const struct field {
+    const char *key;            /* JSON key = Megatron's argument name */
+    field_kind kind;
+    size_t off;
+    int compare;
+    int required;               /* every checkpoint's config has it */
+} fields[] = {
+#define F(key, kind, cmp, req) { #key, kind, offsetof(gl_arch, key), cmp, req }
+    F(model, F_STR, NOT_COMPARED, 0),
+    F(num_layers, F_INT, COMPARED, 1),
+    F(hidden_size, F_INT, COMPARED, 1),
+    F(ffn_hidden_size, F_INT, COMPARED, 1),
+    F(num_attention_heads, F_INT, COMPARED, 1),
+    F(num_query_groups, F_INT, COMPARED, 0),
+    F(kv_channels, F_INT, COMPARED, 0),
+    F(seq_length, F_INT, NOT_COMPARED, 0),
+    F(max_position_embeddings, F_INT, NOT_COMPARED, 0),
+    F(vocab_size, F_INT, COMPARED, 1),
+    F(padded_vocab_size, F_INT, NOT_COMPARED, 0),
+    F(make_vocab_size_divisible_by, F_INT, NOT_COMPARED, 0),
+    F(norm_epsilon, F_NUM, COMPARED, 0),
+    F(rotary_base, F_NUM, COMPARED, 0),
+    F(use_rope_scaling, F_BOOL, COMPARED, 0),
+    F(rope_scaling_factor, F_NUM, IF_SCALING, 0),
+    F(rope_scaling_low_freq_factor, F_NUM, IF_SCALING, 0),
+    F(rope_scaling_high_freq_factor, F_NUM, IF_SCALING, 0),
+    F(rope_scaling_original_max_position_embeddings, F_INT, IF_SCALING, 0),
+    F(untie_embeddings_and_output_weights, F_BOOL, COMPARED, 0),
+    F(init_method_std, F_NUM, NOT_COMPARED, 0),
+#undef F
+};
+enum { NFIELDS = sizeof fields / sizeof fields[0] };
+
+#define AT(a, f, type) ((type *)((char *)(a) + (f)->off))
+#define CAT(a, f, type) ((const type *)((const char *)(a) + (f)->off))
+
+void gl_arch_to_json(const gl_arch *a, json_t *obj)
+{
+    for (int i = 0; i < NFIELDS; i++) {
+        const struct field *f = &fields[i];
+        json_t *v = NULL;
+        switch (f->kind) {
+        case F_STR:
+            if (CAT(a, f, char)[0])
+                v = json_string(CAT(a, f, char));
+            break;
+        case F_INT:
+            if (*CAT(a, f, int))
+                v = json_integer(*CAT(a, f, int));
+            break;
+        case F_NUM:
+            v = json_real(*CAT(a, f, double));
+            break;
+        case F_BOOL:
+            v = json_boolean(*CAT(a, f, int));
+            break;
+        }
+        if (v)
+            json_object_set_new(obj, f->key, v);
+    }
+}
+
+int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err)
+{
+    if (!json_is_object(obj))
+        return gl_errprintf(err, "no readable \"config\" attribute (JSON with the model's sizes)");
+    gl_json_reader r;
+    gl_json_reader_init(&r, obj);
+    for (int i = 0; i < NFIELDS; i++) {
+        const struct field *f = &fields[i];
+        json_t *v = json_object_get(obj, f->key);
+        switch (f->kind) {
+        case F_STR:
+            if (json_is_string(v))
+                snprintf(AT(a, f, char), sizeof a->model, "%s", json_string_value(v));
+            break;
+        case F_INT:
+            *AT(a, f, int) = gl_json_int(&r, f->key, *AT(a, f, int));
+            break;
+        case F_NUM:
+            *AT(a, f, double) = gl_json_num(&r, f->key, *AT(a, f, double));
+            break;
+        case F_BOOL:
+            *AT(a, f, int) = gl_json_bool(&r, f->key, *AT(a, f, int));
+            break;
+        }
+    }
+    if (r.err[0])
+        return gl_errprintf(err, "its \"config\" attribute: %s", r.err);
+    for (int i = 0; i < NFIELDS; i++)
+        if (fields[i].required && *CAT(a, &fields[i], int) == 0)
+            return gl_errprintf(err, "its \"config\" attribute lacks %s", fields[i].key);
+    return 0;
+}
+
+/* The field's value as gridlm-train's flag takes it; precise: every digit. */
+static void value_text(const struct field *f, const gl_arch *a, int precise, char *out, size_t n)
+{
+    if (f->kind == F_NUM)
+        snprintf(out, n, precise ? "%.17g" : "%g", *CAT(a, f, double));
+    else if (f->kind == F_BOOL)
+        snprintf(out, n, "%s", *CAT(a, f, int) ? "on" : "off");
+    else
+        snprintf(out, n, "%d", *CAT(a, f, int));
+}
+
+static int differs(const struct field *f, const gl_arch *x, const gl_arch *y)
+{
+    if (f->compare == NOT_COMPARED)
+        return 0;
+    if (f->compare == IF_SCALING && !(x->use_rope_scaling && y->use_rope_scaling))
+        return 0;
+    if (f->kind == F_NUM)
+        return *CAT(x, f, double) != *CAT(y, f, double);
+    if (f->kind == F_BOOL)
+        return !*CAT(x, f, int) != !*CAT(y, f, int);
+    return *CAT(x, f, int) != *CAT(y, f, int);
+}
+
+/* Defaults spelled out, so that "0: as many groups as heads" compares
+ * equal to the number it stands for. */
+static void normalise(gl_arch *a)
+{
+    a->num_query_groups = gl_arch_groups(a);
+    a->kv_channels = gl_arch_head_dim(a);
+}
+
+int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n)
+{
+    gl_arch x = *there, y = *here;
+    normalise(&x);
+    normalise(&y);
+    size_t len = 0;
+    int count = 0;
+    if (n)
+        out[0] = '\0';
+    for (int i = 0; i < NFIELDS; i++) {
+        const struct field *f = &fields[i];
+        if (!differs(f, &x, &y))
+            continue;
+        char a[64], b[64], flag[128];
+        value_text(f, &x, 0, a, sizeof a);
+        value_text(f, &y, 0, b, sizeof b);
+        if (!strcmp(a, b)) {     /* values that differ beyond %g's digits */
+            value_text(f, &x, 1, a, sizeof a);
+            value_text(f, &y, 1, b, sizeof b);
+        }
+        snprintf(flag, sizeof flag, "%s", f->key);
+        for (char *p = flag; *p; p++)
+            if (*p == '_')
+                *p = '-';
+        if (len < n)
+            len += (size_t)snprintf(out + len, n - len, "%s--%s %s there, %s here",
+                                    count ? "; " : "", flag, a, b);
+        count++;
+    }
+    return count;
+}

@@ -1,0 +1,125 @@
+/*
+ * arch.h: what the model is, independent of how it is trained.
+ *
+ * One struct, gl_arch, describes a decoder: its shape, normalisation,
+ * rotary embedding and its scaling, vocabulary and padding, tied or untied
+ * head, and the initialisation.  Field names are Megatron-LM's argument
+ * names (--hidden-size is hidden_size), and the same names are the keys of
+ * the "config" JSON a gridlm checkpoint carries.  Everything that has to
+ * know the architecture reads it from here:
+ *
+ *   - the presets (--model llama3-8b, ...): gl_arch_preset();
+ *   - the derived defaults (query groups, head size, FFN width, maximum
+ *     positions): gl_arch_resolve();
+ *   - the vocabulary's padding: gl_arch_pad_vocab();
+ *   - the parameter and FLOP counts: gl_arch_num_params(),
+ *     gl_arch_flops_per_token() (../shared/reference/flops.md);
+ *   - the checkpoint's "config" JSON, written and read by one codec, and
+ *     the comparison of a checkpoint's architecture with a run's:
+ *     gl_arch_to_json(), gl_arch_from_json(), gl_arch_diff();
+ *   - the table of parameters (names, Hugging Face names, shapes, how
+ *     they shard): arch/tensors.h;
+ *   - Hugging Face's config.json: arch/hf_config.h.
+ *
+ * A new model option (experts, QK normalisation, biases, ...) is a field
+ * here and a row of the field table in arch.c; the JSON codec, the check
+ * on --load and the start-up summary follow from the row.
+ *
+ * No MPI, no CUDA, no training state: model/, ckpt/, data/ and train/ all
+ * use this room, and it uses only base/.
+ */
+#ifndef GL_ARCH_ARCH_H
+#define GL_ARCH_ARCH_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+#include "base/json.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gl_arch {
+    char model[64];                  /* --model preset name, "" when none */
+    int num_layers;                  /* --num-layers */
+    int hidden_size;                 /* --hidden-size */
+    int ffn_hidden_size;             /* --ffn-hidden-size (0: Megatron's SwiGLU rule) */
+    int num_attention_heads;         /* --num-attention-heads */
+    int num_query_groups;            /* --num-query-groups (0: = heads, i.e. MHA) */
+    int kv_channels;                 /* --kv-channels: the head size (0: hidden / heads) */
+    int seq_length;                  /* --seq-length */
+    int max_position_embeddings;     /* --max-position-embeddings (0: seq_length) */
+    int vocab_size;                  /* --vocab-size (0: from the tokenizer) */
+    int padded_vocab_size;           /* vocab_size padded (gl_arch_set_vocab) */
+    int make_vocab_size_divisible_by;/* --make-vocab-size-divisible-by (128) */
+    double norm_epsilon;             /* --norm-epsilon (1e-5) */
+    double rotary_base;              /* --rotary-base (10000) */
+    int use_rope_scaling;            /* --use-rope-scaling (Llama 3.1 frequency scaling) */
+    double rope_scaling_factor;      /* --rope-scaling-factor (8) */
+    double rope_scaling_low_freq_factor;  /* --rope-scaling-low-freq-factor (1) */
+    double rope_scaling_high_freq_factor; /* --rope-scaling-high-freq-factor (4) */
+    int rope_scaling_original_max_position_embeddings;
+                                     /* --rope-scaling-original-max-position-embeddings (8192) */
+    int untie_embeddings_and_output_weights; /* --untie-embeddings-and-output-weights */
+    double init_method_std;          /* --init-method-std (0.02) */
+} gl_arch;
+
+/* Megatron's defaults (every size 0: not given). */
+void gl_arch_defaults(gl_arch *a);
+
+/* Apply preset `name` (shape, RoPE, vocabulary, sequence, tying) over a;
+ * -1 (a unchanged) when there is no such preset. */
+int gl_arch_preset(gl_arch *a, const char *name);
+
+/* "llama3-8b, llama3-70b, llama3.2-1b or tiny": for messages and --help. */
+extern const char gl_arch_preset_names[];
+
+/* Fill the values whose default depends on others (0 means "derive"):
+ * query groups = heads, head size = hidden / heads, the FFN width of
+ * Megatron's SwiGLU rule, maximum positions = sequence length. */
+void gl_arch_resolve(gl_arch *a);
+
+/* Megatron's padding: the vocabulary rounded up to a multiple of
+ * make_vocab_size_divisible_by x tp, so that each of tp ranks holds an
+ * equal, aligned slice of the embedding. */
+int gl_arch_pad_vocab(const gl_arch *a, int vocab, int tp);
+
+/* Set vocab_size and padded_vocab_size for tp tensor-parallel ranks. */
+void gl_arch_set_vocab(gl_arch *a, int vocab, int tp);
+
+/* Query groups and head size, resolved (0 fields taken as their rule). */
+int gl_arch_groups(const gl_arch *a);
+int gl_arch_head_dim(const gl_arch *a);
+
+/* Parameters of the model, each logical tensor once (the padded
+ * vocabulary's rows included, a tied head counted once). */
+long gl_arch_num_params(const gl_arch *a);
+
+/* Model FLOPs per trained token, forward and backward, as
+ * ../shared/reference/flops.md counts them: over the padded vocabulary
+ * (padded for tp ranks when padded_vocab_size is not set yet). */
+double gl_arch_flops_per_token(const gl_arch *a, int tp);
+
+/* Add every field to obj under its JSON key, in the table's order; sizes
+ * that are 0 (not set) and an empty model name are left out. */
+void gl_arch_to_json(const gl_arch *a, json_t *obj);
+
+/* Read the fields of obj over a (keys that are missing keep a's value);
+ * -1 with err filled when a key holds a value of the wrong type, or one of
+ * the sizes every checkpoint has (num_layers, hidden_size,
+ * ffn_hidden_size, num_attention_heads, vocab_size) is missing: "its
+ * \"config\" attribute lacks KEY". */
+int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err);
+
+/* Compare the fields that shape the weights or what the model computes
+ * with them (not the sequence length, the maximum positions, the
+ * vocabulary's padding or the initialisation; the RoPE scaling
+ * parameters only when both scale).  Writes "--flag X there, Y here"
+ * items joined by "; " into out and returns how many fields differ. */
+int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,236 @@
+/*
+ * hf_config.c: config.json <-> gl_arch (hf_config.h).
+ */
+#include <config.h>
+
+#include <limits.h>
+#include <string.h>
+
+#include "arch/hf_config.h"
+
+/* A positive integer member that fits an int; missing or null: dflt, or
+ * an error when required. */
+static int get_int(json_t *o, const char *key, int *v, int required, long dflt,
+                   const char *path, gl_error *err)
+{
+    json_t *x = json_object_get(o, key);
+    if (!x || json_is_null(x)) {
+        if (required)
+            return gl_errprintf(err, "%s has no \"%s\"", path, key);
+        *v = (int)dflt;
+        return 0;
+    }
+    if (!json_is_integer(x) || json_integer_value(x) <= 0)
+        return gl_errprintf(err, "%s: \"%s\" must be a positive integer", path, key);
+    if (json_integer_value(x) > INT_MAX)
+        return gl_errprintf(err, "%s: \"%s\" %lld is too large", path, key,
+                            (long long)json_integer_value(x));
+    *v = (int)json_integer_value(x);
+    return 0;
+}
+
+static int get_double(json_t *o, const char *key, double *v, double dflt, const char *path,
+                      gl_error *err)
+{
+    json_t *x = json_object_get(o, key);
+    if (!x || json_is_null(x)) {
+        *v = dflt;
+        return 0;
+    }
+    if (!json_is_number(x) || json_number_value(x) <= 0)
+        return gl_errprintf(err, "%s: \"%s\" must be a positive number", path, key);
+    *v = json_number_value(x);
+    return 0;
+}
+
+/* config.json's RoPE: rope_theta and rope_scaling (absent or null: plain
+ * RoPE), or transformers v5's rope_parameters, one object holding both
+ * (rope_scaling wins when both are there, as in v5; a rope_theta inside
+ * the object wins over the top-level one; no rope_type there means
+ * "default").  gridlm runs rope_type "llama3", the frequency scaling of
+ * Llama 3.1 and 3.2, with all four of its parameters (gl_rope_inv_freq in
+ * src/model/model.c); transformers requires factor, low_freq_factor and
+ * high_freq_factor and takes original_max_position_embeddings from
+ * max_position_embeddings when it is missing, and so does this. */
+static int rope_from_hf(json_t *j, gl_arch *a, const char *path, gl_error *err)
+{
+    json_t *rs = json_object_get(j, "rope_scaling");
+    int v5 = !rs || json_is_null(rs);
+    if (v5)
+        rs = json_object_get(j, "rope_parameters");
+    if (get_double(j, "rope_theta", &a->rotary_base, 10000.0, path, err))
+        return -1;
+    json_t *prf[2] = {json_object_get(j, "partial_rotary_factor"),
+                      json_is_object(rs) ? json_object_get(rs, "partial_rotary_factor") : NULL};
+    for (int i = 0; i < 2; i++)
+        if (prf[i] && !json_is_null(prf[i]) &&
+            !(json_is_number(prf[i]) && json_number_value(prf[i]) == 1.0))
+            return gl_errprintf(err, "%s: partial_rotary_factor is not 1; gridlm rotates "
+                                "every channel of a head", path);
+    if (!rs || json_is_null(rs))
+        return 0;
+    if (!json_is_object(rs))
+        return gl_errprintf(err, "%s: %s is not a JSON object", path,
+                            v5 ? "rope_parameters" : "rope_scaling");
+    const char *key;
+    json_t *val;
+    json_object_foreach(rs, key, val)
+        if (json_is_object(val))       /* v5's per-layer-type form (Gemma, ...) */
+            return gl_errprintf(err, "%s: rope_parameters differ per layer type (\"%s\"); "
+                                "gridlm's Llama has one RoPE for every layer", path, key);
+    if (json_object_get(rs, "rope_theta") &&
+        get_double(rs, "rope_theta", &a->rotary_base, 10000.0, path, err))
+        return -1;
+    json_t *t = json_object_get(rs, "rope_type");
+    if (!t)
+        t = json_object_get(rs, "type");      /* the older spelling */
+    const char *type = json_is_string(t) ? json_string_value(t) : !t && v5 ? "default" : "?";
+    if (!strcmp(type, "default"))
+        return 0;
+    if (strcmp(type, "llama3") != 0)
+        return gl_errprintf(err, "%s: rope_scaling type \"%s\"; gridlm supports \"llama3\" "
+                            "(Llama 3.1 and 3.2) scaling or none: its rotary frequencies "
+                            "would differ from transformers'", path, type);
+    static const char *const need[] = {"factor", "low_freq_factor", "high_freq_factor", NULL};
+    for (int i = 0; need[i]; i++)
+        if (!json_is_number(json_object_get(rs, need[i])))
+            return gl_errprintf(err, "%s: rope_scaling (llama3) has no number \"%s\": "
+                                "transformers requires factor, low_freq_factor and "
+                                "high_freq_factor", path, need[i]);
+    a->use_rope_scaling = 1;
+    if (get_double(rs, "factor", &a->rope_scaling_factor, 8.0, path, err) ||
+        get_double(rs, "low_freq_factor", &a->rope_scaling_low_freq_factor, 1.0, path, err) ||
+        get_double(rs, "high_freq_factor", &a->rope_scaling_high_freq_factor, 4.0, path, err) ||
+        get_int(rs, "original_max_position_embeddings",
+                &a->rope_scaling_original_max_position_embeddings, 0,
+                a->max_position_embeddings, path, err))
+        return -1;
+    /* The rule blends between the wavelengths original / high and
+     * original / low and divides by high - low (gridlm-train's
+     * --rope-scaling-high-freq-factor must exceed the low one too). */
+    if (!(a->rope_scaling_high_freq_factor > a->rope_scaling_low_freq_factor))
+        return gl_errprintf(err, "%s: rope_scaling has high_freq_factor %g not larger than "
+                            "low_freq_factor %g: the llama3 rule needs high > low (Llama "
+                            "3.1: 4 and 1)", path, a->rope_scaling_high_freq_factor,
+                            a->rope_scaling_low_freq_factor);
+    return 0;
+}
+
+/* Is j a Llama: model_type "llama" or LlamaForCausalLM among the
+ * architectures? */
+static int is_llama(json_t *j)
+{
+    json_t *mt = json_object_get(j, "model_type");
+    if (json_is_string(mt) && !strcmp(json_string_value(mt), "llama"))
+        return 1;
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(j, "architectures"), i, a)
+        if (json_is_string(a) && !strcmp(json_string_value(a), "LlamaForCausalLM"))
+            return 1;
+    return 0;
+}
+
+int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *err)
+{
+    gl_arch_defaults(a);
+    if (!json_is_object(j))
+        return gl_errprintf(err, "%s is not a JSON object", path);
+    if (!is_llama(j)) {
+        json_t *mt = json_object_get(j, "model_type");
+        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM (model_type "
+                            "\"%s\"): gridlm imports Llama models only", path,
+                            json_is_string(mt) ? json_string_value(mt) : "?");
+    }
+    if (get_int(j, "hidden_size", &a->hidden_size, 1, 0, path, err) ||
+        get_int(j, "intermediate_size", &a->ffn_hidden_size, 1, 0, path, err) ||
+        get_int(j, "num_hidden_layers", &a->num_layers, 1, 0, path, err) ||
+        get_int(j, "num_attention_heads", &a->num_attention_heads, 1, 0, path, err) ||
+        get_int(j, "vocab_size", &a->vocab_size, 1, 0, path, err) ||
+        get_int(j, "num_key_value_heads", &a->num_query_groups, 0, a->num_attention_heads,
+                path, err) ||
+        get_int(j, "head_dim", &a->kv_channels, 0, a->hidden_size / a->num_attention_heads,
+                path, err) ||
+        get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0, 2048, path,
+                err) ||
+        get_double(j, "rms_norm_eps", &a->norm_epsilon, 1e-6, path, err))
+        return -1;
+    if (a->num_attention_heads % a->num_query_groups)
+        return gl_errprintf(err, "%s: num_attention_heads %d is not a multiple of "
+                            "num_key_value_heads %d", path, a->num_attention_heads,
+                            a->num_query_groups);
+    json_t *tie = json_object_get(j, "tie_word_embeddings");
+    a->untie_embeddings_and_output_weights = !(tie && json_is_true(tie));
+    json_t *bias = json_object_get(j, "attention_bias");
+    json_t *mbias = json_object_get(j, "mlp_bias");
+    if ((bias && json_is_true(bias)) || (mbias && json_is_true(mbias)))
+        return gl_errprintf(err, "%s: attention_bias or mlp_bias is set; gridlm's Llama has "
+                            "no biases", path);
+    json_t *act = json_object_get(j, "hidden_act");
+    if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
+        return gl_errprintf(err, "%s: hidden_act \"%s\"; gridlm's MLP is SwiGLU (silu)", path,
+                            json_string_value(act));
+    return rope_from_hf(j, a, path, err);
+}
+
+/* The llama3 RoPE scaling parameters, config.json's names, into o
+ * (rope_scaling, or v5's rope_parameters). */
+static void llama3_to_hf(const gl_arch *a, json_t *o)
+{
+    json_object_set_new(o, "factor", json_real(a->rope_scaling_factor));
+    json_object_set_new(o, "low_freq_factor", json_real(a->rope_scaling_low_freq_factor));
+    json_object_set_new(o, "high_freq_factor", json_real(a->rope_scaling_high_freq_factor));
+    json_object_set_new(o, "original_max_position_embeddings",
+                        json_integer(a->rope_scaling_original_max_position_embeddings));
+}
+
+char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *dtype)
+{
+    json_t *j = original ? json_loads(original, 0, NULL) : NULL;
+    if (!json_is_object(j)) {
+        json_decref(j);
+        j = json_object();
+    }
+    json_t *arch = json_array();
+    json_array_append_new(arch, json_string("LlamaForCausalLM"));
+    json_object_set_new(j, "architectures", arch);
+    json_object_set_new(j, "model_type", json_string("llama"));
+    json_object_set_new(j, "hidden_act", json_string("silu"));
+    json_object_set_new(j, "hidden_size", json_integer(a->hidden_size));
+    json_object_set_new(j, "intermediate_size", json_integer(a->ffn_hidden_size));
+    json_object_set_new(j, "num_hidden_layers", json_integer(a->num_layers));
+    json_object_set_new(j, "num_attention_heads", json_integer(a->num_attention_heads));
+    json_object_set_new(j, "num_key_value_heads", json_integer(gl_arch_groups(a)));
+    json_object_set_new(j, "head_dim", json_integer(gl_arch_head_dim(a)));
+    json_object_set_new(j, "rms_norm_eps", json_real(a->norm_epsilon));
+    json_object_set_new(j, "rope_theta", json_real(a->rotary_base));
+    if (a->use_rope_scaling) {
+        json_t *rs = json_object();
+        json_object_set_new(rs, "rope_type", json_string("llama3"));
+        llama3_to_hf(a, rs);
+        json_object_set_new(j, "rope_scaling", rs);
+    } else {
+        json_object_set_new(j, "rope_scaling", json_null());
+    }
+    /* An original written by transformers v5 holds its RoPE in
+     * rope_parameters: rewrite that too, so that the two agree. */
+    if (json_is_object(json_object_get(j, "rope_parameters"))) {
+        json_t *rp = json_object();
+        json_object_set_new(rp, "rope_type",
+                            json_string(a->use_rope_scaling ? "llama3" : "default"));
+        json_object_set_new(rp, "rope_theta", json_real(a->rotary_base));
+        if (a->use_rope_scaling)
+            llama3_to_hf(a, rp);
+        json_object_set_new(j, "rope_parameters", rp);
+    }
+    json_object_set_new(j, "vocab_size", json_integer(a->vocab_size));
+    json_object_set_new(j, "max_position_embeddings", json_integer(a->max_position_embeddings));
+    json_object_set_new(j, "tie_word_embeddings",
+                        json_boolean(!a->untie_embeddings_and_output_weights));
+    json_object_set_new(j, "attention_bias", json_false());
+    json_object_set_new(j, "mlp_bias", json_false());
+    json_object_set_new(j, "torch_dtype", json_string(dtype));
+    char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
+    json_decref(j);
+    return s;
+}

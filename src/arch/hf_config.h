@@ -1,0 +1,53 @@
+/*
+ * hf_config.h: Hugging Face's config.json <-> gl_arch.
+ *
+ * A LlamaForCausalLM's config.json names the architecture with
+ * transformers' keys:
+ *
+ *   config.json                        gl_arch
+ *   hidden_size                        hidden_size
+ *   intermediate_size                  ffn_hidden_size
+ *   num_hidden_layers                  num_layers
+ *   num_attention_heads                num_attention_heads
+ *   num_key_value_heads (= heads)      num_query_groups
+ *   head_dim (= hidden / heads)        kv_channels
+ *   rms_norm_eps (1e-6)                norm_epsilon
+ *   rope_theta (10000)                 rotary_base
+ *   rope_scaling {rope_type "llama3", factor, low_freq_factor,
+ *     high_freq_factor, original_max_position_embeddings}
+ *                                      use_rope_scaling, rope_scaling_*
+ *   vocab_size                         vocab_size
+ *   max_position_embeddings (2048)     max_position_embeddings
+ *   tie_word_embeddings (false)        !untie_embeddings_and_output_weights
+ *
+ * (defaults in parentheses are LlamaConfig's, used when a key is
+ * missing).  transformers v5's rope_parameters (rope_theta inside) is read
+ * too, and rope_scaling wins when both are there, as in v5.  Anything
+ * gridlm would compute differently from transformers is refused by name:
+ * another rope_type, a partial_rotary_factor other than 1, per-layer-type
+ * RoPE, biases, an activation other than silu, another model type.
+ */
+#ifndef GL_ARCH_HF_CONFIG_H
+#define GL_ARCH_HF_CONFIG_H
+
+#include "arch/arch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fill a (from gl_arch_defaults) from config.json's object j; path names
+ * the file in messages.  -1 with err filled when gridlm cannot run the
+ * model exactly as transformers would. */
+int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *err);
+
+/* config.json text for a: starts from original (an imported config.json's
+ * text, may be NULL) so that the keys gridlm does not use (token ids,
+ * ...) survive, then sets every architecture key; torch_dtype is dtype.
+ * NULL when out of memory. */
+char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,118 @@
+/*
+ * tensors.c: the parameter table (tensors.h).
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/tensors.h"
+
+static const gl_tensor_info table[GL_T_COUNT] = {
+    [GL_T_EMBEDDING] = {"embedding.weight", "model.embed_tokens.weight", 0, 2,
+                        GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_ATTENTION_NORM] = {"layers.%d.attention_norm.weight",
+                             "model.layers.%d.input_layernorm.weight", 1, 1, GL_SHARD_NONE,
+                             GL_INIT_ONES},
+    [GL_T_WQ] = {"layers.%d.attention.wq.weight", "model.layers.%d.self_attn.q_proj.weight", 1,
+                 2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_WK] = {"layers.%d.attention.wk.weight", "model.layers.%d.self_attn.k_proj.weight", 1,
+                 2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_WV] = {"layers.%d.attention.wv.weight", "model.layers.%d.self_attn.v_proj.weight", 1,
+                 2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_WO] = {"layers.%d.attention.wo.weight", "model.layers.%d.self_attn.o_proj.weight", 1,
+                 2, GL_SHARD_COLS, GL_INIT_SCALED_NORMAL},
+    [GL_T_MLP_NORM] = {"layers.%d.mlp_norm.weight",
+                       "model.layers.%d.post_attention_layernorm.weight", 1, 1, GL_SHARD_NONE,
+                       GL_INIT_ONES},
+    [GL_T_W_GATE] = {"layers.%d.mlp.w_gate.weight", "model.layers.%d.mlp.gate_proj.weight", 1,
+                     2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_W_UP] = {"layers.%d.mlp.w_up.weight", "model.layers.%d.mlp.up_proj.weight", 1, 2,
+                   GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_W_DOWN] = {"layers.%d.mlp.w_down.weight", "model.layers.%d.mlp.down_proj.weight", 1,
+                     2, GL_SHARD_COLS, GL_INIT_SCALED_NORMAL},
+    [GL_T_FINAL_NORM] = {"final_norm.weight", "model.norm.weight", 0, 1, GL_SHARD_NONE,
+                         GL_INIT_ONES},
+    [GL_T_LM_HEAD] = {"lm_head.weight", "lm_head.weight", 0, 2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+};
+
+const gl_tensor_info *gl_tensor(gl_tensor_id id)
+{
+    return &table[id];
+}
+
+int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long shape[2])
+{
+    long h = a->hidden_size, D = gl_arch_head_dim(a);
+    long q = (long)a->num_attention_heads * D, kv = (long)gl_arch_groups(a) * D;
+    long f = a->ffn_hidden_size;
+    long rows = h, cols = 1;
+    switch (id) {
+    case GL_T_EMBEDDING:
+    case GL_T_LM_HEAD: rows = vocab_rows; cols = h; break;
+    case GL_T_WQ: rows = q; cols = h; break;
+    case GL_T_WK:
+    case GL_T_WV: rows = kv; cols = h; break;
+    case GL_T_WO: rows = h; cols = q; break;
+    case GL_T_W_GATE:
+    case GL_T_W_UP: rows = f; cols = h; break;
+    case GL_T_W_DOWN: rows = h; cols = f; break;
+    default: break;                     /* the norms: [h] */
+    }
+    shape[0] = rows;
+    shape[1] = cols;
+    return table[id].ndim;
+}
+
+void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n)
+{
+    const char *fmt = hf ? table[id].hf_name : table[id].name;
+    if (table[id].per_layer)
+        snprintf(out, n, fmt, l);
+    else
+        snprintf(out, n, "%s", fmt);
+}
+
+int gl_tensor_present(gl_tensor_id id, const gl_arch *a)
+{
+    return id != GL_T_LM_HEAD || a->untie_embeddings_and_output_weights;
+}
+
+/* Does name match pattern (with at most one "%d", a layer number written
+ * without leading zeros)? */
+static int match(const char *pattern, const char *name, int *layer)
+{
+    const char *d = strstr(pattern, "%d");
+    if (!d)
+        return strcmp(pattern, name) == 0;
+    size_t pre = (size_t)(d - pattern);
+    if (strncmp(pattern, name, pre) != 0)
+        return 0;
+    const char *p = name + pre;
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+        return 0;
+    char *end;
+    long l = strtol(p, &end, 10);
+    if (strcmp(end, d + 2) != 0 || l > 1000000)
+        return 0;
+    *layer = (int)l;
+    return 1;
+}
+
+int gl_tensor_translate(const char *from, int to_hf, char *out, size_t n, gl_tensor_id *id,
+                        int *layer)
+{
+    for (int i = 0; i < GL_T_COUNT; i++) {
+        int l = 0;
+        if (match(to_hf ? table[i].name : table[i].hf_name, from, &l)) {
+            gl_tensor_name((gl_tensor_id)i, l, to_hf, out, n);
+            if (id)
+                *id = (gl_tensor_id)i;
+            if (layer)
+                *layer = table[i].per_layer ? l : -1;
+            return 1;
+        }
+    }
+    return 0;
+}

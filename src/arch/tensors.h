@@ -1,0 +1,103 @@
+/*
+ * tensors.h: the one table of the model's parameters.
+ *
+ * Every logical tensor of the decoder, once: gridlm's name (the name in
+ * a checkpoint, under "model/"), Hugging Face's name, its shape in terms
+ * of gl_arch, how tensor parallelism splits it, and how it is
+ * initialised.  "%d" in a name stands for the layer number.
+ *
+ *   gridlm                          Hugging Face                              shape       TP
+ *   embedding.weight                model.embed_tokens.weight                 [Vpad, h]   rows
+ *   layers.N.attention_norm.weight  model.layers.N.input_layernorm.weight     [h]         -
+ *   layers.N.attention.wq.weight    model.layers.N.self_attn.q_proj.weight    [Hq D, h]   rows
+ *   layers.N.attention.wk.weight    model.layers.N.self_attn.k_proj.weight    [Hkv D, h]  rows
+ *   layers.N.attention.wv.weight    model.layers.N.self_attn.v_proj.weight    [Hkv D, h]  rows
+ *   layers.N.attention.wo.weight    model.layers.N.self_attn.o_proj.weight    [h, Hq D]   cols
+ *   layers.N.mlp_norm.weight        model.layers.N.post_attention_layernorm.weight [h]    -
+ *   layers.N.mlp.w_gate.weight      model.layers.N.mlp.gate_proj.weight       [f, h]      rows
+ *   layers.N.mlp.w_up.weight        model.layers.N.mlp.up_proj.weight         [f, h]      rows
+ *   layers.N.mlp.w_down.weight      model.layers.N.mlp.down_proj.weight       [h, f]      cols
+ *   final_norm.weight               model.norm.weight                         [h]         -
+ *   lm_head.weight                  lm_head.weight                            [Vpad, h]   rows
+ *                                   (absent when the head is tied to the embedding)
+ *
+ * Every matrix is [out, in] in both (PyTorch's Linear layout).  Hugging
+ * Face stores the vocabulary's V rows where gridlm stores Vpad (the
+ * padding rows are zero); gl_tensor_shape takes the row count to use.
+ *
+ * The table's order is the order weights are stored in, which is also
+ * Hugging Face's: the embedding, each layer's tensors, the final norm and
+ * the head.
+ */
+#ifndef GL_ARCH_TENSORS_H
+#define GL_ARCH_TENSORS_H
+
+#include <stddef.h>
+
+#include "arch/arch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How TP splits a logical tensor. */
+typedef enum {
+    GL_SHARD_NONE = 0,     /* replicated on every TP rank */
+    GL_SHARD_ROWS,         /* dim 0 split: column-parallel (output features) */
+    GL_SHARD_COLS          /* dim 1 split: row-parallel (input features) */
+} gl_shard;
+
+typedef enum {
+    GL_T_EMBEDDING = 0,
+    GL_T_ATTENTION_NORM,
+    GL_T_WQ,
+    GL_T_WK,
+    GL_T_WV,
+    GL_T_WO,
+    GL_T_MLP_NORM,
+    GL_T_W_GATE,
+    GL_T_W_UP,
+    GL_T_W_DOWN,
+    GL_T_FINAL_NORM,
+    GL_T_LM_HEAD,
+    GL_T_COUNT
+} gl_tensor_id;
+
+/* Initialisation (Megatron's): normal(0, std) for matrices, where the
+ * output projections of each layer (wo, w_down) use std / sqrt(2 L);
+ * ones for norm weights. */
+typedef enum { GL_INIT_NORMAL = 0, GL_INIT_SCALED_NORMAL, GL_INIT_ONES } gl_init;
+
+typedef struct {
+    const char *name;           /* gridlm's name, "%d" = layer */
+    const char *hf_name;        /* Hugging Face's name */
+    int per_layer;              /* one per decoder layer */
+    int ndim;                   /* 1 (norm weights) or 2 */
+    gl_shard shard;
+    gl_init init;
+} gl_tensor_info;
+
+/* Row id of the table. */
+const gl_tensor_info *gl_tensor(gl_tensor_id id);
+
+/* The logical shape of tensor id under a ([h, 1] for vectors); vocab_rows
+ * is the vocabulary's row count to use (Vpad for gridlm, V for Hugging
+ * Face).  Returns ndim. */
+int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long shape[2]);
+
+/* Tensor id's name (gridlm's, or Hugging Face's when hf) at layer l. */
+void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n);
+
+/* Is tensor id stored for a: every tensor but the head of a tied model. */
+int gl_tensor_present(gl_tensor_id id, const gl_arch *a);
+
+/* Translate a name between gridlm's and Hugging Face's (to_hf: gridlm ->
+ * Hugging Face); 0 when it is not a name of the table.  The layer number
+ * of a per-layer name goes to *layer when layer is not NULL. */
+int gl_tensor_translate(const char *from, int to_hf, char *out, size_t n, gl_tensor_id *id,
+                        int *layer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
