@@ -42,36 +42,43 @@ static void write_dataset(const char *name, int base, int ndocs)
     gl_idx_writer_finish(w);
 }
 
-static gl_config cfg(const char *cache, int blended)
+/* A loader's two arguments. */
+typedef struct {
+    gl_data_opts data;
+    gl_loader_want want;
+} source;
+
+/* Valid samples asked for: Megatron's (ITERS / eval-interval 3 + 1) x
+ * eval-iters 2 x GBS (train/'s gl_config_loader_want counts them so). */
+#define VALID ((ITERS / 3 + 1) * 2 * GBS)
+
+static source cfg(const char *cache, int blended)
 {
     static char pa[400], pb[400];
-    gl_config c;
+    source c;
     memset(&c, 0, sizeof c);
     snprintf(pa, sizeof pa, "%s/A", dir);
     snprintf(pb, sizeof pb, "%s/B", dir);
-    c.arch.seq_length = SEQ;
-    c.micro_batch_size = 2;
-    c.global_batch_size = GBS;
-    c.train_iters = ITERS;
-    c.seed = 1234;
-    c.eval_interval = 3;
-    c.eval_iters = 2;
-    c.num_workers = 2;
-    c.arch.vocab_size = VOCAB;
-    strcpy(c.tokenizer_type, "NullTokenizer");
-    strcpy(c.split, "90,10,0");
-    c.eod_mask_loss = 1;
-    c.data_cache_path = (char *)cache;
+    c.want.seq_length = SEQ;
+    c.want.train_samples = (long)ITERS * GBS;
+    c.want.valid_samples = VALID;
+    c.want.seed = 1234;
+    c.data.num_workers = 2;
+    c.want.vocab_size = VOCAB;
+    strcpy(c.data.tokenizer_type, "NullTokenizer");
+    strcpy(c.data.split, "90,10,0");
+    c.data.eod_mask_loss = 1;
+    c.data.data_cache_path = (char *)cache;
     if (blended) {
-        c.n_data_paths = 2;
-        c.data_path[0] = pa;
-        c.data_path[1] = pb;
-        c.data_weight[0] = 0.3;
-        c.data_weight[1] = 0.7;
-        c.data_weights_given = 1;
+        c.data.n_data_paths = 2;
+        c.data.data_path[0] = pa;
+        c.data.data_path[1] = pb;
+        c.data.data_weight[0] = 0.3;
+        c.data.data_weight[1] = 0.7;
+        c.data.data_weights_given = 1;
     } else {
-        c.n_data_paths = 1;
-        c.data_path[0] = pa;
+        c.data.n_data_paths = 1;
+        c.data.data_path[0] = pa;
     }
     return c;
 }
@@ -80,10 +87,10 @@ static gl_config cfg(const char *cache, int blended)
  * other ranks need no tokens), gathered on rank 0 in sample order. */
 static void run_layout(int dp, const char *cache, int32_t *all, long *prefetched)
 {
-    gl_config c = cfg(cache, 1);
+    source c = cfg(cache, 1);
     int r = me % dp, needs = me < dp;
-    gl_loader *L = gl_loader_open(&c, r, dp, needs, MPI_COMM_WORLD);
-    int mbs = c.micro_batch_size, row = SEQ + 1;
+    gl_loader *L = gl_loader_open(&c.data, &c.want, r, dp, needs, MPI_COMM_WORLD);
+    int mbs = 2, row = SEQ + 1;
     int32_t *buf = malloc((size_t)mbs * row * sizeof *buf);
     float *mask = malloc((size_t)mbs * SEQ * sizeof *mask);
     int32_t *mine = calloc((size_t)ITERS * GBS * row, sizeof *mine);
@@ -125,8 +132,8 @@ int main(int argc, char **argv)
     snprintf(cache, sizeof cache, "%s/cache", dir);
 
     /* The cache: built by rank 0 once, mapped by the others. */
-    gl_config c = cfg(cache, 1);
-    gl_loader *L = gl_loader_open(&c, 0, 1, 1, MPI_COMM_WORLD);
+    source c = cfg(cache, 1);
+    gl_loader *L = gl_loader_open(&c.data, &c.want, 0, 1, 1, MPI_COMM_WORLD);
     int origin = gl_loader_index_origin(L), o0, omin, omax;
     MPI_Reduce(&origin, &o0, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
     int other = me ? origin : 1;
@@ -136,7 +143,7 @@ int main(int argc, char **argv)
     is_int(gl_loader_vocab_size(L), VOCAB + 1, "NullTokenizer: vocabulary %d + eod", VOCAB);
     is_int(gl_loader_eod(L), VOCAB, "NullTokenizer: eod is %d", VOCAB);
     ok(gl_loader_has_valid(L), "the valid split has samples");
-    is_int(gl_loader_valid_samples(L), (ITERS / 3 + 1) * 2 * GBS, "valid samples: (iters/interval + 1) x eval_iters x gbs");
+    is_int(gl_loader_valid_samples(L), VALID, "the valid split gives the %d samples asked for", VALID);
     /* loss mask */
     int32_t tok[4 * 25];
     float mask[4 * 24];
@@ -155,7 +162,7 @@ int main(int argc, char **argv)
         good &= tok[i] == VOCAB || (tok[i] % 1000) >= 270;
     ok(good, "valid samples hold only valid-split documents");
     gl_loader_close(L);
-    L = gl_loader_open(&c, 0, 1, 1, MPI_COMM_WORLD);
+    L = gl_loader_open(&c.data, &c.want, 0, 1, 1, MPI_COMM_WORLD);
     origin = gl_loader_index_origin(L);
     MPI_Reduce(&origin, &omax, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
     ok(omax == 1, "a second run with the same description reuses the cache everywhere");
@@ -197,18 +204,18 @@ int main(int argc, char **argv)
         ok(mixed == 0 && labs(fromA - (long)(0.3 * n + 0.5)) <= 1,
            "blend 0.3 A / 0.7 B: %ld of %ld samples from A, none mixed", fromA, n);
         /* resume: a fresh loader from sample 20 continues the sequence */
-        gl_config c1 = cfg(cache, 1);
-        L = gl_loader_open(&c1, 0, 1, 1, MPI_COMM_SELF);
+        source c1 = cfg(cache, 1);
+        L = gl_loader_open(&c1.data, &c1.want, 0, 1, 1, MPI_COMM_SELF);
         int32_t *b = malloc((size_t)28 * row * sizeof *b);
         gl_loader_batch(L, 20, 28, b, NULL);
         ok(memcmp(b, ref + 20 * row, (size_t)28 * row * sizeof *b) == 0, "resuming at sample 20 continues exactly");
         free(b);
         gl_loader_close(L);
         /* mock data: the same whatever the layout */
-        gl_config m = cfg(NULL, 0);
-        m.mock_data = 1;
-        m.n_data_paths = 0;
-        L = gl_loader_open(&m, 0, 1, 1, MPI_COMM_SELF);
+        source m = cfg(NULL, 0);
+        m.data.mock_data = 1;
+        m.data.n_data_paths = 0;
+        L = gl_loader_open(&m.data, &m.want, 0, 1, 1, MPI_COMM_SELF);
         int32_t x[2 * 25], y[25];
         gl_loader_batch(L, 10, 2, x, NULL);
         gl_mock_sample(1234, 11, row, VOCAB + 1, y);

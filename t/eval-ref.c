@@ -63,17 +63,17 @@ static int loss(int argc, char **argv)
     gl_config c;
     gl_config_defaults(&c);
     gl_config_parse(&c, argc, argv);
-    c.tensor_model_parallel_size = c.pipeline_model_parallel_size = 1;
-    c.num_layers_per_virtual_pipeline_stage = 0;
-    c.sequence_parallel = 0;
-    c.micro_batch_size = 1;
+    c.layout.tensor_model_parallel_size = c.layout.pipeline_model_parallel_size = 1;
+    c.layout.num_layers_per_virtual_pipeline_stage = 0;
+    c.layout.sequence_parallel = 0;
+    c.layout.micro_batch_size = 1;
     c.global_batch_size = 0;
     gl_config_finish(&c, 1, 1);
 
-    gl_model_plan *p = gl_model_plan_new(&c, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
-    gl_model *m = gl_model_new(p, &c, d, NULL, &one);
+    gl_model *m = gl_model_new(p, d, NULL, &one);
     if (c.load) {
         gl_ckpt *ck;
         if (gl_ckpt_open(MPI_COMM_SELF, c.load, 0, &ck) != GL_CKPT_OK)
@@ -85,7 +85,7 @@ static int loss(int argc, char **argv)
     }
     ref_model R = { p, m->w };
 
-    gl_idx *x = gl_idx_open_or_die(c.data_path[0]);
+    gl_idx *x = gl_idx_open_or_die(c.data.data_path[0]);
     int S = c.arch.seq_length;
     int32_t *tok = malloc((size_t)(S + 1) * sizeof *tok);
     int32_t *ids = malloc((size_t)S * sizeof *ids), *tg = malloc((size_t)S * sizeof *tg);
@@ -107,7 +107,7 @@ static int loss(int argc, char **argv)
             mask[t] = t + 1 < got ? 1.0f : 0.0f;
         }
         double cnt;
-        sum += ref_loss_sum(&c, &R, ids, tg, mask, &cnt);
+        sum += ref_loss_sum(&c.arch, &R, ids, tg, mask, &cnt);
         count += cnt;
         docs++;
     }

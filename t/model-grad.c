@@ -26,25 +26,35 @@
 #include "device/ops.h"
 #include "model/model.h"
 #include "tap.h"
-#include "train/config.h"
+
+/* What a model is built from: no training configuration. */
+typedef struct {
+    gl_arch arch;
+    gl_layout layout;
+} model_cfg;
+
+static void model_cfg_defaults(model_cfg *c)
+{
+    gl_arch_defaults(&c->arch);
+    gl_layout_defaults(&c->layout);
+}
 
 typedef struct {
     const char *what;
     int tied, rope_scaling;
 } variant;
 
-static void micro_config(gl_config *c, const variant *v)
+static void micro_config(model_cfg *c, const variant *v)
 {
-    gl_config_defaults(c);
+    model_cfg_defaults(c);
     c->arch.num_layers = 2;
     c->arch.hidden_size = 16;
     c->arch.num_attention_heads = 4;
     c->arch.num_query_groups = 2;
     c->arch.kv_channels = 6;               /* D != h / heads on purpose */
-    c->arch.kv_channels = 6;
     c->arch.ffn_hidden_size = 20;
     c->arch.seq_length = 8;
-    c->micro_batch_size = 2;
+    c->layout.micro_batch_size = 2;
     c->arch.vocab_size = 37;
     c->arch.padded_vocab_size = 48;        /* 11 padding rows, never predicted */
     c->arch.norm_epsilon = 1e-5;
@@ -53,15 +63,14 @@ static void micro_config(gl_config *c, const variant *v)
     c->arch.rope_scaling_factor = 8;
     c->arch.untie_embeddings_and_output_weights = !v->tied;
     c->arch.init_method_std = 0.3;         /* large enough for a curved loss */
-    c->tensor_model_parallel_size = 1;
-    c->pipeline_model_parallel_size = 1;
-    c->virtual_pipeline_size = 1;
-    c->data_parallel_size = 1;
-    c->num_micro_batches = 1;
-    c->sequence_parallel = 0;
+    c->layout.tensor_model_parallel_size = 1;
+    c->layout.pipeline_model_parallel_size = 1;
+    c->layout.virtual_pipeline_size = 1;
+    c->layout.sequence_parallel = 0;
 }
 
 #include "model-ref.h"
+
 
 /* ---- the model under test ---- */
 
@@ -92,13 +101,13 @@ static double model_loss(harness *H, int grads)
 
 static void run_variant(const variant *v)
 {
-    gl_config c;
+    model_cfg c;
     micro_config(&c, v);
-    gl_model_plan *p = gl_model_plan_new(&c, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
     harness H = { .d = d };
-    H.m = gl_model_new(p, &c, d, NULL, &one);
+    H.m = gl_model_new(p, d, NULL, &one);
     gl_model_init_weights(H.m, 1234, NULL, 0, 0);
     float *w = H.m->w;                 /* CPU device: host memory, fp32 */
 
@@ -122,7 +131,7 @@ static void run_variant(const variant *v)
 
     /* 1. forward against the reference */
     ref_model R = { p, w };
-    double want = ref_loss(&c, &R, ids, tg, mask);
+    double want = ref_loss(&c.arch, &R, ids, tg, mask);
     double got = model_loss(&H, 1);
     ok(fabs(got - want) <= 2e-6 * fabs(want), "%s: loss %.7f matches the double "
        "reference %.7f", v->what, got, want);
@@ -140,7 +149,7 @@ static void run_variant(const variant *v)
         size_t nz = 0;
         for (size_t e = 0; e < p->nflat; e++)
             nz += H.m->g[e] != 0.0f;
-        gl_model *fm = gl_model_new_forward_only(p, &c, d, NULL);
+        gl_model *fm = gl_model_new_forward_only(p, d, NULL);
         gl_model_init_weights(fm, 1234, NULL, 0, 0);
         ok(fm->g == NULL, "%s: a forward-only model has no gradient buffer", v->what);
         d->ops->upload(d, H.lacc, &z, sizeof z);

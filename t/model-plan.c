@@ -27,6 +27,18 @@
 #include "model/model.h"
 #include "tap.h"
 
+/* What a model is built from: no training configuration. */
+typedef struct {
+    gl_arch arch;
+    gl_layout layout;
+} model_cfg;
+
+static void model_cfg_defaults(model_cfg *c)
+{
+    gl_arch_defaults(&c->arch);
+    gl_layout_defaults(&c->layout);
+}
+
 static void test_rng(void)
 {
     uint64_t k = gl_rng_key("layers.0.attention.wq.weight");
@@ -69,8 +81,8 @@ static logical *find(logical *ls, int *nl, const gl_param *q)
 
 static void test_layout(int tp, int pp, int vpp, int dp, int tied)
 {
-    gl_config c;
-    gl_config_defaults(&c);
+    model_cfg c;
+    model_cfg_defaults(&c);
     c.arch.num_layers = 8;
     c.arch.hidden_size = 64;
     c.arch.num_attention_heads = 8;
@@ -78,14 +90,14 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
     c.arch.kv_channels = 8;
     c.arch.ffn_hidden_size = 176;
     c.arch.seq_length = 16;
-    c.micro_batch_size = 2;
+    c.layout.micro_batch_size = 2;
     c.arch.vocab_size = 500;
     c.arch.padded_vocab_size = 512;
     c.arch.untie_embeddings_and_output_weights = !tied;
-    c.tensor_model_parallel_size = tp;
-    c.pipeline_model_parallel_size = pp;
-    c.virtual_pipeline_size = vpp;
-    c.sequence_parallel = tp > 1;
+    c.layout.tensor_model_parallel_size = tp;
+    c.layout.pipeline_model_parallel_size = pp;
+    c.layout.virtual_pipeline_size = vpp;
+    c.layout.sequence_parallel = tp > 1;
     char what[80];
     snprintf(what, sizeof what, "TP %d PP %d V %d DP %d %s", tp, pp, vpp, dp,
              tied ? "tied" : "untied");
@@ -95,7 +107,7 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
     long counted = 0;
     for (int r = 0; r < tp; r++)
         for (int s = 0; s < pp; s++) {
-            gl_model_plan *p = gl_model_plan_new(&c, r, s, dp);
+            gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, r, s, dp);
             unsigned char *used = calloc(p->nflat, 1);
             if (p->nflat % (GL_MODEL_ALIGN * (size_t)dp))
                 bad = 1, diag("%s: nflat %zu not aligned", what, p->nflat);
@@ -154,8 +166,8 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
  * more) writes exactly gl_param_init_value. */
 static void test_init(void)
 {
-    gl_config c;
-    gl_config_defaults(&c);
+    model_cfg c;
+    model_cfg_defaults(&c);
     c.arch.num_layers = 2;
     c.arch.hidden_size = 64;
     c.arch.num_attention_heads = 4;
@@ -163,13 +175,13 @@ static void test_init(void)
     c.arch.kv_channels = 16;
     c.arch.ffn_hidden_size = 128;
     c.arch.seq_length = 8;
-    c.micro_batch_size = 1;
+    c.layout.micro_batch_size = 1;
     c.arch.vocab_size = c.arch.padded_vocab_size = 32768;
     c.arch.untie_embeddings_and_output_weights = 1;
     c.arch.init_method_std = 0.02;
-    gl_model_plan *p = gl_model_plan_new(&c, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
-    gl_model *m = gl_model_new(p, &c, d, NULL, NULL);
+    gl_model *m = gl_model_new(p, d, NULL, NULL);
     float *master = d->ops->alloc(d, 1000 * sizeof(float));
     size_t mb = p->nflat - 1500;
     gl_model_init_weights(m, 99, master, mb, mb + 1000);
@@ -199,8 +211,8 @@ static void test_init(void)
 static void rope_case(const char *what, int D, double base, double factor, double low,
                       double high, int L)
 {
-    gl_config c;
-    gl_config_defaults(&c);
+    model_cfg c;
+    model_cfg_defaults(&c);
     c.arch.rotary_base = base;
     c.arch.use_rope_scaling = 1;
     c.arch.rope_scaling_factor = factor;
@@ -208,9 +220,9 @@ static void rope_case(const char *what, int D, double base, double factor, doubl
     c.arch.rope_scaling_high_freq_factor = high;
     c.arch.rope_scaling_original_max_position_embeddings = L;
     double got[64], plain[64];
-    gl_rope_inv_freq(&c, D, got);
+    gl_rope_inv_freq(&c.arch, D, got);
     c.arch.use_rope_scaling = 0;
-    gl_rope_inv_freq(&c, D, plain);
+    gl_rope_inv_freq(&c.arch, D, plain);
     int bad = 0, kept = 0, divided = 0, smoothed = 0;
     for (int i = 0; i < D / 2; i++) {
         double f = 1.0 / pow(base, (2.0 * i) / D);
@@ -241,18 +253,18 @@ static void test_rope_scaling(void)
 
     /* The defaults are Llama 3.1's, and a configuration whose three fields
      * are zero (not from gl_config_defaults) gets them too. */
-    gl_config c;
-    gl_config_defaults(&c);
+    model_cfg c;
+    model_cfg_defaults(&c);
     ok(c.arch.rope_scaling_low_freq_factor == 1 && c.arch.rope_scaling_high_freq_factor == 4 &&
        c.arch.rope_scaling_original_max_position_embeddings == 8192,
        "rope: defaults low 1, high 4, L 8192");
     c.arch.use_rope_scaling = 1;
     c.arch.rotary_base = 500000;
     double a[64], b[64];
-    gl_rope_inv_freq(&c, 128, a);
+    gl_rope_inv_freq(&c.arch, 128, a);
     c.arch.rope_scaling_low_freq_factor = c.arch.rope_scaling_high_freq_factor = 0;
     c.arch.rope_scaling_original_max_position_embeddings = 0;
-    gl_rope_inv_freq(&c, 128, b);
+    gl_rope_inv_freq(&c.arch, 128, b);
     ok(!memcmp(a, b, sizeof a), "rope: zero low, high and L mean the defaults");
 }
 

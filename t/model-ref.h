@@ -67,7 +67,7 @@ static inline void ref_rope(double *x, int D, int t, const double *fr)
 
 /* Sum of the cross-entropy over the unmasked tokens of one micro-batch
  * (B sequences of S tokens, as the plan says); *count gets their number. */
-static inline double ref_loss_sum(const gl_config *c, const ref_model *r, const int32_t *ids,
+static inline double ref_loss_sum(const gl_arch *arch, const ref_model *r, const int32_t *ids,
                            const int32_t *tg, const float *mask, double *count_out)
 {
     const gl_model_dims *dm = &r->p->dm;
@@ -83,7 +83,7 @@ static inline double ref_loss_sum(const gl_config *c, const ref_model *r, const 
     double *fr = calloc((size_t)D, sizeof(double));
     double *p = calloc((size_t)S, sizeof(double));
     char name[80];
-    gl_rope_inv_freq(c, D, fr);
+    gl_rope_inv_freq(arch, D, fr);
 
     const float *emb = ref_param(r, "embedding.weight");
     for (int t = 0; t < n; t++)
@@ -171,11 +171,11 @@ static inline double ref_loss_sum(const gl_config *c, const ref_model *r, const 
 }
 
 /* Mean cross-entropy over the unmasked tokens. */
-static inline double ref_loss(const gl_config *c, const ref_model *r, const int32_t *ids,
+static inline double ref_loss(const gl_arch *arch, const ref_model *r, const int32_t *ids,
                        const int32_t *tg, const float *mask)
 {
     double count;
-    double total = ref_loss_sum(c, r, ids, tg, mask, &count);
+    double total = ref_loss_sum(arch, r, ids, tg, mask, &count);
     return total / count;
 }
 

@@ -81,16 +81,16 @@ static void test_defaults(void)
 {
     gl_config c;
     gl_config_defaults(&c);
-    ok(c.tensor_model_parallel_size == 1 && c.pipeline_model_parallel_size == 1 &&
-       c.context_parallel_size == 1 && c.expert_model_parallel_size == 1,
+    ok(c.layout.tensor_model_parallel_size == 1 && c.layout.pipeline_model_parallel_size == 1 &&
+       c.layout.context_parallel_size == 1 && c.layout.expert_model_parallel_size == 1,
        "parallel sizes default to 1");
-    ok(c.seed == 1234 && c.arch.make_vocab_size_divisible_by == 128 && c.micro_batch_size == 1,
+    ok(c.seed == 1234 && c.arch.make_vocab_size_divisible_by == 128 && c.layout.micro_batch_size == 1,
        "seed 1234, vocab divisible by 128, micro batch 1");
     ok(c.adam_beta1 == 0.9 && c.adam_beta2 == 0.999 && c.adam_eps == 1e-8 &&
        c.weight_decay == 0.01 && c.clip_grad == 1.0 && c.arch.init_method_std == 0.02,
        "Megatron's optimizer and init defaults");
     ok(c.lr_decay_style == GL_LR_LINEAR && !strcmp(c.optimizer, "adam") &&
-       !strcmp(c.split, "969,30,1") && c.log_interval == 100 && c.eval_interval == 1000 &&
+       !strcmp(c.data.split, "969,30,1") && c.log_interval == 100 && c.eval_interval == 1000 &&
        c.eval_iters == 100 && c.distributed_timeout_minutes == 10,
        "Megatron's schedule, data and logging defaults");
     ok(c.arch.rotary_base == 10000 && c.arch.norm_epsilon == 1e-5 && c.arch.rope_scaling_factor == 8,
@@ -170,7 +170,7 @@ static void test_derived_layout(void)
     parse(&c, BASE "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
                    "--num-layers-per-virtual-pipeline-stage 1 --micro-batch-size 2 "
                    "--global-batch-size 32 --vocab-size 1000");
-    is_int(c.virtual_pipeline_size, 2, "4 layers / PP 2 / 1 per chunk = 2 chunks");
+    is_int(c.layout.virtual_pipeline_size, 2, "4 layers / PP 2 / 1 per chunk = 2 chunks");
     gl_config_finish(&c, 8, 4);
     is_int(c.data_parallel_size, 2, "8 ranks / (TP 2 x PP 2) = DP 2");
     is_int(c.num_micro_batches, 8, "32 / (2 x 2) = 8 micro-batches");
@@ -198,32 +198,32 @@ static void test_data_path(void)
 {
     gl_config c;
     parse(&c, BASE "--tokenizer-type GPT2BPETokenizer --vocab-file v.json --merge-file m.txt");
-    is_string(c.tokenizer_model, "v.json:m.txt",
+    is_string(c.data.tokenizer_model, "v.json:m.txt",
               "GPT-2 vocab and merges files become the tokenizer model VOCAB:MERGES");
     gl_config_free(&c);
     parse(&c, BASE "--tokenizer-model /t/tokenizer.json");
-    is_string(c.tokenizer_type, "HuggingFaceTokenizer",
+    is_string(c.data.tokenizer_type, "HuggingFaceTokenizer",
               "a tokenizer model alone means a Hugging Face tokenizer.json");
     gl_config_free(&c);
 
     parse(&c, "--model tiny --train-iters 1 --lr 1 --data-path corpus_text_document");
-    ok(c.n_data_paths == 1 && !strcmp(c.data_path[0], "corpus_text_document") &&
-       c.data_weight[0] == 1.0 && !c.data_weights_given, "one prefix, weight 1");
+    ok(c.data.n_data_paths == 1 && !strcmp(c.data.data_path[0], "corpus_text_document") &&
+       c.data.data_weight[0] == 1.0 && !c.data.data_weights_given, "one prefix, weight 1");
     gl_config_free(&c);
 
     parse(&c, "--model tiny --data-path 3 A 1 B --train-iters 1 --lr 1");
-    ok(c.n_data_paths == 2 && !strcmp(c.data_path[0], "A") && !strcmp(c.data_path[1], "B") &&
-       c.data_weight[0] == 0.75 && c.data_weight[1] == 0.25 && c.data_weights_given,
+    ok(c.data.n_data_paths == 2 && !strcmp(c.data.data_path[0], "A") && !strcmp(c.data.data_path[1], "B") &&
+       c.data.data_weight[0] == 0.75 && c.data.data_weight[1] == 0.25 && c.data.data_weights_given,
        "weights 3 A 1 B normalised to 0.75 / 0.25, and parsing resumes after the list");
     gl_config_free(&c);
 
     parse(&c, "--model tiny --train-iters 1 --lr 1 --data-path A B C");
-    ok(c.n_data_paths == 3 && !c.data_weights_given && c.data_weight[2] == 0 &&
-       !strcmp(c.data_path[2], "C"), "unweighted blend: weights left to the dataset sizes");
+    ok(c.data.n_data_paths == 3 && !c.data.data_weights_given && c.data.data_weight[2] == 0 &&
+       !strcmp(c.data.data_path[2], "C"), "unweighted blend: weights left to the dataset sizes");
     gl_config_free(&c);
 
     parse(&c, "--model tiny --train-iters 1 --lr 1 --data-path=0.5 X 0.5 Y");
-    ok(c.n_data_paths == 2 && c.data_weight[1] == 0.5, "--data-path=W form");
+    ok(c.data.n_data_paths == 2 && c.data.data_weight[1] == 0.5, "--data-path=W form");
     gl_config_free(&c);
 }
 
@@ -273,7 +273,7 @@ static void test_flops(void)
     c.arch.kv_channels = 32;
     c.arch.seq_length = 10;
     c.arch.vocab_size = 300;
-    c.tensor_model_parallel_size = 4;
+    c.layout.tensor_model_parallel_size = 4;
     is_double(gl_config_flops_per_token(&c), count(3, 96, 256, 4, 4, 32, 10, 512), 0,
               "MHA, head size 32 != h/heads, vocab 300 padded to 512 under TP 4");
 
@@ -285,6 +285,31 @@ static void test_flops(void)
     is_double(gl_config_flops_per_token(&c), count(32, 4096, 14336, 32, 8, 128, 4096, 129024),
               0, "llama3-8b at TP 8, seq 4096 (%.4g FLOPs/token)",
               gl_config_flops_per_token(&c));
+    gl_config_free(&c);
+}
+
+/* What the run asks of the loader, as Megatron counts it. */
+static void test_loader_want(void)
+{
+    gl_config c;
+    gl_loader_want w;
+    parse(&c, "--model tiny --mock-data --train-iters 10 --lr 1e-4 --global-batch-size 8 "
+              "--micro-batch-size 2 --eval-interval 3 --eval-iters 2 --seed 7");
+    gl_config_finish(&c, 2, 2);
+    gl_config_loader_want(&c, &w);
+    is_int(w.train_samples, 80, "train samples: --train-iters 10 x global batch 8");
+    is_int(w.valid_samples, (10 / 3 + 1) * 2 * 8,
+           "valid samples: (iters 10 / interval 3 + 1) x eval-iters 2 x global batch 8");
+    is_int(w.seq_length, 64, "sequence length of the tiny preset");
+    is_int((long)w.seed, 7, "--seed 7");
+    gl_config_free(&c);
+
+    parse(&c, "--model tiny --mock-data --train-samples 100 --lr 1e-4 --global-batch-size 8 "
+              "--eval-iters 0");
+    gl_config_finish(&c, 1, 1);
+    gl_config_loader_want(&c, &w);
+    is_int(w.train_samples, 100, "--train-samples 100 asks for 100");
+    is_int(w.valid_samples, 0, "--eval-iters 0: no validation samples");
     gl_config_free(&c);
 }
 
@@ -387,7 +412,7 @@ static void test_warnings(void)
        "sequence parallelism at TP 1: a warning, not an error");
     gl_config c;
     parse(&c, BASE "--sequence-parallel");
-    ok(!c.sequence_parallel, "... and it is turned off");
+    ok(!c.layout.sequence_parallel, "... and it is turned off");
 
     code = run_child(BASE "--tensor-model-parallel-size 4", 4, 2, err, sizeof err);
     ok(code == 0 && strstr(err, "warning: --tensor-model-parallel-size 4 is larger than the 2 "
@@ -416,6 +441,7 @@ int main(void)
     test_derived_layout();
     test_data_path();
     test_flops();
+    test_loader_want();
     test_refusals();
     test_warnings();
     return done_testing();

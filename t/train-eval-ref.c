@@ -37,19 +37,19 @@ int main(int argc, char **argv)
     gl_config_defaults(&c);
     gl_config_parse(&c, argc, argv);
     /* one process: TP = PP = DP = 1, one micro-batch at a time */
-    c.tensor_model_parallel_size = c.pipeline_model_parallel_size = 1;
-    c.num_layers_per_virtual_pipeline_stage = 0;
-    c.sequence_parallel = 0;
+    c.layout.tensor_model_parallel_size = c.layout.pipeline_model_parallel_size = 1;
+    c.layout.num_layers_per_virtual_pipeline_stage = 0;
+    c.layout.sequence_parallel = 0;
     int gbs = c.global_batch_size;
     c.global_batch_size = 0;
     gl_config_finish(&c, 1, 1);
-    if (!c.mock_data)
+    if (!c.data.mock_data)
         gl_die("train-eval-ref: only --mock-data");
 
-    gl_model_plan *p = gl_model_plan_new(&c, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
-    gl_model *m = gl_model_new(p, &c, d, NULL, &one);
+    gl_model *m = gl_model_new(p, d, NULL, &one);
     gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL, 0, 0);
     ref_model R = { p, m->w };
 
@@ -70,7 +70,7 @@ int main(int argc, char **argv)
                 tg[b * S + t] = tok[b * (S + 1) + t + 1];
             }
         double cnt;
-        sum += ref_loss_sum(&c, &R, ids, tg, mask, &cnt);
+        sum += ref_loss_sum(&c.arch, &R, ids, tg, mask, &cnt);
         count += cnt;
     }
     printf("%.9g\n", sum / count);

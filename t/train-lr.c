@@ -60,7 +60,7 @@ int main(void)
     is_double(gl_lr_at(&s, 25), 1e-4 + 0.5 * 9e-4, 1e-15, "decay measured from the warm-up's end");
 
     /* Megatron's sampler: micro-batch j of DP rank r in iteration i. */
-    c.micro_batch_size = 2;
+    c.layout.micro_batch_size = 2;
     c.global_batch_size = 16;
     c.data_parallel_size = 2;
     is_int(gl_batch_sample_index(&c, 0, 0, 0, 0), 0, "first sample");

@@ -212,14 +212,15 @@ void gl_loader_valid_batch(gl_loader *L, long first, int count, int32_t *tokens,
 /* Opening.                                                             */
 
 /* Build (or load) the indices of one split for every dataset. */
-static void build_split(gl_loader *L, const gl_config *c, int split, long want,
+static void build_split(gl_loader *L, const gl_data_opts *o, const gl_loader_want *want_of,
+                        int split, long want,
                         const double *weights, int weights_given, const char *cache, int may_build,
                         int keep)
 {
     split_set *s = &L->split[split];
     double sw[3];
     char err[512];
-    if (gl_parse_split(c->split[0] ? c->split : "969,30,1", sw, err, sizeof err) != 0)
+    if (gl_parse_split(o->split[0] ? o->split : "969,30,1", sw, err, sizeof err) != 0)
         gl_die_code(2, "%s", err);
     s->present = want > 0 && sw[split] > 0;
     if (!s->present)
@@ -238,8 +239,8 @@ static void build_split(gl_loader *L, const gl_config *c, int split, long want,
         g->split_name = name;
         g->begin = b[split];
         g->end = b[split + 1];
-        g->seq_length = c->arch.seq_length;
-        g->seed = (uint32_t)c->seed;
+        g->seq_length = want_of->seq_length;
+        g->seed = (uint32_t)want_of->seed;
         w[i] = weights[i];
         if (!weights_given && L->nds > 1) {
             /* no weights: each dataset in proportion to its one-epoch
@@ -247,7 +248,7 @@ static void build_split(gl_loader *L, const gl_config *c, int split, long want,
             int64_t t = 0;
             for (int64_t q = g->begin; q < g->end; q++)
                 t += gl_idx_seq_length(g->ds, q);
-            epoch_samples[i] = t > 1 ? (t - 1) / c->arch.seq_length : 0;
+            epoch_samples[i] = t > 1 ? (t - 1) / want_of->seq_length : 0;
         }
     }
     if (!weights_given && L->nds > 1) {
@@ -286,41 +287,41 @@ static void build_split(gl_loader *L, const gl_config *c, int split, long want,
     s->size = s->blended ? want : (long)s->g[0].n_samples;
 }
 
-gl_loader *gl_loader_open(const gl_config *c, int dp_rank, int dp_size, int needs_tokens,
-                          MPI_Comm world)
+gl_loader *gl_loader_open(const gl_data_opts *o, const gl_loader_want *w, int dp_rank,
+                          int dp_size, int needs_tokens, MPI_Comm world)
 {
     gl_loader *L = gl_calloc(1, sizeof *L);
     int me = 0;
     MPI_Comm_rank(world, &me);
-    L->seq_length = c->arch.seq_length;
-    L->eod_mask_loss = c->eod_mask_loss;
-    L->mock = c->mock_data;
+    L->seq_length = w->seq_length;
+    L->eod_mask_loss = o->eod_mask_loss;
+    L->mock = o->mock_data;
     L->needs_tokens = needs_tokens;
     L->dp_rank = dp_rank;
     L->dp_size = dp_size > 0 ? dp_size : 1;
-    L->seed = (uint64_t)c->seed;
+    L->seed = w->seed;
     L->eod = -1;
-    if (c->arch.seq_length < 1)
-        gl_die_code(2, "--seq-length %d: must be at least 1", c->arch.seq_length);
+    if (w->seq_length < 1)
+        gl_die_code(2, "--seq-length %d: must be at least 1", w->seq_length);
 
     /* Vocabulary and eod: rank 0 reads the tokenizer, everyone learns. */
-    long info[2] = { c->arch.vocab_size, -1 };
-    int null_tok = strcmp(c->tokenizer_type, "NullTokenizer") == 0;
-    if (me == 0 && !null_tok && c->tokenizer_model && *c->tokenizer_model) {
-        gl_tokenizer *t = gl_tokenizer_open(c->tokenizer_type, c->tokenizer_model);
+    long info[2] = { w->vocab_size, -1 };
+    int null_tok = strcmp(o->tokenizer_type, "NullTokenizer") == 0;
+    if (me == 0 && !null_tok && o->tokenizer_model && *o->tokenizer_model) {
+        gl_tokenizer *t = gl_tokenizer_open(o->tokenizer_type, o->tokenizer_model);
         info[1] = gl_tokenizer_eod(t);
-        if (c->arch.vocab_size <= 0)
+        if (w->vocab_size <= 0)
             info[0] = gl_tokenizer_vocab_size(t);
-        else if (c->arch.vocab_size < gl_tokenizer_vocab_size(t))
-            gl_die_code(2, "--vocab-size %d is smaller than the tokenizer's %ld entries (%s)",
-                        c->arch.vocab_size, gl_tokenizer_vocab_size(t), c->tokenizer_model);
+        else if (w->vocab_size < gl_tokenizer_vocab_size(t))
+            gl_die_code(2, "--vocab-size %ld is smaller than the tokenizer's %ld entries (%s)",
+                        w->vocab_size, gl_tokenizer_vocab_size(t), o->tokenizer_model);
         gl_tokenizer_free(t);
     } else if (null_tok) {
         /* Megatron's NullTokenizer: ids 0..V-1, and V is the eod. */
-        if (c->arch.vocab_size <= 0)
+        if (w->vocab_size <= 0)
             gl_die_code(2, "--tokenizer-type NullTokenizer needs --vocab-size");
-        info[0] = c->arch.vocab_size + 1;
-        info[1] = c->arch.vocab_size;
+        info[0] = w->vocab_size + 1;
+        info[1] = w->vocab_size;
     }
     MPI_Bcast(info, 2, MPI_LONG, 0, world);
     L->vocab = info[0];
@@ -328,45 +329,40 @@ gl_loader *gl_loader_open(const gl_config *c, int dp_rank, int dp_size, int need
     if (L->vocab <= 0)
         gl_die_code(2, "no vocabulary size: give --tokenizer-model PATH (HuggingFaceTokenizer),"
                     " or --vocab-size N");
-    if (c->eod_mask_loss && L->eod < 0)
+    if (o->eod_mask_loss && L->eod < 0)
         gl_die_code(2, "--eod-mask-loss: the tokenizer has no end-of-document token");
 
-    long gbs = c->global_batch_size > 0 ? c->global_batch_size
-                                        : (long)c->micro_batch_size * L->dp_size;
-    long train_iters = c->train_iters > 0 ? c->train_iters : (gbs ? c->train_samples / gbs : 0);
-    long want_train = c->train_samples > 0 ? c->train_samples : c->train_iters * gbs;
-    long want_valid = (c->eval_iters > 0 && c->eval_interval > 0)
-                          ? (train_iters / c->eval_interval + 1) * c->eval_iters * gbs : 0;
+    long want_train = w->train_samples, want_valid = w->valid_samples;
 
     if (!L->mock) {
-        if (c->n_data_paths < 1)
+        if (o->n_data_paths < 1)
             gl_die_code(2, "no data: give --data-path PREFIX (a Megatron .bin/.idx prefix made by"
                         " gridlm-prep or preprocess_data.py) or --mock-data");
-        L->nds = c->n_data_paths;
+        L->nds = o->n_data_paths;
         int open_here = needs_tokens || me == 0;
         double weights[GL_MAX_DATA_PATHS];
         for (int i = 0; i < L->nds; i++) {
-            weights[i] = c->n_data_paths == 1 && !c->data_weights_given ? 1.0 : c->data_weight[i];
+            weights[i] = o->n_data_paths == 1 && !o->data_weights_given ? 1.0 : o->data_weight[i];
             if (open_here)
-                L->ds[i] = gl_idx_open_or_die(c->data_path[i]);
+                L->ds[i] = gl_idx_open_or_die(o->data_path[i]);
         }
-        const char *cache = c->data_cache_path && *c->data_cache_path ? c->data_cache_path : NULL;
+        const char *cache = o->data_cache_path && *o->data_cache_path ? o->data_cache_path : NULL;
         if (cache) {
             /* world rank 0 builds (or finds) every index; then the others
              * map them */
             if (me == 0)
                 for (int sp = 0; sp < 2; sp++)
-                    build_split(L, c, sp, sp ? want_valid : want_train, weights,
-                                c->data_weights_given, cache, 1, needs_tokens);
+                    build_split(L, o, w, sp, sp ? want_valid : want_train, weights,
+                                o->data_weights_given, cache, 1, needs_tokens);
             MPI_Barrier(world);
             if (me != 0 && needs_tokens)
                 for (int sp = 0; sp < 2; sp++)
-                    build_split(L, c, sp, sp ? want_valid : want_train, weights,
-                                c->data_weights_given, cache, 0, 1);
+                    build_split(L, o, w, sp, sp ? want_valid : want_train, weights,
+                                o->data_weights_given, cache, 0, 1);
         } else if (needs_tokens)
             for (int sp = 0; sp < 2; sp++)
-                build_split(L, c, sp, sp ? want_valid : want_train, weights,
-                            c->data_weights_given, NULL, 0, 1);
+                build_split(L, o, w, sp, sp ? want_valid : want_train, weights,
+                            o->data_weights_given, NULL, 0, 1);
         if (!needs_tokens)
             for (int i = 0; i < L->nds; i++) {
                 gl_idx_close(L->ds[i]);
@@ -379,7 +375,7 @@ gl_loader *gl_loader_open(const gl_config *c, int dp_rank, int dp_size, int need
                 snprintf(how, sizeof how, "indices from the cache");
             else
                 snprintf(how, sizeof how, "%d epoch%s of %s", g->num_epochs,
-                         g->num_epochs == 1 ? "" : "s", c->data_path[0]);
+                         g->num_epochs == 1 ? "" : "s", o->data_path[0]);
             gl_info0("data: %d dataset%s, %ld train and %ld valid samples (%s)%s", L->nds,
                      L->nds > 1 ? "s" : "", want_train, L->split[1].present ? want_valid : 0, how,
                      cache ? "" : "; pass --data-cache-path DIR to build the indices once");
@@ -393,7 +389,7 @@ gl_loader *gl_loader_open(const gl_config *c, int dp_rank, int dp_size, int need
 
     /* The read-ahead thread. */
     if (needs_tokens) {
-        L->nslots = c->num_workers > 0 ? c->num_workers : 1;
+        L->nslots = o->num_workers > 0 ? o->num_workers : 1;
         L->slots = gl_calloc((size_t)L->nslots, sizeof *L->slots);
         pthread_mutex_init(&L->mu, NULL);
         pthread_cond_init(&L->wake, NULL);

@@ -1,7 +1,7 @@
 /*
  * loader.h: training and validation batches for the training loop.
  *
- *   gl_loader *L = gl_loader_open(cfg, dp_rank, dp_size, needs_tokens, world);
+ *   gl_loader *L = gl_loader_open(&opts, &want, dp_rank, dp_size, needs_tokens, world);
  *   gl_config_set_vocab_size(cfg, gl_loader_vocab_size(L));
  *   ...each micro-step: first = consumed + micro * mbs * dp + dp_rank * mbs
  *   gl_loader_batch(L, first, mbs, tokens, loss_mask);
@@ -19,9 +19,8 @@
  * or several prefixes weighted by their sizes), split by --split into
  * train/valid/test ranges of documents, turned into samples as samples.h
  * describes; or, with --mock-data, from gl_mock_sample.  The train split
- * gets train_samples (--train-samples, or --train-iters x global batch)
- * samples, the valid split (train_iters / eval_interval + 1) x eval_iters
- * x global batch, as in Megatron.
+ * gives want->train_samples samples, the valid split want->valid_samples
+ * (the training configuration counts them as Megatron does).
  *
  * gl_loader_open is collective over `world`.  With --data-cache-path,
  * world rank 0 builds the sample indices (or finds them cached from an
@@ -45,16 +44,46 @@
 
 #include "base/hash.h"
 
-#include "train/config.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+#define GL_MAX_DATA_PATHS 64
+
+/* Where the data comes from and how it is read: gridlm-train's Data
+ * options, Megatron's names. */
+typedef struct gl_data_opts {
+    int mock_data;                   /* --mock-data */
+    int n_data_paths;                /* --data-path [W1] P1 [W2] P2 ... */
+    double data_weight[GL_MAX_DATA_PATHS];
+    char *data_path[GL_MAX_DATA_PATHS];
+    int data_weights_given;          /* 1: weights were given, data_weight[] sums to 1;
+                                        0: none (one path: weight 1; several: Megatron
+                                        weights them by size, data_weight[] = 0) */
+    char split[64];                  /* --split (969,30,1) */
+    char *data_cache_path;           /* --data-cache-path */
+    char tokenizer_type[64];         /* --tokenizer-type ("HuggingFaceTokenizer" when only
+                                        --tokenizer-model is given) */
+    char *tokenizer_model;           /* --tokenizer-model (GPT2BPETokenizer: "VOCAB:MERGES"
+                                        when given as --vocab-file/--merge-file) */
+    char *vocab_file, *merge_file;   /* --vocab-file, --merge-file (GPT2BPETokenizer) */
+    int eod_mask_loss;               /* --eod-mask-loss */
+    int num_workers;                 /* --num-workers (2) */
+} gl_data_opts;
+
+/* What a run asks of the data. */
+typedef struct gl_loader_want {
+    int seq_length;                  /* tokens per sample (labels: one more) */
+    long vocab_size;                 /* --vocab-size, 0: the tokenizer's */
+    uint64_t seed;                   /* --seed: the shuffles */
+    long train_samples;              /* samples the train split must give */
+    long valid_samples;              /* ... the valid split (0: no validation) */
+} gl_loader_want;
+
 typedef struct gl_loader gl_loader;
 
-gl_loader *gl_loader_open(const gl_config *c, int dp_rank, int dp_size, int needs_tokens,
-                          MPI_Comm world);
+gl_loader *gl_loader_open(const gl_data_opts *o, const gl_loader_want *w, int dp_rank,
+                          int dp_size, int needs_tokens, MPI_Comm world);
 void gl_loader_close(gl_loader *L);
 
 /* `count` training samples from global sample index first_sample:

@@ -99,7 +99,7 @@ static void layout_forward_only(gl_model *m, carver *cv)
 /* Which layers full recomputation re-runs (model.h): rc_first[i] is the
  * first layer of layer i's group, or -1 when layer i keeps its
  * activations; rc_group is the size of the largest group. */
-static void plan_recompute(gl_model *m, const gl_config *c)
+static void plan_recompute(gl_model *m, const gl_layout *l)
 {
     int Lc = m->plan->dm.Lc;
     m->rc_first = gl_calloc((size_t)Lc, sizeof(int));
@@ -108,10 +108,10 @@ static void plan_recompute(gl_model *m, const gl_config *c)
         m->rc_first[i] = -1;
     if (m->recompute != GL_RECOMPUTE_FULL)
         return;
-    if (c->recompute_num_layers < 1)
+    if (l->recompute_num_layers < 1)
         gl_die("--recompute-granularity full needs --recompute-num-layers N (1 or more)");
-    int N = c->recompute_num_layers < Lc ? c->recompute_num_layers : Lc;
-    int block = strcmp(c->recompute_method, "block") == 0;
+    int N = l->recompute_num_layers < Lc ? l->recompute_num_layers : Lc;
+    int block = strcmp(l->recompute_method, "block") == 0;
     for (int i = 0; i < Lc; i++)
         m->rc_first[i] = block ? (i < N ? i : -1) : i / N * N;
     m->rc_group = block ? 1 : N;
@@ -182,7 +182,7 @@ static void layout(gl_model *m, carver *cv)
     layout_head(m, cv);
 }
 
-static gl_model *model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+static gl_model *model_new(const gl_model_plan *p, gl_dev *d,
                            gl_comm *tp, const int *nslots, int fwd_only)
 {
     const gl_model_dims *dm = &p->dm;
@@ -193,8 +193,8 @@ static gl_model *model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d
     m->tp = (tp && gl_comm_size(tp) > 1) ? tp : NULL;
     if (dm->tp > 1 && !m->tp)
         gl_die("model: tensor parallelism %d needs a TP group of that size", dm->tp);
-    m->recompute = fwd_only ? GL_RECOMPUTE_NONE : c->recompute_granularity;
-    plan_recompute(m, c);
+    m->recompute = fwd_only ? GL_RECOMPUTE_NONE : p->layout.recompute_granularity;
+    plan_recompute(m, &p->layout);
     m->nslots = gl_calloc((size_t)p->nchunks, sizeof *m->nslots);
     m->slot = gl_calloc((size_t)p->nchunks, sizeof *m->slot);
     for (int ci = 0; ci < p->nchunks; ci++) {
@@ -220,7 +220,7 @@ static gl_model *model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d
 
     size_t nt = (size_t)dm->S * (size_t)(dm->D / 2);
     float *cosv = gl_malloc(nt * sizeof(float)), *sinv = gl_malloc(nt * sizeof(float));
-    gl_rope_tables(c, dm->D, dm->S, cosv, sinv);
+    gl_rope_tables(&p->arch, dm->D, dm->S, cosv, sinv);
     d->ops->upload(d, m->cos, cosv, nt * sizeof(float));
     d->ops->upload(d, m->sin, sinv, nt * sizeof(float));
     d->ops->sync(d);
@@ -229,16 +229,14 @@ static gl_model *model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d
     return m;
 }
 
-gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
-                       gl_comm *tp, const int *nslots)
+gl_model *gl_model_new(const gl_model_plan *p, gl_dev *d, gl_comm *tp, const int *nslots)
 {
-    return model_new(p, c, d, tp, nslots, 0);
+    return model_new(p, d, tp, nslots, 0);
 }
 
-gl_model *gl_model_new_forward_only(const gl_model_plan *p, const gl_config *c, gl_dev *d,
-                                    gl_comm *tp)
+gl_model *gl_model_new_forward_only(const gl_model_plan *p, gl_dev *d, gl_comm *tp)
 {
-    return model_new(p, c, d, tp, NULL, 1);
+    return model_new(p, d, tp, NULL, 1);
 }
 
 void gl_model_free(gl_model *m)
@@ -394,18 +392,18 @@ void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
  * two, theta ((1 - s) / factor + s) with s = (L / wavelength - low) /
  * (high - low) going from 0 at L / low to 1 at L / high.  Llama 3.1 uses
  * factor 8, low 1, high 4, L 8192.  A zero field (a configuration not
- * filled by gl_config_defaults) means that default. */
-void gl_rope_inv_freq(const gl_config *c, int D, double *inv_freq)
+ * filled by gl_arch_defaults) means that default. */
+void gl_rope_inv_freq(const gl_arch *a, int D, double *inv_freq)
 {
-    double factor = c->arch.rope_scaling_factor > 0 ? c->arch.rope_scaling_factor : 8.0;
-    double low = c->arch.rope_scaling_low_freq_factor > 0 ? c->arch.rope_scaling_low_freq_factor : 1.0;
-    double high = c->arch.rope_scaling_high_freq_factor > 0 ? c->arch.rope_scaling_high_freq_factor : 4.0;
-    double old_ctx = c->arch.rope_scaling_original_max_position_embeddings > 0
-                         ? c->arch.rope_scaling_original_max_position_embeddings : 8192.0;
-    double base = c->arch.rotary_base > 0 ? c->arch.rotary_base : 10000.0;
+    double factor = a->rope_scaling_factor > 0 ? a->rope_scaling_factor : 8.0;
+    double low = a->rope_scaling_low_freq_factor > 0 ? a->rope_scaling_low_freq_factor : 1.0;
+    double high = a->rope_scaling_high_freq_factor > 0 ? a->rope_scaling_high_freq_factor : 4.0;
+    double old_ctx = a->rope_scaling_original_max_position_embeddings > 0
+                         ? a->rope_scaling_original_max_position_embeddings : 8192.0;
+    double base = a->rotary_base > 0 ? a->rotary_base : 10000.0;
     for (int i = 0; i < D / 2; i++) {
         double f = pow(base, -2.0 * i / D);
-        if (c->arch.use_rope_scaling) {
+        if (a->use_rope_scaling) {
             double wavelen = 2.0 * M_PI / f;
             if (wavelen > old_ctx / low) {
                 f = f / factor;
@@ -419,10 +417,10 @@ void gl_rope_inv_freq(const gl_config *c, int D, double *inv_freq)
 }
 
 /* cos and sin of position t times each frequency, [S, D/2]. */
-void gl_rope_tables(const gl_config *c, int D, int S, float *cosv, float *sinv)
+void gl_rope_tables(const gl_arch *ar, int D, int S, float *cosv, float *sinv)
 {
     double *fr = gl_malloc((size_t)(D / 2) * sizeof(double));
-    gl_rope_inv_freq(c, D, fr);
+    gl_rope_inv_freq(ar, D, fr);
     for (int t = 0; t < S; t++)
         for (int i = 0; i < D / 2; i++) {
             double a = (double)t * fr[i];

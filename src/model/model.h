@@ -121,7 +121,7 @@
 #include "comm/comm.h"
 #include "arch/tensors.h"
 #include "device/ops.h"
-#include "train/config.h"
+#include "model/layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -179,6 +179,8 @@ typedef struct {
 } gl_chunk_plan;
 
 typedef struct {
+    gl_arch arch;               /* the model (a copy) */
+    gl_layout layout;           /* and how it is laid out (a copy) */
     gl_model_dims dm;
     int nchunks;                /* V */
     gl_chunk_plan *chunk;
@@ -194,7 +196,7 @@ typedef struct {
 /* The parameter table and flat layout of the rank at (tp_rank, pp_rank)
  * for a data-parallel group of dp ranks.  Pure: no device, no MPI.  Dies
  * naming the flag when the model does not split evenly. */
-gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank,
+gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *l, int tp_rank, int pp_rank,
                                  int dp);
 void gl_model_plan_free(gl_model_plan *p);
 
@@ -284,7 +286,7 @@ typedef struct {
  * gradients, RoPE tables and nslots[c] activation slots for chunk c,
  * laid out for c's recomputation settings (--recompute-*).  tp may be
  * NULL for TP = 1. */
-gl_model *gl_model_new(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+gl_model *gl_model_new(const gl_model_plan *p, gl_dev *d,
                        gl_comm *tp, const int *nslots);
 void gl_model_free(gl_model *m);
 
@@ -293,7 +295,7 @@ void gl_model_free(gl_model *m);
  * forward of layer i + 1 overwrites layer i's, which nothing reads again);
  * the residual stream alternates between two buffers.  Only
  * gl_model_forward_only() may run on it. */
-gl_model *gl_model_new_forward_only(const gl_model_plan *p, const gl_config *c, gl_dev *d,
+gl_model *gl_model_new_forward_only(const gl_model_plan *p, gl_dev *d,
                                     gl_comm *tp);
 
 /* Fill the weights from the counter-based RNG (gl_param_init_value).  When
@@ -348,8 +350,8 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
 
 /* RoPE inverse frequencies (D/2 of them) with optional Llama 3.1 scaling,
  * and the cos/sin tables [S, D/2] they give (host). */
-void gl_rope_inv_freq(const gl_config *c, int D, double *inv_freq);
-void gl_rope_tables(const gl_config *c, int D, int S, float *cosv, float *sinv);
+void gl_rope_inv_freq(const gl_arch *a, int D, double *inv_freq);
+void gl_rope_tables(const gl_arch *a, int D, int S, float *cosv, float *sinv);
 
 #ifdef __cplusplus
 }

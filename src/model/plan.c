@@ -25,28 +25,28 @@ static size_t align_up(size_t x, size_t a)
 /* Fill the sizes of the model and of the rank's share; die on a model
  * that does not split evenly (the configuration checks most of these
  * already, with the same flags named). */
-static void plan_dims(gl_model_dims *dm, const gl_config *c, int tp_rank, int pp_rank)
+static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, int tp_rank,
+                      int pp_rank)
 {
     memset(dm, 0, sizeof *dm);
-    dm->L = c->arch.num_layers;
-    dm->h = c->arch.hidden_size;
-    dm->Hq = c->arch.num_attention_heads;
-    dm->Hkv = c->arch.num_query_groups ? c->arch.num_query_groups : c->arch.num_attention_heads;
-    dm->D = c->arch.kv_channels ? c->arch.kv_channels
-          : c->arch.kv_channels ? c->arch.kv_channels : c->arch.hidden_size / c->arch.num_attention_heads;
-    dm->f = c->arch.ffn_hidden_size;
-    dm->V = c->arch.vocab_size;
-    dm->Vpad = c->arch.padded_vocab_size ? c->arch.padded_vocab_size : c->arch.vocab_size;
-    dm->S = c->arch.seq_length;
-    dm->B = c->micro_batch_size;
-    dm->eps = c->arch.norm_epsilon;
-    dm->tied = !c->arch.untie_embeddings_and_output_weights;
-    dm->tp = c->tensor_model_parallel_size > 0 ? c->tensor_model_parallel_size : 1;
-    dm->pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
-    dm->vpp = c->virtual_pipeline_size > 0 ? c->virtual_pipeline_size : 1;
+    dm->L = a->num_layers;
+    dm->h = a->hidden_size;
+    dm->Hq = a->num_attention_heads;
+    dm->Hkv = gl_arch_groups(a);
+    dm->D = gl_arch_head_dim(a);
+    dm->f = a->ffn_hidden_size;
+    dm->V = a->vocab_size;
+    dm->Vpad = a->padded_vocab_size ? a->padded_vocab_size : a->vocab_size;
+    dm->S = a->seq_length;
+    dm->B = l->micro_batch_size;
+    dm->eps = a->norm_epsilon;
+    dm->tied = !a->untie_embeddings_and_output_weights;
+    dm->tp = l->tensor_model_parallel_size > 0 ? l->tensor_model_parallel_size : 1;
+    dm->pp = l->pipeline_model_parallel_size > 0 ? l->pipeline_model_parallel_size : 1;
+    dm->vpp = l->virtual_pipeline_size > 0 ? l->virtual_pipeline_size : 1;
     dm->tp_rank = tp_rank;
     dm->pp_rank = pp_rank;
-    dm->sp = c->sequence_parallel && dm->tp > 1;
+    dm->sp = l->sequence_parallel && dm->tp > 1;
 
     if (dm->Hq % dm->Hkv)
         gl_die_code(2, "--num-query-groups %d does not divide --num-attention-heads %d",
@@ -134,12 +134,15 @@ static size_t start_group(builder *b)
     return b->cursor;
 }
 
-gl_model_plan *gl_model_plan_new(const gl_config *c, int tp_rank, int pp_rank, int dp)
+gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_rank,
+                                 int pp_rank, int dp)
 {
     gl_model_plan *p = gl_calloc(1, sizeof *p);
-    plan_dims(&p->dm, c, tp_rank, pp_rank);
+    p->arch = *a;
+    p->layout = *lay;
+    plan_dims(&p->dm, a, lay, tp_rank, pp_rank);
     const gl_model_dims *dm = &p->dm;
-    builder b = { p, &c->arch, 0, 0 };
+    builder b = { p, &p->arch, 0, 0 };
 
     p->nchunks = dm->vpp;
     p->chunk = gl_calloc((size_t)p->nchunks, sizeof *p->chunk);

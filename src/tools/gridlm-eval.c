@@ -214,9 +214,9 @@ int main(int argc, char **argv)
     gl_config_parse(&c, pargc, pargv);
     if (ck)
         gl_train_check_model(&c, ck_config, gl_ckpt_path(ck));
-    if (c.mock_data)
+    if (c.data.mock_data)
         gl_die_code(2, "--mock-data: gridlm-eval reads documents; give --data-path PREFIX");
-    if (c.n_data_paths != 1 || c.data_weights_given)
+    if (c.data.n_data_paths != 1 || c.data.data_weights_given)
         gl_die_code(2, "--data-path: gridlm-eval takes one dataset prefix (no weights, no "
                     "blend); evaluate each dataset on its own");
     if (c.arch.max_position_embeddings < c.arch.seq_length)
@@ -224,17 +224,17 @@ int main(int argc, char **argv)
 
     if (c.device != GL_DEVICE_CPU)
         gl_boot_pick_gpu(&b);
-    int tp = c.tensor_model_parallel_size, pp = c.pipeline_model_parallel_size;
-    int cp = c.context_parallel_size;
+    int tp = c.layout.tensor_model_parallel_size, pp = c.layout.pipeline_model_parallel_size;
+    int cp = c.layout.context_parallel_size;
     if (cp > 1)
         gl_die_code(2, "--context-parallel-size %d: gridlm's model has no context "
                     "parallelism yet; use 1", cp);
     if (!gave_gbs && b.size % (tp * pp) == 0)
-        c.global_batch_size = c.micro_batch_size * (b.size / (tp * pp)) * pp;
+        c.global_batch_size = c.layout.micro_batch_size * (b.size / (tp * pp)) * pp;
     gl_config_finish(&c, b.size, b.local_size);
 
     gl_grid_spec spec = {
-        .world = b.size, .tp = tp, .cp = cp, .ep = c.expert_model_parallel_size,
+        .world = b.size, .tp = tp, .cp = cp, .ep = c.layout.expert_model_parallel_size,
         .dp = c.data_parallel_size, .pp = pp, .ranks_per_node = b.local_size,
     };
     gl_dev *d = gl_boot_open_device(&b, c.device);
@@ -243,8 +243,8 @@ int main(int argc, char **argv)
     gl_comm *ppc = g->pp && gl_comm_size(g->pp) > 1 ? g->pp : NULL;
     MPI_Comm world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
 
-    gl_model_plan *plan = gl_model_plan_new(&c, g->me.tp, g->me.pp, c.data_parallel_size);
-    gl_model *m = gl_model_new_forward_only(plan, &c, d, tpc);
+    gl_model_plan *plan = gl_model_plan_new(&c.arch, &c.layout, g->me.tp, g->me.pp, c.data_parallel_size);
+    gl_model *m = gl_model_new_forward_only(plan, d, tpc);
     if (ck) {
         gl_ckpt_load_weights(ck, m, NULL, 0, 0);
         gl_ckpt_close(ck);
@@ -258,7 +258,7 @@ int main(int argc, char **argv)
     int reads = bb.has_embed || bb.has_head;
     int head_here = bb.has_head && g->me.tp == 0;
     doc_list dl;
-    docs_open(&dl, c.data_path[0]);
+    docs_open(&dl, c.data.data_path[0]);
     long G = c.global_batch_size;
     long steps = (long)((dl.n + G - 1) / G);
     float *acc = d->ops->alloc(d, sizeof(float));
@@ -294,13 +294,13 @@ int main(int argc, char **argv)
         } else {
             printf("%s: %.0f documents (%lld shorter than 2 tokens skipped), %.0f predicted "
                    "tokens at most %d per document: loss %.6f, perplexity %.4f (%.1f s)\n",
-                   c.data_path[0], sum[2], (long long)dl.skipped, sum[1], c.arch.seq_length,
+                   c.data.data_path[0], sum[2], (long long)dl.skipped, sum[1], c.arch.seq_length,
                    loss, ppl, secs);
         }
         fflush(stdout);
     }
     if (sum[1] == 0 && b.rank == 0)
-        gl_warn("%s: no document has 2 tokens or more: nothing to evaluate", c.data_path[0]);
+        gl_warn("%s: no document has 2 tokens or more: nothing to evaluate", c.data.data_path[0]);
 
     d->ops->free(d, acc);
     gl_idx_close(dl.x);

@@ -27,12 +27,12 @@ static void summary(const gl_config *c)
              c->arch.hidden_size, c->arch.ffn_hidden_size, c->arch.num_attention_heads, c->arch.num_query_groups,
              c->arch.kv_channels, c->arch.vocab_size, c->arch.padded_vocab_size, c->arch.seq_length);
     gl_info0("layout: world %d = TP %d x CP %d x PP %d x DP %d%s%s", c->world_size,
-             c->tensor_model_parallel_size, c->context_parallel_size,
-             c->pipeline_model_parallel_size, c->data_parallel_size,
-             c->virtual_pipeline_size > 1 ? ", interleaved" : "",
-             c->sequence_parallel ? ", sequence parallel" : "");
+             c->layout.tensor_model_parallel_size, c->layout.context_parallel_size,
+             c->layout.pipeline_model_parallel_size, c->data_parallel_size,
+             c->layout.virtual_pipeline_size > 1 ? ", interleaved" : "",
+             c->layout.sequence_parallel ? ", sequence parallel" : "");
     gl_info0("batch: global %d = micro %d x DP %d x %d micro-batches; %.4g GFLOP per token",
-             c->global_batch_size, c->micro_batch_size, c->data_parallel_size,
+             c->global_batch_size, c->layout.micro_batch_size, c->data_parallel_size,
              c->num_micro_batches, gl_config_flops_per_token(c) / 1e9);
 }
 
@@ -55,11 +55,11 @@ int main(int argc, char **argv)
 
     gl_grid_spec spec = {
         .world = b.size,
-        .tp = c.tensor_model_parallel_size,
-        .cp = c.context_parallel_size,
-        .ep = c.expert_model_parallel_size,
+        .tp = c.layout.tensor_model_parallel_size,
+        .cp = c.layout.context_parallel_size,
+        .ep = c.layout.expert_model_parallel_size,
         .dp = c.data_parallel_size,
-        .pp = c.pipeline_model_parallel_size,
+        .pp = c.layout.pipeline_model_parallel_size,
         .ranks_per_node = b.local_size,
     };
     gl_dev *d = gl_boot_open_device(&b, c.device);

@@ -94,7 +94,7 @@ gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L)
 
 long gl_batch_sample_index(const gl_config *c, long it, int j, int r, int b)
 {
-    long B = c->micro_batch_size, dp = c->data_parallel_size > 0 ? c->data_parallel_size : 1;
+    long B = c->layout.micro_batch_size, dp = c->data_parallel_size > 0 ? c->data_parallel_size : 1;
     return it * (long)c->global_batch_size + (long)j * B * dp + (long)r * B + b;
 }
 

@@ -105,13 +105,13 @@ char *gl_train_config_json(const gl_config *c)
 #define B(k, v) json_object_set_new(j, k, json_boolean(v))
 #define S(k, v) json_object_set_new(j, k, json_string(v))
     gl_arch_to_json(&c->arch, j);
-    I("tensor_model_parallel_size", c->tensor_model_parallel_size);
-    I("pipeline_model_parallel_size", c->pipeline_model_parallel_size);
+    I("tensor_model_parallel_size", c->layout.tensor_model_parallel_size);
+    I("pipeline_model_parallel_size", c->layout.pipeline_model_parallel_size);
     I("data_parallel_size", c->data_parallel_size);
-    I("num_layers_per_virtual_pipeline_stage", c->num_layers_per_virtual_pipeline_stage);
-    B("sequence_parallel", c->sequence_parallel);
+    I("num_layers_per_virtual_pipeline_stage", c->layout.num_layers_per_virtual_pipeline_stage);
+    B("sequence_parallel", c->layout.sequence_parallel);
     B("use_distributed_optimizer", c->use_distributed_optimizer);
-    I("micro_batch_size", c->micro_batch_size);
+    I("micro_batch_size", c->layout.micro_batch_size);
     I("global_batch_size", c->global_batch_size);
     I("train_iters", c->train_iters);
     I("seed", c->seed);
@@ -322,9 +322,9 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     char *cfg = gl_train_config_json(c);
     char layout[160];
     snprintf(layout, sizeof layout, "TP %d PP %d (x%d virtual) DP %d%s%s",
-             c->tensor_model_parallel_size, c->pipeline_model_parallel_size,
-             c->virtual_pipeline_size, c->data_parallel_size,
-             c->sequence_parallel ? ", sequence parallel" : "",
+             c->layout.tensor_model_parallel_size, c->layout.pipeline_model_parallel_size,
+             c->layout.virtual_pipeline_size, c->data_parallel_size,
+             c->layout.sequence_parallel ? ", sequence parallel" : "",
              c->use_distributed_optimizer ? ", distributed optimizer" : "");
     gl_ckpt_attr attrs[] = {
         { .key = "config", .type = GL_CKPT_STR, .s = cfg },

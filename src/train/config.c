@@ -169,9 +169,9 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
     for (int i = 0; i < n; i++)
         item[i + 1] = more[i];
 
-    for (int i = 0; i < c->n_data_paths; i++)
-        free(c->data_path[i]);
-    c->n_data_paths = 0;
+    for (int i = 0; i < c->data.n_data_paths; i++)
+        free(c->data.data_path[i]);
+    c->data.n_data_paths = 0;
 
     double w;
     int weighted = count > 1 && !gl_opt_to_double(item[0], &w);
@@ -195,18 +195,18 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
                 gl_opt_die(o, path, "is a number where a dataset prefix was expected: "
                            "weighted blends are --data-path W1 PREFIX1 W2 PREFIX2 ...");
         }
-        c->data_path[k] = gl_strdup(path);
-        c->data_weight[k] = weight;
+        c->data.data_path[k] = gl_strdup(path);
+        c->data.data_weight[k] = weight;
         sum += weight;
     }
-    c->n_data_paths = paths;
-    c->data_weights_given = weighted;
+    c->data.n_data_paths = paths;
+    c->data.data_weights_given = weighted;
     if (weighted && !(sum > 0))
         gl_opt_die(o, item[0], "...: the weights sum to 0: give at least one positive weight");
     for (int k = 0; weighted && k < paths; k++)
-        c->data_weight[k] /= sum;
+        c->data.data_weight[k] /= sum;
     if (paths == 1)
-        c->data_weight[0] = 1.0;
+        c->data.data_weight[0] = 1.0;
     free(item);
     return n;
 }
@@ -342,17 +342,17 @@ static const gl_option table[] = {
         "standard deviation of the initial weights"),
 
     /* --- parallelism --- */
-    INT("tensor-model-parallel-size", tensor_model_parallel_size, G_PAR, POS,
+    INT("tensor-model-parallel-size", layout.tensor_model_parallel_size, G_PAR, POS,
         "TP: ranks that split each layer's matrices"),
-    INT("pipeline-model-parallel-size", pipeline_model_parallel_size, G_PAR, POS,
+    INT("pipeline-model-parallel-size", layout.pipeline_model_parallel_size, G_PAR, POS,
         "PP: ranks that split the layers into stages"),
-    INT("context-parallel-size", context_parallel_size, G_PAR, POS,
+    INT("context-parallel-size", layout.context_parallel_size, G_PAR, POS,
         "CP: ranks that split each sequence"),
-    INT("expert-model-parallel-size", expert_model_parallel_size, G_PAR, POS,
+    INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
         "EP: for mixture-of-experts models; must be 1"),
-    INT("num-layers-per-virtual-pipeline-stage", num_layers_per_virtual_pipeline_stage, G_PAR,
+    INT("num-layers-per-virtual-pipeline-stage", layout.num_layers_per_virtual_pipeline_stage, G_PAR,
         POS, "layers per chunk of the interleaved 1F1B schedule", .defstr = "no interleaving"),
-    FLAG("sequence-parallel", sequence_parallel, G_PAR,
+    FLAG("sequence-parallel", layout.sequence_parallel, G_PAR,
          "split norms and residuals along the sequence over TP"),
     FLAG("use-distributed-optimizer", use_distributed_optimizer, G_PAR,
          "shard optimizer state over data-parallel ranks (ZeRO-1)"),
@@ -367,7 +367,7 @@ static const gl_option table[] = {
                "on the CPU)", NULL),
 
     /* --- batch --- */
-    INT("micro-batch-size", micro_batch_size, G_BATCH, POS, "samples per rank per micro-step"),
+    INT("micro-batch-size", layout.micro_batch_size, G_BATCH, POS, "samples per rank per micro-step"),
     INT("global-batch-size", global_batch_size, G_BATCH, POS, "samples per iteration",
         .defstr = "micro batch x DP"),
     LONG("train-iters", train_iters, G_BATCH, POS, "iterations to train",
@@ -402,35 +402,35 @@ static const gl_option table[] = {
     CHOICE("device", device, "DEV", G_PREC, devices, device_values,
            "cpu (fp32 reference), cuda, or auto (cuda when a GPU is visible)"),
     FLAG("bf16", bf16, G_PREC, "bf16 weights and activations, fp32 master weights"),
-    CHOICE("recompute-granularity", recompute_granularity, "KIND", G_PREC, recompute_names,
+    CHOICE("recompute-granularity", layout.recompute_granularity, "KIND", G_PREC, recompute_names,
            recompute_values,
            "recompute in the backward: selective (norm and SwiGLU outputs) or full (layers)",
            .defstr = "none"),
-    STR("recompute-method", recompute_method, "METHOD", G_PREC,
+    STR("recompute-method", layout.recompute_method, "METHOD", G_PREC,
         "with full: uniform or block", .choices = recompute_methods),
-    INT("recompute-num-layers", recompute_num_layers, G_PREC, POS,
+    INT("recompute-num-layers", layout.recompute_num_layers, G_PREC, POS,
         "layers per recomputed group (uniform) or per stage (block)", .defstr = "none"),
 
     /* --- data --- */
-    FLAG("mock-data", mock_data, G_DATA, "synthetic tokens instead of a dataset"),
+    FLAG("mock-data", data.mock_data, G_DATA, "synthetic tokens instead of a dataset"),
     {.name = "data-path", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
      .metavar = "[W] PREFIX ...", .group = G_DATA, .fn = opt_data_path,
      .help = "Megatron .bin/.idx prefix(es), optionally weighted: 0.3 A 0.7 B"},
-    STR("split", split, "A,B,C", G_DATA, "train,valid,test weights of the documents"),
-    DUP("data-cache-path", data_cache_path, "DIR", G_DATA, "where the sample indices are cached",
+    STR("split", data.split, "A,B,C", G_DATA, "train,valid,test weights of the documents"),
+    DUP("data-cache-path", data.data_cache_path, "DIR", G_DATA, "where the sample indices are cached",
         .defstr = "beside the data"),
-    STR("tokenizer-type", tokenizer_type, "TYPE", G_DATA,
+    STR("tokenizer-type", data.tokenizer_type, "TYPE", G_DATA,
         "HuggingFaceTokenizer, GPT2BPETokenizer or NullTokenizer", .choices = tokenizers,
         .defstr = "HuggingFaceTokenizer with --tokenizer-model",
         .hint = "gridlm reads byte-level BPE tokenizers: Hugging Face tokenizer.json or "
                 "GPT-2 vocab.json + merges.txt; SentencePiece, WordPiece and tiktoken files "
                 "are not supported"),
-    DUP("tokenizer-model", tokenizer_model, "FILE", G_DATA,
+    DUP("tokenizer-model", data.tokenizer_model, "FILE", G_DATA,
         "tokenizer.json, or a directory holding it"),
-    DUP("vocab-file", vocab_file, "FILE", G_DATA, "GPT2BPETokenizer: vocab.json"),
-    DUP("merge-file", merge_file, "FILE", G_DATA, "GPT2BPETokenizer: merges.txt"),
-    FLAG("eod-mask-loss", eod_mask_loss, G_DATA, "no loss on end-of-document tokens"),
-    INT("num-workers", num_workers, G_DATA, NONNEG, "data loader threads"),
+    DUP("vocab-file", data.vocab_file, "FILE", G_DATA, "GPT2BPETokenizer: vocab.json"),
+    DUP("merge-file", data.merge_file, "FILE", G_DATA, "GPT2BPETokenizer: merges.txt"),
+    FLAG("eod-mask-loss", data.eod_mask_loss, G_DATA, "no loss on end-of-document tokens"),
+    INT("num-workers", data.num_workers, G_DATA, NONNEG, "data loader threads"),
     LONG("eval-interval", eval_interval, G_DATA, POS, "iterations between validations"),
     LONG("eval-iters", eval_iters, G_DATA, NONNEG, "iterations per validation (0: none)"),
 
@@ -539,12 +539,12 @@ void gl_config_defaults(gl_config *c)
     memset(c, 0, sizeof *c);
     gl_arch_defaults(&c->arch);
 
-    c->tensor_model_parallel_size = 1;
-    c->pipeline_model_parallel_size = 1;
-    c->context_parallel_size = 1;
-    c->expert_model_parallel_size = 1;
+    c->layout.tensor_model_parallel_size = 1;
+    c->layout.pipeline_model_parallel_size = 1;
+    c->layout.context_parallel_size = 1;
+    c->layout.expert_model_parallel_size = 1;
 
-    c->micro_batch_size = 1;
+    c->layout.micro_batch_size = 1;
     c->seed = 1234;
 
     snprintf(c->optimizer, sizeof c->optimizer, "adam");
@@ -556,10 +556,10 @@ void gl_config_defaults(gl_config *c)
     c->clip_grad = 1.0;
 
     c->device = GL_DEVICE_AUTO;
-    c->recompute_granularity = GL_RECOMPUTE_NONE;
+    c->layout.recompute_granularity = GL_RECOMPUTE_NONE;
 
-    snprintf(c->split, sizeof c->split, "969,30,1");
-    c->num_workers = 2;
+    snprintf(c->data.split, sizeof c->data.split, "969,30,1");
+    c->data.num_workers = 2;
     c->eval_interval = 1000;
     c->eval_iters = 100;
 
@@ -569,7 +569,7 @@ void gl_config_defaults(gl_config *c)
     c->distributed_timeout_minutes = 10;
     c->max_nonfinite_iters = 5;
 
-    c->virtual_pipeline_size = 1;
+    c->layout.virtual_pipeline_size = 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -630,12 +630,12 @@ static void check_model(const gl_config *c)
 
 static void check_layout(gl_config *c)
 {
-    int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
-    int cp = c->context_parallel_size;
-    if (c->expert_model_parallel_size != 1)
+    int tp = c->layout.tensor_model_parallel_size, pp = c->layout.pipeline_model_parallel_size;
+    int cp = c->layout.context_parallel_size;
+    if (c->layout.expert_model_parallel_size != 1)
         bad("--expert-model-parallel-size %d needs a mixture-of-experts model: gridlm's Llama "
             "models are dense, use --expert-model-parallel-size 1",
-            c->expert_model_parallel_size);
+            c->layout.expert_model_parallel_size);
     must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
                 c->arch.num_attention_heads);
     must_divide("tensor-model-parallel-size", "TP", tp, "--num-query-groups",
@@ -645,7 +645,7 @@ static void check_layout(gl_config *c)
 
     /* Interleaving: each pipeline rank holds V = (layers / PP) / n chunks
      * of n layers.  As in Megatron, it needs a pipeline (PP > 1). */
-    int n = c->num_layers_per_virtual_pipeline_stage;
+    int n = c->layout.num_layers_per_virtual_pipeline_stage;
     if (n) {
         int per_stage = c->arch.num_layers / pp;
         if (pp < 2)
@@ -658,17 +658,17 @@ static void check_layout(gl_config *c)
                 "choose one of %s", n, per_stage, c->arch.num_layers, pp,
                 divisors(per_stage, per_stage, list, sizeof list));
         }
-        c->virtual_pipeline_size = per_stage / n;
+        c->layout.virtual_pipeline_size = per_stage / n;
     } else {
-        c->virtual_pipeline_size = 1;
+        c->layout.virtual_pipeline_size = 1;
     }
 
     /* Sequence parallelism splits along the sequence over TP; Megatron
      * turns it off without a word at TP = 1: here with one. */
-    if (c->sequence_parallel && tp == 1) {
+    if (c->layout.sequence_parallel && tp == 1) {
         warn0("--sequence-parallel has no effect with --tensor-model-parallel-size 1: "
               "turned off");
-        c->sequence_parallel = 0;
+        c->layout.sequence_parallel = 0;
     }
     /* Context parallelism cuts each sequence into 2 x CP chunks (rank r
      * takes chunks r and 2CP-1-r, balancing the causal mask's work). */
@@ -676,7 +676,7 @@ static void check_layout(gl_config *c)
         bad("--seq-length %d is not divisible by 2 x --context-parallel-size = %d: context "
             "parallelism cuts each sequence into 2 x CP equal chunks; choose a sequence "
             "length that is a multiple of %d", c->arch.seq_length, 2 * cp, 2 * cp);
-    if (c->sequence_parallel && (c->arch.seq_length / cp) % tp)
+    if (c->layout.sequence_parallel && (c->arch.seq_length / cp) % tp)
         bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
             "--sequence-parallel: choose a sequence length that is a multiple of %d",
             c->arch.seq_length / cp, cp > 1 ? " (per context-parallel rank)" : "", tp, tp * cp);
@@ -690,25 +690,25 @@ static void check_layout(gl_config *c)
 
 static void check_recompute(const gl_config *c)
 {
-    int full = c->recompute_granularity == GL_RECOMPUTE_FULL;
-    int per_stage = c->arch.num_layers / c->pipeline_model_parallel_size;
-    if (full && !c->recompute_method[0])
+    int full = c->layout.recompute_granularity == GL_RECOMPUTE_FULL;
+    int per_stage = c->arch.num_layers / c->layout.pipeline_model_parallel_size;
+    if (full && !c->layout.recompute_method[0])
         bad("--recompute-granularity full needs --recompute-method uniform or block "
             "(and --recompute-num-layers N)");
-    if (!full && c->recompute_method[0])
+    if (!full && c->layout.recompute_method[0])
         bad("--recompute-method %s needs --recompute-granularity full: add it, or drop "
-            "--recompute-method", c->recompute_method);
-    if (!full && c->recompute_num_layers)
+            "--recompute-method", c->layout.recompute_method);
+    if (!full && c->layout.recompute_num_layers)
         bad("--recompute-num-layers %d needs --recompute-granularity full and "
             "--recompute-method: add them, or drop --recompute-num-layers",
-            c->recompute_num_layers);
-    if (full && !c->recompute_num_layers)
+            c->layout.recompute_num_layers);
+    if (full && !c->layout.recompute_num_layers)
         bad("--recompute-method %s needs --recompute-num-layers N: the number of layers per "
-            "recomputed group (uniform) or per stage (block), 1 to %d", c->recompute_method,
+            "recomputed group (uniform) or per stage (block), 1 to %d", c->layout.recompute_method,
             per_stage);
-    if (full && c->recompute_num_layers > per_stage)
+    if (full && c->layout.recompute_num_layers > per_stage)
         bad("--recompute-num-layers %d is more than the %d layers of a pipeline stage: choose "
-            "1 to %d", c->recompute_num_layers, per_stage, per_stage);
+            "1 to %d", c->layout.recompute_num_layers, per_stage, per_stage);
 }
 
 static void check_schedule(gl_config *c)
@@ -734,8 +734,8 @@ static void check_schedule(gl_config *c)
 static void check_split(const gl_config *c)
 {
     const gl_option *o = gl_opt_lookup(table, "split");
-    char buf[sizeof c->split];
-    memcpy(buf, c->split, sizeof buf);
+    char buf[sizeof c->data.split];
+    memcpy(buf, c->data.split, sizeof buf);
     int n = 0;
     double sum = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",/", &save); tok;
@@ -744,35 +744,35 @@ static void check_split(const gl_config *c)
             tok++;
         double w;
         if (gl_opt_to_double(tok, &w) || w < 0 || ++n > 3)
-            gl_opt_die(o, c->split, "is not a split: give up to three weights for "
+            gl_opt_die(o, c->data.split, "is not a split: give up to three weights for "
                        "train,valid,test, e.g. --split 969,30,1");
         sum += w;
     }
     if (n == 0 || !(sum > 0))
-        gl_opt_die(o, c->split, "gives no documents to any split: e.g. --split 969,30,1");
+        gl_opt_die(o, c->data.split, "gives no documents to any split: e.g. --split 969,30,1");
 }
 
 static void check_tokenizer(gl_config *c)
 {
-    const char *type = c->tokenizer_type;
+    const char *type = c->data.tokenizer_type;
     int gpt2 = !strcmp(type, "GPT2BPETokenizer");
-    if ((c->vocab_file || c->merge_file) && !gpt2)
+    if ((c->data.vocab_file || c->data.merge_file) && !gpt2)
         bad("--%s is for --tokenizer-type GPT2BPETokenizer: add it, or give a tokenizer.json "
-            "with --tokenizer-model", c->vocab_file ? "vocab-file" : "merge-file");
-    if (gpt2 && !c->tokenizer_model) {
+            "with --tokenizer-model", c->data.vocab_file ? "vocab-file" : "merge-file");
+    if (gpt2 && !c->data.tokenizer_model) {
         /* Megatron's --vocab-file/--merge-file become the data room's
          * "VOCAB:MERGES" model name. */
-        if (!c->vocab_file || !c->merge_file)
+        if (!c->data.vocab_file || !c->data.merge_file)
             bad("--tokenizer-type GPT2BPETokenizer needs --vocab-file vocab.json and "
                 "--merge-file merges.txt (or --tokenizer-model DIR holding both)");
-        size_t n = strlen(c->vocab_file) + strlen(c->merge_file) + 2;
-        c->tokenizer_model = gl_malloc(n);
-        snprintf(c->tokenizer_model, n, "%s:%s", c->vocab_file, c->merge_file);
+        size_t n = strlen(c->data.vocab_file) + strlen(c->data.merge_file) + 2;
+        c->data.tokenizer_model = gl_malloc(n);
+        snprintf(c->data.tokenizer_model, n, "%s:%s", c->data.vocab_file, c->data.merge_file);
     }
-    if (!strcmp(type, "HuggingFaceTokenizer") && !c->tokenizer_model)
+    if (!strcmp(type, "HuggingFaceTokenizer") && !c->data.tokenizer_model)
         bad("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model FILE");
-    if (c->tokenizer_model && !type[0])
-        snprintf(c->tokenizer_type, sizeof c->tokenizer_type, "HuggingFaceTokenizer");
+    if (c->data.tokenizer_model && !type[0])
+        snprintf(c->data.tokenizer_type, sizeof c->data.tokenizer_type, "HuggingFaceTokenizer");
     if (!strcmp(type, "NullTokenizer") && !c->arch.vocab_size)
         bad("--tokenizer-type NullTokenizer needs --vocab-size N");
 }
@@ -780,13 +780,13 @@ static void check_tokenizer(gl_config *c)
 static void check_data(gl_config *c)
 {
     check_split(c);
-    if (c->mock_data && c->n_data_paths)
-        bad("--mock-data and --data-path %s both given: choose one", c->data_path[0]);
-    if (!c->dry_run && !c->mock_data && !c->n_data_paths)
+    if (c->data.mock_data && c->data.n_data_paths)
+        bad("--mock-data and --data-path %s both given: choose one", c->data.data_path[0]);
+    if (!c->dry_run && !c->data.mock_data && !c->data.n_data_paths)
         bad("no training data: give --data-path PREFIX (a Megatron .bin/.idx pair) or "
             "--mock-data");
     check_tokenizer(c);
-    if (!c->arch.vocab_size && !c->tokenizer_model)
+    if (!c->arch.vocab_size && !c->data.tokenizer_model)
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
@@ -849,14 +849,14 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
 
 void gl_config_set_vocab_size(gl_config *c, int vocab_size)
 {
-    gl_arch_set_vocab(&c->arch, vocab_size, c->tensor_model_parallel_size);
+    gl_arch_set_vocab(&c->arch, vocab_size, c->layout.tensor_model_parallel_size);
 }
 
 /* The global batch must split into micro-batches of micro_batch x DP;
  * suggest the nearest global batches that do. */
 static void check_batch(gl_config *c)
 {
-    long step = (long)c->micro_batch_size * c->data_parallel_size;
+    long step = (long)c->layout.micro_batch_size * c->data_parallel_size;
     if (!c->global_batch_size)
         c->global_batch_size = (int)step;
     if (c->global_batch_size % step) {
@@ -866,7 +866,7 @@ static void check_batch(gl_config *c)
             snprintf(lower, sizeof lower, "%ld or ", lo);
         bad("--global-batch-size %d is not divisible by --micro-batch-size %d x data-parallel "
             "size %d = %ld: use %s%ld, or change --micro-batch-size", c->global_batch_size,
-            c->micro_batch_size, c->data_parallel_size, step, lower, hi);
+            c->layout.micro_batch_size, c->data_parallel_size, step, lower, hi);
     }
     c->num_micro_batches = (int)(c->global_batch_size / step);
 
@@ -874,13 +874,13 @@ static void check_batch(gl_config *c)
      * group per model chunk in turn.  gridlm requires whole groups (as
      * Megatron-LM did before core 0.8), so every chunk sees the same
      * number of micro-batches in the same pattern. */
-    int pp = c->pipeline_model_parallel_size;
-    if (c->virtual_pipeline_size > 1 && c->num_micro_batches % pp)
+    int pp = c->layout.pipeline_model_parallel_size;
+    if (c->layout.virtual_pipeline_size > 1 && c->num_micro_batches % pp)
         bad("the interleaved schedule (--num-layers-per-virtual-pipeline-stage %d) needs the "
             "micro-batches per iteration (%d = --global-batch-size %d / (%d x DP %d)) to be a "
             "multiple of --pipeline-model-parallel-size %d: use --global-batch-size %ld",
-            c->num_layers_per_virtual_pipeline_stage, c->num_micro_batches,
-            c->global_batch_size, c->micro_batch_size, c->data_parallel_size, pp,
+            c->layout.num_layers_per_virtual_pipeline_stage, c->num_micro_batches,
+            c->global_batch_size, c->layout.micro_batch_size, c->data_parallel_size, pp,
             (c->num_micro_batches + pp - 1) / pp * pp * step);
 }
 
@@ -905,8 +905,8 @@ static void finish_schedule(gl_config *c)
 
 void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 {
-    int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
-    int cp = c->context_parallel_size;
+    int tp = c->layout.tensor_model_parallel_size, pp = c->layout.pipeline_model_parallel_size;
+    int cp = c->layout.context_parallel_size;
     int model = tp * cp * pp;
 
     gl_arch_resolve(&c->arch);
@@ -939,23 +939,39 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 /* ------------------------------------------------------------------ */
 /* FLOPs (../shared/reference/flops.md).                               */
 
+void gl_config_loader_want(const gl_config *c, gl_loader_want *w)
+{
+    long dp = c->data_parallel_size > 0 ? c->data_parallel_size : 1;
+    long gbs = c->global_batch_size > 0 ? c->global_batch_size
+                                        : (long)c->layout.micro_batch_size * dp;
+    long train_iters = c->train_iters > 0 ? c->train_iters : (gbs ? c->train_samples / gbs : 0);
+    w->seq_length = c->arch.seq_length;
+    w->vocab_size = c->arch.vocab_size;
+    w->seed = (uint64_t)c->seed;
+    w->train_samples = c->train_samples > 0 ? c->train_samples : c->train_iters * gbs;
+    /* Megatron evaluates every eval_interval iterations and once at the
+     * end, eval_iters global batches each time. */
+    w->valid_samples = (c->eval_iters > 0 && c->eval_interval > 0)
+                           ? (train_iters / c->eval_interval + 1) * c->eval_iters * gbs : 0;
+}
+
 double gl_config_flops_per_token(const gl_config *c)
 {
-    return gl_arch_flops_per_token(&c->arch, c->tensor_model_parallel_size);
+    return gl_arch_flops_per_token(&c->arch, c->layout.tensor_model_parallel_size);
 }
 
 void gl_config_free(gl_config *c)
 {
-    for (int i = 0; i < c->n_data_paths; i++)
-        free(c->data_path[i]);
-    c->n_data_paths = 0;
-    free(c->data_cache_path);
-    free(c->tokenizer_model);
+    for (int i = 0; i < c->data.n_data_paths; i++)
+        free(c->data.data_path[i]);
+    c->data.n_data_paths = 0;
+    free(c->data.data_cache_path);
+    free(c->data.tokenizer_model);
     free(c->save);
     free(c->load);
     free(c->log_json);
-    free(c->vocab_file);
-    free(c->merge_file);
-    c->data_cache_path = c->tokenizer_model = c->save = c->load = c->log_json = NULL;
-    c->vocab_file = c->merge_file = NULL;
+    free(c->data.vocab_file);
+    free(c->data.merge_file);
+    c->data.data_cache_path = c->data.tokenizer_model = c->save = c->load = c->log_json = NULL;
+    c->data.vocab_file = c->data.merge_file = NULL;
 }

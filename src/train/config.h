@@ -16,35 +16,30 @@
 #include <stddef.h>
 
 #include "arch/arch.h"
+#include "data/loader.h"
+#include "model/layout.h"
 #include "device/ops.h"   /* gl_device_kind */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define GL_MAX_DATA_PATHS 64
-
 typedef enum { GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE } gl_lr_style;
-typedef enum { GL_RECOMPUTE_NONE = 0, GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL } gl_recompute;
 
 typedef struct gl_config {
     /* --- model (arch/arch.h) --- */
     gl_arch arch;
 
-    /* --- parallelism --- */
-    int tensor_model_parallel_size;  /* --tensor-model-parallel-size */
-    int pipeline_model_parallel_size;/* --pipeline-model-parallel-size */
-    int context_parallel_size;       /* --context-parallel-size (1) */
-    int expert_model_parallel_size;  /* --expert-model-parallel-size (1) */
-    int num_layers_per_virtual_pipeline_stage; /* 0: no interleaving */
-    int sequence_parallel;           /* --sequence-parallel */
+    /* --- layout (model/layout.h) --- */
+    gl_layout layout;
+
+    /* --- parallelism of the optimizer --- */
     int use_distributed_optimizer;   /* --use-distributed-optimizer */
     int overlap_grad_reduce;         /* --overlap-grad-reduce */
     int overlap_param_gather;        /* --overlap-param-gather */
     long ddp_bucket_size;            /* --ddp-bucket-size, elements (0: auto) */
 
     /* --- batch and schedule --- */
-    int micro_batch_size;            /* --micro-batch-size */
     int global_batch_size;           /* --global-batch-size (0: mbs x dp) */
     long train_iters;                /* --train-iters */
     long train_samples;              /* --train-samples (0: unused) */
@@ -66,27 +61,9 @@ typedef struct gl_config {
     /* --- precision, device, memory --- */
     gl_device_kind device;           /* --device cpu|cuda (auto) */
     int bf16;                        /* --bf16 */
-    gl_recompute recompute_granularity; /* --recompute-granularity */
-    char recompute_method[16];       /* --recompute-method uniform|block */
-    int recompute_num_layers;        /* --recompute-num-layers */
 
     /* --- data --- */
-    int mock_data;                   /* --mock-data */
-    int n_data_paths;                /* --data-path [W1] P1 [W2] P2 ... */
-    double data_weight[GL_MAX_DATA_PATHS];
-    char *data_path[GL_MAX_DATA_PATHS];
-    int data_weights_given;          /* 1: weights were given, data_weight[] sums to 1;
-                                        0: none (one path: weight 1; several: Megatron
-                                        weights them by size, data_weight[] = 0) */
-    char split[64];                  /* --split (969,30,1) */
-    char *data_cache_path;           /* --data-cache-path */
-    char tokenizer_type[64];         /* --tokenizer-type ("HuggingFaceTokenizer" when only
-                                        --tokenizer-model is given) */
-    char *tokenizer_model;           /* --tokenizer-model (GPT2BPETokenizer: "VOCAB:MERGES"
-                                        when given as --vocab-file/--merge-file) */
-    char *vocab_file, *merge_file;   /* --vocab-file, --merge-file (GPT2BPETokenizer) */
-    int eod_mask_loss;               /* --eod-mask-loss */
-    int num_workers;                 /* --num-workers (2) */
+    gl_data_opts data;               /* data/loader.h */
     long eval_interval;              /* --eval-interval (1000) */
     long eval_iters;                 /* --eval-iters (100) */
 
@@ -117,7 +94,6 @@ typedef struct gl_config {
     /* --- derived by gl_config_finish() --- */
     int world_size;
     int data_parallel_size;
-    int virtual_pipeline_size;       /* chunks per pipeline rank (1: none) */
     int num_micro_batches;           /* global / (mbs x dp) */
 } gl_config;
 
@@ -138,6 +114,13 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node);
  * given) and the padded size: the next multiple of
  * make_vocab_size_divisible_by x TP. */
 void gl_config_set_vocab_size(gl_config *c, int vocab_size);
+
+/* What the run asks of the data loader: the sequence length, the
+ * vocabulary, the seed, and the samples of the train split (--train-samples,
+ * or --train-iters x global batch) and of the valid split
+ * ((train_iters / eval_interval + 1) x eval_iters x global batch), as
+ * Megatron counts them. */
+void gl_config_loader_want(const gl_config *c, gl_loader_want *w);
 
 /* Model FLOPs per trained token as ../shared/reference/flops.md counts. */
 double gl_config_flops_per_token(const gl_config *c);

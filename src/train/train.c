@@ -104,10 +104,10 @@ static gl_comm *group(gl_comm *c)
 /* What this loop does not do (yet): say so before any work. */
 static void check_supported(const gl_config *c)
 {
-    if (c->context_parallel_size > 1)
+    if (c->layout.context_parallel_size > 1)
         gl_die_code(2, "--context-parallel-size %d: context parallelism is not "
                     "implemented in gridlm's training loop yet; use 1",
-                    c->context_parallel_size);
+                    c->layout.context_parallel_size);
     if (c->train_iters <= 0)
         gl_die_code(2, "--train-iters %ld: give the number of iterations to train "
                     "(--train-samples is not supported by this loop yet)", c->train_iters);
@@ -141,9 +141,9 @@ static void report_activations(const gl_config *c, const gl_model *m, const gl_s
         inflight += s->slots[k];
     char how[160];
     if (m->recompute == GL_RECOMPUTE_FULL) {
-        int block = strcmp(c->recompute_method, "block") == 0;
+        int block = strcmp(c->layout.recompute_method, "block") == 0;
         snprintf(how, sizeof how, "full recomputation, %s %d: %s", block ? "block" : "uniform",
-                 c->recompute_num_layers, block ? "the first layers of each chunk keep only "
+                 c->layout.recompute_num_layers, block ? "the first layers of each chunk keep only "
                  "their input" : "each group of layers keeps only its input");
     } else if (m->recompute == GL_RECOMPUTE_SELECTIVE) {
         snprintf(how, sizeof how, "selective recomputation: the norm and SwiGLU outputs "
@@ -246,12 +246,15 @@ static int eval_enabled(const gl_config *c, gl_groups *g, gl_batch_source *src, 
  * size from the tokenizer: cc is the loop's own copy of the config). */
 static gl_batch_source *open_source(gl_config *cc, gl_groups *g, int pp_rank)
 {
-    if (cc->mock_data)
+    if (cc->data.mock_data)
         return gl_batch_mock(cc);
-    int pp = cc->pipeline_model_parallel_size;
+    int pp = cc->layout.pipeline_model_parallel_size;
     int needs_tokens = pp_rank == 0 || pp_rank == pp - 1;
     MPI_Comm world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
-    gl_loader *L = gl_loader_open(cc, g->me.dp, cc->data_parallel_size, needs_tokens, world);
+    gl_loader_want want;
+    gl_config_loader_want(cc, &want);
+    gl_loader *L = gl_loader_open(&cc->data, &want, g->me.dp, cc->data_parallel_size,
+                                  needs_tokens, world);
     long V = gl_loader_vocab_size(L);
     if (V != cc->arch.vocab_size)
         gl_config_set_vocab_size(cc, (int)V);
@@ -265,15 +268,15 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     check_supported(c);
     int tp_rank = g->me.tp, pp_rank = g->me.pp, dp_rank = g->me.dp;
     int world = b->size, rank = b->rank;
-    int pp = c->pipeline_model_parallel_size, V = c->virtual_pipeline_size;
+    int pp = c->layout.pipeline_model_parallel_size, V = c->layout.virtual_pipeline_size;
     int M = c->num_micro_batches;
     if (pp > 1 && (!g->pp || gl_comm_size(g->pp) != pp))
         gl_die("pipeline group of size %d, expected %d", g->pp ? gl_comm_size(g->pp) : 0, pp);
 
     gl_batch_source *src = open_source(&cc, g, pp_rank);
-    gl_model_plan *plan = gl_model_plan_new(c, tp_rank, pp_rank, c->data_parallel_size);
+    gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, c->data_parallel_size);
     gl_sched *sched = gl_sched_build(pp, pp_rank, V, M);
-    gl_model *m = gl_model_new(plan, c, d, group(g->tp), sched->slots);
+    gl_model *m = gl_model_new(plan, d, group(g->tp), sched->slots);
     gl_optim *o = gl_optim_new(c, m, group(g->dp), c->use_distributed_optimizer);
     size_t mb0, mb1;
     float *master = gl_optim_master_target(o, &mb0, &mb1);
@@ -311,8 +314,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     long nparams = gl_arch_num_params(&c->arch);
     gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d PP %d (x%d virtual) "
              "DP %d, %d micro-batches of %d x %d tokens per iteration%s%s", nparams,
-             nparams / 1e6, c->arch.num_layers, c->tensor_model_parallel_size, pp, V,
-             c->data_parallel_size, M, c->micro_batch_size, c->arch.seq_length,
+             nparams / 1e6, c->arch.num_layers, c->layout.tensor_model_parallel_size, pp, V,
+             c->data_parallel_size, M, c->layout.micro_batch_size, c->arch.seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
 
