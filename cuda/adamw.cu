@@ -15,7 +15,7 @@
  * updates chunk b.  Each element is read and written once: 4 fp32 loads,
  * 3 fp32 stores and one bf16 store.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdlib.h>

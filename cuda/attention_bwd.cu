@@ -25,7 +25,7 @@
  * and K, V tiles (kernel 3) stream through shared memory with cp.async,
  * two stages deep.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 

@@ -23,7 +23,7 @@
  * is the query tile, last tile first, so the longest walks of every head
  * start first and the short ones fill the tail.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 

@@ -34,7 +34,7 @@
  * The workspace (cuDNN's own, and the backward's delta and fp32 dq) comes
  * from the device allocator as a grow-only scratch buffer.
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdbool.h>
 #include <stdio.h>

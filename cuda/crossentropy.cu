@@ -14,7 +14,7 @@
  * The gradient overwrites the logits in place, computed from the same
  * element it replaces.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 

@@ -14,7 +14,7 @@
  * (GRIDLM_ATTENTION, attn_cudnn.h).  GRIDLM_PROFILE=1 swaps the table for
  * one that times every op (profile.cu).
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * one 16-byte load/store, the widest a thread can issue; the last
  * count % width elements, or everything for unaligned views, go one by one.
  */
-#include "config.h"
+#include <config.h>
 
 #include "gl_cuda.h"
 

@@ -14,7 +14,7 @@
  * token order, and adds the sum to its table row once.  Same bits every
  * run, no atomics.
  */
-#include "config.h"
+#include <config.h>
 
 #include <cub/cub.cuh>
 

@@ -61,7 +61,7 @@
  * The workspace (dev_cuda.cu) is 32 MiB, what cuBLASLt asks for on
  * Hopper.
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdio.h>
 #include <stdlib.h>

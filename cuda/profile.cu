@@ -14,7 +14,7 @@
  * Collectives run on other streams and are not in the table.  Without
  * GRIDLM_PROFILE the device's table is the plain one: no cost at all.
  */
-#include "config.h"
+#include <config.h>
 
 #include <stddef.h>
 #include <stdlib.h>

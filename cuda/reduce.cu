@@ -10,7 +10,7 @@
  * and adds the total to out[0].  G depends only on the count, so the same
  * input always gives the same bits.  No atomics.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 

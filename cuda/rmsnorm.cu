@@ -8,7 +8,7 @@
  *
  * Backward: see the comment above rmsnorm_bwd_rows.
  */
-#include "config.h"
+#include <config.h>
 
 #include "gl_cuda.h"
 #include "vec.cuh"

@@ -13,7 +13,7 @@
  * vectors, so a warp reads two contiguous runs of a head and one row of
  * each table, and the index arithmetic is paid once per V pairs.
  */
-#include "config.h"
+#include <config.h>
 
 #include "gl_cuda.h"
 #include "vec.cuh"

@@ -6,7 +6,7 @@
  * fp32 math, one thread per 8 (or 1) consecutive columns of a row.  dgu
  * may alias gu: a thread reads its a, b before writing da, db.
  */
-#include "config.h"
+#include <config.h>
 
 #include "gl_cuda.h"
 #include "vec.cuh"

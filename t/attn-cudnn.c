@@ -24,7 +24,7 @@
  * adds timings of both implementations at the 1.5B model's shapes.
  * Skips without a GPU or in a build without cuDNN.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
  * with the first temporary) run first, each in a child.  alarm(60)
  * turns a read that blocks on a FIFO into a failure, not a hang.
  */
-#include "config.h"
+#include <config.h>
 #include "base/file.h"
 #include "base/log.h"
 #include "child.h"

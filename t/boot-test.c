@@ -9,7 +9,7 @@
  * GL_EXPECT_BOOT=pmix|mpi names the bootstrap path the launcher must have
  * led to (t/boot.t knows which launcher it used).
  */
-#include "config.h"
+#include <config.h>
 #include "boot/boot.h"
 #include "boot/groups.h"
 #include "comm/comm_impl.h"

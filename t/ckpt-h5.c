@@ -14,7 +14,7 @@
  * read compares bit for bit against the function, not against what was
  * written by the same code path.
  */
-#include "config.h"
+#include <config.h>
 #include "ckpt/ckpt.h"
 #include "base/log.h"
 #include "tap.h"

@@ -10,7 +10,7 @@
  * heads, 1 kv head, head_dim 4, vocabulary 10 (padded to 128); every
  * value is (crc32(HF name) + 7 i) % 255 - 127, over 8.
  */
-#include "config.h"
+#include <config.h>
 #include "ckpt/ckpt.h"
 #include "base/log.h"
 #include "tap.h"

@@ -5,7 +5,7 @@
  * values of the right type, and the first wrongly typed or out-of-range
  * member named in err while the read gives the default.
  */
-#include "config.h"
+#include <config.h>
 #include "base/json.h"
 #include "tap.h"
 

@@ -14,7 +14,7 @@
  * NCCL back end with device buffers when every rank has a GPU of its own
  * (otherwise that part reports # SKIP).
  */
-#include "config.h"
+#include <config.h>
 #include "boot/boot.h"
 #include "boot/groups.h"
 #include "comm/comm_impl.h"

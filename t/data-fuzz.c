@@ -2,7 +2,7 @@
  * corrupted pair is either refused with a message naming the file or
  * accepted and then fully readable without leaving the mapped files; the
  * reader never crashes.  Deterministic (xorshift64*, fixed seed). */
-#include "config.h"
+#include <config.h>
 #include "data/indexed.h"
 #include "tap.h"
 

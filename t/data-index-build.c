@@ -2,7 +2,7 @@
  * indices of one split into a cache directory:
  *   data-index-build PREFIX CACHE SPLIT train|valid|test SEQ_LENGTH NUM_SAMPLES SEED
  */
-#include "config.h"
+#include <config.h>
 #include "data/samples.h"
 #include "base/log.h"
 

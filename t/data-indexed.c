@@ -1,6 +1,6 @@
 /* data-indexed: the Megatron .bin/.idx reader and writer, byte for byte,
  * every dtype, and every kind of bad file refused with a message. */
-#include "config.h"
+#include <config.h>
 #include "data/indexed.h"
 #include "tap.h"
 

@@ -12,7 +12,7 @@
  * The streams are made here with zlib and libzstd (no tools needed), and
  * are large enough that members and frames straddle the reader's
  * 128 KiB input buffer. */
-#include "config.h"
+#include <config.h>
 #include "data/lines.h"
 #include "tap.h"
 

@@ -6,7 +6,7 @@
  * blending follows the weights; resuming at a sample continues exactly;
  * the read-ahead thread serves sequential requests; the loss mask hides
  * the eod inputs; validation samples come from the valid documents. */
-#include "config.h"
+#include <config.h>
 #include "data/indexed.h"
 #include "data/loader.h"
 #include "base/log.h"

@@ -2,7 +2,7 @@
  * (every token used, no sample out of its split, neighbours share one
  * token, epochs just enough), the .npy cache, blending proportions and
  * mock samples. */
-#include "config.h"
+#include <config.h>
 #include "data/indexed.h"
 #include "data/samples.h"
 #include "data/loader.h"

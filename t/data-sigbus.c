@@ -10,7 +10,7 @@
  * SIGBUS, no message) or reaches the handler that was there before; a
  * mapping removed from the registry is no longer claimed.  Also: at open time a
  * .bin shorter than its .idx says is refused. */
-#include "config.h"
+#include <config.h>
 #include "data/indexed.h"
 #include "base/log.h"
 #include "base/mapped.h"

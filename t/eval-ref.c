@@ -29,7 +29,7 @@
 #include "model-ref.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
+#include "train/run_config.h"
 
 static void make(const char *prefix)
 {

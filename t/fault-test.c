@@ -48,9 +48,9 @@
  *
  * Rank 0 prints TAP; a run ends with exit status 0 only when it passed.
  */
-#include "config.h"
+#include <config.h>
 #include "boot/boot.h"
-#include "train/config.h"
+#include "train/run_config.h"
 #include "train/faults.h"
 #include "base/log.h"
 #include "comm/comm_impl.h"

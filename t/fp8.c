@@ -11,7 +11,7 @@
  * underflow; a million random floats over the whole range; the scaled
  * round trip and the amax the quantizer returns.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdint.h>

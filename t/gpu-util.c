@@ -2,7 +2,7 @@
  * gpu-util.c: helpers shared by the GPU test programs; see gpu-util.h for
  * the contract.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdint.h>

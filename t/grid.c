@@ -9,7 +9,7 @@
  * agrees with a brute-force look at each group.  Last, bad layouts give
  * the message naming the flag.
  */
-#include "config.h"
+#include <config.h>
 #include "grid/grid.h"
 #include "tap.h"
 

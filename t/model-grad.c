@@ -15,7 +15,7 @@
  * Both for tied and untied embeddings, with a padded vocabulary, GQA, a
  * loss mask, and Llama 3.1 RoPE scaling in one case.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdio.h>

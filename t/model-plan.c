@@ -16,7 +16,7 @@
  *   - the parameters counted once over all ranks number
  *     gl_arch_num_params().
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdio.h>

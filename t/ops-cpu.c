@@ -10,7 +10,7 @@
  * wiring and the float arithmetic.  Sizes are small and odd, with row
  * strides wider than the rows, so that index mistakes show.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdint.h>

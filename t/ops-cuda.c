@@ -18,7 +18,7 @@
  * GL_OPS_CUDA_QUICK=1 leaves out the large shapes (for runs under
  * compute-sanitizer).
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <stdint.h>

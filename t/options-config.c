@@ -1,9 +1,9 @@
-/* t/options-config.c: gridlm-train's configuration (src/train/config.c):
+/* t/options-config.c: gridlm-train's configuration (src/train/run_config.c):
  * defaults, presets, --data-path, derived values, the layout checks and
  * the FLOP count of ../shared/reference/flops.md. */
 #include <config.h>
 #include "base/log.h"
-#include "train/config.h"
+#include "train/run_config.h"
 #include "tap.h"
 #include "child.h"
 

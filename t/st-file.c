@@ -6,7 +6,7 @@
  * bytes of the header changed -- are refused with a message, never read
  * out of bounds.
  */
-#include "config.h"
+#include <config.h>
 #include "ckpt/safetensors.h"
 #include "ckpt/half.h"
 #include "base/log.h"

@@ -5,7 +5,7 @@
  * in double precision to the two neighbouring 16-bit values.  Where the
  * compiler has _Float16, its conversions are a third reference.
  */
-#include "config.h"
+#include <config.h>
 #include "ckpt/half.h"
 #include "tap.h"
 

@@ -18,7 +18,7 @@
  * F32 ("f32"), BF16 ("bf16") and F16 ("f16"), shape [5, 7]; plus "big"
  * [4096] F16 values i * 0.37 - 700 that cover subnormal to large.
  */
-#include "config.h"
+#include <config.h>
 #include "ckpt/safetensors.h"
 #include "base/log.h"
 

@@ -4,7 +4,7 @@
  *   tok-encode TOKENIZER FILE [--special] [--decode]
  * TOKENIZER is a tokenizer.json, or VOCAB.json:MERGES.txt (GPT-2's files).
  * With --decode it prints the decoded bytes of each encoding, hex. */
-#include "config.h"
+#include <config.h>
 #include "data/tokenizer.h"
 #include "base/log.h"
 

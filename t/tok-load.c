@@ -11,7 +11,7 @@
  * and column) and its eos_token must be a token.  GPT-2's vocab.json is
  * held to the same rules.  gl_tokenizer_open() stops with a message
  * (exit 1, not a crash) on such a file. */
-#include "config.h"
+#include <config.h>
 #include "data/tokenizer.h"
 #include "base/log.h"
 #include "child.h"

@@ -38,7 +38,7 @@
  * GPU (gridlm-train's flags, world of one rank) and prints the log lines:
  * a quick throughput reading that needs no MPI launcher.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 #include <mpi.h>
@@ -52,7 +52,7 @@
 #include "boot/groups.h"
 #include "device/ops.h"
 #include "tap.h"
-#include "train/config.h"
+#include "train/run_config.h"
 #include "train/train.h"
 
 static const char *tiny[] = {

@@ -20,7 +20,7 @@
 #include "model-ref.h"
 #include "model/model.h"
 #include "train/batch.h"
-#include "train/config.h"
+#include "train/run_config.h"
 
 int main(int argc, char **argv)
 {

@@ -3,13 +3,13 @@
  * from Megatron-LM's OptimizerParamScheduler, and the sampler's
  * arithmetic.
  */
-#include "config.h"
+#include <config.h>
 
 #include <math.h>
 
 #include "tap.h"
 #include "train/batch.h"
-#include "train/config.h"
+#include "train/run_config.h"
 #include "train/lr.h"
 
 static gl_config base(void)

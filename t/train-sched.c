@@ -15,7 +15,7 @@
  *   - the activation slots each chunk reserves are enough and not more
  *     than Megatron's bound: min(PP - stage, M) for 1F1B.
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdio.h>
 #include <stdlib.h>

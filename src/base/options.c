@@ -1,5 +1,5 @@
 /* options.c: the table-driven long-option parser (see options.h). */
-#include "config.h"
+#include <config.h>
 #include "base/options.h"
 #include "base/log.h"
 

@@ -2,7 +2,7 @@
  * comm.c: the calls of comm.h, checked and handed to the group's back end
  * (comm_mpi.c or comm_nccl.c), and what the back ends share.
  */
-#include "config.h"
+#include <config.h>
 #include "comm/comm_impl.h"
 #include "base/log.h"
 

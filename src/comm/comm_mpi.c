@@ -8,7 +8,7 @@
  * user-defined operations that widen to fp32, combine, and round back to
  * nearest-even, as NCCL does.
  */
-#include "config.h"
+#include <config.h>
 #include "comm/comm_impl.h"
 #include "base/log.h"
 

@@ -13,7 +13,7 @@
  * errors, and gives up after GRIDLM_COMM_TIMEOUT seconds (default 600) so
  * that a dead or hung peer stops the job instead of hanging it.
  */
-#include "config.h"
+#include <config.h>
 #include "comm/comm_impl.h"
 #include "base/log.h"
 

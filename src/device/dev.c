@@ -3,7 +3,7 @@
  * here; the CUDA entry points live in cuda/ when this build has CUDA and
  * are answered below ("none") when it does not.
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdio.h>
 #include <stdlib.h>

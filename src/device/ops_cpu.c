@@ -8,7 +8,7 @@
  * block that records its size, so mem_info can report the bytes held
  * through alloc now and at most.
  */
-#include "config.h"
+#include <config.h>
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * float (what the CPU device runs) and once on double (what the tests use
  * for finite-difference checks).
  */
-#include "config.h"
+#include <config.h>
 
 #include <cblas.h>
 #include <stdlib.h>

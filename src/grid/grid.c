@@ -1,5 +1,5 @@
 /* grid.c: rank <-> coordinates and group member lists (see grid.h). */
-#include "config.h"
+#include <config.h>
 #include "grid/grid.h"
 
 #include <stdarg.h>

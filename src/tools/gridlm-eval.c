@@ -42,7 +42,7 @@
 #include "model/model.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
+#include "train/run_config.h"
 #include "train/pipeline.h"
 
 static void usage(FILE *f)

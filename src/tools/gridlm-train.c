@@ -11,7 +11,7 @@
 #include "boot/groups.h"
 #include "device/ops.h"
 #include "grid/grid.h"
-#include "train/config.h"
+#include "train/run_config.h"
 #include "train/train.h"
 
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 # src/tools: sources, programs and tests of this room (see Makefile.am).
 
-# The run's configuration (src/train/config.c) is listed here, beside the
+# The run's configuration (src/train/run_config.c) is listed here, beside the
 # program that reads it (src/train/local.mk leaves it to this file).
-libgridlm_a_SOURCES += src/train/config.c src/train/config.h
+libgridlm_a_SOURCES += src/train/run_config.c src/train/run_config.h
 
 # gridlm-train: parse, boot, build the groups, open the device, train.
 bin_PROGRAMS += %reldir%/gridlm-train

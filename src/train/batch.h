@@ -24,7 +24,7 @@
 #include "data/loader.h"
 #include "device/ops.h"
 #include "model/model.h"
-#include "train/config.h"
+#include "train/run_config.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -48,7 +48,7 @@
 
 #include "ckpt/ckpt.h"
 #include "model/model.h"
-#include "train/config.h"
+#include "train/run_config.h"
 #include "train/optim.h"
 
 #ifdef __cplusplus

@@ -105,7 +105,7 @@
 #include "base/error.h"
 #include "boot/boot.h"
 #include "comm/comm.h"
-#include "train/config.h"
+#include "train/run_config.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
 # (sched.c) and their runner (pipeline.c), learning-rate schedule (lr.c),
 # gradient reduction, norm, clipping and AdamW, plain or distributed
 # (optim.c), batches (batch.c), logging (trainlog.c) and the loop
-# (train.c).  config.c is listed by src/tools/local.mk.
+# (train.c).  run_config.c is listed by src/tools/local.mk.
 libgridlm_a_SOURCES += %reldir%/train.h %reldir%/train.c \
 	%reldir%/sched.h %reldir%/sched.c %reldir%/pipeline.h %reldir%/pipeline.c \
 	%reldir%/lr.h %reldir%/lr.c %reldir%/optim.h %reldir%/optim.c \

@@ -19,7 +19,7 @@
 #ifndef GL_TRAIN_LR_H
 #define GL_TRAIN_LR_H
 
-#include "train/config.h"
+#include "train/run_config.h"
 
 #ifdef __cplusplus
 extern "C" {

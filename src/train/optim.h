@@ -73,7 +73,7 @@
 #include "comm/comm.h"
 #include "device/ops.h"
 #include "model/model.h"
-#include "train/config.h"
+#include "train/run_config.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,7 +9,7 @@
 #include "boot/boot.h"
 #include "boot/groups.h"
 #include "device/ops.h"
-#include "train/config.h"
+#include "train/run_config.h"
 
 #ifdef __cplusplus
 extern "C" {

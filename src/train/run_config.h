@@ -1,17 +1,17 @@
 /*
- * config.h: everything a gridlm run is told, in one struct.
+ * run_config.h: everything a gridlm run is told, in one struct.
  *
  * Field names follow Megatron-LM's argument names (--hidden-size is
  * hidden_size).  gl_config_defaults() fills Megatron's defaults;
- * gl_config_parse() (config.c) reads the command line, applies a --model
+ * gl_config_parse() (run_config.c) reads the command line, applies a --model
  * preset first so that explicit flags override it, and validates every
  * value and every combination, stopping with one line that names the
  * flag, the value and the fix.  Derived values (padded vocabulary, layers
  * per stage, data-parallel size, ...) are filled by gl_config_finish()
  * once the world size is known.
  */
-#ifndef GL_TRAIN_CONFIG_H
-#define GL_TRAIN_CONFIG_H
+#ifndef GL_TRAIN_RUN_CONFIG_H
+#define GL_TRAIN_RUN_CONFIG_H
 
 #include <stddef.h>
 

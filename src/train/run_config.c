@@ -1,5 +1,5 @@
 /*
- * config.c: gridlm-train's command line (see config.h).
+ * run_config.c: gridlm-train's command line (see run_config.h).
  *
  * The options are one table (below) read by the generic parser in
  * base/options.c; this file adds what is particular to training: the
@@ -14,8 +14,8 @@
  * values and a way out.  Every rank runs the same checks on the same
  * input, so every rank stops; only rank 0 prints.
  */
-#include <config.h> /* the build's, not train/config.h beside this file */
-#include "train/config.h"
+#include <config.h>
+#include "train/run_config.h"
 #include "base/log.h"
 #include "base/options.h"
 
