@@ -74,9 +74,9 @@ static int loss(int argc, char **argv)
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
     gl_model *m = gl_model_new(p, d, NULL, &one);
-    if (c.load) {
+    if (c.ckpt.load) {
         gl_ckpt *ck;
-        if (gl_ckpt_open(MPI_COMM_SELF, c.load, 0, &ck) != GL_CKPT_OK)
+        if (gl_ckpt_open(MPI_COMM_SELF, c.ckpt.load, 0, &ck) != GL_CKPT_OK)
             gl_die("eval-ref: %s", gl_ckpt_error());
         gl_ckpt_load_weights(ck, m, NULL, 0, 0);
         gl_ckpt_close(ck);

@@ -103,7 +103,7 @@ static int run_signal(int argc, char **argv)
 {
     gl_config c;
     gl_config_defaults(&c);
-    c.exit_signal_handler = 1;
+    c.faults.exit_signal_handler = 1;
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
 
     int raise_rank = -1, raise_sig = SIGUSR1;
@@ -188,9 +188,9 @@ static int run_exit(int argc, char **argv)
     long start = st ? atol(st) : 0;
     double step_ms = ms ? atof(ms) : 0;
     if (iv)
-        c.exit_interval = atol(iv);
+        c.faults.exit_interval = atol(iv);
     if (du)
-        c.exit_duration_in_mins = atof(du);
+        c.faults.exit_duration_in_mins = atof(du);
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
 
     /* The clock the decision used (rank 0's, agreed) at the stop and at
@@ -218,21 +218,21 @@ static int run_exit(int argc, char **argv)
     plan(iv ? 3 : 4);
     ok(same && stop > 0, "all %d ranks stopped after iteration %ld", B.size, stop);
     if (iv) {
-        long want = (start / c.exit_interval + 1) * c.exit_interval;
+        long want = (start / c.faults.exit_interval + 1) * c.faults.exit_interval;
         is_int(stop, want, "--exit-interval %ld from iteration %ld: the first multiple",
-               c.exit_interval, start);
+               c.faults.exit_interval, start);
         char w[64];
-        snprintf(w, sizeof w, "--exit-interval %ld", c.exit_interval);
+        snprintf(w, sizeof w, "--exit-interval %ld", c.faults.exit_interval);
         is_string(why, w, "the reason names the flag");
     } else {
-        double lim = 60 * c.exit_duration_in_mins;
+        double lim = 60 * c.faults.exit_duration_in_mins;
         ok(ext[0] == -ext[1], "every rank decided on the same clock reading (%.3f s)",
            at_stop);
         ok(at_stop >= lim && (stop == start + 1 || (before >= 0 && before < lim)),
            "stopped at the first check past the limit of %.2f s (%.3f s; the check "
            "before: %.3f s)", lim, at_stop, before);
         char w[64];
-        snprintf(w, sizeof w, "--exit-duration-in-mins %g reached after ", c.exit_duration_in_mins);
+        snprintf(w, sizeof w, "--exit-duration-in-mins %g reached after ", c.faults.exit_duration_in_mins);
         ok(all_true(strncmp(why, w, strlen(w)) == 0), "every rank's reason: '%s' (want '%s...')",
            why, w);
     }
@@ -251,8 +251,8 @@ static int run_nonfinite(int argc, char **argv)
     const char *mx = opt(argc, argv, "--max"), *pat = opt(argc, argv, "--pattern");
     if (!mx || !pat)
         gl_die("nonfinite: give --max N --pattern 0110...");
-    c.max_nonfinite_iters = atoi(mx);
-    c.lr = 3e-4;
+    c.faults.max_nonfinite_iters = atoi(mx);
+    c.optim.lr = 3e-4;
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
 
     plan(NO_PLAN);
@@ -304,7 +304,7 @@ static int run_watchdog(int argc, char **argv)
     if (!st && !sp)
         gl_die("watchdog: give --stall RANK:SECONDS or --stop RANK");
     if (tm)
-        c.distributed_timeout_minutes = atof(tm);
+        c.faults.distributed_timeout_minutes = atof(tm);
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
     double T = gl_watch_timeout(f);
     gl_comm *dp = gl_comm_mpi(MPI_COMM_WORLD, "dp");
@@ -361,7 +361,7 @@ static int run_selfstop(int argc, char **argv)
     gl_config_defaults(&c);
     const char *tm = opt(argc, argv, "--timeout-min");
     if (tm)
-        c.distributed_timeout_minutes = atof(tm);
+        c.faults.distributed_timeout_minutes = atof(tm);
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
     double T = gl_watch_timeout(f);
     plan(2);
@@ -398,7 +398,7 @@ static int run_lost(int argc, char **argv)
     if (!vr || !how || (strcmp(how, "kill") && strcmp(how, "drop")))
         gl_die("lost: give --victim RANK --how kill|drop");
     int victim = atoi(vr);
-    c.distributed_timeout_minutes = 2;
+    c.faults.distributed_timeout_minutes = 2;
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
     say_pid();
     if (B.rank == victim) {
@@ -430,23 +430,23 @@ static int run_straggler(int argc, char **argv)
     int slow_rank = -1;
     if (sl && sscanf(sl, "%d:%lf", &slow_rank, &extra) != 2)
         gl_die("--slow %s: give RANK:MS", sl);
-    c.straggler_threshold = th ? atof(th) : 1.2;
-    c.log_interval = 4;
+    c.log.straggler_threshold = th ? atof(th) : 1.2;
+    c.log.log_interval = 4;
     gl_faults *f = gl_faults_init(&c, &B, MPI_COMM_WORLD);
     if (B.rank == 0)
         printf("# host of rank 0: %s\n", B.host);
 
     plan(NO_PLAN);
     double sum = 0;
-    for (long it = 1; it <= 3 * c.log_interval; it++) {
+    for (long it = 1; it <= 3 * c.log.log_interval; it++) {
         double t = gl_now();
         sleep_ms(base + (B.rank == slow_rank ? extra : 0));
         sum += gl_now() - t;
         MPI_Barrier(MPI_COMM_WORLD);     /* a step ends together */
-        if (it % c.log_interval)
+        if (it % c.log.log_interval)
             continue;
         gl_straggler s;
-        double mine = sum / c.log_interval;
+        double mine = sum / c.log.log_interval;
         int rep = gl_faults_step_times(f, mine, it, &s);
         sum = 0;
         /* What every rank measured: the extremes and the verdict must
@@ -473,9 +473,9 @@ static int run_straggler(int argc, char **argv)
            s.fast_s == times[lo],
            "iteration %ld: slowest rank %d (%.1f ms) and fastest rank %d (%.1f ms), as "
            "measured", it, s.slow_rank, 1e3 * s.slow_s, s.fast_rank, 1e3 * s.fast_s);
-        ok(rep == (s.ratio > c.straggler_threshold),
+        ok(rep == (s.ratio > c.log.straggler_threshold),
            "iteration %ld: the verdict follows the measured ratio (%.2f against %g)", it,
-           s.ratio, c.straggler_threshold);
+           s.ratio, c.log.straggler_threshold);
         if (slow_rank >= 0)
             ok(rep && s.slow_rank == slow_rank,
                "iteration %ld: rank %d, %g ms slower, is reported (ratio %.2f)", it,

@@ -86,19 +86,19 @@ static void test_defaults(void)
        "parallel sizes default to 1");
     ok(c.seed == 1234 && c.arch.make_vocab_size_divisible_by == 128 && c.layout.micro_batch_size == 1,
        "seed 1234, vocab divisible by 128, micro batch 1");
-    ok(c.adam_beta1 == 0.9 && c.adam_beta2 == 0.999 && c.adam_eps == 1e-8 &&
-       c.weight_decay == 0.01 && c.clip_grad == 1.0 && c.arch.init_method_std == 0.02,
+    ok(c.optim.adam_beta1 == 0.9 && c.optim.adam_beta2 == 0.999 && c.optim.adam_eps == 1e-8 &&
+       c.optim.weight_decay == 0.01 && c.optim.clip_grad == 1.0 && c.arch.init_method_std == 0.02,
        "Megatron's optimizer and init defaults");
-    ok(c.lr_decay_style == GL_LR_LINEAR && !strcmp(c.optimizer, "adam") &&
-       !strcmp(c.data.split, "969,30,1") && c.log_interval == 100 && c.eval_interval == 1000 &&
-       c.eval_iters == 100 && c.distributed_timeout_minutes == 10,
+    ok(c.optim.lr_decay_style == GL_LR_LINEAR && !strcmp(c.optim.optimizer, "adam") &&
+       !strcmp(c.data.split, "969,30,1") && c.log.log_interval == 100 && c.eval_interval == 1000 &&
+       c.eval_iters == 100 && c.faults.distributed_timeout_minutes == 10,
        "Megatron's schedule, data and logging defaults");
     ok(c.arch.rotary_base == 10000 && c.arch.norm_epsilon == 1e-5 && c.arch.rope_scaling_factor == 8,
        "rotary base 10000, epsilon 1e-5, scaling factor 8");
     ok(c.arch.rope_scaling_low_freq_factor == 1 && c.arch.rope_scaling_high_freq_factor == 4 &&
        c.arch.rope_scaling_original_max_position_embeddings == 8192,
        "Llama 3.1's rope scaling: low 1, high 4, original context 8192");
-    ok(c.straggler_threshold == 1.2 && c.max_nonfinite_iters == 5 && c.device == GL_DEVICE_AUTO,
+    ok(c.log.straggler_threshold == 1.2 && c.faults.max_nonfinite_iters == 5 && c.device == GL_DEVICE_AUTO,
        "gridlm's own defaults");
 }
 
@@ -159,7 +159,7 @@ static void test_derived(void)
     is_int(c.data_parallel_size, 4, "DP = world at TP = PP = 1");
     is_int(c.global_batch_size, 4, "global batch defaults to micro batch x DP");
     is_int(c.num_micro_batches, 1, "one micro-batch");
-    ok(c.lr_decay_iters == 5 && c.lr_warmup_iters == 0, "decay over the training iterations");
+    ok(c.optim.lr_decay_iters == 5 && c.optim.lr_warmup_iters == 0, "decay over the training iterations");
     gl_config_free(&c);
 
 }
@@ -188,9 +188,9 @@ static void test_derived_layout(void)
     memcpy(p, "                ", 16);
     gl_config_parse(&c, split_args(line, argv), argv);
     gl_config_finish(&c, 4, 4);
-    ok(c.train_iters == 100 && c.lr_decay_iters == 100 && c.lr_warmup_iters == 10,
+    ok(c.train_iters == 100 && c.optim.lr_decay_iters == 100 && c.optim.lr_warmup_iters == 10,
        "3200 samples / batch 32 = 100 iterations, warm-up 10%% = 10 (got %ld, %ld, %ld)",
-       c.train_iters, c.lr_decay_iters, c.lr_warmup_iters);
+       c.train_iters, c.optim.lr_decay_iters, c.optim.lr_warmup_iters);
     gl_config_free(&c);
 }
 

@@ -79,7 +79,7 @@ static void train(int argc, char **argv, gl_dev *d, const char *json)
     gl_config_parse(&c, argc, argv);
     gl_config_finish(&c, 1, 1);
     if (json)
-        c.log_json = gl_strdup(json);
+        c.log.log_json = gl_strdup(json);
     gl_train_run(&c, &b, &g, d);
     gl_config_free(&c);
 }

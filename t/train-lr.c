@@ -16,11 +16,11 @@ static gl_config base(void)
 {
     gl_config c;
     gl_config_defaults(&c);
-    c.lr = 1e-3;
-    c.min_lr = 1e-4;
+    c.optim.lr = 1e-3;
+    c.optim.min_lr = 1e-4;
     c.train_iters = 20;
-    c.lr_warmup_iters = 2;
-    c.lr_decay_iters = 0;
+    c.optim.lr_warmup_iters = 2;
+    c.optim.lr_decay_iters = 0;
     return c;
 }
 
@@ -30,7 +30,7 @@ int main(void)
     gl_config c = base();
     plan(NO_PLAN);
 
-    c.lr_decay_style = GL_LR_LINEAR;
+    c.optim.lr_decay_style = GL_LR_LINEAR;
     gl_lr_init(&s, &c);
     is_double(gl_lr_at(&s, 0), 0.0, 1e-15, "warm-up starts at 0 (Megatron trains step 1 at lr 0)");
     is_double(gl_lr_at(&s, 1), 5e-4, 1e-15, "warm-up is linear");
@@ -40,21 +40,21 @@ int main(void)
     is_double(gl_lr_at(&s, 20), 1e-4, 1e-15, "linear: --min-lr at --lr-decay-iters");
     is_double(gl_lr_at(&s, 25), 1e-4, 1e-15, "--min-lr after decay");
 
-    c.lr_decay_style = GL_LR_COSINE;
+    c.optim.lr_decay_style = GL_LR_COSINE;
     gl_lr_init(&s, &c);
     is_double(gl_lr_at(&s, 11), 1e-4 + 0.5 * 9e-4, 1e-15, "cosine: halfway is the mean");
     is_double(gl_lr_at(&s, 5), 1e-4 + 9e-4 * 0.5 * (cos(M_PI * 3.0 / 18.0) + 1), 1e-15,
               "cosine: a sixth of the way");
-    c.lr_decay_style = GL_LR_CONSTANT;
+    c.optim.lr_decay_style = GL_LR_CONSTANT;
     gl_lr_init(&s, &c);
     is_double(gl_lr_at(&s, 1), 5e-4, 1e-15, "constant: still warms up");
     is_double(gl_lr_at(&s, 30), 1e-3, 1e-15, "constant: --lr after warm-up");
 
     c = base();
-    c.lr_decay_style = GL_LR_LINEAR;
-    c.lr_warmup_iters = 0;
-    c.lr_warmup_fraction = 0.25;
-    c.lr_decay_iters = 40;
+    c.optim.lr_decay_style = GL_LR_LINEAR;
+    c.optim.lr_warmup_iters = 0;
+    c.optim.lr_warmup_fraction = 0.25;
+    c.optim.lr_decay_iters = 40;
     gl_lr_init(&s, &c);
     is_int(s.warmup, 10, "--lr-warmup-fraction 0.25 of --lr-decay-iters 40");
     is_double(gl_lr_at(&s, 25), 1e-4 + 0.5 * 9e-4, 1e-15, "decay measured from the warm-up's end");

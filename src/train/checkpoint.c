@@ -110,22 +110,22 @@ char *gl_train_config_json(const gl_config *c)
     I("data_parallel_size", c->data_parallel_size);
     I("num_layers_per_virtual_pipeline_stage", c->layout.num_layers_per_virtual_pipeline_stage);
     B("sequence_parallel", c->layout.sequence_parallel);
-    B("use_distributed_optimizer", c->use_distributed_optimizer);
+    B("use_distributed_optimizer", c->optim.use_distributed_optimizer);
     I("micro_batch_size", c->layout.micro_batch_size);
     I("global_batch_size", c->global_batch_size);
     I("train_iters", c->train_iters);
     I("seed", c->seed);
-    F("lr", c->lr);
-    F("min_lr", c->min_lr);
-    I("lr_warmup_iters", c->lr_warmup_iters);
-    I("lr_decay_iters", c->lr_decay_iters);
-    S("lr_decay_style", c->lr_decay_style == GL_LR_COSINE ? "cosine"
-      : c->lr_decay_style == GL_LR_LINEAR ? "linear" : "constant");
-    F("weight_decay", c->weight_decay);
-    F("adam_beta1", c->adam_beta1);
-    F("adam_beta2", c->adam_beta2);
-    F("adam_eps", c->adam_eps);
-    F("clip_grad", c->clip_grad);
+    F("lr", c->optim.lr);
+    F("min_lr", c->optim.min_lr);
+    I("lr_warmup_iters", c->optim.lr_warmup_iters);
+    I("lr_decay_iters", c->optim.lr_decay_iters);
+    S("lr_decay_style", c->optim.lr_decay_style == GL_LR_COSINE ? "cosine"
+      : c->optim.lr_decay_style == GL_LR_LINEAR ? "linear" : "constant");
+    F("weight_decay", c->optim.weight_decay);
+    F("adam_beta1", c->optim.adam_beta1);
+    F("adam_beta2", c->optim.adam_beta2);
+    F("adam_eps", c->optim.adam_eps);
+    F("clip_grad", c->optim.clip_grad);
 #undef I
 #undef F
 #undef B
@@ -187,10 +187,10 @@ void gl_train_save_prepare(const gl_config *c, MPI_Comm world)
     if (rank != 0)
         return;
     gl_error e;
-    if (gl_file_check_writable(c->save, &e) < 0)
-        gl_die_code(2, "--save %s: %s: give a directory this job can write", c->save, e.text);
-    if (gl_ckpt_clean_temps(c->save, &e) < 0)
-        gl_die("--save %s: %s", c->save, e.text);
+    if (gl_file_check_writable(c->ckpt.save, &e) < 0)
+        gl_die_code(2, "--save %s: %s: give a directory this job can write", c->ckpt.save, e.text);
+    if (gl_ckpt_clean_temps(c->ckpt.save, &e) < 0)
+        gl_die("--save %s: %s", c->ckpt.save, e.text);
 }
 
 void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start)
@@ -200,20 +200,20 @@ void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start)
     if (rank != 0)
         return;
     long *its;
-    int n = gl_ckpt_list(c->save, &its), newer = 0;
+    int n = gl_ckpt_list(c->ckpt.save, &its), newer = 0;
     while (newer < n && its[newer] > start)
         newer++;
     if (newer) {
         char f[4200];
-        gl_ckpt_file_name(f, sizeof f, c->save, its[0]);
+        gl_ckpt_file_name(f, sizeof f, c->ckpt.save, its[0]);
         char more[64] = "";
         if (newer > 1)
             snprintf(more, sizeof more, " (and %d more)", newer - 1);
         gl_die_code(2, "--save %s holds %s%s, beyond iteration %ld where this run starts%s: "
                     "this run would write over such files or move the tracker back to "
                     "older ones: resume from the newest with --load %s, give --save a new "
-                    "directory, or move those files away", c->save, f, more, start,
-                    c->finetune ? " (--finetune)" : "", f);
+                    "directory, or move those files away", c->ckpt.save, f, more, start,
+                    c->ckpt.finetune ? " (--finetune)" : "", f);
     }
     free(its);
 }
@@ -263,7 +263,7 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
 {
     const gl_model_plan *p = m->plan;
     const gl_model_dims *dm = &p->dm;
-    int with_optim = !c->no_save_optim;
+    int with_optim = !c->ckpt.no_save_optim;
     int nkinds = with_optim ? K_COUNT : 1;
     size_t sb = o->shard_begin, se = o->shard_end;
 
@@ -325,7 +325,7 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
              c->layout.tensor_model_parallel_size, c->layout.pipeline_model_parallel_size,
              c->layout.virtual_pipeline_size, c->data_parallel_size,
              c->layout.sequence_parallel ? ", sequence parallel" : "",
-             c->use_distributed_optimizer ? ", distributed optimizer" : "");
+             c->optim.use_distributed_optimizer ? ", distributed optimizer" : "");
     gl_ckpt_attr attrs[] = {
         { .key = "config", .type = GL_CKPT_STR, .s = cfg },
         { .key = "consumed_train_samples", .type = GL_CKPT_I64, .i = pr->consumed_samples },
@@ -339,22 +339,22 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     int na = (int)(sizeof attrs / sizeof attrs[0]);
 
     int rc;
-    if (c->async_save) {
-        rc = gl_ckpt_save_async(world, c->save, pr->iteration, ts, nt, attrs, na, pending);
+    if (c->ckpt.async_save) {
+        rc = gl_ckpt_save_async(world, c->ckpt.save, pr->iteration, ts, nt, attrs, na, pending);
         if (rc != GL_CKPT_OK)
-            gl_die("--save %s: %s", c->save, gl_ckpt_error());
+            gl_die("--save %s: %s", c->ckpt.save, gl_ckpt_error());
         gl_info0("saving checkpoint at iteration %7ld to %s (asynchronously%s)",
-                 pr->iteration, c->save,
+                 pr->iteration, c->ckpt.save,
                  gl_ckpt_async_threaded(*pending) ? "" : ": MPI lacks MPI_THREAD_MULTIPLE, "
                  "so it ran in this thread");
     } else {
         gl_ckpt_save_stats st;
         int sig = save_signal(pr->iteration);
         gl_ckpt_save_opts hook = { .after_tensor = raise_after_first, .arg = &sig };
-        rc = gl_ckpt_save(world, c->save, pr->iteration, ts, nt, attrs, na,
+        rc = gl_ckpt_save(world, c->ckpt.save, pr->iteration, ts, nt, attrs, na,
                           sig ? &hook : NULL, &st);
         if (rc != GL_CKPT_OK)
-            gl_die("--save %s: %s", c->save, gl_ckpt_error());
+            gl_die("--save %s: %s", c->ckpt.save, gl_ckpt_error());
         gl_info0("successfully saved checkpoint from iteration %7ld to %s (%.3f GB in %.2f s)",
                  pr->iteration, st.path, st.bytes / 1e9, st.seconds);
     }
@@ -457,19 +457,19 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
 {
     memset(pr, 0, sizeof *pr);
     gl_ckpt *ck = NULL;
-    int rc = gl_ckpt_open(world, c->load, GL_CKPT_VERIFY, &ck);
+    int rc = gl_ckpt_open(world, c->ckpt.load, GL_CKPT_VERIFY, &ck);
     if (rc == GL_CKPT_NONE) {
-        gl_info0("--load %s: no checkpoint there yet; training from the start", c->load);
+        gl_info0("--load %s: no checkpoint there yet; training from the start", c->ckpt.load);
         return 0;
     }
     if (rc != GL_CKPT_OK)
-        gl_die("--load %s: %s", c->load, gl_ckpt_error());
+        gl_die("--load %s: %s", c->ckpt.load, gl_ckpt_error());
     const char *file = gl_ckpt_path(ck);
     char *cfg = gl_ckpt_get_str(ck, "config");
     gl_train_check_model(c, cfg, file);
     free(cfg);
 
-    int load_optim = !c->finetune && !c->no_load_optim;
+    int load_optim = !c->ckpt.finetune && !c->ckpt.no_load_optim;
     if (load_optim && !attr_i64(ck, "has_optimizer_state", 0))
         gl_die_code(2, "--load %s: the checkpoint has no optimizer state (saved with "
                     "--no-save-optim, or imported): add --no-load-optim to start AdamW "
@@ -482,7 +482,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
         load_moments(ck, o);
         o->steps = attr_i64(ck, "optimizer_steps", 0);
     }
-    if (!c->finetune) {
+    if (!c->ckpt.finetune) {
         pr->iteration = gl_ckpt_iteration(ck);
         pr->consumed_samples = attr_i64(ck, "consumed_train_samples",
                                         pr->iteration * c->global_batch_size);
@@ -490,7 +490,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
         pr->nan_iters = attr_i64(ck, "nan_iterations", 0);
     }
     long long seed = attr_i64(ck, "rng_seed", c->seed);
-    if (seed != c->seed && !c->no_load_rng && !c->finetune && gl_log_rank() <= 0)
+    if (seed != c->seed && !c->ckpt.no_load_rng && !c->ckpt.finetune && gl_log_rank() <= 0)
         gl_warn("--load %s: the checkpoint was trained with --seed %lld, this run has "
                  "--seed %d: data order and --mock-data samples follow --seed (gridlm's "
                  "randomness is keyed by the seed, there is no generator state to "
@@ -498,7 +498,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                  "--no-load-rng to silence this", file, seed, c->seed, seed);
     gl_info0("loaded checkpoint %s: iteration %ld%s%s", file, gl_ckpt_iteration(ck),
              load_optim ? "" : ", optimizer state not loaded",
-             c->finetune ? " (--finetune: starting at iteration 0)" : "");
+             c->ckpt.finetune ? " (--finetune: starting at iteration 0)" : "");
     gl_ckpt_close(ck);
     return 1;
 }

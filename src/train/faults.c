@@ -120,7 +120,7 @@ static void install_handlers(gl_faults *f)
 static void pick_timeout(gl_faults *f, const gl_config *c)
 {
     const char *e = getenv("GRIDLM_WATCHDOG_SECONDS");
-    f->timeout = 60.0 * c->distributed_timeout_minutes;
+    f->timeout = 60.0 * c->faults.distributed_timeout_minutes;
     if (e && *e) {
         char *end;
         double v = strtod(e, &end);
@@ -475,13 +475,13 @@ gl_faults *gl_faults_init(const gl_config *c, const gl_boot *b, MPI_Comm world)
     MPI_Comm_rank(f->comm, &f->rank);
     MPI_Comm_size(f->comm, &f->size);
 
-    f->signal_handler = c->exit_signal_handler;
-    f->exit_minutes = c->exit_duration_in_mins > 0 ? c->exit_duration_in_mins : 0;
-    f->exit_interval = c->exit_interval > 0 ? c->exit_interval : 0;
-    f->max_nonfinite = c->max_nonfinite_iters;
-    f->straggler_threshold = c->straggler_threshold;
-    f->lr = c->lr;
-    f->clip_grad = c->clip_grad;
+    f->signal_handler = c->faults.exit_signal_handler;
+    f->exit_minutes = c->faults.exit_duration_in_mins > 0 ? c->faults.exit_duration_in_mins : 0;
+    f->exit_interval = c->faults.exit_interval > 0 ? c->faults.exit_interval : 0;
+    f->max_nonfinite = c->faults.max_nonfinite_iters;
+    f->straggler_threshold = c->log.straggler_threshold;
+    f->lr = c->optim.lr;
+    f->clip_grad = c->optim.clip_grad;
 
     /* Host names, for the straggler line; only rank 0 prints it. */
     char me[HOST_LEN];

@@ -124,7 +124,7 @@ enum {
 };
 
 /* Start: record the start time, gather the host names on rank 0, install
- * the SIGTERM/SIGUSR1 handlers when c->exit_signal_handler is set, and
+ * the SIGTERM/SIGUSR1 handlers when c->faults.exit_signal_handler is set, and
  * start the watchdog thread (unless its timeout is 0).  b gives the rank
  * and host.  Collective over world. */
 gl_faults *gl_faults_init(const gl_config *c, const gl_boot *b, MPI_Comm world);

@@ -9,13 +9,13 @@
 
 void gl_lr_init(gl_lr_sched *s, const gl_config *c)
 {
-    s->max_lr = c->lr;
-    s->min_lr = c->min_lr;
-    s->style = c->lr_decay_style;
-    s->decay = c->lr_decay_iters > 0 ? c->lr_decay_iters : c->train_iters;
-    s->warmup = c->lr_warmup_iters;
-    if (c->lr_warmup_fraction > 0)
-        s->warmup = (long)(c->lr_warmup_fraction * (double)s->decay);
+    s->max_lr = c->optim.lr;
+    s->min_lr = c->optim.min_lr;
+    s->style = c->optim.lr_decay_style;
+    s->decay = c->optim.lr_decay_iters > 0 ? c->optim.lr_decay_iters : c->train_iters;
+    s->warmup = c->optim.lr_warmup_iters;
+    if (c->optim.lr_warmup_fraction > 0)
+        s->warmup = (long)(c->optim.lr_warmup_fraction * (double)s->decay);
 }
 
 double gl_lr_at(const gl_lr_sched *s, long steps)

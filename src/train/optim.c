@@ -205,9 +205,9 @@ static void build_buckets(gl_optim *o, const gl_config *c)
 {
     const gl_model_plan *p = o->m->plan;
     const gl_model_dims *dm = &p->dm;
-    size_t size = c->ddp_bucket_size > 0 ? (size_t)c->ddp_bucket_size
+    size_t size = c->optim.ddp_bucket_size > 0 ? (size_t)c->optim.ddp_bucket_size
                                          : (size_t)1000000 * (size_t)o->dp_size;
-    if (c->ddp_bucket_size <= 0 && size < 40000000)
+    if (c->optim.ddp_bucket_size <= 0 && size < 40000000)
         size = 40000000;
 
     /* forced cuts, ascending: the shard boundaries, the replicated range */
@@ -295,9 +295,9 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     o->dp_size = o->dp ? gl_comm_size(dp) : 1;
     o->dp_rank = o->dp ? gl_comm_rank(dp) : 0;
     o->dist = dist && o->dp_size > 1;
-    o->beta1 = c->adam_beta1;
-    o->beta2 = c->adam_beta2;
-    o->eps = c->adam_eps;
+    o->beta1 = c->optim.adam_beta1;
+    o->beta2 = c->optim.adam_beta2;
+    o->eps = c->optim.adam_eps;
     if (p->nflat % (size_t)o->dp_size)
         gl_die("optimizer: flat buffer of %zu elements does not split over DP %d",
                p->nflat, o->dp_size);
@@ -312,13 +312,13 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     o->master = o->master_is_w ? (float *)m->w : d->ops->alloc(d, nu * sizeof(float));
     o->mom1 = d->ops->alloc(d, nu * sizeof(float));
     o->mom2 = d->ops->alloc(d, nu * sizeof(float));
-    o->overlap = c->overlap_grad_reduce && o->dp;
+    o->overlap = c->optim.overlap_grad_reduce && o->dp;
     if (o->dist && !o->overlap)
         o->gshard = d->ops->alloc(d, shard * sizeof(float));
     o->porder = params_by_offset(p);
     if (o->overlap)
         build_buckets(o, c);
-    o->gather = o->overlap && o->dist && c->overlap_param_gather;
+    o->gather = o->overlap && o->dist && c->optim.overlap_param_gather;
     if (o->gather)
         build_gather_order(o);
 
@@ -351,7 +351,7 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
         s->v = o->mom2 + (a - o->upd_begin);
         s->act_out = o->master_is_w ? NULL : gl_model_weight(m, a);
         s->count = b - a;
-        s->weight_decay = r[i].flag ? (float)c->weight_decay : 0.0f;
+        s->weight_decay = r[i].flag ? (float)c->optim.weight_decay : 0.0f;
     }
     free(r);
     return o;

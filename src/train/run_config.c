@@ -354,14 +354,14 @@ static const gl_option table[] = {
         POS, "layers per chunk of the interleaved 1F1B schedule", .defstr = "no interleaving"),
     FLAG("sequence-parallel", layout.sequence_parallel, G_PAR,
          "split norms and residuals along the sequence over TP"),
-    FLAG("use-distributed-optimizer", use_distributed_optimizer, G_PAR,
+    FLAG("use-distributed-optimizer", optim.use_distributed_optimizer, G_PAR,
          "shard optimizer state over data-parallel ranks (ZeRO-1)"),
-    FLAG("overlap-grad-reduce", overlap_grad_reduce, G_PAR,
+    FLAG("overlap-grad-reduce", optim.overlap_grad_reduce, G_PAR,
          "overlap gradient reduction with the backward pass"),
-    FLAG("overlap-param-gather", overlap_param_gather, G_PAR,
+    FLAG("overlap-param-gather", optim.overlap_param_gather, G_PAR,
          "gather the updated weights bucket by bucket during the next forward "
          "(needs --use-distributed-optimizer and --overlap-grad-reduce)"),
-    LONG("ddp-bucket-size", ddp_bucket_size, G_PAR, POS, "gradient bucket, in elements",
+    LONG("ddp-bucket-size", optim.ddp_bucket_size, G_PAR, POS, "gradient bucket, in elements",
          .defstr = "max(40M, 1M x DP)"),
     SAME_AS_IN("distributed-backend", G_PAR, backends, "nccl (accepted: NCCL on GPUs, MPI "
                "on the CPU)", NULL),
@@ -377,25 +377,25 @@ static const gl_option table[] = {
     INT("seed", seed, G_BATCH, NONNEG, "seed of the weights and the data order"),
 
     /* --- optimizer --- */
-    STR("optimizer", optimizer, "NAME", G_OPT, "adam (AdamW: decoupled weight decay)",
+    STR("optimizer", optim.optimizer, "NAME", G_OPT, "adam (AdamW: decoupled weight decay)",
         .choices = optimizers),
-    DBL("weight-decay", weight_decay, G_OPT, NONNEG, "AdamW weight decay"),
-    DBL("adam-beta1", adam_beta1, G_OPT, GL_OPT_MIN | GL_OPT_MAX_OPEN, "first-moment decay",
+    DBL("weight-decay", optim.weight_decay, G_OPT, NONNEG, "AdamW weight decay"),
+    DBL("adam-beta1", optim.adam_beta1, G_OPT, GL_OPT_MIN | GL_OPT_MAX_OPEN, "first-moment decay",
         .min = 0, .max = 1),
-    DBL("adam-beta2", adam_beta2, G_OPT, GL_OPT_MIN | GL_OPT_MAX_OPEN, "second-moment decay",
+    DBL("adam-beta2", optim.adam_beta2, G_OPT, GL_OPT_MIN | GL_OPT_MAX_OPEN, "second-moment decay",
         .min = 0, .max = 1),
-    DBL("adam-eps", adam_eps, G_OPT, POS, "AdamW epsilon"),
-    DBL("clip-grad", clip_grad, G_OPT, NONNEG, "clip the global gradient norm (0: off)"),
+    DBL("adam-eps", optim.adam_eps, G_OPT, POS, "AdamW epsilon"),
+    DBL("clip-grad", optim.clip_grad, G_OPT, NONNEG, "clip the global gradient norm (0: off)"),
 
     /* --- learning rate --- */
-    DBL("lr", lr, G_LR, POS, "peak learning rate", .defstr = "required"),
-    DBL("min-lr", min_lr, G_LR, NONNEG, "learning rate at the end of the decay"),
-    LONG("lr-warmup-iters", lr_warmup_iters, G_LR, NONNEG, "iterations of linear warm-up"),
-    DBL("lr-warmup-fraction", lr_warmup_fraction, G_LR, UNIT,
+    DBL("lr", optim.lr, G_LR, POS, "peak learning rate", .defstr = "required"),
+    DBL("min-lr", optim.min_lr, G_LR, NONNEG, "learning rate at the end of the decay"),
+    LONG("lr-warmup-iters", optim.lr_warmup_iters, G_LR, NONNEG, "iterations of linear warm-up"),
+    DBL("lr-warmup-fraction", optim.lr_warmup_fraction, G_LR, UNIT,
         "warm-up as a fraction of the decay iterations", .min = 0, .max = 1, .defstr = "unused"),
-    LONG("lr-decay-iters", lr_decay_iters, G_LR, POS, "iterations over which the rate decays",
+    LONG("lr-decay-iters", optim.lr_decay_iters, G_LR, POS, "iterations over which the rate decays",
          .defstr = "train iters"),
-    CHOICE("lr-decay-style", lr_decay_style, "STYLE", G_LR, lr_styles, lr_style_values,
+    CHOICE("lr-decay-style", optim.lr_decay_style, "STYLE", G_LR, lr_styles, lr_style_values,
            "constant, linear or cosine"),
 
     /* --- precision, device, memory --- */
@@ -435,37 +435,37 @@ static const gl_option table[] = {
     LONG("eval-iters", eval_iters, G_DATA, NONNEG, "iterations per validation (0: none)"),
 
     /* --- checkpoints --- */
-    DUP("save", save, "DIR", G_CKPT, "save checkpoints here", .defstr = "no saving"),
-    DUP("load", load, "DIR", G_CKPT, "resume from the latest checkpoint here",
+    DUP("save", ckpt.save, "DIR", G_CKPT, "save checkpoints here", .defstr = "no saving"),
+    DUP("load", ckpt.load, "DIR", G_CKPT, "resume from the latest checkpoint here",
         .defstr = "start afresh"),
-    LONG("save-interval", save_interval, G_CKPT, NONNEG, "iterations between checkpoints",
+    LONG("save-interval", ckpt.save_interval, G_CKPT, NONNEG, "iterations between checkpoints",
          .defstr = "at the end only"),
-    FLAG("no-save-optim", no_save_optim, G_CKPT, "leave the optimizer state out of checkpoints"),
-    FLAG("no-load-optim", no_load_optim, G_CKPT, "do not load the optimizer state"),
-    FLAG("no-load-rng", no_load_rng, G_CKPT, "do not load the random state"),
-    FLAG("finetune", finetune, G_CKPT, "load weights only; start at iteration 0"),
-    FLAG("async-save", async_save, G_CKPT, "write checkpoints in the background"),
+    FLAG("no-save-optim", ckpt.no_save_optim, G_CKPT, "leave the optimizer state out of checkpoints"),
+    FLAG("no-load-optim", ckpt.no_load_optim, G_CKPT, "do not load the optimizer state"),
+    FLAG("no-load-rng", ckpt.no_load_rng, G_CKPT, "do not load the random state"),
+    FLAG("finetune", ckpt.finetune, G_CKPT, "load weights only; start at iteration 0"),
+    FLAG("async-save", ckpt.async_save, G_CKPT, "write checkpoints in the background"),
 
     /* --- logging --- */
-    LONG("log-interval", log_interval, G_LOG, POS, "iterations between progress lines"),
-    DUP("log-json", log_json, "FILE", G_LOG, "also write one JSON record per logged iteration",
+    LONG("log-interval", log.log_interval, G_LOG, POS, "iterations between progress lines"),
+    DUP("log-json", log.log_json, "FILE", G_LOG, "also write one JSON record per logged iteration",
         .defstr = "none"),
-    DBL("peak-tflops", peak_tflops, G_LOG, POS, "bf16 dense peak per GPU for MFU",
+    DBL("peak-tflops", log.peak_tflops, G_LOG, POS, "bf16 dense peak per GPU for MFU",
         .defstr = "from the GPU model"),
-    DBL("straggler-threshold", straggler_threshold, G_LOG, GL_OPT_MIN,
+    DBL("straggler-threshold", log.straggler_threshold, G_LOG, GL_OPT_MIN,
         "report the slowest and fastest ranks when their step times differ by more than this factor", .min = 1),
     SAME_IN("log-throughput", G_LOG, "accepted: TFLOP/s/GPU and MFU are always logged"),
 
     /* --- faults --- */
-    FLAG("exit-signal-handler", exit_signal_handler, G_FAULT,
+    FLAG("exit-signal-handler", faults.exit_signal_handler, G_FAULT,
          "on SIGTERM or SIGUSR1, save a checkpoint and exit 0"),
-    DBL("exit-duration-in-mins", exit_duration_in_mins, G_FAULT, POS,
+    DBL("exit-duration-in-mins", faults.exit_duration_in_mins, G_FAULT, POS,
         "save and exit after this many minutes", .defstr = "none"),
-    LONG("exit-interval", exit_interval, G_FAULT, POS, "save and exit at a multiple of this iteration",
+    LONG("exit-interval", faults.exit_interval, G_FAULT, POS, "save and exit at a multiple of this iteration",
          .defstr = "none"),
-    DBL("distributed-timeout-minutes", distributed_timeout_minutes, G_FAULT, POS,
+    DBL("distributed-timeout-minutes", faults.distributed_timeout_minutes, G_FAULT, POS,
         "a collective that takes longer stops the job"),
-    INT("max-nonfinite-iters", max_nonfinite_iters, G_FAULT, NONNEG,
+    INT("max-nonfinite-iters", faults.max_nonfinite_iters, G_FAULT, NONNEG,
         "consecutive NaN/Inf iterations skipped before stopping"),
 
     /* --- program --- */
@@ -547,13 +547,13 @@ void gl_config_defaults(gl_config *c)
     c->layout.micro_batch_size = 1;
     c->seed = 1234;
 
-    snprintf(c->optimizer, sizeof c->optimizer, "adam");
-    c->lr_decay_style = GL_LR_LINEAR;
-    c->weight_decay = 0.01;
-    c->adam_beta1 = 0.9;
-    c->adam_beta2 = 0.999;
-    c->adam_eps = 1e-8;
-    c->clip_grad = 1.0;
+    snprintf(c->optim.optimizer, sizeof c->optim.optimizer, "adam");
+    c->optim.lr_decay_style = GL_LR_LINEAR;
+    c->optim.weight_decay = 0.01;
+    c->optim.adam_beta1 = 0.9;
+    c->optim.adam_beta2 = 0.999;
+    c->optim.adam_eps = 1e-8;
+    c->optim.clip_grad = 1.0;
 
     c->device = GL_DEVICE_AUTO;
     c->layout.recompute_granularity = GL_RECOMPUTE_NONE;
@@ -563,11 +563,11 @@ void gl_config_defaults(gl_config *c)
     c->eval_interval = 1000;
     c->eval_iters = 100;
 
-    c->log_interval = 100;
-    c->straggler_threshold = 1.2;
+    c->log.log_interval = 100;
+    c->log.straggler_threshold = 1.2;
 
-    c->distributed_timeout_minutes = 10;
-    c->max_nonfinite_iters = 5;
+    c->faults.distributed_timeout_minutes = 10;
+    c->faults.max_nonfinite_iters = 5;
 
     c->layout.virtual_pipeline_size = 1;
 }
@@ -680,10 +680,10 @@ static void check_layout(gl_config *c)
         bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
             "--sequence-parallel: choose a sequence length that is a multiple of %d",
             c->arch.seq_length / cp, cp > 1 ? " (per context-parallel rank)" : "", tp, tp * cp);
-    if (c->overlap_param_gather && !c->use_distributed_optimizer)
+    if (c->optim.overlap_param_gather && !c->optim.use_distributed_optimizer)
         bad("--overlap-param-gather needs --use-distributed-optimizer: add it, or drop "
             "--overlap-param-gather");
-    if (c->overlap_param_gather && !c->overlap_grad_reduce)
+    if (c->optim.overlap_param_gather && !c->optim.overlap_grad_reduce)
         bad("--overlap-param-gather needs --overlap-grad-reduce (the weights travel in "
             "its buckets): add it, or drop --overlap-param-gather");
 }
@@ -716,17 +716,17 @@ static void check_schedule(gl_config *c)
     if (c->train_iters && c->train_samples)
         bad("--train-iters %ld and --train-samples %ld both given: choose one", c->train_iters,
             c->train_samples);
-    if (c->lr_warmup_iters && c->lr_warmup_fraction > 0)
+    if (c->optim.lr_warmup_iters && c->optim.lr_warmup_fraction > 0)
         bad("--lr-warmup-iters %ld and --lr-warmup-fraction %g both given: choose one",
-            c->lr_warmup_iters, c->lr_warmup_fraction);
-    if (c->min_lr > c->lr && c->lr > 0)
+            c->optim.lr_warmup_iters, c->optim.lr_warmup_fraction);
+    if (c->optim.min_lr > c->optim.lr && c->optim.lr > 0)
         bad("--min-lr %g is larger than --lr %g: the rate decays from --lr down to --min-lr",
-            c->min_lr, c->lr);
+            c->optim.min_lr, c->optim.lr);
     if (c->dry_run)
         return;
     if (!c->train_iters && !c->train_samples)
         bad("--train-iters is required: say how long to train (or give --train-samples)");
-    if (!(c->lr > 0))
+    if (!(c->optim.lr > 0))
         bad("--lr is required: give the peak learning rate, e.g. --lr 3e-4");
 }
 
@@ -792,15 +792,15 @@ static void check_data(gl_config *c)
 
 static void check_misc(const gl_config *c)
 {
-    if (c->async_save && !c->save)
+    if (c->ckpt.async_save && !c->ckpt.save)
         bad("--async-save needs --save DIR: add it, or drop --async-save");
-    if (c->exit_signal_handler && !c->save)
+    if (c->faults.exit_signal_handler && !c->ckpt.save)
         bad("--exit-signal-handler needs --save DIR (it saves a checkpoint before "
             "exiting): add --save DIR, or drop --exit-signal-handler");
-    if (c->save_interval && !c->save)
+    if (c->ckpt.save_interval && !c->ckpt.save)
         warn0("--save-interval %ld without --save: no checkpoints will be written",
-              c->save_interval);
-    if (c->finetune && !c->load)
+              c->ckpt.save_interval);
+    if (c->ckpt.finetune && !c->ckpt.load)
         warn0("--finetune without --load: there is nothing to fine-tune from");
     if (c->bf16 && c->device == GL_DEVICE_CPU)
         warn0("--bf16 with --device cpu: the CPU back end computes in fp32");
@@ -894,13 +894,13 @@ static void finish_schedule(gl_config *c)
                 "at least %d samples", c->train_samples, c->global_batch_size,
                 c->global_batch_size);
     }
-    if (!c->lr_decay_iters)
-        c->lr_decay_iters = c->train_iters;
-    if (c->lr_warmup_fraction > 0)
-        c->lr_warmup_iters = (long)(c->lr_warmup_fraction * c->lr_decay_iters);
-    if (!c->dry_run && c->lr_warmup_iters > c->lr_decay_iters)
+    if (!c->optim.lr_decay_iters)
+        c->optim.lr_decay_iters = c->train_iters;
+    if (c->optim.lr_warmup_fraction > 0)
+        c->optim.lr_warmup_iters = (long)(c->optim.lr_warmup_fraction * c->optim.lr_decay_iters);
+    if (!c->dry_run && c->optim.lr_warmup_iters > c->optim.lr_decay_iters)
         bad("--lr-warmup-iters %ld is longer than the decay (%ld iterations): shorten the "
-            "warm-up or raise --lr-decay-iters", c->lr_warmup_iters, c->lr_decay_iters);
+            "warm-up or raise --lr-decay-iters", c->optim.lr_warmup_iters, c->optim.lr_decay_iters);
 }
 
 void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
@@ -967,11 +967,11 @@ void gl_config_free(gl_config *c)
     c->data.n_data_paths = 0;
     free(c->data.data_cache_path);
     free(c->data.tokenizer_model);
-    free(c->save);
-    free(c->load);
-    free(c->log_json);
+    free(c->ckpt.save);
+    free(c->ckpt.load);
+    free(c->log.log_json);
     free(c->data.vocab_file);
     free(c->data.merge_file);
-    c->data.data_cache_path = c->data.tokenizer_model = c->save = c->load = c->log_json = NULL;
+    c->data.data_cache_path = c->data.tokenizer_model = c->ckpt.save = c->ckpt.load = c->log.log_json = NULL;
     c->data.vocab_file = c->data.merge_file = NULL;
 }

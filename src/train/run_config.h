@@ -26,26 +26,12 @@ extern "C" {
 
 typedef enum { GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE } gl_lr_style;
 
-typedef struct gl_config {
-    /* --- model (arch/arch.h) --- */
-    gl_arch arch;
-
-    /* --- layout (model/layout.h) --- */
-    gl_layout layout;
-
-    /* --- parallelism of the optimizer --- */
+/* The optimizer, its learning-rate schedule and how data parallelism shares its work. */
+typedef struct gl_optim_opts {
     int use_distributed_optimizer;   /* --use-distributed-optimizer */
     int overlap_grad_reduce;         /* --overlap-grad-reduce */
     int overlap_param_gather;        /* --overlap-param-gather */
     long ddp_bucket_size;            /* --ddp-bucket-size, elements (0: auto) */
-
-    /* --- batch and schedule --- */
-    int global_batch_size;           /* --global-batch-size (0: mbs x dp) */
-    long train_iters;                /* --train-iters */
-    long train_samples;              /* --train-samples (0: unused) */
-    int seed;                        /* --seed (1234) */
-
-    /* --- optimizer and learning rate --- */
     char optimizer[16];              /* --optimizer adam (AdamW) */
     double lr;                       /* --lr */
     double min_lr;                   /* --min-lr */
@@ -57,6 +43,51 @@ typedef struct gl_config {
     double adam_beta1, adam_beta2;   /* --adam-beta1 (0.9) --adam-beta2 (0.999) */
     double adam_eps;                 /* --adam-eps (1e-8) */
     double clip_grad;                /* --clip-grad (1.0; 0 disables) */
+} gl_optim_opts;
+
+/* Checkpoints: where they go, where a run starts from, what they hold. */
+typedef struct gl_ckpt_opts {
+    char *save;                      /* --save DIR */
+    char *load;                      /* --load DIR|FILE */
+    long save_interval;              /* --save-interval */
+    int no_save_optim, no_load_optim, no_load_rng; /* --no-save-optim ... */
+    int finetune;                    /* --finetune */
+    int async_save;                  /* --async-save */
+} gl_ckpt_opts;
+
+/* What the run reports, and how often. */
+typedef struct gl_log_opts {
+    long log_interval;               /* --log-interval (100) */
+    char *log_json;                  /* --log-json FILE (gridlm) */
+    double peak_tflops;              /* --peak-tflops (0: from the GPU table) */
+    double straggler_threshold;      /* --straggler-threshold (gridlm, 1.2) */
+} gl_log_opts;
+
+/* When a run stops on its own, and what it tolerates. */
+typedef struct gl_fault_opts {
+    int exit_signal_handler;         /* --exit-signal-handler */
+    double exit_duration_in_mins;    /* --exit-duration-in-mins */
+    long exit_interval;              /* --exit-interval */
+    double distributed_timeout_minutes; /* --distributed-timeout-minutes (10) */
+    int max_nonfinite_iters;         /* --max-nonfinite-iters (gridlm, 5) */
+} gl_fault_opts;
+
+typedef struct gl_config {
+    /* --- model (arch/arch.h) --- */
+    gl_arch arch;
+
+    /* --- layout (model/layout.h) --- */
+    gl_layout layout;
+
+
+    /* --- batch and schedule --- */
+    int global_batch_size;           /* --global-batch-size (0: mbs x dp) */
+    long train_iters;                /* --train-iters */
+    long train_samples;              /* --train-samples (0: unused) */
+    int seed;                        /* --seed (1234) */
+
+    /* --- optimizer and learning rate --- */
+    gl_optim_opts optim;
 
     /* --- precision, device, memory --- */
     gl_device_kind device;           /* --device cpu|cuda (auto) */
@@ -68,25 +99,13 @@ typedef struct gl_config {
     long eval_iters;                 /* --eval-iters (100) */
 
     /* --- checkpoints --- */
-    char *save;                      /* --save DIR */
-    char *load;                      /* --load DIR|FILE */
-    long save_interval;              /* --save-interval */
-    int no_save_optim, no_load_optim, no_load_rng; /* --no-save-optim ... */
-    int finetune;                    /* --finetune */
-    int async_save;                  /* --async-save */
+    gl_ckpt_opts ckpt;
 
     /* --- logging --- */
-    long log_interval;               /* --log-interval (100) */
-    char *log_json;                  /* --log-json FILE (gridlm) */
-    double peak_tflops;              /* --peak-tflops (0: from the GPU table) */
-    double straggler_threshold;      /* --straggler-threshold (gridlm, 1.2) */
+    gl_log_opts log;
 
     /* --- faults --- */
-    int exit_signal_handler;         /* --exit-signal-handler */
-    double exit_duration_in_mins;    /* --exit-duration-in-mins */
-    long exit_interval;              /* --exit-interval */
-    double distributed_timeout_minutes; /* --distributed-timeout-minutes (10) */
-    int max_nonfinite_iters;         /* --max-nonfinite-iters (gridlm, 5) */
+    gl_fault_opts faults;
 
     /* --- program --- */
     int dry_run;                     /* --dry-run (gridlm) */

@@ -277,17 +277,17 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, c->data_parallel_size);
     gl_sched *sched = gl_sched_build(pp, pp_rank, V, M);
     gl_model *m = gl_model_new(plan, d, group(g->tp), sched->slots);
-    gl_optim *o = gl_optim_new(c, m, group(g->dp), c->use_distributed_optimizer);
+    gl_optim *o = gl_optim_new(c, m, group(g->dp), c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
     float *master = gl_optim_master_target(o, &mb0, &mb1);
     gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, master, mb0, mb1);
     MPI_Comm mpi_world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
     gl_train_progress pr = { 0, 0, 0, 0 };
-    if (c->save)
+    if (c->ckpt.save)
         gl_train_save_prepare(c, mpi_world);
-    if (c->load)
+    if (c->ckpt.load)
         gl_train_load(c, mpi_world, m, o, &pr);
-    if (c->save)
+    if (c->ckpt.save)
         gl_train_save_guard(c, mpi_world, pr.iteration);
     gl_ckpt_async *pending = NULL;
 
@@ -310,7 +310,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
     double tokens_per_iter = (double)c->global_batch_size * c->arch.seq_length;
     double flops_per_iter = gl_config_flops_per_token(c) * tokens_per_iter;
-    double peak = gl_peak_tflops(c->peak_tflops, d->name);
+    double peak = gl_peak_tflops(c->log.peak_tflops, d->name);
     long nparams = gl_arch_num_params(&c->arch);
     gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d PP %d (x%d virtual) "
              "DP %d, %d micro-batches of %d x %d tokens per iteration%s%s", nparams,
@@ -334,17 +334,17 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     }
 
     FILE *json = NULL;
-    if (rank == 0 && c->log_json) {
-        json = fopen(c->log_json, "w");
+    if (rank == 0 && c->log.log_json) {
+        json = fopen(c->log.log_json, "w");
         if (!json)
             gl_die("--log-json %s: cannot open for writing; give a writable path",
-                   c->log_json);
+                   c->log.log_json);
     }
 
     /* clean stops, NaN/Inf steps, the hang watchdog, stragglers */
     gl_faults *F = gl_faults_init(c, b, mpi_world);
     gl_error err;
-    if (c->save && rank == 0 && gl_faults_exit_record_clear(c->save, &err) < 0)
+    if (c->ckpt.save && rank == 0 && gl_faults_exit_record_clear(c->ckpt.save, &err) < 0)
         gl_warn("%s: a job script may take it for this run's; remove it", err.text);
     long last_iter = pr.iteration;
     long consumed = pr.consumed_samples, skipped = pr.skipped, nan_iters = pr.nan_iters;
@@ -403,8 +403,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         nan_iters = pr.nan_iters + gl_faults_skipped(F);
         if (!bad) {
             double clip = 1.0;
-            if (c->clip_grad > 0 && norm > c->clip_grad)
-                clip = c->clip_grad / (norm + 1e-6);
+            if (c->optim.clip_grad > 0 && norm > c->optim.clip_grad)
+                clip = c->optim.clip_grad / (norm + 1e-6);
             gl_optim_step(o, gl_lr_at(&lrs, o->steps), clip / N);
             int_loss += loss;
             int_norm += norm;
@@ -423,7 +423,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         last_iter = iter;
         const char *why = NULL;
         int stopping = gl_faults_exit_decide(F, iter, agreed, h[CLOCK_SLOT], &why);
-        if (iter % c->log_interval == 0 || iter == c->train_iters || stopping) {
+        if (iter % c->log.log_interval == 0 || iter == c->train_iters || stopping) {
             gl_faults_step_times(F, int_ms / int_n / 1e3, iter, NULL);
             float mem = (float)mem_gib(d);
             d->ops->upload(d, memv, &mem, sizeof mem);
@@ -467,7 +467,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                 report_valid(where, iter, vl, json);
             }
         }
-        if (c->save && ((c->save_interval > 0 && iter % c->save_interval == 0) ||
+        if (c->ckpt.save && ((c->ckpt.save_interval > 0 && iter % c->ckpt.save_interval == 0) ||
                         stopping || iter == c->train_iters)) {
             gl_train_progress now = { iter, consumed, skipped, nan_iters };
             gl_optim_weights_ready(o);
@@ -483,13 +483,13 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_optim_weights_ready(o);
     gl_train_save_wait(&pending);
     /* a clean stop: the checkpoint is complete, say so for job scripts */
-    if (c->save && rank == 0 &&
-        gl_faults_exit_record_write(F, c->save, last_iter, c->train_iters, last_iter,
+    if (c->ckpt.save && rank == 0 &&
+        gl_faults_exit_record_write(F, c->ckpt.save, last_iter, c->train_iters, last_iter,
                                     &err) < 0)
         gl_warn("%s; a job script will go by the launcher's exit status", err.text);
     gl_faults_free(F);
     if (json && fclose(json) != 0)
-        gl_die("--log-json %s: write failed", c->log_json);
+        gl_die("--log-json %s: write failed", c->log.log_json);
     d->ops->free(d, stats);
     d->ops->free(d, vacc);
     d->ops->free(d, memv);
