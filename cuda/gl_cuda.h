@@ -212,6 +212,26 @@ void gl_cudnn_close(gl_dev *d);
  * and its report (printed by the wrapped close). */
 const gl_ops *gl_cuda_profile_wrap(gl_dev *d, const gl_ops *real);
 
+/* fp8.cu */
+void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
+                          float *amax, const bf16 *x, int rows, int cols,
+                          const float *scale, gl_fp8_format f);
+void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
+void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
+                               float *scale_inv, int n, int len,
+                               gl_fp8_amax_algo algo, int margin,
+                               gl_fp8_format f);
+void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
+                               float *scale, float *scale_inv, int n,
+                               gl_fp8_format f);
+
+/* gemm.cu: ops.h's gemm_fp8 */
+void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
+                      const uint8_t *A, gl_fp8_format fa,
+                      const float *a_scale_inv, const uint8_t *B,
+                      gl_fp8_format fb, const float *b_scale_inv, float beta,
+                      void *C, gl_dtype ctype, int ldc, int fast_accum);
+
 /* adamw.cu */
 void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,
                    const gl_adamw_hyper *hp);
