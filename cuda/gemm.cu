@@ -26,7 +26,10 @@
  * (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER, cuBLASLt's A
  * scale being our B's); they change from call to call and are not part
  * of the key: each call sets them on the plan's descriptor, which
- * cublasLtMatmul reads when it enqueues.  CUBLASLT_MATMUL_DESC_FAST_ACCUM
+ * cublasLtMatmul reads when it enqueues.  They must be set before the
+ * heuristic is asked too (an algorithm chosen without them is refused,
+ * CUBLAS_STATUS_NOT_SUPPORTED, once they are there), so a plan is made
+ * with its first call's.  CUBLASLT_MATMUL_DESC_FAST_ACCUM
  * is part of the key.  cuBLASLt computes alpha * scaleA * scaleB * sum +
  * beta * C with the sum in fp32 (promoted from the tensor cores'
  * accumulators every few k steps unless fast accumulation is on).
@@ -104,6 +107,9 @@ struct gl_gemm_plan {
     int transa, transb, m, n, k, lda, ldb, ldc;
     cudaDataType_t atype, btype;        /* our A's and B's element types */
     int fast_accum;                     /* FP8 only */
+    const float *lt_scale_a, *lt_scale_b;   /* FP8: cuBLASLt's A and B scale
+                                               pointers (our B's, our A's)
+                                               of the first call; not key */
     gl_dtype ctype;
     int beta_zero;
     unsigned align_a, align_b, align_c;
@@ -148,6 +154,15 @@ static const char *type_name(cudaDataType_t t)
     return t == CUDA_R_8F_E4M3 ? "e4m3" : t == CUDA_R_8F_E5M2 ? "e5m2" : "bf16";
 }
 
+/* The dequantization scales of an FP8 product, on p's descriptor. */
+static void set_scales(gl_gemm_plan *p, const float *lt_a, const float *lt_b)
+{
+    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &lt_a, sizeof lt_a));
+    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &lt_b, sizeof lt_b));
+}
+
 static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
 {
     cudaDataType_t ct = p->ctype == GL_DT_F32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -157,6 +172,7 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
         int8_t fast = (int8_t)p->fast_accum;
         GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
             p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+        set_scales(p, p->lt_scale_a, p->lt_scale_b);
     }
     /* cuBLASLt's A is our B, its B is our A (see the top of the file). */
     cublasOperation_t opa = p->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -492,14 +508,10 @@ void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
     gl_gemm_plan key = plan_key(0, 1, m, n, k, A, k, fp8_type(fa), B, k,
                                 fp8_type(fb), beta, C, ctype, ldc);
     key.fast_accum = fast_accum != 0;
+    key.lt_scale_a = b_scale_inv;       /* cuBLASLt's A is our B */
+    key.lt_scale_b = a_scale_inv;
     gl_gemm_plan *p = plan_find(st, &key);
-    /* cuBLASLt's A is our B (see the top of the file) */
-    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale_inv,
-        sizeof b_scale_inv));
-    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale_inv,
-        sizeof a_scale_inv));
+    set_scales(p, b_scale_inv, a_scale_inv);
     plan_run(st, p, alpha, A, B, beta, C);
 }
 
