@@ -459,7 +459,7 @@ static void cu_close(gl_dev *d)
     gl_cuda_gemm_close(d);
     gl_cudnn_close(d);
     gl_scratch *sc[] = {&st->s_reduce, &st->s_attn, &st->s_embed,
-                        &st->s_adamw, &st->s_norm, &st->s_cudnn};
+                        &st->s_adamw, &st->s_norm, &st->s_cudnn, &st->s_fp8};
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         gl_cuda_free_counted(d, sc[i]->p);
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));

@@ -341,6 +341,20 @@ __global__ void scale_current_kernel(const float *amax, float *scale,
     }
 }
 
+/* Two scalars moved, not computed: their bits, subnormals included. */
+__global__ void stage_scales_kernel(float *dst, const float *a, const float *b)
+{
+    dst[0] = a[0];
+    dst[4] = b[0];
+}
+
+void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
+                              const float *b)
+{
+    stage_scales_kernel<<<1, 1, 0, st>>>(dst, a, b);
+    GL_CUDA_LAUNCHED("fp8 stage_scales");
+}
+
 void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
                                float *scale_inv, int n, int len,
                                gl_fp8_amax_algo algo, int margin,

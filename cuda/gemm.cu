@@ -26,10 +26,15 @@
  * (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER, cuBLASLt's A
  * scale being our B's); they change from call to call and are not part
  * of the key: each call sets them on the plan's descriptor, which
- * cublasLtMatmul reads when it enqueues.  They must be set before the
- * heuristic is asked too (an algorithm chosen without them is refused,
- * CUBLAS_STATUS_NOT_SUPPORTED, once they are there), so a plan is made
- * with its first call's.  CUBLASLT_MATMUL_DESC_FAST_ACCUM
+ * cublasLtMatmul reads when it enqueues; a plan is made with its first
+ * call's, set before the heuristic is asked, as NVIDIA's samples do.
+ * Scale pointers that are not 16-byte aligned are first copied to an
+ * aligned scratch pair (one one-thread kernel, in order on the stream):
+ * cuBLASLt 13.0 on an H100 refused with CUBLAS_STATUS_NOT_SUPPORTED, at
+ * cublasLtMatmul, every FP8 product of the first runs here, each of which
+ * had a scale pointer off 16-byte alignment, and cuBLAS wants 16-byte
+ * aligned scale addresses for vector scales (PyTorch #159957).  Scales
+ * that are 16 bytes apart cost nothing.  CUBLASLT_MATMUL_DESC_FAST_ACCUM
  * is part of the key.  cuBLASLt computes alpha * scaleA * scaleB * sum +
  * beta * C with the sum in fp32 (promoted from the tensor cores'
  * accumulators every few k steps unless fast accumulation is on).
@@ -71,6 +76,10 @@
  * candidates' times and the configuration of the chosen kernel).  It is
  * read whenever a plan is made, so a device opened after setenv() follows
  * the new value (gridlm-bench gemm --llama compares the two that way).
+ *
+ * Refusals: cuBLASLt can refuse at launch an algorithm its heuristic
+ * offered (CUBLAS_STATUS_NOT_SUPPORTED); the plan then takes the first
+ * other of up to TUNE_MAX candidates that runs (plan_run).
  *
  * Split-K: the partial sums of a bf16 product must meet in fp32 (see
  * plan_make); tuning only chooses among what that preference allows.
@@ -222,8 +231,8 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
     cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
     int found = 0;
     GL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
-        st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune ? TUNE_MAX : 1,
-        res, &found));
+        st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, TUNE_MAX, res,
+        &found));
     GL_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->ncand = 0;
     for (int i = 0; i < found; i++)
@@ -464,7 +473,22 @@ static void plan_run(gl_cuda_state *st, gl_gemm_plan *p, float alpha,
         tune_start(st, p, &alpha, A, B, &beta, C);
     else if (p->tune == TUNE_RUNNING)
         tune_finish(st, p);
-    GL_CUBLAS_CHECK(matmul(st, p, &p->algo, &alpha, A, B, &beta, C));
+    cublasStatus_t s = matmul(st, p, &p->algo, &alpha, A, B, &beta, C);
+    /* An algorithm the heuristic offered can still be refused at launch
+     * ("try them one by one until something works", says cuBLASLt): the
+     * plan moves to the first other candidate that runs, for good. */
+    for (int i = 0; s == CUBLAS_STATUS_NOT_SUPPORTED && i < p->ncand; i++)
+        if (memcmp(&p->cand[i], &p->algo, sizeof p->algo) &&
+            (s = matmul(st, p, &p->cand[i], &alpha, A, B, &beta, C)) ==
+                CUBLAS_STATUS_SUCCESS)
+            p->algo = p->cand[i];
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        char nm[96];
+        plan_name(p, nm, sizeof nm);
+        gl_die("gemm %s: cuBLASLt refused all %d algorithms its heuristic "
+               "offered: status %d (%s)", nm, p->ncand, (int)s,
+               cublasLtGetStatusString(s));
+    }
 }
 
 void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
@@ -505,6 +529,12 @@ void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                "products need 8.9 (Ada) or 9.0 (Hopper) and later: train "
                "without FP8 on this GPU", st->ordinal, st->prop.name,
                st->prop.major, st->prop.minor);
+    if (((uintptr_t)a_scale_inv | (uintptr_t)b_scale_inv) % 16) {
+        float *s = (float *)gl_cuda_scratch(d, &st->s_fp8, 8 * sizeof(float));
+        gl_cuda_fp8_stage_scales(st->stream, s, a_scale_inv, b_scale_inv);
+        a_scale_inv = s;
+        b_scale_inv = s + 4;
+    }
     gl_gemm_plan key = plan_key(0, 1, m, n, k, A, k, fp8_type(fa), B, k,
                                 fp8_type(fb), beta, C, ctype, ldc);
     key.fast_accum = fast_accum != 0;

@@ -95,8 +95,8 @@ typedef struct {
     size_t in_use, peak;
 
     /* scratch: reductions' partials, attention's row statistics, embed's
-     * sorted ids, the AdamW chunk table */
-    gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm;
+     * sorted ids, the AdamW chunk table, FP8 products' aligned scales */
+    gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm, s_fp8;
     /* adamw.cu: the segment list whose tables s_adamw holds now (a step
      * with the same list uploads nothing) */
     gl_adamw_seg *adamw_segs;
@@ -224,6 +224,10 @@ void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
 void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
                                float *scale, float *scale_inv, int n,
                                gl_fp8_format f);
+/* dst[0] = a[0], dst[4] = b[0]: two device scalars copied to 16-byte
+ * aligned places (dst itself 16-byte aligned), in order on the stream. */
+void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
+                              const float *b);
 
 /* gemm.cu: ops.h's gemm_fp8 */
 void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,

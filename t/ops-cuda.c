@@ -895,15 +895,15 @@ static void test_gemm_fp8(int m, int n, int k, gl_fp8_format fa,
     uint8_t *ga = G->ops->alloc(G, (size_t)m * k), *gb = G->ops->alloc(G, (size_t)n * k);
     G->ops->upload(G, ga, a, (size_t)m * k);
     G->ops->upload(G, gb, b, (size_t)n * k);
-    float sc[2] = {ia, ib};
-    float *gsc = g_f32(sc, 2);
+    float sc[8] = {ia, 0, 0, 0, ib};        /* 16-byte aligned scales: in place */
+    float *gsc = g_f32(sc, 8);
     void *gc = f32out ? (void *)g_f32(c0, (size_t)m * ldc) : g_act(c0, (size_t)m * ldc);
     if (beta == 0)
         g_poison(gc, (size_t)m * ldc * (f32out ? 4 : 2));
     float *cc = c_buf(c0, (size_t)m * ldc);
-    G->ops->gemm_fp8(G, m, n, k, alpha, ga, fa, gsc, gb, fb, gsc + 1, beta, gc,
+    G->ops->gemm_fp8(G, m, n, k, alpha, ga, fa, gsc, gb, fb, gsc + 4, beta, gc,
                      f32out ? GL_DT_F32 : GL_DT_BF16, ldc, fast);
-    C->ops->gemm_fp8(C, m, n, k, alpha, a, fa, &sc[0], b, fb, &sc[1], beta, cc,
+    C->ops->gemm_fp8(C, m, n, k, alpha, a, fa, &sc[0], b, fb, &sc[4], beta, cc,
                      GL_DT_F32, ldc, fast);
     float *got = f32out ? dl_f32(gc, (size_t)m * ldc) : dl_act(gc, (size_t)m * ldc);
     char name[160];
@@ -925,7 +925,8 @@ static void test_gemm_fp8(int m, int n, int k, gl_fp8_format fa,
 }
 
 /* A product whose every partial sum is a small integer: exact on the
- * GPU as on the CPU (the tensor cores' accumulator holds 14 bits). */
+ * GPU as on the CPU (the tensor cores' accumulator holds 14 bits).  The
+ * second scale is 4 bytes past the first: the staged path of gemm.cu. */
 static void test_gemm_fp8_exact(void)
 {
     enum { M = 64, N = 32, K = 96 };

@@ -295,7 +295,9 @@ struct gl_ops {
      * A [m, k] in format fa and B [n, k] in format fb, both row-major and
      * contiguous (the layout above), C in ctype (act, or GL_DT_F32 for
      * weight gradients accumulated in fp32 with beta = 1) with row stride
-     * ldc.  The products of FP8 values are exact and summed in fp32, then
+     * ldc.  The scale_inv pointers are device f32 scalars; on CUDA
+     * 16-byte aligned ones are read in place, others are first copied by
+     * a one-thread kernel (cuBLASLt wants them aligned).  The products of FP8 values are exact and summed in fp32, then
      * scaled by alpha a_scale_inv b_scale_inv.  fast_accum lets the CUDA
      * back end use Hopper's fast accumulation
      * (CUBLASLT_MATMUL_DESC_FAST_ACCUM: partial sums kept in the tensor
