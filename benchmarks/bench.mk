@@ -5,7 +5,7 @@
 bin_PROGRAMS += src/tools/gridlm-bench
 src_tools_gridlm_bench_SOURCES = src/tools/gridlm-bench.c \
 	src/bench/bench.h src/bench/bench_util.c src/bench/bench_gemm.c \
-	src/bench/bench_comm.c src/bench/bench_attn.c
+	src/bench/bench_comm.c src/bench/bench_attn.c src/bench/bench_fp8.c
 src_tools_gridlm_bench_LDADD = $(GRIDLM_LIBS)
 dist_man_MANS += doc/gridlm-bench.1
 

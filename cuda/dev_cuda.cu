@@ -405,6 +405,35 @@ static void cu_dot_f32(gl_dev *d, float *out, const float *x, const float *w,
     gl_cuda_dot(d, out, x, w, count);
 }
 
+static void cu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
+                            const void *x, int rows, int cols,
+                            const float *scale, gl_fp8_format f)
+{
+    gl_cuda_fp8_quantize(gl_cuda_st(d)->stream, q, qt, amax, (const bf16 *)x,
+                         rows, cols, scale, f);
+}
+
+static void cu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
+{
+    gl_cuda_fp8_amax(gl_cuda_st(d)->stream, amax, (const bf16 *)x, count);
+}
+
+static void cu_fp8_scale_delayed(gl_dev *d, float *hist, float *scale,
+                                 float *scale_inv, int n, int len,
+                                 gl_fp8_amax_algo algo, int margin,
+                                 gl_fp8_format f)
+{
+    gl_cuda_fp8_scale_delayed(gl_cuda_st(d)->stream, hist, scale, scale_inv, n,
+                              len, algo, margin, f);
+}
+
+static void cu_fp8_scale_current(gl_dev *d, const float *amax, float *scale,
+                                 float *scale_inv, int n, gl_fp8_format f)
+{
+    gl_cuda_fp8_scale_current(gl_cuda_st(d)->stream, amax, scale, scale_inv, n,
+                              f);
+}
+
 static void cu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,
                         size_t *total)
 {
@@ -430,7 +459,7 @@ static void cu_close(gl_dev *d)
     gl_cuda_gemm_close(d);
     gl_cudnn_close(d);
     gl_scratch *sc[] = {&st->s_reduce, &st->s_attn, &st->s_embed,
-                        &st->s_adamw, &st->s_norm, &st->s_cudnn};
+                        &st->s_adamw, &st->s_norm, &st->s_cudnn, &st->s_fp8};
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         gl_cuda_free_counted(d, sc[i]->p);
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));
@@ -467,6 +496,8 @@ static const gl_ops gl_ops_cuda = {
     cu_alloc_host, cu_free_host,
     cu_comm_wait_compute, cu_compute_wait_comm,
     cu_p2p_wait_compute, cu_compute_wait_p2p,
+    cu_fp8_quantize, cu_fp8_amax, cu_fp8_scale_delayed, cu_fp8_scale_current,
+    gl_cuda_gemm_fp8,
 };
 
 /* ---- opening ---- */

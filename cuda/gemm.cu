@@ -1,6 +1,6 @@
 /*
- * gemm.cu: matrix products through cuBLASLt, bf16 inputs, fp32 compute,
- * bf16 or fp32 output.
+ * gemm.cu: matrix products through cuBLASLt, bf16 or FP8 inputs, fp32
+ * compute, bf16 or fp32 output.
  *
  * ops.h speaks row-major: C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C.
  * cuBLASLt speaks column-major.  A row-major matrix with row stride ld is
@@ -14,9 +14,30 @@
  * Creating descriptors and asking the heuristic for an algorithm costs
  * tens of microseconds, so each distinct product is planned once and
  * cached.  The key is everything that defines one: m, n, k, the two
- * transposes, lda/ldb/ldc, the output dtype (inputs are always bf16),
- * whether beta is 0, and the alignment of the three pointers, which the
+ * transposes, lda/ldb/ldc, the input and output types (and for FP8
+ * inputs the fast-accumulation flag), whether beta is 0, and the alignment of the three pointers, which the
  * heuristic depends on.  There is no epilogue (ops.h has none).
+ *
+ * FP8 (gemm_fp8).  The same plans with FP8 operand types: ops.h's one
+ * layout C = A B^T (A [m, k], B [n, k] row-major) is transa = 0,
+ * transb = 1 here, i.e. cuBLASLt's A (our B) transposed and its B (our
+ * A) not: the "TN" form, the only one Hopper's FP8 kernels take.  The
+ * operands' dequantization scales go in as device pointers
+ * (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER, cuBLASLt's A
+ * scale being our B's); they change from call to call and are not part
+ * of the key: each call sets them on the plan's descriptor, which
+ * cublasLtMatmul reads when it enqueues; a plan is made with its first
+ * call's, set before the heuristic is asked, as NVIDIA's samples do.
+ * Scale pointers that are not 16-byte aligned are first copied to an
+ * aligned scratch pair (one one-thread kernel, in order on the stream):
+ * cuBLASLt 13.0 on an H100 refused with CUBLAS_STATUS_NOT_SUPPORTED, at
+ * cublasLtMatmul, every FP8 product of the first runs here, each of which
+ * had a scale pointer off 16-byte alignment, and cuBLAS wants 16-byte
+ * aligned scale addresses for vector scales (PyTorch #159957).  Scales
+ * that are 16 bytes apart cost nothing.  CUBLASLT_MATMUL_DESC_FAST_ACCUM
+ * is part of the key.  cuBLASLt computes alpha * scaleA * scaleB * sum +
+ * beta * C with the sum in fp32 (promoted from the tensor cores'
+ * accumulators every few k steps unless fast accumulation is on).
  *
  * Tuning (GRIDLM_GEMM_TUNE).  The heuristic's first answer comes from a
  * model of the GPU, and on Hopper it can be well off the fastest kernel
@@ -56,6 +77,10 @@
  * read whenever a plan is made, so a device opened after setenv() follows
  * the new value (gridlm-bench gemm --llama compares the two that way).
  *
+ * Refusals: cuBLASLt can refuse at launch an algorithm its heuristic
+ * offered (CUBLAS_STATUS_NOT_SUPPORTED); the plan then takes the first
+ * other of up to TUNE_MAX candidates that runs (plan_run).
+ *
  * Split-K: the partial sums of a bf16 product must meet in fp32 (see
  * plan_make); tuning only chooses among what that preference allows.
  * The workspace (dev_cuda.cu) is 32 MiB, what cuBLASLt asks for on
@@ -89,6 +114,11 @@ enum {
 struct gl_gemm_plan {
     /* key */
     int transa, transb, m, n, k, lda, ldb, ldc;
+    cudaDataType_t atype, btype;        /* our A's and B's element types */
+    int fast_accum;                     /* FP8 only */
+    const float *lt_scale_a, *lt_scale_b;   /* FP8: cuBLASLt's A and B scale
+                                               pointers (our B's, our A's)
+                                               of the first call; not key */
     gl_dtype ctype;
     int beta_zero;
     unsigned align_a, align_b, align_c;
@@ -127,11 +157,32 @@ static int tune_from_env(void)
            "(as 1, and print each choice)", e);
 }
 
+/* "bf16", "e4m3", "e5m2": an operand type, for messages. */
+static const char *type_name(cudaDataType_t t)
+{
+    return t == CUDA_R_8F_E4M3 ? "e4m3" : t == CUDA_R_8F_E5M2 ? "e5m2" : "bf16";
+}
+
+/* The dequantization scales of an FP8 product, on p's descriptor. */
+static void set_scales(gl_gemm_plan *p, const float *lt_a, const float *lt_b)
+{
+    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &lt_a, sizeof lt_a));
+    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &lt_b, sizeof lt_b));
+}
+
 static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
 {
     cudaDataType_t ct = p->ctype == GL_DT_F32 ? CUDA_R_32F : CUDA_R_16BF;
     GL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F,
                                              CUDA_R_32F));
+    if (p->atype != CUDA_R_16BF) {
+        int8_t fast = (int8_t)p->fast_accum;
+        GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+        set_scales(p, p->lt_scale_a, p->lt_scale_b);
+    }
     /* cuBLASLt's A is our B, its B is our A (see the top of the file). */
     cublasOperation_t opa = p->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opb = p->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -143,9 +194,9 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
      * column-major) or, transposed, [n,k] (k x n); likewise A. */
     int la_rows = p->transb ? p->k : p->n, la_cols = p->transb ? p->n : p->k;
     int lb_rows = p->transa ? p->m : p->k, lb_cols = p->transa ? p->k : p->m;
-    GL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, la_rows,
+    GL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, p->btype, la_rows,
                                                la_cols, p->ldb));
-    GL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, lb_rows,
+    GL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, p->atype, lb_rows,
                                                lb_cols, p->lda));
     GL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, ct, p->n, p->m,
                                                p->ldc));
@@ -180,8 +231,8 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
     cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
     int found = 0;
     GL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
-        st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune ? TUNE_MAX : 1,
-        res, &found));
+        st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, TUNE_MAX, res,
+        &found));
     GL_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->ncand = 0;
     for (int i = 0; i < found; i++)
@@ -189,8 +240,9 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
             p->cand[p->ncand++] = res[i].algo;
     if (p->ncand < 1)
         gl_die("gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d "
-               "(transa=%d transb=%d lda=%d ldb=%d ldc=%d, output %s)",
-               p->m, p->n, p->k, p->transa, p->transb, p->lda, p->ldb, p->ldc,
+               "(transa=%d transb=%d lda=%d ldb=%d ldc=%d, inputs %s x %s, "
+               "output %s)", p->m, p->n, p->k, p->transa, p->transb, p->lda,
+               p->ldb, p->ldc, type_name(p->atype), type_name(p->btype),
                gl_dtype_name(p->ctype));
     p->algo = p->cand[0];
     p->tune = tune && p->ncand > 1 ? TUNE_WANTED : TUNE_OFF;
@@ -204,6 +256,8 @@ static gl_gemm_plan *plan_find(gl_cuda_state *st, const gl_gemm_plan *key)
         if (p->transa == key->transa && p->transb == key->transb &&
             p->m == key->m && p->n == key->n && p->k == key->k &&
             p->lda == key->lda && p->ldb == key->ldb && p->ldc == key->ldc &&
+            p->atype == key->atype && p->btype == key->btype &&
+            p->fast_accum == key->fast_accum &&
             p->ctype == key->ctype && p->beta_zero == key->beta_zero &&
             p->align_a == key->align_a && p->align_b == key->align_b &&
             p->align_c == key->align_c)
@@ -232,12 +286,17 @@ static cublasStatus_t matmul(gl_cuda_state *st, const gl_gemm_plan *p,
                           st->lt_workspace_bytes, st->stream);
 }
 
-/* "NT 8192x3072x2048 bf16 beta=0": a plan, for messages. */
+/* "NT 8192x3072x2048 bf16 beta=0", "NT 8192x3072x2048 e4m3xe4m3 fast
+ * bf16 beta=0": a plan, for messages. */
 static void plan_name(const gl_gemm_plan *p, char *buf, size_t n)
 {
-    snprintf(buf, n, "%c%c %dx%dx%d %s beta%s", p->transa ? 'T' : 'N',
-             p->transb ? 'T' : 'N', p->m, p->n, p->k, gl_dtype_name(p->ctype),
-             p->beta_zero ? "=0" : "!=0");
+    char in[32] = "";
+    if (p->atype != CUDA_R_16BF)
+        snprintf(in, sizeof in, "%sx%s%s ", type_name(p->atype),
+                 type_name(p->btype), p->fast_accum ? " fast" : "");
+    snprintf(buf, n, "%c%c %dx%dx%d %s%s beta%s", p->transa ? 'T' : 'N',
+             p->transb ? 'T' : 'N', p->m, p->n, p->k, in,
+             gl_dtype_name(p->ctype), p->beta_zero ? "=0" : "!=0");
 }
 
 /* Enqueue the timing of every candidate of p on the call's operands (see
@@ -379,6 +438,59 @@ static void tune_finish(gl_cuda_state *st, gl_gemm_plan *p)
     tune_release(st, p);
 }
 
+/* A key for a product of the given shape and types; the rest zero. */
+static gl_gemm_plan plan_key(int transa, int transb, int m, int n, int k,
+                             const void *A, int lda, cudaDataType_t atype,
+                             const void *B, int ldb, cudaDataType_t btype,
+                             float beta, const void *C, gl_dtype ctype,
+                             int ldc)
+{
+    gl_gemm_plan key;
+    memset(&key, 0, sizeof key);
+    key.transa = transa != 0;
+    key.transb = transb != 0;
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = lda;
+    key.ldb = ldb;
+    key.ldc = ldc;
+    key.atype = atype;
+    key.btype = btype;
+    key.ctype = ctype;
+    key.beta_zero = beta == 0.0f;
+    key.align_a = align_of(A);
+    key.align_b = align_of(B);
+    key.align_c = align_of(C);
+    return key;
+}
+
+/* The product of plan p on these operands, tuning it first when asked. */
+static void plan_run(gl_cuda_state *st, gl_gemm_plan *p, float alpha,
+                     const void *A, const void *B, float beta, void *C)
+{
+    if (p->tune == TUNE_WANTED)
+        tune_start(st, p, &alpha, A, B, &beta, C);
+    else if (p->tune == TUNE_RUNNING)
+        tune_finish(st, p);
+    cublasStatus_t s = matmul(st, p, &p->algo, &alpha, A, B, &beta, C);
+    /* An algorithm the heuristic offered can still be refused at launch
+     * ("try them one by one until something works", says cuBLASLt): the
+     * plan moves to the first other candidate that runs, for good. */
+    for (int i = 0; s == CUBLAS_STATUS_NOT_SUPPORTED && i < p->ncand; i++)
+        if (memcmp(&p->cand[i], &p->algo, sizeof p->algo) &&
+            (s = matmul(st, p, &p->cand[i], &alpha, A, B, &beta, C)) ==
+                CUBLAS_STATUS_SUCCESS)
+            p->algo = p->cand[i];
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        char nm[96];
+        plan_name(p, nm, sizeof nm);
+        gl_die("gemm %s: cuBLASLt refused all %d algorithms its heuristic "
+               "offered: status %d (%s)", nm, p->ncand, (int)s,
+               cublasLtGetStatusString(s));
+    }
+}
+
 void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
                   float alpha, const void *A, int lda, const void *B, int ldb,
                   float beta, void *C, gl_dtype ctype, int ldc)
@@ -391,27 +503,46 @@ void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
     if (k <= 0)
         gl_die("gemm: k = %d (m=%d n=%d): an empty inner dimension", k, m, n);
     gl_cuda_state *st = gl_cuda_st(d);
-    gl_gemm_plan key;
-    memset(&key, 0, sizeof key);
-    key.transa = transa != 0;
-    key.transb = transb != 0;
-    key.m = m;
-    key.n = n;
-    key.k = k;
-    key.lda = lda;
-    key.ldb = ldb;
-    key.ldc = ldc;
-    key.ctype = ctype;
-    key.beta_zero = beta == 0.0f;
-    key.align_a = align_of(A);
-    key.align_b = align_of(B);
-    key.align_c = align_of(C);
+    gl_gemm_plan key = plan_key(transa, transb, m, n, k, A, lda, CUDA_R_16BF,
+                                B, ldb, CUDA_R_16BF, beta, C, ctype, ldc);
+    plan_run(st, plan_find(st, &key), alpha, A, B, beta, C);
+}
+
+static cudaDataType_t fp8_type(gl_fp8_format f)
+{
+    return f == GL_FP8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+}
+
+void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
+                      const uint8_t *A, gl_fp8_format fa,
+                      const float *a_scale_inv, const uint8_t *B,
+                      gl_fp8_format fb, const float *b_scale_inv, float beta,
+                      void *C, gl_dtype ctype, int ldc, int fast_accum)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_fp8_gemm_check("gemm_fp8", m, n, k, ldc, fa, fb, A, B, C);
+    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
+        gl_die("gemm_fp8: output dtype %s is not bf16 or fp32",
+               gl_dtype_name(ctype));
+    if (st->prop.major * 10 + st->prop.minor < 89)
+        gl_die("gemm_fp8: GPU %d (%s) has compute capability %d.%d; FP8 "
+               "products need 8.9 (Ada) or 9.0 (Hopper) and later: train "
+               "without FP8 on this GPU", st->ordinal, st->prop.name,
+               st->prop.major, st->prop.minor);
+    if (((uintptr_t)a_scale_inv | (uintptr_t)b_scale_inv) % 16) {
+        float *s = (float *)gl_cuda_scratch(d, &st->s_fp8, 8 * sizeof(float));
+        gl_cuda_fp8_stage_scales(st->stream, s, a_scale_inv, b_scale_inv);
+        a_scale_inv = s;
+        b_scale_inv = s + 4;
+    }
+    gl_gemm_plan key = plan_key(0, 1, m, n, k, A, k, fp8_type(fa), B, k,
+                                fp8_type(fb), beta, C, ctype, ldc);
+    key.fast_accum = fast_accum != 0;
+    key.lt_scale_a = b_scale_inv;       /* cuBLASLt's A is our B */
+    key.lt_scale_b = a_scale_inv;
     gl_gemm_plan *p = plan_find(st, &key);
-    if (p->tune == TUNE_WANTED)
-        tune_start(st, p, &alpha, A, B, &beta, C);
-    else if (p->tune == TUNE_RUNNING)
-        tune_finish(st, p);
-    GL_CUBLAS_CHECK(matmul(st, p, &p->algo, &alpha, A, B, &beta, C));
+    set_scales(p, b_scale_inv, a_scale_inv);
+    plan_run(st, p, alpha, A, B, beta, C);
 }
 
 void gl_cuda_gemm_close(gl_dev *d)

@@ -95,8 +95,8 @@ typedef struct {
     size_t in_use, peak;
 
     /* scratch: reductions' partials, attention's row statistics, embed's
-     * sorted ids, the AdamW chunk table */
-    gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm;
+     * sorted ids, the AdamW chunk table, FP8 products' aligned scales */
+    gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm, s_fp8;
     /* adamw.cu: the segment list whose tables s_adamw holds now (a step
      * with the same list uploads nothing) */
     gl_adamw_seg *adamw_segs;
@@ -211,6 +211,30 @@ void gl_cudnn_close(gl_dev *d);
 /* profile.cu: the table that wraps `real` with CUDA events (GRIDLM_PROFILE),
  * and its report (printed by the wrapped close). */
 const gl_ops *gl_cuda_profile_wrap(gl_dev *d, const gl_ops *real);
+
+/* fp8.cu */
+void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
+                          float *amax, const bf16 *x, int rows, int cols,
+                          const float *scale, gl_fp8_format f);
+void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
+void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
+                               float *scale_inv, int n, int len,
+                               gl_fp8_amax_algo algo, int margin,
+                               gl_fp8_format f);
+void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
+                               float *scale, float *scale_inv, int n,
+                               gl_fp8_format f);
+/* dst[0] = a[0], dst[4] = b[0]: two device scalars copied to 16-byte
+ * aligned places (dst itself 16-byte aligned), in order on the stream. */
+void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
+                              const float *b);
+
+/* gemm.cu: ops.h's gemm_fp8 */
+void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
+                      const uint8_t *A, gl_fp8_format fa,
+                      const float *a_scale_inv, const uint8_t *B,
+                      gl_fp8_format fb, const float *b_scale_inv, float beta,
+                      void *C, gl_dtype ctype, int ldc, int fast_accum);
 
 /* adamw.cu */
 void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,

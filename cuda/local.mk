@@ -17,7 +17,8 @@ libgridlm_a_SOURCES += \
 	%reldir%/attention_fwd.cu \
 	%reldir%/attention_bwd.cu \
 	%reldir%/attn_cudnn.cu \
-	%reldir%/adamw.cu
+	%reldir%/adamw.cu \
+	%reldir%/fp8.cu
 
 # Every operation against the CPU reference back end, on a GPU (skips
 # where there is none).

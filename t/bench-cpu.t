@@ -8,6 +8,8 @@
 #              nccl-tests' counts and bus-bandwidth factors, the exact-
 #              result check; 4 ranks with TP=2 under Open MPI.
 #   attention  FLOP counts of FlashAttention's convention, exactly.
+#   fp8        the table, and the FP8 products checked against a double
+#              sum of the decoded operands (the CPU's exact emulation).
 #   usage      bad subcommands and values exit 2 with one line.
 
 prog=./src/tools/gridlm-bench
@@ -34,7 +36,7 @@ run() {
     if [ $code -eq 0 ] && awk "$prg" "$tmp".out; then ok "$what"; else not_ok "$what (exit $code)"; fi
 }
 
-echo "1..13"
+echo "1..16"
 
 # ---- gemm ---------------------------------------------------------------
 # The table: '#' lines, a header, then one row per shape: m n k and four
@@ -109,6 +111,23 @@ run "attention --json: FLOP counts, output checked" "$attn" -- \
     "$prog" attention --device cpu --seq-lengths 16,32 --num-attention-heads 4 \
     --num-query-groups 2 --kv-channels 16 --iters 2 --warmup 1 --json
 
+# ---- fp8 ------------------------------------------------------------------
+# One row per shape: m n k, then act, fp8 and fast ms and rates (x: act
+# time over fp8 time), quantization ms and GB/s, all positive.
+fp8='
+/^#/ { next }
+!hdr { hdr = ($1 == "m" && $4 == "act_ms" && $13 == "GB/s"); next }
+{ rows++; shape[rows] = $1 "x" $2 "x" $3
+  for (i = 4; i <= 13; i++) if (!($i > 0)) bad = 1
+  if (NF != 13) bad = 1 }
+END { exit !(hdr && !bad && rows == 2 && shape[1] == "16x16x16" && shape[2] == "32x48x80") }'
+run "fp8: table, the FP8 products checked" "$fp8" -- \
+    "$prog" fp8 --device cpu --shapes 16,32x48x80 --iters 2 --warmup 1
+fp8json='{ rows++; if ($0 !~ /^\{"bench":"fp8",.*"case":"(act|fp8|fp8_fast|quant)"/) bad = 1 }
+END { exit !(rows == 4 && !bad) }'
+run "fp8 --json: four objects per shape" "$fp8json" -- \
+    "$prog" fp8 --device cpu --shapes 32 --iters 1 --warmup 0 --json
+
 # ---- usage errors ---------------------------------------------------------
 usage() {
     what=$1; needle=$2; shift 2
@@ -123,6 +142,8 @@ usage() {
 usage "unknown subcommand" "unknown subcommand 'gem'" gem
 usage "a bad shape names --shapes and the item" "--shapes '16,4x4': '4x4' is not a shape" \
     gemm --device cpu --shapes 16,4x4
+usage "fp8 shapes must be multiples of 16" "'24x16x16' is not a shape of FP8 products" \
+    fp8 --device cpu --shapes 24x16x16
 usage "an unknown collective" "unknown item 'all-to-all'" comm --device cpu --ops all-reduce,all-to-all
 usage "GQA groups must divide the heads" "--num-query-groups 3 does not divide" \
     attention --device cpu --num-attention-heads 4 --num-query-groups 3

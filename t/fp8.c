@@ -9,13 +9,18 @@
  * midpoint between neighbours rounds to the even one, and a hair either
  * side of it to the nearer one; saturation, infinities, NaN, signed zero,
  * underflow; a million random floats over the whole range; the scaled
- * round trip and the amax the quantizer returns.
+ * round trip and the amax the quantizer returns.  Then the two
+ * orientations of gl_fp8_quantize_2d, and the scale updates of both
+ * recipes against values worked out by hand (history, margin, zero, NaN
+ * and infinite amaxes, overflow of the scale, the roll of the history).
  */
 #include <config.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/hash.h"
 #include "device/fp8.h"
@@ -162,6 +167,111 @@ static void check_format(fmt *F)
        F->name, bad);
 }
 
+/* ---- quantization in both orientations ---- */
+
+static void check_quantize_2d(void)
+{
+    enum { R = 5, C = 7 };
+    float x[R * C];
+    uint8_t flat[R * C], q[R * C], qt[C * R];
+    for (int i = 0; i < R * C; i++)
+        x[i] = (float)((i * 37) % 23 - 11) * 0.37f;
+    x[8] = -1000.0f;                            /* saturates at scale 2 in E4M3 */
+    float want = gl_fp8_quantize(flat, x, R * C, 2.0f, GL_FP8_E4M3);
+    float got = gl_fp8_quantize_2d(q, qt, x, R, C, 2.0f, GL_FP8_E4M3);
+    int same = memcmp(q, flat, sizeof q) == 0, trans = 1;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            trans &= qt[c * R + r] == flat[r * C + c];
+    ok(same && trans && got == want && got == 1000.0f,
+       "quantize_2d: q row-major, qt its transpose, the same bytes and amax (%g)", got);
+    ok(q[8] == 0xFE, "quantize_2d: -2000 saturates to -448 (0xFE)");
+    memset(q, 0xAA, sizeof q);
+    got = gl_fp8_quantize_2d(NULL, qt, x, R, C, 2.0f, GL_FP8_E4M3);
+    ok(got == want && q[0] == 0xAA, "quantize_2d: q NULL writes only qt");
+
+    ok(gl_fp8_amax_fold(2, 3) == 3 && gl_fp8_amax_fold(3, 2) == 3 &&
+       isnan(gl_fp8_amax_fold(NAN, 5)) && isnan(gl_fp8_amax_fold(5, NAN)) &&
+       gl_fp8_amax_fold(0, 0) == 0,
+       "amax_fold: the larger; NaN wins either way round");
+}
+
+/* ---- scale updates, against values worked out by hand ---- */
+
+static void check_scale_delayed(void)
+{
+    /* three tensors, history of 4, [len, n] row-major: row 0 is the step
+     * now ending, rows 1..3 earlier steps, oldest first */
+    enum { N = 3, L = 4 };
+    float hist[L * N] = {
+        /* row 0 */ 2.0f, 0.0f, 8.0f,
+        /* row 1 */ 1.0f, 0.0f, NAN,
+        /* row 2 */ 7.0f, 0.0f, 1.0f,
+        /* row 3 */ 0.5f, 0.0f, 3.0f,
+    };
+    float scale[N] = {1, 5, 1}, inv[N];
+    gl_fp8_scale_delayed(hist, scale, inv, N, L, GL_FP8_AMAX_MAX, 0, GL_FP8_E4M3);
+    /* t0: max(2, 1, 7, 0.5) = 7 -> 448 / 7 = 64 exactly */
+    ok(scale[0] == 64.0f && inv[0] == 1.0f / 64,
+       "delayed max: amax 7 over the history gives scale 448/7 = 64 (%g)", scale[0]);
+    ok(scale[1] == 5.0f && inv[1] == 0.2f,
+       "delayed: an all-zero history keeps the old scale (5), inverse 1/5");
+    ok(scale[2] == 56.0f,
+       "delayed max: a NaN entry is skipped (max(8, 1, 3) = 8 -> 56; got %g)", scale[2]);
+    /* the roll: h'[i] = h[i+1] (i < 3), h'[3] = h[0], then h'[0] = 0 */
+    float want[L * N] = {
+        0.0f, 0.0f, 0.0f,
+        7.0f, 0.0f, 1.0f,
+        0.5f, 0.0f, 3.0f,
+        2.0f, 0.0f, 8.0f,
+    };
+    ok(memcmp(hist, want, sizeof want) == 0,
+       "delayed: the history rolls (oldest dropped, newest to the end, row 0 zeroed)");
+
+    /* margin 2: 448 / 4 / 7 = 16; E5M2: 57344 / 7 = 8192 */
+    float h2[L * N] = {7, 2, 0.25f, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    float s2[N] = {1, 1, 1}, i2[N];
+    gl_fp8_scale_delayed(h2, s2, i2, N, L, GL_FP8_AMAX_MAX, 2, GL_FP8_E4M3);
+    ok(s2[0] == 16.0f && s2[1] == 112.0f / 2 && s2[2] == 112.0f,
+       "delayed, margin 2: 448 / 2^2 / amax (7 -> 16, 2 -> 56, 1 -> 112)");
+    float h3[N] = {7, 0.001f, 3e-36f}, s3[N] = {1, 1, 1}, i3[N];
+    gl_fp8_scale_delayed(h3, s3, i3, N, 1, GL_FP8_AMAX_MAX, 0, GL_FP8_E5M2);
+    ok(s3[0] == 8192.0f && s3[1] == 57344.0f / 0.001f && s3[2] == FLT_MAX &&
+       i3[2] == 1.0f / FLT_MAX && h3[0] == 0 && h3[1] == 0,
+       "delayed, E5M2, history of 1: 57344/amax, FLT_MAX where it overflows, history zeroed");
+
+    /* most_recent: row 0 alone; infinity or NaN there keeps the scale */
+    float h4[2 * N] = {4, INFINITY, NAN, 100, 100, 100};
+    float s4[N] = {3, 3, 3}, i4[N];
+    gl_fp8_scale_delayed(h4, s4, i4, N, 2, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E4M3);
+    ok(s4[0] == 112.0f && s4[1] == 3 && s4[2] == 3 && i4[1] == 1.0f / 3,
+       "delayed most_recent: 448/4 from row 0 alone; Inf or NaN there keeps the scale");
+    ok(h4[0] == 0 && h4[3] == 4 && isinf(h4[4]) && isnan(h4[5]),
+       "delayed most_recent: the history still rolls");
+    float h5[2] = {INFINITY, 2};
+    float s5 = 3, i5;
+    gl_fp8_scale_delayed(h5, &s5, &i5, 1, 2, GL_FP8_AMAX_MAX, 0, GL_FP8_E4M3);
+    ok(s5 == 3, "delayed max: an infinite amax in the history keeps the scale");
+    ok(gl_fp8_scaled_max(GL_FP8_E4M3, 3) == 56.0f &&
+       gl_fp8_scaled_max(GL_FP8_E5M2, 0) == 57344.0f,
+       "scaled_max: fp8_max / 2^margin");
+}
+
+static void check_scale_current(void)
+{
+    float amax[6] = {7, 0, NAN, INFINITY, 448, 1e-37f}, s[6], inv[6];
+    gl_fp8_scale_current(amax, s, inv, 6, GL_FP8_E4M3);
+    ok(s[0] == 64 && s[1] == 1 && s[2] == 1 && s[3] == 1 && s[4] == 1 &&
+       s[5] == FLT_MAX && inv[0] == 1.0f / 64 && inv[1] == 1,
+       "current: 448/amax; 1 for a zero, NaN or infinite amax; FLT_MAX on overflow");
+    gl_fp8_scale_current(amax, s, inv, 1, GL_FP8_E5M2);
+    ok(s[0] == 8192, "current E5M2: 57344 / 7 = 8192");
+    float odd = 3.0f;
+    gl_fp8_scale_current(&odd, s, inv, 1, GL_FP8_E4M3);
+    ok(s[0] == 448.0f / 3.0f && inv[0] == 1.0f / (448.0f / 3.0f),
+       "current: the f32 quotient and its f32 reciprocal (%.9g, %.9g)", s[0], inv[0]);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -187,5 +297,9 @@ int main(void)
     x[2] = NAN;
     ok(isnan(gl_fp8_quantize(q, x, 5, 2.0f, GL_FP8_E5M2)),
        "quantize: a NaN in the input makes the amax NaN");
+
+    check_quantize_2d();
+    check_scale_delayed();
+    check_scale_current();
     return done_testing();
 }

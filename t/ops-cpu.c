@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "device/fp8.h"
 #include "device/ops.h"
 #include "device/ops_cpu.h"
 #include "tap.h"
@@ -923,6 +924,118 @@ static void test_adamw(gl_dev *d)
     d->ops->free(d, fv); d->ops->free(d, act);
 }
 
+/* ---- FP8 ---------------------------------------------------------------- */
+
+/*
+ * The FP8 ops of the CPU device: quantization and amax through the table
+ * (the emulation itself is t/fp8.t's), and products that must be exact:
+ * operands that are small integers (exact in E4M3 up to 16, in E5M2 up
+ * to 8), power-of-two scales, sums far below 2^24, so fp32 arithmetic
+ * makes no rounding anywhere and C equals an integer product.
+ */
+static void test_fp8(gl_dev *d)
+{
+    enum { M = 32, N = 48, K = 64 };
+    float *x = d->ops->alloc(d, M * K * sizeof(float));
+    for (int i = 0; i < M * K; i++)
+        x[i] = (float)((i * 7) % 33 - 16) / 4;  /* quarters in [-4, 4] */
+    x[5] = -9.0f;
+    uint8_t *q = d->ops->alloc(d, M * K), *qt = d->ops->alloc(d, M * K);
+    float *sc = d->ops->alloc(d, 4 * sizeof(float));
+    sc[0] = 4;                                  /* scale: x * 4 are integers */
+    sc[1] = 0;                                  /* amax */
+    d->ops->fp8_quantize(d, q, qt, &sc[1], x, M, K, &sc[0], GL_FP8_E4M3);
+    int good = 1;
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < K; c++) {
+            uint8_t b = gl_fp8_encode(x[r * K + c] * 4, GL_FP8_E4M3);
+            good &= q[r * K + c] == b && qt[c * M + r] == b;
+        }
+    ok(good && sc[1] == 9.0f, "fp8_quantize: q, its transpose qt, and the amax (%g)", sc[1]);
+    x[7] = 12.5f;
+    d->ops->fp8_quantize(d, NULL, qt, &sc[1], x, M, K, &sc[0], GL_FP8_E4M3);
+    x[7] = 1;
+    d->ops->fp8_quantize(d, q, NULL, &sc[1], x, M, K, &sc[0], GL_FP8_E4M3);
+    ok(sc[1] == 12.5f, "fp8_quantize: amax accumulates over calls (max 12.5, then 9)");
+    sc[2] = 3;
+    d->ops->fp8_amax(d, &sc[2], x, M * K);
+    x[9] = NAN;
+    sc[3] = 0;
+    d->ops->fp8_amax(d, &sc[3], x, M * K);
+    ok(sc[2] == 9 && isnan(sc[3]), "fp8_amax: folds into what is there; NaN propagates");
+    x[9] = 0;
+
+    /* the products: A [M, K] (E4M3, integers in [-16, 16]), B [N, K]
+     * (E5M2, integers in [-8, 8]), scale_inv 1/2 and 1/4, alpha 2 */
+    uint8_t *a8 = d->ops->alloc(d, M * K), *b8 = d->ops->alloc(d, N * K);
+    int *ai = malloc(M * K * sizeof *ai), *bi = malloc(N * K * sizeof *bi);
+    for (int i = 0; i < M * K; i++) {
+        ai[i] = (i * 11) % 33 - 16;
+        a8[i] = gl_fp8_encode((float)ai[i], GL_FP8_E4M3);
+    }
+    for (int i = 0; i < N * K; i++) {
+        bi[i] = (i * 5) % 17 - 8;
+        b8[i] = gl_fp8_encode((float)bi[i], GL_FP8_E5M2);
+    }
+    float *inv = d->ops->alloc(d, 2 * sizeof(float));
+    inv[0] = 0.5f;
+    inv[1] = 0.25f;
+    int ldc = N + 16;
+    float *c = d->ops->alloc(d, M * ldc * sizeof(float));
+    for (int i = 0; i < M * ldc; i++)
+        c[i] = (float)(i % 5);
+    d->ops->gemm_fp8(d, M, N, K, 2.0f, a8, GL_FP8_E4M3, &inv[0], b8, GL_FP8_E5M2,
+                     &inv[1], 0.0f, c, GL_DT_F32, ldc, 0);
+    int exact = 1, pad = 1;
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            long dot = 0;
+            for (int l = 0; l < K; l++)
+                dot += (long)ai[i * K + l] * bi[j * K + l];
+            exact &= c[i * ldc + j] == (float)dot / 4;  /* 2 * 1/2 * 1/4 */
+        }
+        for (int j = N; j < ldc; j++)
+            pad &= c[i * ldc + j] == (float)((i * ldc + j) % 5);
+    }
+    ok(exact && pad, "gemm_fp8 E4M3 x E5M2: exact integer products, scaled by "
+       "alpha a_scale_inv b_scale_inv; ldc padding untouched");
+    /* beta = 1, A against itself (E4M3 x E4M3), fast_accum (ignored) */
+    for (int i = 0; i < M * ldc; i++)
+        c[i] = 1.0f;
+    d->ops->gemm_fp8(d, M, M, K, 1.0f, a8, GL_FP8_E4M3, &inv[0], a8, GL_FP8_E4M3,
+                     &inv[0], 1.0f, c, GL_DT_F32, ldc, 1);
+    exact = 1;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < M; j++) {
+            long dot = 0;
+            for (int l = 0; l < K; l++)
+                dot += (long)ai[i * K + l] * ai[j * K + l];
+            exact &= c[i * ldc + j] == (float)dot / 4 + 1;
+        }
+    ok(exact, "gemm_fp8 E4M3 x E4M3, beta 1: C += the exact product");
+    free(ai);
+    free(bi);
+    void *bufs[] = {x, q, qt, sc, a8, b8, inv, c};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        d->ops->free(d, bufs[i]);
+
+    /* the scale updates through the table: the functions t/fp8.t checks */
+    float *h = d->ops->alloc(d, 6 * sizeof(float)), *s = d->ops->alloc(d, 6 * sizeof(float));
+    float hh[6] = {7, 2, 3, 14, 0, 0};          /* [len 2, n 3] */
+    memcpy(h, hh, sizeof hh);
+    s[0] = s[1] = s[2] = 1;
+    d->ops->fp8_scale_delayed(d, h, s, s + 3, 3, 2, GL_FP8_AMAX_MAX, 1, GL_FP8_E4M3);
+    ok(s[0] == 16 && s[1] == 112 && s[2] == 224.0f / 3 && s[3] == 1.0f / 16 &&
+       h[0] == 0 && h[3] == 7 && h[4] == 2,
+       "fp8_scale_delayed through the table: margin 1, max over the history, rolled");
+    hh[0] = 0;
+    d->ops->fp8_scale_current(d, hh, s, s + 3, 3, GL_FP8_E5M2);
+    ok(s[0] == 1 && s[1] == 28672 && s[4] == 1.0f / 28672,
+       "fp8_scale_current through the table");
+    d->ops->free(d, h);
+    d->ops->free(d, s);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -940,6 +1053,7 @@ int main(void)
     test_embedding(d);
     test_cross_entropy(d);
     test_adamw(d);
+    test_fp8(d);
     size_t use1;
     d->ops->mem_info(d, &use1, NULL, NULL);
     is_int((long long)use1, (long long)use0, "every device allocation of the tests was freed");

@@ -13,6 +13,11 @@
  * views (the scalar fallbacks), and the real ones of the 1.5B model
  * (h = 2048, S = 4096, 32 query heads over 8 kv heads, D = 64 and 128).
  *
+ * FP8: quantization, amaxes and scale updates must match the CPU's
+ * exact emulation bit for bit (specials included: NaN, infinities, -0,
+ * subnormals, ties, saturation); FP8 products are compared within a
+ * bound that follows from the tensor cores' accumulation (test_gemm_fp8).
+ *
  * With GL_OPS_CUDA_BENCH=1 in the environment it also times the main
  * kernels at the model's shapes and prints the rates as diagnostics;
  * GL_OPS_CUDA_QUICK=1 leaves out the large shapes (for runs under
@@ -29,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "base/log.h"
+#include "device/fp8.h"
 #include "device/ops.h"
 #include "gpu-util.h"
 #include "tap.h"
@@ -639,6 +645,410 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     free(dg);
 }
 
+/* ---- FP8 ---- */
+
+/* n bytes of GPU memory -> new host array. */
+static uint8_t *dl_bytes(const void *p, size_t n)
+{
+    uint8_t *h = gl_malloc(n + 1);
+    G->ops->download(G, h, p, n);
+    return h;
+}
+
+/* Two amaxes are the same: equal bits, or both NaN (the payload is
+ * whichever NaN won). */
+static int same_amax(float a, float b)
+{
+    return isnan(a) ? isnan(b) : memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* n bf16-representable values of magnitude 2^e, e uniform in [lo, hi),
+ * random signs: across FP8's whole range (subnormals, normals,
+ * saturation) for a scale near 1. */
+static float *rand_log_bf(size_t n, double lo, double hi)
+{
+    float *x = gl_malloc(n * sizeof *x + 1);
+    for (size_t i = 0; i < n; i++) {
+        double e = lo + urand() * (hi - lo);
+        x[i] = round_bf((float)((urand() < 0.5 ? -1 : 1) * exp2(e)));
+    }
+    return x;
+}
+
+/* Inputs with a point: 0 random over FP8's range; 1 the same with the
+ * special values sprinkled in (+-infinity, -0, bf16 subnormals, the
+ * largest bf16, exact ties); 2 with a NaN too. */
+static float *fp8_inputs(size_t n, int kind)
+{
+    float *x = rand_log_bf(n, -24, 18);
+    static const float sp[] = {INFINITY, -INFINITY, -0.0f, 0.0f, 0x1p-133f,
+                               -0x1p-133f, 0x1.fcp-127f, 0x1.fep127f, -0x1.fep127f,
+                               1.0625f, -1.1875f, 448.0f, 464.0f, -480.0f,
+                               57344.0f, 61440.0f, 0x1p-10f, 0x1.8p-10f};
+    if (kind >= 1)
+        for (size_t i = 0; i < sizeof sp / sizeof sp[0] && 3 * i + 1 < n; i++)
+            x[3 * i + 1] = sp[i];
+    if (kind >= 2)
+        x[n / 2] = NAN;
+    return x;
+}
+
+/*
+ * fp8_quantize on the GPU against the CPU's exact emulation: q, qt and
+ * the amax bit for bit.  which: 1 q, 2 qt, 4 amax (the others NULL).
+ * The GPU's byte buffers start as 0xFF, a code quantization never
+ * produces (NaN is 0x7F), so an unwritten byte shows.
+ */
+static void test_fp8_quantize(int rows, int cols, gl_fp8_format f, float scale,
+                              int kind, int which)
+{
+    size_t n = (size_t)rows * cols;
+    float *x = fp8_inputs(n, kind);
+    float a0 = which & 4 && kind == 0 ? 3e4f : 0.0f;    /* amax so far */
+    void *gx = g_act(x, n);
+    uint8_t *gq = G->ops->alloc(G, n), *gqt = G->ops->alloc(G, n);
+    float *gs = g_f32(&scale, 1), *ga = g_f32(&a0, 1);
+    g_poison(gq, n);
+    g_poison(gqt, n);
+    G->ops->fp8_quantize(G, which & 1 ? gq : NULL, which & 2 ? gqt : NULL,
+                         which & 4 ? ga : NULL, gx, rows, cols, gs, f);
+    uint8_t *cq = gl_malloc(n), *cqt = gl_malloc(n);
+    float ca = a0;
+    C->ops->fp8_quantize(C, cq, cqt, &ca, x, rows, cols, &scale, f);
+    uint8_t *q = dl_bytes(gq, n), *qt = dl_bytes(gqt, n);
+    float ga_h;
+    G->ops->download(G, &ga_h, ga, 4);
+    long bad_q = 0, bad_t = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad_q += (which & 1) && q[i] != cq[i];
+        bad_t += (which & 2) && qt[i] != cqt[i];
+    }
+    const char *fn = f == GL_FP8_E4M3 ? "E4M3" : "E5M2";
+    static const char *const inputs[] = {"", ", specials", ", specials and a NaN"};
+    char what[96];
+    snprintf(what, sizeof what, "%dx%d %s scale %g%s", rows, cols, fn, scale,
+             inputs[kind]);
+    if (which & 1)
+        ok(bad_q == 0, "fp8_quantize %s: q bit-exact (%ld bytes differ)", what, bad_q);
+    if (which & 2)
+        ok(bad_t == 0, "fp8_quantize %s: transposed qt bit-exact (%ld bytes differ)",
+           what, bad_t);
+    if (which & 4)
+        ok(same_amax(ga_h, ca), "fp8_quantize %s: amax %g (CPU %g)%s", what, ga_h,
+           ca, a0 ? ", folded into 3e4" : "");
+    else
+        ok(ga_h == 0, "fp8_quantize %s without amax leaves it alone", what);
+    for (size_t i = 0; bad_q + bad_t && i < n; i++)
+        if (((which & 1) && q[i] != cq[i]) || ((which & 2) && qt[i] != cqt[i])) {
+            size_t r = i / cols, c = i % cols;
+            diag("  first difference at %zu: x = %a: q 0x%02x (CPU 0x%02x), "
+                 "qt at [%zu,%zu] 0x%02x (CPU 0x%02x)", i, x[i], q[i], cq[i], c, r,
+                 qt[c * rows + r], cqt[c * rows + r]);
+            break;
+        }
+    G->ops->free(G, gx);
+    G->ops->free(G, gq);
+    G->ops->free(G, gqt);
+    G->ops->free(G, gs);
+    G->ops->free(G, ga);
+    free(x);
+    free(cq);
+    free(cqt);
+    free(q);
+    free(qt);
+}
+
+/* fp8_amax of n elements at an offset (the scalar path when unaligned). */
+static void test_fp8_amax(size_t n, size_t off, int nan)
+{
+    float *x = fp8_inputs(n + off, 1);
+    if (nan)
+        x[off + n - 1] = NAN;
+    if (off)
+        x[0] = round_bf(1e30f);         /* before the view: not counted */
+    void *gx = g_act(x, n + off);
+    float a0 = 0.5f, ca = a0, ga_h;
+    float *ga = g_f32(&a0, 1);
+    G->ops->fp8_amax(G, ga, (uint16_t *)gx + off, n);
+    C->ops->fp8_amax(C, &ca, x + off, n);
+    G->ops->download(G, &ga_h, ga, 4);
+    ok(same_amax(ga_h, ca), "fp8_amax n=%zu offset %zu%s: %g (CPU %g)", n, off,
+       nan ? " with a NaN" : "", ga_h, ca);
+    G->ops->free(G, gx);
+    G->ops->free(G, ga);
+    free(x);
+}
+
+/*
+ * fp8_scale_delayed: n tensors, history of len, both devices from the
+ * same start; history, scales and inverses bit for bit.  The history
+ * holds amaxes over a wide range with zeros, NaN, infinity, -0 and
+ * subnormals here and there, and whole columns of zeros (keep the scale)
+ * and of tiny values (scale FLT_MAX).
+ */
+static void test_fp8_scale_delayed(int n, int len, gl_fp8_amax_algo algo,
+                                   int margin, gl_fp8_format f)
+{
+    size_t nh = (size_t)n * len;
+    float *h = gl_malloc(nh * sizeof *h), *s = gl_malloc(2 * n * sizeof *s);
+    static const float sp[] = {0.0f, NAN, INFINITY, -0.0f, 0x1p-140f, 1e-38f};
+    for (size_t i = 0; i < nh; i++) {
+        h[i] = (float)exp2(-30 + 50 * urand());
+        if (urand() < 0.05)
+            h[i] = sp[(int)(urand() * 6)];
+    }
+    for (int t = 0; t < n; t++) {
+        s[t] = (float)(0.5 + urand());          /* the scale now */
+        s[n + t] = 0;
+        if (t % 7 == 3)                         /* a column of zeros */
+            for (int i = 0; i < len; i++)
+                h[(size_t)i * n + t] = 0;
+        if (t % 7 == 5)                         /* a column of subnormals */
+            for (int i = 0; i < len; i++)
+                h[(size_t)i * n + t] = 0x1p-140f;
+    }
+    float *gh = g_f32(h, nh), *gs = g_f32(s, 2 * n);
+    G->ops->fp8_scale_delayed(G, gh, gs, gs + n, n, len, algo, margin, f);
+    C->ops->fp8_scale_delayed(C, h, s, s + n, n, len, algo, margin, f);
+    float *h2 = dl_f32(gh, nh), *s2 = dl_f32(gs, 2 * n);
+    long bad_h = 0, bad_s = 0;
+    for (size_t i = 0; i < nh; i++)
+        bad_h += !same_amax(h2[i], h[i]);
+    for (int i = 0; i < 2 * n; i++)
+        bad_s += memcmp(&s2[i], &s[i], 4) != 0;
+    ok(bad_h == 0 && bad_s == 0,
+       "fp8_scale_delayed n=%d len=%d %s margin %d %s: history, scales and "
+       "inverses bit-exact (%ld, %ld differ)", n, len,
+       algo == GL_FP8_AMAX_MAX ? "max" : "most_recent", margin,
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", bad_h, bad_s);
+    for (int t = 0; bad_s && t < n; t++)
+        if (memcmp(&s2[t], &s[t], 4) || memcmp(&s2[n + t], &s[n + t], 4)) {
+            diag("  tensor %d: scale %a (CPU %a), inverse %a (CPU %a)", t, s2[t],
+                 s[t], s2[n + t], s[n + t]);
+            break;
+        }
+    G->ops->free(G, gh);
+    G->ops->free(G, gs);
+    free(h);
+    free(s);
+    free(h2);
+    free(s2);
+}
+
+static void test_fp8_scale_current(int n, gl_fp8_format f)
+{
+    float *a = gl_malloc(n * sizeof *a), *s = gl_malloc(2 * n * sizeof *s);
+    static const float sp[] = {0.0f, NAN, INFINITY, -0.0f, 0x1p-140f, 1e-38f, 448.0f};
+    for (int t = 0; t < n; t++)
+        a[t] = t < 7 ? sp[t] : (float)exp2(-40 + 60 * urand());
+    float *ga = g_f32(a, n), *gs = g_f32(NULL, 2 * n);
+    g_poison(gs, 2 * n * 4);
+    G->ops->fp8_scale_current(G, ga, gs, gs + n, n, f);
+    C->ops->fp8_scale_current(C, a, s, s + n, n, f);
+    float *s2 = dl_f32(gs, 2 * n);
+    ok(memcmp(s2, s, 2 * n * 4) == 0, "fp8_scale_current n=%d %s: bit-exact", n,
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2");
+    G->ops->free(G, ga);
+    G->ops->free(G, gs);
+    free(a);
+    free(s);
+    free(s2);
+}
+
+/* rows x k FP8 bytes quantized on the CPU from values spread over the
+ * format's range at a scale that maps their amax to its largest value,
+ * as a recipe does; *inv gets the dequantization scale. */
+static uint8_t *fp8_operand(int rows, int k, gl_fp8_format f, float *inv)
+{
+    size_t n = (size_t)rows * k;
+    float *x = rand_bf(n, -1, 1), amax = 0, scale, si;
+    for (size_t i = 0; i < n; i++)
+        amax = gl_fp8_amax_fold(amax, fabsf(x[i]));
+    gl_fp8_scale_current(&amax, &scale, &si, 1, f);
+    uint8_t *q = gl_malloc(n);
+    gl_fp8_quantize(q, x, n, scale, f);
+    free(x);
+    *inv = si;
+    return q;
+}
+
+/*
+ * gemm_fp8 against the CPU's: the same FP8 bytes and scales on both.
+ * The products of FP8 values are exact in fp32 on both; only the sums
+ * differ.  The CPU adds in fp32 (CBLAS).  Hopper's FP8 tensor cores add
+ * into an accumulator of about 14 significant bits (DeepSeek-V3's report,
+ * section 3.3.2), which cuBLASLt promotes to fp32 every few k-blocks
+ * unless fast accumulation is on.  So the GPU's sums carry errors of
+ * about 2^-14 of the partial sums of a block (or of the whole row with
+ * fast accumulation), far above fp32's: the bound allowed is 2e-3 of the
+ * largest |C| (1e-2 with fast accumulation), plus bf16's rounding for a
+ * bf16 C.  A wrong operand, layout or scale is off by O(1).
+ */
+static void test_gemm_fp8(int m, int n, int k, gl_fp8_format fa,
+                          gl_fp8_format fb, int f32out, float alpha, float beta,
+                          int fast, int extra_ld)
+{
+    int ldc = n + extra_ld;
+    float ia, ib;
+    uint8_t *a = fp8_operand(m, k, fa, &ia), *b = fp8_operand(n, k, fb, &ib);
+    float *c0 = f32out ? rand_f32((size_t)m * ldc, -1, 1) : rand_bf((size_t)m * ldc, -1, 1);
+    uint8_t *ga = G->ops->alloc(G, (size_t)m * k), *gb = G->ops->alloc(G, (size_t)n * k);
+    G->ops->upload(G, ga, a, (size_t)m * k);
+    G->ops->upload(G, gb, b, (size_t)n * k);
+    float sc[8] = {ia, 0, 0, 0, ib};        /* 16-byte aligned scales: in place */
+    float *gsc = g_f32(sc, 8);
+    void *gc = f32out ? (void *)g_f32(c0, (size_t)m * ldc) : g_act(c0, (size_t)m * ldc);
+    if (beta == 0)
+        g_poison(gc, (size_t)m * ldc * (f32out ? 4 : 2));
+    float *cc = c_buf(c0, (size_t)m * ldc);
+    G->ops->gemm_fp8(G, m, n, k, alpha, ga, fa, gsc, gb, fb, gsc + 4, beta, gc,
+                     f32out ? GL_DT_F32 : GL_DT_BF16, ldc, fast);
+    C->ops->gemm_fp8(C, m, n, k, alpha, a, fa, &sc[0], b, fb, &sc[4], beta, cc,
+                     GL_DT_F32, ldc, fast);
+    float *got = f32out ? dl_f32(gc, (size_t)m * ldc) : dl_act(gc, (size_t)m * ldc);
+    char name[160];
+    snprintf(name, sizeof name, "gemm_fp8 %dx%dx%d %s x %s -> %s alpha=%g beta=%g%s%s",
+             m, n, k, fa == GL_FP8_E4M3 ? "E4M3" : "E5M2",
+             fb == GL_FP8_E4M3 ? "E4M3" : "E5M2", f32out ? "f32" : "bf16", alpha,
+             beta, fast ? " fast-accum" : "", extra_ld ? " (ldc > n)" : "");
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", name, got, ldc, cc, ldc, m, n,
+              f32out ? 0 : BF_RTOL, fast ? 1e-2 : 2e-3, 0);
+    G->ops->free(G, ga);
+    G->ops->free(G, gb);
+    G->ops->free(G, gsc);
+    G->ops->free(G, gc);
+    C->ops->free(C, cc);
+    free(a);
+    free(b);
+    free(c0);
+    free(got);
+}
+
+/* A product whose every partial sum is a small integer: exact on the
+ * GPU as on the CPU (the tensor cores' accumulator holds 14 bits).  The
+ * second scale is 4 bytes past the first: the staged path of gemm.cu. */
+static void test_gemm_fp8_exact(void)
+{
+    enum { M = 64, N = 32, K = 96 };
+    uint8_t a[M * K], b[N * K];
+    float *want = gl_malloc(M * N * sizeof *want);
+    for (int i = 0; i < M * K; i++)
+        a[i] = gl_fp8_encode((float)((int)(urand() * 17) - 8), GL_FP8_E4M3);
+    for (int i = 0; i < N * K; i++)
+        b[i] = gl_fp8_encode((float)((int)(urand() * 9) - 4), GL_FP8_E5M2);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            long dot = 0;
+            for (int l = 0; l < K; l++)
+                dot += (long)gl_fp8_decode(a[i * K + l], GL_FP8_E4M3) *
+                       (long)gl_fp8_decode(b[j * K + l], GL_FP8_E5M2);
+            want[i * N + j] = (float)dot * 0.25f * 0.125f * 4;
+        }
+    uint8_t *ga = G->ops->alloc(G, sizeof a), *gb = G->ops->alloc(G, sizeof b);
+    G->ops->upload(G, ga, a, sizeof a);
+    G->ops->upload(G, gb, b, sizeof b);
+    float sc[2] = {0.25f, 0.125f};
+    float *gsc = g_f32(sc, 2), *gc = g_f32(NULL, M * N);
+    g_poison(gc, M * N * 4);
+    G->ops->gemm_fp8(G, M, N, K, 4.0f, ga, GL_FP8_E4M3, gsc, gb, GL_FP8_E5M2,
+                     gsc + 1, 0, gc, GL_DT_F32, N, 0);
+    float *got = dl_f32(gc, M * N);
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", "gemm_fp8 of small integers, power-of-two "
+              "scales: exact", got, N, want, N, M, N, 0, 0, 0);
+    G->ops->free(G, ga);
+    G->ops->free(G, gb);
+    G->ops->free(G, gsc);
+    G->ops->free(G, gc);
+    free(want);
+    free(got);
+}
+
+/*
+ * One linear layer's three products the way the model will run them,
+ * everything on the device: X [t, in] and W [out, in] quantized to E4M3,
+ * dY [t, out] to E5M2 ("hybrid"), each in both orientations in one pass,
+ * with current scaling (fp8_amax, fp8_scale_current), then
+ *     Y = X W^T, dX = dY (W^T)^T, dW += (dY^T)(X^T)^T  (f32, beta 1).
+ * The CPU back end runs the same calls; the quantized bytes match, so the
+ * products differ by summation order only (tolerances of test_gemm_fp8).
+ */
+static void test_fp8_linear(int t, int in, int out)
+{
+    size_t nx = (size_t)t * in, nw = (size_t)out * in, ny = (size_t)t * out;
+    float *x = rand_bf(nx, -2, 2), *w = rand_bf(nw, -0.05f, 0.05f);
+    float *dy = rand_bf(ny, -1e-3f, 1e-3f), *dw0 = rand_f32(nw, -1e-3f, 1e-3f);
+    gl_dev *devs[2] = {G, C};
+    float *res[2][4];                   /* per device: y, dx, dw, scales */
+    for (int v = 0; v < 2; v++) {
+        gl_dev *d = devs[v];
+        int g = d == G;
+        void *bx = g ? g_act(x, nx) : c_buf(x, nx), *bw = g ? g_act(w, nw) : c_buf(w, nw);
+        void *bdy = g ? g_act(dy, ny) : c_buf(dy, ny);
+        size_t big = nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny);
+        uint8_t *q[6];
+        for (int i = 0; i < 6; i++)
+            q[i] = d->ops->alloc(d, big);
+        float *sc = d->ops->alloc(d, 9 * sizeof(float));   /* amax, scale, inv x 3 */
+        d->ops->fp8_amax(d, sc + 0, bx, nx);
+        d->ops->fp8_amax(d, sc + 1, bw, nw);
+        d->ops->fp8_amax(d, sc + 2, bdy, ny);
+        d->ops->fp8_scale_current(d, sc, sc + 3, sc + 6, 2, GL_FP8_E4M3);
+        d->ops->fp8_scale_current(d, sc + 2, sc + 5, sc + 8, 1, GL_FP8_E5M2);
+        d->ops->fp8_quantize(d, q[0], q[1], NULL, bx, t, in, sc + 3, GL_FP8_E4M3);
+        d->ops->fp8_quantize(d, q[2], q[3], NULL, bw, out, in, sc + 4, GL_FP8_E4M3);
+        d->ops->fp8_quantize(d, q[4], q[5], NULL, bdy, t, out, sc + 5, GL_FP8_E5M2);
+        gl_dtype act = d->act;
+        void *y = d->ops->alloc(d, ny * d->act_bytes), *dx = d->ops->alloc(d, nx * d->act_bytes);
+        float *dw = g ? g_f32(dw0, nw) : c_buf(dw0, nw);
+        d->ops->gemm_fp8(d, t, out, in, 1, q[0], GL_FP8_E4M3, sc + 6, q[2], GL_FP8_E4M3,
+                         sc + 7, 0, y, act, out, 1);
+        d->ops->gemm_fp8(d, t, in, out, 1, q[4], GL_FP8_E5M2, sc + 8, q[3], GL_FP8_E4M3,
+                         sc + 7, 0, dx, act, in, 0);
+        d->ops->gemm_fp8(d, out, in, t, 1, q[5], GL_FP8_E5M2, sc + 8, q[1], GL_FP8_E4M3,
+                         sc + 6, 1, dw, GL_DT_F32, in, 0);
+        if (g) {
+            res[v][0] = dl_act(y, ny);
+            res[v][1] = dl_act(dx, nx);
+            res[v][2] = dl_f32(dw, nw);
+            res[v][3] = dl_f32(sc, 9);
+        } else {
+            res[v][0] = gl_malloc(ny * 4);
+            memcpy(res[v][0], y, ny * 4);
+            res[v][1] = gl_malloc(nx * 4);
+            memcpy(res[v][1], dx, nx * 4);
+            res[v][2] = gl_malloc(nw * 4);
+            memcpy(res[v][2], dw, nw * 4);
+            res[v][3] = gl_malloc(9 * 4);
+            memcpy(res[v][3], sc, 9 * 4);
+        }
+        void *bufs[] = {bx, bw, bdy, q[0], q[1], q[2], q[3], q[4], q[5], sc, y, dx, dw};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            d->ops->free(d, bufs[i]);
+    }
+    char name[128];
+    ok(memcmp(res[0][3], res[1][3], 9 * 4) == 0,
+       "fp8 linear t=%d in=%d out=%d: amaxes and current scales bit-exact", t, in, out);
+    snprintf(name, sizeof name, "fp8 linear t=%d in=%d out=%d: forward Y = X W^T (fast)",
+             t, in, out);
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", name, res[0][0], out, res[1][0], out, t, out,
+              BF_RTOL, 1e-2, 0);
+    snprintf(name, sizeof name, "fp8 linear t=%d in=%d out=%d: dgrad dX = dY W", t, in,
+             out);
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", name, res[0][1], in, res[1][1], in, t, in,
+              BF_RTOL, 2e-3, 0);
+    snprintf(name, sizeof name, "fp8 linear t=%d in=%d out=%d: wgrad dW += dY^T X (f32)",
+             t, in, out);
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", name, res[0][2], in, res[1][2], in, out, in, 0,
+              2e-3, 0);
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 4; i++)
+            free(res[v][i]);
+    free(x);
+    free(w);
+    free(dy);
+    free(dw0);
+}
+
 /* ---- timings (GL_OPS_CUDA_BENCH=1) ---- */
 
 static cudaEvent_t ev0, ev1;
@@ -876,6 +1286,56 @@ int main(void)
     if (!quick) {
         test_attn(1, 4096, 32, 8, 64, 4);          /* the 1.5B model's shape */
         test_attn(1, 4096, 32, 8, 128, 4);
+    }
+
+    /* FP8: quantization in the 16-byte path (rows % 16 == 0, cols % 8 ==
+     * 0), with partial tiles, in the general path, each output alone;
+     * a scale of 2^126 brings bf16 subnormals into FP8's range (a
+     * flushed product would give 0) */
+    test_fp8_quantize(256, 512, GL_FP8_E4M3, 1.0f, 1, 7);
+    test_fp8_quantize(256, 512, GL_FP8_E5M2, 1.0f, 1, 7);
+    test_fp8_quantize(128, 256, GL_FP8_E4M3, 1.0f, 2, 7);
+    test_fp8_quantize(128, 256, GL_FP8_E5M2, 3.7f, 2, 7);
+    test_fp8_quantize(80, 72, GL_FP8_E4M3, 0.75f, 1, 7);
+    test_fp8_quantize(64, 64, GL_FP8_E4M3, 0x1p126f, 1, 7);
+    test_fp8_quantize(64, 64, GL_FP8_E5M2, 0x1p126f, 1, 7);
+    test_fp8_quantize(37, 45, GL_FP8_E4M3, 1.0f, 1, 7);
+    test_fp8_quantize(37, 45, GL_FP8_E5M2, 3.7f, 2, 7);
+    test_fp8_quantize(24, 40, GL_FP8_E4M3, 1.0f, 0, 7);   /* rows % 16 != 0 */
+    test_fp8_quantize(1, 1, GL_FP8_E4M3, 1.0f, 0, 7);
+    test_fp8_quantize(256, 512, GL_FP8_E4M3, 1.0f, 0, 1);
+    test_fp8_quantize(256, 512, GL_FP8_E5M2, 1.0f, 0, 2);
+    test_fp8_quantize(256, 512, GL_FP8_E4M3, 1.0f, 0, 4);
+    test_fp8_quantize(40, 48, GL_FP8_E5M2, 1.0f, 0, 6);
+    if (!quick) {
+        test_fp8_quantize(8192, 2048, GL_FP8_E4M3, 1.0f, 0, 7);  /* X of the 1.5B model */
+        test_fp8_quantize(3072, 2048, GL_FP8_E4M3, 1.0f, 1, 7);  /* its QKV weight */
+        test_fp8_quantize(8192, 3072, GL_FP8_E5M2, 1.0f, 1, 7);  /* dY of QKV */
+    }
+    test_fp8_amax(quick ? 100000 : 1 << 24, 0, 0);
+    test_fp8_amax(1 << 20, 0, 1);
+    test_fp8_amax(1001, 3, 0);
+    test_fp8_amax(999, 1, 1);
+    test_fp8_scale_delayed(7, 1, GL_FP8_AMAX_MAX, 0, GL_FP8_E4M3);
+    test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MAX, 2, GL_FP8_E4M3);
+    test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E5M2);
+    test_fp8_scale_delayed(200, 300, GL_FP8_AMAX_MAX, 0, GL_FP8_E5M2);
+    test_fp8_scale_delayed(113, 1024, GL_FP8_AMAX_MAX, 1, GL_FP8_E4M3);
+    test_fp8_scale_delayed(113, 1024, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E4M3);
+    test_fp8_scale_current(300, GL_FP8_E4M3);
+    test_fp8_scale_current(300, GL_FP8_E5M2);
+    test_gemm_fp8_exact();
+    test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E4M3, 1, 1, 0, 0, 0);
+    test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E5M2, 0, 0.5f, 0, 0, 16);
+    test_gemm_fp8(128, 64, 256, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 16);
+    test_gemm_fp8(128, 64, 256, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0);
+    test_fp8_linear(256, 512, 768);
+    if (!quick) {
+        test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0);
+        test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 0, 0);
+        test_gemm_fp8(1024, 2048, 8192, GL_FP8_E5M2, GL_FP8_E4M3, 0, 1, 0, 0, 0);
+        test_gemm_fp8(2048, 2048, 1024, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 0);
+        test_fp8_linear(2048, 2048, 3072);
     }
 
     if (getenv("GL_OPS_CUDA_BENCH"))

@@ -12,7 +12,11 @@
  *              the groups of the process grid (NCCL on GPUs, MPI on the
  *              CPU), as nccl-tests' algorithm and bus bandwidth;
  *   attention  causal attention forward and backward through
- *              ops->attn_fwd / attn_bwd, in TFLOP/s.
+ *              ops->attn_fwd / attn_bwd, in TFLOP/s;
+ *   fp8        FP8 products (ops->gemm_fp8, with and without fast
+ *              accumulation) against the act-dtype product of the same
+ *              layout, in TFLOP/s, and FP8 quantization (ops->fp8_quantize
+ *              into both orientations) in GB/s.
  *
  * Timing: warm-up calls, ops->sync (and gl_comm_barrier for comm), then
  * gl_now() around `iters` back-to-back calls and a final sync, divided by
@@ -44,7 +48,7 @@ typedef struct {
     int check;             /* verify results outside the timed loop */
     long seed;
 
-    /* gemm */
+    /* gemm, fp8 */
     char *shapes;          /* "MxNxK,..." or "N,..." (square); NULL: default */
     int layout;            /* GL_BENCH_NT, NN or TN */
     int out_f32;           /* C in fp32 with beta = 1 (weight gradients) */
@@ -81,10 +85,12 @@ typedef struct {
 void gl_bench_gemm(gl_bench_ctx *ctx);
 void gl_bench_comm(gl_bench_ctx *ctx);
 void gl_bench_attention(gl_bench_ctx *ctx);
+void gl_bench_fp8(gl_bench_ctx *ctx);
 
 /* Checks of the command line that need no job (exit 2 on a mistake). */
 void gl_bench_gemm_validate(const gl_bench_opts *o);
 void gl_bench_attention_validate(const gl_bench_opts *o);
+void gl_bench_fp8_validate(const gl_bench_opts *o);
 
 /* The words --ops and --groups of comm accept (NULL-terminated). */
 const char *const *gl_bench_comm_ops(void);

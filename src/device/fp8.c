@@ -2,7 +2,10 @@
 #include <config.h>
 #include "device/fp8.h"
 
+#include <float.h>
 #include <math.h>
+
+#include "base/log.h"
 
 /* A format's shape: mantissa bits, exponent bias, the exponent of its
  * smallest normal binade, its largest finite value and that value's code. */
@@ -80,13 +83,98 @@ float gl_fp8_round_trip(float x, float scale, gl_fp8_format f)
     return gl_fp8_decode(gl_fp8_encode(x * scale, f), f) * scale_inv;
 }
 
+float gl_fp8_amax_fold(float acc, float a)
+{
+    return isnan(a) || a > acc ? a : acc;       /* a NaN acc stays: a > NaN is false */
+}
+
 float gl_fp8_quantize(uint8_t *q, const float *x, size_t n, float scale, gl_fp8_format f)
 {
     float amax = 0;
     for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        amax = isnan(a) || a > amax ? a : amax;     /* a NaN, once seen, stays */
+        amax = gl_fp8_amax_fold(amax, fabsf(x[i]));
         q[i] = gl_fp8_encode(x[i] * scale, f);
     }
     return amax;
+}
+
+float gl_fp8_quantize_2d(uint8_t *q, uint8_t *qt, const float *x, int rows, int cols,
+                         float scale, gl_fp8_format f)
+{
+    float amax = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            float v = x[(size_t)r * cols + c];
+            uint8_t b = gl_fp8_encode(v * scale, f);
+            amax = gl_fp8_amax_fold(amax, fabsf(v));
+            if (q)
+                q[(size_t)r * cols + c] = b;
+            if (qt)
+                qt[(size_t)c * rows + r] = b;
+        }
+    return amax;
+}
+
+float gl_fp8_scaled_max(gl_fp8_format f, int margin)
+{
+    return ldexpf(gl_fp8_max(f), -margin);
+}
+
+/* The scale that maps amax a to top, given that a is finite and > 0: an
+ * f32 quotient, FLT_MAX where it overflows. */
+static float scale_for(float top, float a)
+{
+    float s = top / a;
+    return isinf(s) ? FLT_MAX : s;
+}
+
+void gl_fp8_scale_delayed(float *hist, float *scale, float *scale_inv, int n, int len,
+                          gl_fp8_amax_algo algo, int margin, gl_fp8_format f)
+{
+    float top = gl_fp8_scaled_max(f, margin);
+    for (int t = 0; t < n; t++) {
+        float *h = hist + t;                    /* h[i * n]: entry i of column t */
+        float newest = h[0], a = 0;
+        for (int i = 0; i < len; i++) {
+            float v = h[(size_t)i * n];
+            if (!isnan(v) && v > a)             /* fmaxf's rule: NaN skipped */
+                a = v;
+        }
+        if (algo == GL_FP8_AMAX_MOST_RECENT)
+            a = newest;
+        if (isfinite(a) && a > 0)
+            scale[t] = scale_for(top, a);
+        scale_inv[t] = 1.0f / scale[t];
+        for (int i = 0; i + 1 < len; i++)       /* roll: drop h[1], h[0] to the end */
+            h[(size_t)i * n] = h[(size_t)(i + 1) * n];
+        h[(size_t)(len - 1) * n] = newest;
+        h[0] = 0;
+    }
+}
+
+void gl_fp8_scale_current(const float *amax, float *scale, float *scale_inv, int n,
+                          gl_fp8_format f)
+{
+    float top = gl_fp8_max(f);
+    for (int t = 0; t < n; t++) {
+        float a = amax[t];
+        scale[t] = isfinite(a) && a > 0 ? scale_for(top, a) : 1.0f;
+        scale_inv[t] = 1.0f / scale[t];
+    }
+}
+
+void gl_fp8_gemm_check(const char *who, int m, int n, int k, int ldc, gl_fp8_format fa,
+                       gl_fp8_format fb, const void *A, const void *B, const void *C)
+{
+    if (fa == GL_FP8_E5M2 && fb == GL_FP8_E5M2)
+        gl_die("%s: both operands are E5M2; FP8 tensor cores multiply E4M3 by E4M3 "
+               "or E4M3 and E5M2 in either order, never E5M2 by E5M2 (gradients in "
+               "E5M2 meet weights or activations in E4M3)", who);
+    if (m <= 0 || n <= 0 || k <= 0 || m % 16 || n % 16 || k % 16 || ldc % 16 || ldc < n)
+        gl_die("%s: m=%d n=%d k=%d ldc=%d; FP8 products need m, n, k and ldc positive "
+               "multiples of 16 (16-byte rows of FP8) and ldc >= n: pad the layer's "
+               "sizes or the tokens of a micro-batch", who, m, n, k, ldc);
+    if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) % 16)
+        gl_die("%s: A=%p B=%p C=%p; FP8 products need 16-byte aligned operands", who,
+               A, B, C);
 }

@@ -51,6 +51,58 @@ float gl_fp8_round_trip(float x, float scale, gl_fp8_format f);
  * the next scale is computed from), NaN if any x[i] is NaN. */
 float gl_fp8_quantize(uint8_t *q, const float *x, size_t n, float scale, gl_fp8_format f);
 
+/* The same for x [rows, cols] row-major, writing the bytes in either or
+ * both orientations: q[r * cols + c] (q [rows, cols]) and qt[c * rows + r]
+ * (qt [cols, rows], the transpose); a NULL one is not written. */
+float gl_fp8_quantize_2d(uint8_t *q, uint8_t *qt, const float *x, int rows, int cols,
+                         float scale, gl_fp8_format f);
+
+/* One amax folded into another: the larger, and NaN as soon as either is
+ * NaN (a NaN, once seen, stays).  Amaxes are never negative. */
+float gl_fp8_amax_fold(float acc, float a);
+
+/*
+ * Scale updates: Transformer Engine's formulas (Megatron's recipes), for n
+ * tensors at once, in f32 with IEEE round-to-nearest division (the CUDA
+ * back end divides the same way: bit for bit the same scales).  Each
+ * writes scale[t] and scale_inv[t] = 1 / scale[t]; a scale that comes out
+ * infinite (an amax below about fp8_max / FLT_MAX) becomes FLT_MAX.
+ *
+ * Delayed scaling (TE's amax_and_scale_update, DelayedScaling): hist is
+ * [len, n] row-major.  Row 0 holds each tensor's amax of the step now
+ * ending; rows 1 .. len-1 the amaxes of earlier steps, oldest first.  For
+ * each tensor t, with h = column t of hist:
+ *     a = max(h[0], ..., h[len-1])   (algo MAX; NaN entries are skipped,
+ *                                     as fmaxf does)
+ *       = h[0]                       (algo MOST_RECENT)
+ *     scale[t] = fp8_max / 2^margin / a    when a is finite and > 0,
+ *                left as it was             otherwise (no information);
+ *     then h rolls one step: h'[i] = h[i+1] for i < len-1, h'[len-1] = h[0],
+ *     and h'[0] = 0, the start of the next step's amax.
+ * fp8_max / 2^margin is computed first (exact: a power-of-two scaling).
+ *
+ * Current scaling (TE's Float8CurrentScaling, Megatron's "tensorwise"):
+ *     scale[t] = fp8_max / amax[t]   when amax[t] is finite and > 0,
+ *                1                   otherwise.
+ * No margin (Megatron passes none to this recipe).
+ */
+typedef enum { GL_FP8_AMAX_MAX = 0, GL_FP8_AMAX_MOST_RECENT = 1 } gl_fp8_amax_algo;
+
+void gl_fp8_scale_delayed(float *hist, float *scale, float *scale_inv, int n, int len,
+                          gl_fp8_amax_algo algo, int margin, gl_fp8_format f);
+void gl_fp8_scale_current(const float *amax, float *scale, float *scale_inv, int n,
+                          gl_fp8_format f);
+
+/* fp8_max / 2^margin in f32: what delayed scaling maps the amax to. */
+float gl_fp8_scaled_max(gl_fp8_format f, int margin);
+
+/* Stops the job (gl_die) unless an FP8 product (ops.h's gemm_fp8) of these
+ * shapes, formats and pointers can run on Hopper's tensor cores: m, n, k
+ * and ldc multiples of 16, ldc >= n, A, B and C 16-byte aligned, not both
+ * operands E5M2.  who names the caller in the message. */
+void gl_fp8_gemm_check(const char *who, int m, int n, int k, int ldc, gl_fp8_format fa,
+                       gl_fp8_format fb, const void *A, const void *B, const void *C);
+
 #ifdef __cplusplus
 }
 #endif

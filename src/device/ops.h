@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "comm/comm.h"
+#include "device/fp8.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -215,6 +216,99 @@ struct gl_ops {
      * buckets of the communication stream. */
     void (*p2p_wait_compute)(gl_dev *d);
     void (*compute_wait_p2p)(gl_dev *d);
+
+    /* ---- FP8 with per-tensor scales (Megatron's "delayed" and
+     * "tensorwise" recipes) ----
+     *
+     * An FP8 tensor is its bytes (uint8_t, E4M3 or E5M2 exactly as fp8.h
+     * defines them) and one f32 scale: q = fp8(x * scale), and q stands for
+     * decode(q) * scale_inv with scale_inv = 1 / scale.  Scales, their
+     * inverses and amaxes are f32 scalars in device memory that no op reads
+     * on the host, so FP8 adds no host synchronisation to an iteration.
+     * The CPU back end computes the same bits as the CUDA back end
+     * (quantization, amaxes, scales) and the same products up to fp32
+     * summation order.
+     *
+     * Layout of the products.  Hopper's FP8 tensor cores read both
+     * operands along k (cuBLASLt's "TN": in its column-major terms A
+     * transposed, B not), so gemm_fp8 has one form, C = A B^T with A [m, k]
+     * and B [n, k] row-major.  The three products of a linear layer
+     * Y = X W^T (X [t, in], W [out, in]) take these operands:
+     *     forward  Y [t, out]   = X W^T      A = X    [t, in]    B = W   [out, in]
+     *     dgrad    dX[t, in]    = dY W       A = dY   [t, out]   B = W^T [in, out]
+     *     wgrad    dW[out, in] += dY^T X     A = dY^T [out, t]   B = X^T [in, t]
+     * so X, W and dY are each quantized once into the orientations their
+     * products need, fp8_quantize's q and qt, in the same pass that takes
+     * their amax.  Every size (m, n, k: tokens, in, out) and ldc must be a
+     * multiple of 16 (16-byte rows), the buffers 16-byte aligned
+     * (allocations are), and E5M2 never meets E5M2 (the hardware has no
+     * such product: gradients are E5M2 and the other operand E4M3).  Both
+     * back ends stop the job otherwise (gl_fp8_gemm_check).
+     *
+     * One step of each recipe, for a tensor x with scale s:
+     *   delayed:    fp8_quantize(x, s) folds max|x| into row 0 of the amax
+     *               history (amax = hist + t); after the step (and the
+     *               history's row 0 all-reduced with MAX over the groups
+     *               that shard the tensors), fp8_scale_delayed rolls the
+     *               history and sets the scales of the next step.
+     *   tensorwise: fp8_amax(x) into amax[t] (then all-reduced with MAX),
+     *               fp8_scale_current, then fp8_quantize(x, s) with amax
+     *               NULL: two passes over x, the scale from x itself.
+     */
+
+    /* q[r, c] = fp8(x[r, c] * scale[0]) (q [rows, cols], row stride cols)
+     * and qt[c, r] = the same byte (qt [cols, rows], the transpose, row
+     * stride rows), for x [rows, cols] in act dtype, contiguous; either of
+     * q and qt may be NULL.  fp8() is gl_fp8_encode() of the f32 product:
+     * round to nearest even, saturation to the largest finite value, NaN
+     * to 0x7F.  amax (NULL: not taken): amax[0] = gl_fp8_amax_fold(amax[0],
+     * max |x|), so calls on several micro-batches accumulate, and a NaN in
+     * x makes it NaN; amax[0] must hold 0 or what such calls left there.
+     * One pass over x. */
+    void (*fp8_quantize)(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
+                         const void *x, int rows, int cols, const float *scale,
+                         gl_fp8_format f);
+
+    /* amax[0] = gl_fp8_amax_fold(amax[0], max |x|) over count act
+     * elements: the amax alone, for current scaling. */
+    void (*fp8_amax)(gl_dev *d, float *amax, const void *x, size_t count);
+
+    /* Delayed scaling of n tensors in one call: hist [len, n], scale [n],
+     * scale_inv [n], as gl_fp8_scale_delayed() in fp8.h says (TE's
+     * formulas: scale = fp8_max / 2^margin / amax, amax the max of the
+     * history or its newest entry, the old scale kept when that amax is 0
+     * or not finite; the history rolled, row 0 zeroed for the next step).
+     * One format per call (the forward tensors' and the gradients' apart
+     * under "hybrid"). */
+    void (*fp8_scale_delayed)(gl_dev *d, float *hist, float *scale,
+                              float *scale_inv, int n, int len,
+                              gl_fp8_amax_algo algo, int margin,
+                              gl_fp8_format f);
+
+    /* Current scaling of n tensors: scale[t] = fp8_max / amax[t] (1 when
+     * amax[t] is 0 or not finite), scale_inv[t] = 1 / scale[t]; see
+     * gl_fp8_scale_current(). */
+    void (*fp8_scale_current)(gl_dev *d, const float *amax, float *scale,
+                              float *scale_inv, int n, gl_fp8_format f);
+
+    /* C[m, n] = alpha (a_scale_inv[0] A)(b_scale_inv[0] B)^T + beta C with
+     * A [m, k] in format fa and B [n, k] in format fb, both row-major and
+     * contiguous (the layout above), C in ctype (act, or GL_DT_F32 for
+     * weight gradients accumulated in fp32 with beta = 1) with row stride
+     * ldc.  The scale_inv pointers are device f32 scalars; on CUDA
+     * 16-byte aligned ones are read in place, others are first copied by
+     * a one-thread kernel (cuBLASLt wants them aligned).  The products of FP8 values are exact and summed in fp32, then
+     * scaled by alpha a_scale_inv b_scale_inv.  fast_accum lets the CUDA
+     * back end use Hopper's fast accumulation
+     * (CUBLASLT_MATMUL_DESC_FAST_ACCUM: partial sums kept in the tensor
+     * core's reduced-precision accumulator, never promoted to fp32 along
+     * k; faster, less accurate, for forward products only, as Megatron
+     * does); the CPU ignores it. */
+    void (*gemm_fp8)(gl_dev *d, int m, int n, int k, float alpha,
+                     const uint8_t *A, gl_fp8_format fa,
+                     const float *a_scale_inv, const uint8_t *B,
+                     gl_fp8_format fb, const float *b_scale_inv, float beta,
+                     void *C, gl_dtype ctype, int ldc, int fast_accum);
 };
 
 struct gl_dev {

@@ -10,12 +10,14 @@
  */
 #include <config.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "device/fp8.h"
 #include "device/ops_cpu.h"
 
 /* The header before each block: its size, padded so that the block
@@ -275,6 +277,77 @@ static void cpu_stream_wait(gl_dev *d)
     (void)d;
 }
 
+/* ---- FP8: the exact emulation of fp8.c on fp32 act buffers ---- */
+
+static void cpu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
+                             const void *x, int rows, int cols,
+                             const float *scale, gl_fp8_format f)
+{
+    (void)d;
+    float a = gl_fp8_quantize_2d(q, qt, x, rows, cols, scale[0], f);
+    if (amax)
+        amax[0] = gl_fp8_amax_fold(amax[0], a);
+}
+
+static void cpu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
+{
+    (void)d;
+    const float *v = x;
+    float a = amax[0];
+    for (size_t i = 0; i < count; i++)
+        a = gl_fp8_amax_fold(a, fabsf(v[i]));
+    amax[0] = a;
+}
+
+static void cpu_fp8_scale_delayed(gl_dev *d, float *hist, float *scale,
+                                  float *scale_inv, int n, int len,
+                                  gl_fp8_amax_algo algo, int margin,
+                                  gl_fp8_format f)
+{
+    (void)d;
+    gl_fp8_scale_delayed(hist, scale, scale_inv, n, len, algo, margin, f);
+}
+
+static void cpu_fp8_scale_current(gl_dev *d, const float *amax, float *scale,
+                                  float *scale_inv, int n, gl_fp8_format f)
+{
+    (void)d;
+    gl_fp8_scale_current(amax, scale, scale_inv, n, f);
+}
+
+/* rows x k FP8 values decoded to floats (exact), in a new array. */
+static float *fp8_decoded(const uint8_t *q, int rows, int k, gl_fp8_format f)
+{
+    size_t count = (size_t)rows * k;
+    float *v = gl_malloc(count * sizeof *v);
+    for (size_t i = 0; i < count; i++)
+        v[i] = gl_fp8_decode(q[i], f);
+    return v;
+}
+
+/* The decoded operands multiplied by CBLAS in fp32, the two scales and
+ * alpha applied to the sums as cuBLASLt's epilogue applies them.  Fast
+ * accumulation is a GPU's trade of accuracy for speed: not emulated. */
+static void cpu_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
+                         const uint8_t *A, gl_fp8_format fa,
+                         const float *a_scale_inv, const uint8_t *B,
+                         gl_fp8_format fb, const float *b_scale_inv,
+                         float beta, void *C, gl_dtype ctype, int ldc,
+                         int fast_accum)
+{
+    (void)d, (void)fast_accum;
+    gl_fp8_gemm_check("gemm_fp8 on the CPU device", m, n, k, ldc, fa, fb, A,
+                      B, C);
+    if (ctype != GL_DT_F32)
+        gl_die("gemm_fp8 on the CPU device: output dtype %s is not fp32; the "
+               "CPU back end computes everything in fp32", gl_dtype_name(ctype));
+    float *a = fp8_decoded(A, m, k, fa), *b = fp8_decoded(B, n, k, fb);
+    float factor = alpha * a_scale_inv[0] * b_scale_inv[0];
+    gl_cpu_gemm_f32(0, 1, m, n, k, factor, a, k, b, k, beta, C, ldc);
+    free(a);
+    free(b);
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -314,4 +387,9 @@ const gl_ops gl_ops_cpu = {
     .compute_wait_comm = cpu_stream_wait,
     .p2p_wait_compute = cpu_stream_wait,
     .compute_wait_p2p = cpu_stream_wait,
+    .fp8_quantize = cpu_fp8_quantize,
+    .fp8_amax = cpu_fp8_amax,
+    .fp8_scale_delayed = cpu_fp8_scale_delayed,
+    .fp8_scale_current = cpu_fp8_scale_current,
+    .gemm_fp8 = cpu_gemm_fp8,
 };

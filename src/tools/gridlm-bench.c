@@ -5,6 +5,7 @@
  *     gridlm-bench gemm      [OPTIONS]   matrix products through ops.h
  *     gridlm-bench comm      [OPTIONS]   collectives through comm.h
  *     gridlm-bench attention [OPTIONS]   causal attention through ops.h
+ *     gridlm-bench fp8       [OPTIONS]   FP8 products and quantization
  *
  * Thin by design: read the command line, start the job, open the device
  * (and for comm the grid's groups), run the benchmark, stop.
@@ -179,6 +180,16 @@ static const gl_option attn_table[] = {
     {0},
 };
 
+static const gl_option fp8_table[] = {
+    {.name = "shapes", .kind = GL_OPT_DUP, .offset = OFF(shapes), .metavar = "LIST",
+     .group = "FP8", .help = "MxNxK or N (square), multiples of 16, comma-separated: "
+     "C[m,n] = A[m,k] B[n,k]^T",
+     .defstr = "cpu: 64,32x48x80; cuda: 8192 and the 1.5B model's QKV, gate+up and down "
+     "products at 8192 tokens"},
+    COMMON_ROWS,
+    {0},
+};
+
 static const subcommand subcommands[] = {
     {"gemm", "Matrix-product throughput through the device's gemm (TFLOP/s; GFLOP/s on the CPU)",
      gl_bench_gemm, gemm_table},
@@ -186,6 +197,8 @@ static const subcommand subcommands[] = {
      "(nccl-tests' algbw and busbw)", gl_bench_comm, comm_table},
     {"attention", "Causal attention forward and backward throughput (FlashAttention's FLOP "
      "count)", gl_bench_attention, attn_table},
+    {"fp8", "FP8 products against the act-dtype product (TFLOP/s), and FP8 quantization "
+     "(GB/s)", gl_bench_fp8, fp8_table},
 };
 #define NSUB ((int)(sizeof subcommands / sizeof subcommands[0]))
 
@@ -215,6 +228,8 @@ static void check_opts(const gl_bench_opts *o)
     }
     if (current->run == gl_bench_gemm)
         gl_bench_gemm_validate(o);
+    if (current->run == gl_bench_fp8)
+        gl_bench_fp8_validate(o);
     if (current->run == gl_bench_attention) {
         gl_bench_list_check("passes", o->passes, passes);
         gl_bench_attention_validate(o);
@@ -243,7 +258,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], subcommands[i].name))
             current = &subcommands[i];
     if (!current)
-        gl_die_code(2, "unknown subcommand '%s': use gemm, comm or attention (see --help)",
+        gl_die_code(2, "unknown subcommand '%s': use gemm, comm, attention or fp8 (see --help)",
                     argv[1]);
 
     defaults(&o);

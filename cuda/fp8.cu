@@ -1,0 +1,383 @@
+/*
+ * fp8.cu: FP8 quantization and per-tensor scales (ops.h's fp8_quantize,
+ * fp8_amax, fp8_scale_delayed, fp8_scale_current), bit for bit what
+ * src/device/fp8.c computes on the host.  The FP8 products themselves are
+ * in gemm.cu.
+ *
+ * Exactness under --use_fast_math.  The back end is compiled with
+ * -ftz=true -prec-div=false, under which plain f32 arithmetic flushes
+ * subnormals to zero (in comparisons too) and '/' is approximate.  Where
+ * the bits must match the host's:
+ *   - x * scale is PTX mul.rn.f32 without .ftz: one IEEE rounding to
+ *     nearest, subnormals kept, as the host's float product;
+ *   - divisions are div.rn.f32 without .ftz: IEEE, as the host's '/';
+ *   - amaxes are compared as integers: the bits of a float with the sign
+ *     clear order as its value (subnormals included, where a flushed
+ *     comparison would see zero), and every such NaN lies above
+ *     +infinity, so the largest bit pattern is the amax with NaN winning;
+ *   - float -> FP8 is cuda_fp8.h's __nv_cvt_float*_to_fp8*, the hardware's
+ *     cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 on sm_89 and later (a software
+ *     rounding before): round to nearest even, saturate to the largest
+ *     finite value, NaN to 0x7F, which is gl_fp8_encode().
+ */
+#include "config.h"
+
+#include <float.h>
+#include <cuda_fp8.h>
+
+#include "gl_cuda.h"
+#include "vec.cuh"
+#include "warp.cuh"
+
+/* ---- exact arithmetic (see the top of the file) ---- */
+
+__device__ __forceinline__ float mul_rn(float a, float b)
+{
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+__device__ __forceinline__ float div_rn(float a, float b)
+{
+    float r;
+    asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+/* Bits of |v|: an amax in the integer order above. */
+__device__ __forceinline__ unsigned abs_bits(float v)
+{
+    return __float_as_uint(v) & 0x7FFFFFFFu;
+}
+
+/* A value is a usable amax, finite and > 0, when its bits, sign clear,
+ * lie strictly between those of 0 and of +infinity. */
+__device__ __forceinline__ bool amax_usable(unsigned u)
+{
+    return u != 0 && u < 0x7F800000u;
+}
+
+/* max of two amaxes by their bits, for block_reduce. */
+struct op_amax {
+    __device__ float operator()(float a, float b) const
+    {
+        return __uint_as_float(max(__float_as_uint(a), __float_as_uint(b)));
+    }
+};
+
+/* amax[0] = the larger of amax[0] and a (bits of a non-negative value or
+ * NaN).  As signed integers, a's bits are >= 0 and compare as above, and
+ * whatever amax[0] holds that is negative loses, as on the host. */
+__device__ __forceinline__ void amax_fold_global(float *amax, unsigned a)
+{
+    atomicMax((int *)amax, (int)a);
+}
+
+/* The scale that maps amax a (usable) to top: an IEEE quotient, FLT_MAX
+ * where it overflows. */
+__device__ __forceinline__ float scale_for(float top, float a)
+{
+    float s = div_rn(top, a);
+    return __float_as_uint(s) == 0x7F800000u ? FLT_MAX : s;
+}
+
+/* ---- quantization ---- */
+
+template <int FMT>
+__device__ __forceinline__ __nv_fp8_interpretation_t interp()
+{
+    return FMT == GL_FP8_E4M3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+/* b[j] = fp8(f[j] * s) for W values; pairs go through one conversion. */
+template <int W, int FMT>
+__device__ __forceinline__ void encode(uint8_t (&b)[W], const float (&f)[W],
+                                       float s)
+{
+    if constexpr (W % 2 == 0) {
+#pragma unroll
+        for (int j = 0; j < W; j += 2) {
+            float2 p = make_float2(mul_rn(f[j], s), mul_rn(f[j + 1], s));
+            __nv_fp8x2_storage_t two =
+                __nv_cvt_float2_to_fp8x2(p, __NV_SATFINITE, interp<FMT>());
+            b[j] = (uint8_t)(two & 0xFF);         /* p.x in the low byte */
+            b[j + 1] = (uint8_t)(two >> 8);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < W; j++)
+            b[j] = __nv_cvt_float_to_fp8(mul_rn(f[j], s), __NV_SATFINITE,
+                                         interp<FMT>());
+    }
+}
+
+/* W bytes to p: one 8- or 16-byte store when W is 8 or 16. */
+template <int W>
+__device__ __forceinline__ void store_bytes(uint8_t *p, const uint8_t (&b)[W])
+{
+    if constexpr (W == 8 || W == 16) {
+        union { uint8_t b[W]; uint2 u2; uint4 u4; } w;
+#pragma unroll
+        for (int j = 0; j < W; j++)
+            w.b[j] = b[j];
+        if constexpr (W == 8)
+            *(uint2 *)p = w.u2;
+        else
+            *(uint4 *)p = w.u4;
+    } else {
+#pragma unroll
+        for (int j = 0; j < W; j++)
+            p[j] = b[j];
+    }
+}
+
+#define TILE 64          /* a block quantizes a TILE x TILE tile of x */
+#define Q_THREADS 256
+
+/*
+ * One TILE x TILE tile of x [rows, cols] per block, in two passes:
+ *   1. along rows: each thread takes chunks of RW consecutive elements of a
+ *      row (RW = 8: one 16-byte load), scales and rounds them, writes the
+ *      bytes to q, keeps them in the shared tile, and folds |x| into its
+ *      amax;
+ *   2. along columns (qt only): each thread takes CW consecutive bytes of
+ *      one tile column (rows r .. r+CW-1) from the shared tile and writes
+ *      them as one run of qt's row c (CW = 16: one 16-byte store).
+ *      Threads next to each other take neighbouring columns, so a warp
+ *      reads 32 consecutive bytes of a tile row: no bank conflicts.
+ * Then the block's amax (a block reduction of the bit patterns) is folded
+ * into amax[0] with one atomic max: max is exact in any order, so the
+ * result does not depend on which block comes first.
+ * RW = 8 and CW = 16 need cols % 8 == 0, rows % 16 == 0 and aligned
+ * buffers (then a chunk is wholly inside x or wholly outside); RW = CW = 1
+ * is the fallback for any shape.
+ */
+template <int RW, int CW, int FMT>
+__global__ void __launch_bounds__(Q_THREADS)
+quantize_kernel(uint8_t *q, uint8_t *qt, float *amax, const bf16 *x,
+                int rows, int cols, const float *scale)
+{
+    __shared__ __align__(16) uint8_t tile[TILE][TILE];   /* 8-byte row stores */
+    const float s = *scale;
+    const int r0 = blockIdx.y * TILE, c0 = blockIdx.x * TILE;
+    unsigned am = 0;
+
+    for (int i = threadIdx.x; i < TILE * TILE / RW; i += Q_THREADS) {
+        int r = i / (TILE / RW), c = i % (TILE / RW) * RW;
+        if (r0 + r >= rows || c0 + c >= cols)
+            continue;
+        size_t at = (size_t)(r0 + r) * cols + c0 + c;
+        float f[RW];
+        load_bf16<RW>(f, x + at);
+        uint8_t b[RW];
+        encode<RW, FMT>(b, f, s);
+#pragma unroll
+        for (int j = 0; j < RW; j++)
+            am = max(am, abs_bits(f[j]));
+        if (q)
+            store_bytes<RW>(q + at, b);
+        if (qt)
+            store_bytes<RW>(&tile[r][c], b);
+    }
+
+    if (qt) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < TILE * TILE / CW; i += Q_THREADS) {
+            int c = i % TILE, r = i / TILE * CW;
+            if (r0 + r >= rows || c0 + c >= cols)
+                continue;
+            uint8_t b[CW];
+#pragma unroll
+            for (int j = 0; j < CW; j++)
+                b[j] = tile[r + j][c];
+            store_bytes<CW>(qt + (size_t)(c0 + c) * rows + r0 + r, b);
+        }
+    }
+
+    if (amax) {
+        float m = block_reduce<Q_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+        if (threadIdx.x == 0)
+            amax_fold_global(amax, __float_as_uint(m));
+    }
+}
+
+template <int FMT>
+static void quantize_launch(cudaStream_t st, uint8_t *q, uint8_t *qt,
+                            float *amax, const bf16 *x, int rows, int cols,
+                            const float *scale)
+{
+    dim3 grid((cols + TILE - 1) / TILE, (rows + TILE - 1) / TILE);
+    uintptr_t qa = (uintptr_t)q, ta = (uintptr_t)qt;
+    bool vec = cols % 8 == 0 && rows % 16 == 0 && gl_vec8_ok(cols, x) &&
+               qa % 8 == 0 && ta % 16 == 0;
+    if (vec)
+        quantize_kernel<8, 16, FMT><<<grid, Q_THREADS, 0, st>>>(
+            q, qt, amax, x, rows, cols, scale);
+    else
+        quantize_kernel<1, 1, FMT><<<grid, Q_THREADS, 0, st>>>(
+            q, qt, amax, x, rows, cols, scale);
+    GL_CUDA_LAUNCHED("fp8 quantize");
+}
+
+void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
+                          float *amax, const bf16 *x, int rows, int cols,
+                          const float *scale, gl_fp8_format f)
+{
+    if (rows <= 0 || cols <= 0 || (!q && !qt && !amax))
+        return;
+    if ((rows + TILE - 1) / TILE > 65535)
+        gl_die("fp8_quantize: %d rows; at most %d in one call", rows,
+               65535 * TILE);
+    if (f == GL_FP8_E4M3)
+        quantize_launch<GL_FP8_E4M3>(st, q, qt, amax, x, rows, cols, scale);
+    else
+        quantize_launch<GL_FP8_E5M2>(st, q, qt, amax, x, rows, cols, scale);
+}
+
+/* ---- amax alone ---- */
+
+#define A_THREADS 256
+
+/* max |x_i| over a grid-stride share of n, V elements at a time, folded
+ * into amax[0] per block as in quantize_kernel. */
+template <int V>
+__global__ void __launch_bounds__(A_THREADS)
+amax_kernel(float *amax, const bf16 *x, size_t n)
+{
+    unsigned am = 0;
+    for (size_t i = (blockIdx.x * (size_t)A_THREADS + threadIdx.x) * V; i < n;
+         i += (size_t)gridDim.x * A_THREADS * V) {
+        float f[V];
+        load_bf16<V>(f, x + i);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            am = max(am, abs_bits(f[j]));
+    }
+    float m = block_reduce<A_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+    if (threadIdx.x == 0)
+        amax_fold_global(amax, __float_as_uint(m));
+}
+
+void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n)
+{
+    if (!n)
+        return;
+    if (n % 8 == 0 && gl_vec8_ok(8, x)) {
+        unsigned blocks = gl_cuda_grid((n + 7) / 8, A_THREADS);
+        amax_kernel<8><<<blocks > 2048 ? 2048 : blocks, A_THREADS, 0, st>>>(
+            amax, x, n);
+    } else {
+        unsigned blocks = gl_cuda_grid(n, A_THREADS);
+        amax_kernel<1><<<blocks > 2048 ? 2048 : blocks, A_THREADS, 0, st>>>(
+            amax, x, n);
+    }
+    GL_CUDA_LAUNCHED("fp8 amax");
+}
+
+/* ---- scales ---- */
+
+#define S_THREADS 256
+
+/*
+ * Delayed scaling of tensor t = blockIdx.x, column t of hist [len, n]
+ * (gl_fp8_scale_delayed in fp8.h):
+ *   - the column's max, NaN and negative entries skipped (fmaxf's rule
+ *     from 0), as integers: bits at most those of +infinity are exactly
+ *     the non-negative non-NaN values;
+ *   - the roll h'[i] = h[i+1], h'[len-1] = h[0], h'[0] = 0, in place, a
+ *     block's worth at a time: each thread reads its h[i+1], the block
+ *     meets at a barrier, each writes its h'[i].  Chunk k writes entries
+ *     below (k+1) * S_THREADS, which only chunk k read, and reads entries
+ *     above, which nobody has written yet;
+ *   - thread 0 then sets the scale and its inverse.
+ */
+__global__ void __launch_bounds__(S_THREADS)
+scale_delayed_kernel(float *hist, float *scale, float *scale_inv, int n,
+                     int len, int most_recent, float top)
+{
+    const int t = blockIdx.x;
+    float *h = hist + t;
+    const float newest = h[0];
+    unsigned am = 0;
+    for (int i = threadIdx.x; i < len; i += S_THREADS) {
+        unsigned u = __float_as_uint(h[(size_t)i * n]);
+        if (u <= 0x7F800000u)
+            am = max(am, u);
+    }
+    am = __float_as_uint(block_reduce<S_THREADS>(__uint_as_float(am),
+                                                 op_amax(), 0.0f));
+
+    for (int off = 0; off < len; off += S_THREADS) {
+        int i = off + threadIdx.x;
+        float v = 0;
+        if (i < len)
+            v = i < len - 1 ? h[(size_t)(i + 1) * n] : newest;
+        __syncthreads();
+        if (i < len)
+            h[(size_t)i * n] = i > 0 ? v : 0.0f;
+    }
+
+    if (threadIdx.x == 0) {
+        unsigned a = most_recent ? __float_as_uint(newest) : am;
+        float s = scale[t];
+        if (amax_usable(a))
+            s = scale_for(top, __uint_as_float(a));
+        scale[t] = s;
+        scale_inv[t] = div_rn(1.0f, s);
+    }
+}
+
+/* Current scaling: one thread per tensor (gl_fp8_scale_current). */
+__global__ void scale_current_kernel(const float *amax, float *scale,
+                                     float *scale_inv, int n, float top)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n;
+         t += gridDim.x * blockDim.x) {
+        unsigned a = __float_as_uint(amax[t]);
+        float s = amax_usable(a) ? scale_for(top, __uint_as_float(a)) : 1.0f;
+        scale[t] = s;
+        scale_inv[t] = div_rn(1.0f, s);
+    }
+}
+
+/* Two scalars moved, not computed: their bits, subnormals included. */
+__global__ void stage_scales_kernel(float *dst, const float *a, const float *b)
+{
+    dst[0] = a[0];
+    dst[4] = b[0];
+}
+
+void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
+                              const float *b)
+{
+    stage_scales_kernel<<<1, 1, 0, st>>>(dst, a, b);
+    GL_CUDA_LAUNCHED("fp8 stage_scales");
+}
+
+void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
+                               float *scale_inv, int n, int len,
+                               gl_fp8_amax_algo algo, int margin,
+                               gl_fp8_format f)
+{
+    if (n <= 0)
+        return;
+    if (len < 1)
+        gl_die("fp8_scale_delayed: an amax history of length %d; it needs at "
+               "least 1 entry", len);
+    scale_delayed_kernel<<<n, S_THREADS, 0, st>>>(
+        hist, scale, scale_inv, n, len, algo == GL_FP8_AMAX_MOST_RECENT,
+        gl_fp8_scaled_max(f, margin));
+    GL_CUDA_LAUNCHED("fp8 scale_delayed");
+}
+
+void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
+                               float *scale, float *scale_inv, int n,
+                               gl_fp8_format f)
+{
+    if (n <= 0)
+        return;
+    scale_current_kernel<<<gl_cuda_grid(n, 128), 128, 0, st>>>(
+        amax, scale, scale_inv, n, gl_fp8_max(f));
+    GL_CUDA_LAUNCHED("fp8 scale_current");
+}
