@@ -26,18 +26,8 @@
 #include "base/rng.h"
 #include "model/model.h"
 #include "tap.h"
+#include "model-cfg.h"
 
-/* What a model is built from: no training configuration. */
-typedef struct {
-    gl_arch arch;
-    gl_layout layout;
-} model_cfg;
-
-static void model_cfg_defaults(model_cfg *c)
-{
-    gl_arch_defaults(&c->arch);
-    gl_layout_defaults(&c->layout);
-}
 
 static void test_rng(void)
 {

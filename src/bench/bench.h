@@ -102,6 +102,16 @@ const char *const *gl_bench_comm_groups(void);
  * the option on a bad item.  Returns the count; *out is gl_malloc'd. */
 int gl_bench_parse_sizes(const char *opt, const char *list, long **out);
 
+/* One product's shape, m x n x k. */
+typedef struct { long m, n, k; } gl_bench_shape;
+
+/* --shapes LIST: "MxNxK" or "N" (N x N x N), comma-separated, each size
+ * a multiple of `multiple` and at most `limit`; *out (malloc'd) gets the
+ * shapes, the count is returned.  Dies (exit 2) naming the item; kind
+ * ("" or " of FP8 products") says what the shapes are for. */
+int gl_bench_parse_shapes(const char *list, long multiple, long limit, const char *kind,
+                          gl_bench_shape **out);
+
 /* One size with a binary suffix; dies naming opt when it is not one. */
 long gl_bench_parse_size(const char *opt, const char *s);
 

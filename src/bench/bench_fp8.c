@@ -72,38 +72,11 @@ static void run_quant(void *arg)
                             GL_FP8_E4M3);
 }
 
-/* "MxNxK" or "N", comma-separated, each a multiple of 16 (FP8's rows). */
-static int parse_shapes(const char *list, long (**out)[3])
-{
-    char *copy = gl_strdup(list), *save = NULL;
-    int n = 0;
-    long (*v)[3] = gl_malloc((strlen(list) + 1) * sizeof *v);   /* > the items */
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long a, b, c;
-        char tail;
-        int got = sscanf(tok, "%ldx%ldx%ld%c", &a, &b, &c, &tail);
-        if (got == 1 && !strchr(tok, 'x'))
-            b = c = a, got = 3;
-        if (got != 3 || a <= 0 || b <= 0 || c <= 0 || a % 16 || b % 16 || c % 16 ||
-            a > 1L << 18 || b > 1L << 18 || c > 1L << 18)
-            gl_die_code(2, "--shapes '%s': '%s' is not a shape of FP8 products: give MxNxK "
-                        "(e.g. 8192x3072x2048) or N, multiples of 16 up to %ld, "
-                        "comma-separated", list, tok, 1L << 18);
-        v[n][0] = a, v[n][1] = b, v[n][2] = c;
-        n++;
-    }
-    free(copy);
-    if (!n)
-        gl_die_code(2, "--shapes '%s' lists nothing: give MxNxK or N, comma-separated", list);
-    *out = v;
-    return n;
-}
-
 void gl_bench_fp8_validate(const gl_bench_opts *o)
 {
-    long (*sh)[3];
+    gl_bench_shape *sh;
     if (o->shapes) {
-        parse_shapes(o->shapes, &sh);
+        gl_bench_parse_shapes(o->shapes, 16, 1L << 18, " of FP8 products", &sh);
         free(sh);
     }
 }
@@ -177,8 +150,9 @@ void gl_bench_fp8(gl_bench_ctx *ctx)
 {
     const gl_bench_opts *o = ctx->o;
     gl_dev *d = ctx->dev;
-    long (*sh)[3];
-    int ns = parse_shapes(o->shapes ? o->shapes : d->index < 0 ? SHAPES_CPU : SHAPES_GPU, &sh);
+    gl_bench_shape *sh;
+    int ns = gl_bench_parse_shapes(o->shapes ? o->shapes : d->index < 0 ? SHAPES_CPU : SHAPES_GPU, 16,
+                                   1L << 18, " of FP8 products", &sh);
     int cpu = d->index < 0;
     double u = cpu ? 1e3 : 1;           /* GFLOP/s on the CPU */
     char dn[32];
@@ -200,7 +174,7 @@ void gl_bench_fp8(gl_bench_ctx *ctx)
     }
 
     for (int s = 0; s < ns; s++) {
-        long m = sh[s][0], n = sh[s][1], k = sh[s][2];
+        long m = sh[s].m, n = sh[s].n, k = sh[s].k;
         fp8_call g = {.d = d, .m = (int)m, .n = (int)n, .k = (int)k};
         g.A = d->ops->alloc(d, (size_t)m * k * d->act_bytes);
         g.B = d->ops->alloc(d, (size_t)n * k * d->act_bytes);

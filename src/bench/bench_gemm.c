@@ -48,7 +48,6 @@
 #define SHAPES_GPU "1024,2048,4096,8192,8192x6144x4096,8192x4096x4096," \
                    "8192x28672x4096,8192x4096x14336"
 
-typedef struct { long m, n, k; } shape;
 
 /* One call's arguments, for gl_bench_time(). */
 typedef struct {
@@ -64,33 +63,6 @@ static void run_gemm(void *arg)
     gemm_call *g = arg;
     g->d->ops->gemm(g->d, g->ta, g->tb, g->m, g->n, g->k, 1.0f, g->A, g->lda, g->B,
                     g->ldb, g->beta, g->C, g->ctype, g->ldc);
-}
-
-/* "MxNxK" or "N" (N x N x N), comma-separated. */
-static int parse_shapes(const char *list, shape **out)
-{
-    char *copy = gl_strdup(list), *save = NULL;
-    int n = 0, cap = 8;
-    shape *v = gl_malloc(cap * sizeof *v);
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long a, b, c;
-        char tail;
-        int got = sscanf(tok, "%ldx%ldx%ld%c", &a, &b, &c, &tail);
-        if (got == 1 && !strchr(tok, 'x'))
-            b = c = a, got = 3;
-        if (got != 3 || a <= 0 || b <= 0 || c <= 0 || a > 1L << 20 || b > 1L << 20 ||
-            c > 1L << 20)
-            gl_die_code(2, "--shapes '%s': '%s' is not a shape: give MxNxK (e.g. "
-                        "8192x4096x4096) or N for a square, comma-separated", list, tok);
-        if (n == cap)
-            v = gl_realloc(v, (cap *= 2) * sizeof *v);
-        v[n++] = (shape){a, b, c};
-    }
-    free(copy);
-    if (!n)
-        gl_die_code(2, "--shapes '%s' lists nothing: give MxNxK or N, comma-separated", list);
-    *out = v;
-    return n;
 }
 
 /* Element (i, l) of op(X), X stored row-major as [rows, cols] = op(X) or
@@ -431,9 +403,9 @@ void gl_bench_gemm_validate(const gl_bench_opts *o)
         llama_validate(o);
         return;
     }
-    shape *sh;
+    gl_bench_shape *sh;
     if (o->shapes) {
-        parse_shapes(o->shapes, &sh);
+        gl_bench_parse_shapes(o->shapes, 1, 1L << 20, "", &sh);
         free(sh);
     }
 }
@@ -446,8 +418,9 @@ void gl_bench_gemm(gl_bench_ctx *ctx)
     }
     const gl_bench_opts *o = ctx->o;
     gl_dev *d = ctx->dev;
-    shape *sh;
-    int ns = parse_shapes(o->shapes ? o->shapes : d->index < 0 ? SHAPES_CPU : SHAPES_GPU, &sh);
+    gl_bench_shape *sh;
+    int ns = gl_bench_parse_shapes(o->shapes ? o->shapes : d->index < 0 ? SHAPES_CPU : SHAPES_GPU, 1,
+                                   1L << 20, "", &sh);
     int ta = o->layout == GL_BENCH_TN, tb = o->layout == GL_BENCH_NT;
     int bf16 = d->act == GL_DT_BF16;
     gl_dtype ctype = o->out_f32 ? GL_DT_F32 : d->act;

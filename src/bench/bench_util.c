@@ -235,3 +235,35 @@ const char *gl_bench_dev_name(const gl_dev *d, char *buf, size_t n)
         snprintf(buf, n, "cuda:%d", d->index);
     return buf;
 }
+
+int gl_bench_parse_shapes(const char *list, long multiple, long limit, const char *kind,
+                          gl_bench_shape **out)
+{
+    char *copy = gl_strdup(list), *save = NULL;
+    int n = 0, cap = 8;
+    gl_bench_shape *v = gl_malloc(cap * sizeof *v);
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long a, b, c;
+        char tail;
+        int got = sscanf(tok, "%ldx%ldx%ld%c", &a, &b, &c, &tail);
+        if (got == 1 && !strchr(tok, 'x'))
+            b = c = a, got = 3;
+        if (got != 3 || a <= 0 || b <= 0 || c <= 0 || a % multiple || b % multiple ||
+            c % multiple || a > limit || b > limit || c > limit) {
+            char rule[96] = "";
+            if (multiple > 1)
+                snprintf(rule, sizeof rule, ", multiples of %ld up to %ld", multiple, limit);
+            gl_die_code(2, "--shapes '%s': '%s' is not a shape%s: give MxNxK (e.g. "
+                        "8192x3072x2048) or N for a square%s, comma-separated", list, tok,
+                        kind, rule);
+        }
+        if (n == cap)
+            v = gl_realloc(v, (cap *= 2) * sizeof *v);
+        v[n++] = (gl_bench_shape){a, b, c};
+    }
+    free(copy);
+    if (!n)
+        gl_die_code(2, "--shapes '%s' lists nothing: give MxNxK or N, comma-separated", list);
+    *out = v;
+    return n;
+}

@@ -1,19 +1,20 @@
-# src/model: the Llama decoder of one rank -- parameter table and flat
-# layout (plan.c), buffers, initial weights and RoPE tables (model.c), and
-# the forward/backward passes (layer.c), written against ops.h and comm.h.
-libgridlm_a_SOURCES += %reldir%/model.h %reldir%/plan.c %reldir%/model.c \
+# src/model: the Llama decoder of one rank -- how it is laid out
+# (layout.h), parameter table and flat layout (plan.c), buffers, initial
+# weights and RoPE tables (model.c), and the forward/backward passes
+# (layer.c), written against ops.h and comm.h.
+libgridlm_a_SOURCES += %reldir%/model.h %reldir%/layout.h %reldir%/plan.c %reldir%/model.c \
 	%reldir%/layer.c
 
 # The model against an independent double-precision forward and against
 # finite differences of its loss (one rank, CPU device).
 check_PROGRAMS += t/model-grad.t
-t_model_grad_t_SOURCES = t/model-grad.c t/model-ref.h
+t_model_grad_t_SOURCES = t/model-grad.c t/model-ref.h t/model-cfg.h
 t_model_grad_t_LDADD = $(TAP_LIBS)
 TESTS += t/model-grad.t
 
 # The counter-based RNG and the parameter table of every rank of a layout.
 check_PROGRAMS += t/model-plan.t
-t_model_plan_t_SOURCES = t/model-plan.c
+t_model_plan_t_SOURCES = t/model-plan.c t/model-cfg.h
 t_model_plan_t_LDADD = $(TAP_LIBS)
 TESTS += t/model-plan.t
 
