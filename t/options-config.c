@@ -453,6 +453,11 @@ static void test_refusals(void)
             "--pipeline-model-parallel-size 2", "--global-batch-size 4");
     REFUSED(BASE "--train-iters-x", 0, "unknown option --train-iters-x",
             "did you mean --train-iters?");
+    REFUSED(BASE "--world-size 4", 0, "--world-size 4 needs --dry-run",
+            "add --dry-run, or drop --world-size");
+    REFUSED("--dry-run --world-size 4 --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+            "--seq-length 8 --tokenizer-model tokenizer.json", 0,
+            "--world-size 4 plans without reading the tokenizer", "--vocab-size N");
 }
 
 static void test_warnings(void)
