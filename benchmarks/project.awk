@@ -3,18 +3,21 @@
 # to project to larger machines.  The method and every formula are in
 # benchmarks/projection.md; run it through project.sh.
 #
-#   awk -f project.awk -v calib=results.csv -v sweeps="a.sweep b.sweep" \
+#   awk -f project.awk -v train=gridlm-train -v calib=results.csv -v sweeps="a.sweep b.sweep" \
 #       -v achieved= -v peak=989.4 -v gpn=8 -v nvl=360 -v nvl_lat=50 \
 #       -v ib=50 -v ib_lat=20 -v hbm=3000 -v dp_overlap=1 -v tp_overlap=0 \
 #       -v calib_run= -v csv=0
 #
 # Everything happens in BEGIN: the measured CSV (sweep.sh's results.csv)
 # and the sweep files (NAME GPUS FLAGS... per line, sweep.sh's syntax)
-# are read with getline.  Each run's shape and layout come from its
-# gridlm-train flags, parsed the way gridlm-train reads them (a --model
-# preset first, then the explicit flags).  Units: seconds, bytes, bytes
-# per second; bandwidth options are GB/s (1e9 bytes/s), latencies in us.
-# Needs only POSIX awk (mawk and gawk both work).
+# are read with getline.  Each run's model, layout, FLOPs and parameters
+# come from gridlm-train itself (-v train=PROG): its dry run for the run's
+# GPU count, `gridlm-train --dry-run --world-size GPUS FLAGS...`, prints
+# them as key=value lines (src/train/run_plan.h), so the presets,
+# defaults, checks and counts are the program's, not copies.  Units:
+# seconds, bytes, bytes per second; bandwidth options are GB/s (1e9
+# bytes/s), latencies in us.  Needs only POSIX awk (mawk and gawk both
+# work).
 
 function die(msg) {
     printf "project.sh: error: %s\n", msg > "/dev/stderr"
@@ -26,156 +29,75 @@ function note(msg) { printf "project.sh: %s\n", msg > "/dev/stderr" }
 function min(a, b) { return a < b ? a : b }
 function max(a, b) { return a > b ? a : b }
 
-# ---- shapes and flags ------------------------------------------------------
+# ---- the run, from gridlm-train --------------------------------------------
 
-# The presets of gridlm-train --model (src/train/config.c): layers,
-# hidden, FFN, heads, query groups, vocabulary, sequence, untied.
-function preset(C, name) {
-    if (name == "llama3-8b")        set_shape(C, 32, 4096, 14336, 32, 8, 128256, 8192, 1)
-    else if (name == "llama3-70b")  set_shape(C, 80, 8192, 28672, 64, 8, 128256, 8192, 1)
-    else if (name == "llama3.2-1b") set_shape(C, 16, 2048, 8192, 32, 8, 128256, 8192, 0)
-    else if (name == "tiny")        set_shape(C, 4, 64, 176, 8, 4, 512, 64, 1)
-    else die("run " RUN ": --model '" name "' is not a known preset: use llama3-8b, " \
-             "llama3-70b, llama3.2-1b or tiny, or give --num-layers, --hidden-size, ...")
+# s as one word of a sh command line.
+function shq(s) {
+    gsub(/'/, "'\\''", s)
+    return "'" s "'"
 }
 
-function set_shape(C, L, h, F, a, g, V, s, untie) {
-    C["layers"] = L; C["hidden"] = h; C["ffn"] = F; C["heads"] = a; C["groups"] = g
-    C["vocab"] = V; C["seq"] = s; C["untie"] = untie; C["kvch"] = ""
+# The plan of `gridlm-train --dry-run --world-size GPUS FLAGS` into K
+# (key -> value; the keys are in src/train/run_plan.h).  Each command line
+# runs once; when gridlm-train refuses the run, its message stops here.
+function dry_run(K, gpus, flags,    id, cmd, n, w, i, at, line, status, err, other, text) {
+    split("", K)
+    id = gpus " " flags
+    if (!(id in plans)) {
+        cmd = shq(train) " --dry-run --world-size " gpus
+        n = split(flags, w, /[ \t]+/)
+        for (i = 1; i <= n; i++) if (w[i] != "") cmd = cmd " " shq(w[i])
+        cmd = cmd " 2>&1; echo \"#exit $?\""
+        status = ""; err = ""; other = ""; text = ""
+        while ((cmd | getline line) > 0) {
+            if (line ~ /^#exit [0-9]+$/) status = substr(line, 7) + 0
+            else if (line ~ /^[a-z0-9_]+=/) text = text line "\n"
+            else if (err == "" && (at = index(line, ": error: ")) > 0) err = substr(line, at + 9)
+            else if (other == "") other = line
+        }
+        close(cmd)
+        if (status != 0)
+            die("run " RUN ": " (err != "" ? err : other != "" ? other : \
+                "gridlm-train (" train ") did not run"))
+        plans[id] = text
+    }
+    n = split(plans[id], w, "\n")
+    for (i = 1; i <= n; i++)
+        if ((at = index(w[i], "=")) > 0) K[substr(w[i], 1, at - 1)] = substr(w[i], at + 1)
 }
 
-# The flags of the model that matter here; the others (--lr, --mock-data,
-# --train-iters, ...) are accepted and ignored.
-function is_value_flag(f) {
-    return f ~ /^(model|num-layers|hidden-size|ffn-hidden-size|num-attention-heads|num-query-groups|kv-channels|seq-length|vocab-size|make-vocab-size-divisible-by|tensor-model-parallel-size|pipeline-model-parallel-size|num-layers-per-virtual-pipeline-stage|context-parallel-size|expert-model-parallel-size|micro-batch-size|global-batch-size|device)$/
-}
-
-# Parse the gridlm-train flags of run RUN on GPUS GPUs into C, resolve
-# the defaults and check the layout as gridlm-train would.
-function parse_run(C, flags, gpus,    n, w, i, f, v, eq, t, p, lpv, D) {
+# Run RUN on GPUS GPUs with gridlm-train flags FLAGS, into C: the shape,
+# the layout and the counts as gridlm-train's dry run gives them (its
+# presets, defaults and checks; its FLOP and parameter counts).
+function parse_run(C, flags, gpus,    K) {
+    dry_run(K, gpus, flags)
+    if (!("max_rank_params" in K))
+        die("run " RUN ": gridlm-train (" train ") printed no plan for '" flags "': drop " \
+            "--help or --version from the run's flags, or give --train a gridlm-train as " \
+            "new as this project.sh")
     split("", C)
     C["gpus"] = gpus
-    C["layers"] = ""; C["hidden"] = ""; C["ffn"] = ""; C["heads"] = ""; C["groups"] = ""
-    C["kvch"] = ""; C["seq"] = ""; C["vocab"] = ""; C["untie"] = 0
-    C["div"] = 128; C["tp"] = 1; C["pp"] = 1; C["lpv"] = ""; C["cp"] = 1; C["ep"] = 1
-    C["mbs"] = 1; C["gbs"] = ""; C["sp"] = 0; C["dist"] = 0; C["ogr"] = 0; C["opg"] = 0
-    C["bf16"] = 0; C["device"] = "auto"
-    n = split(flags, w, /[ \t]+/)
-    # the preset first, wherever it stands (as gridlm-train applies it)
-    for (i = 1; i <= n; i++) {
-        if (w[i] == "--model" && i < n) preset(C, w[i + 1])
-        else if (w[i] ~ /^--model=/) preset(C, substr(w[i], 9))
-    }
-    for (i = 1; i <= n; i++) {
-        if (w[i] !~ /^--/) continue
-        f = substr(w[i], 3); v = ""
-        if ((eq = index(f, "=")) > 0) { v = substr(f, eq + 1); f = substr(f, 1, eq - 1) }
-        else if (is_value_flag(f)) {
-            if (i == n) die("run " RUN ": --" f " needs a value")
-            v = w[++i]
-        }
-        if (f == "model") continue
-        if (f == "sequence-parallel") C["sp"] = 1
-        else if (f == "use-distributed-optimizer") C["dist"] = 1
-        else if (f == "overlap-grad-reduce") C["ogr"] = 1
-        else if (f == "overlap-param-gather") C["opg"] = 1
-        else if (f == "untie-embeddings-and-output-weights") C["untie"] = 1
-        else if (f == "bf16") C["bf16"] = 1
-        else if (f == "device") C["device"] = v
-        else if (is_value_flag(f)) {
-            if (v !~ /^[0-9]+$/ || v + 0 < 1)
-                die("run " RUN ": --" f " '" v "' is not a positive integer")
-            set_flag(C, f, v + 0)
-        }
-    }
-    if (C["layers"] == "" || C["hidden"] == "" || C["heads"] == "" || C["seq"] == "")
-        die("run " RUN ": the shape is incomplete: give --model or --num-layers, " \
-            "--hidden-size, --num-attention-heads and --seq-length")
-    if (C["vocab"] == "")
-        die("run " RUN ": no vocabulary size: give --vocab-size (or --model)")
-    if (C["ffn"] == "") C["ffn"] = int(8 * C["hidden"] / 3 / 64) * 64
-    if (C["groups"] == "") C["groups"] = C["heads"]
-    if (C["kvch"] == "") C["kvch"] = C["hidden"] / C["heads"]
+    C["layers"] = K["num_layers"] + 0; C["hidden"] = K["hidden_size"] + 0
+    C["ffn"] = K["ffn_hidden_size"] + 0; C["heads"] = K["num_attention_heads"] + 0
+    C["groups"] = K["num_query_groups"] + 0; C["kvch"] = K["kv_channels"] + 0
+    C["seq"] = K["seq_length"] + 0; C["vpad"] = K["padded_vocab_size"] + 0
+    C["untie"] = K["untie_embeddings_and_output_weights"] + 0
+    C["model_flags"] = K["model_flags"]
+    C["tp"] = K["tensor_model_parallel_size"] + 0; C["cp"] = K["context_parallel_size"] + 0
+    C["pp"] = K["pipeline_model_parallel_size"] + 0; C["vp"] = K["virtual_pipeline_size"] + 0
+    C["dp"] = K["data_parallel_size"] + 0; C["sp"] = K["sequence_parallel"] + 0
+    C["mbs"] = K["micro_batch_size"] + 0; C["gbs"] = K["global_batch_size"] + 0
+    C["M"] = K["num_micro_batches"] + 0; C["dist"] = K["distributed_optimizer"] + 0
+    C["ogr"] = K["overlap_grad_reduce"] + 0; C["opg"] = K["overlap_param_gather"] + 0
+    C["bf16"] = K["bf16"] + 0
+    C["ab"] = C["bf16"] ? 2 : 4       # bytes of an activation / compute weight
+    # FLOPs per token (the model, a layer, the LM head over the vocabulary
+    # padded for TP), and the parameters of one GPU of the fullest stage
+    C["flops_token"] = K["flops_per_token"] + 0; C["flops_layer"] = K["layer_flops_per_token"] + 0
+    C["flops_head"] = K["head_flops_per_token"] + 0; C["params_local"] = K["max_rank_params"] + 0
     if (C["cp"] != 1)
         die("run " RUN ": --context-parallel-size " C["cp"] " is not modelled (gridlm's loop " \
             "does not run it): use 1")
-    if (C["ep"] != 1)
-        die("run " RUN ": --expert-model-parallel-size " C["ep"] " needs experts: use 1")
-    t = C["tp"]; p = C["pp"]
-    if (gpus % (t * p))
-        die("run " RUN ": " gpus " GPUs are not divisible by TP x PP = " t * p \
-            ": change the GPU count or the layout")
-    D = gpus / (t * p); C["dp"] = D
-    if (C["heads"] % t || C["groups"] % t || C["ffn"] % t)
-        die("run " RUN ": --tensor-model-parallel-size " t " does not divide the heads (" \
-            C["heads"] "), query groups (" C["groups"] ") and FFN size (" C["ffn"] ")")
-    if (C["layers"] % p)
-        die("run " RUN ": --pipeline-model-parallel-size " p " does not divide the " \
-            C["layers"] " layers")
-    C["vp"] = 1
-    if (C["lpv"] != "") {
-        lpv = C["lpv"]
-        if (p == 1)
-            die("run " RUN ": --num-layers-per-virtual-pipeline-stage needs " \
-                "--pipeline-model-parallel-size > 1")
-        if ((C["layers"] / p) % lpv)
-            die("run " RUN ": --num-layers-per-virtual-pipeline-stage " lpv \
-                " does not divide the " C["layers"] / p " layers of a stage")
-        C["vp"] = C["layers"] / p / lpv
-    }
-    if (t == 1) C["sp"] = 0
-    if (C["gbs"] == "") C["gbs"] = C["mbs"] * D
-    if (C["gbs"] % (C["mbs"] * D))
-        die("run " RUN ": --global-batch-size " C["gbs"] " is not divisible by " \
-            "--micro-batch-size " C["mbs"] " x DP " D)
-    C["M"] = C["gbs"] / (C["mbs"] * D)
-    if (C["vp"] > 1 && C["M"] % p)
-        die("run " RUN ": the interleaved schedule needs the micro-batches per iteration (" \
-            C["M"] ") to be a multiple of PP " p)
-    if (D == 1) C["dist"] = 0         # gridlm: distributed only with DP > 1
-    C["ab"] = C["bf16"] ? 2 : 4       # bytes of an activation / compute weight
-    # Megatron pads the vocabulary to a multiple of divisible-by x TP.
-    C["vpad"] = int((C["vocab"] + C["div"] * t - 1) / (C["div"] * t)) * C["div"] * t
-}
-
-function set_flag(C, f, v) {
-    if (f == "num-layers") C["layers"] = v
-    else if (f == "hidden-size") C["hidden"] = v
-    else if (f == "ffn-hidden-size") C["ffn"] = v
-    else if (f == "num-attention-heads") C["heads"] = v
-    else if (f == "num-query-groups") C["groups"] = v
-    else if (f == "kv-channels") C["kvch"] = v
-    else if (f == "seq-length") C["seq"] = v
-    else if (f == "vocab-size") C["vocab"] = v
-    else if (f == "make-vocab-size-divisible-by") C["div"] = v
-    else if (f == "tensor-model-parallel-size") C["tp"] = v
-    else if (f == "pipeline-model-parallel-size") C["pp"] = v
-    else if (f == "num-layers-per-virtual-pipeline-stage") C["lpv"] = v
-    else if (f == "context-parallel-size") C["cp"] = v
-    else if (f == "expert-model-parallel-size") C["ep"] = v
-    else if (f == "micro-batch-size") C["mbs"] = v
-    else if (f == "global-batch-size") C["gbs"] = v
-}
-
-# ---- FLOPs and parameters --------------------------------------------------
-
-# Model FLOPs of one layer per token (reference/flops.md, forward +
-# backward), and of the LM head per token.
-function layer_flops(C,    h, q, kv) {
-    h = C["hidden"]; q = C["heads"] * C["kvch"]; kv = C["groups"] * C["kvch"]
-    return 6 * (h * (q + 2 * kv) + q * h + 3 * h * C["ffn"]) + 6 * C["seq"] * q
-}
-function head_flops(C) { return 6 * C["hidden"] * C["vpad"] }
-function flops_per_token(C) { return C["layers"] * layer_flops(C) + head_flops(C) }
-
-# Parameters one GPU of the largest stage holds: its layers' matrices
-# split over TP, the norm weights whole, the embedding and/or LM head
-# (V/TP rows each) and the final norm.
-function local_params(C,    h, q, kv, t, per_layer, ends) {
-    h = C["hidden"]; q = C["heads"] * C["kvch"]; kv = C["groups"] * C["kvch"]; t = C["tp"]
-    per_layer = (h * (q + 2 * kv) + q * h + 3 * h * C["ffn"]) / t + 2 * h
-    ends = (C["pp"] == 1 && C["untie"]) ? 2 : 1
-    return C["layers"] / C["pp"] * per_layer + ends * C["vpad"] * h / t + h
 }
 
 # ---- communication ---------------------------------------------------------
@@ -221,9 +143,9 @@ function model(C, R, O,    t, p, v, D, M, n, nl, h, ab, Lp, rate, tc_avg, tc_max
 
     # compute of one micro-batch: the average GPU, and the slowest stage
     # (the last, which also runs the LM head)
-    O["flops_token"] = flops_per_token(C)
+    O["flops_token"] = C["flops_token"]
     tc_avg = rate ? n * O["flops_token"] / (t * p) / rate : 0
-    tc_max = rate ? n * (Lp * layer_flops(C) + head_flops(C)) / t / rate : 0
+    tc_max = rate ? n * (Lp * C["flops_layer"] + C["flops_head"]) / t / rate : 0
 
     # TP per micro-batch on the last stage.  Each block (attention, MLP)
     # of a layer communicates once per direction an [n, h] array: with SP
@@ -262,7 +184,7 @@ function model(C, R, O,    t, p, v, D, M, n, nl, h, ab, Lp, rate, tc_avg, tc_max
     O["bubble_frac"] = (p - 1) / (v * M)
 
     # DP: gradients (fp32) then weights (act dtype), over D ranks t apart.
-    P = local_params(C)
+    P = C["params_local"]
     O["params_local"] = P
     tg = 0; tag = 0
     if (D > 1) {
@@ -327,13 +249,12 @@ function memory(C, O, P,    t, p, v, M, n, nl, h, q, kv, F, ab, a, per_layer, Lc
 
 # The same shape on one GPU, same micro-batch and micro-batches per
 # iteration, no parallelism: the reference of the scaling efficiency.
-function single_gpu(C, S,    k) {
-    split("", S)
-    for (k in C) S[k] = C[k]
-    S["gpus"] = 1; S["tp"] = 1; S["pp"] = 1; S["vp"] = 1; S["dp"] = 1; S["sp"] = 0
-    S["dist"] = 0; S["ogr"] = 0; S["opg"] = 0; S["lpv"] = ""
-    S["gbs"] = C["mbs"] * C["M"]
-    S["vpad"] = int((C["vocab"] + C["div"] - 1) / C["div"]) * C["div"]
+# gridlm-train plans the run's model (the flags that give it) on one GPU;
+# the batch is the run's.
+function single_gpu(C, S) {
+    parse_run(S, C["model_flags"], 1)
+    S["mbs"] = C["mbs"]; S["M"] = C["M"]; S["gbs"] = C["mbs"] * C["M"]
+    S["bf16"] = C["bf16"]; S["ab"] = C["ab"]
 }
 
 function efficiency(C, R, O,    S, O1) {

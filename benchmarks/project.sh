@@ -8,6 +8,10 @@
 #   project.sh --calibrate results.csv project.sweep    ... and a projection
 #   project.sh --achieved-tflops 450 project.sweep      projection at a given rate
 #
+# Each run's model, layout, FLOPs and parameters come from gridlm-train's
+# own dry run (gridlm-train --dry-run --world-size GPUS FLAGS...), so the
+# model here is the program's, not a copy of it.
+#
 # Exit status: 0 on success, 2 on a usage or input error.
 set -eu
 
@@ -46,6 +50,11 @@ run of a measured sweep (its results.csv), calibrated on 1-GPU runs only.
                              (0: none, 1: all; default: 1)
       --tp-overlap F         fraction of TP traffic hidden (default: 0)
       --csv                  CSV (every time in seconds) instead of markdown
+  -t, --train PROG           gridlm-train whose dry run gives each run's
+                             model, layout, FLOPs and parameters (default:
+                             \$GRIDLM_TRAIN, or ./src/tools/gridlm-train of
+                             a build directory, or the one installed
+                             beside this script, or PATH's)
   -h, --help                 this help
 
 Examples:
@@ -57,6 +66,7 @@ EOF
 
 calib= calib_run= achieved= peak=989.4 gpn=8 nvl=360 nvl_lat=50 ib=50 ib_lat=20
 hbm=3000 dp_overlap=1 tp_overlap=0 csv=0 sweeps=
+train=${GRIDLM_TRAIN:-} train_from=GRIDLM_TRAIN
 
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 num() {   # num FLAG VALUE: a non-negative decimal number
@@ -86,6 +96,7 @@ while [ $# -gt 0 ]; do
     --dp-overlap) need "$@"; frac "$1" "$2" 1; dp_overlap=$2; shift 2 ;;
     --tp-overlap) need "$@"; frac "$1" "$2" 0; tp_overlap=$2; shift 2 ;;
     --csv) csv=1; shift ;;
+    -t|--train) need "$@"; train=$2; train_from=$1; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     -*) die "unknown option $1 (see --help)" ;;
@@ -106,7 +117,23 @@ done
 [ -z "$achieved" ] || [ -z "$calib_run" ] ||
     die "--achieved-tflops and --calibrate-run both given: choose one"
 
-exec awk -f "$here/project.awk" -v calib="$calib" -v calib_run="$calib_run" \
+# gridlm-train, found as benchmarks/sweep.sh finds it.
+if [ -z "$train" ]; then
+    if [ -x ./src/tools/gridlm-train ]; then
+        train=$(pwd)/src/tools/gridlm-train          # run from a build directory
+    elif [ -x "$here/../src/tools/gridlm-train" ]; then
+        train=$here/../src/tools/gridlm-train
+    elif [ -x "$here/../../../bin/gridlm-train" ]; then
+        train=$here/../../../bin/gridlm-train        # installed: share/gridlm/benchmarks
+    else
+        train=$(command -v gridlm-train 2>/dev/null) ||
+            die "gridlm-train not found: give --train PROG, set GRIDLM_TRAIN, or run from a build directory"
+    fi
+elif [ ! -f "$train" ] || [ ! -x "$train" ]; then
+    die "$train_from '$train' is not an executable program: give the path of gridlm-train"
+fi
+
+exec awk -f "$here/project.awk" -v train="$train" -v calib="$calib" -v calib_run="$calib_run" \
     -v achieved="$achieved" -v peak="$peak" -v gpn="$gpn" -v nvl="$nvl" -v nvl_lat="$nvl_lat" \
     -v ib="$ib" -v ib_lat="$ib_lat" -v hbm="$hbm" -v dp_overlap="$dp_overlap" \
     -v tp_overlap="$tp_overlap" -v csv="$csv" -v sweeps="$sweeps"

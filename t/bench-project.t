@@ -1,6 +1,8 @@
 #!/bin/sh
 # t/bench-project.t: the iteration model of benchmarks/project.sh on cases
-# computed by hand (benchmarks/projection.md has the formulas).
+# computed by hand (benchmarks/projection.md has the formulas).  The
+# shapes, layouts and counts come from the gridlm-train of this build
+# (project.sh finds ./src/tools/gridlm-train; make check runs here).
 #
 # Most cases use a tiny shape whose numbers are easy: 1 layer, h = 64,
 # 4 heads (head dim 16, no GQA), FFN 128, vocabulary 128 (already a
@@ -54,7 +56,7 @@ fails() {   # fails NAME EXPECTED-TEXT ARGS...: exit 2 and one error line
     fi
 }
 
-echo "1..41"
+echo "1..42"
 
 tiny="--num-layers 1 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128
       --vocab-size 128 --seq-length 32 --untie-embeddings-and-output-weights --bf16"
@@ -221,9 +223,13 @@ esac
 
 # ---- bad input --------------------------------------------------------------
 printf 'x 4 --model llama3-9b\n' >"$tmp/bad1"
-fails "an unknown preset is named" "--model 'llama3-9b' is not a known preset" -r 400 "$tmp/bad1"
+# (the shape and layout are gridlm-train's dry run: its refusals, named by run)
+fails "an unknown preset is named" "run x: --model llama3-9b is not a known model" -r 400 "$tmp/bad1"
 printf 'x 4 %s --pipeline-model-parallel-size 4 --num-layers 6\n' "$tiny" >"$tmp/bad2"
-fails "PP not dividing the layers" "pipeline-model-parallel-size 4 does not divide the 6 layers" -r 400 "$tmp/bad2"
+fails "PP not dividing the layers" "run x: --pipeline-model-parallel-size 4 does not divide --num-layers 6" \
+    -r 400 "$tmp/bad2"
+fails "--train that is not a program" "--train '$tmp/none' is not an executable program" \
+    --train "$tmp/none" -r 400 "$tmp/bad2"
 printf 'a,b\n1,2\n' >"$tmp/bad.csv"
 fails "a CSV that is not sweep.sh's" "has no name, gpus, status" --calibrate "$tmp/bad.csv"
 grep -v '^t/1,' "$fixture" >"$tmp/no1.csv"

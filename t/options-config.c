@@ -262,6 +262,9 @@ static void test_flops(void)
     c.arch.seq_length = 64;
     c.arch.vocab_size = 512;
     is_double(gl_config_flops_per_token(&c), 1400832.0, 0, "tiny model: 1,400,832 FLOPs/token");
+    /* its terms: a layer, (811,008 + 294,912 + 98,304) / 4, and the head */
+    is_double(gl_arch_layer_flops(&c.arch), 301056.0, 0, "tiny model: 301,056 a layer");
+    is_double(gl_arch_head_flops(&c.arch, 1), 196608.0, 0, "tiny model: 196,608 the LM head");
 
     /* MHA with a head size other than h / heads, and an unpadded
      * vocabulary that TP = 4 pads to 128 x 4 = 512. */
@@ -276,6 +279,10 @@ static void test_flops(void)
     c.layout.tensor_model_parallel_size = 4;
     is_double(gl_config_flops_per_token(&c), count(3, 96, 256, 4, 4, 32, 10, 512), 0,
               "MHA, head size 32 != h/heads, vocab 300 padded to 512 under TP 4");
+    is_double(gl_arch_head_flops(&c.arch, 4), 6.0 * 96 * 512, 0,
+              "the LM head over the vocabulary padded for TP 4");
+    is_double(gl_arch_layer_flops(&c.arch), count(3, 96, 256, 4, 4, 32, 10, 0) / 3, 0,
+              "a layer: the model less the head, over the layers");
 
     /* After finish, the padded size of the run is used. */
     parse(&c, "--model llama3-8b --mock-data --train-iters 1 --lr 1e-4 "
@@ -286,6 +293,51 @@ static void test_flops(void)
               0, "llama3-8b at TP 8, seq 4096 (%.4g FLOPs/token)",
               gl_config_flops_per_token(&c));
     gl_config_free(&c);
+}
+
+/* The flags that spell out an architecture read back as the same one;
+ * its fields as key=value lines. */
+static void test_arch_text(void)
+{
+    gl_config c, d;
+    parse(&c, "--model llama3.2-1b --mock-data --train-iters 1 --lr 1 --seq-length 4096 "
+              "--norm-epsilon 1e-6 --init-method-std 0.0173 --make-vocab-size-divisible-by 64");
+    char flags[2048], cmd[4096];
+    size_t n = gl_arch_to_flags(&c.arch, flags, sizeof flags);
+    is_int((long long)n, (long long)strlen(flags), "gl_arch_to_flags returns its length");
+    const char *shape = "--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 ";
+    ok(strncmp(flags, shape, strlen(shape)) == 0,
+       "the shape first, resolved: %s", flags);
+    ok(strstr(flags, "--use-rope-scaling --") && !strstr(flags, "--untie") &&
+       !strstr(flags, "--model") && !strstr(flags, "padded"),
+       "switches when on only; neither the preset nor the padded vocabulary");
+    ok(strstr(flags, "--rotary-base 500000 ") && strstr(flags, "--norm-epsilon 1e-06 ") &&
+       strstr(flags, "--init-method-std 0.0173") && strstr(flags, "--seq-length 4096 "),
+       "numbers in their fewest digits");
+    snprintf(cmd, sizeof cmd, "--mock-data --train-iters 1 --lr 1 %s", flags);
+    parse(&d, cmd);
+    memset(c.arch.model, 0, sizeof c.arch.model);
+    ok(memcmp(&c.arch, &d.arch, sizeof c.arch) == 0, "the flags read back as the same model");
+    char small[16];
+    is_int((long long)gl_arch_to_flags(&c.arch, small, sizeof small), (long long)n,
+           "a short buffer: the whole length returned");
+    is_int((long long)strlen(small), (long long)sizeof small - 1, "... the text cut and ended");
+
+    FILE *f = tmpfile();
+    char text[4096];
+    gl_arch_print_keys(&d.arch, f);
+    rewind(f);
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    const char *head = "model=\nnum_layers=16\nhidden_size=2048\n";
+    ok(strncmp(text, head, strlen(head)) == 0 &&
+       strstr(text, "\nuse_rope_scaling=1\n") && strstr(text, "\nrotary_base=500000\n") &&
+       strstr(text, "\nnorm_epsilon=1e-06\n") && strstr(text, "\npadded_vocab_size=0\n") &&
+       strstr(text, "\nuntie_embeddings_and_output_weights=0\n"),
+       "gl_arch_print_keys: every field under its key, switches 1 or 0");
+    gl_config_free(&c);
+    gl_config_free(&d);
 }
 
 /* What the run asks of the loader, as Megatron counts it. */
@@ -401,6 +453,11 @@ static void test_refusals(void)
             "--pipeline-model-parallel-size 2", "--global-batch-size 4");
     REFUSED(BASE "--train-iters-x", 0, "unknown option --train-iters-x",
             "did you mean --train-iters?");
+    REFUSED(BASE "--world-size 4", 0, "--world-size 4 needs --dry-run",
+            "add --dry-run, or drop --world-size");
+    REFUSED("--dry-run --world-size 4 --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+            "--seq-length 8 --tokenizer-model tokenizer.json", 0,
+            "--world-size 4 plans without reading the tokenizer", "--vocab-size N");
 }
 
 static void test_warnings(void)
@@ -441,6 +498,7 @@ int main(void)
     test_derived_layout();
     test_data_path();
     test_flops();
+    test_arch_text();
     test_loader_want();
     test_refusals();
     test_warnings();

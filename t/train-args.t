@@ -119,6 +119,59 @@ refused "an explicit flag before --model overrides it too" \
     "does not divide --num-attention-heads 16" -- \
     --num-attention-heads 16 --tensor-model-parallel-size 3 $base
 
+# --dry-run --world-size N: this one process stands for N ranks and prints
+# the plan as key=value lines (src/train/run_plan.h).  The tiny model:
+# 4 layers, h 64, FFN 176, 8 heads of 8 in 4 groups, vocabulary 512,
+# sequence 64, untied.  A layer holds 64 x 128 + 64 x 64 + 3 x 176 x 64
+# = 46080 matrix weights and 128 norm weights; at TP 2 a rank holds half
+# of the matrices and of the 512 x 64 embedding or head.
+refused "--world-size outside a dry run" "--world-size 4 needs --dry-run" \
+    "add --dry-run, or drop --world-size" -- $base --world-size 4
+refused "--world-size that TP x PP does not divide" \
+    "3 ranks are not divisible by TP x CP x PP = 2 x 1 x 2 = 4" -- \
+    $base --dry-run --world-size 3 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+"$prog" $base --dry-run --world-size 8 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --global-batch-size 8 --use-distributed-optimizer \
+    >"$tmp".out 2>"$tmp".err
+code=$?
+key() { sed -n "s/^$1=//p" "$tmp".out; }
+plan_ok() {     # plan_ok NAME KEY=VALUE...: each key printed once, with that value
+    what=$1; shift
+    good=yes
+    for kv in "$@"; do
+        [ "$(grep -c "^${kv%%=*}=" "$tmp".out)" = 1 ] && [ "$(key "${kv%%=*}")" = "${kv#*=}" ] ||
+            { echo "# ${kv%%=*}: '$(key "${kv%%=*}")', expected '${kv#*=}'"; good=no; }
+    done
+    if [ $good = yes ]; then ok "$what"; else not_ok "$what"; fi
+}
+if [ $code -eq 0 ] && [ ! -s "$tmp".err ] && [ -s "$tmp".out ] &&
+    [ "$(grep -cv '^[a-z0-9_]*=' "$tmp".out)" -eq 0 ]; then
+    ok "--dry-run --world-size 8: exit 0, key=value lines only, nothing on stderr"
+else
+    echo "# exit $code"; not_ok "--dry-run --world-size 8: exit 0, key=value lines only"
+fi
+plan_ok "the shape, resolved" model=tiny num_layers=4 hidden_size=64 ffn_hidden_size=176 \
+    num_attention_heads=8 num_query_groups=4 kv_channels=8 vocab_size=512 \
+    padded_vocab_size=512 seq_length=64 untie_embeddings_and_output_weights=1
+plan_ok "the layout of 8 ranks: DP 2, 4 micro-batches, distributed optimizer" world_size=8 \
+    tensor_model_parallel_size=2 pipeline_model_parallel_size=2 virtual_pipeline_size=1 \
+    context_parallel_size=1 data_parallel_size=2 sequence_parallel=0 micro_batch_size=1 \
+    global_batch_size=8 num_micro_batches=4 use_distributed_optimizer=1 \
+    distributed_optimizer=1 overlap_grad_reduce=0 overlap_param_gather=0 bf16=0
+plan_ok "FLOPs per token: the model, a layer, the LM head" flops_per_token=1400832 \
+    layer_flops_per_token=301056 head_flops_per_token=196608
+# 4 x 46208 + 2 x 32768 + 64; a stage: 2 x (23040 + 128) + 16384 (+ 64)
+plan_ok "parameters: the model's, and a rank's of each stage" num_params=250432 \
+    "stage_rank_params=62720 62784" max_rank_params=62784
+flags=$(key model_flags)
+"$prog" --dry-run --world-size 1 $flags >"$tmp".out 2>"$tmp".err
+plan_ok "model_flags give the same model on one rank" model= num_layers=4 \
+    ffn_hidden_size=176 num_query_groups=4 flops_per_token=1400832 num_params=250432 \
+    max_rank_params=250432 data_parallel_size=1 distributed_optimizer=0
+"$prog" $base --dry-run --world-size 1 --use-distributed-optimizer >"$tmp".out 2>"$tmp".err
+plan_ok "one rank: the distributed optimizer asked for, the plain one runs" \
+    use_distributed_optimizer=1 distributed_optimizer=0
+
 # --help: exit 0, every group, defaults shown.
 "$prog" --help >"$tmp".out 2>"$tmp".err
 code=$?

@@ -1,10 +1,13 @@
 /*
- * arch.c: the architecture's defaults, presets, derived values, counts
- * and its JSON codec (arch.h).
+ * arch.c: the architecture's defaults, presets, derived values, counts,
+ * its JSON codec, and the flags and key=value lines that spell it out
+ * (arch.h).
  */
 #include <config.h>
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "arch/arch.h"
@@ -135,23 +138,38 @@ long gl_arch_num_params(const gl_arch *a)
     return n;
 }
 
-double gl_arch_flops_per_token(const gl_arch *a, int tp)
+/* The head size as the FLOP count takes it: --kv-channels, or hidden /
+ * heads unrounded (gridlm-train refuses a hidden size the heads do not
+ * divide; the count does not). */
+static double flops_head_dim(const gl_arch *a)
 {
-    double L = a->num_layers, h = a->hidden_size, ffn = a->ffn_hidden_size;
-    double s = a->seq_length;
-    double head_dim = a->kv_channels ? a->kv_channels
-                                     : (double)a->hidden_size / a->num_attention_heads;
+    return a->kv_channels ? a->kv_channels : (double)a->hidden_size / a->num_attention_heads;
+}
+
+double gl_arch_layer_flops(const gl_arch *a)
+{
+    double h = a->hidden_size, ffn = a->ffn_hidden_size, s = a->seq_length;
+    double head_dim = flops_head_dim(a);
     double q = a->num_attention_heads * head_dim, kv = gl_arch_groups(a) * head_dim;
-    double V = a->padded_vocab_size ? a->padded_vocab_size
-                                    : gl_arch_pad_vocab(a, a->vocab_size, tp);
     double f = 3; /* SwiGLU: gate, up and down projections */
 
     /* Forward + backward is 3 x the forward's 2 FLOPs per multiply-add. */
-    double mlp = 6 * h * (f * ffn) * L;
-    double proj = 6 * L * (h * (q + 2 * kv) + q * h);
-    double head = 6 * h * V;
-    double attn = 6 * s * L * q; /* causal: half of QK^T and AV over s x s */
-    return mlp + proj + head + attn;
+    double mlp = 6 * h * (f * ffn);
+    double proj = 6 * (h * (q + 2 * kv) + q * h);
+    double attn = 6 * s * q; /* causal: half of QK^T and AV over s x s */
+    return mlp + proj + attn;
+}
+
+double gl_arch_head_flops(const gl_arch *a, int tp)
+{
+    double V = a->padded_vocab_size ? a->padded_vocab_size
+                                    : gl_arch_pad_vocab(a, a->vocab_size, tp);
+    return 6.0 * a->hidden_size * V;
+}
+
+double gl_arch_flops_per_token(const gl_arch *a, int tp)
+{
+    return a->num_layers * gl_arch_layer_flops(a) + gl_arch_head_flops(a, tp);
 }
 
 /* ------------------------------------------------------------------ */
@@ -261,6 +279,75 @@ int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err)
     return 0;
 }
 
+/* Does gridlm-train take the field as a flag of its own?  Not the preset
+ * name (--model stands for many fields) and not the padded vocabulary,
+ * which is derived. */
+static int has_flag(const struct field *f)
+{
+    return f->kind != F_STR && f->off != offsetof(gl_arch, padded_vocab_size);
+}
+
+/* The field's value as text: the number with the fewest digits that
+ * reads back as the same value, 1 or 0 for a boolean, the string. */
+static void exact_text(const struct field *f, const gl_arch *a, char *out, size_t n)
+{
+    if (f->kind == F_STR) {
+        snprintf(out, n, "%s", CAT(a, f, char));
+    } else if (f->kind == F_NUM) {
+        double x = *CAT(a, f, double);
+        if (x == floor(x) && fabs(x) < 1e15) {  /* 500000, not 5e+05 */
+            snprintf(out, n, "%.0f", x);
+            return;
+        }
+        for (int digits = 1; digits <= 17; digits++) {
+            snprintf(out, n, "%.*g", digits, x);
+            if (strtod(out, NULL) == x)
+                break;
+        }
+    } else {
+        snprintf(out, n, "%d", *CAT(a, f, int));
+    }
+}
+
+/* The flag of the field: its key with '-' for '_'. */
+static void flag_name(const struct field *f, char *out, size_t n)
+{
+    snprintf(out, n, "%s", f->key);
+    for (char *p = out; *p; p++)
+        if (*p == '_')
+            *p = '-';
+}
+
+size_t gl_arch_to_flags(const gl_arch *a, char *out, size_t n)
+{
+    size_t len = 0;
+    if (n)
+        out[0] = '\0';
+    for (int i = 0; i < NFIELDS; i++) {
+        const struct field *f = &fields[i];
+        char flag[128], value[64] = "";
+        if (!has_flag(f))
+            continue;
+        if ((f->kind == F_INT || f->kind == F_BOOL) && !*CAT(a, f, int))
+            continue;                   /* not set, or off */
+        if (f->kind != F_BOOL)
+            exact_text(f, a, value, sizeof value);
+        flag_name(f, flag, sizeof flag);
+        len += (size_t)snprintf(len < n ? out + len : NULL, len < n ? n - len : 0, "%s--%s%s%s",
+                                len ? " " : "", flag, value[0] ? " " : "", value);
+    }
+    return len;
+}
+
+void gl_arch_print_keys(const gl_arch *a, FILE *out)
+{
+    for (int i = 0; i < NFIELDS; i++) {
+        char value[128];
+        exact_text(&fields[i], a, value, sizeof value);
+        fprintf(out, "%s=%s\n", fields[i].key, value);
+    }
+}
+
 /* The field's value as gridlm-train's flag takes it; precise: every digit. */
 static void value_text(const struct field *f, const gl_arch *a, int precise, char *out, size_t n)
 {
@@ -313,10 +400,7 @@ int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n)
             value_text(f, &x, 1, a, sizeof a);
             value_text(f, &y, 1, b, sizeof b);
         }
-        snprintf(flag, sizeof flag, "%s", f->key);
-        for (char *p = flag; *p; p++)
-            if (*p == '_')
-                *p = '-';
+        flag_name(f, flag, sizeof flag);
         if (len < n)
             len += (size_t)snprintf(out + len, n - len, "%s--%s %s there, %s here",
                                     count ? "; " : "", flag, a, b);

@@ -13,7 +13,9 @@
  *     positions): gl_arch_resolve();
  *   - the vocabulary's padding: gl_arch_pad_vocab();
  *   - the parameter and FLOP counts: gl_arch_num_params(),
- *     gl_arch_flops_per_token() (../shared/reference/flops.md);
+ *     gl_arch_flops_per_token() and its terms (../shared/reference/flops.md);
+ *   - the flags that give an architecture, and its fields as key=value
+ *     lines: gl_arch_to_flags(), gl_arch_print_keys();
  *   - the checkpoint's "config" JSON, written and read by one codec, and
  *     the comparison of a checkpoint's architecture with a run's:
  *     gl_arch_to_json(), gl_arch_from_json(), gl_arch_diff();
@@ -32,6 +34,7 @@
 #define GL_ARCH_ARCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -97,13 +100,36 @@ int gl_arch_head_dim(const gl_arch *a);
 long gl_arch_num_params(const gl_arch *a);
 
 /* Model FLOPs per trained token, forward and backward, as
- * ../shared/reference/flops.md counts them: over the padded vocabulary
- * (padded for tp ranks when padded_vocab_size is not set yet). */
+ * ../shared/reference/flops.md counts them:
+ *
+ *   gl_arch_layer_flops:     one decoder layer (its projections, SwiGLU
+ *                            MLP and causal attention over seq_length);
+ *   gl_arch_head_flops:      the LM head, over the padded vocabulary
+ *                            (padded for tp ranks when padded_vocab_size
+ *                            is not set yet);
+ *   gl_arch_flops_per_token: the model, num_layers x the layer + the head.
+ */
+double gl_arch_layer_flops(const gl_arch *a);
+double gl_arch_head_flops(const gl_arch *a, int tp);
 double gl_arch_flops_per_token(const gl_arch *a, int tp);
 
 /* Add every field to obj under its JSON key, in the table's order; sizes
  * that are 0 (not set) and an empty model name are left out. */
 void gl_arch_to_json(const gl_arch *a, json_t *obj);
+
+/* The gridlm-train flags that give a, written into out (n bytes, always
+ * terminated when n > 0): "--num-layers 16 --hidden-size 2048 ...", every
+ * field that has a flag of its own (not the preset name, not the padded
+ * vocabulary) in the table's order, sizes that are 0 (not set) and flags
+ * that are off left out, numbers with the fewest digits that read back
+ * the same value.  Returns the length of the whole text (as snprintf:
+ * out was too small when it is n or more). */
+size_t gl_arch_to_flags(const gl_arch *a, char *out, size_t n);
+
+/* Print every field as a "key=value" line under its JSON key, in the
+ * table's order: numbers as gl_arch_to_flags writes them, booleans 1 or
+ * 0, sizes that are 0 (not set) as 0, the preset name (maybe empty). */
+void gl_arch_print_keys(const gl_arch *a, FILE *out);
 
 /* Read the fields of obj over a (keys that are missing keep a's value);
  * -1 with err filled when a key holds a value of the wrong type, or one of

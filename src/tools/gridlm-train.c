@@ -12,12 +12,11 @@
 #include "device/ops.h"
 #include "grid/grid.h"
 #include "train/run_config.h"
+#include "train/run_plan.h"
 #include "train/train.h"
 
 #include <stdlib.h>
 
-/* The device --device asks for: cpu, the rank's GPU, or (auto) the GPU
- * when there is one. */
 /* --dry-run: what the run would be, on rank 0. */
 static void summary(const gl_config *c)
 {
@@ -47,6 +46,15 @@ int main(int argc, char **argv)
      * rank reaches the same verdict on its own. */
     gl_config_defaults(&c);
     gl_config_parse(&c, argc, argv);
+
+    /* --dry-run --world-size N: this one process stands for N ranks and
+     * prints the plan; no launcher, no device, no communicators. */
+    if (c.dry_run_world_size) {
+        gl_config_finish(&c, c.dry_run_world_size, 0);
+        gl_run_plan_print(&c, stdout);
+        gl_config_free(&c);
+        return 0;
+    }
 
     gl_boot_init(&argc, &argv, &b);
     if (c.device != GL_DEVICE_CPU) /* --device cpu runs anywhere, GPUs or not */

@@ -1,12 +1,14 @@
 # src/train: the training loop and its parts -- pipeline schedules
 # (sched.c) and their runner (pipeline.c), learning-rate schedule (lr.c),
 # gradient reduction, norm, clipping and AdamW, plain or distributed
-# (optim.c), batches (batch.c), logging (trainlog.c) and the loop
-# (train.c).  run_config.c is listed by src/tools/local.mk.
+# (optim.c), batches (batch.c), logging (trainlog.c), the loop
+# (train.c) and the plan --dry-run --world-size prints (run_plan.c).
+# run_config.c is listed by src/tools/local.mk.
 libgridlm_a_SOURCES += %reldir%/train.h %reldir%/train.c \
 	%reldir%/sched.h %reldir%/sched.c %reldir%/pipeline.h %reldir%/pipeline.c \
 	%reldir%/lr.h %reldir%/lr.c %reldir%/optim.h %reldir%/optim.c \
-	%reldir%/batch.h %reldir%/batch.c %reldir%/trainlog.h %reldir%/trainlog.c
+	%reldir%/batch.h %reldir%/batch.c %reldir%/trainlog.h %reldir%/trainlog.c \
+	%reldir%/run_plan.h %reldir%/run_plan.c
 
 # The schedules simulated for every stage at once.
 check_PROGRAMS += t/train-sched.t

@@ -294,7 +294,7 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     o->dp = (dp && gl_comm_size(dp) > 1) ? dp : NULL;
     o->dp_size = o->dp ? gl_comm_size(dp) : 1;
     o->dp_rank = o->dp ? gl_comm_rank(dp) : 0;
-    o->dist = dist && o->dp_size > 1;
+    o->dist = gl_optim_is_distributed(dist, o->dp_size);
     o->beta1 = c->optim.adam_beta1;
     o->beta2 = c->optim.adam_beta2;
     o->eps = c->optim.adam_eps;

@@ -128,7 +128,16 @@ typedef struct {
     int gleft;                  /* buckets not GL_GATHER_DONE */
 } gl_optim;
 
-/* Allocate the optimizer state of m.  dp may be NULL (DP = 1). */
+/* Is the optimizer distributed: --use-distributed-optimizer (asked) and
+ * more than one data-parallel rank to shard the state over.  With one,
+ * the run asked for it in vain and the plain optimizer runs. */
+static inline int gl_optim_is_distributed(int asked, int dp_size)
+{
+    return asked && dp_size > 1;
+}
+
+/* Allocate the optimizer state of m.  dp may be NULL (DP = 1); dist:
+ * --use-distributed-optimizer (gl_optim_is_distributed decides). */
 gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist);
 void gl_optim_free(gl_optim *o);
 

@@ -470,6 +470,9 @@ static const gl_option table[] = {
 
     /* --- program --- */
     FLAG("dry-run", dry_run, G_PROG, "start, check the layout and the groups, report placement, exit"),
+    INT("world-size", dry_run_world_size, G_PROG, POS,
+        "with --dry-run: plan for N ranks in this one process (no launcher, GPU or "
+        "communicators) and print the plan as key=value lines", .defstr = "the launcher's"),
     {.name = "help", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
      .fn = opt_help, .help = "print this help and exit"},
     {.name = "version", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
@@ -804,6 +807,15 @@ static void check_misc(const gl_config *c)
         warn0("--finetune without --load: there is nothing to fine-tune from");
     if (c->bf16 && c->device == GL_DEVICE_CPU)
         warn0("--bf16 with --device cpu: the CPU back end computes in fp32");
+    /* --world-size stands for a launcher in a dry run only, and the plan
+     * it prints counts the vocabulary without reading the tokenizer. */
+    if (c->dry_run_world_size && !c->dry_run)
+        bad("--world-size %d needs --dry-run: a run takes its world size from the launcher "
+            "(mpiexec -n, srun -n); add --dry-run, or drop --world-size",
+            c->dry_run_world_size);
+    if (c->dry_run_world_size && !c->arch.vocab_size)
+        bad("--world-size %d plans without reading the tokenizer, so the vocabulary size is "
+            "unknown: give it with --vocab-size N", c->dry_run_world_size);
 }
 
 /* Before MPI, a rank other than 0 that finds a usage error waits a

@@ -109,6 +109,9 @@ typedef struct gl_config {
 
     /* --- program --- */
     int dry_run;                     /* --dry-run (gridlm) */
+    int dry_run_world_size;          /* --world-size (gridlm): with --dry-run,
+                                      * plan for this many ranks in one
+                                      * process (0: the launcher's world) */
 
     /* --- derived by gl_config_finish() --- */
     int world_size;

@@ -1,0 +1,55 @@
+/*
+ * run_plan.h: a run's plan as key=value lines, for scripts.
+ *
+ * gridlm-train --dry-run --world-size N prints it, in one process and
+ * without a launcher: the model as gl_arch_resolve() completes it, the
+ * layout gl_config_finish() derives for N ranks, and the counts the
+ * program itself uses -- FLOPs per token (the model, one layer and the LM
+ * head: arch/arch.h) and parameters (the model's, and those one rank of
+ * each pipeline stage holds, from the parameter plan training builds:
+ * model/model.h).  benchmarks/project.sh reads it, so that its projection
+ * takes the model from the program rather than from copies of it.
+ *
+ * One "key=value" a line; a key is [a-z0-9_]+ and its value runs to the
+ * end of the line.  Switches are 1 or 0; numbers are exact (FLOPs and
+ * parameters are whole numbers, written in full).  The keys:
+ *
+ *   world_size                  N
+ *   model, num_layers, ...      every field of gl_arch under its config
+ *                               key (gl_arch_print_keys), sizes resolved
+ *   model_flags                 the gridlm-train flags that give the same
+ *                               model (gl_arch_to_flags)
+ *   tensor_model_parallel_size, context_parallel_size,
+ *   pipeline_model_parallel_size, virtual_pipeline_size,
+ *   data_parallel_size, sequence_parallel (as the run applies it),
+ *   micro_batch_size, global_batch_size, num_micro_batches
+ *   use_distributed_optimizer   as asked
+ *   distributed_optimizer       as it runs (gl_optim_is_distributed)
+ *   overlap_grad_reduce, overlap_param_gather, bf16   as asked
+ *   flops_per_token             gl_arch_flops_per_token
+ *   layer_flops_per_token       gl_arch_layer_flops
+ *   head_flops_per_token        gl_arch_head_flops
+ *   num_params                  gl_arch_num_params
+ *   stage_rank_params           the parameters one rank of each pipeline
+ *                               stage holds, first stage first, separated
+ *                               by spaces (TP ranks hold equal shares)
+ *   max_rank_params             the largest of them
+ */
+#ifndef GL_TRAIN_RUN_PLAN_H
+#define GL_TRAIN_RUN_PLAN_H
+
+#include <stdio.h>
+
+#include "train/run_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Print the plan of c, finished (gl_config_finish), to out. */
+void gl_run_plan_print(const gl_config *c, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
