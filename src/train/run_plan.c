@@ -45,11 +45,11 @@ void gl_run_plan_print(const gl_config *c, FILE *out)
     fprintf(out, "micro_batch_size=%d\n", l->micro_batch_size);
     fprintf(out, "global_batch_size=%d\n", c->global_batch_size);
     fprintf(out, "num_micro_batches=%d\n", c->num_micro_batches);
-    fprintf(out, "use_distributed_optimizer=%d\n", c->use_distributed_optimizer);
+    fprintf(out, "use_distributed_optimizer=%d\n", c->optim.use_distributed_optimizer);
     fprintf(out, "distributed_optimizer=%d\n",
-            gl_optim_is_distributed(c->use_distributed_optimizer, c->data_parallel_size));
-    fprintf(out, "overlap_grad_reduce=%d\n", c->overlap_grad_reduce);
-    fprintf(out, "overlap_param_gather=%d\n", c->overlap_param_gather);
+            gl_optim_is_distributed(c->optim.use_distributed_optimizer, c->data_parallel_size));
+    fprintf(out, "overlap_grad_reduce=%d\n", c->optim.overlap_grad_reduce);
+    fprintf(out, "overlap_param_gather=%d\n", c->optim.overlap_param_gather);
     fprintf(out, "bf16=%d\n", c->bf16);
 
     fprintf(out, "flops_per_token=%.0f\n", gl_config_flops_per_token(c));
