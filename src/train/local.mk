@@ -1,9 +1,11 @@
 # src/train: the training loop and its parts -- pipeline schedules
 # (sched.c) and their runner (pipeline.c), learning-rate schedule (lr.c),
 # gradient reduction, norm, clipping and AdamW, plain or distributed
-# (optim.c), batches (batch.c), logging (trainlog.c) and the loop
-# (train.c).  config.c is listed by src/tools/local.mk.
+# (optim.c), batches (batch.c), logging (trainlog.c), the loop (train.c)
+# and the run's configuration (config.c: the options, their checks and
+# presets, the FLOP count).
 libgridlm_a_SOURCES += %reldir%/train.h %reldir%/train.c \
+	%reldir%/config.h %reldir%/config.c \
 	%reldir%/sched.h %reldir%/sched.c %reldir%/pipeline.h %reldir%/pipeline.c \
 	%reldir%/lr.h %reldir%/lr.c %reldir%/optim.h %reldir%/optim.c \
 	%reldir%/batch.h %reldir%/batch.c %reldir%/trainlog.h %reldir%/trainlog.c
@@ -59,14 +61,7 @@ TESTS += t/train-ckpt.t
 dist_check_SCRIPTS += t/train-files.t
 TESTS += t/train-files.t
 
-# gridlm-eval: loss and perplexity of a checkpoint (or a freshly
-# initialised model) over a dataset's documents, forward-only pipeline.
-bin_PROGRAMS += src/tools/gridlm-eval
-src_tools_gridlm_eval_SOURCES = src/tools/gridlm-eval.c
-src_tools_gridlm_eval_LDADD = $(GRIDLM_LIBS)
-dist_man_MANS += doc/gridlm-eval.1
-
-# gridlm-eval against a direct computation (t/eval-ref).
+# gridlm-eval (src/tools) against a direct computation (t/eval-ref).
 check_PROGRAMS += t/eval-ref
 t_eval_ref_SOURCES = t/eval-ref.c t/model-ref.h
 t_eval_ref_LDADD = $(TAP_LIBS)
