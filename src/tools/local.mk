@@ -2,13 +2,6 @@
 # report) and its manual; what a program does lives in its room's part of
 # libgridlm.a (named below), and that room lists most of its tests.
 
-# gridlm-train: parse, boot, build the groups, open the device, train
-# (src/train).
-bin_PROGRAMS += %reldir%/gridlm-train
-%canon_reldir%_gridlm_train_SOURCES = %reldir%/gridlm-train.c
-%canon_reldir%_gridlm_train_LDADD = $(GRIDLM_LIBS)
-dist_man_MANS += doc/gridlm-train.1
-
 # gridlm-eval: loss and perplexity of a checkpoint (or a freshly
 # initialised model) over a dataset's documents, forward-only pipeline
 # (src/train).
@@ -28,6 +21,13 @@ bin_PROGRAMS += %reldir%/gridlm-ckpt
 %canon_reldir%_gridlm_ckpt_SOURCES = %reldir%/gridlm-ckpt.c
 %canon_reldir%_gridlm_ckpt_LDADD = $(GRIDLM_LIBS)
 dist_man_MANS += doc/gridlm-ckpt.1
+
+# gridlm-train: parse, boot, build the groups, open the device, train
+# (src/train).
+bin_PROGRAMS += %reldir%/gridlm-train
+%canon_reldir%_gridlm_train_SOURCES = %reldir%/gridlm-train.c
+%canon_reldir%_gridlm_train_LDADD = $(GRIDLM_LIBS)
+dist_man_MANS += doc/gridlm-train.1
 
 # gridlm-bench: microbenchmarks of gemm, collectives and attention
 # (src/bench).
