@@ -12,19 +12,15 @@
 #              sum of the decoded operands (the CPU's exact emulation).
 #   usage      bad subcommands and values exit 2 with one line.
 
+. "$(dirname "$0")/tap.sh"
 prog=./src/tools/gridlm-bench
-if [ ! -x "$prog" ]; then
-    echo "1..0 # SKIP $prog not built"
-    exit 0
-fi
+[ -x "$prog" ] || skip_all "$prog not built"
 tmp=${TMPDIR:-/tmp}/bench-cpu.$$
 trap 'rm -f "$tmp".*' EXIT INT TERM
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"
+# fail_run DESCRIPTION: a failed result, the command's output as comments
+fail_run() {
+    fail "$1"
     sed 's/^/# stdout: /' "$tmp".out; sed 's/^/# stderr: /' "$tmp".err
 }
 # run DESCRIPTION AWK-PROGRAM -- COMMAND...: the command must exit 0 and
@@ -33,10 +29,10 @@ run() {
     what=$1; prg=$2; shift 3
     "$@" >"$tmp".out 2>"$tmp".err
     code=$?
-    if [ $code -eq 0 ] && awk "$prg" "$tmp".out; then ok "$what"; else not_ok "$what (exit $code)"; fi
+    if [ $code -eq 0 ] && awk "$prg" "$tmp".out; then pass "$what"; else fail_run "$what (exit $code)"; fi
 }
 
-echo "1..16"
+plan 16
 
 # ---- gemm ---------------------------------------------------------------
 # The table: '#' lines, a header, then one row per shape: m n k and four
@@ -96,7 +92,7 @@ END { exit !(!bad && seen["world"] == 3 && seen["tp"] == 3 && seen["dp"] == 3) }
         $MPIEXEC $MPIEXEC_FLAGS -n 4 "$prog" comm --device cpu --tensor-model-parallel-size 2 \
         --min-bytes 4K --max-bytes 4K --iters 2 --warmup 1
 else
-    ok "# SKIP 4 ranks only under Open MPI (MPICH busy-polls)"
+    skip "" "4 ranks only under Open MPI (MPICH busy-polls)"
 fi
 
 # ---- attention ------------------------------------------------------------
@@ -134,9 +130,9 @@ usage() {
     "$prog" "$@" >"$tmp".out 2>"$tmp".err
     code=$?
     if [ $code -eq 2 ] && [ "$(wc -l <"$tmp".err)" -eq 1 ] && grep -q -- "$needle" "$tmp".err; then
-        ok "$what"
+        pass "$what"
     else
-        not_ok "$what (exit $code)"
+        fail_run "$what (exit $code)"
     fi
 }
 usage "unknown subcommand" "unknown subcommand 'gem'" gem
@@ -148,4 +144,4 @@ usage "an unknown collective" "unknown item 'all-to-all'" comm --device cpu --op
 usage "GQA groups must divide the heads" "--num-query-groups 3 does not divide" \
     attention --device cpu --num-attention-heads 4 --num-query-groups 3
 
-[ $failed -eq 0 ]
+done_testing

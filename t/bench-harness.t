@@ -15,19 +15,17 @@
 #     order of defaults, --flags and the run's flags, a failing run
 #     (exit 1, the others still summarised), --dry-run, usage errors.
 
+. "$(dirname "$0")/tap.sh"
 src=${top_srcdir:-..}
 sweep=$src/benchmarks/sweep.sh
 tmp=${TMPDIR:-/tmp}/bench-harness.$$
 trap 'rm -rf "$tmp"' EXIT INT TERM
 mkdir -p "$tmp"
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1"; echo "# got:"; echo "$2" | sed 's/^/#   /'; echo "# expected:"; echo "$3" | sed 's/^/#   /'; fi; }
+# check DESCRIPTION GOT EXPECTED: one result, both texts shown when they differ
+check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1"; echo "# got:"; echo "$2" | sed 's/^/#   /'; echo "# expected:"; echo "$3" | sed 's/^/#   /'; fi; }
 
-echo "1..22"
+plan 22
 
 # ---- 1. summary stage ------------------------------------------------------
 out=$tmp/fixture
@@ -92,12 +90,12 @@ check "plot titles" "$(cat "$out/plot.titles")" "a"
 if command -v gnuplot >/dev/null 2>&1; then
     png() { [ "$(od -An -c -N4 "$1" 2>/dev/null | tr -d ' ')" = '211PNG' ]; }
     if png "$out/throughput.png" && png "$out/efficiency.png"; then
-        ok "gnuplot wrote throughput.png and efficiency.png"
+        pass "gnuplot wrote throughput.png and efficiency.png"
     else
-        not_ok "gnuplot wrote throughput.png and efficiency.png"; sed 's/^/# /' "$out/plot.log"
+        fail "gnuplot wrote throughput.png and efficiency.png"; diag <"$out/plot.log"
     fi
 else
-    ok "# SKIP gnuplot not installed"
+    skip "" "gnuplot not installed"
 fi
 
 # ---- 3. run stage ------------------------------------------------------------
@@ -138,9 +136,9 @@ usage() {
     "$sweep" "$@" >"$tmp/u.out" 2>"$tmp/u.err"
     code=$?
     if [ $code -eq 2 ] && [ "$(wc -l <"$tmp/u.err")" -eq 1 ] && grep -q -- "$needle" "$tmp/u.err"; then
-        ok "$what"
+        pass "$what"
     else
-        not_ok "$what (exit $code)"; sed 's/^/# /' "$tmp/u.err"
+        fail "$what (exit $code)"; diag <"$tmp/u.err"
     fi
 }
 printf 'x/1 two --lr 1\n' >"$tmp/bad1.sweep"
@@ -152,4 +150,4 @@ usage "a launcher without {n}" "has no {n}" --launcher srun --train "$fake" --ou
     "$tmp/run.sweep"
 usage "--summarize-only without --out" "needs --out" --summarize-only "$tmp/run.sweep"
 
-[ $failed -eq 0 ]
+done_testing

@@ -17,6 +17,7 @@
 # FLOPs) computes in exactly 1 ms.  Bandwidths are chosen so that the
 # communication times are short decimals: NVLink 100 GB/s, no latency.
 
+. "$(dirname "$0")/tap.sh"
 src=${top_srcdir:-..}
 P=$src/benchmarks/project.sh
 fixture=$src/t/bench-project-fixture.csv
@@ -24,19 +25,16 @@ tmp=${TMPDIR:-/tmp}/bench-project.$$
 trap 'rm -rf "$tmp"' EXIT INT TERM
 mkdir -p "$tmp"
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1"; echo "# got:      $2"; echo "# expected: $3"; fi; }
+# check NAME GOT WANT: one result, GOT = WANT as text
+check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1"; echo "# got:      $2"; echo "# expected: $3"; fi; }
 # approx NAME GOT WANT: |GOT - WANT| <= 1e-9 |WANT| (or 1e-15 absolute
 # when WANT is 0): the model's sums in double precision against decimals.
 approx() {
     if awk -v g="$2" -v w="$3" 'BEGIN { d = g - w; if (d < 0) d = -d; a = w < 0 ? -w : w
                                         exit !(g != "" && d <= (a > 0 ? 1e-9 * a : 1e-15)) }'; then
-        ok "$1"
+        pass "$1"
     else
-        not_ok "$1"; echo "# got $2, expected $3"
+        fail "$1"; echo "# got $2, expected $3"
     fi
 }
 # col CSV-TEXT RUN COLUMN: one field of the projection CSV
@@ -50,13 +48,13 @@ fails() {   # fails NAME EXPECTED-TEXT ARGS...: exit 2 and one error line
     "$P" "$@" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     if [ $rc = 2 ] && grep -q -- "$want" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then
-        ok "$name"
+        pass "$name"
     else
-        not_ok "$name"; echo "# exit $rc:"; sed 's/^/#   /' "$tmp/err"
+        fail "$name"; echo "# exit $rc:"; sed 's/^/#   /' "$tmp/err"
     fi
 }
 
-echo "1..42"
+plan 42
 
 tiny="--num-layers 1 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128
       --vocab-size 128 --seq-length 32 --untie-embeddings-and-output-weights --bf16"
@@ -216,8 +214,8 @@ printf 'p 2 %s --global-batch-size 2\n' "$tiny" >"$tmp/p.sweep"
 out=$("$P" --calibrate "$fixture" --hbm-gbps 2.186368 $net "$tmp/p.sweep")
 case $out in
 *"## Model against measurement"*"## PROJECTION (a model, not a measurement)"*"calibrated on the measured run t/1"*"| p | 2 |"*)
-    ok "markdown: the check, then a table labelled PROJECTION with its calibration" ;;
-*) not_ok "markdown: the check, then a table labelled PROJECTION with its calibration"
+    pass "markdown: the check, then a table labelled PROJECTION with its calibration" ;;
+*) fail "markdown: the check, then a table labelled PROJECTION with its calibration"
    printf '%s\n' "$out" | sed 's/^/#   /' ;;
 esac
 
@@ -235,4 +233,4 @@ fails "a CSV that is not sweep.sh's" "has no name, gpus, status" --calibrate "$t
 grep -v '^t/1,' "$fixture" >"$tmp/no1.csv"
 fails "no 1-GPU run to calibrate on" "no successful 1-GPU run" --calibrate "$tmp/no1.csv"
 
-[ $failed = 0 ]
+done_testing

@@ -7,20 +7,13 @@
 # and that data-parallel and tensor-parallel runs of one model report the
 # same loss as the single rank (layout never changes the math).
 
+. "$(dirname "$0")/tap.sh"
 src=${top_srcdir:-..}
 train=./src/tools/gridlm-train
-if [ ! -x "$train" ]; then
-    echo "1..0 # SKIP $train not built"
-    exit 0
-fi
+[ -x "$train" ] || skip_all "$train not built"
 tmp=${TMPDIR:-/tmp}/bench-sweep-cpu.$$
 trap 'rm -rf "$tmp"' EXIT INT TERM
 mkdir -p "$tmp"
-
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
 
 sweep=$src/benchmarks/cpu-tiny.sweep
 if [ "$GL_MPI_FLAVOR" = mpich ]; then
@@ -29,17 +22,18 @@ if [ "$GL_MPI_FLAVOR" = mpich ]; then
 fi
 runs=$(awk '!/^#/ && NF >= 2 && $1 != "defaults"' "$sweep" | wc -l | tr -d ' ')
 
-echo "1..6"
+plan 6
 "$src/benchmarks/sweep.sh" --launcher "$MPIEXEC $MPIEXEC_FLAGS -n {n}" --train "$train" \
     --warmup 3 --time-limit 300 --out "$tmp/out" "$sweep" >"$tmp/log" 2>&1
 code=$?
-if [ $code -eq 0 ]; then ok "the sweep ran ($runs runs)"; else
-    not_ok "the sweep ran (exit $code)"; sed 's/^/# /' "$tmp/log"
+if [ $code -eq 0 ]; then pass "the sweep ran ($runs runs)"; else
+    fail "the sweep ran (exit $code)"; diag <"$tmp/log"
     for f in "$tmp"/out/logs/*.out; do [ -f "$f" ] && tail -n 5 "$f" | sed "s|^|# $(basename "$f"): |"; done
 fi
 csv=$tmp/out/results.csv
 
-check() { if awk -F, "$2" "$csv"; then ok "$1"; else not_ok "$1"; sed 's/^/# /' "$csv"; fi; }
+# check DESCRIPTION AWK-PROGRAM: one result, the awk program's verdict on the CSV
+check() { if awk -F, "$2" "$csv"; then pass "$1"; else fail "$1"; diag <"$csv"; fi; }
 check "every run ok with 5 records after 3 warm-up iterations" \
     "NR > 1 { rows++; if (\$4 != \"ok\" || \$5 != 5) bad = 1 } END { exit !(rows == $runs && !bad) }"
 check "positive rates; tokens/s = tokens/s/GPU x GPUs" \
@@ -51,8 +45,8 @@ check "efficiency: 1 for the one-rank run of each series, tokens/s/GPU ratio oth
 check "TP=2 trains the same model as one rank: same last loss (1e-4)" \
     'NR > 1 && $2 == "tiny-tp" { l[$3] = $13 } END { d = l[1] - l[2]; exit !(l[1] != "" && d < 1e-4 && d > -1e-4) }'
 if [ -s "$tmp/out/results.md" ] && [ "$(grep -c '^| tiny-' "$tmp/out/results.md")" -eq "$runs" ]; then
-    ok "results.md has a row per run"
+    pass "results.md has a row per run"
 else
-    not_ok "results.md has a row per run"
+    fail "results.md has a row per run"
 fi
-[ $failed -eq 0 ]
+done_testing

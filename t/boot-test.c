@@ -12,7 +12,7 @@
 #include <config.h>
 #include "boot/boot.h"
 #include "boot/groups.h"
-#include "comm/comm_impl.h"
+#include "comm/comm.h"
 #include "device/ops.h"
 #include "grid/grid.h"
 #include "base/log.h"

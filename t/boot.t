@@ -7,8 +7,9 @@
 # Then the failure paths: a bad layout stops the whole job with one line,
 # and an MPI that does not speak PMIx under a PMIx launcher (the MPICH
 # build started by Open MPI's mpiexec) stops with the --mpi= advice.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/mpi-fold.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/mpi-fold.sh"
 have_pmix=no
 grep -q '^#define GL_HAVE_PMIX 1' "$top_builddir/config.h" && have_pmix=yes
 
@@ -34,11 +35,10 @@ fi
 n=2
 lines=$(GRIDLM_BOOT_DEBUG=1 GL_EXPECT_BOOT=$boot $MPIEXEC $MPIEXEC_FLAGS -n $n ./t/boot-test 2>&1 |
         grep -c "^bootstrap: $boot: rank ")
-mpi_fold_n=$((mpi_fold_n + 1))
 if test "$lines" -eq $n; then
-    echo "ok $mpi_fold_n GRIDLM_BOOT_DEBUG prints 'bootstrap: $boot' on each of $n ranks"
+    tap_result 0 "GRIDLM_BOOT_DEBUG prints 'bootstrap: $boot' on each of $n ranks"
 else
-    echo "not ok $mpi_fold_n GRIDLM_BOOT_DEBUG prints 'bootstrap: $boot' on each of $n ranks (got $lines lines)"
+    tap_result 1 "GRIDLM_BOOT_DEBUG prints 'bootstrap: $boot' on each of $n ranks (got $lines lines)"
 fi
 
 # A bad layout: the job stops (non-zero status), one error line from
@@ -47,18 +47,16 @@ n=2; test "$GL_MPI_FLAVOR" = openmpi && n=4
 out=$($MPIEXEC $MPIEXEC_FLAGS -n $n ./t/boot-test --bad-layout 2>&1)
 rc=$?
 errs=$(printf '%s\n' "$out" | grep -c "error: rank .* --tensor-model-parallel-size 3")
-mpi_fold_n=$((mpi_fold_n + 1))
 if test $rc -ne 0 && test "$errs" -eq 1; then
-    echo "ok $mpi_fold_n TP=3 on $n ranks stops the job (status $rc) with one error line"
+    tap_result 0 "TP=3 on $n ranks stops the job (status $rc) with one error line"
 else
-    echo "not ok $mpi_fold_n TP=3 on $n ranks stops the job with one error line (status $rc, $errs lines)"
-    printf '%s\n' "$out" | sed 's/^/# /'
+    tap_result 1 "TP=3 on $n ranks stops the job with one error line (status $rc, $errs lines)"
+    printf '%s\n' "$out" | diag
 fi
 
 # An MPI without PMIx under a PMIx launcher: each process sees a world of
 # one.  The MPICH build under Open MPI's mpiexec is such a job.
 ompi_exec=$(command -v mpiexec.openmpi 2>/dev/null)
-mpi_fold_n=$((mpi_fold_n + 1))
 if test "$GL_MPI_FLAVOR" = mpich && test $have_pmix = yes && test -n "$ompi_exec"; then
     out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
           OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader \
@@ -66,12 +64,12 @@ if test "$GL_MPI_FLAVOR" = mpich && test $have_pmix = yes && test -n "$ompi_exec
     rc=$?
     errs=$(printf '%s\n' "$out" | grep -c "launch with .srun --mpi=pmi2.")
     if test $rc -ne 0 && test $rc -ne 124 && test "$errs" -eq 1; then
-        echo "ok $mpi_fold_n MPICH under a PMIx launcher stops with the --mpi=pmi2 advice (status $rc)"
+        tap_result 0 "MPICH under a PMIx launcher stops with the --mpi=pmi2 advice (status $rc)"
     else
-        echo "not ok $mpi_fold_n MPICH under a PMIx launcher stops with the --mpi=pmi2 advice (status $rc, $errs lines)"
-        printf '%s\n' "$out" | sed 's/^/# /'
+        tap_result 1 "MPICH under a PMIx launcher stops with the --mpi=pmi2 advice (status $rc, $errs lines)"
+        printf '%s\n' "$out" | diag
     fi
 else
-    echo "ok $mpi_fold_n # SKIP PMIx size mismatch: needs the MPICH build, PMIx and mpiexec.openmpi"
+    skip "" "PMIx size mismatch: needs the MPICH build, PMIx and mpiexec.openmpi"
 fi
-mpi_fold_done
+done_testing

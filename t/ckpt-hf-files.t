@@ -21,13 +21,13 @@ ck="$top_builddir/src/tools/gridlm-ckpt"
 st="$top_builddir/t/st-tool"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-hf-files.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/tap.sh"
 
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
 # check DESCRIPTION COMMAND...: one result from the command's status
 check() {
     what=$1; shift
-    if "$@"; then say ok "$what"; else say "not ok" "$what"; fi
+    "$@"
+    ok $? "$what"
 }
 show() { sed 's/^/#   /' "$1"; }
 
@@ -35,12 +35,11 @@ tiny="--device cpu --mock-data --seed 7 --num-layers 2 --hidden-size 32
  --num-attention-heads 4 --ffn-hidden-size 64 --seq-length 32 --vocab-size 256
  --micro-batch-size 2 --global-batch-size 4 --lr 1e-2 --log-interval 1 --eval-iters 0"
 
-echo "1..14"
+plan 14
 # shellcheck disable=SC2086
 if ! "$train" $tiny --train-iters 2 --save-interval 1 --save "$tmp/ck" >"$tmp/train.log" 2>&1; then
     show "$tmp/train.log"
-    echo "Bail out! the training run that makes the checkpoints failed"
-    exit 1
+    bail_out "the training run that makes the checkpoints failed"
 fi
 
 # --- 1. a new export replaces an earlier one ---
@@ -128,4 +127,4 @@ check "an lm_head.weight that differs is refused, naming tie_word_embeddings and
     sh -c "test $rc -ne 0 && grep -q 'lm_head.weight differs from model.embed_tokens.weight' '$tmp/t2.log' &&
            grep -q 'tie_word_embeddings\": false' '$tmp/t2.log' && grep -q 'remove lm_head.weight' '$tmp/t2.log' &&
            ! test -e '$tmp/tied-other.h5'"
-exit 0
+done_testing

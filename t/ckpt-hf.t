@@ -9,36 +9,31 @@
 # export.  Bad directories are refused with a message.  Skipped without
 # python3, safetensors and numpy.
 : "${PYTHON3:=python3}"
-if ! "$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with safetensors and numpy not found ($GL_PIP_INSTALL safetensors numpy, $GL_PIP_VENV)"
-    exit 0
-fi
-. "$top_srcdir/t/mpi-fold.sh"
+. "$(dirname "$0")/tap.sh"
+"$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1 ||
+    skip_all "python3 with safetensors and numpy not found ($GL_PIP_INSTALL safetensors numpy, $GL_PIP_VENV)"
+. "$(dirname "$0")/mpi-fold.sh"
 py="$top_srcdir/t/ckpt-hf.py"
 tool=./src/tools/gridlm-ckpt
 d=t/ckpt-hf.dir
 rm -rf "$d"
 mkdir -p "$d"
-result() {
-    mpi_fold_n=$((mpi_fold_n + 1))
-    if test "$1" -eq 0; then echo "ok $mpi_fold_n - $2"; else echo "not ok $mpi_fold_n - $2"; fi
-}
 # run DESCRIPTION COMMAND...: one result; output as comments on failure
 run() {
     what=$1; shift
     "$@" >"$d/out" 2>&1
     rc=$?
-    test $rc -eq 0 || sed 's/^/# /' "$d/out"
-    result $rc "$what"
+    test $rc -eq 0 || diag <"$d/out"
+    ok $rc "$what"
 }
 # refuse DESCRIPTION TEXT COMMAND...: the command fails naming TEXT
 refuse() {
     what=$1; text=$2; shift 2
     "$@" >"$d/out" 2>&1
     rc=$?
-    sed 's/^/# /' "$d/out"
+    diag <"$d/out"
     test $rc -ne 0 && grep -q -- "$text" "$d/out"
-    result $? "$what"
+    ok $? "$what"
 }
 
 for case in "bfloat16 untied single" "float16 tied sharded" "float32 untied sharded" "bfloat16 tied single"; do
@@ -68,21 +63,20 @@ run "and it round-trips" "$PYTHON3" "$py" compare "$d/bfloat16-untied-single" "$
 # info
 $tool info "$d/float32-untied-sharded.h5" >"$d/info" 2>&1
 rc=$?
-sed 's/^/# /' "$d/info" | head -40
+diag <"$d/info" | head -40
 test $rc -eq 0 && grep -q '^iteration:  0$' "$d/info" &&
     grep -q 'model/layers.1.attention.wo.weight  *\[8, 8\]  *fp32 .* ok$' "$d/info" &&
     grep -q 'all 21 checksums verified' "$d/info"
-result $? "info lists the iteration, the tensors and their verified checksums"
+ok $? "info lists the iteration, the tensors and their verified checksums"
 
 # transformers, where installed
 "$PYTHON3" "$py" transformers "$d/float32-untied-sharded.out" "$d/float32-untied-sharded" >"$d/out" 2>&1
 rc=$?
 if test $rc -eq 77; then
-    mpi_fold_n=$((mpi_fold_n + 1))
-    echo "ok $mpi_fold_n # SKIP transformers or torch not installed"
+    skip "" "transformers or torch not installed"
 else
-    sed 's/^/# /' "$d/out"
-    result $rc "transformers loads the export with the original weights"
+    diag <"$d/out"
+    ok $rc "transformers loads the export with the original weights"
 fi
 
 # Refusals
@@ -105,9 +99,9 @@ rm -f "$bad/config.json" && mkdir "$bad/config.json"
 refuse "a config.json that is a directory" "config.json is a directory" \
     $tool import-hf "$bad" "$d/x.h5"
 test ! -e "$d/x.h5" && ! ls "$d" | grep -q 'x.h5.tmp'
-result $? "refused imports leave no file behind"
+ok $? "refused imports leave no file behind"
 refuse "export of a missing checkpoint" "does not exist" $tool export-hf "$d/none.h5" "$d/y"
 refuse "a bad --dtype" "give bf16, fp16 or fp32" $tool export-hf --dtype int8 "$d/a.h5" "$d/y"
 
 rm -rf "$d"
-mpi_fold_done
+done_testing

@@ -7,17 +7,13 @@
 # temporary file exists this script kills both rank processes, by the
 # process ids they wrote, with SIGKILL; then iteration 200 must still load
 # and verify, and no iter_0000900.h5 may exist.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/mpi-fold.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/mpi-fold.sh"
 d=t/ckpt-kill.dir
 rm -rf "$d"
 mkdir -p "$d/pids"
 mpi_fold "setup" $MPIEXEC $MPIEXEC_FLAGS -n 2 ./t/ckpt-h5 --setup "$d/ckpt"
-
-result() {
-    mpi_fold_n=$((mpi_fold_n + 1))
-    if test "$1" -eq 0; then echo "ok $mpi_fold_n - $2"; else echo "not ok $mpi_fold_n - $2"; fi
-}
 
 $MPIEXEC $MPIEXEC_FLAGS -n 2 ./t/ckpt-h5 --slow-save "$d/ckpt" "$d/pids" >"$d/slow.log" 2>&1 &
 launcher=$!
@@ -33,7 +29,7 @@ while test $i -lt 600; do
     i=$((i + 1))
 done
 test -s "$d/pids/pid.1" && ls "$d/ckpt/" | grep -q '^iter_0000900\.h5\.tmp\.'
-result $? "the slow save started and created its temporary file"
+ok $? "the slow save started and created its temporary file"
 ls "$d/ckpt" | sed 's/^/# before kill: /'
 for r in 0 1; do
     pid=$(cat "$d/pids/pid.$r" 2>/dev/null)
@@ -42,9 +38,9 @@ done
 wait $launcher
 rc=$?
 test $rc -ne 0
-result $? "the killed job exited with status $rc"
+ok $? "the killed job exited with status $rc"
 ls "$d/ckpt" | grep -q '^iter_0000900\.h5\.tmp\.'
-result $? "the killed save left its temporary file, not a checkpoint"
+ok $? "the killed save left its temporary file, not a checkpoint"
 mpi_fold "after kill" $MPIEXEC $MPIEXEC_FLAGS -n 2 ./t/ckpt-h5 --after-kill "$d/ckpt"
 rm -rf "$d"
-mpi_fold_done
+done_testing

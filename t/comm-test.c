@@ -17,7 +17,7 @@
 #include <config.h>
 #include "boot/boot.h"
 #include "boot/groups.h"
-#include "comm/comm_impl.h"
+#include "comm/comm.h"
 #include "grid/grid.h"
 #include "base/log.h"
 #include "tap.h"

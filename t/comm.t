@@ -6,13 +6,14 @@
 #
 # Each run's TAP is folded into this script's stream: lines are renumbered
 # and prefixed with the rank count, and a run that dies fails.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
 case $GL_MPI_FLAVOR in
 openmpi) sizes="1 2 4 8" ;;
 *)       sizes="1 2" ;;
 esac
-. "$top_srcdir/t/mpi-fold.sh"
+. "$(dirname "$0")/mpi-fold.sh"
 for n in $sizes; do
     mpi_fold "$n ranks" $MPIEXEC $MPIEXEC_FLAGS -n $n ./t/comm-test
 done
-mpi_fold_done
+done_testing

@@ -50,11 +50,10 @@
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
 : "${top_builddir:=.}"
-if ! "$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with numpy and safetensors not found ($GL_PIP_INSTALL numpy safetensors, $GL_PIP_VENV)"
-    exit 0
-fi
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
+. "$(dirname "$0")/tap.sh"
+"$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1 ||
+    skip_all "python3 with numpy and safetensors not found ($GL_PIP_INSTALL numpy safetensors, $GL_PIP_VENV)"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
 py="$top_srcdir/t/eval-hf.py"
 ckpt="$top_builddir/src/tools/gridlm-ckpt"
 eval_="$top_builddir/src/tools/gridlm-eval"
@@ -63,32 +62,27 @@ trap 'rm -rf "$tmp"' EXIT
 S=128
 TOL=5e-6
 
-n=0
-result() {
-    n=$((n + 1))
-    if test "$1" -eq 0; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 # run DESCRIPTION COMMAND...: one result; the output as comments on failure
 run() {
     what=$1; shift
     "$@" >"$tmp/out" 2>&1
     rc=$?
     test $rc -eq 0 || sed 's/^/#   /' "$tmp/out"
-    result $rc "$what"
+    ok $rc "$what"
 }
 
 # sensitive V MUTANTS...: each wrong oracle moves the loss by > 10 x TOL
 sensitive() {
     v=$1; shift
-    ok=0 msg=""
+    st=0 msg=""
     for m in "$@"; do
         set -- $("$PYTHON3" "$py" loss "$tmp/$v" "$tmp/$v.docs" $S "$m" 2>&1)
         d=$(awk -v a="$1" -v b="$want_loss" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "%.2g", d }')
         msg="$msg $m $d,"
-        awk -v d="$d" -v t=$TOL 'BEGIN { exit !(d > 10 * t) }' || ok=1
+        awk -v d="$d" -v t=$TOL 'BEGIN { exit !(d > 10 * t) }' || st=1
     done
     echo "# $v: relative loss change of the wrong oracles:$msg"
-    result $ok "$v: each wrong oracle moves the loss by more than 10 x $TOL"
+    ok $st "$v: each wrong oracle moves the loss by more than 10 x $TOL"
 }
 
 # check V NAME RANKS FLAGS...: gridlm-eval --json against the oracle
@@ -100,7 +94,7 @@ check() {
             --data-path "$tmp/$v.docs" --seq-length $S --json "$@" \
             >"$tmp/eval.out" 2>"$tmp/eval.err"; then
         tail -5 "$tmp/eval.err" | sed 's/^/#   /'
-        result 1 "$v, $name: gridlm-eval failed"
+        fail "$v, $name: gridlm-eval failed"
         return
     fi
     got=$(sed -n 's/^{"loss": \([^,]*\), "perplexity": [^,]*, "tokens": \([0-9]*\), "documents": \([0-9]*\)}$/\1 \2 \3/p' "$tmp/eval.out")
@@ -111,7 +105,7 @@ check() {
         exit !(NF == 6 && d < t && $2 == $5 && $3 == $6) }'
     rc=$?
     test $rc -eq 0 || sed 's/^/#   /' "$tmp/eval.out"
-    result $rc "$v, $name: loss within $TOL of transformers' forward, counts exact"
+    ok $rc "$v, $name: loss within $TOL of transformers' forward, counts exact"
 }
 
 # prepare V VOCAB: the directory, its dataset, the import and the oracle
@@ -124,7 +118,7 @@ prepare() {
     want="$1 $2 $3"
     test -n "$3" || sed 's/^/#   /' "$tmp/oracle.err"
     test -n "$3"
-    result $? "$v: the oracle's loss $1 over $2 tokens of $3 documents"
+    ok $? "$v: the oracle's loss $1 over $2 tokens of $3 documents"
 }
 
 # --- a: fp32, untied, llama3 scaling -----------------------------------
@@ -172,4 +166,4 @@ run "d: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/d.h5" "$tmp
 run "d: the export equals the original bit for bit, config.json (rope_parameters) too" \
     "$PYTHON3" "$py" same "$tmp/d" "$tmp/d.out"
 
-echo "1..$n"
+done_testing

@@ -21,27 +21,23 @@ train="$top_builddir/src/tools/gridlm-train"
 ref="$top_builddir/t/eval-ref"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/eval-loss.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/tap.sh"
 
 model="--device cpu --seed 4321 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512"
 
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
-
-echo "1..12"
+plan 12
 if ! "$ref" make "$tmp/docs" 2>"$tmp/make.err"; then
     sed 's/^/#   /' "$tmp/make.err"
-    echo "Bail out! eval-ref could not write the dataset"
-    exit 1
+    bail_out "eval-ref could not write the dataset"
 fi
 # shellcheck disable=SC2086
 set -- $("$ref" loss $model --data-path "$tmp/docs" --train-iters 1 --lr 1 2>"$tmp/ref.err")
 want_loss=$1 want_tokens=$2 want_docs=$3
 if [ -z "$want_docs" ]; then
     sed 's/^/#   /' "$tmp/ref.err"
-    echo "Bail out! eval-ref could not compute the reference"
-    exit 1
+    bail_out "eval-ref could not compute the reference"
 fi
 echo "# direct computation: loss $want_loss over $want_tokens tokens of $want_docs documents"
 
@@ -51,14 +47,14 @@ check() {
     name=$1 ranks=$2 want=$3
     shift 3
     if [ "$ranks" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
-        say ok "$name # SKIP $ranks ranks under MPICH"
+        skip "$name" "$ranks ranks under MPICH"
         return
     fi
     # shellcheck disable=SC2086
     if ! $MPIEXEC $MPIEXEC_FLAGS -n "$ranks" "$eval_" --data-path "$tmp/docs" --json "$@" \
             >"$tmp/$name.out" 2>"$tmp/$name.err"; then
         tail -5 "$tmp/$name.err" | sed 's/^/#   /'
-        say "not ok" "$name: gridlm-eval failed"
+        fail "$name: gridlm-eval failed"
         return
     fi
     got=$(sed -n 's/^{"loss": \([^,]*\), "perplexity": \([^,]*\), "tokens": \([0-9]*\), "documents": \([0-9]*\)}$/\1 \3 \4 \2/p' "$tmp/$name.out")
@@ -67,10 +63,10 @@ check() {
             p = (exp($1) - $4) / $4; if (p < 0) p = -p
             printf "# %s: loss %s (rel %.2g), %s tokens, %s documents, ppl %s\n", "'"$name"'", $1, d, $2, $3, $4
             exit !(NF == 7 && d < 1e-5 && $2 == $6 && $3 == $7 && p < 1e-6) }'; then
-        say ok "$name: loss, perplexity, tokens and documents match"
+        pass "$name: loss, perplexity, tokens and documents match"
     else
         sed 's/^/#   /' "$tmp/$name.out"
-        say "not ok" "$name: got '$got', want '$want'"
+        fail "$name: got '$got', want '$want'"
     fi
 }
 
@@ -87,8 +83,8 @@ check 222-sp 8 "$want" $model --tensor-model-parallel-size 2 \
 }
 # 8 of the 11 odd lengths, 40 ordinary, 30+50 and 1+1 in two sequences
 case $want_docs in
-50) say ok "50 documents of 2 tokens or more (one of them 1+1 tokens in two sequences)" ;;
-*) say "not ok" "the reference counts $want_docs documents, want 50" ;;
+50) pass "50 documents of 2 tokens or more (one of them 1+1 tokens in two sequences)" ;;
+*) fail "the reference counts $want_docs documents, want 50" ;;
 esac
 
 # Checkpoints: train a little under (2,2,1), evaluate what was saved.
@@ -102,10 +98,10 @@ if $MPIEXEC $MPIEXEC_FLAGS -n 4 "$train" $model $tiny_train --tensor-model-paral
     set -- $("$ref" loss $model --data-path "$tmp/docs" --train-iters 1 --lr 1 \
              --load "$tmp/ck/iter_0000003.h5" 2>"$tmp/ref2.err")
     if [ -n "$3" ] && [ "$1" != "$want_loss" ]; then
-        say ok "the trained weights give another loss: $1 (initial $want_loss)"
+        pass "the trained weights give another loss: $1 (initial $want_loss)"
     else
         sed 's/^/#   /' "$tmp/ref2.err"
-        say "not ok" "reference for the checkpoint: '$*'"
+        fail "reference for the checkpoint: '$*'"
     fi
     want2="$1 $2 $3"
     check load-one 1 "$want2" --device cpu --load "$tmp/ck"
@@ -114,41 +110,41 @@ if $MPIEXEC $MPIEXEC_FLAGS -n 4 "$train" $model $tiny_train --tensor-model-paral
         --pipeline-model-parallel-size 2 --seq-length 64
 else
     tail -5 "$tmp/train.log" | sed 's/^/#   /'
-    say "not ok" "gridlm-train --save failed"
-    say "not ok" "load-one not run"
-    say "not ok" "load-tp2-dp2 not run"
-    say "not ok" "load-pp2 not run"
+    fail "gridlm-train --save failed"
+    fail "load-one not run"
+    fail "load-tp2-dp2 not run"
+    fail "load-pp2 not run"
 fi
 
 # The text report, and refusals.
 # shellcheck disable=SC2086
 if $MPIEXEC $MPIEXEC_FLAGS -n 1 "$eval_" $model --data-path "$tmp/docs" >"$tmp/text.out" 2>&1 &&
    grep -q "docs: $want_docs documents (4 shorter than 2 tokens skipped), $want_tokens predicted tokens at most 64 per document: loss [0-9.]*, perplexity [0-9.]*" "$tmp/text.out"; then
-    say ok "the text report"
+    pass "the text report"
 else
     sed 's/^/#   /' "$tmp/text.out"
-    say "not ok" "the text report"
+    fail "the text report"
 fi
 # shellcheck disable=SC2086
 $MPIEXEC $MPIEXEC_FLAGS -n 1 "$eval_" $model >"$tmp/nodata.out" 2>&1
 rc=$?
 if [ $rc = 2 ] && grep -q -- "--data-path PREFIX is required" "$tmp/nodata.out"; then
-    say ok "no --data-path: exit 2 and the fix"
+    pass "no --data-path: exit 2 and the fix"
 else
     sed 's/^/#   /' "$tmp/nodata.out"
-    say "not ok" "no --data-path: exit $rc"
+    fail "no --data-path: exit $rc"
 fi
 if [ -f "$tmp/ck/iter_0000003.h5" ]; then
     $MPIEXEC $MPIEXEC_FLAGS -n 1 "$eval_" --device cpu --load "$tmp/ck" --data-path "$tmp/docs" \
         --num-layers 2 >"$tmp/other.out" 2>&1
     rc=$?
     if [ $rc = 2 ] && grep -q -- "--num-layers 4 there, 2 here" "$tmp/other.out"; then
-        say ok "a flag that contradicts the checkpoint: exit 2, named"
+        pass "a flag that contradicts the checkpoint: exit 2, named"
     else
         sed 's/^/#   /' "$tmp/other.out"
-        say "not ok" "contradicting --num-layers: exit $rc"
+        fail "contradicting --num-layers: exit $rc"
     fi
 else
-    say "not ok" "no checkpoint to contradict"
+    fail "no checkpoint to contradict"
 fi
-exit 0
+done_testing

@@ -9,8 +9,9 @@
 #     the same reading of that clock, and the stop comes at the first
 #     check whose reading is past 0.6 s (the program reports the readings;
 #     no clock of the test's own is involved).
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/fault-lib.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/fault-lib.sh"
 n=$fault_n
 
 fault_run "$n ranks, --exit-interval 5" \
@@ -19,4 +20,4 @@ fault_run "$n ranks, --exit-interval 7 resumed at 10" \
     $MPIEXEC $MPIEXEC_FLAGS -n $n ./t/fault-test exit --interval 7 --start 10
 fault_run "$n ranks, --exit-duration-in-mins 0.01" \
     $MPIEXEC $MPIEXEC_FLAGS -n $n ./t/fault-test exit --duration 0.01 --step-ms 20
-mpi_fold_done
+done_testing

@@ -1,5 +1,6 @@
 # fault-lib.sh: helpers for the t/fault-*.t scripts (sourced after
-# t/env.sh).  Results are numbered through t/mpi-fold.sh's counter.
+# t/env.sh).  Results are numbered through t/tap.sh's counter, in
+# t/mpi-fold.sh's style ("ok N LABEL", no dash); done_testing ends.
 #
 #   fault_run LABEL CMD...   run CMD (a program: bounded by timeout 120; a
 #                            shell function bounds itself), keep its
@@ -9,7 +10,7 @@
 #                            exit 0 fails)
 #   fault_show               copy the last run's output as TAP comments
 #   fault_ok DESC CMD...     one result: ok when CMD succeeds
-. "$top_srcdir/t/mpi-fold.sh"
+. "$(dirname "$0")/mpi-fold.sh"
 fault_dir=$(mktemp -d "${TMPDIR:-/tmp}/gridlm-fault.XXXXXX")
 trap 'rm -rf "$fault_dir"' EXIT
 fault_out=$fault_dir/out
@@ -34,16 +35,12 @@ fault_run() {
     mpi_fold "$fault_label" fault_replay
 }
 fault_show() {
-    sed 's/^/# /' "$fault_out" "$fault_err"
+    cat "$fault_out" "$fault_err" | diag
 }
 fault_ok() {
     fault_desc=$1; shift
-    mpi_fold_n=$((mpi_fold_n + 1))
-    if "$@"; then
-        echo "ok $mpi_fold_n $fault_desc"
-    else
-        echo "not ok $mpi_fold_n $fault_desc"
-    fi
+    "$@"
+    tap_result $? "$fault_desc"
 }
 # Ranks to use: MPICH busy-polls, so at most 2 on this machine.
 case $GL_MPI_FLAVOR in

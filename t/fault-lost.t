@@ -14,8 +14,9 @@
 #      hydra kill the survivors within milliseconds of a death, often
 #      before they can speak (gridlm-train(1), FAULTS).  No line may call
 #      another rank dead.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/fault-lib.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/fault-lib.sh"
 n=$fault_n
 test $n -gt 3 && n=3
 host=$(uname -n)
@@ -49,4 +50,4 @@ fault_ok "... rank 1 is named (by a survivor: $ours; by the launcher: $launcher)
     test $ours = yes -o $launcher = yes
 fault_ok "... no line calls another rank dead" \
     sh -c "! grep 'died: its side-channel' '$fault_err' | grep -v ': rank 1 on ' | grep -q ."
-mpi_fold_done
+done_testing

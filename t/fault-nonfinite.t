@@ -5,8 +5,9 @@
 #   - N + 1 in a row stop the job: exit status non-zero, exactly one error
 #     line (from rank 0) naming the iterations, the count, the flag and
 #     what to try, and no iteration after the one that stopped it.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/fault-lib.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/fault-lib.sh"
 n=$fault_n
 
 fault_run "$n ranks, --max-nonfinite-iters 2, streaks of 1 and 2" \
@@ -32,4 +33,4 @@ fault_exec $MPIEXEC $MPIEXEC_FLAGS -n 2 ./t/fault-test nonfinite --max 0 --patte
 fault_show
 fault_ok "--max-nonfinite-iters 0: the first one stops the job ($fault_rc)" \
     sh -c "test $fault_rc -ne 0 && grep -q 'NaN or Inf in 1 iteration in a row (iteration 3; 1 non-finite in all), more than --max-nonfinite-iters 0' '$fault_err'"
-mpi_fold_done
+done_testing

@@ -15,10 +15,11 @@
 #   - a run that fails in training (a NaN with --max-nonfinite-iters 0)
 #     over a directory holding an earlier run's record: no record is left
 #     (the failing run removed it when training started), exit non-zero.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/fault-lib.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/fault-lib.sh"
 train=$top_builddir/src/tools/gridlm-train
-test -x "$train" || { echo "1..0 # SKIP src/tools/gridlm-train not built"; exit 0; }
+test -x "$train" || skip_all "src/tools/gridlm-train not built"
 tiny="--device cpu --mock-data --seed 1234 --num-layers 2 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 16
@@ -106,4 +107,4 @@ fault_ok "a run that fails in training exits non-zero ($fault_rc)" \
     test $fault_rc -ne 0 -a $fault_rc -ne 124
 fault_ok "... and leaves no exit record (the earlier run's was removed)" \
     test ! -e "$ck/gridlm_exit.txt"
-mpi_fold_done
+done_testing

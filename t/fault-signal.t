@@ -6,8 +6,9 @@
 #   - raised by a rank itself at a known iteration (1, 2 and 4 ranks);
 #   - sent from outside (kill) to one rank's pid, as Slurm's --signal does;
 #   - sent to the launcher, which forwards it to every rank.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/fault-lib.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/fault-lib.sh"
 n=$fault_n
 last=$((n - 1))
 
@@ -53,4 +54,4 @@ kill_rank() {
 }
 fault_run "$n ranks, SIGUSR1 sent to rank 1's pid from outside" kill_rank 1
 fault_run "$n ranks, SIGUSR1 sent to the launcher ($GL_MPI_FLAVOR forwards it)" kill_rank launcher
-mpi_fold_done
+done_testing

@@ -13,8 +13,9 @@
 #     measured ratio (nothing is reported unless the measured times
 #     really differ that much), and rank 0 prints a line exactly for the
 #     intervals it reported.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/fault-lib.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/fault-lib.sh"
 n=$fault_n
 last=$((n - 1))
 
@@ -31,4 +32,4 @@ fault_run "$n ranks, all alike" \
 reported=$(grep -c '^# iteration [0-9]*: verdict 1$' "$fault_out")
 fault_ok "a straggler line for each interval reported ($reported of 3, by the measured times)" \
     test "$(grep -c '^stragglers:' "$fault_out")" -eq "$reported"
-mpi_fold_done
+done_testing

@@ -53,7 +53,7 @@
 #include "train/run_config.h"
 #include "train/faults.h"
 #include "base/log.h"
-#include "comm/comm_impl.h"
+#include "comm/comm.h"
 #include "comm/peers.h"
 #include "tap.h"
 

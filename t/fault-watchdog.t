@@ -28,8 +28,9 @@
 # The timing is the program's own: the lines report how long the wait was
 # open (never less than the timeout), the stalls last 100 s or forever,
 # and timeout(1) (60 s) only catches a hang.
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
-. "$top_srcdir/t/fault-lib.sh"
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
+. "$(dirname "$0")/fault-lib.sh"
 n=$fault_n
 test $n -gt 3 && n=3
 host=$(uname -n)
@@ -110,4 +111,4 @@ selfstop() {
 }
 fault_run "1 rank stopped by SIGSTOP inside a bracket, then continued" selfstop
 fault_ok "... no watchdog line" sh -c "! grep -q 'did not finish' '$fault_err'"
-mpi_fold_done
+done_testing

@@ -8,19 +8,12 @@
 
 : "${top_builddir:=.}"
 [ -n "$GL_MPI_FLAVOR" ] || . "$top_builddir/t/env.sh"
-
-n=0 failed=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-diag() { sed 's/^/# /'; }
+. "$(dirname "$0")/tap.sh"
 
 # A variable of the build's Makefile, its continuation lines joined.
 mk() { sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$top_builddir/Makefile" | sed -n "s/^$1 = *//p"; }
 version=$(mk VERSION)
-[ -n "$version" ] || { echo "1..0 # SKIP no $top_builddir/Makefile"; exit 0; }
+[ -n "$version" ] || skip_all "no $top_builddir/Makefile"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gl-install.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -123,5 +116,4 @@ left=$(find "$prefix" -type f 2>/dev/null)
 ok $? "make uninstall leaves no files"
 [ -z "$left" ] || echo "$left" | diag
 
-echo "1..$n"
-exit $failed
+done_testing

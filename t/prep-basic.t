@@ -9,12 +9,13 @@ P=./src/tools/gridlm-prep
 d=t/prep-basic.dir
 rm -rf "$d"
 mkdir -p "$d"
-n=0
+. "$(dirname "$0")/tap.sh"
+# check DESCRIPTION COMMAND...: one result from the command's status; its
+# output as comments when it fails
 check() {
     what=$1; shift
-    n=$((n + 1))
-    if "$@" >"$d/out" 2>&1; then echo "ok $n - $what"; else
-        echo "not ok $n - $what"; sed 's/^/# /' "$d/out"; fi
+    if "$@" >"$d/out" 2>&1; then pass "$what"; else
+        fail "$what"; diag <"$d/out"; fi
 }
 fails() {
     # fails PATTERN COMMAND...: the command must fail with PATTERN in its output
@@ -22,7 +23,7 @@ fails() {
     if "$@" >"$d/fout" 2>&1; then return 1; fi
     grep -q -- "$pat" "$d/fout" || { cat "$d/fout"; return 1; }
 }
-echo "1..16"
+plan 16
 check "synthetic corpus: 300 documents" $P --synthetic-corpus 300 --output "$d/c.jsonl"
 $P --synthetic-corpus 300 --output "$d/c2.jsonl" --seed 1234
 check "synthetic corpus is deterministic" cmp "$d/c.jsonl" "$d/c2.jsonl"
@@ -41,7 +42,7 @@ if command -v zstd >/dev/null 2>&1; then
     $P --input "$d/c.jsonl.zst" --output-prefix "$d/zst" $tk --append-eod --workers 3 --quiet
     check ".zst input with 3 workers gives the same bytes" same "$d/a" "$d/zst"
 else
-    n=$((n + 1)); echo "ok $n - .zst input # SKIP zstd(1) not installed"
+    skip ".zst input" "zstd(1) not installed"
 fi
 insp() {
     $P --inspect "$d/a_text_document" --docs 0,2 $tk >"$d/insp" || return 1
@@ -65,4 +66,4 @@ check "an unknown flag is refused" fails "unknown option --frobnicate" $P --frob
 check "a missing tokenizer is refused, naming the path" \
     fails "no/such/dir" $P --input "$d/c.jsonl" --output-prefix "$d/x" --tokenizer-model no/such/dir
 rm -rf "$d"
-exit 0
+done_testing

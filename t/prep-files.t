@@ -13,13 +13,13 @@
 P=./src/tools/gridlm-prep
 d=$(mktemp -d "${TMPDIR:-/tmp}/prep-files.XXXXXX") || exit 1
 trap 'rm -rf "$d"' EXIT
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
+. "$(dirname "$0")/tap.sh"
+# check DESCRIPTION COMMAND...: one result from the command's status
 check() {
     what=$1; shift
-    if "$@"; then say ok "$what"; else say "not ok" "$what"; fi
+    "$@"
+    ok $? "$what"
 }
-skip_one() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
 # prep LOG ARGS...: gridlm-prep with a time limit; sets $rc
 prep() {
     log=$1; shift
@@ -28,7 +28,7 @@ prep() {
 }
 victims() { cat "$d"/victim.* | tr '\n' ' '; }
 
-echo "1..11"
+plan 11
 for i in 1 2 3 4; do echo precious >"$d/victim.$i"; done
 
 ln -s "$d/victim.1" "$d/c.jsonl"
@@ -52,7 +52,7 @@ echo old >"$o.bin.tmp.Ab12Cd"
 echo old >"$o.idx-lengths.tmp-4242"
 echo other >"$d/other_text_document.bin.tmp.Zz9"
 prep "$d/p.log" --input "$d/c.jsonl" --output-prefix "$d/out" $tk --quiet
-sed 's/^/# /' "$d/p.log"
+diag <"$d/p.log"
 check "tokenizing onto links at .bin and .idx succeeds" \
     sh -c "test $rc -eq 0 && test -f '$o.bin' && ! test -L '$o.bin' && ! test -L '$o.idx'"
 check "and no link's target was written" test "$(victims)" = "precious precious precious precious "
@@ -82,8 +82,8 @@ if mkfifo "$d/fifo.jsonl" 2>/dev/null; then
     check "a dataset whose .idx is a FIFO: refused at once" \
         sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q 'ff_text_document.idx is a FIFO' '$d/f3.log'"
 else
-    skip_one "mkfifo failed"
-    skip_one "mkfifo failed"
-    skip_one "mkfifo failed"
+    skip "" "mkfifo failed"
+    skip "" "mkfifo failed"
+    skip "" "mkfifo failed"
 fi
-exit 0
+done_testing

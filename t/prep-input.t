@@ -10,13 +10,14 @@ P=./src/tools/gridlm-prep
 d=t/prep-input.dir
 rm -rf "$d"
 mkdir -p "$d"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; sed 's/^/# /' "$d/out"; }
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+. "$(dirname "$0")/tap.sh"
+# nok DESCRIPTION: a failed result, $d/out (the last command's output) as
+# comments
+nok() { fail "$1"; diag <"$d/out"; }
+# check DESCRIPTION COMMAND...: one result from the command's status
 check() {
     what=$1; shift
-    if "$@" >"$d/out" 2>&1; then ok "$what"; else nok "$what"; fi
+    if "$@" >"$d/out" 2>&1; then pass "$what"; else nok "$what"; fi
 }
 # refused WHAT FILE PATTERN...: tokenizing FILE fails, the message names
 # the file and holds each PATTERN, and no output has a final name.
@@ -30,7 +31,7 @@ refused() {
         grep -q -F -- "$p" "$d/out" || { nok "$what (no \"$p\")"; return; }
     done
     if ls "$d"/x_* >/dev/null 2>&1; then nok "$what (output left behind)"; return; fi
-    ok "$what"
+    pass "$what"
 }
 same() {
     rm -f "$d"/y_*
@@ -40,7 +41,7 @@ same() {
 }
 size() { wc -c <"$1" | tr -d ' '; }
 
-echo "1..14"
+plan 14
 $P --synthetic-corpus 600 --output "$d/c.jsonl" || exit 1
 head -300 "$d/c.jsonl" >"$d/a.jsonl"
 tail -300 "$d/c.jsonl" >"$d/b.jsonl"
@@ -69,12 +70,12 @@ if command -v gzip >/dev/null 2>&1; then
         --quiet >"$d/out" 2>&1; then
         nok "--train-tokenizer refuses a cut gzip input"
     elif grep -q "truncated gzip input" "$d/out" && ! test -e "$d/tok2/tokenizer.json"; then
-        ok "--train-tokenizer refuses a cut gzip input and writes no tokenizer"
+        pass "--train-tokenizer refuses a cut gzip input and writes no tokenizer"
     else
         nok "--train-tokenizer refuses a cut gzip input and writes no tokenizer"
     fi
 else
-    for i in 1 2 3 4 5 6; do skip "gzip not found"; done
+    for i in 1 2 3 4 5 6; do skip "" "gzip not found"; done
 fi
 
 if command -v zstd >/dev/null 2>&1; then
@@ -102,8 +103,8 @@ if command -v zstd >/dev/null 2>&1; then
         --tokenizer-model '$d/tok' --quiet <'$d/two.zst' && cmp '$d/t_text_document.bin' \
         '$d/plain_text_document.bin'"
 else
-    for i in 1 2 3 4 5 6 7; do skip "zstd not found"; done
+    for i in 1 2 3 4 5 6 7; do skip "" "zstd not found"; done
 fi
 check "plain input still reads whole" same "$d/c.jsonl"
 rm -rf "$d"
-exit 0
+done_testing

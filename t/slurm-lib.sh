@@ -14,9 +14,8 @@
 #   $slurm_dir         the temporary directory; scratch space for the test
 #   $SLURM_CONF        exported: every Slurm command here uses this Slurm
 #   $slurm_cpus        the node's CPUs
-#   ok STATUS NAME     one TAP result (STATUS 0 passes); skip NAME REASON;
-#   diag               stdin as TAP comments; skip_all REASON; slurm_done
-#                      prints the plan and exits with the status
+#   ok, skip, diag, skip_all, done_testing ...
+#                      TAP, from t/tap.sh (sourced here)
 #   slurm_wait_job JOBID STATES SECONDS
 #                      poll (every 0.5 s) until the job's state is one of
 #                      STATES (a regular expression, e.g.
@@ -39,19 +38,7 @@
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 [ -n "$GL_MPI_FLAVOR" ] || . "$top_builddir/t/env.sh"
-
-# --- TAP -----------------------------------------------------------------
-n=0 failed=0
-ok() {      # ok STATUS NAME: STATUS 0 passes
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
-}
-skip() {    # skip NAME REASON
-    n=$((n + 1)); echo "ok $n - $1 # SKIP $2"
-}
-diag() { sed 's/^/# /'; }
-skip_all() { echo "1..0 # SKIP $1"; exit 0; }
-slurm_done() { echo "1..$n"; exit $failed; }
+. "$(dirname "$0")/tap.sh"
 
 # --- daemons -------------------------------------------------------------
 # Every process started here has SLURM_CONF=$conf in its environment
@@ -196,10 +183,9 @@ EOF
         sleep 0.5; i=$((i + 1))
     done
     if [ "$state" != idle ]; then
-        echo "not ok 1 - slurmctld and slurmd start (node state '$state')"
+        fail "slurmctld and slurmd start (node state '$state')"
         for f in "$d"/log/*; do echo "== $f"; tail -n 20 "$f"; done | diag
-        echo "1..1"
-        exit 1
+        done_testing
     fi
     ok 0 "slurmctld and slurmd start, node localhost idle (ports $port-$((port + 1)))"
 }

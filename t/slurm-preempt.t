@@ -187,4 +187,4 @@ st=$?
 ok $st "a run that fails in training writes no exit record: the job failed, not requeued (sbatch $rc, state ${slurm_state:-none}, restarts ${slurm_restarts:-none})"
 [ $st -eq 0 ] || show_job "$d"
 
-slurm_done
+done_testing

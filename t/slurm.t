@@ -141,4 +141,4 @@ else
     skip "a rank that dies under srun" "t/fault-test not built"
 fi
 
-slurm_done
+done_testing

@@ -7,24 +7,21 @@
 # (t/st-interop.py).  Skipped without python3, safetensors and numpy
 # (the skip line says how to install them).
 : "${PYTHON3:=python3}"
-if ! "$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with safetensors and numpy not found ($GL_PIP_INSTALL safetensors numpy, $GL_PIP_VENV)"
-    exit 0
-fi
-echo "1..6"
+. "$(dirname "$0")/tap.sh"
+"$PYTHON3" -c 'import safetensors, numpy' >/dev/null 2>&1 ||
+    skip_all "python3 with safetensors and numpy not found ($GL_PIP_INSTALL safetensors numpy, $GL_PIP_VENV)"
+plan 6
 py="$top_srcdir/t/st-interop.py"
 d=t/st-interop.dir
 rm -rf "$d"
 mkdir -p "$d"
-n=0
 # run DESCRIPTION COMMAND...: one result; the command's output as comments
 run() {
     what=$1; shift
     "$@" >"$d/out" 2>&1
     rc=$?
-    sed 's/^/# /' "$d/out"
-    n=$((n + 1))
-    if test $rc -eq 0; then echo "ok $n - $what"; else echo "not ok $n - $what"; fi
+    diag <"$d/out"
+    ok $rc "$what"
 }
 same() { ./t/st-tool dump "$1" >"$d/got" && diff "$2" "$d/got"; }
 run "the library writes py.safetensors and py-sharded/" "$PYTHON3" "$py" write-py "$d"
@@ -36,5 +33,5 @@ run "gridlm writes F32, BF16 and F16" ./t/st-tool write "$d/c.safetensors"
 run "the library reads them exactly as numpy rounds" "$PYTHON3" "$py" check "$d/c.safetensors"
 both() { ./t/st-tool write-dir "$d/c-dir" 5000 && "$PYTHON3" "$py" check "$d/c-dir"; }
 run "the library reads gridlm's sharded directory through its index" both
-test $n -eq 6 && rm -rf "$d"
-exit 0
+test $tap_n -eq 6 && rm -rf "$d"
+done_testing

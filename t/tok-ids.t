@@ -5,11 +5,9 @@
 # Skipped without python3 and tokenizers (the skip line says how to
 # install it).
 : "${PYTHON3:=python3}"
-if ! "$PYTHON3" -c 'import tokenizers' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 with the tokenizers package not found" \
-        "(${GL_PIP_INSTALL:-python3 -m pip install} tokenizers${GL_PIP_VENV:+, $GL_PIP_VENV})"
-    exit 0
-fi
+. "$(dirname "$0")/tap.sh"
+"$PYTHON3" -c 'import tokenizers' >/dev/null 2>&1 ||
+    skip_all "python3 with the tokenizers package not found (${GL_PIP_INSTALL:-python3 -m pip install} tokenizers${GL_PIP_VENV:+, $GL_PIP_VENV})"
 d=t/tok-ids.dir
 rm -rf "$d"
 "$PYTHON3" "$top_srcdir/t/tok-ids.py" "$d" ./t/tok-encode

@@ -3,20 +3,16 @@
 # single process with no launcher.  Bad flags and values exit 2 with one
 # line naming the flag, the value and a fix; --help and --version exit 0.
 
+. "$(dirname "$0")/tap.sh"
 prog=./src/tools/gridlm-train
-if [ ! -x "$prog" ]; then
-    echo "1..0 # SKIP $prog not built"
-    exit 0
-fi
+[ -x "$prog" ] || skip_all "$prog not built"
 tmp=${TMPDIR:-/tmp}/train-args.$$
 trap 'rm -f "$tmp".out "$tmp".err' EXIT INT TERM
 base="--model tiny --mock-data --train-iters 10 --lr 1e-3"
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"
+# fail_run DESCRIPTION: a failed result, the program's output as comments
+fail_run() {
+    fail "$1"
     sed 's/^/# stdout: /' "$tmp".out; sed 's/^/# stderr: /' "$tmp".err
 }
 
@@ -46,7 +42,7 @@ $1"
         grep -qF -e "$needle" "$tmp".err || good=no
     done
     IFS=$old_ifs
-    if [ $good = yes ]; then ok "$what"; else echo "# exit $code"; not_ok "$what"; fi
+    if [ $good = yes ]; then pass "$what"; else echo "# exit $code"; fail_run "$what"; fi
 }
 
 refused "an integer flag given letters" \
@@ -193,13 +189,13 @@ for want in "--seed N seed of the weights and the data order [default: 1234]" \
     esac
 done
 [ "$(awk 'length > 79' "$tmp".out | wc -l)" -eq 0 ] || { echo "# lines over 79"; good=no; }
-if [ $good = yes ]; then ok "--help lists every group with defaults"; else not_ok "--help"; fi
+if [ $good = yes ]; then pass "--help lists every group with defaults"; else fail_run "--help"; fi
 
 "$prog" $base --help --bogus >"$tmp".out 2>"$tmp".err
 if [ $? -eq 0 ] && grep -q "^Usage: gridlm-train" "$tmp".out; then
-    ok "--help wins over what follows it"
+    pass "--help wins over what follows it"
 else
-    not_ok "--help wins over what follows it"
+    fail_run "--help wins over what follows it"
 fi
 
 # --version: the package's version, from the build's config.h.
@@ -207,9 +203,9 @@ version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "${top_builddir:-.}
 "$prog" --version >"$tmp".out 2>"$tmp".err
 if [ $? -eq 0 ] && [ -n "$version" ] &&
     [ "$(cat "$tmp".out)" = "gridlm-train (gridlm) $version" ]; then
-    ok "--version"
+    pass "--version"
 else
-    not_ok "--version"
+    fail_run "--version"
 fi
 
 # Under a launcher: each rank reads the command line, only rank 0
@@ -222,9 +218,9 @@ if [ -n "$MPIEXEC" ]; then
     code=$?
     if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$(errors)" -eq 1 ] &&
         grep -q -- "--hidden-size abc is not an integer" "$tmp".err; then
-        ok "2 ranks, a bad value: one error line, the job stops (exit $code)"
+        pass "2 ranks, a bad value: one error line, the job stops (exit $code)"
     else
-        echo "# exit $code"; not_ok "2 ranks, a bad value"
+        echo "# exit $code"; fail_run "2 ranks, a bad value"
     fi
 
     mpirun $base --tensor-model-parallel-size 4 --device cpu --dry-run
@@ -232,27 +228,26 @@ if [ -n "$MPIEXEC" ]; then
     if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$(errors)" -eq 1 ] &&
         grep -q "2 ranks are not divisible by TP x CP x PP = 4 x 1 x 1 = 4: launch 4 ranks" \
             "$tmp".err; then
-        ok "2 ranks for TP 4: one error line from rank 0, the job stops (exit $code)"
+        pass "2 ranks for TP 4: one error line from rank 0, the job stops (exit $code)"
     else
-        echo "# exit $code"; not_ok "2 ranks for TP 4"
+        echo "# exit $code"; fail_run "2 ranks for TP 4"
     fi
 
     mpirun $base --tensor-model-parallel-size 2 --device cpu --dry-run --help
     code=$?
     if [ $code -eq 0 ] && [ "$(grep -c '^Usage: ' "$tmp".out)" -eq 1 ]; then
-        ok "2 ranks, --help: printed once"
+        pass "2 ranks, --help: printed once"
     else
-        echo "# exit $code"; not_ok "2 ranks, --help: printed once"
+        echo "# exit $code"; fail_run "2 ranks, --help: printed once"
     fi
 
     mpirun $base --tensor-model-parallel-size 2 --device cpu --dry-run
     code=$?
     if [ $code -eq 0 ] && grep -q "layout: world 2 = TP 2 x CP 1 x PP 1 x DP 1" "$tmp".out; then
-        ok "2 ranks, --dry-run at TP 2 succeeds"
+        pass "2 ranks, --dry-run at TP 2 succeeds"
     else
-        echo "# exit $code"; not_ok "2 ranks, --dry-run at TP 2 succeeds"
+        echo "# exit $code"; fail_run "2 ranks, --dry-run at TP 2 succeeds"
     fi
 fi
 
-echo "1..$n"
-[ $failed -eq 0 ]
+done_testing

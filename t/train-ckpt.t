@@ -25,6 +25,7 @@
 train="$top_builddir/src/tools/gridlm-train"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-ckpt.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/tap.sh"
 
 tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
@@ -33,9 +34,6 @@ tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --log-interval 1 --eval-iters 0"
 L222="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
  --sequence-parallel --use-distributed-optimizer"
-
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
 
 # run NAME RANKS FLAGS...: train, leaving $tmp/NAME.jsonl and .log; 1 on
 # failure.
@@ -79,25 +77,25 @@ resume() {
     name=$1 ranks=$2
     shift 2
     if [ "$ranks" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
-        say ok "$name # SKIP $ranks ranks under MPICH"
+        skip "$name" "$ranks ranks under MPICH"
         return
     fi
     if ! run "$name" "$ranks" --load "$ck5" "$@"; then
         tail -5 "$tmp/$name.log" | sed 's/^/#   /'
-        say "not ok" "$name: resuming failed"
+        fail "$name: resuming failed"
         return
     fi
     w=$(worst "$tmp/full.jsonl" "$tmp/$name.jsonl" 6)
     first=$(head -1 "$tmp/$name.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
     if [ "$w" != mismatch ] && [ "$first" = 6 ] &&
        awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
-        say ok "$name: iterations 6-10 within $w of the uninterrupted run"
+        pass "$name: iterations 6-10 within $w of the uninterrupted run"
     else
-        say "not ok" "$name: first iteration '$first', worst relative difference $w"
+        fail "$name: first iteration '$first', worst relative difference $w"
     fi
 }
 
-echo "1..15"
+plan 15
 # shellcheck disable=SC2086
 if [ "$GL_MPI_FLAVOR" = mpich ]; then
     # at most two ranks under MPICH: save under (2,1,1) instead
@@ -109,17 +107,16 @@ fi
 # shellcheck disable=SC2086
 if ! run full $ranks $L222 --save "$tmp/ck" --save-interval 5; then
     tail -5 "$tmp/full.log" | sed 's/^/#   /'
-    echo "Bail out! the saving run failed"
-    exit 1
+    bail_out "the saving run failed"
 fi
 ck5="$tmp/ck/iter_0000005.h5"
 if [ -f "$ck5" ] && [ -f "$tmp/ck/iter_0000010.h5" ] &&
    [ "$(cat "$tmp/ck/latest_checkpointed_iteration.txt")" = 10 ] &&
    grep -q "successfully saved checkpoint from iteration       5 to" "$tmp/full.log"; then
-    say ok "saved at iterations 5 and 10, tracker at 10"
+    pass "saved at iterations 5 and 10, tracker at 10"
 else
     ls -l "$tmp/ck" | sed 's/^/#   /'
-    say "not ok" "checkpoints at 5 and 10 with the tracker at 10"
+    fail "checkpoints at 5 and 10 with the tracker at 10"
 fi
 
 # --- 1. resharding ---
@@ -140,19 +137,19 @@ if run gather 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-para
     ck5=$full5
 else
     tail -5 "$tmp/gather.log" | sed 's/^/#   /'
-    say "not ok" "gather-one: the saving run with --overlap-param-gather failed"
+    fail "gather-one: the saving run with --overlap-param-gather failed"
 fi
 
 # The comparison can fail: without the moments the run goes elsewhere.
 if run nomoments 1 --load "$ck5" --no-load-optim; then
     w=$(worst "$tmp/full.jsonl" "$tmp/nomoments.jsonl" 6)
     if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w > 1e-3) }'; then
-        say ok "resumed without the AdamW moments: off by $w (the comparison can fail)"
+        pass "resumed without the AdamW moments: off by $w (the comparison can fail)"
     else
-        say "not ok" "resumed without the AdamW moments yet within $w"
+        fail "resumed without the AdamW moments yet within $w"
     fi
 else
-    say "not ok" "resume with --no-load-optim failed"
+    fail "resume with --no-load-optim failed"
 fi
 
 # --- 2. --async-save ---
@@ -163,7 +160,7 @@ if run async 2 --tensor-model-parallel-size 2 --save "$tmp/ack" --save-interval 
     ck5="$tmp/ck/iter_0000005.h5"
 else
     tail -5 "$tmp/async.log" | sed 's/^/#   /'
-    say "not ok" "--async-save run failed"
+    fail "--async-save run failed"
 fi
 
 # --- 3. without optimizer state ---
@@ -171,28 +168,28 @@ if run noopt 1 --train-iters 5 --save "$tmp/nck" --no-save-optim; then
     run noopt-load 1 --load "$tmp/nck"
     rc=$?
     if [ $rc = 2 ] && grep -q "no optimizer state.*--no-load-optim" "$tmp/noopt-load.log"; then
-        say ok "a checkpoint without optimizer state needs --no-load-optim (exit 2)"
+        pass "a checkpoint without optimizer state needs --no-load-optim (exit 2)"
     else
         tail -3 "$tmp/noopt-load.log" | sed 's/^/#   /'
-        say "not ok" "loading without optimizer state: exit $rc"
+        fail "loading without optimizer state: exit $rc"
     fi
     if run noopt-ok 1 --load "$tmp/nck" --no-load-optim &&
        [ "$(head -1 "$tmp/noopt-ok.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')" = 6 ]; then
-        say ok "--no-load-optim: trains on from iteration 6"
+        pass "--no-load-optim: trains on from iteration 6"
     else
         tail -3 "$tmp/noopt-ok.log" | sed 's/^/#   /'
-        say "not ok" "--no-load-optim"
+        fail "--no-load-optim"
     fi
 else
-    say "not ok" "--no-save-optim run failed"
-    say "not ok" "--no-load-optim not tried"
+    fail "--no-save-optim run failed"
+    fail "--no-load-optim not tried"
 fi
 if run finetune 1 --load "$ck5" --finetune --train-iters 3 &&
    [ "$(head -1 "$tmp/finetune.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')" = 1 ]; then
-    say ok "--finetune starts at iteration 1 from the loaded weights"
+    pass "--finetune starts at iteration 1 from the loaded weights"
 else
     tail -3 "$tmp/finetune.log" | sed 's/^/#   /'
-    say "not ok" "--finetune"
+    fail "--finetune"
 fi
 
 # --- 4. SIGTERM ---
@@ -223,10 +220,10 @@ stopped=$(cat "$tmp/sck/latest_checkpointed_iteration.txt" 2>/dev/null)
 if [ $rc = 0 ] && [ -n "$victim" ] && [ -n "$stopped" ] && [ "$stopped" -gt 3 ] &&
    [ "$stopped" -lt 400 ] && [ -f "$tmp/sck/iter_$(printf %07d "$stopped").h5" ] &&
    grep -q "exiting program after iteration *$stopped (SIGTERM received)" "$tmp/sig.log"; then
-    say ok "SIGTERM to one rank: saved at iteration $stopped, exit 0"
+    pass "SIGTERM to one rank: saved at iteration $stopped, exit 0"
 else
     tail -5 "$tmp/sig.log" | sed 's/^/#   /'
-    say "not ok" "SIGTERM: exit $rc, victim '$victim', saved '$stopped'"
+    fail "SIGTERM: exit $rc, victim '$victim', saved '$stopped'"
 fi
 # The uninterrupted reference, as far as the resumed run goes (the
 # schedule does not depend on --train-iters: --lr-decay-iters is fixed).
@@ -236,21 +233,21 @@ if [ -n "$stopped" ] && [ "$stopped" -lt 400 ] &&
        --train-iters $((stopped + 5)); then
     w=$(worst "$tmp/long.jsonl" "$tmp/sigres.jsonl" $((stopped + 1)))
     if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
-        say ok "resumed from the SIGTERM checkpoint: iterations $((stopped + 1))-$((stopped + 5)) within $w"
+        pass "resumed from the SIGTERM checkpoint: iterations $((stopped + 1))-$((stopped + 5)) within $w"
     else
-        say "not ok" "resumed from the SIGTERM checkpoint: $w"
+        fail "resumed from the SIGTERM checkpoint: $w"
     fi
 else
-    say "not ok" "no resume from the SIGTERM checkpoint"
+    fail "no resume from the SIGTERM checkpoint"
 fi
 
 # --- 5. another model ---
 run other 1 --load "$ck5" --hidden-size 128
 rc=$?
 if [ $rc = 2 ] && grep -q -- "--hidden-size 64 there, 128 here" "$tmp/other.log"; then
-    say ok "a checkpoint of another model is refused (exit 2, names --hidden-size)"
+    pass "a checkpoint of another model is refused (exit 2, names --hidden-size)"
 else
     tail -3 "$tmp/other.log" | sed 's/^/#   /'
-    say "not ok" "another model's checkpoint: exit $rc"
+    fail "another model's checkpoint: exit $rc"
 fi
-exit 0
+done_testing

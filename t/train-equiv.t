@@ -35,10 +35,9 @@ tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
 
 base=$tiny
 
-echo "1..28"
+plan 28
 if ! run ref 1 || ! run untied-ref 1 --untie-embeddings-and-output-weights; then
-    echo "Bail out! the single-rank reference run failed"
-    exit 1
+    bail_out "the single-rank reference run failed"
 fi
 ref=ref
 check tp2 2 --tensor-model-parallel-size 2
@@ -59,9 +58,9 @@ for v in dp2-overlap dp2-distopt-overlap dp2-distopt-gather; do
     esac
     if grep -q 'overlap-grad-reduce: [0-9]* gradient buckets' "$tmp/$v.log" &&
        ! grep -q ': 1 gradient buckets' "$tmp/$v.log"; then
-        say ok "$v: reduced in several buckets"
+        pass "$v: reduced in several buckets"
     else
-        say "not ok" "$v: no bucketed reduction reported"
+        fail "$v: no bucketed reduction reported"
     fi
 done
 L222="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"
@@ -84,9 +83,9 @@ check 222-untied-sp-distopt 8 $L222 --untie-embeddings-and-output-weights \
 
 # 1 x 8 against 8 x 1 micro-batches (global batch 8).
 if run mbs8 1 --micro-batch-size 8 --global-batch-size 8; then
-    say ok "mbs 8 x 1 micro-batch trains"
+    pass "mbs 8 x 1 micro-batch trains"
 else
-    say "not ok" "mbs 8 x 1 micro-batch run failed"
+    fail "mbs 8 x 1 micro-batch run failed"
 fi
 ref=mbs8
 check mbs1x8 1 --micro-batch-size 1 --global-batch-size 8
@@ -96,12 +95,12 @@ check mbs1x8-pp2 2 --micro-batch-size 1 --global-batch-size 8 --pipeline-model-p
 if run seed99 1 --seed 99; then
     w=$(worst "$tmp/ref.jsonl" "$tmp/seed99.jsonl")
     if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w > 1e-3) }'; then
-        say ok "another seed differs by $w"
+        pass "another seed differs by $w"
     else
-        say "not ok" "another seed gives the same losses ($w)"
+        fail "another seed gives the same losses ($w)"
     fi
 else
-    say "not ok" "seed 99 run failed"
+    fail "seed 99 run failed"
 fi
 
 # Real data through the loader, with masked end-of-document targets.
@@ -120,23 +119,23 @@ if "$prep" --synthetic-corpus 400 --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 
         first=$(head -1 "$tmp/data.jsonl" | sed 's/.*"loss": \([^,]*\),.*/\1/')
         last=$(grep -v valid_loss "$tmp/data.jsonl" | tail -1 | sed 's/.*"loss": \([^,]*\),.*/\1/')
         if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }'; then
-            say ok "real data: the loss falls from $first to $last"
+            pass "real data: the loss falls from $first to $last"
         else
-            say "not ok" "real data: the loss went from $first to $last"
+            fail "real data: the loss went from $first to $last"
         fi
         ref=data
         # shellcheck disable=SC2086
         check data-222-sp-distopt 8 $L222 --sequence-parallel --use-distributed-optimizer
         check data-tp2-sp 2 --tensor-model-parallel-size 2 --sequence-parallel
     else
-        say "not ok" "real data: single-rank run failed"
-        say "not ok" "real data: (2,2,2) not compared"
-        say "not ok" "real data: TP 2 not compared"
+        fail "real data: single-rank run failed"
+        fail "real data: (2,2,2) not compared"
+        fail "real data: TP 2 not compared"
     fi
 else
     sed 's/^/#   /' "$tmp/prep.log" | tail -5
-    say "not ok" "real data: gridlm-prep could not build the dataset"
-    say "not ok" "real data: (2,2,2) not compared"
-    say "not ok" "real data: TP 2 not compared"
+    fail "real data: gridlm-prep could not build the dataset"
+    fail "real data: (2,2,2) not compared"
+    fail "real data: TP 2 not compared"
 fi
-exit 0
+done_testing

@@ -22,21 +22,19 @@ train="$top_builddir/src/tools/gridlm-train"
 ref="$top_builddir/t/train-eval-ref"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-eval.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/tap.sh"
 
 tiny="--device cpu --mock-data --seed 77 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 8
  --lr 1e-3 --log-interval 1"
 
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
-
 # jval FILE KEY N: KEY of the N-th record of FILE that has it.
 jval() {
     grep "\"$2\"" "$1" | sed -n "$3p" | sed "s/.*\"$2\": \([^,}]*\).*/\1/"
 }
 
-echo "1..10"
+plan 10
 
 # --- 1. against the direct computation ---
 # shellcheck disable=SC2086
@@ -44,8 +42,7 @@ want=$("$ref" 0 $tiny --train-iters 1 --lr-warmup-iters 1 --eval-interval 1 \
        --eval-iters 2 2>"$tmp/ref.err")
 if [ -z "$want" ]; then
     sed 's/^/#   /' "$tmp/ref.err"
-    echo "Bail out! train-eval-ref failed"
-    exit 1
+    bail_out "train-eval-ref failed"
 fi
 echo "# direct computation: $want"
 
@@ -54,7 +51,7 @@ direct() {
     name=$1 ranks=$2
     shift 2
     if [ "$ranks" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
-        say ok "$name # SKIP $ranks ranks under MPICH"
+        skip "$name" "$ranks ranks under MPICH"
         return
     fi
     # shellcheck disable=SC2086
@@ -62,15 +59,15 @@ direct() {
             --lr-warmup-iters 1 --eval-interval 1 --eval-iters 2 "$@" \
             --log-json "$tmp/$name.jsonl" >"$tmp/$name.log" 2>&1; then
         tail -5 "$tmp/$name.log" | sed 's/^/#   /'
-        say "not ok" "$name: gridlm-train failed"
+        fail "$name: gridlm-train failed"
         return
     fi
     got=$(jval "$tmp/$name.jsonl" valid_loss 1)
     if awk -v a="$got" -v b="$want" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d;
             printf "# %s vs %s: %.2g\n", a, b, d; exit !(a != "" && d < 1e-5) }'; then
-        say ok "$name: valid loss $got = direct computation"
+        pass "$name: valid loss $got = direct computation"
     else
-        say "not ok" "$name: valid loss '$got', direct computation $want"
+        fail "$name: valid loss '$got', direct computation $want"
     fi
 }
 
@@ -87,24 +84,24 @@ direct tp2-dp2 4 --tensor-model-parallel-size 2
 if $MPIEXEC $MPIEXEC_FLAGS -n 2 "$train" $tiny --train-iters 7 --eval-interval 3 \
         --eval-iters 1 --pipeline-model-parallel-size 2 --log-json "$tmp/log.jsonl" \
         >"$tmp/log.out" 2>&1; then
-    say ok "7 iterations with --eval-interval 3"
+    pass "7 iterations with --eval-interval 3"
 else
     tail -5 "$tmp/log.out" | sed 's/^/#   /'
-    say "not ok" "7 iterations with --eval-interval 3 failed"
+    fail "7 iterations with --eval-interval 3 failed"
 fi
 its=$(grep valid_loss "$tmp/log.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/' | tr '\n' ' ')
 if [ "$its" = "3 6 7 " ]; then
-    say ok "validation records after iterations 3, 6 and at the end (7)"
+    pass "validation records after iterations 3, 6 and at the end (7)"
 else
-    say "not ok" "validation records after iterations '$its', want '3 6 7 '"
+    fail "validation records after iterations '$its', want '3 6 7 '"
 fi
 if grep -q '^ *validation loss at iteration 3 | lm loss value: [0-9]\.[0-9]\{6\}E[-+][0-9][0-9] | lm loss PPL: [0-9]\.[0-9]\{6\}E[-+][0-9][0-9] |$' "$tmp/log.out" &&
    grep -q 'validation loss at iteration 7 on validation set |' "$tmp/log.out" &&
    [ "$(grep -B1 'validation loss at iteration 3 ' "$tmp/log.out" | head -1 | tr -d ' -')" = "" ]; then
-    say ok "Megatron's validation line between rules"
+    pass "Megatron's validation line between rules"
 else
     grep -A1 -B1 'validation' "$tmp/log.out" | sed 's/^/#   /'
-    say "not ok" "the validation line is not Megatron's"
+    fail "the validation line is not Megatron's"
 fi
 l1=$(jval "$tmp/log.jsonl" valid_loss 1)
 p1=$(jval "$tmp/log.jsonl" valid_ppl 1)
@@ -112,20 +109,20 @@ l2=$(jval "$tmp/log.jsonl" valid_loss 2)
 l3=$(jval "$tmp/log.jsonl" valid_loss 3)
 if awk -v l="$l1" -v p="$p1" 'BEGIN { d = (exp(l) - p) / p; if (d < 0) d = -d;
         exit !(l != "" && d < 1e-6) }'; then
-    say ok "valid_ppl $p1 = exp(valid_loss $l1)"
+    pass "valid_ppl $p1 = exp(valid_loss $l1)"
 else
-    say "not ok" "valid_ppl '$p1' is not exp('$l1')"
+    fail "valid_ppl '$p1' is not exp('$l1')"
 fi
 if [ -n "$l1" ] && [ -n "$l2" ] && [ -n "$l3" ] && [ "$l1" != "$l2" ] && [ "$l2" != "$l3" ]; then
-    say ok "each evaluation has its own batches and weights: $l1, $l2, $l3"
+    pass "each evaluation has its own batches and weights: $l1, $l2, $l3"
 else
-    say "not ok" "evaluations: '$l1' '$l2' '$l3'"
+    fail "evaluations: '$l1' '$l2' '$l3'"
 fi
 # The training records are still one per iteration, in order.
 tr=$(grep -v valid_loss "$tmp/log.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/' | tr '\n' ' ')
 if [ "$tr" = "1 2 3 4 5 6 7 " ]; then
-    say ok "training records 1..7 beside the validation ones"
+    pass "training records 1..7 beside the validation ones"
 else
-    say "not ok" "training records '$tr'"
+    fail "training records '$tr'"
 fi
-exit 0
+done_testing

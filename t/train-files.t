@@ -37,14 +37,14 @@ tiny="--device cpu --mock-data --seed 1234 --num-layers 2 --hidden-size 32
  --num-attention-heads 4 --ffn-hidden-size 64 --seq-length 32 --vocab-size 256
  --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --log-interval 1 --eval-iters 0"
 
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
+. "$(dirname "$0")/tap.sh"
+# check DESCRIPTION COMMAND...: one result from the command's status
 check() {
     what=$1; shift
-    if "$@"; then say ok "$what"; else say "not ok" "$what"; fi
+    "$@"
+    ok $? "$what"
 }
 show() { sed 's/^/#   /' "$1"; }
-skip_one() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
 # run LOG FLAGS...: train (two minutes at most), output in LOG; sets $rc.
 # $runenv (VAR=VALUE), when set, is given to this run only.
 runenv=
@@ -60,7 +60,7 @@ temps() { ls "$1" | grep -c '\.tmp'; }
 # stamp DIR: names, sizes and modification times of what DIR holds
 stamp() { ls -l --time-style=+%s.%N "$1" | md5sum; }
 
-echo "1..30"
+plan 30
 
 # --- 1. leftovers ---
 d="$tmp/ck"
@@ -139,10 +139,10 @@ refused_load() {
     run "$tmp/nt.log" --train-iters 6 --load "$d" --save "$d"
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -e "$needle" "$tmp/nt.log" &&
        grep -qF -e "$want" "$tmp/nt.log" && [ "$(stamp "$d")" = "$before" ]; then
-        say ok "$what: refused, naming iter_0000003.h5 and both fixes; nothing written"
+        pass "$what: refused, naming iter_0000003.h5 and both fixes; nothing written"
     else
         show "$tmp/nt.log"
-        say "not ok" "$what (exit $rc)"
+        fail "$what (exit $rc)"
     fi
 }
 refused_load "no tracker" "holds checkpoint files but no latest_checkpointed_iteration.txt"
@@ -153,7 +153,7 @@ if mkfifo "$d/latest_checkpointed_iteration.txt" 2>/dev/null; then
     refused_load "a FIFO as the tracker (not waited on)" "is a FIFO (named pipe), not a regular file"
     rm -f "$d/latest_checkpointed_iteration.txt"
 else
-    skip_one "mkfifo failed"
+    skip "" "mkfifo failed"
 fi
 mv "$tmp/tracker.saved" "$d/latest_checkpointed_iteration.txt"
 rm -f "$d/iter_0000005.h5"
@@ -195,8 +195,8 @@ if small_fs ro 64k ro; then
         sh -c "test $rc -eq 2 && grep -qF -- '--save $tmp/ro/ck: cannot create a file beside $tmp/ro/ck/.gridlm-write-test' '$tmp/ro2.log' &&
                grep -q 'Read-only file system' '$tmp/ro2.log'"
 else
-    skip_one "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
-    skip_one "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
+    skip "" "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
+    skip "" "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
 fi
 if small_fs full 200k; then
     run "$tmp/full.log" --train-iters 1 --save "$tmp/full/ck"
@@ -205,8 +205,8 @@ if small_fs full 200k; then
     check "and no temporary, no checkpoint, no tracker left there" \
         test -z "$(ls -A "$tmp/full/ck")"
 else
-    skip_one "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
-    skip_one "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
+    skip "" "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
+    skip "" "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
 fi
 
 # --- 7. another architecture ---
@@ -215,10 +215,10 @@ arch() {
     what=$1 needle=$2; shift 2
     run "$tmp/arch.log" --train-iters 4 --load "$ck3" "$@"
     if [ $rc -eq 2 ] && grep -qF -e "$needle" "$tmp/arch.log"; then
-        say ok "$what: refused (exit 2), naming both values"
+        pass "$what: refused (exit 2), naming both values"
     else
         show "$tmp/arch.log"
-        say "not ok" "$what (exit $rc)"
+        fail "$what (exit $rc)"
     fi
 }
 arch "--rotary-base" "--rotary-base 10000 there, 500000 here" --rotary-base 500000
@@ -235,4 +235,4 @@ check "--rope-scaling-factor of two scaled models (exit $rc)" \
     sh -c "test $rc -eq 2 && grep -qF -- '--rope-scaling-factor 8 there, 16 here' '$tmp/rs2.log'"
 run "$tmp/rs3.log" --train-iters 2 --load "$tmp/rs" --use-rope-scaling
 check "the same scaled model resumes (exit $rc)" test $rc -eq 0
-exit 0
+done_testing

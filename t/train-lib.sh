@@ -1,9 +1,9 @@
 # train-lib.sh: helpers for the t/train-*.t scripts that compare training
-# runs of gridlm-train (sourced after t/env.sh; results are TAP lines).
+# runs of gridlm-train (sourced after t/env.sh; results are TAP lines, with
+# t/tap.sh's helpers, sourced here).
 #
 #   $tmp                      a scratch directory, removed on exit
 #   $base                     the flags every run gets (set by the script)
-#   say ok|"not ok" DESC      print the next numbered TAP result
 #   run NAME RANKS FLAGS...   train on RANKS ranks with $base FLAGS, the
 #                             JSON log in $tmp/NAME.jsonl and the output
 #                             in $tmp/NAME.log; 1 (and a note) on failure
@@ -25,9 +25,7 @@
 train="$top_builddir/src/tools/gridlm-train"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-lib.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-
-n=0
-say() { n=$((n + 1)); echo "$1 $n - $2"; }
+. "$(dirname "$0")/tap.sh"
 
 run() {
     name=$1 ranks=$2
@@ -73,17 +71,17 @@ worst() {
 check() {
     name=$1 ranks=$2
     if [ "$ranks" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
-        say ok "$name # SKIP $ranks ranks under MPICH"
+        skip "$name" "$ranks ranks under MPICH"
         return
     fi
     if ! run "$@"; then
-        say "not ok" "$name: run failed"
+        fail "$name: run failed"
         return
     fi
     w=$(worst "$tmp/$ref.jsonl" "$tmp/$name.jsonl")
     if [ "$w" != mismatch ] && awk -v w="$w" -v t="$tol" 'BEGIN { exit !(w < t) }'; then
-        say ok "$name: loss and grad norm within $w of $ref"
+        pass "$name: loss and grad norm within $w of $ref"
     else
-        say "not ok" "$name: worst relative difference $w from $ref"
+        fail "$name: worst relative difference $w from $ref"
     fi
 }

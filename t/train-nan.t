@@ -20,7 +20,8 @@
 # Skipped until gridlm-train has the hook (src/train/train.c), or without
 # MPI.
 : "${top_builddir:=.}"
-test -n "$MPIEXEC" || { echo "1..0 # SKIP no MPI launcher (MPIEXEC)"; exit 0; }
+. "$(dirname "$0")/tap.sh"
+test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
 train="$top_builddir/src/tools/gridlm-train"
 ckpt="$top_builddir/src/tools/gridlm-ckpt"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-nan.XXXXXX") || exit 1
@@ -42,11 +43,6 @@ train() {
         $tiny --log-json "$tmp/$name.jsonl" "$@" >"$tmp/$name.out" 2>&1
 }
 
-n=0
-result() {
-    n=$((n + 1))
-    if test "$1" -eq 0; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 show() { sed 's/^/#   /' "$tmp/$1.out" | tail -${2:-15}; }
 
 # field NAME KEY: KEY of every record of NAME.jsonl, one per line
@@ -59,28 +55,27 @@ train probe 1 1 --train-iters 1 --max-nonfinite-iters 1
 if ! grep -q 'planted a NaN in the gradients at iteration 1 (GRIDLM_TEST_NONFINITE)' \
         "$tmp/probe.out"; then
     show probe 5
-    echo "1..0 # SKIP gridlm-train has no GRIDLM_TEST_NONFINITE hook (src/train/train.c)"
-    exit 0
+    skip_all "gridlm-train has no GRIDLM_TEST_NONFINITE hook (src/train/train.c)"
 fi
 
 # --- skipped and counted ------------------------------------------------
 train skip 1 3,5,6 --train-iters 8 --max-nonfinite-iters 2
 rc=$?
 test $rc -eq 0 || show skip
-result $rc "NaNs at 3, 5 and 6 with --max-nonfinite-iters 2: the run finishes"
+ok $rc "NaNs at 3, 5 and 6 with --max-nonfinite-iters 2: the run finishes"
 test "$(grep -c 'planted a NaN' "$tmp/skip.out")" -eq 3
-result $? "three NaNs planted"
+ok $? "three NaNs planted"
 echo "# skipped_iterations: $(field skip skipped_iterations)"
 test "$(field skip skipped_iterations)" = "0 0 1 1 2 3 3 3" &&
     test "$(field skip nan_iterations)" = "0 0 1 1 2 3 3 3"
-result $? "the JSON log counts them: skipped_iterations and nan_iterations 0 0 1 1 2 3 3 3"
+ok $? "the JSON log counts them: skipped_iterations and nan_iterations 0 0 1 1 2 3 3 3"
 echo "# loss: $(field skip loss)"
 echo "# grad_norm: $(field skip grad_norm)"
 field skip loss | awk '{ for (i = 1; i <= 8; i++)
     if ((i == 3 || i == 5 || i == 6) != ($i == "null")) exit 1; exit NF != 8 }' &&
 field skip grad_norm | awk '{ for (i = 1; i <= 8; i++)
     if ((i == 3 || i == 5 || i == 6) != ($i == "null")) exit 1; exit NF != 8 }'
-result $? "loss and grad_norm are null at the skipped iterations, finite at the others"
+ok $? "loss and grad_norm are null at the skipped iterations, finite at the others"
 # In warmup the learning rate grows with every optimizer step: it stays
 # put exactly at the skipped iterations.
 echo "# lr: $(field skip lr)"
@@ -89,9 +84,9 @@ field skip lr | awk '{ for (i = 2; i <= 8; i++) {
         if (skip && $i != $(i - 1)) exit 1
         if (!skip && !($i > $(i - 1))) exit 1 }
     exit NF != 8 }'
-result $? "no optimizer step at the skipped iterations (the warmup learning rate stays put)"
+ok $? "no optimizer step at the skipped iterations (the warmup learning rate stays put)"
 grep 'iteration        8/' "$tmp/skip.out" | grep -q 'number of skipped iterations:   3 |'
-result $? "the progress line says 3 skipped iterations"
+ok $? "the progress line says 3 skipped iterations"
 
 # --- the weights stay as they were ----------------------------------------
 L="--use-distributed-optimizer"
@@ -101,10 +96,10 @@ train w3 2 3 --train-iters 3 --save "$tmp/w3" $L --save-interval 1000 &&
     "$ckpt" export-hf --dtype fp32 "$tmp/w2" "$tmp/w2.hf" >"$tmp/w2.out" 2>&1
 rc=$?
 test $rc -eq 0 || { show w3; show w2; }
-result $rc "DP 2, distributed optimizer: a NaN at iteration 3 of 3, and a clean run of 2, saved"
+ok $rc "DP 2, distributed optimizer: a NaN at iteration 3 of 3, and a clean run of 2, saved"
 test "$(field w3 skipped_iterations)" = "0 0 1" &&
     cmp "$tmp/w3.hf/model.safetensors" "$tmp/w2.hf/model.safetensors"
-result $? "the skipped iteration left the weights bit for bit as after iteration 2"
+ok $? "the skipped iteration left the weights bit for bit as after iteration 2"
 
 # --- too many in a row stop the job ---------------------------------------
 if train stop 2 2,3,4 --train-iters 8 --max-nonfinite-iters 2 --tensor-model-parallel-size 2; then
@@ -114,18 +109,18 @@ else
 fi
 show stop 6
 test $rc -ne 0 -a $rc -ne 124
-result $? "TP 2: NaNs at 2, 3 and 4 with --max-nonfinite-iters 2 stop the job (exit status $rc)"
+ok $? "TP 2: NaNs at 2, 3 and 4 with --max-nonfinite-iters 2 stop the job (exit status $rc)"
 grep -q 'error: .*NaN or Inf in 3 iterations in a row (iterations 2 to 4; 3 non-finite in all), more than --max-nonfinite-iters 2' "$tmp/stop.out" &&
     test "$(grep -c 'error:' "$tmp/stop.out")" -eq 1
-result $? "one error line names the iterations, the count and the flag"
+ok $? "one error line names the iterations, the count and the flag"
 test "$(field stop iteration)" = "1 2 3" && test "$(field stop skipped_iterations)" = "0 1 2"
-result $? "the log stops after iteration 3 (4 stopped the job before its log): $(field stop iteration)"
+ok $? "the log stops after iteration 3 (4 stopped the job before its log): $(field stop iteration)"
 
 if train zero 1 2 --train-iters 4 --max-nonfinite-iters 0; then rc=0; else rc=$?; fi
 show zero 4
 test $rc -ne 0 -a $rc -ne 124 &&
     grep -q 'NaN or Inf in 1 iteration in a row (iteration 2; 1 non-finite in all), more than --max-nonfinite-iters 0' "$tmp/zero.out" &&
     ! grep -q 'iteration        3/' "$tmp/zero.out"
-result $? "--max-nonfinite-iters 0: the first NaN stops the job"
+ok $? "--max-nonfinite-iters 0: the first NaN stops the job"
 
-echo "1..$n"
+done_testing

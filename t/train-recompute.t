@@ -38,7 +38,7 @@ U2="--recompute-granularity full --recompute-method uniform --recompute-num-laye
 B1="--recompute-granularity full --recompute-method block --recompute-num-layers 1"
 SEL="--recompute-granularity selective"
 
-echo "1..25"
+plan 25
 
 # layout NAME RANKS FLAGS...: the reference run and the four settings.
 layout() {
@@ -46,13 +46,13 @@ layout() {
     shift 2
     if [ "$lranks" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
         for v in uniform1 uniform2 block1 selective; do
-            say ok "$lname-$v # SKIP $lranks ranks under MPICH"
+            skip "$lname-$v" "$lranks ranks under MPICH"
         done
         return
     fi
     if ! run "$lname" "$lranks" "$@"; then
         for v in uniform1 uniform2 block1 selective; do
-            say "not ok" "$lname-$v: the reference run without recomputation failed"
+            fail "$lname-$v: the reference run without recomputation failed"
         done
         return
     fi
@@ -84,9 +84,9 @@ layout dp2-distopt 2 --use-distributed-optimizer
 if grep -q 'activations (rank 0): .*full recomputation, uniform 1' "$tmp/one-uniform1.log" &&
    grep -q 'activations (rank 0): .*selective recomputation' "$tmp/one-selective.log" &&
    ! grep -qi 'not implemented' "$tmp/one-uniform1.log" "$tmp/one-selective.log"; then
-    say ok "the startup line names the recomputation, no 'not implemented' warning"
+    pass "the startup line names the recomputation, no 'not implemented' warning"
 else
-    say "not ok" "startup line or warning wrong:"
+    fail "startup line or warning wrong:"
     grep -i 'activations\|recompute\|not implemented' "$tmp/one-uniform1.log" | sed 's/^/#   /'
 fi
 
@@ -100,17 +100,17 @@ mem() { sed -n 's/.*"mem_gib": \([^,]*\),.*/\1/p' "$tmp/$1.jsonl" | tail -1; }
 if run mem-none 1 && run mem-full 1 $U1 && run mem-sel 1 $SEL; then
     a=$(mem mem-none) b=$(mem mem-full) c=$(mem mem-sel)
     if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b < a * 2 / 3) }'; then
-        say ok "full uniform 1: peak memory $b GiB, down from $a GiB"
+        pass "full uniform 1: peak memory $b GiB, down from $a GiB"
     else
-        say "not ok" "full uniform 1: peak memory $b GiB, $a GiB without recomputation"
+        fail "full uniform 1: peak memory $b GiB, $a GiB without recomputation"
     fi
     if awk -v a="$a" -v c="$c" 'BEGIN { exit !(a > 0 && c < a * 0.9) }'; then
-        say ok "selective: peak memory $c GiB, down from $a GiB"
+        pass "selective: peak memory $c GiB, down from $a GiB"
     else
-        say "not ok" "selective: peak memory $c GiB, $a GiB without recomputation"
+        fail "selective: peak memory $c GiB, $a GiB without recomputation"
     fi
 else
-    say "not ok" "memory runs failed"
-    say "not ok" "memory runs failed"
+    fail "memory runs failed"
+    fail "memory runs failed"
 fi
-exit 0
+done_testing

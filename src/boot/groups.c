@@ -2,13 +2,9 @@
  * placement report (see groups.h). */
 #include <config.h>
 #include "boot/groups.h"
-#include "comm/comm_impl.h"
 #include "base/log.h"
 
 #include <mpi.h>
-#ifdef GL_HAVE_NCCL
-#include "comm/nccl_inc.h"
-#endif
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -56,58 +52,11 @@ static void die_once(int rank, const char *fmt, ...)
     gl_die("stopped: rank 0 reported the error");
 }
 
-#ifdef GL_HAVE_NCCL
-static void check_nccl(ncclResult_t rc, const char *call, const char *group)
+/* gl_comm_world's way to carry the NCCL unique id: the bootstrap's
+ * (PMIx when it was used, else MPI_Bcast).  ctx is the gl_boot. */
+static void share_from_boot(void *ctx, void *data, size_t len)
 {
-    if (rc != ncclSuccess)
-        gl_die("%s for group '%s' failed: %s: %s", call, group,
-               ncclGetErrorString(rc), ncclGetLastError(NULL));
-}
-
-/* The world NCCL communicator: rank 0 makes the unique id, the boot
- * layer carries it (PMIx or MPI), every rank joins. */
-static ncclComm_t nccl_world(const gl_boot *b)
-{
-    ncclUniqueId id;
-    ncclComm_t nc = NULL;
-    memset(&id, 0, sizeof id);
-    if (b->rank == 0)
-        check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", "world");
-    gl_boot_share(b, &id, sizeof id);
-    check_nccl(ncclCommInitRank(&nc, b->size, id, b->rank), "ncclCommInitRank", "world");
-    return nc;
-}
-#endif
-
-/* One group: MPI_Comm_split, and for NCCL ncclCommSplit of the world
- * communicator with the same colour and key.  color < 0: not a member
- * (returns NULL), though the call stays collective. */
-static gl_comm *make_group(const gl_groups *g, void *nc_world, int color,
-                           int key, const char *name)
-{
-    MPI_Comm mc;
-    int rc = MPI_Comm_split(MPI_COMM_WORLD, color >= 0 ? color : MPI_UNDEFINED,
-                            key, &mc);
-    if (rc != MPI_SUCCESS)
-        gl_die("MPI_Comm_split for group '%s' failed (error %d)", name, rc);
-    gl_comm *c = NULL;
-    if (g->kind == GL_COMM_NCCL) {
-#ifdef GL_HAVE_NCCL
-        ncclComm_t sub = NULL;
-        check_nccl(ncclCommSplit((ncclComm_t)nc_world,
-                                 color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key,
-                                 &sub, NULL), "ncclCommSplit", name);
-        if (color >= 0)
-            c = gl_comm_nccl(sub, mc, name);
-#else
-        (void)nc_world;
-#endif
-    } else if (color >= 0) {
-        c = gl_comm_mpi(mc, name);
-    }
-    if (mc != MPI_COMM_NULL)
-        MPI_Comm_free(&mc);
-    return c;
+    gl_boot_share(ctx, data, len);
 }
 
 /* Warn when some TP group has members on two nodes. */
@@ -151,7 +100,6 @@ gl_groups *gl_groups_create(const gl_boot *b, const gl_grid_spec *spec,
         die_once(b->rank, "%s", err);
     g->me = gl_grid_coord(&g->spec, b->rank);
 
-    void *nc_world = NULL;
     if (kind == GL_COMM_NCCL) {
 #ifdef GL_HAVE_NCCL
         int have = b->gpu >= 0, all = 0;
@@ -163,28 +111,26 @@ gl_groups *gl_groups_create(const gl_boot *b, const gl_grid_spec *spec,
         if (!all)
             die_once(b->rank, "NCCL groups need one GPU per rank and some ranks "
                      "have none: run on GPU nodes, or use the CPU back end");
-        ncclComm_t w = nccl_world(b);
-        nc_world = w;
-        g->world = gl_comm_nccl(w, MPI_COMM_WORLD, "world");
 #else
         die_once(b->rank, "NCCL communicators were asked for but this build "
                  "has no CUDA/NCCL: rebuild with CUDA, or use the CPU back end");
 #endif
-    } else {
-        g->world = gl_comm_mpi(MPI_COMM_WORLD, "world");
     }
+    /* The world, then each axis's groups split from it with the grid's
+     * colours; the member index is the rank's index along the axis. */
+    g->world = gl_comm_world(kind, share_from_boot, (void *)b);
 
     for (int i = 0; i < NAXES; i++) {
         gl_axis a = axes[i];
         if (!axis_wanted(&g->spec, a))
             continue;
-        *slot(g, a) = make_group(g, nc_world,
-                                 gl_grid_group_color(&g->spec, a, b->rank),
-                                 gl_grid_group_index(&g->spec, a, b->rank),
-                                 gl_axis_name(a));
+        *slot(g, a) = gl_comm_split(g->world,
+                                    gl_grid_group_color(&g->spec, a, b->rank),
+                                    gl_grid_group_index(&g->spec, a, b->rank),
+                                    gl_axis_name(a));
     }
-    g->embd = make_group(g, nc_world, gl_grid_embd_color(&g->spec, b->rank),
-                         g->me.pp, "embd");
+    g->embd = gl_comm_split(g->world, gl_grid_embd_color(&g->spec, b->rank),
+                            g->me.pp, "embd");
     warn_tp_span(b, g);
     return g;
 }

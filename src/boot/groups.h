@@ -1,12 +1,12 @@
 /*
  * groups.h: the communicators of the process grid.
  *
- * gl_groups_create() checks the layout (src/grid), then makes one gl_comm
- * per axis for this rank: MPI_Comm_split of the world with the grid's
- * colours, and for NCCL one world communicator (its unique id travels
- * through PMIx when the bootstrap used it, else MPI_Bcast) split with
- * ncclCommSplit and the same colours.  Member i of every group is the rank
- * whose index along the axis is i (its tp, cp, dp or pp coordinate).
+ * gl_groups_create() checks the layout (src/grid), then asks comm.h for
+ * the world group (for NCCL, its unique id travels through PMIx when the
+ * bootstrap used it, else MPI_Bcast) and splits it into one gl_comm per
+ * axis for this rank with the grid's colours (gl_comm_split).  Member i
+ * of every group is the rank whose index along the axis is i (its tp, cp,
+ * dp or pp coordinate).
  *
  * It warns (rank 0) when a TP group spans nodes: tensor-parallel traffic
  * would then cross the network.

@@ -1,17 +1,12 @@
 # src/ckpt: HDF5 checkpoints of full logical tensors (resharding on load),
-# safetensors files, and the gridlm-ckpt tool (info, import-hf, export-hf).
+# safetensors files, and what the gridlm-ckpt tool does (info, import-hf,
+# export-hf; its main() is listed by src/tools/local.mk).
 libgridlm_a_SOURCES += \
 	%reldir%/ckpt.h %reldir%/ckpt_h5.c %reldir%/ckpt_sum.c %reldir%/ckpt_dir.c \
 	%reldir%/ckpt_async.c \
 	%reldir%/half.h %reldir%/half.c \
 	%reldir%/safetensors.h %reldir%/safetensors.c \
 	%reldir%/hf.h %reldir%/hf.c
-
-# gridlm-ckpt: info, import-hf, export-hf (its main() lives in src/tools).
-bin_PROGRAMS += src/tools/gridlm-ckpt
-src_tools_gridlm_ckpt_SOURCES = src/tools/gridlm-ckpt.c
-src_tools_gridlm_ckpt_LDADD = $(GRIDLM_LIBS)
-dist_man_MANS += doc/gridlm-ckpt.1
 
 # t/ckpt-h5.t runs t/ckpt-h5 on 1, 2 and 4 ranks; t/ckpt-kill.t kills a
 # save halfway.

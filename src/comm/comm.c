@@ -272,10 +272,33 @@ void gl_comm_free(gl_comm *c)
     free(c);
 }
 
-#ifndef GL_HAVE_NCCL
-gl_comm *gl_comm_nccl(void *nc, MPI_Comm c, const char *name)
+/* ---- making groups ---------------------------------------------------- */
+
+gl_comm *gl_comm_world(gl_comm_kind kind, gl_comm_share_fn share, void *ctx)
 {
-    (void)nc; (void)c; (void)name;
+    if (kind == GL_COMM_NCCL)
+        return gl_comm_nccl_world(share, ctx);
+    return gl_comm_mpi(MPI_COMM_WORLD, "world");
+}
+
+gl_comm *gl_comm_split(gl_comm *parent, int color, int key, const char *name)
+{
+    check_args("split", parent, GL_DT_F32, GL_OP_SUM);
+    MPI_Comm mc;
+    int rc = MPI_Comm_split(parent->mpi, color >= 0 ? color : MPI_UNDEFINED,
+                            key, &mc);
+    if (rc != MPI_SUCCESS)
+        gl_die("MPI_Comm_split for group '%s' failed (error %d)", name, rc);
+    gl_comm *c = parent->vt->split(parent, mc, color, key, name);
+    if (mc != MPI_COMM_NULL)
+        MPI_Comm_free(&mc);
+    return c;
+}
+
+#ifndef GL_HAVE_NCCL
+gl_comm *gl_comm_nccl_world(gl_comm_share_fn share, void *ctx)
+{
+    (void)share; (void)ctx;
     return NULL;
 }
 #endif

@@ -17,6 +17,10 @@
 #define GL_COMM_COMM_H
 
 #include <stddef.h>
+#ifndef __CUDACC__
+#include <mpi.h>     /* the MPI side of a group, at the end; nvcc compiles
+                      * the CUDA sources without MPI's headers */
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -93,6 +97,30 @@ void gl_comm_barrier(gl_comm *c);
  * member frees it, after its last use. */
 void gl_comm_free(gl_comm *c);
 
+/* ---- making groups ----------------------------------------------------
+ *
+ * The world is made first; every other group is split from one that
+ * exists (the process grid's groups from the world: boot/groups.h).  An
+ * NCCL group needs this rank's GPU chosen before (boot/boot.h). */
+
+/* Gives rank 0's len bytes at data to every rank of the world (boot's
+ * gl_boot_share: PMIx or MPI).  Collective. */
+typedef void (*gl_comm_share_fn)(void *ctx, void *data, size_t len);
+
+/* The group "world": every rank of MPI_COMM_WORLD, member i being world
+ * rank i, with back end kind.  For NCCL, world rank 0 makes the NCCL
+ * unique id and share(ctx, ...) carries it to the others (share NULL:
+ * MPI_Bcast); NULL when this build has no NCCL.  Collective. */
+gl_comm *gl_comm_world(gl_comm_kind kind, gl_comm_share_fn share, void *ctx);
+
+/* The group `name` of the members of parent that give the same color,
+ * ordered by key (ties by their order in parent), with parent's back end:
+ * MPI_Comm_split of parent's MPI communicator and, for NCCL, ncclCommSplit
+ * of its NCCL communicator with the same color and key.  color < 0: this
+ * rank joins no group and gets NULL; the call is collective over parent
+ * all the same.  A failure stops the job, naming the group. */
+gl_comm *gl_comm_split(gl_comm *parent, int color, int key, const char *name);
+
 /* ---- arrivals and waits, for the hang watchdog ------------------------
  *
  * Every collective call on a group (all_reduce, reduce, reduce_scatter,
@@ -123,6 +151,23 @@ unsigned long long gl_comm_key(const gl_comm *c);
 /* The arrivals of this rank's live group named `name` with key `key`;
  * -1 when it has none.  Safe from any thread. */
 long gl_comm_seq_of(const char *name, unsigned long long key);
+
+/* ---- the MPI side, for host code --------------------------------------
+ *
+ * Every group, whatever its back end, also has an MPI communicator over
+ * the same members in the same order, for work in host memory (a few
+ * sums of host values, the data loader, HDF5 checkpoints).  The CUDA
+ * sources do not see this part. */
+#ifndef __CUDACC__
+/* A group with the MPI back end over the ranks of c, in c's order (c is
+ * duplicated: the caller keeps, and frees, its own handle).  Collective
+ * over c. */
+gl_comm *gl_comm_mpi(MPI_Comm c, const char *name);
+
+/* The group's MPI communicator: the group's own, valid until
+ * gl_comm_free; not to be freed by the caller. */
+MPI_Comm gl_comm_mpi_handle(const gl_comm *c);
+#endif
 
 #ifdef __cplusplus
 }

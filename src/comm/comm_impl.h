@@ -1,14 +1,12 @@
 /*
- * comm_impl.h: how comm.h's groups are made, and what a back end provides.
+ * comm_impl.h: what a back end of comm.h provides, and what the back ends
+ * share.  Private to src/comm: the rest of gridlm makes its groups with
+ * comm.h's gl_comm_world, gl_comm_split and gl_comm_mpi.
  *
- * A gl_comm is built from an MPI communicator (MPI back end) or from an
- * NCCL communicator plus the MPI communicator of the same ranks (NCCL
- * back end; the MPI one serves host-side needs such as HDF5 and the
- * member list).  src/boot/groups.c makes them for the process grid;
- * tests make them directly.
- *
- * NCCL types stay out of this header, so that C files of a build without
- * CUDA can include it: an ncclComm_t is passed as void *.
+ * A group of the NCCL back end holds an NCCL communicator and the MPI
+ * communicator of the same ranks (it serves host-side needs such as
+ * HDF5 and the member list).  NCCL types stay out of this header, so
+ * that comm.c builds without CUDA: only comm_nccl.c includes nccl.h.
  */
 #ifndef GL_COMM_COMM_IMPL_H
 #define GL_COMM_COMM_IMPL_H
@@ -19,19 +17,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A group over the ranks of c.  c is duplicated: the caller keeps (and
- * frees) its own handle. */
-gl_comm *gl_comm_mpi(MPI_Comm c, const char *name);
-
-/* A group over an NCCL communicator nc (an ncclComm_t, owned from now on:
- * gl_comm_free destroys it) whose ranks are those of c in the same order
- * (c is duplicated, as above).  Dies when they disagree.  NULL when this
- * build has no NCCL. */
-gl_comm *gl_comm_nccl(void *nc, MPI_Comm c, const char *name);
-
-/* The group's MPI communicator (both back ends have one). */
-MPI_Comm gl_comm_mpi_handle(const gl_comm *c);
 
 /* The back-end operations behind comm.h's calls. */
 typedef struct {
@@ -51,6 +36,11 @@ typedef struct {
                  int peer, void *stream);
     void (*barrier)(gl_comm *c);
     void (*free_impl)(gl_comm *c);
+    /* gl_comm_split's part for this back end: mc is the MPI split of the
+     * parent (MPI_COMM_NULL where color < 0, still the caller's to free);
+     * the new group over mc, or NULL where color < 0. */
+    gl_comm *(*split)(gl_comm *parent, MPI_Comm mc, int color, int key,
+                      const char *name);
 } gl_comm_vt;
 
 struct gl_comm {
@@ -74,6 +64,10 @@ gl_comm *gl_comm_alloc(MPI_Comm mc, const char *name, gl_comm_kind kind,
 /* Around a blocking wait of a back end: tells the wait hook (comm.h). */
 void gl_comm_wait_begin(const gl_comm *c, const char *op, long seq, int peer_member);
 void gl_comm_wait_end(void);
+
+/* The NCCL back end's gl_comm_world (comm.h); NULL in a build without
+ * NCCL. */
+gl_comm *gl_comm_nccl_world(gl_comm_share_fn share, void *ctx);
 
 /* Group brackets of each back end, called by gl_comm_group_start/end. */
 void gl_comm_mpi_group_start(void);

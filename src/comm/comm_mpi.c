@@ -314,6 +314,13 @@ void gl_comm_mpi_group_end(void)
 static void mpi_barrier(gl_comm *c) { (void)c; }
 static void mpi_free_impl(gl_comm *c) { (void)c; }
 
+static gl_comm *mpi_split(gl_comm *parent, MPI_Comm mc, int color, int key,
+                          const char *name)
+{
+    (void)parent; (void)key;
+    return color >= 0 ? gl_comm_mpi(mc, name) : NULL;
+}
+
 static const gl_comm_vt mpi_vt = {
     .all_reduce = mpi_all_reduce,
     .reduce_scatter = mpi_reduce_scatter,
@@ -324,6 +331,7 @@ static const gl_comm_vt mpi_vt = {
     .recv = mpi_recv,
     .barrier = mpi_barrier,
     .free_impl = mpi_free_impl,
+    .split = mpi_split,
 };
 
 gl_comm *gl_comm_mpi(MPI_Comm c, const char *name)

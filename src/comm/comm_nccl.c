@@ -20,6 +20,7 @@
 #include "comm/nccl_inc.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define MAX_STREAMS 16
@@ -227,6 +228,9 @@ void gl_comm_nccl_group_end(void)
     nccl_grouped = 0;
 }
 
+static gl_comm *nccl_split(gl_comm *parent, MPI_Comm mc, int color, int key,
+                           const char *name);
+
 static const gl_comm_vt nccl_vt = {
     .all_reduce = nccl_all_reduce,
     .reduce_scatter = nccl_reduce_scatter,
@@ -237,13 +241,17 @@ static const gl_comm_vt nccl_vt = {
     .recv = nccl_recv,
     .barrier = nccl_barrier,
     .free_impl = nccl_free_impl,
+    .split = nccl_split,
 };
 
-gl_comm *gl_comm_nccl(void *ncv, MPI_Comm mc, const char *name)
+/* A group over the NCCL communicator nc (owned from now on: freeing the
+ * group destroys it) whose ranks are those of mc in the same order (mc is
+ * duplicated).  Dies when they disagree. */
+static gl_comm *nccl_group(ncclComm_t nc, MPI_Comm mc, const char *name)
 {
     gl_comm *c = gl_comm_alloc(mc, name, GL_COMM_NCCL, &nccl_vt);
     nccl_impl *im = gl_calloc(1, sizeof *im);
-    im->nc = (ncclComm_t)ncv;
+    im->nc = nc;
     c->impl = im;
     live_comms++;
     int n = 0, r = -1;
@@ -254,4 +262,42 @@ gl_comm *gl_comm_nccl(void *ncv, MPI_Comm mc, const char *name)
                "one rank %d of %d: they must be split with the same colours "
                "and keys", c->name, r, n, c->rank, c->size);
     return c;
+}
+
+/* A failure while a group is being made (no gl_comm to name yet). */
+static void check_make(ncclResult_t rc, const char *call, const char *group)
+{
+    if (rc != ncclSuccess)
+        gl_die("%s for group '%s' failed: %s: %s", call, group,
+               ncclGetErrorString(rc), ncclGetLastError(NULL));
+}
+
+/* World rank 0 makes the unique id, share carries it, every rank joins. */
+gl_comm *gl_comm_nccl_world(gl_comm_share_fn share, void *ctx)
+{
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ncclUniqueId id;
+    ncclComm_t nc = NULL;
+    memset(&id, 0, sizeof id);
+    if (rank == 0)
+        check_make(ncclGetUniqueId(&id), "ncclGetUniqueId", "world");
+    if (share)
+        share(ctx, &id, sizeof id);
+    else
+        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    check_make(ncclCommInitRank(&nc, size, id, rank), "ncclCommInitRank", "world");
+    return nccl_group(nc, MPI_COMM_WORLD, "world");
+}
+
+/* ncclCommSplit with the colour and key of the MPI split (every member of
+ * the parent calls it, members of no group with NCCL_SPLIT_NOCOLOR). */
+static gl_comm *nccl_split(gl_comm *parent, MPI_Comm mc, int color, int key,
+                           const char *name)
+{
+    ncclComm_t sub = NULL;
+    check_make(ncclCommSplit(nc_of(parent), color >= 0 ? color : NCCL_SPLIT_NOCOLOR,
+                             key, &sub, NULL), "ncclCommSplit", name);
+    return color >= 0 ? nccl_group(sub, mc, name) : NULL;
 }

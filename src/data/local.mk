@@ -1,5 +1,6 @@
 # src/data: Megatron indexed datasets, sample index, blending, the BPE
-# tokenizer, and the gridlm-prep program (see DESIGN.md).
+# tokenizer, and what gridlm-prep does (see DESIGN.md; its main() is
+# listed by src/tools/local.mk).
 libgridlm_a_SOURCES += \
 	%reldir%/indexed.c %reldir%/indexed.h \
 	%reldir%/strmap.c %reldir%/strmap.h \
@@ -12,10 +13,6 @@ libgridlm_a_SOURCES += \
 	%reldir%/synth.c %reldir%/synth.h \
 	%reldir%/samples.c %reldir%/samples.h \
 	%reldir%/loader.c %reldir%/loader.h
-
-bin_PROGRAMS += src/tools/gridlm-prep
-src_tools_gridlm_prep_SOURCES = src/tools/gridlm-prep.c
-src_tools_gridlm_prep_LDADD = $(GRIDLM_LIBS)
 
 check_PROGRAMS += t/data-indexed.t
 t_data_indexed_t_SOURCES = t/data-indexed.c
@@ -72,6 +69,3 @@ t_data_loader_mpi_SOURCES = t/data-loader-mpi.c
 t_data_loader_mpi_LDADD = $(TAP_LIBS)
 dist_check_SCRIPTS += t/data-loader.t
 TESTS += t/data-loader.t
-
-dist_man_MANS += doc/gridlm-prep.1
-EXTRA_DIST += benchmarks/prep-throughput.sh

@@ -26,6 +26,7 @@
 #include <config.h>
 
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@
 #include "boot/boot.h"
 #include "boot/groups.h"
 #include "ckpt/ckpt.h"
-#include "comm/comm_impl.h"
+#include "comm/comm.h"
 #include "data/indexed.h"
 #include "device/ops.h"
 #include "grid/grid.h"

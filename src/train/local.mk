@@ -2,9 +2,10 @@
 # (sched.c) and their runner (pipeline.c), learning-rate schedule (lr.c),
 # gradient reduction, norm, clipping and AdamW, plain or distributed
 # (optim.c), batches (batch.c), logging (trainlog.c), the loop
-# (train.c) and the plan --dry-run --world-size prints (run_plan.c).
-# run_config.c is listed by src/tools/local.mk.
+# (train.c), the run's configuration (run_config.c: the options, their
+# checks) and the plan --dry-run --world-size prints (run_plan.c).
 libgridlm_a_SOURCES += %reldir%/train.h %reldir%/train.c \
+	%reldir%/run_config.h %reldir%/run_config.c \
 	%reldir%/sched.h %reldir%/sched.c %reldir%/pipeline.h %reldir%/pipeline.c \
 	%reldir%/lr.h %reldir%/lr.c %reldir%/optim.h %reldir%/optim.c \
 	%reldir%/batch.h %reldir%/batch.c %reldir%/trainlog.h %reldir%/trainlog.c \
@@ -61,14 +62,7 @@ TESTS += t/train-ckpt.t
 dist_check_SCRIPTS += t/train-files.t
 TESTS += t/train-files.t
 
-# gridlm-eval: loss and perplexity of a checkpoint (or a freshly
-# initialised model) over a dataset's documents, forward-only pipeline.
-bin_PROGRAMS += src/tools/gridlm-eval
-src_tools_gridlm_eval_SOURCES = src/tools/gridlm-eval.c
-src_tools_gridlm_eval_LDADD = $(GRIDLM_LIBS)
-dist_man_MANS += doc/gridlm-eval.1
-
-# gridlm-eval against a direct computation (t/eval-ref).
+# gridlm-eval (src/tools) against a direct computation (t/eval-ref).
 check_PROGRAMS += t/eval-ref
 t_eval_ref_SOURCES = t/eval-ref.c t/model-ref.h
 t_eval_ref_LDADD = $(TAP_LIBS)

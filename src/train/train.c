@@ -39,13 +39,14 @@
 #include <config.h>
 
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/log.h"
-#include "comm/comm_impl.h"
+#include "comm/comm.h"
 #include "data/loader.h"
 #include "model/model.h"
 #include "train/batch.h"
