@@ -43,6 +43,17 @@ run() {
     # shellcheck disable=SC2086
     timeout 300 $MPIEXEC $MPIEXEC_FLAGS -n "$ranks" "$train" $tiny "$@" \
         --log-json "$tmp/$name.jsonl" >"$tmp/$name.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ]
+}
+
+# why NAME: what a failed run said -- its exit status (124: the 300 s
+# timeout), gridlm's error lines and the launcher's lines about a process
+# that died, then the last lines of its output.
+why() {
+    echo "$1: exit status $rc$([ "$rc" -eq 124 ] && echo ' (timed out after 300 s)')" | diag
+    grep -E "error|signal|noticed|Killed|killed" "$tmp/$1.log" | head -n 8 | sed 's/^/  /' | diag
+    tail -n 5 "$tmp/$1.log" | sed 's/^/  /' | diag
 }
 
 # worst REF GOT FROM: the largest relative difference of loss and grad
@@ -81,7 +92,7 @@ resume() {
         return
     fi
     if ! run "$name" "$ranks" --load "$ck5" "$@"; then
-        tail -5 "$tmp/$name.log" | sed 's/^/#   /'
+        why "$name"
         fail "$name: resuming failed"
         return
     fi
@@ -106,7 +117,7 @@ else
 fi
 # shellcheck disable=SC2086
 if ! run full $ranks $L222 --save "$tmp/ck" --save-interval 5; then
-    tail -5 "$tmp/full.log" | sed 's/^/#   /'
+    why full
     bail_out "the saving run failed"
 fi
 ck5="$tmp/ck/iter_0000005.h5"
@@ -136,7 +147,7 @@ if run gather 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-para
     resume gather-one 1
     ck5=$full5
 else
-    tail -5 "$tmp/gather.log" | sed 's/^/#   /'
+    why gather
     fail "gather-one: the saving run with --overlap-param-gather failed"
 fi
 
@@ -159,7 +170,7 @@ if run async 2 --tensor-model-parallel-size 2 --save "$tmp/ack" --save-interval 
     resume async-resumed 1
     ck5="$tmp/ck/iter_0000005.h5"
 else
-    tail -5 "$tmp/async.log" | sed 's/^/#   /'
+    why async
     fail "--async-save run failed"
 fi
 
@@ -222,7 +233,7 @@ if [ $rc = 0 ] && [ -n "$victim" ] && [ -n "$stopped" ] && [ "$stopped" -gt 3 ] 
    grep -q "exiting program after iteration *$stopped (SIGTERM received)" "$tmp/sig.log"; then
     pass "SIGTERM to one rank: saved at iteration $stopped, exit 0"
 else
-    tail -5 "$tmp/sig.log" | sed 's/^/#   /'
+    why sig
     fail "SIGTERM: exit $rc, victim '$victim', saved '$stopped'"
 fi
 # The uninterrupted reference, as far as the resumed run goes (the
