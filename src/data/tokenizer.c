@@ -123,22 +123,10 @@ struct gl_tokenizer {
 };
 
 /* ------------------------------------------------------------------ */
-/* Errors while loading go into a caller's buffer.                      */
-
-typedef struct { char *buf; size_t len; int failed; } errbuf;
-
-static void fail(errbuf *e, const char *fmt, ...) GL_PRINTF(2, 3);
-static void fail(errbuf *e, const char *fmt, ...)
-{
-    if (e->failed)
-        return;
-    e->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    if (e->buf && e->len)
-        vsnprintf(e->buf, e->len, fmt, ap);
-    va_end(ap);
-}
+/* Loading.  Each step returns 0, or -1 with the reason in err (the first
+ * failure ends the load); the public loaders put the file's name before
+ * it.  A reason is cut at 767 bytes. */
+#define WHY_FMT "%.767s"
 
 /* Rewrite \s and \S to Oniguruma's White_Space meaning, inside and
  * outside character classes; everything else passes through. */
@@ -203,7 +191,7 @@ static char *translate_regex(const char *src)
     return out;
 }
 
-static pcre2_code *compile_regex(const char *pattern, errbuf *e, const char *what)
+static pcre2_code *compile_regex(const char *pattern, gl_error *err, const char *what)
 {
     char *p = translate_regex(pattern);
     int code;
@@ -213,8 +201,8 @@ static pcre2_code *compile_regex(const char *pattern, errbuf *e, const char *wha
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        fail(e, "%s: regex /%s/ does not compile at offset %zu: %s", what, pattern, (size_t)off,
-             (char *)msg);
+        gl_errprintf(err, "%s: regex /%s/ does not compile at offset %zu: %s", what, pattern,
+                     (size_t)off, (char *)msg);
     } else
         pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter */
     free(p);
@@ -273,12 +261,10 @@ static shown show(const char *s, size_t n)
  * written in them: every id must be below it, so an id of 2^31 in a
  * ten-token file is refused instead of allocating 24 GB (or writing at
  * a negative index). */
-static int reserve_ids(gl_tokenizer *t, size_t n_tokens, errbuf *e)
+static int reserve_ids(gl_tokenizer *t, size_t n_tokens, gl_error *err)
 {
-    if (n_tokens > (size_t)INT32_MAX) {
-        fail(e, "%zu tokens: more than gridlm's 32-bit ids can number", n_tokens);
-        return -1;
-    }
+    if (n_tokens > (size_t)INT32_MAX)
+        return gl_errprintf(err, "%zu tokens: more than gridlm's 32-bit ids can number", n_tokens);
     t->n_ids = (long)n_tokens;
     t->id_str = gl_calloc(n_tokens, sizeof *t->id_str);
     t->id_len = gl_calloc(n_tokens, sizeof *t->id_len);
@@ -289,19 +275,18 @@ static int reserve_ids(gl_tokenizer *t, size_t n_tokens, errbuf *e)
  * name no other token (the same token may come twice: in the vocabulary
  * and again as an added token). */
 static int set_id_string(gl_tokenizer *t, long long id, const char *s, size_t n, const char *what,
-                         errbuf *e)
+                         gl_error *err)
 {
-    if (id < 0 || id >= t->n_ids) {
-        fail(e, "%s \"%s\" has id %lld, but the file holds only %ld tokens, so ids run from 0"
-             " to %ld (fix the id)", what, show(s, n).s, id, t->n_ids, t->n_ids - 1);
-        return -1;
-    }
+    if (id < 0 || id >= t->n_ids)
+        return gl_errprintf(err, "%s \"%s\" has id %lld, but the file holds only %ld tokens, so"
+                            " ids run from 0 to %ld (fix the id)", what, show(s, n).s, id,
+                            t->n_ids, t->n_ids - 1);
     if (t->id_str[id]) {
         if (t->id_len[id] == n && memcmp(t->id_str[id], s, n) == 0)
             return 0;
-        fail(e, "id %lld is given to both \"%s\" and \"%s\": an id names one token (fix one"
-             " of them)", id, show(t->id_str[id], t->id_len[id]).s, show(s, n).s);
-        return -1;
+        return gl_errprintf(err, "id %lld is given to both \"%s\" and \"%s\": an id names one"
+                            " token (fix one of them)", id,
+                            show(t->id_str[id], t->id_len[id]).s, show(s, n).s);
     }
     t->id_str[id] = dupn(s, n);
     t->id_len[id] = (uint32_t)n;
@@ -337,7 +322,7 @@ static id_why bad_id(json_t *v)
 }
 
 /* A pattern object {"String": s} or {"Regex": r}. */
-static int load_pattern(json_t *pat, char **lit, size_t *litlen, pcre2_code **re, errbuf *e,
+static int load_pattern(json_t *pat, char **lit, size_t *litlen, pcre2_code **re, gl_error *err,
                         const char *what)
 {
     size_t n;
@@ -348,48 +333,51 @@ static int load_pattern(json_t *pat, char **lit, size_t *litlen, pcre2_code **re
         return 0;
     }
     if ((s = jstr(pat, "Regex", &n))) {
-        *re = compile_regex(s, e, what);
+        *re = compile_regex(s, err, what);
         return *re ? 0 : -1;
     }
-    fail(e, "%s: pattern is neither {\"String\": ...} nor {\"Regex\": ...}", what);
-    return -1;
+    return gl_errprintf(err, "%s: pattern is neither {\"String\": ...} nor {\"Regex\": ...}",
+                        what);
 }
 
 /* The normalizer, pre_tokenizer, decoder and post_processor of a
  * tokenizer.json share one shape: null or absent means none, a
  * {"type": "Sequence", LIST: [...]} nests steps, any other type is one
- * step.  step_type() handles the first two and returns the type of a
- * single step, or NULL when nothing is left to load: the step is absent,
- * it was a Sequence (whose members `load` has loaded), or it has no type
- * (an error "WHAT without a type" when `what` is given, else ignored). */
-typedef void (*step_loader)(gl_tokenizer *t, json_t *step, errbuf *e);
+ * step.  step_type() handles the first two and sets *type to the type of
+ * a single step, or to NULL when nothing is left to load: the step is
+ * absent, it was a Sequence (whose members `load` has loaded), or it has
+ * no type (an error "WHAT without a type" when `what` is given, else
+ * ignored).  It returns -1 on such an error or when a member fails. */
+typedef int (*step_loader)(gl_tokenizer *t, json_t *step, gl_error *err);
 
-static const char *step_type(gl_tokenizer *t, json_t *step, const char *list, step_loader load,
-                             const char *what, errbuf *e)
+static int step_type(gl_tokenizer *t, json_t *step, const char *list, step_loader load,
+                     const char *what, const char **type, gl_error *err)
 {
+    *type = NULL;
     if (!step || json_is_null(step))
-        return NULL;
-    const char *type = jstr(step, "type", NULL);
-    if (!type) {
-        if (what)
-            fail(e, "%s without a type", what);
-        return NULL;
-    }
-    if (strcmp(type, "Sequence") == 0) {
+        return 0;
+    const char *ty = jstr(step, "type", NULL);
+    if (!ty)
+        return what ? gl_errprintf(err, "%s without a type", what) : 0;
+    if (strcmp(ty, "Sequence") == 0) {
         size_t i;
         json_t *v;
         json_array_foreach(json_object_get(step, list), i, v)
-            load(t, v, e);
-        return NULL;
+            if (load(t, v, err))
+                return -1;
+        return 0;
     }
-    return type;
+    *type = ty;
+    return 0;
 }
 
-static void load_normalizer(gl_tokenizer *t, json_t *n, errbuf *e)
+static int load_normalizer(gl_tokenizer *t, json_t *n, gl_error *err)
 {
-    const char *type = step_type(t, n, "normalizers", load_normalizer, "normalizer", e);
+    const char *type;
+    if (step_type(t, n, "normalizers", load_normalizer, "normalizer", &type, err))
+        return -1;
     if (!type)
-        return;
+        return 0;
     norm_step s = { 0 };
     size_t len;
     const char *str;
@@ -401,17 +389,18 @@ static void load_normalizer(gl_tokenizer *t, json_t *n, errbuf *e)
         s.kind = NORM_REPLACE;
         s.b = dupn(str, len);
         s.blen = len;
-        if (load_pattern(json_object_get(n, "pattern"), &s.a, &s.alen, &s.re, e, "normalizer Replace")) {
+        if (load_pattern(json_object_get(n, "pattern"), &s.a, &s.alen, &s.re, err,
+                         "normalizer Replace")) {
             free(s.b);
-            return;
+            return -1;
         }
     } else {
-        fail(e, "normalizer %s is not supported by gridlm (supported: Sequence, Prepend, Replace)",
-             type);
-        return;
+        return gl_errprintf(err, "normalizer %s is not supported by gridlm (supported: Sequence,"
+                            " Prepend, Replace)", type);
     }
     t->norms = gl_realloc(t->norms, (size_t)(t->n_norms + 1) * sizeof *t->norms);
     t->norms[t->n_norms++] = s;
+    return 0;
 }
 
 static int behavior_code(const char *b)
@@ -425,46 +414,50 @@ static int behavior_code(const char *b)
     return 0;
 }
 
-static void load_pretokenizer(gl_tokenizer *t, json_t *p, errbuf *e)
+static int load_pretokenizer(gl_tokenizer *t, json_t *p, gl_error *err)
 {
-    const char *type = step_type(t, p, "pretokenizers", load_pretokenizer, "pre_tokenizer", e);
+    const char *type;
+    if (step_type(t, p, "pretokenizers", load_pretokenizer, "pre_tokenizer", &type, err))
+        return -1;
     if (!type)
-        return;
+        return 0;
     pretok s = { 0 };
     if (strcmp(type, "ByteLevel") == 0) {
         s.kind = PT_BYTELEVEL;
         s.add_prefix_space = jbool(p, "add_prefix_space", 1);
         s.use_regex = jbool(p, "use_regex", 1);
-        if (s.use_regex && !(s.re = compile_regex(GL_GPT2_REGEX, e, "ByteLevel")))
-            return;
+        if (s.use_regex && !(s.re = compile_regex(GL_GPT2_REGEX, err, "ByteLevel")))
+            return -1;
         t->byte_level = 1;
     } else if (strcmp(type, "Split") == 0) {
         s.kind = PT_SPLIT;
         s.behavior = behavior_code(jstr(p, "behavior", NULL));
         s.invert = jbool(p, "invert", 0);
-        if (!s.behavior) {
-            fail(e, "pre_tokenizer Split: unknown behavior %s", jstr(p, "behavior", NULL));
-            return;
-        }
-        if (load_pattern(json_object_get(p, "pattern"), &s.lit, &s.litlen, &s.re, e, "pre_tokenizer Split"))
-            return;
+        if (!s.behavior)
+            return gl_errprintf(err, "pre_tokenizer Split: unknown behavior %s",
+                                jstr(p, "behavior", NULL));
+        if (load_pattern(json_object_get(p, "pattern"), &s.lit, &s.litlen, &s.re, err,
+                         "pre_tokenizer Split"))
+            return -1;
     } else if (strcmp(type, "Digits") == 0) {
         s.kind = PT_DIGITS;
         s.individual = jbool(p, "individual_digits", 0);
     } else {
-        fail(e, "pre_tokenizer %s is not supported by gridlm (supported: ByteLevel, Split, Digits,"
-             " Sequence)", type);
-        return;
+        return gl_errprintf(err, "pre_tokenizer %s is not supported by gridlm (supported:"
+                            " ByteLevel, Split, Digits, Sequence)", type);
     }
     t->pts = gl_realloc(t->pts, (size_t)(t->n_pts + 1) * sizeof *t->pts);
     t->pts[t->n_pts++] = s;
+    return 0;
 }
 
-static void load_decoder(gl_tokenizer *t, json_t *d, errbuf *e)
+static int load_decoder(gl_tokenizer *t, json_t *d, gl_error *err)
 {
-    const char *type = step_type(t, d, "decoders", load_decoder, NULL, e);
+    const char *type;
+    if (step_type(t, d, "decoders", load_decoder, NULL, &type, err))
+        return -1;
     if (!type)
-        return;
+        return 0;
     dec_step s = { 0 };
     size_t n;
     const char *str;
@@ -494,37 +487,40 @@ static void load_decoder(gl_tokenizer *t, json_t *d, errbuf *e)
         s.a = dupn(str ? str : "\xe2\x96\x81", str ? n : 3);
         s.alen = str ? n : 3;
     } else
-        return; /* decoding is for people (--inspect); tokens are shown raw */
+        return 0; /* decoding is for people (--inspect); tokens are shown raw */
     t->decs = gl_realloc(t->decs, (size_t)(t->n_decs + 1) * sizeof *t->decs);
     t->decs[t->n_decs++] = s;
+    return 0;
 }
 
 /* Special tokens of a post-processor, before and after the sequence.
  * Each id must name a token of the tokenizer. */
-static void pp_add(gl_tokenizer *t, int pre, json_t *idv, const char *what, errbuf *e)
+static int pp_add(gl_tokenizer *t, int pre, json_t *idv, const char *what, gl_error *err)
 {
     long long id = json_id(idv);
     if (id < 0 || id >= t->vocab_size || !t->id_str[id]) {
         char got[32] = "(not an integer)";
         if (json_is_integer(idv))
             snprintf(got, sizeof got, "%lld", (long long)json_integer_value(idv));
-        fail(e, "post_processor: the id %s of %s names no token of the tokenizer (ids run from 0"
-             " to %ld); fix the id", got, what, t->vocab_size - 1);
-        return;
+        return gl_errprintf(err, "post_processor: the id %s of %s names no token of the tokenizer"
+                            " (ids run from 0 to %ld); fix the id", got, what, t->vocab_size - 1);
     }
     int32_t **v = pre ? &t->pp_pre : &t->pp_post;
     int *n = pre ? &t->n_pp_pre : &t->n_pp_post;
     *v = gl_realloc(*v, (size_t)(*n + 1) * sizeof **v);
     (*v)[(*n)++] = (int32_t)id;
+    return 0;
 }
 
-static void load_post(gl_tokenizer *t, json_t *p, errbuf *e)
+static int load_post(gl_tokenizer *t, json_t *p, gl_error *err)
 {
-    const char *type = step_type(t, p, "processors", load_post, NULL, e);
+    const char *type;
+    if (step_type(t, p, "processors", load_post, NULL, &type, err))
+        return -1;
     if (!type)
-        return;
+        return 0;
     if (strcmp(type, "ByteLevel") == 0)
-        return; /* changes offsets only */
+        return 0; /* changes offsets only */
     if (strcmp(type, "TemplateProcessing") == 0) {
         json_t *single = json_object_get(p, "single"), *specials = json_object_get(p, "special_tokens");
         size_t i;
@@ -541,26 +537,22 @@ static void load_post(gl_tokenizer *t, json_t *p, errbuf *e)
             json_t *ids = json_object_get(st, "ids");
             size_t k;
             json_t *idv;
-            if (!json_is_array(ids)) {
-                fail(e, "post_processor TemplateProcessing: special token %s has no ids",
-                     name ? name : "?");
-                return;
-            }
-            json_array_foreach(ids, k, idv) {
-                pp_add(t, !seen_seq, idv, name, e);
-                if (e->failed)
-                    return;
-            }
+            if (!json_is_array(ids))
+                return gl_errprintf(err, "post_processor TemplateProcessing: special token %s"
+                                    " has no ids", name ? name : "?");
+            json_array_foreach(ids, k, idv)
+                if (pp_add(t, !seen_seq, idv, name, err))
+                    return -1;
         }
-        return;
+        return 0;
     }
     if (strcmp(type, "RobertaProcessing") == 0 || strcmp(type, "BertProcessing") == 0) {
         json_t *cls = json_object_get(p, "cls"), *sep = json_object_get(p, "sep");
-        pp_add(t, 1, json_array_get(cls, 1), "cls", e);
-        pp_add(t, 0, json_array_get(sep, 1), "sep", e);
-        return;
+        if (pp_add(t, 1, json_array_get(cls, 1), "cls", err))
+            return -1;
+        return pp_add(t, 0, json_array_get(sep, 1), "sep", err);
     }
-    fail(e, "post_processor %s is not supported by gridlm", type);
+    return gl_errprintf(err, "post_processor %s is not supported by gridlm", type);
 }
 
 static void add_to_set(gl_tokenizer *t, added_set *s, int k)
@@ -598,32 +590,27 @@ static long long hf_added_id(const gl_tokenizer *t, const char *c, size_t n, int
  * Hugging Face).  An empty content is ignored, as there.  `seen` maps
  * each content to its index in t->added. */
 static int add_added(gl_tokenizer *t, size_t i, json_t *v, gl_strmap *seen, long long *next_new,
-                     errbuf *e)
+                     gl_error *err)
 {
     size_t n;
     const char *c = jstr(v, "content", &n);
     long long file_id = json_id(json_object_get(v, "id"));
-    if (!c) {
-        fail(e, "added_tokens[%zu] has no \"content\" string", i);
-        return -1;
-    }
-    if (file_id < 0) {
-        fail(e, "added_tokens[%zu] \"%s\" has %s (ids are integers from 0)", i, show(c, n).s,
-             bad_id(json_object_get(v, "id")).s);
-        return -1;
-    }
+    if (!c)
+        return gl_errprintf(err, "added_tokens[%zu] has no \"content\" string", i);
+    if (file_id < 0)
+        return gl_errprintf(err, "added_tokens[%zu] \"%s\" has %s (ids are integers from 0)", i,
+                            show(c, n).s, bad_id(json_object_get(v, "id")).s);
     if (n == 0)
         return 0;
     int32_t before = gl_strmap_get(seen, c, n);
     long long id = hf_added_id(t, c, n, before, next_new);
-    if (file_id != id) {
-        fail(e, "added_tokens[%zu] \"%s\" has id %lld, but Hugging Face tokenizers gives it id"
-             " %lld (%s); fix the id in the file", i, show(c, n).s, file_id, id,
-             before >= 0 ? "it is listed twice"
-             : gl_strmap_get(&t->vocab, c, n) >= 0 ? "its id in the vocabulary"
-             : "added tokens not in the vocabulary are numbered on from it, in the file's order");
-        return -1;
-    }
+    if (file_id != id)
+        return gl_errprintf(err, "added_tokens[%zu] \"%s\" has id %lld, but Hugging Face tokenizers"
+                            " gives it id %lld (%s); fix the id in the file", i, show(c, n).s,
+                            file_id, id, before >= 0 ? "it is listed twice"
+                            : gl_strmap_get(&t->vocab, c, n) >= 0 ? "its id in the vocabulary"
+                            : "added tokens not in the vocabulary are numbered on from it, in"
+                              " the file's order");
     int special = jbool(v, "special", 0);
     added_tok a = {
         .content = dupn(c, n), .len = n, .id = (int32_t)id,
@@ -636,7 +623,7 @@ static int add_added(gl_tokenizer *t, size_t i, json_t *v, gl_strmap *seen, long
         t->added[before] = a;
         return 0;
     }
-    if (set_id_string(t, id, c, n, "added token", e)) {
+    if (set_id_string(t, id, c, n, "added token", err)) {
         free(a.content);
         return -1;
     }
@@ -647,23 +634,22 @@ static int add_added(gl_tokenizer *t, size_t i, json_t *v, gl_strmap *seen, long
     return 0;
 }
 
-static void load_added(gl_tokenizer *t, json_t *arr, errbuf *e)
+static int load_added(gl_tokenizer *t, json_t *arr, gl_error *err)
 {
-    if (arr && !json_is_null(arr) && !json_is_array(arr)) {
-        fail(e, "added_tokens is not an array");
-        return;
-    }
+    if (arr && !json_is_null(arr) && !json_is_array(arr))
+        return gl_errprintf(err, "added_tokens is not an array");
     long long next_new = t->n_model;
     gl_strmap seen;
     gl_strmap_init(&seen);
     size_t i;
     json_t *v;
+    int rc = 0;
     json_array_foreach(arr, i, v)
-        if (add_added(t, i, v, &seen, &next_new, e))
+        if ((rc = add_added(t, i, v, &seen, &next_new, err)) != 0)
             break;
     gl_strmap_free(&seen);
-    if (e->failed)
-        return;
+    if (rc != 0)
+        return -1;
     /* Raw and normalized sets: Hugging Face's order, special tokens
      * first, then the others. */
     for (int pass = 0; pass < 2; pass++)
@@ -672,10 +658,12 @@ static void load_added(gl_tokenizer *t, json_t *arr, errbuf *e)
             if (a->special != (pass == 0))
                 continue;
             add_to_set(t, a->normalized ? &t->norm_set : &t->raw_set, k);
-            if (a->single_word && !t->word_re)
-                t->word_re = compile_regex("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]",
-                                           e, "single_word");
+            if (a->single_word && !t->word_re &&
+                !(t->word_re = compile_regex("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}"
+                                             "\\p{Join_Control}]", err, "single_word")))
+                return -1;
         }
+    return 0;
 }
 
 static gl_tokenizer *tok_new(void)
@@ -695,25 +683,23 @@ static gl_tokenizer *tok_new(void)
     return t;
 }
 
-static void add_merge(gl_tokenizer *t, const char *a, size_t an, const char *b, size_t bn,
-                      uint32_t rank, errbuf *e)
+static int add_merge(gl_tokenizer *t, const char *a, size_t an, const char *b, size_t bn,
+                     uint32_t rank, gl_error *err)
 {
     int32_t ia = gl_strmap_get(&t->vocab, a, an), ib = gl_strmap_get(&t->vocab, b, bn);
     char *ab = gl_malloc(an + bn + 1);
     memcpy(ab, a, an);
     memcpy(ab + an, b, bn);
     int32_t iab = gl_strmap_get(&t->vocab, ab, an + bn);
-    if (ia < 0 || ib < 0 || iab < 0) {
-        fail(e, "merge %u (\"%.*s\" \"%.*s\") names a token missing from the vocabulary",
-             rank, (int)an, a, (int)bn, b);
-        free(ab);
-        return;
-    }
     free(ab);
+    if (ia < 0 || ib < 0 || iab < 0)
+        return gl_errprintf(err, "merge %u (\"%.*s\" \"%.*s\") names a token missing from the"
+                            " vocabulary", rank, (int)an, a, (int)bn, b);
     uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib, old;
     if (gl_u64map_get(&t->merges, key, &old))
-        return; /* the first (lowest) rank of a repeated merge wins */
+        return 0; /* the first (lowest) rank of a repeated merge wins */
     gl_u64map_put(&t->merges, key, (uint64_t)rank << 32 | (uint32_t)iab);
+    return 0;
 }
 
 /* Finish: byte-fallback ids, the eod. */
@@ -732,38 +718,33 @@ static void tok_finish(gl_tokenizer *t)
 }
 
 /* One vocabulary entry "token": id, from tokenizer.json or vocab.json. */
-static int add_vocab(gl_tokenizer *t, const char *key, size_t klen, json_t *v, errbuf *e)
+static int add_vocab(gl_tokenizer *t, const char *key, size_t klen, json_t *v, gl_error *err)
 {
     long long id = json_id(v);
     if (id < 0) {
-        fail(e, "vocab entry \"%s\" has %s (ids are integers from 0)", show(key, klen).s,
-             bad_id(v).s);
+        gl_errprintf(err, "vocab entry \"%s\" has %s (ids are integers from 0)", show(key, klen).s,
+                     bad_id(v).s);
         return -1;
     }
-    if (set_id_string(t, id, key, klen, "vocab entry", e))
+    if (set_id_string(t, id, key, klen, "vocab entry", err))
         return -1;
     gl_strmap_put(&t->vocab, key, klen, (int32_t)id);
     return 0;
 }
 
-static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
+static int load_model(gl_tokenizer *t, json_t *m, gl_error *err)
 {
     const char *type = jstr(m, "type", NULL);
-    if (type && strcmp(type, "BPE") != 0) {
-        fail(e, "model type %s is not supported by gridlm (BPE only)", type);
-        return;
-    }
+    if (type && strcmp(type, "BPE") != 0)
+        return gl_errprintf(err, "model type %s is not supported by gridlm (BPE only)", type);
     json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
-    if (!json_is_object(vocab) || !json_is_array(merges)) {
-        fail(e, "model has no \"vocab\" object or no \"merges\" array (not a BPE tokenizer.json)");
-        return;
-    }
+    if (!json_is_object(vocab) || !json_is_array(merges))
+        return gl_errprintf(err, "model has no \"vocab\" object or no \"merges\" array (not a BPE"
+                            " tokenizer.json)");
     t->n_model = (long)json_object_size(vocab);
-    if (t->n_model == 0) {
-        fail(e, "the model vocabulary (model.vocab) is empty: every document would encode to"
-             " nothing; is this the tokenizer that was meant?");
-        return;
-    }
+    if (t->n_model == 0)
+        return gl_errprintf(err, "the model vocabulary (model.vocab) is empty: every document would"
+                            " encode to nothing; is this the tokenizer that was meant?");
     const char *key;
     json_t *v;
 #ifdef json_object_keylen_foreach
@@ -773,39 +754,35 @@ static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
     json_object_foreach(vocab, key, v) {
         size_t klen = strlen(key);
 #endif
-        if (add_vocab(t, key, klen, v, e))
-            return;
+        if (add_vocab(t, key, klen, v, err))
+            return -1;
     }
     size_t i;
     json_array_foreach(merges, i, v) {
+        int rc;
         if (json_is_string(v)) {
             const char *s = json_string_value(v);
             const char *sp = strchr(s, ' ');
-            if (!sp) {
-                fail(e, "merge %zu \"%s\" is not two tokens separated by a space", i, s);
-                return;
-            }
-            add_merge(t, s, (size_t)(sp - s), sp + 1, strlen(sp + 1), (uint32_t)i, e);
+            if (!sp)
+                return gl_errprintf(err, "merge %zu \"%s\" is not two tokens separated by a space",
+                                    i, s);
+            rc = add_merge(t, s, (size_t)(sp - s), sp + 1, strlen(sp + 1), (uint32_t)i, err);
         } else if (json_is_array(v) && json_array_size(v) == 2) {
             json_t *a = json_array_get(v, 0), *b = json_array_get(v, 1);
-            if (!json_is_string(a) || !json_is_string(b)) {
-                fail(e, "merge %zu is not a pair of strings", i);
-                return;
-            }
-            add_merge(t, json_string_value(a), json_string_length(a), json_string_value(b),
-                      json_string_length(b), (uint32_t)i, e);
+            if (!json_is_string(a) || !json_is_string(b))
+                return gl_errprintf(err, "merge %zu is not a pair of strings", i);
+            rc = add_merge(t, json_string_value(a), json_string_length(a), json_string_value(b),
+                           json_string_length(b), (uint32_t)i, err);
         } else {
-            fail(e, "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", i);
-            return;
+            return gl_errprintf(err, "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", i);
         }
-        if (e->failed)
-            return;
+        if (rc != 0)
+            return -1;
     }
     json_t *dropout = json_object_get(m, "dropout");
-    if (json_is_number(dropout) && json_number_value(dropout) > 0) {
-        fail(e, "BPE dropout %g is not supported (it makes encoding random)", json_number_value(dropout));
-        return;
-    }
+    if (json_is_number(dropout) && json_number_value(dropout) > 0)
+        return gl_errprintf(err, "BPE dropout %g is not supported (it makes encoding random)",
+                            json_number_value(dropout));
     t->ignore_merges = jbool(m, "ignore_merges", 0);
     t->byte_fallback = jbool(m, "byte_fallback", 0);
     t->fuse_unk = jbool(m, "fuse_unk", 0);
@@ -813,15 +790,14 @@ static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
     const char *s;
     if ((s = jstr(m, "unk_token", &n))) {
         t->unk_id = gl_strmap_get(&t->vocab, s, n);
-        if (t->unk_id < 0) {
-            fail(e, "unk_token \"%s\" is not in the vocabulary", s);
-            return;
-        }
+        if (t->unk_id < 0)
+            return gl_errprintf(err, "unk_token \"%s\" is not in the vocabulary", s);
     }
     if ((s = jstr(m, "continuing_subword_prefix", &n)) && n)
         t->cont_prefix = dupn(s, n);
     if ((s = jstr(m, "end_of_word_suffix", &n)) && n)
         t->eow_suffix = dupn(s, n);
+    return 0;
 }
 
 /* tokenizer_config.json beside tokenizer.json: eos_token names the eod.
@@ -829,40 +805,39 @@ static void load_model(gl_tokenizer *t, json_t *m, errbuf *e)
  * cannot be read or parsed, or that names a token the tokenizer lacks,
  * is an error, because ignoring it would end every document with some
  * other token (or none). */
-static void load_config_eos(gl_tokenizer *t, const char *dir, errbuf *e)
+static int load_config_eos(gl_tokenizer *t, const char *dir, gl_error *err)
 {
     char path[4096];
     struct stat st;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     if (lstat(path, &st) != 0 && errno == ENOENT)
-        return;
+        return 0;
     gl_error je;
     json_t *c = gl_json_load(path, 0, &je);
-    if (!c) {
-        fail(e, "%s; fix the file, or remove it (it names the end-of-document token)",
-             je.text);
-        return;
-    }
+    if (!c)
+        return gl_errprintf(err, "%s; fix the file, or remove it (it names the end-of-document"
+                            " token)", je.text);
     json_t *eos = json_object_get(c, "eos_token");
     const char *s = json_is_string(eos) ? json_string_value(eos) : jstr(eos, "content", NULL);
+    int rc = 0;
     if (!json_is_object(c))
-        fail(e, "%s: not a JSON object", path);
+        rc = gl_errprintf(err, "%s: not a JSON object", path);
     else if (eos && !json_is_null(eos) && !s)
-        fail(e, "%s: eos_token is neither a string nor an object with a \"content\" string",
-             path);
+        rc = gl_errprintf(err, "%s: eos_token is neither a string nor an object with a"
+                          " \"content\" string", path);
     else if (s && (t->eod = gl_tokenizer_token_to_id(t, s, strlen(s))) < 0)
-        fail(e, "%s: eos_token \"%s\" is not a token of the tokenizer; name one of its tokens"
-             " (or remove eos_token)", path, show(s, strlen(s)).s);
+        rc = gl_errprintf(err, "%s: eos_token \"%s\" is not a token of the tokenizer; name one of"
+                          " its tokens (or remove eos_token)", path, show(s, strlen(s)).s);
     json_decref(c);
+    return rc;
 }
 
-gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen)
+gl_tokenizer *gl_tokenizer_load(const char *path, gl_error *err)
 {
-    errbuf e = { err, errlen, 0 };
     char file[4096], dir[4096];
     struct stat st;
     if (stat(path, &st) != 0) {
-        fail(&e, "%s: %s", path, strerror(errno));
+        gl_errprintf(err, "%s: %s", path, strerror(errno));
         return NULL;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -880,36 +855,34 @@ gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen)
     gl_error je;
     json_t *root = gl_json_load(file, JSON_ALLOW_NUL, &je);
     if (!root) {
-        fail(&e, "%s", je.text);
+        gl_errprintf(err, "%s", je.text);
         return NULL;
     }
     gl_tokenizer *t = tok_new();
-    char inner[768] = "";
-    errbuf ie = { inner, sizeof inner, 0 };
+    gl_error why;       /* what is wrong inside the file */
     json_t *model = json_object_get(root, "model"), *added = json_object_get(root, "added_tokens");
-    if (!json_is_object(model))
-        fail(&ie, "no \"model\" object");
-    else if (reserve_ids(t, json_object_size(json_object_get(model, "vocab")) +
-                            json_array_size(added), &ie) == 0)
-        load_model(t, model, &ie);
-    if (!ie.failed)
-        load_added(t, added, &ie);
-    if (!ie.failed)
-        load_normalizer(t, json_object_get(root, "normalizer"), &ie);
-    if (!ie.failed)
-        load_pretokenizer(t, json_object_get(root, "pre_tokenizer"), &ie);
-    if (!ie.failed)
-        load_post(t, json_object_get(root, "post_processor"), &ie);
-    if (!ie.failed)
-        load_decoder(t, json_object_get(root, "decoder"), &ie);
+    int rc = !json_is_object(model) ? gl_errprintf(&why, "no \"model\" object")
+             : reserve_ids(t, json_object_size(json_object_get(model, "vocab")) +
+                              json_array_size(added), &why);
+    if (rc == 0)
+        rc = load_model(t, model, &why);
+    if (rc == 0)
+        rc = load_added(t, added, &why);
+    if (rc == 0)
+        rc = load_normalizer(t, json_object_get(root, "normalizer"), &why);
+    if (rc == 0)
+        rc = load_pretokenizer(t, json_object_get(root, "pre_tokenizer"), &why);
+    if (rc == 0)
+        rc = load_post(t, json_object_get(root, "post_processor"), &why);
+    if (rc == 0)
+        rc = load_decoder(t, json_object_get(root, "decoder"), &why);
     json_decref(root);
-    if (ie.failed) {
-        fail(&e, "%s: %s", file, inner);
+    if (rc != 0) {
+        gl_errprintf(err, "%s: " WHY_FMT, file, why.text);
         gl_tokenizer_free(t);
         return NULL;
     }
-    load_config_eos(t, dir, &e);
-    if (e.failed) {
+    if (load_config_eos(t, dir, err) != 0) {
         gl_tokenizer_free(t);
         return NULL;
     }
@@ -918,45 +891,44 @@ gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen)
 }
 
 gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_file,
-                                     char *err, size_t errlen)
+                                     gl_error *err)
 {
-    errbuf e = { err, errlen, 0 };
     gl_error je;
     json_t *vocab = gl_json_load(vocab_file, 0, &je);
     if (!vocab || !json_is_object(vocab)) {
         if (vocab)
-            fail(&e, "%s: not a JSON object (GPT-2's vocab.json maps tokens to ids)", vocab_file);
+            gl_errprintf(err, "%s: not a JSON object (GPT-2's vocab.json maps tokens to ids)",
+                         vocab_file);
         else
-            fail(&e, "%s", je.text);
+            gl_errprintf(err, "%s", je.text);
         json_decref(vocab);
         return NULL;
     }
     FILE *f = gl_file_fopen_read(merge_file, &je);
     if (!f) {
-        fail(&e, "%s", je.text);
+        gl_errprintf(err, "%s", je.text);
         json_decref(vocab);
         return NULL;
     }
     gl_tokenizer *t = tok_new();
-    char inner[768] = "";
-    errbuf ie = { inner, sizeof inner, 0 };
+    gl_error why;       /* what is wrong inside the file */
     const char *key;
     json_t *v;
     t->n_model = (long)json_object_size(vocab);
-    if (t->n_model == 0)
-        fail(&ie, "the vocabulary is empty: every document would encode to nothing");
-    else
-        reserve_ids(t, json_object_size(vocab), &ie);
-    if (ie.failed) {
-        fail(&e, "%s: %s", vocab_file, inner);
+    int rc = t->n_model == 0
+             ? gl_errprintf(&why, "the vocabulary is empty: every document would encode to nothing")
+             : reserve_ids(t, json_object_size(vocab), &why);
+    if (rc != 0) {
+        gl_errprintf(err, "%s: " WHY_FMT, vocab_file, why.text);
         json_decref(vocab);
         fclose(f);
         gl_tokenizer_free(t);
         return NULL;
     }
     json_object_foreach(vocab, key, v) {
-        if (add_vocab(t, key, strlen(key), v, &ie)) {
-            fail(&e, "%s: %s", vocab_file, inner); /* before the decref frees the key */
+        if (add_vocab(t, key, strlen(key), v, &why)) {
+            /* before the decref frees the key */
+            gl_errprintf(err, "%s: " WHY_FMT, vocab_file, why.text);
             json_decref(vocab);
             fclose(f);
             gl_tokenizer_free(t);
@@ -968,27 +940,27 @@ gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_f
     size_t cap = 0;
     ssize_t n;
     uint32_t rank = 0;
-    while (!ie.failed && (n = getline(&line, &cap, f)) > 0) {
+    while (rc == 0 && (n = getline(&line, &cap, f)) > 0) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
         if (n == 0 || (rank == 0 && strncmp(line, "#version", 8) == 0))
             continue;
         char *sp = strchr(line, ' ');
-        if (!sp) {
-            fail(&ie, "merge line \"%s\" is not two tokens separated by a space", line);
-            break;
-        }
-        add_merge(t, line, (size_t)(sp - line), sp + 1, strlen(sp + 1), rank++, &ie);
+        if (!sp)
+            rc = gl_errprintf(&why, "merge line \"%s\" is not two tokens separated by a space",
+                              line);
+        else
+            rc = add_merge(t, line, (size_t)(sp - line), sp + 1, strlen(sp + 1), rank++, &why);
     }
     free(line);
     fclose(f);
-    if (ie.failed) {
-        fail(&e, "%s: %s", merge_file, inner);
+    if (rc != 0) {
+        gl_errprintf(err, "%s: " WHY_FMT, merge_file, why.text);
         gl_tokenizer_free(t);
         return NULL;
     }
     pretok p = { .kind = PT_BYTELEVEL, .add_prefix_space = 0, .use_regex = 1 };
-    p.re = compile_regex(GL_GPT2_REGEX, &e, "ByteLevel");
+    p.re = compile_regex(GL_GPT2_REGEX, err, "ByteLevel");
     t->pts = gl_malloc(sizeof *t->pts);
     t->pts[t->n_pts++] = p;
     t->decs = gl_malloc(sizeof *t->decs);
@@ -1010,7 +982,7 @@ gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_f
 
 gl_tokenizer *gl_tokenizer_open(const char *type, const char *model)
 {
-    char err[1024];
+    gl_error err;
     gl_tokenizer *t = NULL;
     if (!type || !*type)
         type = "HuggingFaceTokenizer";
@@ -1018,7 +990,7 @@ gl_tokenizer *gl_tokenizer_open(const char *type, const char *model)
         if (!model || !*model)
             gl_die_code(2, "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model PATH"
                         " (a tokenizer.json or a directory holding one)");
-        t = gl_tokenizer_load(model, err, sizeof err);
+        t = gl_tokenizer_load(model, &err);
     } else if (strcmp(type, "GPT2BPETokenizer") == 0) {
         char vocab[4096], merges[4096];
         const char *colon = model ? strchr(model, ':') : NULL;
@@ -1035,12 +1007,12 @@ gl_tokenizer *gl_tokenizer_open(const char *type, const char *model)
         } else
             gl_die_code(2, "--tokenizer-model %s: GPT2BPETokenizer wants a directory with"
                         " vocab.json and merges.txt, or VOCAB.json:MERGES.txt", model);
-        t = gl_tokenizer_load_gpt2(vocab, merges, err, sizeof err);
+        t = gl_tokenizer_load_gpt2(vocab, merges, &err);
     } else
         gl_die_code(2, "--tokenizer-type %s is not supported: use HuggingFaceTokenizer"
                     " (with --tokenizer-model PATH) or GPT2BPETokenizer", type);
     if (!t)
-        gl_die("--tokenizer-model: %s", err);
+        gl_die("--tokenizer-model: %s", err.text);
     return t;
 }
 
@@ -1089,9 +1061,8 @@ void gl_tokenizer_free(gl_tokenizer *t)
 gl_tokenizer *gl_tokenizer_bytelevel_skeleton(const char *specials)
 {
     gl_tokenizer *t = tok_new();
-    errbuf e = { NULL, 0, 0 };
     pretok p = { .kind = PT_BYTELEVEL, .add_prefix_space = 0, .use_regex = 1 };
-    p.re = compile_regex(GL_GPT2_REGEX, &e, "ByteLevel");
+    p.re = compile_regex(GL_GPT2_REGEX, NULL, "ByteLevel");
     t->pts = gl_malloc(sizeof *t->pts);
     t->pts[t->n_pts++] = p;
     t->byte_level = 1;
