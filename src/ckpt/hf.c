@@ -136,7 +136,8 @@ static int check_tied_head(const gl_st_model *m, const gl_arch *a, const char *h
     } else if (same) {
         size_t n = (size_t)gl_st_numel(head);
         float *x = gl_malloc(n * sizeof *x), *y = gl_malloc(n * sizeof *y);
-        same = !gl_st_to_f32(head, x) && !gl_st_to_f32(emb, y) && !memcmp(x, y, n * sizeof *x);
+        same = !gl_st_to_f32(head, x, NULL) && !gl_st_to_f32(emb, y, NULL) &&
+               !memcmp(x, y, n * sizeof *x);
         free(x);
         free(y);
     }
@@ -212,9 +213,9 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
     long vpad = c.padded_vocab_size;
 
     gl_st_model *m;
-    if (gl_st_model_open(hf_dir, &m) != 0) {
+    if (gl_st_model_open(hf_dir, &m, err) != 0) {
         free(text);
-        return gl_errprintf(err, "%s", gl_st_error());
+        return -1;
     }
     /* Every tensor in the directory must be a weight we place. */
     for (int fi = 0; fi < m->nfiles; fi++)
@@ -282,8 +283,8 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
             }
             long rows = vshape[0], cols = nd == 2 ? vshape[1] : 1;
             float *buf = gl_calloc((size_t)(rows * cols), sizeof *buf);  /* padding: 0 */
-            if (gl_st_to_f32(t, buf) != 0) {
-                rc = gl_errprintf(err, "%s", gl_st_error());
+            if (gl_st_to_f32(t, buf, err) != 0) {
+                rc = -1;
                 free(buf);
                 break;
             }
@@ -439,8 +440,8 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         const char *meta[] = { "format", "pt" };
         if (export_prepare(out_dir, err) != 0)
             rc = -1;
-        else if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1) != 0)
-            rc = gl_errprintf(err, "%s", gl_st_error());
+        else if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1, err) != 0)
+            rc = -1;
     }
     if (rc == 0) {
         const char *tname = dtype == GL_ST_F32 ? "float32" : dtype == GL_ST_BF16 ? "bfloat16" : "float16";
