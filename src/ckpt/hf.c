@@ -251,10 +251,10 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
         snprintf(out_file, sizeof out_file, "%s", out);
     }
     gl_ckpt_writer *w;
-    if (gl_ckpt_begin(MPI_COMM_SELF, dir, file, 0, &w) != GL_CKPT_OK) {
+    if (gl_ckpt_begin(MPI_COMM_SELF, dir, file, 0, &w, err) != GL_CKPT_OK) {
         gl_st_model_close(m);
         free(text);
-        return gl_errprintf(err, "%s", gl_ckpt_error());
+        return -1;
     }
     rc = 0;
     double bytes = 0;
@@ -293,8 +293,8 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
                 .offset = { 0, 0 }, .count = { vshape[0], nd == 2 ? vshape[1] : 0 },
                 .data = buf, .writes = 1,
             };
-            if (gl_ckpt_put(w, &ct) != GL_CKPT_OK)
-                rc = gl_errprintf(err, "%s", gl_ckpt_error());
+            if (gl_ckpt_put(w, &ct, err) != GL_CKPT_OK)
+                rc = -1;
             free(buf);
             bytes += 4.0 * rows * cols;
             if (!quiet && rc == 0)
@@ -317,11 +317,11 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
         { .key = "imported_from", .type = GL_CKPT_STR, .s = hf_dir },
     };
     gl_ckpt_save_stats st;
-    rc = gl_ckpt_finish(w, attrs, 5, &st);
+    rc = gl_ckpt_finish(w, attrs, 5, &st, err);
     free(cfg);
     free(text);
     if (rc != GL_CKPT_OK)
-        return gl_errprintf(err, "%s", gl_ckpt_error());
+        return -1;
     if (!quiet)
         printf("wrote %s: %.3f GB of fp32 in %.2f s (%.2f GB/s); vocabulary %ld "
                "padded to %ld\n", st.path, bytes / 1e9, st.seconds,
@@ -364,9 +364,9 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
     if (dtype != GL_ST_F32 && dtype != GL_ST_BF16 && dtype != GL_ST_F16)
         return gl_errprintf(err, "export-hf writes F32, BF16 or F16, not %s", gl_st_dtype_name(dtype));
     gl_ckpt *ck;
-    int rc = gl_ckpt_open(MPI_COMM_SELF, ckpt, GL_CKPT_VERIFY, &ck);
+    int rc = gl_ckpt_open(MPI_COMM_SELF, ckpt, GL_CKPT_VERIFY, &ck, err);
     if (rc != GL_CKPT_OK)       /* GL_CKPT_NONE too: its message names the path */
-        return gl_errprintf(err, "%s", gl_ckpt_error());
+        return -1;
     char *cfg_text = gl_ckpt_get_str(ck, "config");
     char *hf_text = gl_ckpt_get_str(ck, "hf_config");
     gl_arch c;
@@ -423,8 +423,8 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                 .name = full, .ndim = nd, .shape = { in->shape[0], in->shape[1] },
                 .offset = { 0, 0 }, .count = { rows, nd == 2 ? cols : 0 }, .data = buf,
             };
-            if (gl_ckpt_read(ck, &t) != GL_CKPT_OK) {
-                rc = gl_errprintf(err, "%s", gl_ckpt_error());
+            if (gl_ckpt_read(ck, &t, err) != GL_CKPT_OK) {
+                rc = -1;
                 free(buf);
                 break;
             }
