@@ -670,15 +670,27 @@ static char *shape_text(char *buf, int ndim, const long *shape)
     return buf;
 }
 
+/* The stored tensor a read of t reads: NULL, with err, when t's
+ * description makes no sense or the checkpoint has no tensor of its name. */
+static const entry *entry_to_read(gl_ckpt *ck, const gl_ckpt_tensor *t, gl_error *err)
+{
+    if (gl_ckpt_check_tensor(t, 1, err) != GL_CKPT_OK)
+        return NULL;
+    int i = gl_ckpt_find(ck, t->name);
+    if (i < 0) {
+        gl_errprintf(err, "checkpoint %s has no tensor %s", ck->file, t->name);
+        return NULL;
+    }
+    return &ck->e[i];
+}
+
 int gl_ckpt_read(gl_ckpt *ck, const gl_ckpt_tensor *t, gl_error *err)
 {
     gl_ckpt_h5_quiet();
-    if (gl_ckpt_check_tensor(t, 1, err) != GL_CKPT_OK)
+    const entry *e = entry_to_read(ck, t, err);
+    if (!e)
         return GL_CKPT_ERR;
-    int i = gl_ckpt_find(ck, t->name);
-    if (i < 0)
-        return gl_errprintf(err, "checkpoint %s has no tensor %s", ck->file, t->name);
-    const gl_ckpt_info *in = &ck->e[i].info;
+    const gl_ckpt_info *in = &e->info;
     if (in->ndim != t->ndim || in->shape[0] != t->shape[0] ||
         (t->ndim == 2 && in->shape[1] != t->shape[1]))
     {
@@ -690,7 +702,7 @@ int gl_ckpt_read(gl_ckpt *ck, const gl_ckpt_tensor *t, gl_error *err)
     }
     if (gl_ckpt_held(t) == 0)
         return GL_CKPT_OK;
-    hid_t ds = H5Dopen2(ck->h5, ck->e[i].path, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(ck->h5, e->path, H5P_DEFAULT);
     if (ds < 0)
         return gl_errprintf(err, "checkpoint %s: cannot open tensor %s: %s", ck->file,
                             t->name, gl_ckpt_h5_msg().text);
@@ -712,12 +724,10 @@ int gl_ckpt_read(gl_ckpt *ck, const gl_ckpt_tensor *t, gl_error *err)
 
 int gl_ckpt_read_padded(gl_ckpt *ck, const gl_ckpt_tensor *t, gl_error *err)
 {
-    if (gl_ckpt_check_tensor(t, 1, err) != GL_CKPT_OK)
+    const entry *e = entry_to_read(ck, t, err);
+    if (!e)
         return GL_CKPT_ERR;
-    int i = gl_ckpt_find(ck, t->name);
-    if (i < 0)
-        return gl_errprintf(err, "checkpoint %s has no tensor %s", ck->file, t->name);
-    const gl_ckpt_info *in = &ck->e[i].info;
+    const gl_ckpt_info *in = &e->info;
     if (t->nelem > 0)
         return gl_errprintf(err, "checkpoint tensor %s: a padded read takes a whole slab, "
                             "not a part", t->name);
