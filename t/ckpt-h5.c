@@ -31,6 +31,7 @@
 
 static int rank, size;
 static char dir[4096];
+static gl_error err;        /* the last failure of the calls under test */
 
 /* The tensors: A and D are matrices, B a vector, C an optimizer moment. */
 enum { A, B, C, D, NT };
@@ -201,7 +202,7 @@ static int save(long it, void (*layout)(gl_ckpt_tensor *, long, int),
         { .key = "scheduler", .type = GL_CKPT_F64, .n = 2, .fv = sched },
     };
     gl_ckpt_save_stats st;
-    int rc = gl_ckpt_save(MPI_COMM_WORLD, dir, it, ts, NT, attrs, 5, opts, &st);
+    int rc = gl_ckpt_save(MPI_COMM_WORLD, dir, it, ts, NT, attrs, 5, opts, &st, &err);
     free_all(ts);
     return rc;
 }
@@ -213,8 +214,8 @@ static int read_back(gl_ckpt *ck, long it, void (*layout)(gl_ckpt_tensor *, long
     layout(ts, it, 0);
     int good = 1;
     for (int t = 0; t < NT; t++) {
-        if (gl_ckpt_read(ck, &ts[t]) != GL_CKPT_OK) {
-            diag("rank %d: %s", rank, gl_ckpt_error());
+        if (gl_ckpt_read(ck, &ts[t], &err) != GL_CKPT_OK) {
+            diag("rank %d: %s", rank, err.text);
             good = 0;
         } else if (!slab_is(&ts[t], t, it)) {
             diag("rank %d: tensor %s differs", rank, names[t]);
@@ -271,9 +272,9 @@ static void file_in(char *buf, size_t n, const char *name)
 static void refused(const char *what, const char *s1, const char *s2)
 {
     gl_ckpt *ck;
-    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck);
-    ok(rc == GL_CKPT_ERR && !ck && has(gl_ckpt_error(), s1) && has(gl_ckpt_error(), s2),
-       "%s: refused: %s", what, gl_ckpt_error());
+    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck, &err);
+    ok(rc == GL_CKPT_ERR && !ck && has(err.text, s1) && has(err.text, s2),
+       "%s: refused: %s", what, err.text);
     if (ck)
         gl_ckpt_close(ck);
 }
@@ -322,14 +323,14 @@ static void sync_all(void) { MPI_Barrier(MPI_COMM_WORLD); }
 static void test_roundtrip(void)
 {
     ok(save(100, layout1, NULL) == GL_CKPT_OK, "save iteration 100 under layout 1: %s",
-       gl_ckpt_error());
+       err.text);
     long it = -1;
     int trc = gl_ckpt_read_tracker(dir, &it, NULL);
     ok(trc == GL_CKPT_OK && it == 100, "tracker names iteration %ld", it);
 
     gl_ckpt *ck;
-    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck);
-    ok(rc == GL_CKPT_OK, "open and verify %s: %s", dir, gl_ckpt_error());
+    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck, &err);
+    ok(rc == GL_CKPT_OK, "open and verify %s: %s", dir, err.text);
     if (rc != GL_CKPT_OK)
         bail_out("cannot go on");
     is_int(gl_ckpt_iteration(ck), 100, "iteration");
@@ -348,23 +349,23 @@ static void test_roundtrip(void)
     long long i64 = 0, iv[4] = { 0 };
     double f64 = 0, fv[2] = { 0 };
     int len = 0;
-    ok(gl_ckpt_get_i64(ck, "consumed_train_samples", &i64) == 0 && i64 == 6400,
+    ok(gl_ckpt_get_i64(ck, "consumed_train_samples", &i64, &err) == 0 && i64 == 6400,
        "consumed_train_samples");
-    ok(gl_ckpt_get_f64(ck, "lr", &f64) == 0 && f64 == 2.5e-4, "lr");
-    ok(gl_ckpt_get_i64v(ck, "rng_state", iv, 4, &len) == 0 && len == 3 &&
+    ok(gl_ckpt_get_f64(ck, "lr", &f64, &err) == 0 && f64 == 2.5e-4, "lr");
+    ok(gl_ckpt_get_i64v(ck, "rng_state", iv, 4, &len, &err) == 0 && len == 3 &&
        iv[0] == 1234 && iv[1] == 42 && iv[2] == -7, "rng_state array");
-    ok(gl_ckpt_get_f64v(ck, "scheduler", fv, 2, &len) == 0 && len == 2 &&
+    ok(gl_ckpt_get_f64v(ck, "scheduler", fv, 2, &len, &err) == 0 && len == 2 &&
        fv[0] == 3e-4 && fv[1] == 0.125, "scheduler array");
     char *cfg = gl_ckpt_get_str(ck, "config");
     is_string(cfg, "{\"hidden_size\": 16}", "config string");
     free(cfg);
-    ok(gl_ckpt_get_i64(ck, "lr", &i64) == GL_CKPT_ERR, "lr is not an integer: %s",
-       gl_ckpt_error());
-    ok(gl_ckpt_get_i64(ck, "nope", &i64) == GL_CKPT_ERR && has(gl_ckpt_error(), "nope"),
+    ok(gl_ckpt_get_i64(ck, "lr", &i64, &err) == GL_CKPT_ERR, "lr is not an integer: %s",
+       err.text);
+    ok(gl_ckpt_get_i64(ck, "nope", &i64, &err) == GL_CKPT_ERR && has(err.text, "nope"),
        "missing attribute refused");
     int na = gl_ckpt_nattrs(ck);
     char *k = NULL, *v = NULL;
-    int arc = gl_ckpt_attr_text(ck, 6, &k, &v);
+    int arc = gl_ckpt_attr_text(ck, 6, &k, &v, &err);
     ok(na == 8 && arc == 0 && !strcmp(k, "scheduler") &&
        !strcmp(v, "[0.00029999999999999997, 0.125]"),
        "attributes in order as text (%d; %s = %s)", na, k ? k : "-", v ? v : "-");
@@ -374,36 +375,37 @@ static void test_roundtrip(void)
     /* Reads that do not fit. */
     gl_ckpt_tensor bad = slab(A, 0, 13, 0, 7, 0, 100, 0, 0);
     bad.shape[1] = 8;
-    ok(gl_ckpt_read(ck, &bad) == GL_CKPT_ERR && has(gl_ckpt_error(), "[13, 7] there, but [13, 8] here"),
-       "shape mismatch refused: %s", gl_ckpt_error());
+    ok(gl_ckpt_read(ck, &bad, &err) == GL_CKPT_ERR &&
+       has(err.text, "[13, 7] there, but [13, 8] here"),
+       "shape mismatch refused: %s", err.text);
     bad.shape[1] = 7;
     bad.name = "model/nope";
-    ok(gl_ckpt_read(ck, &bad) == GL_CKPT_ERR && has(gl_ckpt_error(), "no tensor model/nope"),
+    ok(gl_ckpt_read(ck, &bad, &err) == GL_CKPT_ERR && has(err.text, "no tensor model/nope"),
        "unknown tensor refused");
     bad.name = names[A];
     bad.offset[0] = 10;
     bad.count[0] = 4;
-    ok(gl_ckpt_read(ck, &bad) == GL_CKPT_ERR && has(gl_ckpt_error(), "outside"),
-       "slab outside the tensor refused: %s", gl_ckpt_error());
+    ok(gl_ckpt_read(ck, &bad, &err) == GL_CKPT_ERR && has(err.text, "outside"),
+       "slab outside the tensor refused: %s", err.text);
     free(bad.data);
     gl_ckpt_close(ck);
 
     /* The other way round, and the tracker follows. */
     ok(save(200, layout2, NULL) == GL_CKPT_OK, "save iteration 200 under layout 2");
-    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck);
+    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck, &err);
     ok(rc == GL_CKPT_OK && gl_ckpt_iteration(ck) == 200, "DIR now opens iteration 200");
     ok(rc == GL_CKPT_OK && read_back(ck, 200, layout1), "layout 2 -> layout 1: every element exact");
     gl_ckpt_close(ck);
 
     /* Vocabulary-style padding: D read as [40, 16] and as [32, 16]. */
-    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, 0, &ck);
+    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, 0, &ck, &err);
     int pad_ok = rc == GL_CKPT_OK;
     for (int variant = 0; pad_ok && variant < 2; variant++) {
         long rows = variant ? 32 : 40, o, n;
         split(rows, size, size - 1 - rank, &o, &n);
         gl_ckpt_tensor t = slab(D, o, n, 0, 16, 0, 200, 0, 0);
         t.shape[0] = rows;
-        pad_ok &= gl_ckpt_read_padded(ck, &t) == GL_CKPT_OK;
+        pad_ok &= gl_ckpt_read_padded(ck, &t, &err) == GL_CKPT_OK;
         for (long r = 0; pad_ok && r < n; r++)
             for (long c = 0; c < 16; c++) {
                 float want = o + r < 37 ? val(D, 200, (o + r) * 16 + c) : 0.0f;
@@ -417,7 +419,7 @@ static void test_roundtrip(void)
     t16.shape[0] = 40;
     t16.shape[1] = 17;
     t16.count[1] = 17;
-    ok(ck && gl_ckpt_read_padded(ck, &t16) == GL_CKPT_ERR && has(gl_ckpt_error(), "[37, 16] there"),
+    ok(ck && gl_ckpt_read_padded(ck, &t16, &err) == GL_CKPT_ERR && has(err.text, "[37, 16] there"),
        "padded reads still need the same columns");
     free(t16.data);
     gl_ckpt_close(ck);
@@ -428,27 +430,27 @@ static void test_roundtrip(void)
     gl_ckpt_writer *w;
     gl_ckpt_tensor ts[NT];
     layout1(ts, 7, 1);
-    rc = gl_ckpt_begin(MPI_COMM_WORLD, NULL, single, 7, &w);
+    rc = gl_ckpt_begin(MPI_COMM_WORLD, NULL, single, 7, &w, &err);
     if (rc == GL_CKPT_OK)
-        rc = gl_ckpt_put(w, &ts[D]);
+        rc = gl_ckpt_put(w, &ts[D], &err);
     if (rc == GL_CKPT_OK)
-        rc = gl_ckpt_put(w, &ts[B]);
+        rc = gl_ckpt_put(w, &ts[B], &err);
     gl_ckpt_attr note = { .key = "note", .type = GL_CKPT_STR, .s = "streamed" };
     gl_ckpt_save_stats stats;
     if (rc == GL_CKPT_OK)
-        rc = gl_ckpt_finish(w, &note, 1, &stats);
+        rc = gl_ckpt_finish(w, &note, 1, &stats, &err);
     ok(rc == GL_CKPT_OK && !strcmp(stats.path, single) && stats.bytes == 4.0 * (37 * 16 + 10),
        "begin/put/finish writes %s (%.0f bytes)", single, stats.bytes);
     long it2 = -1;
     gl_ckpt_read_tracker(dir, &it2, NULL);
     is_int(it2, 200, "a file of its own leaves the tracker alone");
-    rc = gl_ckpt_open(MPI_COMM_WORLD, single, GL_CKPT_VERIFY, &ck);
+    rc = gl_ckpt_open(MPI_COMM_WORLD, single, GL_CKPT_VERIFY, &ck, &err);
     ok(rc == GL_CKPT_OK && gl_ckpt_ntensors(ck) == 2 && gl_ckpt_iteration(ck) == 7 &&
        !strcmp(gl_ckpt_tensor_info(ck, 0)->name, names[D]), "it opens, verifies, in put order");
     gl_ckpt_close(ck);
-    rc = gl_ckpt_begin(MPI_COMM_WORLD, dir, NULL, 8, &w);
+    rc = gl_ckpt_begin(MPI_COMM_WORLD, dir, NULL, 8, &w, &err);
     if (rc == GL_CKPT_OK)
-        rc = gl_ckpt_put(w, &ts[A]);
+        rc = gl_ckpt_put(w, &ts[A], &err);
     gl_ckpt_abort(w);
     free_all(ts);
     sync_all();
@@ -464,7 +466,7 @@ static void test_roundtrip(void)
 
     char f100[4096];
     gl_ckpt_file_name(f100, sizeof f100, dir, 100);
-    rc = gl_ckpt_open(MPI_COMM_WORLD, f100, GL_CKPT_VERIFY, &ck);
+    rc = gl_ckpt_open(MPI_COMM_WORLD, f100, GL_CKPT_VERIFY, &ck, &err);
     ok(rc == GL_CKPT_OK && gl_ckpt_iteration(ck) == 100 && read_back(ck, 100, layout2),
        "a file path opens that file");
     ok(rc == GL_CKPT_OK && read_back(ck, 100, layout3),
@@ -476,17 +478,17 @@ static void test_roundtrip(void)
     snprintf(parts, sizeof parts, "%s/parts", dir);
     gl_ckpt_tensor p3[NT];
     layout3(p3, 300, 1);
-    rc = gl_ckpt_save(MPI_COMM_WORLD, parts, 300, p3, NT, NULL, 0, NULL, NULL);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, parts, 300, p3, NT, NULL, 0, NULL, NULL, &err);
     free_all(p3);
-    ok(rc == GL_CKPT_OK, "save under layout 3: %s", rc ? gl_ckpt_error() : "");
-    rc = gl_ckpt_open(MPI_COMM_WORLD, parts, GL_CKPT_VERIFY, &ck);
+    ok(rc == GL_CKPT_OK, "save under layout 3: %s", rc ? err.text : "");
+    rc = gl_ckpt_open(MPI_COMM_WORLD, parts, GL_CKPT_VERIFY, &ck, &err);
     ok(rc == GL_CKPT_OK && read_back(ck, 300, layout1) && read_back(ck, 300, layout2) &&
        read_back(ck, 300, layout3), "layout 3 -> layouts 1, 2 and 3: every element exact");
     gl_ckpt_close(ck);
     gl_ckpt_tensor bp = part(A, 90, 2, 300, 0);
-    rc = gl_ckpt_open(MPI_COMM_WORLD, parts, 0, &ck);
-    ok(gl_ckpt_read(ck, &bp) == GL_CKPT_ERR && has(gl_ckpt_error(), "part [90, 92) lies outside"),
-       "a part beyond its slab is refused: %s", gl_ckpt_error());
+    rc = gl_ckpt_open(MPI_COMM_WORLD, parts, 0, &ck, &err);
+    ok(gl_ckpt_read(ck, &bp, &err) == GL_CKPT_ERR && has(err.text, "part [90, 92) lies outside"),
+       "a part beyond its slab is refused: %s", err.text);
     free(bp.data);
     gl_ckpt_close(ck);
 }
@@ -528,11 +530,11 @@ static void test_refusals(void)
     sync_all();
     refused("bit flip", "is corrupt (tensor model/embedding fails its checksum)", prev);
     gl_ckpt *ck;
-    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, 0, &ck);
+    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, 0, &ck, &err);
     ok(rc == GL_CKPT_OK, "without GL_CKPT_VERIFY the same file opens (the check costs a read)");
     if (ck) {
         int badv[NT] = { 0 };
-        ok(gl_ckpt_verify(ck, MPI_COMM_WORLD, badv) == GL_CKPT_ERR &&
+        ok(gl_ckpt_verify(ck, MPI_COMM_WORLD, badv, &err) == GL_CKPT_ERR &&
            !badv[0] && !badv[1] && !badv[2] && badv[3], "gl_ckpt_verify flags exactly the flipped tensor");
         gl_ckpt_close(ck);
     }
@@ -576,7 +578,7 @@ static void test_refusals(void)
         write_text(tracker, "200");
     }
     sync_all();
-    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck);
+    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck, &err);
     ok(rc == GL_CKPT_OK && gl_ckpt_iteration(ck) == 200,
        "a stale iter_0000300.h5.tmp.* is ignored: iteration 200 loads");
     gl_ckpt_close(ck);
@@ -623,20 +625,20 @@ static void test_refusals(void)
     /* Nothing to load. */
     char none[4200];
     snprintf(none, sizeof none, "%s/never-saved", dir);
-    rc = gl_ckpt_open(MPI_COMM_WORLD, none, GL_CKPT_VERIFY, &ck);
-    ok(rc == GL_CKPT_NONE && !ck && has(gl_ckpt_error(), "starting from scratch"),
-       "a missing --load directory means no checkpoint: %s", gl_ckpt_error());
+    rc = gl_ckpt_open(MPI_COMM_WORLD, none, GL_CKPT_VERIFY, &ck, &err);
+    ok(rc == GL_CKPT_NONE && !ck && has(err.text, "starting from scratch"),
+       "a missing --load directory means no checkpoint: %s", err.text);
     snprintf(none, sizeof none, "%s/iter_0000777.h5", dir);
-    rc = gl_ckpt_open(MPI_COMM_WORLD, none, GL_CKPT_VERIFY, &ck);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "iter_0000777.h5 does not exist") &&
-       has(gl_ckpt_error(), prev), "a missing file is refused: %s", gl_ckpt_error());
+    rc = gl_ckpt_open(MPI_COMM_WORLD, none, GL_CKPT_VERIFY, &ck, &err);
+    ok(rc == GL_CKPT_ERR && has(err.text, "iter_0000777.h5 does not exist") &&
+       has(err.text, prev), "a missing file is refused: %s", err.text);
 
     /* The only checkpoint of a directory is bad. */
     char solo[4200];
     snprintf(solo, sizeof solo, "%s/solo", dir);
     gl_ckpt_tensor ts[NT];
     layout1(ts, 5, 1);
-    rc = gl_ckpt_save(MPI_COMM_WORLD, solo, 5, ts, NT, NULL, 0, NULL, NULL);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, solo, 5, ts, NT, NULL, 0, NULL, NULL, &err);
     free_all(ts);
     char f5[4096];
     gl_ckpt_file_name(f5, sizeof f5, solo, 5);
@@ -646,9 +648,9 @@ static void test_refusals(void)
         truncate(f5, sb.st_size - 100);
     }
     sync_all();
-    rc = gl_ckpt_open(MPI_COMM_WORLD, solo, GL_CKPT_VERIFY, &ck);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "holds no earlier checkpoint"),
-       "a bad only checkpoint: %s", gl_ckpt_error());
+    rc = gl_ckpt_open(MPI_COMM_WORLD, solo, GL_CKPT_VERIFY, &ck, &err);
+    ok(rc == GL_CKPT_ERR && has(err.text, "holds no earlier checkpoint"),
+       "a bad only checkpoint: %s", err.text);
 }
 
 static void test_bad_saves(void)
@@ -665,10 +667,10 @@ static void test_bad_saves(void)
         ts[A].count[0]--;
     else if (rank == 0)
         ts[A].writes = 0;
-    int rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 400, ts, NT, NULL, 0, NULL, NULL);
+    int rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 400, ts, NT, NULL, 0, NULL, NULL, &err);
     free_all(ts);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "exactly one rank"),
-       "a hole in the written slabs is refused: %s", gl_ckpt_error());
+    ok(rc == GL_CKPT_ERR && has(err.text, "exactly one rank"),
+       "a hole in the written slabs is refused: %s", err.text);
     gl_ckpt_file_name(f, sizeof f, dir, 400);
     ok(access(f, F_OK) != 0, "and no iter_0000400.h5 appears");
     gl_ckpt_read_tracker(dir, &it, NULL);
@@ -677,37 +679,37 @@ static void test_bad_saves(void)
     /* Replicas that all write (with one rank, the one replica must). */
     layout1(ts, 400, 1);
     ts[C].writes = size > 1;
-    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 400, ts, NT, NULL, 0, NULL, NULL);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 400, ts, NT, NULL, 0, NULL, NULL, &err);
     free_all(ts);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "exactly one rank"),
+    ok(rc == GL_CKPT_ERR && has(err.text, "exactly one rank"),
        "%s is refused", size > 1 ? "every replica writing its slab" : "a slab nobody writes");
 
     /* Ranks that disagree on a shape. */
     layout1(ts, 410, 1);
     if (rank == size - 1)
         ts[B].shape[0] = 11, ts[B].count[0] = 0;
-    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 410, ts, NT, NULL, 0, NULL, NULL);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 410, ts, NT, NULL, 0, NULL, NULL, &err);
     free_all(ts);
     if (size > 1)
-        ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "ranks describe different"),
-           "ranks that disagree are refused: %s", gl_ckpt_error());
+        ok(rc == GL_CKPT_ERR && has(err.text, "ranks describe different"),
+           "ranks that disagree are refused: %s", err.text);
     else
         ok(rc == GL_CKPT_ERR, "a shape that the slabs do not cover is refused");
 
     gl_ckpt_attr reserved = { .key = "iteration", .type = GL_CKPT_I64, .i = 1 };
     layout1(ts, 420, 1);
-    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 420, ts, NT, &reserved, 1, NULL, NULL);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 420, ts, NT, &reserved, 1, NULL, NULL, &err);
     free_all(ts);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "reserved"), "a reserved attribute name is refused");
+    ok(rc == GL_CKPT_ERR && has(err.text, "reserved"), "a reserved attribute name is refused");
 
     /* Two names for one HDF5 path. */
     layout1(ts, 430, 1);
     gl_ckpt_tensor two[2] = { ts[B], ts[B] };
     two[1].name = "model.final_norm";
-    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 430, two, 2, NULL, 0, NULL, NULL);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 430, two, 2, NULL, 0, NULL, NULL, &err);
     free_all(ts);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "already taken"),
-       "two names for one path are refused: %s", gl_ckpt_error());
+    ok(rc == GL_CKPT_ERR && has(err.text, "already taken"),
+       "two names for one path are refused: %s", err.text);
     if (rank == 0) {
         char tmpname[4200];
         gl_ckpt_file_name(f, sizeof f, dir, 430);
@@ -725,19 +727,19 @@ static void test_bad_saves(void)
     struct stat before, after;
     stat(f, &before);
     layout1(ts, 200, 1);
-    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 200, ts, NT, NULL, 0, NULL, NULL);
+    rc = gl_ckpt_save(MPI_COMM_WORLD, dir, 200, ts, NT, NULL, 0, NULL, NULL, &err);
     free_all(ts);
     stat(f, &after);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "iter_0000200.h5 already exists") &&
-       has(gl_ckpt_error(), "move it away") && before.st_ino == after.st_ino &&
+    ok(rc == GL_CKPT_ERR && has(err.text, "iter_0000200.h5 already exists") &&
+       has(err.text, "move it away") && before.st_ino == after.st_ino &&
        before.st_mtime == after.st_mtime, "a save onto an existing checkpoint is refused: %s",
-       gl_ckpt_error());
+       err.text);
     char single[4200];
     snprintf(single, sizeof single, "%s/single.h5", dir);
     layout1(ts, 9, 1);
-    rc = gl_ckpt_save_file(MPI_COMM_WORLD, single, 9, ts, NT, NULL, 0, NULL, NULL);
+    rc = gl_ckpt_save_file(MPI_COMM_WORLD, single, 9, ts, NT, NULL, 0, NULL, NULL, &err);
     free_all(ts);
-    ok(rc == GL_CKPT_ERR && has(gl_ckpt_error(), "single.h5 already exists"),
+    ok(rc == GL_CKPT_ERR && has(err.text, "single.h5 already exists"),
        "so is a single-file save onto an existing file");
     gl_ckpt_read_tracker(dir, &it, NULL);
     is_int(it, 200, "and the tracker stays at 200");
@@ -755,7 +757,7 @@ static void test_async(int provided)
         { .key = "rng_state", .type = GL_CKPT_I64, .n = 2, .iv = seeds },
     };
     gl_ckpt_async *a;
-    int rc = gl_ckpt_save_async(MPI_COMM_WORLD, dir, 600, ts, NT, attrs, 2, &a);
+    int rc = gl_ckpt_save_async(MPI_COMM_WORLD, dir, 600, ts, NT, attrs, 2, &a, &err);
     /* The caller's buffers change at once... */
     for (int t = 0; t < NT; t++) {
         long len = ts[t].count[0] * (ts[t].ndim == 2 ? (ts[t].ld ? ts[t].ld : ts[t].count[1]) : 1);
@@ -775,19 +777,19 @@ static void test_async(int provided)
     is_int(gl_ckpt_async_threaded(a), provided == MPI_THREAD_MULTIPLE,
            "a writer thread runs exactly when MPI gives MPI_THREAD_MULTIPLE (%d)", provided);
     gl_ckpt_save_stats st;
-    rc = rc == GL_CKPT_OK ? gl_ckpt_async_wait(a, &st) : rc;
+    rc = rc == GL_CKPT_OK ? gl_ckpt_async_wait(a, &st, &err) : rc;
     ok(rc == GL_CKPT_OK, "async save of iteration 600%s%s", rc ? ": " : "",
-       rc ? gl_ckpt_error() : "");
+       rc ? err.text : "");
     diag("async save: %.0f bytes in %.3f s", st.bytes, st.seconds);
     long it = -1;
     gl_ckpt_read_tracker(dir, &it, NULL);
     is_int(it, 600, "the tracker names 600 once the save is waited for");
     gl_ckpt *ck;
-    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck);
+    rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck, &err);
     long long iv[2] = { 0, 0 };
     int len = 0;
     ok(rc == GL_CKPT_OK && read_back(ck, 600, layout2) &&
-       gl_ckpt_get_i64v(ck, "rng_state", iv, 2, &len) == 0 && iv[0] == 5 && iv[1] == 6,
+       gl_ckpt_get_i64v(ck, "rng_state", iv, 2, &len, &err) == 0 && iv[0] == 5 && iv[1] == 6,
        "it holds the values and attributes as they were at the call");
     gl_ckpt_close(ck);
 }
@@ -823,9 +825,9 @@ static int after_kill(void)
     gl_ckpt_file_name(f, sizeof f, dir, 900);
     ok(access(f, F_OK) != 0, "no iter_0000900.h5 appeared");
     gl_ckpt *ck;
-    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck);
+    int rc = gl_ckpt_open(MPI_COMM_WORLD, dir, GL_CKPT_VERIFY, &ck, &err);
     ok(rc == GL_CKPT_OK && gl_ckpt_iteration(ck) == 200 && read_back(ck, 200, layout2),
-       "iteration 200 loads and verifies: %s", gl_ckpt_error());
+       "iteration 200 loads and verifies: %s", err.text);
     gl_ckpt_close(ck);
     return done_testing();
 }

@@ -63,7 +63,7 @@ static int check(gl_ckpt *ck, const char *hf, const char *gl, long rows, long co
     float *buf = gl_malloc((size_t)(prow * c) * sizeof *buf);
     gl_ckpt_tensor t = { .name = gl, .ndim = in->ndim, .shape = { in->shape[0], in->shape[1] },
                          .count = { in->shape[0], in->shape[1] }, .data = buf };
-    int good = gl_ckpt_read(ck, &t) == GL_CKPT_OK;
+    int good = gl_ckpt_read(ck, &t, NULL) == GL_CKPT_OK;
     for (long k = 0; good && k < prow * c; k++) {
         float want = k < rows * c ? value(hf, k) : 0.0f;   /* padding rows are zero */
         if (buf[k] != want) {
@@ -83,8 +83,9 @@ int main(int argc, char **argv)
     int tied = !strcmp(argv[2], "tied");
     plan(NO_PLAN);
     gl_ckpt *ck;
-    if (gl_ckpt_open(MPI_COMM_SELF, argv[1], GL_CKPT_VERIFY, &ck) != GL_CKPT_OK)
-        bail_out("%s", gl_ckpt_error());
+    gl_error err;
+    if (gl_ckpt_open(MPI_COMM_SELF, argv[1], GL_CKPT_VERIFY, &ck, &err) != GL_CKPT_OK)
+        bail_out("%s", err.text);
     int n = 0;
     for (size_t r = 0; r < sizeof table / sizeof table[0]; r++) {
         int per_layer = strstr(table[r].hf, "%d") != NULL;
@@ -102,7 +103,7 @@ int main(int argc, char **argv)
     }
     is_int(gl_ckpt_ntensors(ck), n, "no other tensors");
     long long vs = 0;
-    ok(gl_ckpt_get_i64(ck, "vocab_size", &vs) == 0 && vs == V, "vocab_size attribute");
+    ok(gl_ckpt_get_i64(ck, "vocab_size", &vs, NULL) == 0 && vs == V, "vocab_size attribute");
     char *cfg = gl_ckpt_get_str(ck, "config");
     json_t *j = cfg ? json_loads(cfg, 0, NULL) : NULL;
     ok(j && json_integer_value(json_object_get(j, "num_layers")) == L &&

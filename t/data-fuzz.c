@@ -96,11 +96,11 @@ int main(void)
             for (int m = 0; m < k; m++) mutate(idx, &ni, bin, &nb);
             spit(p_idx, idx, ni);
             spit(p_bin, bin, nb);
-            char err[1024] = "";
-            gl_idx *x = gl_idx_open(prefix, err, sizeof err);
+            gl_error err = { "" };
+            gl_idx *x = gl_idx_open(prefix, &err);
             if (!x) {
                 refused++;
-                named += strstr(err, "fuzz.") != NULL;
+                named += strstr(err.text, "fuzz.") != NULL;
                 continue;
             }
             accepted++;
@@ -109,9 +109,9 @@ int main(void)
             for (int64_t s = 0; s < gl_idx_num_sequences(x); s++) {
                 int32_t len = gl_idx_seq_length(x, s);
                 int32_t *out = malloc(((size_t)len + 1) * 4);
-                if (gl_idx_read_tokens_checked(x, s, 0, len, out, 1000, err, sizeof err) != 0) {
+                if (gl_idx_read_tokens_checked(x, s, 0, len, out, 1000, &err) != 0) {
                     token_refusals++;
-                    good &= strstr(err, "outside the vocabulary") != NULL;
+                    good &= strstr(err.text, "outside the vocabulary") != NULL;
                 }
                 free(out);
                 sum += len;

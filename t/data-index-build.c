@@ -19,9 +19,9 @@ int main(int argc, char **argv)
     }
     gl_idx *x = gl_idx_open_or_die(argv[1]);
     double w[3];
-    char err[256];
-    if (gl_parse_split(argv[3], w, err, sizeof err) != 0)
-        gl_die("%s", err);
+    gl_error err;
+    if (gl_parse_split(argv[3], w, &err) != 0)
+        gl_die("%s", err.text);
     int which = strcmp(argv[4], "train") == 0 ? 0 : strcmp(argv[4], "valid") == 0 ? 1 : 2;
     int64_t b[4];
     gl_split_bounds(w, gl_idx_num_sequences(x), b);

@@ -69,9 +69,9 @@ static void put_pair(const char *name, const unsigned char *idx, size_t ni,
 /* Expect gl_idx_open to refuse `name` with a message holding `what`. */
 static void refuses(const char *name, const char *what, const char *desc)
 {
-    char err[1024] = "";
-    gl_idx *x = gl_idx_open(path(name, ""), err, sizeof err);
-    ok(x == NULL && strstr(err, what) && strstr(err, name), "refuses %s: %s", desc, err);
+    gl_error err = { "" };
+    gl_idx *x = gl_idx_open(path(name, ""), &err);
+    ok(x == NULL && strstr(err.text, what) && strstr(err.text, name), "refuses %s: %s", desc, err.text);
     gl_idx_close(x);
 }
 
@@ -92,11 +92,11 @@ static void test_fixture(void)
     free(bin);
 
     put_pair("fix", FIX_IDX, sizeof FIX_IDX, FIX_BIN, sizeof FIX_BIN);
-    char err[512];
-    gl_idx *x = gl_idx_open(path("fix", ""), err, sizeof err);
+    gl_error err;
+    gl_idx *x = gl_idx_open(path("fix", ""), &err);
     ok(x != NULL, "reader opens the fixture");
     if (!x)
-        bail_out("%s", err);
+        bail_out("%s", err.text);
     is_int(gl_idx_dtype(x), GL_IDX_UINT16, "dtype uint16");
     is_int(gl_idx_num_sequences(x), 2, "2 sequences");
     is_int(gl_idx_num_documents(x), 2, "2 documents");
@@ -106,10 +106,11 @@ static void test_fixture(void)
     ok(t[0] == 65535 && t[1] == 7, "document 1 reads 65535 7");
     gl_idx_read_tokens(x, 0, 1, 2, t, 0);
     ok(t[0] == 2 && t[1] == 3, "offset read within a sequence");
-    ok(gl_idx_read_tokens_checked(x, 1, 0, 2, t, 65535, err, sizeof err) != 0 &&
-       strstr(err, "65535") && strstr(err, "fix"), "token beyond the vocabulary refused: %s", err);
-    ok(gl_idx_read_tokens_checked(x, 0, 2, 2, t, 0, err, sizeof err) != 0, "read past a sequence refused");
-    ok(gl_idx_read_tokens_checked(x, 2, 0, 1, t, 0, err, sizeof err) != 0, "sequence out of range refused");
+    ok(gl_idx_read_tokens_checked(x, 1, 0, 2, t, 65535, &err) != 0 &&
+       strstr(err.text, "65535") && strstr(err.text, "fix"), "token beyond the vocabulary refused: %s",
+       err.text);
+    ok(gl_idx_read_tokens_checked(x, 0, 2, 2, t, 0, &err) != 0, "read past a sequence refused");
+    ok(gl_idx_read_tokens_checked(x, 2, 0, 1, t, 0, &err) != 0, "sequence out of range refused");
     gl_idx_close(x);
 }
 
@@ -133,8 +134,8 @@ static void test_dtypes(void)
             total += n;
         }
         gl_idx_writer_finish(w);
-        char err[512];
-        gl_idx *x = gl_idx_open(path(name, ""), err, sizeof err);
+        gl_error err;
+        gl_idx *x = gl_idx_open(path(name, ""), &err);
         int good = x && gl_idx_dtype(x) == dt && gl_idx_num_documents(x) == ndoc &&
                    gl_idx_num_tokens(x) == total;
         srand(dt);
@@ -168,19 +169,19 @@ static void test_structure(void)
     gl_idx_writer_add_sequence(w, a + 1, 1);
     gl_idx_writer_end_document(w);
     gl_idx_writer_finish(w);
-    char err[512];
-    gl_idx *x = gl_idx_open(path("empty", ""), err, sizeof err);
+    gl_error err;
+    gl_idx *x = gl_idx_open(path("empty", ""), &err);
     ok(x && gl_idx_num_sequences(x) == 3 && gl_idx_num_documents(x) == 3 &&
        gl_idx_doc_boundary(x, 1) == 1 && gl_idx_doc_boundary(x, 2) == 1 &&
        gl_idx_doc_boundary(x, 3) == 3, "empty documents and multi-sequence documents keep their boundaries");
 
     /* --merge: fixture + this one. */
-    gl_idx *f = gl_idx_open(path("fix", ""), err, sizeof err);
+    gl_idx *f = gl_idx_open(path("fix", ""), &err);
     gl_idx_writer *m = gl_idx_writer_open(path("merged", ""), GL_IDX_INT32);
     gl_idx_writer_append_dataset(m, x);
     gl_idx_writer_append_dataset(m, x);
     gl_idx_writer_finish(m);
-    gl_idx *y = gl_idx_open(path("merged", ""), err, sizeof err);
+    gl_idx *y = gl_idx_open(path("merged", ""), &err);
     ok(y && gl_idx_num_sequences(y) == 6 && gl_idx_num_documents(y) == 6 &&
        gl_idx_doc_boundary(y, 4) == 4 && gl_idx_doc_boundary(y, 6) == 6 && gl_idx_num_tokens(y) == 8,
        "merge of a dataset with itself doubles sequences, documents, tokens");
@@ -194,7 +195,7 @@ static void test_structure(void)
     mm[sizeof FIX_IDX] = 0;
     mm[sizeof FIX_IDX + 1] = 1;
     put_pair("mm", mm, sizeof mm, FIX_BIN, sizeof FIX_BIN);
-    x = gl_idx_open(path("mm", ""), err, sizeof err);
+    x = gl_idx_open(path("mm", ""), &err);
     ok(x && gl_idx_multimodal(x), "multimodal index (sequence modes) accepted");
     gl_idx_close(x);
 }
@@ -245,11 +246,11 @@ static void test_bad(void)
     memcpy(bin + 4, &half, 4);
     put_file(path("flt", ".bin"), bin, nb);
     free(bin);
-    char err[512];
-    gl_idx *x = gl_idx_open(path("flt", ""), err, sizeof err);
+    gl_error err;
+    gl_idx *x = gl_idx_open(path("flt", ""), &err);
     int32_t out[2];
-    ok(x && gl_idx_read_tokens_checked(x, 0, 0, 2, out, 0, err, sizeof err) != 0 &&
-       strstr(err, "whole number"), "fractional float token refused: %s", err);
+    ok(x && gl_idx_read_tokens_checked(x, 0, 0, 2, out, 0, &err) != 0 &&
+       strstr(err.text, "whole number"), "fractional float token refused: %s", err.text);
     gl_idx_close(x);
 }
 

@@ -20,7 +20,8 @@ static int32_t tok(int d, int p) { return d * 100 + p; }
 
 static gl_idx *make_dataset(const char *name, int ndocs, int *lens)
 {
-    char prefix[512], err[512];
+    char prefix[512];
+    gl_error err;
     snprintf(prefix, sizeof prefix, "%s/%s", dir, name);
     gl_idx_writer *w = gl_idx_writer_open(prefix, GL_IDX_INT32);
     srand(7);
@@ -32,28 +33,29 @@ static gl_idx *make_dataset(const char *name, int ndocs, int *lens)
         gl_idx_writer_add_document(w, t, lens[d]);
     }
     gl_idx_writer_finish(w);
-    gl_idx *x = gl_idx_open(prefix, err, sizeof err);
+    gl_idx *x = gl_idx_open(prefix, &err);
     if (!x)
-        bail_out("%s", err);
+        bail_out("%s", err.text);
     return x;
 }
 
 static void test_split(void)
 {
     double w[3];
-    char err[256];
+    gl_error err;
     int64_t b[4];
-    ok(gl_parse_split("969,30,1", w, err, sizeof err) == 0 && fabs(w[0] - 0.969) < 1e-12, "parse 969,30,1");
+    ok(gl_parse_split("969,30,1", w, &err) == 0 && fabs(w[0] - 0.969) < 1e-12, "parse 969,30,1");
     gl_split_bounds(w, 1000, b);
     ok(b[0] == 0 && b[1] == 969 && b[2] == 999 && b[3] == 1000, "969,30,1 of 1000: 0 969 999 1000");
     gl_split_bounds(w, 10, b);
     ok(b[1] == 10 && b[2] == 10 && b[3] == 10, "969,30,1 of 10: all train (rounding as Megatron)");
-    gl_parse_split("1,1", w, err, sizeof err);
+    gl_parse_split("1,1", w, &err);
     gl_split_bounds(w, 5, b);
     ok(b[1] == 3 && b[2] == 5 && b[3] == 5, "1,1 of 5: round(2.5) = 2 (half to even), shifted: 0 3 5 5");
-    ok(gl_parse_split("90,x", w, err, sizeof err) != 0 && strstr(err, "--split"), "bad --split refused: %s", err);
-    ok(gl_parse_split("0,0,0", w, err, sizeof err) != 0, "all-zero --split refused");
-    ok(gl_parse_split("1,2,3,4", w, err, sizeof err) != 0, "four weights refused");
+    ok(gl_parse_split("90,x", w, &err) != 0 && strstr(err.text, "--split"), "bad --split refused: %s",
+       err.text);
+    ok(gl_parse_split("0,0,0", w, &err) != 0, "all-zero --split refused");
+    ok(gl_parse_split("1,2,3,4", w, &err) != 0, "four weights refused");
 }
 
 static void test_index(void)
@@ -61,9 +63,9 @@ static void test_index(void)
     int lens[60];
     gl_idx *x = make_dataset("ds", 60, lens);
     double w[3];
-    char err[256];
+    gl_error err;
     int64_t b[4];
-    gl_parse_split("80,20,0", w, err, sizeof err);
+    gl_parse_split("80,20,0", w, &err);
     gl_split_bounds(w, 60, b);
     int64_t tpe = 0;
     for (int d = (int)b[0]; d < b[1]; d++)

@@ -225,9 +225,9 @@ int main(void)
     fresh();
     if (truncate(bin, 3998) != 0)
         bail_out("truncate");
-    char why[1024] = "";
-    gl_idx *x = gl_idx_open(prefix, why, sizeof why);
-    ok(!x && strstr(why, "truncated .bin") && strstr(why, "3998"),
+    gl_error why = { "" };
+    gl_idx *x = gl_idx_open(prefix, &why);
+    ok(!x && strstr(why.text, "truncated .bin") && strstr(why.text, "3998"),
        "at open, a .bin shorter than its .idx says is refused");
     gl_idx_close(x);
 

@@ -76,8 +76,9 @@ static int loss(int argc, char **argv)
     gl_model *m = gl_model_new(p, d, NULL, &one);
     if (c.ckpt.load) {
         gl_ckpt *ck;
-        if (gl_ckpt_open(MPI_COMM_SELF, c.ckpt.load, 0, &ck) != GL_CKPT_OK)
-            gl_die("eval-ref: %s", gl_ckpt_error());
+        gl_error err;
+        if (gl_ckpt_open(MPI_COMM_SELF, c.ckpt.load, 0, &ck, &err) != GL_CKPT_OK)
+            gl_die("eval-ref: %s", err.text);
         gl_ckpt_load_weights(ck, m, NULL, 0, 0);
         gl_ckpt_close(ck);
     } else {

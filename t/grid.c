@@ -42,9 +42,9 @@ static void list_groups(const gl_grid_spec *s, gl_axis axis, char *out, size_t l
 static gl_grid_spec layout(int world, int tp, int cp, int pp)
 {
     gl_grid_spec s = { .world = world, .tp = tp, .cp = cp, .pp = pp };
-    char err[256];
-    if (gl_grid_init(&s, err, sizeof err) != 0)
-        bail_out("layout W=%d TP=%d CP=%d PP=%d refused: %s", world, tp, cp, pp, err);
+    gl_error err;
+    if (gl_grid_init(&s, &err) != 0)
+        bail_out("layout W=%d TP=%d CP=%d PP=%d refused: %s", world, tp, cp, pp, err.text);
     return s;
 }
 
@@ -96,7 +96,7 @@ static void test_reference_example(void)
 
     /* EP subdivides DP, EP fastest. */
     s = (gl_grid_spec){ .world = 8, .ep = 2 };
-    ok(gl_grid_init(&s, NULL, 0) == 0 && s.dp == 8, "W=8 EP=2 gives DP=8");
+    ok(gl_grid_init(&s, NULL) == 0 && s.dp == 8, "W=8 EP=2 gives DP=8");
     is_groups(&s, GL_AXIS_EP, "[0,1] [2,3] [4,5] [6,7]", "EP groups");
     is_groups(&s, GL_AXIS_EDP, "[0,2,4,6] [1,3,5,7]", "expert-data-parallel groups");
 }
@@ -220,7 +220,7 @@ static void test_all_layouts(void)
     int layouts = 0;
     for (int W = 1; W <= MAXW; W++) {
         int nlay = 0, nbad = 0;
-        char why[640] = "";
+        char why[sizeof(gl_error) + 64] = "";
         for (int tp = 1; tp <= W; tp++)
         for (int cp = 1; tp * cp <= W; cp++)
         for (int pp = 1; tp * cp * pp <= W; pp++) {
@@ -231,11 +231,12 @@ static void test_all_layouts(void)
                 if (dp % ep)
                     continue;
                 gl_grid_spec s = { .world = W, .tp = tp, .cp = cp, .ep = ep, .pp = pp };
-                char err[256], w[256];
-                if (gl_grid_init(&s, err, sizeof err) != 0) {
+                gl_error err;
+                char w[256];
+                if (gl_grid_init(&s, &err) != 0) {
                     if (!nbad++)
                         snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d refused: %s",
-                                 tp, cp, pp, ep, err);
+                                 tp, cp, pp, ep, err.text);
                     continue;
                 }
                 nlay++;
@@ -259,19 +260,19 @@ static void test_all_layouts(void)
 static int tp_node_local(int world, int tp, int per_node)
 {
     gl_grid_spec s = { .world = world, .tp = tp, .ranks_per_node = per_node };
-    char err[256];
-    if (gl_grid_init(&s, err, sizeof err) != 0)
-        bail_out("layout W=%d TP=%d refused: %s", world, tp, err);
+    gl_error err;
+    if (gl_grid_init(&s, &err) != 0)
+        bail_out("layout W=%d TP=%d refused: %s", world, tp, err.text);
     return gl_grid_tp_node_local(&s);
 }
 
 /* err holds every needle. */
 static void check_error(gl_grid_spec s, const char *what, const char *n1, const char *n2)
 {
-    char err[512] = "";
-    int rc = gl_grid_init(&s, err, sizeof err);
-    ok(rc == -1 && strstr(err, n1) && strstr(err, n2) && !strchr(err, '\n'),
-       "%s: one line naming '%s' and '%s' (got: %s)", what, n1, n2, err);
+    gl_error err = { "" };
+    int rc = gl_grid_init(&s, &err);
+    ok(rc == -1 && strstr(err.text, n1) && strstr(err.text, n2) && !strchr(err.text, '\n'),
+       "%s: one line naming '%s' and '%s' (got: %s)", what, n1, n2, err.text);
 }
 
 static void test_errors(void)
@@ -292,9 +293,9 @@ static void test_errors(void)
                 "--pipeline-model-parallel-size -2", "positive integer");
     check_error((gl_grid_spec){ .world = 0 }, "empty world", "world size 0", "mpiexec -n");
     gl_grid_spec s = { .world = 16, .tp = 2, .dp = 8 };
-    ok(gl_grid_init(&s, NULL, 0) == 0, "a consistent explicit --data-parallel-size is accepted");
+    ok(gl_grid_init(&s, NULL) == 0, "a consistent explicit --data-parallel-size is accepted");
     s = (gl_grid_spec){ .world = 16, .tp = 16 };
-    ok(gl_grid_init(&s, NULL, 0) == 0, "a NULL error buffer is allowed");
+    ok(gl_grid_init(&s, NULL) == 0, "a NULL error buffer is allowed");
 
     /* node-locality: TP=8 on 8-GPU nodes yes, TP=16 no, TP=4 on 6-rank nodes no,
      * ranks per node unknown yes. */

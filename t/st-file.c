@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 static char dir[256];
+static gl_error err;        /* the last failure of the calls under test */
 
 static void path_in(char *buf, const char *name)
 {
@@ -46,9 +47,9 @@ static int refused(const char *name, const char *header, long declared, size_t n
     path_in(p, name);
     raw_file(p, header, declared, ndata);
     gl_st_file *f = NULL;
-    int rc = gl_st_open(p, &f);
-    int good = rc == -1 && !f && strstr(gl_st_error(), want) && strstr(gl_st_error(), p);
-    ok(good, "%s refused: %s", name, gl_st_error());
+    int rc = gl_st_open(p, &f, &err);
+    int good = rc == -1 && !f && strstr(err.text, want) && strstr(err.text, p);
+    ok(good, "%s refused: %s", name, err.text);
     if (!good)
         diag("wanted a message with \"%s\"", want);
     gl_st_close(f);
@@ -101,9 +102,9 @@ int main(void)
     const char *meta[] = { "format", "pt", "producer", "gridlm" };
     char p[4200];
     path_in(p, "one.safetensors");
-    ok(gl_st_write(p, outs, 3, meta, 2) == 0, "write %s: %s", p, gl_st_error());
+    ok(gl_st_write(p, outs, 3, meta, 2, &err) == 0, "write %s: %s", p, err.text);
     gl_st_file *f = NULL;
-    ok(gl_st_open(p, &f) == 0, "open it again: %s", gl_st_error());
+    ok(gl_st_open(p, &f, &err) == 0, "open it again: %s", err.text);
     if (!f)
         bail_out("cannot go on");
     is_int(f->n, 3, "three tensors");
@@ -111,17 +112,17 @@ int main(void)
     ok(q && q->dtype == GL_ST_BF16 && q->ndim == 2 && q->shape[0] == R && q->shape[1] == K,
        "q_proj: BF16 [3, 5]");
     float got[R * K];
-    int same = q && gl_st_to_f32(q, got) == 0;
+    int same = q && gl_st_to_f32(q, got, &err) == 0;
     for (int i = 0; same && i < R * K; i++)
         same = got[i] == gl_bf16_to_f32(gl_f32_to_bf16(w[i]));
     ok(same, "q_proj values are the bf16 roundings of what was written");
     const gl_st_tensor *nw = gl_st_find(f, "model.norm.weight");
-    same = nw && nw->dtype == GL_ST_F16 && gl_st_to_f32(nw, got) == 0;
+    same = nw && nw->dtype == GL_ST_F16 && gl_st_to_f32(nw, got, &err) == 0;
     for (int i = 0; same && i < 7; i++)
         same = got[i] == v[i];
     ok(same, "norm: F16 values exact");
     const gl_st_tensor *lm = gl_st_find(f, "lm_head.weight");
-    same = lm && lm->dtype == GL_ST_F32 && gl_st_to_f32(lm, got) == 0;
+    same = lm && lm->dtype == GL_ST_F32 && gl_st_to_f32(lm, got, &err) == 0;
     for (int i = 0; same && i < 4; i++)
         same = got[i] == e[i];
     ok(same, "lm_head: F32 values exact");
@@ -138,28 +139,28 @@ int main(void)
     /* Conversion refuses what it cannot do. */
     path_in(p, "ints.safetensors");
     raw_file(p, "{\"ids\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", -1, 16);
-    ok(gl_st_open(p, &f) == 0, "an I64 tensor opens");
-    ok(f && gl_st_to_f32(&f->t[0], got) == -1 && strstr(gl_st_error(), "I64"),
-       "but does not convert: %s", gl_st_error());
+    ok(gl_st_open(p, &f, &err) == 0, "an I64 tensor opens");
+    ok(f && gl_st_to_f32(&f->t[0], got, &err) == -1 && strstr(err.text, "I64"),
+       "but does not convert: %s", err.text);
     gl_st_close(f);
     gl_st_out bad_out = { "x", GL_ST_I32, 1, { 1 }, e };
     path_in(p, "nope.safetensors");
-    ok(gl_st_write(p, &bad_out, 1, NULL, 0) == -1 && access(p, F_OK) != 0,
-       "writing I32 is refused: %s", gl_st_error());
+    ok(gl_st_write(p, &bad_out, 1, NULL, 0, &err) == -1 && access(p, F_OK) != 0,
+       "writing I32 is refused: %s", err.text);
 
     /* --- model directories --- */
     char md[4200];
     path_in(md, "model");
-    ok(gl_st_model_write(md, outs, 3, 20, NULL, 0) == 0, "sharded write (20-byte shards)");
+    ok(gl_st_model_write(md, outs, 3, 20, NULL, 0, &err) == 0, "sharded write (20-byte shards)");
     char idx[4300];
     snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", md);
     snprintf(p, sizeof p, "%.4000s/model-00002-of-00003.safetensors", md);
     ok(access(idx, F_OK) == 0 && access(p, F_OK) == 0, "index and three shards exist");
     gl_st_model *mo = NULL;
-    ok(gl_st_model_open(md, &mo) == 0 && mo->nfiles == 3, "sharded model opens: %s",
-       gl_st_error());
+    ok(gl_st_model_open(md, &mo, &err) == 0 && mo->nfiles == 3, "sharded model opens: %s",
+       err.text);
     nw = mo ? gl_st_model_find(mo, "model.norm.weight") : NULL;
-    same = nw && gl_st_to_f32(nw, got) == 0;
+    same = nw && gl_st_to_f32(nw, got, &err) == 0;
     for (int i = 0; same && i < 7; i++)
         same = got[i] == v[i];
     ok(same, "a tensor found through the index reads exactly");
@@ -168,17 +169,18 @@ int main(void)
     FILE *fi = fopen(idx, "w");
     fprintf(fi, "{\"metadata\":{},\"weight_map\":{\"ghost\":\"model-00001-of-00003.safetensors\"}}");
     fclose(fi);
-    ok(gl_st_model_open(md, &mo) == -1 && strstr(gl_st_error(), "ghost"),
-       "an index entry without its tensor: %s", gl_st_error());
+    ok(gl_st_model_open(md, &mo, &err) == -1 && strstr(err.text, "ghost"),
+       "an index entry without its tensor: %s", err.text);
     fi = fopen(idx, "w");
     fprintf(fi, "{\"metadata\":{},\"weight_map\":{\"x\":\"missing.safetensors\"}}");
     fclose(fi);
-    ok(gl_st_model_open(md, &mo) == -1 && strstr(gl_st_error(), "missing.safetensors"),
-       "an index naming a missing shard: %s", gl_st_error());
+    ok(gl_st_model_open(md, &mo, &err) == -1 && strstr(err.text, "missing.safetensors"),
+       "an index naming a missing shard: %s", err.text);
     unlink(idx);
-    ok(gl_st_model_open(md, &mo) == -1 && strstr(gl_st_error(), "neither"),
-       "a directory with no model: %s", gl_st_error());
-    ok(gl_st_model_write(md, outs, 3, 0, NULL, 0) == 0 && gl_st_model_open(md, &mo) == 0 &&
+    ok(gl_st_model_open(md, &mo, &err) == -1 && strstr(err.text, "neither"),
+       "a directory with no model: %s", err.text);
+    ok(gl_st_model_write(md, outs, 3, 0, NULL, 0, &err) == 0 &&
+       gl_st_model_open(md, &mo, &err) == 0 &&
        mo->nfiles == 1, "unsharded write gives model.safetensors");
     gl_st_model_close(mo);
 
@@ -191,8 +193,8 @@ int main(void)
         FILE *t = fopen(sp, "wb");
         fwrite("abc", 1, 3, t);
         fclose(t);
-        ok(gl_st_open(sp, &f) == -1 && strstr(gl_st_error(), "too short"), "a 3-byte file: %s",
-           gl_st_error());
+        ok(gl_st_open(sp, &f, &err) == -1 && strstr(err.text, "too short"), "a 3-byte file: %s",
+           err.text);
     }
     refused("beyond", okt, 100000, 8, "runs past the end of the file");
     refused("huge", okt, 1LL << 62, 8, "runs past the end of the file");
@@ -225,7 +227,7 @@ int main(void)
         char ep[4200];
         path_in(ep, "empty-ok");
         raw_file(ep, "{\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", -1, 0);
-        ok(gl_st_open(ep, &f) == 0 && f->n == 1 && gl_st_numel(&f->t[0]) == 0,
+        ok(gl_st_open(ep, &f, &err) == 0 && f->n == 1 && gl_st_numel(&f->t[0]) == 0,
            "a zero-element tensor is fine");
         gl_st_close(f);
     }
@@ -246,7 +248,7 @@ int main(void)
         FILE *o = fopen(fz, "wb");
         fwrite(good, 1, (size_t)len, o);
         fclose(o);
-        if (gl_st_open(fz, &f) == 0) {
+        if (gl_st_open(fz, &f, &err) == 0) {
             accepted++;
             gl_st_close(f);
         }
@@ -269,18 +271,18 @@ int main(void)
         FILE *o = fopen(fz, "wb");
         fwrite(mut, 1, (size_t)sb.st_size, o);
         fclose(o);
-        if (gl_st_open(fz, &f) == 0) {
+        if (gl_st_open(fz, &f, &err) == 0) {
             opened++;
             out_of_bounds += !in_bounds(f);
             for (int i = 0; i < f->n; i++)
                 if (f->t[i].dtype == GL_ST_F32 || f->t[i].dtype == GL_ST_BF16 ||
                     f->t[i].dtype == GL_ST_F16) {
                     float *buf = gl_malloc((size_t)gl_st_numel(&f->t[i]) * 4 + 4);
-                    gl_st_to_f32(&f->t[i], buf);
+                    gl_st_to_f32(&f->t[i], buf, &err);
                     free(buf);
                 }
             gl_st_close(f);
-        } else if (!strstr(gl_st_error(), fz)) {
+        } else if (!strstr(err.text, fz)) {
             out_of_bounds++;   /* a message that does not name the file */
         }
     }

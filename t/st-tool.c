@@ -44,8 +44,9 @@ static int dump(const char *path)
     gl_st_file *f = NULL;
     gl_st_model *m = NULL;
     int n = 0, total = 0;
-    if (gl_st_open(path, &f) != 0 && gl_st_model_open(path, &m) != 0) {
-        fprintf(stderr, "st-tool: %s\n", gl_st_error());
+    gl_error err;
+    if (gl_st_open(path, &f, &err) != 0 && gl_st_model_open(path, &m, &err) != 0) {
+        fprintf(stderr, "st-tool: %s\n", err.text);
         return 1;
     }
     if (f)
@@ -67,7 +68,7 @@ static int dump(const char *path)
             printf("%s%ld", d ? "," : "", t->shape[d]);
         long k = gl_st_numel(t);
         float *v = gl_malloc((size_t)k * 4 + 4);
-        if (gl_st_to_f32(t, v) != 0) {
+        if (gl_st_to_f32(t, v, NULL) != 0) {
             printf(" -\n");
         } else {
             for (long j = 0; j < k; j++) {
@@ -105,18 +106,20 @@ static int write(const char *path, int as_dir, size_t max)
         { "big", GL_ST_F16, 1, { 4096 }, big },
     };
     const char *meta[] = { "format", "pt" };
-    int rc = as_dir ? gl_st_model_write(path, t, 4, max, meta, 1)
-                    : gl_st_write(path, t, 4, meta, 1);
+    gl_error err;
+    int rc = as_dir ? gl_st_model_write(path, t, 4, max, meta, 1, &err)
+                    : gl_st_write(path, t, 4, meta, 1, &err);
     if (rc != 0)
-        fprintf(stderr, "st-tool: %s\n", gl_st_error());
+        fprintf(stderr, "st-tool: %s\n", err.text);
     return rc != 0;
 }
 
 static int add_head(const char *path, int other)
 {
     gl_st_file *f;
-    if (gl_st_open(path, &f) != 0) {
-        fprintf(stderr, "st-tool: %s\n", gl_st_error());
+    gl_error err;
+    if (gl_st_open(path, &f, &err) != 0) {
+        fprintf(stderr, "st-tool: %s\n", err.text);
         return 1;
     }
     const gl_st_tensor *emb = gl_st_find(f, "model.embed_tokens.weight");
@@ -133,8 +136,8 @@ static int add_head(const char *path, int other)
             continue;
         long k = gl_st_numel(t);
         vals[n] = gl_malloc((size_t)k * sizeof(float) + 4);
-        if (gl_st_to_f32(t, vals[n]) != 0) {
-            fprintf(stderr, "st-tool: %s\n", gl_st_error());
+        if (gl_st_to_f32(t, vals[n], &err) != 0) {
+            fprintf(stderr, "st-tool: %s\n", err.text);
             return 1;
         }
         if (i == f->n && other)
@@ -146,9 +149,9 @@ static int add_head(const char *path, int other)
         n++;
     }
     const char *meta[] = { "format", "pt" };
-    int rc = gl_st_write(path, out, n, meta, 1);
+    int rc = gl_st_write(path, out, n, meta, 1, &err);
     if (rc != 0)
-        fprintf(stderr, "st-tool: %s\n", gl_st_error());
+        fprintf(stderr, "st-tool: %s\n", err.text);
     for (int i = 0; i < n; i++)
         free(vals[i]);
     free(vals);

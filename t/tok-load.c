@@ -73,22 +73,23 @@ static void write_config(const char *text)
 /* Loading must fail with every pattern in the message. */
 static void refused(const char *what, const char *p1, const char *p2)
 {
-    char err[1024] = "";
-    gl_tokenizer *t = gl_tokenizer_load(DIR_, err, sizeof err);
-    int good = !t && strstr(err, "tokenizer") && strstr(err, p1) && (!p2 || strstr(err, p2));
+    gl_error err = { "" };
+    gl_tokenizer *t = gl_tokenizer_load(DIR_, &err);
+    int good = !t && strstr(err.text, "tokenizer") && strstr(err.text, p1) &&
+               (!p2 || strstr(err.text, p2));
     ok(good, "%s: refused", what);
     if (!good)
-        diag("%s", t ? "loaded" : err);
+        diag("%s", t ? "loaded" : err.text);
     gl_tokenizer_free(t);
 }
 
 static gl_tokenizer *loads(const char *what)
 {
-    char err[1024] = "";
-    gl_tokenizer *t = gl_tokenizer_load(DIR_, err, sizeof err);
+    gl_error err = { "" };
+    gl_tokenizer *t = gl_tokenizer_load(DIR_, &err);
     ok(t != NULL, "%s: loads", what);
     if (!t)
-        diag("%s", err);
+        diag("%s", err.text);
     return t;
 }
 
@@ -223,7 +224,8 @@ static void test_config(void)
 
 static void test_gpt2(void)
 {
-    char vpath[512], mpath[512], err[1024];
+    char vpath[512], mpath[512];
+    gl_error err;
     snprintf(vpath, sizeof vpath, "%s/vocab.json", DIR_);
     snprintf(mpath, sizeof mpath, "%s/merges.txt", DIR_);
     FILE *f = fopen(mpath, "w");
@@ -238,13 +240,13 @@ static void test_gpt2(void)
         f = fopen(vpath, "w");
         fputs(cases[i].vocab, f);
         fclose(f);
-        gl_tokenizer *t = gl_tokenizer_load_gpt2(vpath, mpath, err, sizeof err);
-        ok(!t && strstr(err, "vocab.json") && strstr(err, cases[i].pat), "%s: refused",
+        gl_tokenizer *t = gl_tokenizer_load_gpt2(vpath, mpath, &err);
+        ok(!t && strstr(err.text, "vocab.json") && strstr(err.text, cases[i].pat), "%s: refused",
            cases[i].what);
         if (t)
             gl_tokenizer_free(t);
-        else if (!strstr(err, cases[i].pat))
-            diag("%s", err);
+        else if (!strstr(err.text, cases[i].pat))
+            diag("%s", err.text);
     }
 }
 

@@ -23,8 +23,11 @@
 extern "C" {
 #endif
 
+/* 1536 bytes: room for a message that names a few long paths (a
+ * checkpoint refusal names the file, the directory and the previous
+ * checkpoint); longer text is cut. */
 typedef struct gl_error {
-    char text[1024];
+    char text[1536];
 } gl_error;
 
 /* Fill err (when not NULL) printf-style; always returns -1.  The

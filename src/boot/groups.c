@@ -84,7 +84,7 @@ gl_groups *gl_groups_create(const gl_boot *b, const gl_grid_spec *spec,
                             gl_comm_kind kind)
 {
     gl_groups *g = gl_calloc(1, sizeof *g);
-    char err[512];
+    gl_error err;
     g->spec = *spec;
     g->kind = kind;
     g->health_groups = -1;
@@ -96,8 +96,8 @@ gl_groups *gl_groups_create(const gl_boot *b, const gl_grid_spec *spec,
         die_once(b->rank, "the layout is for %d ranks but the job has %d: "
                  "start %d ranks or change the parallel sizes",
                  g->spec.world, b->size, g->spec.world);
-    if (gl_grid_init(&g->spec, err, sizeof err) != 0)
-        die_once(b->rank, "%s", err);
+    if (gl_grid_init(&g->spec, &err) != 0)
+        die_once(b->rank, "%s", err.text);
     g->me = gl_grid_coord(&g->spec, b->rank);
 
     if (kind == GL_COMM_NCCL) {

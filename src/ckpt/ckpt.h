@@ -65,9 +65,11 @@
  * values must be the same on every rank; per-rank state (RNG streams)
  * belongs in a tensor with one row per rank.
  *
- * Errors: functions return GL_CKPT_OK (0) or GL_CKPT_ERR (-1), and
- * gl_ckpt_error() gives the message (one line, naming the file and what to
- * do).  Collective calls return the same status on every rank.  The
+ * Errors: functions return GL_CKPT_OK (0) or GL_CKPT_ERR (-1) with the
+ * message in err, their last argument (base/error.h: one line, naming the
+ * file and what to do; err may be NULL).  Collective calls return the
+ * same status, and the same message, on every rank.  gl_ckpt_save,
+ * gl_ckpt_save_file, gl_ckpt_begin and gl_ckpt_open empty err first.  The
  * caller decides whether to die (gl_die) or carry on.
  */
 #ifndef GL_CKPT_CKPT_H
@@ -137,9 +139,6 @@ typedef struct gl_ckpt_save_stats {
     double seconds;          /* wall time of the whole save, rename included */
 } gl_ckpt_save_stats;
 
-/* The last error message of this thread ("" when none). */
-const char *gl_ckpt_error(void);
-
 /* DIR/iter_%07ld.h5 into buf (size n). */
 void gl_ckpt_file_name(char *buf, size_t n, const char *dir, long iteration);
 
@@ -149,7 +148,8 @@ void gl_ckpt_file_name(char *buf, size_t n, const char *dir, long iteration);
 int gl_ckpt_save(MPI_Comm comm, const char *dir, long iteration,
                  const gl_ckpt_tensor *tensors, int ntensors,
                  const gl_ckpt_attr *attrs, int nattrs,
-                 const gl_ckpt_save_opts *opts, gl_ckpt_save_stats *stats);
+                 const gl_ckpt_save_opts *opts, gl_ckpt_save_stats *stats,
+                 gl_error *err);
 
 /* The same, collective, into the file PATH alone (through
  * PATH.tmp.XXXXXX and a rename; no tracker file; PATH must not exist):
@@ -157,7 +157,8 @@ int gl_ckpt_save(MPI_Comm comm, const char *dir, long iteration,
 int gl_ckpt_save_file(MPI_Comm comm, const char *path, long iteration,
                       const gl_ckpt_tensor *tensors, int ntensors,
                       const gl_ckpt_attr *attrs, int nattrs,
-                      const gl_ckpt_save_opts *opts, gl_ckpt_save_stats *stats);
+                      const gl_ckpt_save_opts *opts, gl_ckpt_save_stats *stats,
+                      gl_error *err);
 
 /* The same in steps, for callers that produce one tensor at a time (a
  * converter that should not hold a whole model in memory).  All three
@@ -165,14 +166,14 @@ int gl_ckpt_save_file(MPI_Comm comm, const char *path, long iteration,
  * creates the temporary file (file NULL: DIR/iter_%07ld.h5 and the
  * tracker, else FILE alone); put writes one tensor; finish writes the
  * attributes and the complete mark and publishes the file.  After a
- * failed put, finish fails and removes the temporary file; abort removes
- * it without finishing. */
+ * failed put, put and finish fail again with its message, and finish
+ * removes the temporary file; abort removes it without finishing. */
 typedef struct gl_ckpt_writer gl_ckpt_writer;
 int gl_ckpt_begin(MPI_Comm comm, const char *dir, const char *file, long iteration,
-                  gl_ckpt_writer **w);
-int gl_ckpt_put(gl_ckpt_writer *w, const gl_ckpt_tensor *t);
+                  gl_ckpt_writer **w, gl_error *err);
+int gl_ckpt_put(gl_ckpt_writer *w, const gl_ckpt_tensor *t, gl_error *err);
 int gl_ckpt_finish(gl_ckpt_writer *w, const gl_ckpt_attr *attrs, int nattrs,
-                   gl_ckpt_save_stats *stats);
+                   gl_ckpt_save_stats *stats, gl_error *err);
 void gl_ckpt_abort(gl_ckpt_writer *w);
 
 /* ---- --async-save (ckpt_async.c) ----
@@ -185,17 +186,17 @@ void gl_ckpt_abort(gl_ckpt_writer *w);
  * save runs at once in the caller's thread (gl_ckpt_async_threaded says
  * which).  HDF5 is not thread-safe: nothing else may call HDF5 until
  * gl_ckpt_async_wait (collective) has joined the writer; it returns the
- * save's status (message in gl_ckpt_error()) and its stats, and frees the
- * handle.  Wait for one save before starting the next. */
+ * save's status (message in err) and its stats, and frees the handle.
+ * gl_ckpt_save_async itself does not fail today (the save's failure is
+ * wait's); it takes err for the day it can.  Wait for one save before
+ * starting the next. */
 typedef struct gl_ckpt_async gl_ckpt_async;
 int gl_ckpt_save_async(MPI_Comm comm, const char *dir, long iteration,
                        const gl_ckpt_tensor *tensors, int ntensors,
-                       const gl_ckpt_attr *attrs, int nattrs, gl_ckpt_async **out);
+                       const gl_ckpt_attr *attrs, int nattrs, gl_ckpt_async **out,
+                       gl_error *err);
 int gl_ckpt_async_threaded(const gl_ckpt_async *a);
-int gl_ckpt_async_wait(gl_ckpt_async *a, gl_ckpt_save_stats *stats);
-
-/* Set this thread's error message (for ckpt_async.c). */
-void gl_ckpt_set_error(const char *msg);
+int gl_ckpt_async_wait(gl_ckpt_async *a, gl_ckpt_save_stats *stats, gl_error *err);
 
 /* ---- reading ---- */
 
@@ -217,7 +218,7 @@ typedef struct gl_ckpt_info {
  * resume from.  flags:
  * GL_CKPT_VERIFY recomputes every checksum (one read of the file in all,
  * shared out over comm). */
-int gl_ckpt_open(MPI_Comm comm, const char *path, int flags, gl_ckpt **out);
+int gl_ckpt_open(MPI_Comm comm, const char *path, int flags, gl_ckpt **out, gl_error *err);
 void gl_ckpt_close(gl_ckpt *ck);
 
 const char *gl_ckpt_path(const gl_ckpt *ck);
@@ -232,7 +233,7 @@ int gl_ckpt_find(const gl_ckpt *ck, const char *name);
 /* Independent (not collective): read the slab t->offset/count of tensor
  * t->name into t->data (row stride t->ld).  t->shape and t->ndim must
  * match the stored tensor (a mismatch is an error naming both shapes). */
-int gl_ckpt_read(gl_ckpt *ck, const gl_ckpt_tensor *t);
+int gl_ckpt_read(gl_ckpt *ck, const gl_ckpt_tensor *t, gl_error *err);
 
 /* gl_ckpt_read for a tensor whose rows are padded (the vocabulary: the
  * padded size depends on --make-vocab-size-divisible-by and TP): the
@@ -240,26 +241,28 @@ int gl_ckpt_read(gl_ckpt *ck, const gl_ckpt_tensor *t);
  * must match).  Rows of the slab the file holds are read; the rest of the
  * slab is set to zero.  Callers must know that the rows beyond the real
  * vocabulary are padding. */
-int gl_ckpt_read_padded(gl_ckpt *ck, const gl_ckpt_tensor *t);
+int gl_ckpt_read_padded(gl_ckpt *ck, const gl_ckpt_tensor *t, gl_error *err);
 
 /* Collective over comm: recompute the checksums of all tensors, each rank
  * reading a share of each tensor's rows.  bad (may be NULL) receives one
  * flag per tensor.  Returns GL_CKPT_ERR naming the first bad tensor. */
-int gl_ckpt_verify(gl_ckpt *ck, MPI_Comm comm, int *bad);
+int gl_ckpt_verify(gl_ckpt *ck, MPI_Comm comm, int *bad, gl_error *err);
 
 /* Root attributes.  Each returns GL_CKPT_OK, or GL_CKPT_ERR when the key is
  * missing or of another type.  _i64v/_f64v fill up to n values and store
  * the attribute's length in *len. */
-int gl_ckpt_get_i64(gl_ckpt *ck, const char *key, long long *v);
-int gl_ckpt_get_f64(gl_ckpt *ck, const char *key, double *v);
-int gl_ckpt_get_i64v(gl_ckpt *ck, const char *key, long long *v, int n, int *len);
-int gl_ckpt_get_f64v(gl_ckpt *ck, const char *key, double *v, int n, int *len);
+int gl_ckpt_get_i64(gl_ckpt *ck, const char *key, long long *v, gl_error *err);
+int gl_ckpt_get_f64(gl_ckpt *ck, const char *key, double *v, gl_error *err);
+int gl_ckpt_get_i64v(gl_ckpt *ck, const char *key, long long *v, int n, int *len,
+                     gl_error *err);
+int gl_ckpt_get_f64v(gl_ckpt *ck, const char *key, double *v, int n, int *len,
+                     gl_error *err);
 char *gl_ckpt_get_str(gl_ckpt *ck, const char *key);   /* malloc'd, or NULL */
 
 /* Root attributes in the order they were written, as printable text:
  * key and value are malloc'd; returns the number of attributes, or -1. */
 int gl_ckpt_nattrs(gl_ckpt *ck);
-int gl_ckpt_attr_text(gl_ckpt *ck, int i, char **key, char **value);
+int gl_ckpt_attr_text(gl_ckpt *ck, int i, char **key, char **value, gl_error *err);
 
 /* ---- checksums (ckpt_sum.c) ---- */
 

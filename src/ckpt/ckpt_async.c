@@ -27,7 +27,7 @@ struct gl_ckpt_async {
     pthread_t thread;
     int threaded;
     int status;
-    char error[1536];
+    gl_error error;          /* the save's message, for gl_ckpt_async_wait */
     gl_ckpt_save_stats stats;
 };
 
@@ -35,9 +35,7 @@ static void *writer(void *arg)
 {
     gl_ckpt_async *s = arg;
     s->status = gl_ckpt_save(s->comm, s->dir, s->iteration, s->t, s->n, s->a,
-                             s->nattrs, NULL, &s->stats);
-    /* The message lives in this thread's buffer: keep a copy. */
-    strncpy(s->error, gl_ckpt_error(), sizeof s->error - 1);
+                             s->nattrs, NULL, &s->stats, &s->error);
     return NULL;
 }
 
@@ -109,7 +107,7 @@ static void free_copy(gl_ckpt_async *s)
 int gl_ckpt_save_async(MPI_Comm comm, const char *dir, long iteration,
                        const gl_ckpt_tensor *ts, int n,
                        const gl_ckpt_attr *attrs, int nattrs,
-                       gl_ckpt_async **out)
+                       gl_ckpt_async **out, gl_error *err)
 {
     gl_ckpt_async *s = gl_calloc(1, sizeof *s);
     s->dir = gl_strdup(dir);
@@ -137,13 +135,13 @@ int gl_ckpt_save_async(MPI_Comm comm, const char *dir, long iteration,
 
 int gl_ckpt_async_threaded(const gl_ckpt_async *s) { return s->threaded; }
 
-int gl_ckpt_async_wait(gl_ckpt_async *s, gl_ckpt_save_stats *stats)
+int gl_ckpt_async_wait(gl_ckpt_async *s, gl_ckpt_save_stats *stats, gl_error *err)
 {
     if (s->threaded)
         pthread_join(s->thread, NULL);
     int rc = s->status;
-    if (rc != GL_CKPT_OK)
-        gl_ckpt_set_error(s->error);
+    if (rc != GL_CKPT_OK && err)
+        *err = s->error;
     if (stats)
         *stats = s->stats;
     MPI_Comm_free(&s->comm);

@@ -136,7 +136,8 @@ static int check_tied_head(const gl_st_model *m, const gl_arch *a, const char *h
     } else if (same) {
         size_t n = (size_t)gl_st_numel(head);
         float *x = gl_malloc(n * sizeof *x), *y = gl_malloc(n * sizeof *y);
-        same = !gl_st_to_f32(head, x) && !gl_st_to_f32(emb, y) && !memcmp(x, y, n * sizeof *x);
+        same = !gl_st_to_f32(head, x, NULL) && !gl_st_to_f32(emb, y, NULL) &&
+               !memcmp(x, y, n * sizeof *x);
         free(x);
         free(y);
     }
@@ -212,9 +213,9 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
     long vpad = c.padded_vocab_size;
 
     gl_st_model *m;
-    if (gl_st_model_open(hf_dir, &m) != 0) {
+    if (gl_st_model_open(hf_dir, &m, err) != 0) {
         free(text);
-        return gl_errprintf(err, "%s", gl_st_error());
+        return -1;
     }
     /* Every tensor in the directory must be a weight we place. */
     for (int fi = 0; fi < m->nfiles; fi++)
@@ -250,10 +251,10 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
         snprintf(out_file, sizeof out_file, "%s", out);
     }
     gl_ckpt_writer *w;
-    if (gl_ckpt_begin(MPI_COMM_SELF, dir, file, 0, &w) != GL_CKPT_OK) {
+    if (gl_ckpt_begin(MPI_COMM_SELF, dir, file, 0, &w, err) != GL_CKPT_OK) {
         gl_st_model_close(m);
         free(text);
-        return gl_errprintf(err, "%s", gl_ckpt_error());
+        return -1;
     }
     rc = 0;
     double bytes = 0;
@@ -282,8 +283,8 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
             }
             long rows = vshape[0], cols = nd == 2 ? vshape[1] : 1;
             float *buf = gl_calloc((size_t)(rows * cols), sizeof *buf);  /* padding: 0 */
-            if (gl_st_to_f32(t, buf) != 0) {
-                rc = gl_errprintf(err, "%s", gl_st_error());
+            if (gl_st_to_f32(t, buf, err) != 0) {
+                rc = -1;
                 free(buf);
                 break;
             }
@@ -292,8 +293,8 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
                 .offset = { 0, 0 }, .count = { vshape[0], nd == 2 ? vshape[1] : 0 },
                 .data = buf, .writes = 1,
             };
-            if (gl_ckpt_put(w, &ct) != GL_CKPT_OK)
-                rc = gl_errprintf(err, "%s", gl_ckpt_error());
+            if (gl_ckpt_put(w, &ct, err) != GL_CKPT_OK)
+                rc = -1;
             free(buf);
             bytes += 4.0 * rows * cols;
             if (!quiet && rc == 0)
@@ -316,11 +317,11 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
         { .key = "imported_from", .type = GL_CKPT_STR, .s = hf_dir },
     };
     gl_ckpt_save_stats st;
-    rc = gl_ckpt_finish(w, attrs, 5, &st);
+    rc = gl_ckpt_finish(w, attrs, 5, &st, err);
     free(cfg);
     free(text);
     if (rc != GL_CKPT_OK)
-        return gl_errprintf(err, "%s", gl_ckpt_error());
+        return -1;
     if (!quiet)
         printf("wrote %s: %.3f GB of fp32 in %.2f s (%.2f GB/s); vocabulary %ld "
                "padded to %ld\n", st.path, bytes / 1e9, st.seconds,
@@ -363,9 +364,9 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
     if (dtype != GL_ST_F32 && dtype != GL_ST_BF16 && dtype != GL_ST_F16)
         return gl_errprintf(err, "export-hf writes F32, BF16 or F16, not %s", gl_st_dtype_name(dtype));
     gl_ckpt *ck;
-    int rc = gl_ckpt_open(MPI_COMM_SELF, ckpt, GL_CKPT_VERIFY, &ck);
+    int rc = gl_ckpt_open(MPI_COMM_SELF, ckpt, GL_CKPT_VERIFY, &ck, err);
     if (rc != GL_CKPT_OK)       /* GL_CKPT_NONE too: its message names the path */
-        return gl_errprintf(err, "%s", gl_ckpt_error());
+        return -1;
     char *cfg_text = gl_ckpt_get_str(ck, "config");
     char *hf_text = gl_ckpt_get_str(ck, "hf_config");
     gl_arch c;
@@ -422,8 +423,8 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                 .name = full, .ndim = nd, .shape = { in->shape[0], in->shape[1] },
                 .offset = { 0, 0 }, .count = { rows, nd == 2 ? cols : 0 }, .data = buf,
             };
-            if (gl_ckpt_read(ck, &t) != GL_CKPT_OK) {
-                rc = gl_errprintf(err, "%s", gl_ckpt_error());
+            if (gl_ckpt_read(ck, &t, err) != GL_CKPT_OK) {
+                rc = -1;
                 free(buf);
                 break;
             }
@@ -439,8 +440,8 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         const char *meta[] = { "format", "pt" };
         if (export_prepare(out_dir, err) != 0)
             rc = -1;
-        else if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1) != 0)
-            rc = gl_errprintf(err, "%s", gl_st_error());
+        else if (gl_st_model_write(out_dir, outs, n, max_shard, meta, 1, err) != 0)
+            rc = -1;
     }
     if (rc == 0) {
         const char *tname = dtype == GL_ST_F32 ? "float32" : dtype == GL_ST_BF16 ? "bfloat16" : "float16";

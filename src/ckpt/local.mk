@@ -2,7 +2,9 @@
 # safetensors files, and what the gridlm-ckpt tool does (info, import-hf,
 # export-hf; its main() is listed by src/tools/local.mk).
 libgridlm_a_SOURCES += \
-	%reldir%/ckpt.h %reldir%/ckpt_h5.c %reldir%/ckpt_sum.c %reldir%/ckpt_dir.c \
+	%reldir%/ckpt.h %reldir%/ckpt_h5.h %reldir%/ckpt_h5.c %reldir%/ckpt_slab.c \
+	%reldir%/ckpt_write.c %reldir%/ckpt_read.c \
+	%reldir%/ckpt_sum.c %reldir%/ckpt_dir.c \
 	%reldir%/ckpt_async.c \
 	%reldir%/half.h %reldir%/half.c \
 	%reldir%/safetensors.h %reldir%/safetensors.c \

@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,20 +21,6 @@
 
 /* The reference implementation refuses headers above 100 MB. */
 #define MAX_HEADER (100u * 1000 * 1000)
-
-static _Thread_local char errbuf[1536];
-
-const char *gl_st_error(void) { return errbuf; }
-
-static int fail(const char *fmt, ...) GL_PRINTF(1, 2);
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static const struct { const char *name; size_t size; } dtypes[GL_ST_NDTYPES] = {
     [GL_ST_BOOL] = { "BOOL", 1 },       [GL_ST_U8] = { "U8", 1 },
@@ -111,49 +96,49 @@ static int json_nonneg(json_t *v, long *out)
 /* One header entry: dtype, shape, data_offsets. */
 static int parse_entry(const char *path, const char *name, json_t *v,
                        const unsigned char *data, size_t data_size,
-                       gl_st_tensor *t, size_t *begin)
+                       gl_st_tensor *t, size_t *begin, gl_error *err)
 {
     if (!json_is_object(v))
-        return fail("%s: tensor %s: header entry is not an object", path, name);
+        return gl_errprintf(err, "%s: tensor %s: header entry is not an object", path, name);
     json_t *dt = json_object_get(v, "dtype");
     json_t *sh = json_object_get(v, "shape");
     json_t *off = json_object_get(v, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off))
-        return fail("%s: tensor %s: header entry needs \"dtype\" (a string), "
-                    "\"shape\" and \"data_offsets\" (arrays)", path, name);
+        return gl_errprintf(err, "%s: tensor %s: header entry needs \"dtype\" (a string), "
+                            "\"shape\" and \"data_offsets\" (arrays)", path, name);
     int d = gl_st_dtype_parse(json_string_value(dt));
     if (d < 0)
-        return fail("%s: tensor %s has unknown dtype \"%s\" (known: BOOL, U8, I8, "
-                    "F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, "
-                    "U64, F64)", path, name, json_string_value(dt));
+        return gl_errprintf(err, "%s: tensor %s has unknown dtype \"%s\" (known: BOOL, U8, I8, "
+                            "F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, "
+                            "U64, F64)", path, name, json_string_value(dt));
     t->dtype = d;
     if (json_array_size(sh) > GL_ST_MAXDIM)
-        return fail("%s: tensor %s has %zu dimensions; at most %d are supported",
-                    path, name, json_array_size(sh), GL_ST_MAXDIM);
+        return gl_errprintf(err, "%s: tensor %s has %zu dimensions; at most %d are supported",
+                            path, name, json_array_size(sh), GL_ST_MAXDIM);
     t->ndim = (int)json_array_size(sh);
     size_t numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         if (!json_nonneg(json_array_get(sh, i), &t->shape[i]))
-            return fail("%s: tensor %s: shape entry %d is not a non-negative "
-                        "integer", path, name, i);
+            return gl_errprintf(err, "%s: tensor %s: shape entry %d is not a non-negative "
+                                "integer", path, name, i);
         if (t->shape[i] && numel > SIZE_MAX / 16 / (size_t)t->shape[i])
-            return fail("%s: tensor %s: shape is too large", path, name);
+            return gl_errprintf(err, "%s: tensor %s: shape is too large", path, name);
         numel *= (size_t)t->shape[i];
     }
     long b, e;
     if (json_array_size(off) != 2 || !json_nonneg(json_array_get(off, 0), &b) ||
         !json_nonneg(json_array_get(off, 1), &e) || e < b)
-        return fail("%s: tensor %s: data_offsets must be [begin, end] with "
-                    "0 <= begin <= end", path, name);
+        return gl_errprintf(err, "%s: tensor %s: data_offsets must be [begin, end] with "
+                            "0 <= begin <= end", path, name);
     size_t need = numel * dtypes[d].size;
     if ((size_t)(e - b) != need)
-        return fail("%s: tensor %s: data_offsets [%ld, %ld] hold %ld bytes, but "
-                    "dtype %s and its shape need %zu", path, name, b, e, e - b,
-                    dtypes[d].name, need);
+        return gl_errprintf(err, "%s: tensor %s: data_offsets [%ld, %ld] hold %ld bytes, but "
+                            "dtype %s and its shape need %zu", path, name, b, e, e - b,
+                            dtypes[d].name, need);
     if ((size_t)e > data_size)
-        return fail("%s: tensor %s: data_offsets [%ld, %ld] run past the end of "
-                    "the data (%zu bytes): the file is truncated or damaged",
-                    path, name, b, e, data_size);
+        return gl_errprintf(err, "%s: tensor %s: data_offsets [%ld, %ld] run past the end of "
+                            "the data (%zu bytes): the file is truncated or damaged",
+                            path, name, b, e, data_size);
     t->nbytes = need;
     t->data = data + b;
     *begin = (size_t)b;
@@ -170,30 +155,30 @@ static int by_begin(const void *a, const void *b)
 
 /* The data ranges must tile [0, data_size) exactly: sorted by start,
  * each starts where the previous ended and the last ends at the end. */
-static int check_tiling(gl_st_file *f, span *s, size_t data_size)
+static int check_tiling(gl_st_file *f, span *s, size_t data_size, gl_error *err)
 {
     qsort(s, f->n, sizeof *s, by_begin);
     size_t at = 0;
     for (int i = 0; i < f->n; i++) {
         const gl_st_tensor *t = &f->t[s[i].index];
         if (s[i].begin < at)
-            return fail("%s: tensors %s and %s overlap (data_offsets)", f->path,
-                        f->t[s[i - 1].index].name, t->name);
+            return gl_errprintf(err, "%s: tensors %s and %s overlap (data_offsets)", f->path,
+                                f->t[s[i - 1].index].name, t->name);
         if (s[i].begin > at)
-            return fail("%s: bytes [%zu, %zu) of the data belong to no tensor "
-                        "(a hole before %s)", f->path, at, s[i].begin, t->name);
+            return gl_errprintf(err, "%s: bytes [%zu, %zu) of the data belong to no tensor "
+                                "(a hole before %s)", f->path, at, s[i].begin, t->name);
         at = s[i].begin + t->nbytes;
     }
     if (at != data_size)
-        return fail("%s: the tensors end at byte %zu of the data, the file at "
-                    "%zu: trailing bytes belong to no tensor", f->path, at, data_size);
+        return gl_errprintf(err, "%s: the tensors end at byte %zu of the data, the file at "
+                            "%zu: trailing bytes belong to no tensor", f->path, at, data_size);
     return 0;
 }
 
-static int parse_metadata(gl_st_file *f, json_t *m)
+static int parse_metadata(gl_st_file *f, json_t *m, gl_error *err)
 {
     if (!json_is_object(m))
-        return fail("%s: __metadata__ is not an object", f->path);
+        return gl_errprintf(err, "%s: __metadata__ is not an object", f->path);
     size_t n = json_object_size(m);
     f->meta_key = gl_calloc(n ? n : 1, sizeof *f->meta_key);
     f->meta_value = gl_calloc(n ? n : 1, sizeof *f->meta_value);
@@ -201,7 +186,8 @@ static int parse_metadata(gl_st_file *f, json_t *m)
     json_t *v;
     json_object_foreach(m, k, v) {
         if (!json_is_string(v))
-            return fail("%s: __metadata__ value of \"%s\" is not a string", f->path, k);
+            return gl_errprintf(err, "%s: __metadata__ value of \"%s\" is not a string",
+                                f->path, k);
         f->meta_key[f->nmeta] = gl_strdup(k);
         f->meta_value[f->nmeta] = gl_strdup(json_string_value(v));
         f->nmeta++;
@@ -210,16 +196,16 @@ static int parse_metadata(gl_st_file *f, json_t *m)
 }
 
 static int parse_header(gl_st_file *f, const char *text, size_t len,
-                        const unsigned char *data, size_t data_size)
+                        const unsigned char *data, size_t data_size, gl_error *err)
 {
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return fail("%s: the header is not valid JSON (%s at line %d, column %d)",
-                    f->path, je.text, je.line, je.column);
+        return gl_errprintf(err, "%s: the header is not valid JSON (%s at line %d, column %d)",
+                            f->path, je.text, je.line, je.column);
     int rc = 0;
     if (!json_is_object(root)) {
-        rc = fail("%s: the header is not a JSON object", f->path);
+        rc = gl_errprintf(err, "%s: the header is not a JSON object", f->path);
         goto out;
     }
     size_t cap = json_object_size(root);
@@ -229,26 +215,26 @@ static int parse_header(gl_st_file *f, const char *text, size_t len,
     json_t *v;
     json_object_foreach(root, k, v) {
         if (!strcmp(k, "__metadata__")) {
-            if ((rc = parse_metadata(f, v)) != 0)
+            if ((rc = parse_metadata(f, v, err)) != 0)
                 break;
             continue;
         }
         gl_st_tensor *t = &f->t[f->n];
-        if ((rc = parse_entry(f->path, k, v, data, data_size, t, &s[f->n].begin)) != 0)
+        if ((rc = parse_entry(f->path, k, v, data, data_size, t, &s[f->n].begin, err)) != 0)
             break;
         t->name = gl_strdup(k);
         s[f->n].index = f->n;
         f->n++;
     }
     if (rc == 0)
-        rc = check_tiling(f, s, data_size);
+        rc = check_tiling(f, s, data_size, err);
     free(s);
 out:
     json_decref(root);
     return rc;
 }
 
-int gl_st_open(const char *path, gl_st_file **out)
+int gl_st_open(const char *path, gl_st_file **out, gl_error *err)
 {
     *out = NULL;
     gl_st_file *f = gl_calloc(1, sizeof *f);
@@ -256,7 +242,7 @@ int gl_st_open(const char *path, gl_st_file **out)
     gl_error e;
     int fd = gl_file_open_read(path, &e);
     if (fd < 0) {
-        fail("%s", e.text);
+        gl_errprintf(err, "%s", e.text);
         gl_st_close(f);
         return -1;
     }
@@ -265,15 +251,15 @@ int gl_st_open(const char *path, gl_st_file **out)
     f->size = (size_t)st.st_size;
     if (f->size < 8) {
         close(fd);
-        fail("%s is %zu bytes long: too short for a safetensors file (an 8-byte "
-             "header length, then the header)", path, f->size);
+        gl_errprintf(err, "%s is %zu bytes long: too short for a safetensors file (an 8-byte "
+                     "header length, then the header)", path, f->size);
         gl_st_close(f);
         return -1;
     }
     f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (f->map == MAP_FAILED) {
-        fail("cannot map %s: %s", path, strerror(errno));
+        gl_errprintf(err, "cannot map %s: %s", path, strerror(errno));
         gl_st_close(f);
         return -1;
     }
@@ -284,18 +270,18 @@ int gl_st_open(const char *path, gl_st_file **out)
         n = n << 8 | p[i];
     int rc;
     if (n > f->size - 8)
-        rc = fail("%s: header length %llu runs past the end of the file (%zu "
-                  "bytes): truncated, or not a safetensors file", path,
-                  (unsigned long long)n, f->size);
+        rc = gl_errprintf(err, "%s: header length %llu runs past the end of the file (%zu "
+                          "bytes): truncated, or not a safetensors file", path,
+                          (unsigned long long)n, f->size);
     else if (n > MAX_HEADER)
-        rc = fail("%s: header length %llu is above the limit of %u bytes", path,
-                  (unsigned long long)n, MAX_HEADER);
+        rc = gl_errprintf(err, "%s: header length %llu is above the limit of %u bytes", path,
+                          (unsigned long long)n, MAX_HEADER);
     else if (n < 2 || p[8] != '{')
-        rc = fail("%s: the header does not start with '{': not a safetensors file",
-                  path);
+        rc = gl_errprintf(err, "%s: the header does not start with '{': not a safetensors file",
+                          path);
     else
         rc = parse_header(f, (const char *)p + 8, (size_t)n, p + 8 + n,
-                          f->size - 8 - n);
+                          f->size - 8 - n, err);
     if (rc) {
         gl_st_close(f);
         return -1;
@@ -320,7 +306,7 @@ const char *gl_st_meta(const gl_st_file *f, const char *key)
     return NULL;
 }
 
-int gl_st_to_f32(const gl_st_tensor *t, float *out)
+int gl_st_to_f32(const gl_st_tensor *t, float *out, gl_error *err)
 {
     size_t n = (size_t)gl_st_numel(t);
     switch (t->dtype) {
@@ -334,8 +320,8 @@ int gl_st_to_f32(const gl_st_tensor *t, float *out)
         gl_f16_to_f32_n(t->data, out, n);
         return 0;
     default:
-        return fail("tensor %s has dtype %s; gridlm reads F32, BF16 and F16",
-                    t->name, gl_st_dtype_name(t->dtype));
+        return gl_errprintf(err, "tensor %s has dtype %s; gridlm reads F32, BF16 and F16",
+                            t->name, gl_st_dtype_name(t->dtype));
     }
 }
 
@@ -395,7 +381,7 @@ static int write_tensor(int fd, const gl_st_out *t)
 }
 
 int gl_st_write(const char *path, const gl_st_out *t, int n,
-                const char *const *meta, int nmeta)
+                const char *const *meta, int nmeta, gl_error *err)
 {
     json_t *root = json_object();
     if (nmeta > 0) {
@@ -408,12 +394,12 @@ int gl_st_write(const char *path, const gl_st_out *t, int n,
     for (int i = 0; i < n; i++) {
         if (t[i].dtype != GL_ST_F32 && t[i].dtype != GL_ST_BF16 && t[i].dtype != GL_ST_F16) {
             json_decref(root);
-            return fail("%s: tensor %s: gridlm writes F32, BF16 or F16, not %s",
-                        path, t[i].name, gl_st_dtype_name(t[i].dtype));
+            return gl_errprintf(err, "%s: tensor %s: gridlm writes F32, BF16 or F16, not %s",
+                                path, t[i].name, gl_st_dtype_name(t[i].dtype));
         }
         if (json_object_get(root, t[i].name)) {
             json_decref(root);
-            return fail("%s: tensor %s is named twice", path, t[i].name);
+            return gl_errprintf(err, "%s: tensor %s is named twice", path, t[i].name);
         }
         json_t *e = json_object(), *sh = json_array();
         for (int d = 0; d < t[i].ndim; d++)
@@ -439,7 +425,7 @@ int gl_st_write(const char *path, const gl_st_out *t, int n,
     gl_file_tmp *tmp = gl_file_tmp_create(path, 0, &e);
     if (!tmp) {
         free(text);
-        return fail("%s", e.text);
+        return gl_errprintf(err, "%s", e.text);
     }
     int fd = gl_file_tmp_fd(tmp);
     int rc = write_all(fd, head, 8) || write_all(fd, text, len) ||
@@ -448,12 +434,13 @@ int gl_st_write(const char *path, const gl_st_out *t, int n,
     for (int i = 0; i < n && rc == 0; i++)
         rc = write_tensor(fd, &t[i]);
     if (rc != 0) {
-        fail("cannot write %s (through %s): %s", path, gl_file_tmp_path(tmp), strerror(errno));
+        gl_errprintf(err, "cannot write %s (through %s): %s", path, gl_file_tmp_path(tmp),
+                     strerror(errno));
         gl_file_tmp_discard(tmp);
         return -1;
     }
     if (gl_file_tmp_publish(tmp, 0, &e) < 0)
-        return fail("%s", e.text);
+        return gl_errprintf(err, "%s", e.text);
     return 0;
 }
 
@@ -482,16 +469,16 @@ const gl_st_tensor *gl_st_model_find(const gl_st_model *m, const char *name)
     return NULL;
 }
 
-static int open_index(gl_st_model *m, const char *index)
+static int open_index(gl_st_model *m, const char *index, gl_error *err)
 {
     gl_error e;
     json_t *root = gl_json_load(index, JSON_REJECT_DUPLICATES, &e);
     if (!root)
-        return fail("%s", e.text);
+        return gl_errprintf(err, "%s", e.text);
     json_t *wm = json_object_get(root, "weight_map");
     int rc = 0;
     if (!json_is_object(wm)) {
-        rc = fail("%s has no \"weight_map\" object", index);
+        rc = gl_errprintf(err, "%s has no \"weight_map\" object", index);
         goto out;
     }
     /* Open each distinct shard once, in the order first named. */
@@ -500,8 +487,8 @@ static int open_index(gl_st_model *m, const char *index)
     json_object_foreach(wm, k, v) {
         const char *shard = json_string_value(v);
         if (!shard || strchr(shard, '/')) {
-            rc = fail("%s: weight_map entry for %s is not a file name in %s",
-                      index, k, m->dir);
+            rc = gl_errprintf(err, "%s: weight_map entry for %s is not a file name in %s",
+                              index, k, m->dir);
             goto out;
         }
         char path[4096];
@@ -512,15 +499,15 @@ static int open_index(gl_st_model *m, const char *index)
                 have = i;
         if (have < 0) {
             m->files = gl_realloc(m->files, (m->nfiles + 1) * sizeof *m->files);
-            if (gl_st_open(path, &m->files[m->nfiles]) != 0) {
+            if (gl_st_open(path, &m->files[m->nfiles], err) != 0) {
                 rc = -1;
                 goto out;
             }
             have = m->nfiles++;
         }
         if (!gl_st_find(m->files[have], k)) {
-            rc = fail("%s names tensor %s in %s, which does not hold it", index,
-                      k, path);
+            rc = gl_errprintf(err, "%s names tensor %s in %s, which does not hold it", index,
+                              k, path);
             goto out;
         }
     }
@@ -529,7 +516,7 @@ out:
     return rc;
 }
 
-int gl_st_model_open(const char *dir, gl_st_model **out)
+int gl_st_model_open(const char *dir, gl_st_model **out, gl_error *err)
 {
     *out = NULL;
     gl_st_model *m = gl_calloc(1, sizeof *m);
@@ -539,15 +526,15 @@ int gl_st_model_open(const char *dir, gl_st_model **out)
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
     int rc;
     if (access(index, F_OK) == 0) {
-        rc = open_index(m, index);
+        rc = open_index(m, index, err);
     } else if (access(single, F_OK) == 0) {
         m->files = gl_calloc(1, sizeof *m->files);
-        rc = gl_st_open(single, &m->files[0]);
+        rc = gl_st_open(single, &m->files[0], err);
         if (rc == 0)
             m->nfiles = 1;
     } else {
-        rc = fail("%s holds neither model.safetensors nor "
-                  "model.safetensors.index.json", dir);
+        rc = gl_errprintf(err, "%s holds neither model.safetensors nor "
+                          "model.safetensors.index.json", dir);
     }
     if (rc) {
         gl_st_model_close(m);
@@ -584,11 +571,11 @@ int gl_st_is_model_file(const char *name)
  * an earlier export's shards or index, which would describe another
  * model than the one just written.  Says which, in one line (counting
  * the earlier index, when the write began by removing one). */
-static int remove_stale(const char *dir, const char *const *keep, int old_index)
+static int remove_stale(const char *dir, const char *const *keep, int old_index, gl_error *err)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return fail("cannot list %s: %s", dir, strerror(errno));
+        return gl_errprintf(err, "cannot list %s: %s", dir, strerror(errno));
     int removed = old_index;
     char names[400] = "";
     if (old_index)
@@ -600,10 +587,10 @@ static int remove_stale(const char *dir, const char *const *keep, int old_index)
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode))
             continue;
         if (unlinkat(dirfd(d), e->d_name, 0) != 0) {
-            int err = errno;
+            int errnum = errno;
             closedir(d);
-            return fail("cannot remove %s/%s, a weight file of an earlier write: %s", dir,
-                        e->d_name, strerror(err));
+            return gl_errprintf(err, "cannot remove %s/%s, a weight file of an earlier write: %s",
+                                dir, e->d_name, strerror(errnum));
         }
         gl_file_list_name(names, sizeof names, removed++, e->d_name);
     }
@@ -615,27 +602,28 @@ static int remove_stale(const char *dir, const char *const *keep, int old_index)
 }
 
 /* DIR/name, or a failure naming it. */
-static int path_in(char *out, size_t n, const char *dir, const char *name)
+static int path_in(char *out, size_t n, const char *dir, const char *name, gl_error *err)
 {
     if (snprintf(out, n, "%s/%s", dir, name) >= (int)n)
-        return fail("path %s/%s is too long", dir, name);
+        return gl_errprintf(err, "path %s/%s is too long", dir, name);
     return 0;
 }
 
 int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
-                      size_t max_shard_bytes, const char *const *meta, int nmeta)
+                      size_t max_shard_bytes, const char *const *meta, int nmeta,
+                      gl_error *err)
 {
     gl_error e;
     if (gl_file_mkdirs(dir, &e) < 0)
-        return fail("%s", e.text);
+        return gl_errprintf(err, "%s", e.text);
     /* An older index goes first: a directory caught halfway never pairs
      * it with new shards (readers prefer the index to model.safetensors). */
     char path[4096];
-    if (path_in(path, sizeof path, dir, "model.safetensors.index.json"))
+    if (path_in(path, sizeof path, dir, "model.safetensors.index.json", err))
         return -1;
     int old_index = unlink(path) == 0;
     if (!old_index && errno != ENOENT)
-        return fail("cannot remove the earlier %s: %s", path, strerror(errno));
+        return gl_errprintf(err, "cannot remove the earlier %s: %s", path, strerror(errno));
     /* Group consecutive tensors into shards of at most max_shard_bytes. */
     int *shard = gl_calloc(n ? n : 1, sizeof *shard);
     int nshards = n ? 1 : 0;
@@ -653,11 +641,11 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
     int rc = 0;
     if (nshards <= 1) {
         const char *keep[] = { "model.safetensors", NULL };
-        rc = path_in(path, sizeof path, dir, keep[0]);
+        rc = path_in(path, sizeof path, dir, keep[0], err);
         if (rc == 0)
-            rc = gl_st_write(path, t, n, meta, nmeta);
+            rc = gl_st_write(path, t, n, meta, nmeta, err);
         free(shard);
-        return rc ? rc : remove_stale(dir, keep, old_index);
+        return rc ? rc : remove_stale(dir, keep, old_index, err);
     }
     char **keep = gl_calloc((size_t)nshards + 2, sizeof *keep);
     json_t *wm = json_object();
@@ -668,9 +656,9 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
         char name[64];
         snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
         keep[s] = gl_strdup(name);
-        rc = path_in(path, sizeof path, dir, name);
+        rc = path_in(path, sizeof path, dir, name, err);
         if (rc == 0)
-            rc = gl_st_write(path, t + first, last - first, meta, nmeta);
+            rc = gl_st_write(path, t + first, last - first, meta, nmeta, err);
         for (int i = first; i < last; i++)
             json_object_set_new(wm, t[i].name, json_string(name));
         first = last;
@@ -685,16 +673,16 @@ int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
         wm = NULL;
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(root);
-        rc = path_in(path, sizeof path, dir, keep[nshards]);
+        rc = path_in(path, sizeof path, dir, keep[nshards], err);
         if (rc == 0 && !text)
-            rc = fail("cannot format %s (out of memory?)", path);
+            rc = gl_errprintf(err, "cannot format %s (out of memory?)", path);
         if (rc == 0 && gl_file_write_all(path, text, strlen(text), 0, &e) < 0)
-            rc = fail("%s", e.text);
+            rc = gl_errprintf(err, "%s", e.text);
         free(text);
     }
     json_decref(wm);
     if (rc == 0)
-        rc = remove_stale(dir, (const char *const *)keep, 0);
+        rc = remove_stale(dir, (const char *const *)keep, 0, err);
     for (int s = 0; s <= nshards; s++)
         free(keep[s]);
     free(keep);

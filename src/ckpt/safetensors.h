@@ -19,13 +19,15 @@
  * Values convert to and from fp32: F32, BF16 and F16 read exactly; on
  * writing, fp32 narrows to BF16 or F16 with round-to-nearest-even (half.h).
  *
- * Errors: functions return 0, or -1 with the message in gl_st_error().
+ * Errors: functions return 0, or -1 with the message in err (base/error.h).
  */
 #ifndef GL_CKPT_SAFETENSORS_H
 #define GL_CKPT_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,10 +67,8 @@ typedef struct gl_st_file {
     char **meta_key, **meta_value;
 } gl_st_file;
 
-const char *gl_st_error(void);
-
 /* Map and check one file. */
-int gl_st_open(const char *path, gl_st_file **out);
+int gl_st_open(const char *path, gl_st_file **out, gl_error *err);
 void gl_st_close(gl_st_file *f);
 const gl_st_tensor *gl_st_find(const gl_st_file *f, const char *name);
 const char *gl_st_meta(const gl_st_file *f, const char *key);
@@ -78,7 +78,7 @@ long gl_st_numel(const gl_st_tensor *t);
 
 /* The values of an F32, BF16 or F16 tensor as fp32 into out (numel
  * floats); other dtypes are refused with a message naming the tensor. */
-int gl_st_to_f32(const gl_st_tensor *t, float *out);
+int gl_st_to_f32(const gl_st_tensor *t, float *out, gl_error *err);
 
 /* One tensor to write: fp32 values stored as dtype (F32, BF16 or F16). */
 typedef struct gl_st_out {
@@ -92,7 +92,7 @@ typedef struct gl_st_out {
 /* Write one file (through PATH.tmp.XXXXXX and a rename, base/file.h);
  * meta is nmeta pairs of key, value (may be NULL). */
 int gl_st_write(const char *path, const gl_st_out *t, int n,
-                const char *const *meta, int nmeta);
+                const char *const *meta, int nmeta, gl_error *err);
 
 /* ---- model directories ---- */
 
@@ -108,7 +108,7 @@ typedef struct gl_st_model {
 
 /* Open DIR/model.safetensors, or every shard DIR/model.safetensors.index.json
  * names (checking that each tensor the index names is in its shard). */
-int gl_st_model_open(const char *dir, gl_st_model **out);
+int gl_st_model_open(const char *dir, gl_st_model **out, gl_error *err);
 void gl_st_model_close(gl_st_model *m);
 const gl_st_tensor *gl_st_model_find(const gl_st_model *m, const char *name);
 
@@ -122,7 +122,8 @@ const gl_st_tensor *gl_st_model_find(const gl_st_model *m, const char *name);
  * weight files of an earlier write that this one did not replace are
  * removed last, with one line saying which. */
 int gl_st_model_write(const char *dir, const gl_st_out *t, int n,
-                      size_t max_shard_bytes, const char *const *meta, int nmeta);
+                      size_t max_shard_bytes, const char *const *meta, int nmeta,
+                      gl_error *err);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,29 +66,17 @@ struct gl_idx {
     const unsigned char *lengths, *offsets, *bounds; /* into idx */
 };
 
-static void seterr(char *err, size_t len, const char *fmt, ...) GL_PRINTF(3, 4);
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && len)
-        vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 /* mmap a whole file read-only; an empty file maps to NULL/0. */
 static int map_file(const char *path, const unsigned char **p, size_t *size,
-                    char *err, size_t errlen)
+                    gl_error *err)
 {
     gl_error e;
     int fd = gl_file_open_read(path, &e);
-    if (fd < 0) {
-        seterr(err, errlen, "%s", e.text);
-        return -1;
-    }
+    if (fd < 0)
+        return gl_errprintf(err, "%s", e.text);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        seterr(err, errlen, "%s is not a regular file", path);
+        gl_errprintf(err, "%s is not a regular file", path);
         close(fd);
         return -1;
     }
@@ -98,7 +85,7 @@ static int map_file(const char *path, const unsigned char **p, size_t *size,
     if (*size > 0) {
         void *m = mmap(NULL, *size, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) {
-            seterr(err, errlen, "cannot mmap %s: %s", path, strerror(errno));
+            gl_errprintf(err, "cannot mmap %s: %s", path, strerror(errno));
             close(fd);
             return -1;
         }
@@ -114,37 +101,34 @@ static int map_file(const char *path, const unsigned char **p, size_t *size,
 /* Header and structure checks, in the order a reader would trip on them.
  * Every size computation is done in a way that cannot overflow. */
 static int check_index(gl_idx *x, const char *ipath, const char *bpath,
-                       char *err, size_t errlen)
+                       gl_error *err)
 {
     const unsigned char *p = x->idx;
-    if (x->idx_size < GL_IDX_HEADER_SIZE) {
-        seterr(err, errlen, "%s: truncated: %zu bytes, shorter than the %d-byte header",
-               ipath, x->idx_size, GL_IDX_HEADER_SIZE);
-        return -1;
-    }
-    if (memcmp(p, IDX_MAGIC, 9) != 0) {
-        seterr(err, errlen, "%s: bad magic (not a Megatron MMIDIDX index file)", ipath);
-        return -1;
-    }
+    if (x->idx_size < GL_IDX_HEADER_SIZE)
+        return gl_errprintf(err, "%s: truncated: %zu bytes, shorter than the %d-byte header",
+                            ipath, x->idx_size, GL_IDX_HEADER_SIZE);
+    if (memcmp(p, IDX_MAGIC, 9) != 0)
+        return gl_errprintf(err, "%s: bad magic (not a Megatron MMIDIDX index file)", ipath);
     uint64_t version = ld_u64(p + 9);
     if (version != 1) {
-        seterr(err, errlen, "%s: unsupported index version %" PRIu64 " (gridlm reads version 1)",
-               ipath, version);
+        gl_errprintf(err, "%s: unsupported index version %" PRIu64 " (gridlm reads version 1)",
+                     ipath, version);
         return -1;
     }
     x->dtype = p[17];
     x->itemsize = gl_idx_dtype_size(x->dtype);
     if (!x->itemsize) {
-        seterr(err, errlen, "%s: unknown dtype code %d (valid codes are 1-8)", ipath, x->dtype);
+        gl_errprintf(err, "%s: unknown dtype code %d (valid codes are 1-8)", ipath, x->dtype);
         return -1;
     }
     uint64_t n = ld_u64(p + 18), d = ld_u64(p + 26);
     size_t body = x->idx_size - GL_IDX_HEADER_SIZE;
     /* body must be 12n + 8d (+ n for modes); bound n and d first. */
     if (n > body / 12 || d > body / 8 || 12 * n + 8 * d > body) {
-        seterr(err, errlen, "%s: truncated: the header says %" PRIu64 " sequences and %" PRIu64
-               " document boundaries, which need %.0f bytes, but the file has %zu",
-               ipath, n, d, GL_IDX_HEADER_SIZE + 12.0 * (double)n + 8.0 * (double)d, x->idx_size);
+        gl_errprintf(err, "%s: truncated: the header says %" PRIu64 " sequences and %" PRIu64
+                     " document boundaries, which need %.0f bytes, but the file has %zu",
+                     ipath, n, d, GL_IDX_HEADER_SIZE + 12.0 * (double)n + 8.0 * (double)d,
+                     x->idx_size);
         return -1;
     }
     size_t need = GL_IDX_HEADER_SIZE + 12 * n + 8 * d;
@@ -153,14 +137,12 @@ static int check_index(gl_idx *x, const char *ipath, const char *bpath,
     else if (x->idx_size == need + n)
         x->multimodal = 1;
     else {
-        seterr(err, errlen, "%s: size %zu does not match the header (%" PRIu64 " sequences, %"
-               PRIu64 " boundaries: expected %zu bytes)", ipath, x->idx_size, n, d, need);
+        gl_errprintf(err, "%s: size %zu does not match the header (%" PRIu64 " sequences, %"
+                     PRIu64 " boundaries: expected %zu bytes)", ipath, x->idx_size, n, d, need);
         return -1;
     }
-    if (d < 1) {
-        seterr(err, errlen, "%s: no document boundaries (the list must start with 0)", ipath);
-        return -1;
-    }
+    if (d < 1)
+        return gl_errprintf(err, "%s: no document boundaries (the list must start with 0)", ipath);
     x->n_seq = (int64_t)n;
     x->n_bound = (int64_t)d;
     x->lengths = p + GL_IDX_HEADER_SIZE;
@@ -173,21 +155,19 @@ static int check_index(gl_idx *x, const char *ipath, const char *bpath,
         int32_t len = ld_i32(x->lengths + 4 * i);
         int64_t off = ld_i64(x->offsets + 8 * i);
         if (len < 0) {
-            seterr(err, errlen, "%s: sequence %" PRIu64 " has negative length %d", ipath, i, len);
+            gl_errprintf(err, "%s: sequence %" PRIu64 " has negative length %d", ipath, i, len);
             return -1;
         }
-        if (off < 0 || (uint64_t)off != pos) {
-            seterr(err, errlen, "%s: sequence %" PRIu64 " starts at byte %" PRId64
-                   " but the lengths before it end at byte %" PRIu64
-                   " (lengths and offsets disagree)", ipath, i, off, pos);
-            return -1;
-        }
+        if (off < 0 || (uint64_t)off != pos)
+            return gl_errprintf(err, "%s: sequence %" PRIu64 " starts at byte %" PRId64
+                                " but the lengths before it end at byte %" PRIu64
+                                " (lengths and offsets disagree)", ipath, i, off, pos);
         pos += (uint64_t)len * (uint64_t)x->itemsize;
     }
     if (pos != x->bin_size) {
-        seterr(err, errlen, "%s: the index describes %" PRIu64 " bytes of tokens but %s has %zu"
-               " bytes (%s)", ipath, pos, bpath, x->bin_size,
-               pos > x->bin_size ? "truncated .bin" : ".bin does not belong to this index");
+        gl_errprintf(err, "%s: the index describes %" PRIu64 " bytes of tokens but %s has %zu"
+                     " bytes (%s)", ipath, pos, bpath, x->bin_size,
+                     pos > x->bin_size ? "truncated .bin" : ".bin does not belong to this index");
         return -1;
     }
     x->n_tokens = (int64_t)(pos / (uint64_t)x->itemsize);
@@ -197,22 +177,20 @@ static int check_index(gl_idx *x, const char *ipath, const char *bpath,
     for (uint64_t j = 0; j < d; j++) {
         int64_t b = ld_i64(x->bounds + 8 * j);
         if ((j == 0 && b != 0) || b < prev || b > (int64_t)n) {
-            seterr(err, errlen, "%s: document boundary %" PRIu64 " is %" PRId64
-                   " (boundaries must start at 0, never decrease, and stay within the %"
-                   PRIu64 " sequences)", ipath, j, b, n);
+            gl_errprintf(err, "%s: document boundary %" PRIu64 " is %" PRId64
+                         " (boundaries must start at 0, never decrease, and stay within the %"
+                         PRIu64 " sequences)", ipath, j, b, n);
             return -1;
         }
         prev = b;
     }
-    if (prev != (int64_t)n) {
-        seterr(err, errlen, "%s: the last document boundary is %" PRId64 ", not the number of"
-               " sequences %" PRIu64, ipath, prev, n);
-        return -1;
-    }
+    if (prev != (int64_t)n)
+        return gl_errprintf(err, "%s: the last document boundary is %" PRId64 ", not the number of"
+                            " sequences %" PRIu64, ipath, prev, n);
     return 0;
 }
 
-gl_idx *gl_idx_open(const char *prefix, char *err, size_t errlen)
+gl_idx *gl_idx_open(const char *prefix, gl_error *err)
 {
     size_t plen = strlen(prefix);
     char *ipath = gl_malloc(plen + 5), *bpath = gl_malloc(plen + 5);
@@ -220,11 +198,11 @@ gl_idx *gl_idx_open(const char *prefix, char *err, size_t errlen)
     sprintf(bpath, "%s.bin", prefix);
     gl_idx *x = gl_calloc(1, sizeof *x);
     x->prefix = gl_strdup(prefix);
-    if (map_file(ipath, &x->idx, &x->idx_size, err, errlen) != 0)
+    if (map_file(ipath, &x->idx, &x->idx_size, err) != 0)
         goto fail;
-    if (map_file(bpath, &x->bin, &x->bin_size, err, errlen) != 0)
+    if (map_file(bpath, &x->bin, &x->bin_size, err) != 0)
         goto fail;
-    if (check_index(x, ipath, bpath, err, errlen) != 0)
+    if (check_index(x, ipath, bpath, err) != 0)
         goto fail;
     free(ipath);
     free(bpath);
@@ -238,10 +216,10 @@ fail:
 
 gl_idx *gl_idx_open_or_die(const char *prefix)
 {
-    char err[1024];
-    gl_idx *x = gl_idx_open(prefix, err, sizeof err);
+    gl_error err;
+    gl_idx *x = gl_idx_open(prefix, &err);
     if (!x)
-        gl_die("--data-path: %s", err);
+        gl_die("--data-path: %s", err.text);
     return x;
 }
 
@@ -319,17 +297,15 @@ static int64_t load_item(const unsigned char *p, int dtype, int *whole)
 }
 
 int gl_idx_read_tokens_checked(const gl_idx *x, int64_t i, int64_t offset, int64_t count,
-                               int32_t *out, long vocab_size, char *err, size_t errlen)
+                               int32_t *out, long vocab_size, gl_error *err)
 {
-    if (i < 0 || i >= x->n_seq) {
-        seterr(err, errlen, "%s.bin: sequence %" PRId64 " requested, the dataset has %" PRId64,
-               x->prefix, i, x->n_seq);
-        return -1;
-    }
+    if (i < 0 || i >= x->n_seq)
+        return gl_errprintf(err, "%s.bin: sequence %" PRId64 " requested, the dataset has %" PRId64,
+                            x->prefix, i, x->n_seq);
     int64_t len = ld_i32(x->lengths + 4 * i);
     if (offset < 0 || count < 0 || offset > len || count > len - offset) {
-        seterr(err, errlen, "%s.bin: tokens [%" PRId64 ", %" PRId64 ") of sequence %" PRId64
-               " requested, it has %" PRId64, x->prefix, offset, offset + count, i, len);
+        gl_errprintf(err, "%s.bin: tokens [%" PRId64 ", %" PRId64 ") of sequence %" PRId64
+                     " requested, it has %" PRId64, x->prefix, offset, offset + count, i, len);
         return -1;
     }
     const unsigned char *p = x->bin + ld_i64(x->offsets + 8 * i) + offset * x->itemsize;
@@ -339,14 +315,14 @@ int gl_idx_read_tokens_checked(const gl_idx *x, int64_t i, int64_t offset, int64
         if (!whole || v < INT32_MIN || v > INT32_MAX || v < 0 ||
             (vocab_size > 0 && v >= vocab_size)) {
             if (whole)
-                seterr(err, errlen, "%s.bin: token %" PRId64 " of sequence %" PRId64 " is %" PRId64
-                       ", outside the vocabulary [0, %ld): was the dataset made with another"
-                       " tokenizer?", x->prefix, offset + k, i, v, vocab_size > 0 ? vocab_size
-                       : (long)INT32_MAX);
+                gl_errprintf(err, "%s.bin: token %" PRId64 " of sequence %" PRId64 " is %" PRId64
+                             ", outside the vocabulary [0, %ld): was the dataset made with another"
+                             " tokenizer?", x->prefix, offset + k, i, v, vocab_size > 0 ? vocab_size
+                             : (long)INT32_MAX);
             else
-                seterr(err, errlen, "%s.bin: token %" PRId64 " of sequence %" PRId64
-                       " is not a whole number (%s data)", x->prefix, offset + k, i,
-                       gl_idx_dtype_name(x->dtype));
+                gl_errprintf(err, "%s.bin: token %" PRId64 " of sequence %" PRId64
+                             " is not a whole number (%s data)", x->prefix, offset + k, i,
+                             gl_idx_dtype_name(x->dtype));
             return -1;
         }
         out[k] = (int32_t)v;
@@ -357,9 +333,9 @@ int gl_idx_read_tokens_checked(const gl_idx *x, int64_t i, int64_t offset, int64
 void gl_idx_read_tokens(const gl_idx *x, int64_t i, int64_t offset, int64_t count,
                         int32_t *out, long vocab_size)
 {
-    char err[1024];
-    if (gl_idx_read_tokens_checked(x, i, offset, count, out, vocab_size, err, sizeof err) != 0)
-        gl_die("%s", err);
+    gl_error err;
+    if (gl_idx_read_tokens_checked(x, i, offset, count, out, vocab_size, &err) != 0)
+        gl_die("%s", err.text);
 }
 
 /* ------------------------------------------------------------------ */

@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,7 +58,7 @@ typedef struct gl_idx gl_idx;
 
 /* Open PREFIX.idx and PREFIX.bin.  On failure returns NULL and writes
  * one line (naming the file and the problem) into err. */
-gl_idx *gl_idx_open(const char *prefix, char *err, size_t errlen);
+gl_idx *gl_idx_open(const char *prefix, gl_error *err);
 /* Same, but stops the job with that line on failure. */
 gl_idx *gl_idx_open_or_die(const char *prefix);
 void gl_idx_close(gl_idx *x);
@@ -85,7 +87,7 @@ void gl_idx_read_tokens(const gl_idx *x, int64_t i, int64_t offset, int64_t coun
                         int32_t *out, long vocab_size);
 /* Non-dying variant for tools and tests: 0 on success, -1 with err. */
 int gl_idx_read_tokens_checked(const gl_idx *x, int64_t i, int64_t offset, int64_t count,
-                               int32_t *out, long vocab_size, char *err, size_t errlen);
+                               int32_t *out, long vocab_size, gl_error *err);
 
 /* ------------------------------------------------------------------
  * Writer.  Streams tokens to a temporary beside PREFIX.bin and lengths

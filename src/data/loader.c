@@ -219,9 +219,9 @@ static void build_split(gl_loader *L, const gl_data_opts *o, const gl_loader_wan
 {
     split_set *s = &L->split[split];
     double sw[3];
-    char err[512];
-    if (gl_parse_split(o->split[0] ? o->split : "969,30,1", sw, err, sizeof err) != 0)
-        gl_die_code(2, "%s", err);
+    gl_error err;
+    if (gl_parse_split(o->split[0] ? o->split : "969,30,1", sw, &err) != 0)
+        gl_die_code(2, "%s", err.text);
     s->present = want > 0 && sw[split] > 0;
     if (!s->present)
         return;

@@ -5,7 +5,8 @@ libgridlm_a_SOURCES += \
 	%reldir%/indexed.c %reldir%/indexed.h \
 	%reldir%/strmap.c %reldir%/strmap.h \
 	%reldir%/utf8.c %reldir%/utf8.h \
-	%reldir%/tokenizer.c %reldir%/tokenizer.h \
+	%reldir%/tokenizer.h %reldir%/tokenizer_impl.h \
+	%reldir%/tokenizer_load.c %reldir%/tokenizer_pipeline.c \
 	%reldir%/lines.c %reldir%/lines.h \
 	%reldir%/prep.c %reldir%/prep.h \
 	%reldir%/bpe_train.c %reldir%/bpe_train.h \

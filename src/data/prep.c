@@ -365,10 +365,10 @@ static void print_text(const char *s, size_t n)
 void gl_prep_inspect(const char *prefix, const int64_t *docs, int n,
                      const char *tokenizer_type, const char *tokenizer_model)
 {
-    char err[1024];
-    gl_idx *x = gl_idx_open(prefix, err, sizeof err);
+    gl_error err;
+    gl_idx *x = gl_idx_open(prefix, &err);
     if (!x)
-        gl_die("--inspect: %s", err);
+        gl_die("--inspect: %s", err.text);
     printf("dataset:    %s\n", prefix);
     printf("dtype:      %s (code %d)\n", gl_idx_dtype_name(gl_idx_dtype(x)), gl_idx_dtype(x));
     printf("documents:  %" PRId64 "\n", gl_idx_num_documents(x));
@@ -393,8 +393,8 @@ void gl_prep_inspect(const char *prefix, const int64_t *docs, int n,
         for (int64_t s = s0; s < s1; s++) {
             int32_t len = gl_idx_seq_length(x, s);
             if (gl_idx_read_tokens_checked(x, s, 0, len, ids + at, tok ? gl_tokenizer_vocab_size(tok) : 0,
-                                           err, sizeof err) != 0)
-                gl_die("--inspect: %s", err);
+                                           &err) != 0)
+                gl_die("--inspect: %s", err.text);
             at += len;
         }
         printf("document %" PRId64 ": %" PRId64 " sequence%s, %" PRId64 " tokens\n", doc, s1 - s0,
@@ -422,11 +422,11 @@ void gl_prep_merge(const char *const *prefixes, int n, const char *out_prefix)
     if (n < 1)
         gl_die_code(2, "--merge: name the datasets to merge");
     gl_idx **x = gl_malloc((size_t)n * sizeof *x);
-    char err[1024];
+    gl_error err;
     for (int i = 0; i < n; i++) {
-        x[i] = gl_idx_open(prefixes[i], err, sizeof err);
+        x[i] = gl_idx_open(prefixes[i], &err);
         if (!x[i])
-            gl_die("--merge: %s", err);
+            gl_die("--merge: %s", err.text);
         if (gl_idx_dtype(x[i]) != gl_idx_dtype(x[0]))
             gl_die_code(2, "--merge: %s holds %s tokens and %s holds %s; merge datasets of one dtype",
                         prefixes[0], gl_idx_dtype_name(gl_idx_dtype(x[0])), prefixes[i],

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int gl_parse_split(const char *s, double w[3], char *err, size_t errlen)
+int gl_parse_split(const char *s, double w[3], gl_error *err)
 {
     w[0] = w[1] = w[2] = 0;
     int n = 0;
@@ -29,24 +29,20 @@ int gl_parse_split(const char *s, double w[3], char *err, size_t errlen)
         errno = 0;
         double v = strtod(p, &end);
         if (end == p || errno || v < 0 || !isfinite(v) || n == 3) {
-            snprintf(err, errlen, "--split %s: expected up to three non-negative weights"
-                     " separated by commas, like 969,30,1", s);
-            return -1;
+            return gl_errprintf(err, "--split %s: expected up to three non-negative weights"
+                                " separated by commas, like 969,30,1", s);
         }
         w[n++] = v;
         p = end;
         if (*p == ',' || *p == '/')
             p++;
-        else if (*p) {
-            snprintf(err, errlen, "--split %s: unexpected '%c'; write weights like 969,30,1", s, *p);
-            return -1;
-        }
+        else if (*p)
+            return gl_errprintf(err, "--split %s: unexpected '%c'; write weights like 969,30,1",
+                                s, *p);
     }
     double sum = w[0] + w[1] + w[2];
-    if (sum <= 0) {
-        snprintf(err, errlen, "--split %s: the weights sum to 0", s);
-        return -1;
-    }
+    if (sum <= 0)
+        return gl_errprintf(err, "--split %s: the weights sum to 0", s);
     for (int i = 0; i < 3; i++)
         w[i] /= sum;
     return 0;

@@ -40,11 +40,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/error.h"
 #include "data/indexed.h"
 
 /* --split "969,30,1" -> three weights summing to 1 (missing ones 0).
  * Returns 0, or -1 with a message in err. */
-int gl_parse_split(const char *s, double w[3], char *err, size_t errlen);
+int gl_parse_split(const char *s, double w[3], gl_error *err);
 /* Megatron's split bounds: b[0] = 0, b[i+1] = b[i] + round(w[i] * n)
  * (round half to even), then all shifted so that b[3] = n. */
 void gl_split_bounds(const double w[3], int64_t n, int64_t b[4]);

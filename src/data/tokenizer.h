@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -57,10 +59,10 @@ typedef struct gl_tok_encoder gl_tok_encoder;
  * not be empty; post-processor ids must name tokens; a
  * tokenizer_config.json that is there must parse and its eos_token must
  * be a token.  GPT-2's vocab.json is held to the same rules. */
-gl_tokenizer *gl_tokenizer_load(const char *path, char *err, size_t errlen);
+gl_tokenizer *gl_tokenizer_load(const char *path, gl_error *err);
 /* GPT-2's files: vocab.json and merges.txt. */
 gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_file,
-                                     char *err, size_t errlen);
+                                     gl_error *err);
 /* By Megatron's --tokenizer-type: HuggingFaceTokenizer (model = PATH),
  * GPT2BPETokenizer (model = "VOCAB.json:MERGES.txt" or a directory
  * holding vocab.json and merges.txt).  Dies with a message naming the

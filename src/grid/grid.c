@@ -1,72 +1,55 @@
 /* grid.c: rank <-> coordinates and group member lists (see grid.h). */
 #include <config.h>
 #include "grid/grid.h"
-
-#include <stdarg.h>
-#include <stdio.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Write one message to err (when given) and return -1. */
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+#include "base/error.h"
 
 /* A size flag left at 0 means 1; a negative one is an error. */
-static int default_one(int *v, const char *flag, char *err, size_t errlen)
+static int default_one(int *v, const char *flag, gl_error *err)
 {
     if (*v == 0)
         *v = 1;
     if (*v < 0)
-        return fail(err, errlen, "%s %d: a parallel size must be a positive "
-                    "integer (1 disables that kind of parallelism)", flag, *v);
+        return gl_errprintf(err, "%s %d: a parallel size must be a positive "
+                            "integer (1 disables that kind of parallelism)", flag, *v);
     return 0;
 }
 
-int gl_grid_init(gl_grid_spec *s, char *err, size_t errlen)
+int gl_grid_init(gl_grid_spec *s, gl_error *err)
 {
     if (s->world < 1)
-        return fail(err, errlen, "world size %d: start at least one rank "
-                    "(mpiexec -n N, srun -n N)", s->world);
-    if (default_one(&s->tp, "--tensor-model-parallel-size", err, errlen) ||
-        default_one(&s->cp, "--context-parallel-size", err, errlen) ||
-        default_one(&s->ep, "--expert-model-parallel-size", err, errlen) ||
-        default_one(&s->pp, "--pipeline-model-parallel-size", err, errlen))
+        return gl_errprintf(err, "world size %d: start at least one rank "
+                            "(mpiexec -n N, srun -n N)", s->world);
+    if (default_one(&s->tp, "--tensor-model-parallel-size", err) ||
+        default_one(&s->cp, "--context-parallel-size", err) ||
+        default_one(&s->ep, "--expert-model-parallel-size", err) ||
+        default_one(&s->pp, "--pipeline-model-parallel-size", err))
         return -1;
     if (s->dp < 0)
-        return fail(err, errlen, "--data-parallel-size %d: must be positive, "
-                    "or left out to be derived from the world size", s->dp);
+        return gl_errprintf(err, "--data-parallel-size %d: must be positive, "
+                            "or left out to be derived from the world size", s->dp);
     if (s->ranks_per_node < 0)
-        return fail(err, errlen, "ranks per node %d: must be positive (or 0 "
-                    "for unknown)", s->ranks_per_node);
+        return gl_errprintf(err, "ranks per node %d: must be positive (or 0 "
+                            "for unknown)", s->ranks_per_node);
 
     long long model = (long long)s->tp * s->cp * s->pp;
     if (model > s->world || s->world % model != 0)
-        return fail(err, errlen,
-                    "--tensor-model-parallel-size %d x --context-parallel-size %d "
-                    "x --pipeline-model-parallel-size %d = %lld does not divide "
-                    "the world size %d: choose sizes whose product divides %d, "
-                    "or start a multiple of %lld ranks",
-                    s->tp, s->cp, s->pp, model, s->world, s->world, model);
+        return gl_errprintf(err,
+                            "--tensor-model-parallel-size %d x --context-parallel-size %d "
+                            "x --pipeline-model-parallel-size %d = %lld does not divide "
+                            "the world size %d: choose sizes whose product divides %d, "
+                            "or start a multiple of %lld ranks",
+                            s->tp, s->cp, s->pp, model, s->world, s->world, model);
     int dp = (int)(s->world / model);
     if (s->dp != 0 && s->dp != dp)
-        return fail(err, errlen, "--data-parallel-size %d: the world size %d "
-                    "and TP x CP x PP = %lld give %d; leave it out or set it "
-                    "to %d", s->dp, s->world, model, dp, dp);
+        return gl_errprintf(err, "--data-parallel-size %d: the world size %d "
+                            "and TP x CP x PP = %lld give %d; leave it out or set it "
+                            "to %d", s->dp, s->world, model, dp, dp);
     s->dp = dp;
     if (s->ep > dp || dp % s->ep != 0)
-        return fail(err, errlen, "--expert-model-parallel-size %d does not "
-                    "divide the data-parallel size %d (world %d / TP x CP x PP "
-                    "%lld): choose a divisor of %d", s->ep, dp, s->world,
-                    model, dp);
+        return gl_errprintf(err, "--expert-model-parallel-size %d does not "
+                            "divide the data-parallel size %d (world %d / TP x CP x PP "
+                            "%lld): choose a divisor of %d", s->ep, dp, s->world,
+                            model, dp);
     return 0;
 }
 

@@ -24,6 +24,8 @@
 
 #include <stddef.h>
 
+#include "base/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -65,7 +67,7 @@ typedef struct { int tp, cp, dp, pp; } gl_coord;
  * Returns 0, or -1 with one line in err naming the flag, its value and the
  * fix (e.g. "--pipeline-model-parallel-size 3 ... does not divide ...").
  * err may be NULL. */
-int gl_grid_init(gl_grid_spec *s, char *err, size_t errlen);
+int gl_grid_init(gl_grid_spec *s, gl_error *err);
 
 /* rank -> coordinates and back.  rank in [0, world). */
 gl_coord gl_grid_coord(const gl_grid_spec *s, int rank);

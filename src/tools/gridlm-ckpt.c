@@ -78,12 +78,13 @@ static const char *shape_text(const gl_ckpt_info *in, char *buf, size_t n)
 static int info(const char *path, int verify)
 {
     gl_ckpt *ck;
-    int rc = gl_ckpt_open(MPI_COMM_SELF, path, 0, &ck);
+    gl_error err;
+    int rc = gl_ckpt_open(MPI_COMM_SELF, path, 0, &ck, &err);
     if (rc != GL_CKPT_OK)
-        gl_die("%s", gl_ckpt_error());
+        gl_die("%s", err.text);
     int n = gl_ckpt_ntensors(ck);
     int *bad = gl_calloc(n ? n : 1, sizeof *bad);
-    int verified = verify && gl_ckpt_verify(ck, MPI_COMM_SELF, bad) == GL_CKPT_OK;
+    int verified = verify && gl_ckpt_verify(ck, MPI_COMM_SELF, bad, &err) == GL_CKPT_OK;
     int nbad = 0;
     for (int i = 0; verify && i < n; i++)
         nbad += bad[i];
@@ -94,7 +95,7 @@ static int info(const char *path, int verify)
     printf("attributes: %d\n", na);
     for (int i = 0; i < na; i++) {
         char *k, *v;
-        if (gl_ckpt_attr_text(ck, i, &k, &v) != GL_CKPT_OK)
+        if (gl_ckpt_attr_text(ck, i, &k, &v, NULL) != GL_CKPT_OK)
             continue;
         /* Multi-line values (JSON) are indented under their key. */
         printf("  %s = ", k);
@@ -126,7 +127,7 @@ static int info(const char *path, int verify)
                !verify ? "-" : bad[i] ? "BAD" : "ok");
     }
     if (verify && !verified)
-        gl_warn("%s", gl_ckpt_error());
+        gl_warn("%s", err.text);
     else if (verify)
         printf("all %d checksums verified\n", n);
     free(bad);

@@ -198,12 +198,13 @@ int main(int argc, char **argv)
     gl_ckpt *ck = NULL;
     char *ck_config = NULL;
     if (load) {
-        int rc = gl_ckpt_open(MPI_COMM_WORLD, load, GL_CKPT_VERIFY, &ck);
+        gl_error why;
+        int rc = gl_ckpt_open(MPI_COMM_WORLD, load, GL_CKPT_VERIFY, &ck, &why);
         if (rc == GL_CKPT_NONE)
             gl_die_code(2, "--load %s: no checkpoint there (no %s): give a checkpoint "
                         "file or a directory gridlm-train saved into", load, GL_CKPT_TRACKER);
         if (rc != GL_CKPT_OK)
-            gl_die("--load %s: %s", load, gl_ckpt_error());
+            gl_die("--load %s: %s", load, why.text);
         ck_config = gl_ckpt_get_str(ck, "config");
         gl_error err;
         if (gl_train_config_from_json(ck_config, &c, &err) != 0)

@@ -250,10 +250,11 @@ void gl_train_save_wait(gl_ckpt_async **pending)
     if (!pending || !*pending)
         return;
     gl_ckpt_save_stats st;
-    int rc = gl_ckpt_async_wait(*pending, &st);
+    gl_error err;
+    int rc = gl_ckpt_async_wait(*pending, &st, &err);
     *pending = NULL;
     if (rc != GL_CKPT_OK)
-        gl_die("--async-save: %s", gl_ckpt_error());
+        gl_die("--async-save: %s", err.text);
     gl_info0("  asynchronous save to %s done: %.3f GB in %.2f s", st.path, st.bytes / 1e9,
              st.seconds);
 }
@@ -339,10 +340,12 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     int na = (int)(sizeof attrs / sizeof attrs[0]);
 
     int rc;
+    gl_error err;
     if (c->ckpt.async_save) {
-        rc = gl_ckpt_save_async(world, c->ckpt.save, pr->iteration, ts, nt, attrs, na, pending);
+        rc = gl_ckpt_save_async(world, c->ckpt.save, pr->iteration, ts, nt, attrs, na, pending,
+                                &err);
         if (rc != GL_CKPT_OK)
-            gl_die("--save %s: %s", c->ckpt.save, gl_ckpt_error());
+            gl_die("--save %s: %s", c->ckpt.save, err.text);
         gl_info0("saving checkpoint at iteration %7ld to %s (asynchronously%s)",
                  pr->iteration, c->ckpt.save,
                  gl_ckpt_async_threaded(*pending) ? "" : ": MPI lacks MPI_THREAD_MULTIPLE, "
@@ -352,9 +355,9 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
         int sig = save_signal(pr->iteration);
         gl_ckpt_save_opts hook = { .after_tensor = raise_after_first, .arg = &sig };
         rc = gl_ckpt_save(world, c->ckpt.save, pr->iteration, ts, nt, attrs, na,
-                          sig ? &hook : NULL, &st);
+                          sig ? &hook : NULL, &st, &err);
         if (rc != GL_CKPT_OK)
-            gl_die("--save %s: %s", c->ckpt.save, gl_ckpt_error());
+            gl_die("--save %s: %s", c->ckpt.save, err.text);
         gl_info0("successfully saved checkpoint from iteration %7ld to %s (%.3f GB in %.2f s)",
                  pr->iteration, st.path, st.bytes / 1e9, st.seconds);
     }
@@ -376,9 +379,10 @@ static void read_piece(gl_ckpt *ck, const gl_param *q, const char *prefix, float
     snprintf(full, sizeof full, "%s%s", prefix, q->name);
     gl_ckpt_tensor t = piece_slab(q, full);
     t.data = host;
-    int rc = is_vocab(q) ? gl_ckpt_read_padded(ck, &t) : gl_ckpt_read(ck, &t);
+    gl_error err;
+    int rc = is_vocab(q) ? gl_ckpt_read_padded(ck, &t, &err) : gl_ckpt_read(ck, &t, &err);
     if (rc != GL_CKPT_OK)
-        gl_die("--load: %s", gl_ckpt_error());
+        gl_die("--load: %s", err.text);
 }
 
 /* Read elements [a, b) of q's piece (flat-buffer offsets) into host. */
@@ -399,8 +403,9 @@ static void read_part(gl_ckpt *ck, const gl_param *q, const char *prefix, size_t
     t.first = (long)(a - q->offset);
     t.nelem = (long)(b - a);
     t.data = host;
-    if (gl_ckpt_read(ck, &t) != GL_CKPT_OK)
-        gl_die("--load: %s", gl_ckpt_error());
+    gl_error err;
+    if (gl_ckpt_read(ck, &t, &err) != GL_CKPT_OK)
+        gl_die("--load: %s", err.text);
 }
 
 static size_t max_count(const gl_model_plan *p)
@@ -449,7 +454,7 @@ static void load_moments(gl_ckpt *ck, gl_optim *o)
 static long long attr_i64(gl_ckpt *ck, const char *key, long long dflt)
 {
     long long v;
-    return gl_ckpt_get_i64(ck, key, &v) == GL_CKPT_OK ? v : dflt;
+    return gl_ckpt_get_i64(ck, key, &v, NULL) == GL_CKPT_OK ? v : dflt;
 }
 
 int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
@@ -457,13 +462,14 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
 {
     memset(pr, 0, sizeof *pr);
     gl_ckpt *ck = NULL;
-    int rc = gl_ckpt_open(world, c->ckpt.load, GL_CKPT_VERIFY, &ck);
+    gl_error err;
+    int rc = gl_ckpt_open(world, c->ckpt.load, GL_CKPT_VERIFY, &ck, &err);
     if (rc == GL_CKPT_NONE) {
         gl_info0("--load %s: no checkpoint there yet; training from the start", c->ckpt.load);
         return 0;
     }
     if (rc != GL_CKPT_OK)
-        gl_die("--load %s: %s", c->ckpt.load, gl_ckpt_error());
+        gl_die("--load %s: %s", c->ckpt.load, err.text);
     const char *file = gl_ckpt_path(ck);
     char *cfg = gl_ckpt_get_str(ck, "config");
     gl_train_check_model(c, cfg, file);
