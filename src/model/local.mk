@@ -2,7 +2,7 @@
 # layout (plan.c), buffers, initial weights and RoPE tables (model.c), and
 # the forward/backward passes (layer.c), written against ops.h and comm.h.
 libgridlm_a_SOURCES += %reldir%/model.h %reldir%/plan.c %reldir%/model.c \
-	%reldir%/layer.c
+	%reldir%/layer.c %reldir%/fp8.c
 
 # The model against an independent double-precision forward and against
 # finite differences of its loss (one rank, CPU device).
