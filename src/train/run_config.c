@@ -414,7 +414,8 @@ static const gl_option table[] = {
            "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
            "bf16 dense peak", .defstr = "off"),
     CHOICE("fp8-recipe", fp8.recipe, "RECIPE", G_PREC, fp8_recipes, fp8_recipe_values,
-           "FP8 scaling: delayed (amax history) or tensorwise (each tensor's own amax)"),
+           "FP8 scaling: delayed (amax history) or tensorwise (each tensor's own amax); "
+           "blockwise and mxfp8 are refused"),
     INT("fp8-margin", fp8.margin, G_PREC, NONNEG,
         "delayed: scale = FP8 max / amax / 2^margin"),
     INT("fp8-amax-history-len", fp8.amax_history_len, G_PREC, POS,
