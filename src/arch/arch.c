@@ -408,3 +408,49 @@ int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n)
     }
     return count;
 }
+
+/* ------------------------------------------------------------------ */
+/* FP8 options.                                                        */
+
+void gl_fp8_defaults(gl_fp8_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->format = GL_FP8_OFF;
+    o->recipe = GL_FP8_DELAYED;
+    o->amax_history_len = 1;
+    o->amax_compute_algo = GL_FP8_ALGO_MOST_RECENT;
+    o->num_layers_at_start_in_bf16 = 1;
+    o->num_layers_at_end_in_bf16 = 1;
+}
+
+int gl_fp8_layer_on(const gl_fp8_opts *o, int layer, int num_layers)
+{
+    if (o->format == GL_FP8_OFF)
+        return 0;
+    if (!o->first_last_layers_bf16)
+        return 1;
+    return layer >= o->num_layers_at_start_in_bf16 &&
+           layer < num_layers - o->num_layers_at_end_in_bf16;
+}
+
+const char *gl_fp8_describe(const gl_fp8_opts *o, char *buf, size_t n)
+{
+    static const char *const recipes[] = {"delayed", "tensorwise", "blockwise", "mxfp8"};
+    if (o->format == GL_FP8_OFF) {
+        snprintf(buf, n, "off");
+        return buf;
+    }
+    const char *fmt = o->format == GL_FP8_FMT_HYBRID ? "hybrid" : "e4m3";
+    if (o->recipe == GL_FP8_DELAYED)
+        snprintf(buf, n, "delayed (%s, margin %d, amax history %d, %s)", fmt, o->margin,
+                 o->amax_history_len,
+                 o->amax_compute_algo == GL_FP8_ALGO_MAX ? "max" : "most_recent");
+    else
+        snprintf(buf, n, "%s (%s)", recipes[o->recipe], fmt);
+    if (o->first_last_layers_bf16) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, n - k, ", first %d and last %d layers in bf16",
+                 o->num_layers_at_start_in_bf16, o->num_layers_at_end_in_bf16);
+    }
+    return buf;
+}

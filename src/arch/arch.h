@@ -68,6 +68,43 @@ typedef struct gl_arch {
     double init_method_std;          /* --init-method-std (0.02) */
 } gl_arch;
 
+/* FP8 training (Megatron's --fp8-* flags).  Not part of gl_arch (a
+ * checkpoint's weights do not depend on it, and a run may switch it on or
+ * off across a resume), but, unlike the layout, it changes what the model
+ * computes: every linear product inside the decoder layers, except those
+ * of the layers kept in bf16, runs on FP8 operands with per-tensor scales
+ * (src/model/fp8.c). */
+typedef enum { GL_FP8_OFF = 0, GL_FP8_FMT_E4M3, GL_FP8_FMT_HYBRID } gl_fp8_fmt;
+typedef enum {
+    GL_FP8_DELAYED = 0,     /* scale from an amax history, updated after a step */
+    GL_FP8_TENSORWISE,      /* scale from the tensor's own amax, each call */
+    GL_FP8_BLOCKWISE,       /* refused: not built in gridlm */
+    GL_FP8_MXFP8            /* refused: needs Blackwell */
+} gl_fp8_recipe;
+typedef enum { GL_FP8_ALGO_MOST_RECENT = 0, GL_FP8_ALGO_MAX } gl_fp8_algo;
+
+typedef struct gl_fp8_opts {
+    gl_fp8_fmt format;               /* --fp8-format e4m3|hybrid (off) */
+    gl_fp8_recipe recipe;            /* --fp8-recipe (delayed) */
+    int margin;                      /* --fp8-margin (0) */
+    int amax_history_len;            /* --fp8-amax-history-len (1) */
+    gl_fp8_algo amax_compute_algo;   /* --fp8-amax-compute-algo (most_recent) */
+    int first_last_layers_bf16;      /* --first-last-layers-bf16 */
+    int num_layers_at_start_in_bf16; /* --num-layers-at-start-in-bf16 (1) */
+    int num_layers_at_end_in_bf16;   /* --num-layers-at-end-in-bf16 (1) */
+} gl_fp8_opts;
+
+/* Megatron's defaults: FP8 off, delayed, margin 0, history 1, most_recent,
+ * one layer at each end in bf16 when --first-last-layers-bf16 is given. */
+void gl_fp8_defaults(gl_fp8_opts *o);
+
+/* Whether global layer `layer` of a model of num_layers runs in FP8. */
+int gl_fp8_layer_on(const gl_fp8_opts *o, int layer, int num_layers);
+
+/* "delayed (hybrid, margin 0, history 1, most_recent)": the start-up
+ * summary's words for o, "off" when FP8 is off. */
+const char *gl_fp8_describe(const gl_fp8_opts *o, char *buf, size_t n);
+
 /* Megatron's defaults (every size 0: not given). */
 void gl_arch_defaults(gl_arch *a);
 

@@ -121,6 +121,27 @@ static void linear_bwd(gl_model *m, void *dX, float *dW, const void *dY,
     OPS->gemm(m->d, 1, 0, out, in, n, 1.0f, dY, out, X, in, 1.0f, dW, GL_DT_F32, in);
 }
 
+/* A decoder layer's linear `lin` (fp8.c's numbering: 0 QKV, 1 output
+ * projection, 2 gate/up, 3 down): in FP8 when its layer is, else as
+ * above. */
+static void dec_fwd(gl_model *m, int layer, int lin, void *Y, const void *X, const void *Wt,
+                    int n, int out, int in)
+{
+    if (gl_model_fp8_layer(m, layer))
+        gl_model_fp8_fwd(m, layer, lin, Y, X, Wt, n, out, in);
+    else
+        linear_fwd(m, Y, X, Wt, n, out, in);
+}
+
+static void dec_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
+                    const void *X, const void *Wt, int n, int out, int in)
+{
+    if (gl_model_fp8_layer(m, layer))
+        gl_model_fp8_bwd(m, layer, lin, dX, dW, dY, X, Wt, n, out, in);
+    else
+        linear_bwd(m, dX, dW, dY, X, Wt, n, out, in);
+}
+
 /* full [n, h] = rmsnorm(x [nl, h]) w, gathered over TP under SP;
  * rstd [nl] is written too. */
 static void norm_gathered(gl_model *m, void *full, float *rstd, const void *x,
@@ -136,7 +157,7 @@ static void norm_gathered(gl_model *m, void *full, float *rstd, const void *x,
  * NULL (the last layer of a group that full recomputation re-runs) it
  * stops once A is complete: the down projection and its reduction only
  * make the output, which is already kept as the next group's input. */
-static void layer_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
+static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_acts *A,
                       const void *x, void *out)
 {
     const gl_model_dims *dm = DIMS;
@@ -150,27 +171,27 @@ static void layer_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
 
     /* attention */
     norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
-    linear_fwd(m, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    dec_fwd(m, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
     OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
                   act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
-    linear_fwd(m, m->y, A->o, W(m, lo->wo), n, h, qw);
+    dec_fwd(m, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
     OPS->add(d, A->xm, reduce_rows(m, m->y, A->xm), x, (size_t)nl * h);
 
     /* MLP */
     norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
-    linear_fwd(m, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
+    dec_fwd(m, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
     OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
     if (!out)
         return;
-    linear_fwd(m, m->y, A->s, W(m, lo->down), n, h, dm->fl);
+    dec_fwd(m, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
     OPS->add(d, out, reduce_rows(m, m->y, out), A->xm, (size_t)nl * h);
 }
 
 /* dy [nl, h]: gradient w.r.t. the layer's output in, w.r.t. its input out. */
-static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
+static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_acts *A,
                       const void *x, void *dy)
 {
     const gl_model_dims *dm = DIMS;
@@ -192,11 +213,11 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    linear_bwd(m, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
+    dec_bwd(m, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
     ready(m, lo->down, (size_t)h * dm->fl);
     OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
-    linear_bwd(m, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
-               n, 2 * dm->fl, h);
+    dec_bwd(m, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
+            n, 2 * dm->fl, h);
     ready(m, lo->gate_up, (size_t)2 * dm->fl * h);
     OPS->rmsnorm_bwd(d, dy, G(m, lo->mlp_norm), reduce_rows(m, m->y, m->tmp), A->xm,
                      W(m, lo->mlp_norm), A->rstd2, nl, h, 1);
@@ -211,7 +232,7 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    linear_bwd(m, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
+    dec_bwd(m, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
     ready(m, lo->wo, (size_t)h * qw);
     OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
                   act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
@@ -220,7 +241,7 @@ static void layer_bwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
     OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
-    linear_bwd(m, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    dec_bwd(m, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     ready(m, lo->qkv, (size_t)dm->qkvw * h);
     OPS->rmsnorm_bwd(d, dy, G(m, lo->attn_norm), reduce_rows(m, m->y, m->tmp), x,
                      W(m, lo->attn_norm), A->rstd1, nl, h, 1);
@@ -311,7 +332,8 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
     if (ch->has_embed)
         embed_fwd(m, ch, mb, sl->x[0]);
     for (int i = 0; i < dm->Lc; i++)
-        layer_fwd(m, &ch->layer[i], &sl->layer[i], sl->x[i], sl->x[i + 1]);
+        layer_fwd(m, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
+                  sl->x[i + 1]);
     if (ch->has_head && train)
         head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
     else if (ch->has_head)
@@ -320,7 +342,9 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
 
 void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
 {
+    m->fp8_eval = 1;
     chunk_fwd(m, c, s, mb, loss_acc, 0);
+    m->fp8_eval = 0;
 }
 
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
@@ -346,12 +370,12 @@ void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
         int f = m->rc_first[i];
         if (f >= 0)
             for (int k = f; k <= i; k++)
-                layer_fwd(m, &ch->layer[k], &sl->layer[k], sl->x[k],
+                layer_fwd(m, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
                           k < i ? sl->x[k + 1] : NULL);
         else
             f = i;
         for (int k = i; k >= f; k--)
-            layer_bwd(m, &ch->layer[k], &sl->layer[k], sl->x[k], sl->dy);
+            layer_bwd(m, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k], sl->dy);
         i = f - 1;
     }
     if (ch->has_embed)

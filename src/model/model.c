@@ -244,6 +244,7 @@ void gl_model_free(gl_model *m)
     if (!m)
         return;
     gl_dev *d = m->d;
+    gl_model_fp8_free(m);
     d->ops->free(d, m->arena);
     d->ops->free(d, m->w);
     d->ops->free(d, m->g);

@@ -280,7 +280,14 @@ typedef struct {
      * the compute stream wait until those weights are in place. */
     void (*weights_needed)(void *arg, size_t begin, size_t end);
     void *weights_needed_arg;
+    /* FP8 (fp8.c; NULL when off): the amax histories, scales and
+     * quantized weights; fp8_eval is set while a forward-only pass runs
+     * (its activations' amaxes stay out of the delayed histories). */
+    struct gl_fp8_state *fp8;
+    int fp8_eval;
 } gl_model;
+
+typedef struct gl_fp8_state gl_fp8_state;
 
 /* Allocate the rank's model on d: weights (zero until initialised),
  * gradients, RoPE tables and nslots[c] activation slots for chunk c,
@@ -347,6 +354,49 @@ void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb);
 void *gl_model_input(const gl_model *m, int c, int s);
 void *gl_model_output(const gl_model *m, int c, int s);
 void *gl_model_dgrad(const gl_model *m, int c, int s);
+
+/* FP8 (--fp8-format; fp8.c).  gl_model_fp8_enable() switches a training
+ * model's decoder linears to FP8 products (every layer that
+ * gl_fp8_layer_on() names; nothing when o->format is off): allocates the
+ * amax histories, scales (1 to start with) and the quantized weights of
+ * this rank's FP8 layers.  gl_model_fp8_free() is called by
+ * gl_model_free().
+ *
+ * Each FP8 linear runs its forward Y = X W^T, data gradient dX = dY W
+ * and weight gradient dW += dY^T X (fp32) through gemm_fp8:
+ * gl_model_fp8_fwd() and gl_model_fp8_bwd(), which layer.c calls for
+ * linear lin (0 QKV, 1 output projection, 2 gate/up, 3 down) of global
+ * layer `layer` whenever gl_model_fp8_layer() says so.
+ *
+ * gl_model_fp8_step_end() closes a step, after the last backward and
+ * before the optimizer changes the weights: the weights are quantized
+ * again by the next forward; under delayed scaling the step's amaxes are
+ * reduced with MAX over TP and over dp (the data-parallel group, NULL
+ * for one rank) and the next step's scales computed (fp8_scale_delayed,
+ * one call per group of tensors). */
+void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o);
+void gl_model_fp8_free(gl_model *m);
+int gl_model_fp8_layer(const gl_model *m, int layer);
+void gl_model_fp8_fwd(gl_model *m, int layer, int lin, void *Y, const void *X,
+                      const void *Wt, int n, int out, int in);
+void gl_model_fp8_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
+                      const void *X, const void *Wt, int n, int out, int in);
+void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
+
+/* The state a checkpoint keeps: delayed scaling's amax histories, scales
+ * and inverse scales (tensorwise scaling has none: 0).  They are numbered
+ * by global layer (fp8.c), so they are logical tensors whatever the
+ * layout: gl_model_fp8_state_dims() gives the history length and the
+ * tensors of the forward (8 per layer) and backward (4 per layer) groups;
+ * gl_model_fp8_state_get() returns a malloc'd host copy of
+ *     hist_fwd [len, nf] scale_fwd [nf] scale_inv_fwd [nf]
+ *     hist_bwd [len, nb] scale_bwd [nb] scale_inv_bwd [nb]
+ * in that order, with 0 for the tensors of layers this rank does not
+ * hold in FP8 (so that a MAX over all ranks assembles the whole);
+ * gl_model_fp8_state_set() loads such a block (0 scales taken as 1). */
+int gl_model_fp8_state_dims(const gl_model *m, int *len, int *nf, int *nb);
+float *gl_model_fp8_state_get(gl_model *m);
+void gl_model_fp8_state_set(gl_model *m, const float *host);
 
 /* RoPE inverse frequencies (D/2 of them) with optional Llama 3.1 scaling,
  * and the cos/sin tables [S, D/2] they give (host). */

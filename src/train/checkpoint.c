@@ -22,6 +22,13 @@ enum { K_MODEL = 0, K_EXP_AVG, K_EXP_AVG_SQ, K_COUNT };
 static const char *const kind_prefix[K_COUNT] = { "model/", "optim/exp_avg/",
                                                   "optim/exp_avg_sq/" };
 
+/* Delayed FP8 scaling's state (model.h: gl_model_fp8_state_get), in the
+ * order of its host block: [len, nf], [1, nf] x 2, [len, nb], [1, nb] x 2. */
+#define FP8_NT 6
+static const char *const fp8_names[FP8_NT] = {
+    "fp8/amax_history.forward", "fp8/scale.forward", "fp8/scale_inv.forward",
+    "fp8/amax_history.backward", "fp8/scale.backward", "fp8/scale_inv.backward" };
+
 /* ------------------------------------------------------------------ */
 /* The logical tensors, in one order for every rank.                    */
 
@@ -320,6 +327,38 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
             }
         }
 
+    /* delayed FP8 scaling's state: logical tensors assembled over every
+     * rank (each holds its layers' columns, zeros elsewhere), written by
+     * rank 0 */
+    int flen, fnf, fnb;
+    float *fp8 = NULL;
+    if (gl_model_fp8_state_dims(m, &flen, &fnf, &fnb)) {
+        size_t nfl = (size_t)(flen + 2) * (fnf + fnb);
+        fp8 = gl_model_fp8_state_get(m);
+        MPI_Allreduce(MPI_IN_PLACE, fp8, (int)nfl, MPI_FLOAT, MPI_MAX, world);
+        int rank;
+        MPI_Comm_rank(world, &rank);
+        ts = gl_realloc(ts, (size_t)(nt + FP8_NT) * sizeof *ts);
+        float *p8 = fp8;
+        for (int i = 0; i < FP8_NT; i++) {
+            gl_ckpt_tensor *t = &ts[nt + i];
+            int n = i < 3 ? fnf : fnb;
+            memset(t, 0, sizeof *t);
+            t->name = fp8_names[i];
+            t->ndim = 2;
+            t->shape[0] = i % 3 == 0 ? flen : 1;
+            t->shape[1] = n;
+            t->writes = rank == 0;
+            if (t->writes) {
+                t->count[0] = t->shape[0];
+                t->count[1] = n;
+                t->data = p8;
+            }
+            p8 += t->shape[0] * n;
+        }
+        nt += FP8_NT;
+    }
+
     char *cfg = gl_train_config_json(c);
     char layout[160];
     snprintf(layout, sizeof layout, "TP %d PP %d (x%d virtual) DP %d%s%s",
@@ -362,6 +401,7 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                  pr->iteration, st.path, st.bytes / 1e9, st.seconds);
     }
     free(cfg);
+    free(fp8);
     free(names);
     free(ts);
     free(lg);
@@ -371,6 +411,40 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
 
 /* ------------------------------------------------------------------ */
 /* Loading.                                                             */
+
+/* Delayed FP8 scaling's state from ck when it has one of the run's
+ * shape; otherwise the fresh state stays (a bf16 checkpoint, another
+ * recipe or history length), said once. */
+static void load_fp8(gl_ckpt *ck, gl_model *m, const char *file)
+{
+    int flen, fnf, fnb;
+    if (!gl_model_fp8_state_dims(m, &flen, &fnf, &fnb))
+        return;
+    int i0 = gl_ckpt_find(ck, fp8_names[0]);
+    const gl_ckpt_info *in = i0 >= 0 ? gl_ckpt_tensor_info(ck, i0) : NULL;
+    if (!in || in->ndim != 2 || in->shape[0] != flen || in->shape[1] != fnf) {
+        gl_info0("--load %s: no FP8 state of this run's shape (--fp8-amax-history-len %d, "
+                 "%d layers) in the checkpoint: the amax histories start empty and the "
+                 "scales at 1", file, flen, fnf / 8);
+        return;
+    }
+    size_t nfl = (size_t)(flen + 2) * (fnf + fnb);
+    float *host = gl_malloc(nfl * sizeof(float)), *p8 = host;
+    for (int i = 0; i < FP8_NT; i++) {
+        gl_ckpt_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = fp8_names[i];
+        t.ndim = 2;
+        t.shape[0] = t.count[0] = i % 3 == 0 ? flen : 1;
+        t.shape[1] = t.count[1] = i < 3 ? fnf : fnb;
+        t.data = p8;
+        if (gl_ckpt_read(ck, &t) != GL_CKPT_OK)
+            gl_die("--load: %s", gl_ckpt_error());
+        p8 += t.shape[0] * t.shape[1];
+    }
+    gl_model_fp8_state_set(m, host);
+    free(host);
+}
 
 /* Read q's whole TP piece of prefix+name into host (count elements). */
 static void read_piece(gl_ckpt *ck, const gl_param *q, const char *prefix, float *host)
@@ -484,6 +558,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     size_t mb, me;
     float *master = gl_optim_master_target(o, &mb, &me);
     gl_ckpt_load_weights(ck, m, master, mb, me);
+    load_fp8(ck, m, file);
     if (load_optim) {
         load_moments(ck, o);
         o->steps = attr_i64(ck, "optimizer_steps", 0);

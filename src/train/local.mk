@@ -27,6 +27,11 @@ TESTS += t/train-lr.t
 dist_check_SCRIPTS += t/train-equiv.t
 TESTS += t/train-equiv.t
 
+# FP8 training on CPU ranks: each recipe in every layout against one rank,
+# against bf16, and the refusals of bad flags (shell; t/train-lib.sh).
+dist_check_SCRIPTS += t/train-fp8.t
+TESTS += t/train-fp8.t
+
 # The training loop on one GPU against the CPU (skips without a GPU).
 check_PROGRAMS += t/train-cuda.t
 t_train_cuda_t_SOURCES = t/train-cuda.c

@@ -253,6 +253,13 @@ static const int recompute_values[] = {GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL
 static const char *const recompute_methods[] = {"uniform", "block", NULL};
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
 static const int device_values[] = {GL_DEVICE_AUTO, GL_DEVICE_CPU, GL_DEVICE_CUDA};
+static const char *const fp8_formats[] = {"e4m3", "hybrid", NULL};
+static const int fp8_format_values[] = {GL_FP8_FMT_E4M3, GL_FP8_FMT_HYBRID};
+static const char *const fp8_recipes[] = {"delayed", "tensorwise", "blockwise", "mxfp8", NULL};
+static const int fp8_recipe_values[] = {GL_FP8_DELAYED, GL_FP8_TENSORWISE, GL_FP8_BLOCKWISE,
+                                        GL_FP8_MXFP8};
+static const char *const fp8_algos[] = {"max", "most_recent", NULL};
+static const int fp8_algo_values[] = {GL_FP8_ALGO_MAX, GL_FP8_ALGO_MOST_RECENT};
 static const char *const optimizers[] = {"adam", NULL};
 static const char *const tokenizers[] = {"HuggingFaceTokenizer", "GPT2BPETokenizer",
                                          "NullTokenizer", NULL};
@@ -402,6 +409,25 @@ static const gl_option table[] = {
     CHOICE("device", device, "DEV", G_PREC, devices, device_values,
            "cpu (fp32 reference), cuda, or auto (cuda when a GPU is visible)"),
     FLAG("bf16", bf16, G_PREC, "bf16 weights and activations, fp32 master weights"),
+    CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
+           "FP8 products in the decoder layers' linears (needs --bf16): e4m3 everywhere, or "
+           "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
+           "bf16 dense peak", .defstr = "off"),
+    CHOICE("fp8-recipe", fp8.recipe, "RECIPE", G_PREC, fp8_recipes, fp8_recipe_values,
+           "FP8 scaling: delayed (amax history) or tensorwise (each tensor's own amax); "
+           "blockwise and mxfp8 are refused"),
+    INT("fp8-margin", fp8.margin, G_PREC, NONNEG,
+        "delayed: scale = FP8 max / amax / 2^margin"),
+    INT("fp8-amax-history-len", fp8.amax_history_len, G_PREC, POS,
+        "delayed: steps of amax history"),
+    CHOICE("fp8-amax-compute-algo", fp8.amax_compute_algo, "ALGO", G_PREC, fp8_algos,
+           fp8_algo_values, "delayed: max of the history, or most_recent"),
+    FLAG("first-last-layers-bf16", fp8.first_last_layers_bf16, G_PREC,
+         "with FP8, keep the first and last decoder layers in bf16"),
+    INT("num-layers-at-start-in-bf16", fp8.num_layers_at_start_in_bf16, G_PREC, NONNEG,
+        "with --first-last-layers-bf16: layers at the start kept in bf16"),
+    INT("num-layers-at-end-in-bf16", fp8.num_layers_at_end_in_bf16, G_PREC, NONNEG,
+        "with --first-last-layers-bf16: layers at the end kept in bf16"),
     CHOICE("recompute-granularity", layout.recompute_granularity, "KIND", G_PREC, recompute_names,
            recompute_values,
            "recompute in the backward: selective (norm and SwiGLU outputs) or full (layers)",
@@ -541,6 +567,7 @@ void gl_config_defaults(gl_config *c)
 {
     memset(c, 0, sizeof *c);
     gl_arch_defaults(&c->arch);
+    gl_fp8_defaults(&c->fp8);
 
     c->layout.tensor_model_parallel_size = 1;
     c->layout.pipeline_model_parallel_size = 1;
@@ -793,6 +820,62 @@ static void check_data(gl_config *c)
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
+/* The FP8 options that need no world: recipes built here, --bf16, and
+ * the bf16 layers within the model. */
+static void check_fp8(const gl_config *c)
+{
+    const gl_fp8_opts *f = &c->fp8;
+    if (f->format == GL_FP8_OFF) {
+        if (f->first_last_layers_bf16)
+            bad("--first-last-layers-bf16 needs --fp8-format e4m3|hybrid: add it, or drop "
+                "--first-last-layers-bf16");
+        return;
+    }
+    if (f->recipe == GL_FP8_MXFP8)
+        bad("--fp8-recipe mxfp8 needs Blackwell's block-scaled tensor cores (MXFP8 "
+            "scales each block of 32 values in hardware); Hopper has none: use "
+            "--fp8-recipe delayed or tensorwise");
+    if (f->recipe == GL_FP8_BLOCKWISE)
+        bad("--fp8-recipe blockwise (1x128 and 128x128 block scales) is not built in gridlm "
+            "yet: use --fp8-recipe delayed or tensorwise");
+    if (!c->bf16)
+        bad("--fp8-format %s needs --bf16 (FP8 products take bf16 activations and weights, "
+            "as in Megatron): add --bf16", f->format == GL_FP8_FMT_HYBRID ? "hybrid" : "e4m3");
+    if (f->first_last_layers_bf16 &&
+        f->num_layers_at_start_in_bf16 + f->num_layers_at_end_in_bf16 > c->arch.num_layers)
+        bad("--num-layers-at-start-in-bf16 %d plus --num-layers-at-end-in-bf16 %d is more "
+            "than the model's %d layers (--num-layers): lower them",
+            f->num_layers_at_start_in_bf16, f->num_layers_at_end_in_bf16, c->arch.num_layers);
+}
+
+/* FP8 products need every size a multiple of 16 (ops.h: gemm_fp8): the
+ * tokens of a micro-batch and each TP rank's widths of the four linears. */
+static void check_fp8_shapes(const gl_config *c)
+{
+    const gl_arch *a = &c->arch;
+    int tp = c->layout.tensor_model_parallel_size;
+    if (c->fp8.format == GL_FP8_OFF)
+        return;
+    long tokens = (long)c->layout.micro_batch_size * a->seq_length;
+    int D = gl_arch_head_dim(a), groups = gl_arch_groups(a);
+    if (tokens % 16)
+        bad("--fp8-format: --micro-batch-size %d x --seq-length %d = %ld tokens is not a "
+            "multiple of 16, which FP8 products need: change either", c->layout.micro_batch_size,
+            a->seq_length, tokens);
+    if (a->hidden_size % 16)
+        bad("--fp8-format: --hidden-size %d is not a multiple of 16, which FP8 products "
+            "need", a->hidden_size);
+    if (a->ffn_hidden_size / tp % 16)
+        bad("--fp8-format: --ffn-hidden-size %d / --tensor-model-parallel-size %d = %d is "
+            "not a multiple of 16, which FP8 products need", a->ffn_hidden_size, tp,
+            a->ffn_hidden_size / tp);
+    if (a->num_attention_heads / tp * D % 16 || groups / tp * D % 16)
+        bad("--fp8-format: the attention widths per TP rank (--num-attention-heads %d and "
+            "--num-query-groups %d over --tensor-model-parallel-size %d, times the head size "
+            "%d) are not multiples of 16, which FP8 products need", a->num_attention_heads,
+            groups, tp, D);
+}
+
 static void check_misc(const gl_config *c)
 {
     if (c->ckpt.async_save && !c->ckpt.save)
@@ -848,6 +931,7 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
     check_model(c);
     check_layout(c);
     check_recompute(c);
+    check_fp8(c);
     check_schedule(c);
     check_data(c);
     check_misc(c);
@@ -945,6 +1029,7 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
      * padded vocabulary by construction. */
 
     check_batch(c);
+    check_fp8_shapes(c);
     finish_schedule(c);
 }
 

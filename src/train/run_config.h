@@ -92,6 +92,7 @@ typedef struct gl_config {
     /* --- precision, device, memory --- */
     gl_device_kind device;           /* --device cpu|cuda (auto) */
     int bf16;                        /* --bf16 */
+    gl_fp8_opts fp8;                 /* --fp8-* (arch/arch.h) */
 
     /* --- data --- */
     gl_data_opts data;               /* data/loader.h */

@@ -278,6 +278,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, c->data_parallel_size);
     gl_sched *sched = gl_sched_build(pp, pp_rank, V, M);
     gl_model *m = gl_model_new(plan, d, group(g->tp), sched->slots);
+    gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, group(g->dp), c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
     float *master = gl_optim_master_target(o, &mb0, &mb1);
@@ -320,6 +321,11 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
 
+    if (c->fp8.format != GL_FP8_OFF) {
+        char how[160];
+        gl_info0("FP8: %s in the decoder layers' linear products; MFU is reported against "
+                 "the bf16 dense peak", gl_fp8_describe(&c->fp8, how, sizeof how));
+    }
     report_activations(c, m, sched);
     if (o->overlap) {
         size_t big = 0;
@@ -380,6 +386,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                     "(GRIDLM_TEST_NONFINITE)", it + 1);
         }
         finish_grads(c, g, m, o);
+        gl_model_fp8_step_end(m, group(g->dp));
         gl_optim_sumsq(o, stats);
         if (world > 1)
             gl_all_reduce(g->world, stats, stats, NSTATS, GL_DT_F32, GL_OP_SUM, d->stream);
