@@ -438,8 +438,9 @@ static void load_fp8(gl_ckpt *ck, gl_model *m, const char *file)
         t.shape[0] = t.count[0] = i % 3 == 0 ? flen : 1;
         t.shape[1] = t.count[1] = i < 3 ? fnf : fnb;
         t.data = p8;
-        if (gl_ckpt_read(ck, &t) != GL_CKPT_OK)
-            gl_die("--load: %s", gl_ckpt_error());
+        gl_error err;
+        if (gl_ckpt_read(ck, &t, &err) != GL_CKPT_OK)
+            gl_die("--load: %s", err.text);
         p8 += t.shape[0] * t.shape[1];
     }
     gl_model_fp8_state_set(m, host);
