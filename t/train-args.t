@@ -138,13 +138,13 @@ plan_ok() {     # plan_ok NAME KEY=VALUE...: each key printed once, with that va
         [ "$(grep -c "^${kv%%=*}=" "$tmp".out)" = 1 ] && [ "$(key "${kv%%=*}")" = "${kv#*=}" ] ||
             { echo "# ${kv%%=*}: '$(key "${kv%%=*}")', expected '${kv#*=}'"; good=no; }
     done
-    if [ $good = yes ]; then ok "$what"; else not_ok "$what"; fi
+    if [ $good = yes ]; then pass "$what"; else fail "$what"; fi
 }
 if [ $code -eq 0 ] && [ ! -s "$tmp".err ] && [ -s "$tmp".out ] &&
     [ "$(grep -cv '^[a-z0-9_]*=' "$tmp".out)" -eq 0 ]; then
-    ok "--dry-run --world-size 8: exit 0, key=value lines only, nothing on stderr"
+    pass "--dry-run --world-size 8: exit 0, key=value lines only, nothing on stderr"
 else
-    echo "# exit $code"; not_ok "--dry-run --world-size 8: exit 0, key=value lines only"
+    echo "# exit $code"; fail "--dry-run --world-size 8: exit 0, key=value lines only"
 fi
 plan_ok "the shape, resolved" model=tiny num_layers=4 hidden_size=64 ffn_hidden_size=176 \
     num_attention_heads=8 num_query_groups=4 kv_channels=8 vocab_size=512 \

@@ -44,7 +44,7 @@ run() {
     timeout 300 $MPIEXEC $MPIEXEC_FLAGS -n "$ranks" "$train" $tiny "$@" \
         --log-json "$tmp/$name.jsonl" >"$tmp/$name.log" 2>&1
     rc=$?
-    [ $rc -eq 0 ]
+    return $rc
 }
 
 # why NAME: what a failed run said -- its exit status (124: the 300 s
