@@ -37,7 +37,7 @@ base="--device cpu --bf16 --mock-data --seed 1234 --num-layers 4 --hidden-size 6
  --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
  --eval-interval 10 --eval-iters 2"
 
-echo "1..32"
+plan 32
 
 # refuse NAME EXPECTED FLAGS...: gridlm-train must exit 2 and say EXPECTED.
 refuse() {
@@ -47,9 +47,9 @@ refuse() {
     "$train" $base "$@" >"$tmp/$name.log" 2>&1
     rc=$?
     if [ $rc -eq 2 ] && grep -q -- "$want" "$tmp/$name.log"; then
-        say ok "refused: $name"
+        pass "refused: $name"
     else
-        say "not ok" "$name: exit $rc, expected 2 and \"$want\""
+        fail "$name: exit $rc, expected 2 and \"$want\""
         sed 's/^/#   /' "$tmp/$name.log" | tail -3
     fi
 }
@@ -83,9 +83,9 @@ between() {
 # within DESC W TOL: one result, W (from between) under TOL.
 within() {
     if [ "$2" != mismatch ] && awk -v w="$2" -v t="$3" 'BEGIN { exit !(w < t) }'; then
-        say ok "$1 ($2)"
+        pass "$1 ($2)"
     else
-        say "not ok" "$1: worst relative difference $2, expected under $3"
+        fail "$1: worst relative difference $2, expected under $3"
     fi
 }
 
@@ -93,8 +93,8 @@ within() {
 layout() {
     name=$1
     if ! run "$@"; then
-        say "not ok" "$name: run failed"
-        say "not ok" "$name: run failed"
+        fail "$name: run failed"
+        fail "$name: run failed"
         return
     fi
     within "$name: iterations 1-3 as one rank" \
@@ -108,9 +108,9 @@ layout() {
 differ() {
     w=$(worst "$tmp/$1.jsonl" "$tmp/$2.jsonl")
     if [ "$w" != mismatch ] && awk -v w="$w" -v a="$3" -v b="$4" 'BEGIN { exit !(w > a && w < b) }'; then
-        say ok "$5 ($w)"
+        pass "$5 ($w)"
     else
-        say "not ok" "$5: worst relative difference $w, expected in ($3, $4)"
+        fail "$5: worst relative difference $w, expected in ($3, $4)"
     fi
 }
 
@@ -123,7 +123,7 @@ resumed() {
         within "$name: iterations 11-20 as uninterrupted" \
             "$(between "$tmp/$full.jsonl" "$tmp/$name.jsonl" 11 20 "loss grad_norm")" 1e-7
     else
-        say "not ok" "$name: resuming failed"
+        fail "$name: resuming failed"
     fi
 }
 
@@ -175,21 +175,21 @@ resumed resume-tensorwise tensorwise 1 --fp8-format hybrid --fp8-recipe tensorwi
 if run fresh 1 --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 2 \
        --load "$tmp/ck-delayed/iter_0000010.h5" &&
    grep -q "the amax histories start empty" "$tmp/fresh.log"; then
-    say ok "another history length starts the FP8 state afresh"
+    pass "another history length starts the FP8 state afresh"
 else
-    say "not ok" "a run with another history length did not start its FP8 state afresh"
+    fail "a run with another history length did not start its FP8 state afresh"
 fi
 if run fp8-from-bf16 1 $D --load "$tmp/ck-bf16/iter_0000010.h5" &&
    grep -q "the amax histories start empty" "$tmp/fp8-from-bf16.log"; then
-    say ok "an FP8 run loads a bf16 checkpoint, FP8 state afresh"
+    pass "an FP8 run loads a bf16 checkpoint, FP8 state afresh"
 else
-    say "not ok" "an FP8 run could not load a bf16 checkpoint"
+    fail "an FP8 run could not load a bf16 checkpoint"
 fi
 if run bf16-from-fp8 1 --load "$tmp/ck-delayed/iter_0000010.h5" &&
    grep -q '"iteration": 11,' "$tmp/bf16-from-fp8.jsonl"; then
-    say ok "a bf16 run loads an FP8 checkpoint"
+    pass "a bf16 run loads an FP8 checkpoint"
 else
-    say "not ok" "a bf16 run could not load an FP8 checkpoint"
+    fail "a bf16 run could not load an FP8 checkpoint"
 fi
 }
 
@@ -197,12 +197,12 @@ fi
 if run e4m3 1 --fp8-format e4m3 --fp8-recipe tensorwise; then
     differ tensorwise e4m3 1e-7 2e-2 "e4m3 differs from hybrid"
 else
-    say "not ok" "e4m3 run failed"
+    fail "e4m3 run failed"
 fi
 # the first and last layers in bf16: between the two
 if run ends 1 --fp8-format hybrid --fp8-recipe tensorwise --first-last-layers-bf16; then
     differ tensorwise ends 1e-7 2e-2 "--first-last-layers-bf16 differs from all-FP8"
 else
-    say "not ok" "--first-last-layers-bf16 run failed"
+    fail "--first-last-layers-bf16 run failed"
 fi
-exit 0
+done_testing
