@@ -6,7 +6,7 @@
 # under $(pkgdatadir)/benchmarks with the example sweeps.
 benchdir = $(pkgdatadir)/benchmarks
 dist_bench_SCRIPTS = %reldir%/sweep.sh
-dist_bench_DATA = %reldir%/summarize.awk %reldir%/table.awk %reldir%/plotdata.awk \
+dist_bench_DATA = %reldir%/find-train.sh %reldir%/summarize.awk %reldir%/table.awk %reldir%/plotdata.awk \
 	%reldir%/plot.gp %reldir%/README.md \
 	%reldir%/cpu-tiny.sweep %reldir%/llama3-8b-h100.sweep
 

@@ -19,6 +19,7 @@ prog=project.sh
 here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "$prog: error: $*" >&2; exit 2; }
+. "$here/find-train.sh"
 
 usage() {
     cat <<EOF
@@ -117,18 +118,9 @@ done
 [ -z "$achieved" ] || [ -z "$calib_run" ] ||
     die "--achieved-tflops and --calibrate-run both given: choose one"
 
-# gridlm-train, found as benchmarks/sweep.sh finds it.
+# gridlm-train: --train, $GRIDLM_TRAIN, or find-train.sh's search.
 if [ -z "$train" ]; then
-    if [ -x ./src/tools/gridlm-train ]; then
-        train=$(pwd)/src/tools/gridlm-train          # run from a build directory
-    elif [ -x "$here/../src/tools/gridlm-train" ]; then
-        train=$here/../src/tools/gridlm-train
-    elif [ -x "$here/../../../bin/gridlm-train" ]; then
-        train=$here/../../../bin/gridlm-train        # installed: share/gridlm/benchmarks
-    else
-        train=$(command -v gridlm-train 2>/dev/null) ||
-            die "gridlm-train not found: give --train PROG, set GRIDLM_TRAIN, or run from a build directory"
-    fi
+    find_train
 elif [ ! -f "$train" ] || [ ! -x "$train" ]; then
     die "$train_from '$train' is not an executable program: give the path of gridlm-train"
 fi

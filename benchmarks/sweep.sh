@@ -26,6 +26,7 @@ prog=sweep.sh
 here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "$prog: error: $*" >&2; exit 2; }
+. "$here/find-train.sh"
 
 usage() {
     cat <<EOF
@@ -110,16 +111,7 @@ if [ -z "$out" ]; then
 fi
 
 if [ $summarize_only = 0 ] && [ -z "$train" ]; then
-    if [ -x ./src/tools/gridlm-train ]; then
-        train=$(pwd)/src/tools/gridlm-train          # run from a build directory
-    elif [ -x "$here/../src/tools/gridlm-train" ]; then
-        train=$here/../src/tools/gridlm-train
-    elif [ -x "$here/../../../bin/gridlm-train" ]; then
-        train=$here/../../../bin/gridlm-train        # installed: share/gridlm/benchmarks
-    else
-        train=$(command -v gridlm-train 2>/dev/null) ||
-            die "gridlm-train not found: give --train PROG, set GRIDLM_TRAIN, or load the gridlm module"
-    fi
+    find_train
 fi
 
 # ---- the sweep file -----------------------------------------------------

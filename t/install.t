@@ -47,6 +47,20 @@ else
     skip "installed bin/gridlm-train" "not built"
 fi
 
+# The installed benchmark scripts find the installed gridlm-train on
+# their own (benchmarks/find-train.sh: PREFIX/share/gridlm/benchmarks ->
+# PREFIX/bin), run from a directory that is no build directory.
+bench=$prefix/share/gridlm/benchmarks
+if [ $train_built = yes ]; then
+    (cd "$tmp" && env -u GRIDLM_TRAIN sh "$bench/project.sh" --achieved-tflops 400 \
+        "$bench/project-1-2-4.sweep") >"$tmp/project.out" 2>&1
+    st=$?
+    ok $st "the installed project.sh finds the installed gridlm-train and projects"
+    [ $st -eq 0 ] || tail -n 5 "$tmp/project.out" | diag
+else
+    skip "the installed project.sh finds the installed gridlm-train" "not built"
+fi
+
 # The modulefiles name this prefix, and nothing is left unsubstituted.
 for f in "$version.lua" "$version"; do
     m=$prefix/share/modulefiles/gridlm/$f

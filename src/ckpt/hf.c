@@ -160,7 +160,6 @@ static int check_tied_head(const gl_st_model *m, const gl_arch *a, const char *h
 static int check_out(const char *out, gl_error *err)
 {
     char tracker[4200];
-    gl_error e;
     if (is_dir(out)) {
         long *its;
         int n = gl_ckpt_list(out, &its);
@@ -172,7 +171,7 @@ static int check_out(const char *out, gl_error *err)
                         "directory or a new .h5 file name; import-hf never writes over a "
                         "checkpoint", out, n ? "iter_*.h5 files" : GL_CKPT_TRACKER,
                         n && lstat(tracker, &st) == 0 ? " and " GL_CKPT_TRACKER : "");
-        return gl_ckpt_clean_temps(out, &e) < 0 ? gl_errprintf(err, "%s", e.text) : 0;
+        return gl_ckpt_clean_temps(out, err) < 0 ? -1 : 0;
     }
     struct stat st;
     if (lstat(out, &st) == 0)
@@ -182,8 +181,7 @@ static int check_out(const char *out, gl_error *err)
     const char *slash = strrchr(out, '/');
     const char *own[] = { slash ? slash + 1 : out, NULL };
     gl_file_dirname(out, dir, sizeof dir);
-    return gl_file_clean_temps(dir, gl_file_name_in, (void *)own, "import", &e) < 0
-           ? gl_errprintf(err, "%s", e.text) : 0;
+    return gl_file_clean_temps(dir, gl_file_name_in, (void *)own, "import", err) < 0 ? -1 : 0;
 }
 
 int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quiet,
@@ -202,11 +200,11 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
         return gl_errprintf(err, "%s is not valid JSON (%s at line %d)", path, je.text, je.line);
     }
     gl_arch c;
-    int rc = gl_arch_from_hf_config(&c, j, path, &e);
+    int rc = gl_arch_from_hf_config(&c, j, path, err);
     json_decref(j);
     if (rc) {
         free(text);
-        return gl_errprintf(err, "%s", e.text);
+        return -1;
     }
     c.make_vocab_size_divisible_by = divisible_by < 1 ? 1 : divisible_by;
     gl_arch_set_vocab(&c, c.vocab_size, 1);
@@ -347,11 +345,10 @@ static int export_name(const char *final, void *arg)
  * earlier export's other weight files.) */
 static int export_prepare(const char *out_dir, gl_error *err)
 {
-    gl_error e;
     char path[4200];
-    if (gl_file_mkdirs(out_dir, &e) < 0 ||
-        gl_file_clean_temps(out_dir, export_name, NULL, "export", &e) < 0)
-        return gl_errprintf(err, "%s", e.text);
+    if (gl_file_mkdirs(out_dir, err) < 0 ||
+        gl_file_clean_temps(out_dir, export_name, NULL, "export", err) < 0)
+        return -1;
     snprintf(path, sizeof path, "%s/config.json", out_dir);
     if (unlink(path) != 0 && errno != ENOENT)
         return gl_errprintf(err, "cannot remove the earlier %s: %s", path, strerror(errno));
@@ -448,7 +445,6 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         char *json = gl_arch_to_hf_config(&c, hf_text, tname);
         char path[4200];
         snprintf(path, sizeof path, "%s/config.json", out_dir);
-        gl_error e;
         if (!json) {
             rc = gl_errprintf(err, "cannot format %s (out of memory?)", path);
         } else {
@@ -456,8 +452,8 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
             char *text = gl_malloc(len + 2);
             memcpy(text, json, len);
             strcpy(text + len, "\n");
-            if (gl_file_write_all(path, text, len + 1, 0, &e) < 0)
-                rc = gl_errprintf(err, "%s", e.text);
+            if (gl_file_write_all(path, text, len + 1, 0, err) < 0)
+                rc = -1;
             free(text);
         }
         free(json);
