@@ -255,6 +255,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define G_DATA "Data"
 #define G_CKPT "Checkpoints"
 #define G_LOG "Logging"
+#define G_TB "TensorBoard"
 #define G_FAULT "Faults"
 #define G_PROG "Program"
 #define G_COMPAT "Accepted for Megatron-LM scripts (gridlm always does this)"
@@ -313,7 +314,7 @@ static const char *const backends[] = {"nccl", NULL};
 #define SAME_AS(nm, ch, hlp, hnt) SAME_AS_IN(nm, G_COMPAT, ch, hlp, hnt)
 #define WANDB(nm)                                                                        \
     {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",         \
-     .group = G_LOG, .fn = opt_wandb,                                                      \
+     .group = G_TB, .fn = opt_wandb,                                                      \
      .help = "refused unless empty: use --tensorboard-dir and `wandb sync --sync-tensorboard`"}
 #define REFUSE(nm, mv, hnt) \
     {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = mv, .fn = opt_refuse, .hint = hnt}
@@ -499,27 +500,27 @@ static const gl_option table[] = {
         "report the slowest and fastest ranks when their step times differ by more than this factor", .min = 1),
     SAME_IN("log-throughput", G_LOG, "accepted: TFLOP/s/GPU and MFU are always logged"),
     /* TensorBoard, with Megatron-LM's flags (trainlog.h lists the scalars) */
-    DUP("tensorboard-dir", log.tensorboard_dir, "DIR", G_LOG,
+    DUP("tensorboard-dir", log.tensorboard_dir, "DIR", G_TB,
         "write TensorBoard event files here (the last rank writes them)", .defstr = "none"),
-    LONG("tensorboard-log-interval", log.tensorboard_log_interval, G_LOG, POS,
+    LONG("tensorboard-log-interval", log.tensorboard_log_interval, G_TB, POS,
          "iterations between the per-iteration scalars (loss, learning rate, ...)"),
-    INT("tensorboard-queue-size", log.tensorboard_queue_size, G_LOG, POS,
+    INT("tensorboard-queue-size", log.tensorboard_queue_size, G_TB, POS,
         "events held in memory before they are written (and at each --log-interval)"),
-    FLAG("log-timers-to-tensorboard", log.log_timers_to_tensorboard, G_LOG,
+    FLAG("log-timers-to-tensorboard", log.log_timers_to_tensorboard, G_TB,
          "also write iteration-time and throughput (gridlm has no per-phase timers)"),
-    FLAG("no-log-learnig-rate-to-tensorboard", log.no_log_learning_rate_to_tensorboard, G_LOG,
+    FLAG("no-log-learnig-rate-to-tensorboard", log.no_log_learning_rate_to_tensorboard, G_TB,
          "leave out learning-rate (Megatron's spelling)"),
-    FLAG("no-log-learning-rate-to-tensorboard", log.no_log_learning_rate_to_tensorboard, G_LOG,
+    FLAG("no-log-learning-rate-to-tensorboard", log.no_log_learning_rate_to_tensorboard, G_TB,
          "the same"),
-    SAME_IN("log-batch-size-to-tensorboard", G_LOG,
+    SAME_IN("log-batch-size-to-tensorboard", G_TB,
             "accepted: batch-size is always written (as by Megatron-LM now)"),
-    FLAG("no-log-loss-scale-to-tensorboard", log.no_log_loss_scale_to_tensorboard, G_LOG,
+    FLAG("no-log-loss-scale-to-tensorboard", log.no_log_loss_scale_to_tensorboard, G_TB,
          "leave out loss-scale (always 1: gridlm does not scale the loss)"),
-    FLAG("log-validation-ppl-to-tensorboard", log.log_validation_ppl_to_tensorboard, G_LOG,
+    FLAG("log-validation-ppl-to-tensorboard", log.log_validation_ppl_to_tensorboard, G_TB,
          "also write the validation perplexity"),
-    FLAG("log-memory-to-tensorboard", log.log_memory_to_tensorboard, G_LOG,
+    FLAG("log-memory-to-tensorboard", log.log_memory_to_tensorboard, G_TB,
          "also write the writing rank's device memory (mem-*-bytes)"),
-    FLAG("log-world-size-to-tensorboard", log.log_world_size_to_tensorboard, G_LOG,
+    FLAG("log-world-size-to-tensorboard", log.log_world_size_to_tensorboard, G_TB,
          "also write world-size"),
     WANDB("wandb-project"),
     WANDB("wandb-entity"),
