@@ -73,3 +73,9 @@ t_eval_ref_SOURCES = t/eval-ref.c t/model-ref.h
 t_eval_ref_LDADD = $(TAP_LIBS)
 dist_check_SCRIPTS += t/eval-loss.t
 TESTS += t/eval-loss.t
+
+# --tensorboard-dir: the event files read back by the tensorboard Python
+# package's readers against --log-json; the --wandb-* refusals.
+dist_check_SCRIPTS += t/train-tensorboard.t
+EXTRA_DIST += t/train-tensorboard.py
+TESTS += t/train-tensorboard.t

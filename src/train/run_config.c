@@ -230,6 +230,19 @@ static int opt_refuse(void *target, const gl_option *o, const char *value, char 
     gl_opt_die(o, value, "is not supported");
 }
 
+/* --wandb-*: gridlm does not talk to Weights & Biases.  An empty value
+ * is Megatron's "no wandb" and is accepted; any other is refused with
+ * the way to get the same charts. */
+static int opt_wandb(void *target, const gl_option *o, const char *value, char **more,
+                     int nmore)
+{
+    if (value && *value)
+        gl_opt_die(o, value, "is not supported: gridlm does not talk to Weights & Biases; "
+                   "write TensorBoard files with --tensorboard-dir DIR and upload them "
+                   "with `wandb sync --sync-tensorboard DIR`");
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The option table.                                                   */
 
@@ -242,6 +255,7 @@ static int opt_refuse(void *target, const gl_option *o, const char *value, char 
 #define G_DATA "Data"
 #define G_CKPT "Checkpoints"
 #define G_LOG "Logging"
+#define G_TB "TensorBoard"
 #define G_FAULT "Faults"
 #define G_PROG "Program"
 #define G_COMPAT "Accepted for Megatron-LM scripts (gridlm always does this)"
@@ -298,6 +312,10 @@ static const char *const backends[] = {"nccl", NULL};
     {.name = nm, .kind = GL_OPT_STR, .offset = GL_OPT_NOWHERE, .metavar = "NAME",          \
      .group = grp, .choices = ch, .help = hlp, .hint = hnt}
 #define SAME_AS(nm, ch, hlp, hnt) SAME_AS_IN(nm, G_COMPAT, ch, hlp, hnt)
+#define WANDB(nm)                                                                        \
+    {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",         \
+     .group = G_TB, .fn = opt_wandb,                                                      \
+     .help = "refused unless empty: use --tensorboard-dir and `wandb sync --sync-tensorboard`"}
 #define REFUSE(nm, mv, hnt) \
     {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = mv, .fn = opt_refuse, .hint = hnt}
 
@@ -481,6 +499,33 @@ static const gl_option table[] = {
     DBL("straggler-threshold", log.straggler_threshold, G_LOG, GL_OPT_MIN,
         "report the slowest and fastest ranks when their step times differ by more than this factor", .min = 1),
     SAME_IN("log-throughput", G_LOG, "accepted: TFLOP/s/GPU and MFU are always logged"),
+    /* TensorBoard, with Megatron-LM's flags (trainlog.h lists the scalars) */
+    DUP("tensorboard-dir", log.tensorboard_dir, "DIR", G_TB,
+        "write TensorBoard event files here (the last rank writes them)", .defstr = "none"),
+    LONG("tensorboard-log-interval", log.tensorboard_log_interval, G_TB, POS,
+         "iterations between the per-iteration scalars (loss, learning rate, ...)"),
+    INT("tensorboard-queue-size", log.tensorboard_queue_size, G_TB, POS,
+        "events held in memory before they are written (and at each --log-interval)"),
+    FLAG("log-timers-to-tensorboard", log.log_timers_to_tensorboard, G_TB,
+         "also write iteration-time and throughput (gridlm has no per-phase timers)"),
+    FLAG("no-log-learnig-rate-to-tensorboard", log.no_log_learning_rate_to_tensorboard, G_TB,
+         "leave out learning-rate (Megatron's spelling)"),
+    FLAG("no-log-learning-rate-to-tensorboard", log.no_log_learning_rate_to_tensorboard, G_TB,
+         "the same"),
+    SAME_IN("log-batch-size-to-tensorboard", G_TB,
+            "accepted: batch-size is always written (as by Megatron-LM now)"),
+    FLAG("no-log-loss-scale-to-tensorboard", log.no_log_loss_scale_to_tensorboard, G_TB,
+         "leave out loss-scale (always 1: gridlm does not scale the loss)"),
+    FLAG("log-validation-ppl-to-tensorboard", log.log_validation_ppl_to_tensorboard, G_TB,
+         "also write the validation perplexity"),
+    FLAG("log-memory-to-tensorboard", log.log_memory_to_tensorboard, G_TB,
+         "also write the writing rank's device memory (mem-*-bytes)"),
+    FLAG("log-world-size-to-tensorboard", log.log_world_size_to_tensorboard, G_TB,
+         "also write world-size"),
+    WANDB("wandb-project"),
+    WANDB("wandb-entity"),
+    WANDB("wandb-exp-name"),
+    WANDB("wandb-save-dir"),
 
     /* --- faults --- */
     FLAG("exit-signal-handler", faults.exit_signal_handler, G_FAULT,
@@ -595,6 +640,8 @@ void gl_config_defaults(gl_config *c)
 
     c->log.log_interval = 100;
     c->log.straggler_threshold = 1.2;
+    c->log.tensorboard_log_interval = 1;
+    c->log.tensorboard_queue_size = 1000;
 
     c->faults.distributed_timeout_minutes = 10;
     c->faults.max_nonfinite_iters = 5;
@@ -1071,4 +1118,6 @@ void gl_config_free(gl_config *c)
     free(c->data.merge_file);
     c->data.data_cache_path = c->data.tokenizer_model = c->ckpt.save = c->ckpt.load = c->log.log_json = NULL;
     c->data.vocab_file = c->data.merge_file = NULL;
+    free(c->log.tensorboard_dir);
+    c->log.tensorboard_dir = NULL;
 }

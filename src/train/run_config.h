@@ -61,6 +61,17 @@ typedef struct gl_log_opts {
     char *log_json;                  /* --log-json FILE (gridlm) */
     double peak_tflops;              /* --peak-tflops (0: from the GPU table) */
     double straggler_threshold;      /* --straggler-threshold (gridlm, 1.2) */
+    /* TensorBoard (train.c, trainlog.h): the event file of base/tfevents.h,
+     * written by the last rank, as Megatron-LM's */
+    char *tensorboard_dir;           /* --tensorboard-dir DIR (none: no events) */
+    long tensorboard_log_interval;   /* --tensorboard-log-interval (1) */
+    int tensorboard_queue_size;      /* --tensorboard-queue-size (1000) */
+    int log_timers_to_tensorboard;   /* --log-timers-to-tensorboard */
+    int no_log_learning_rate_to_tensorboard; /* --no-log-learnig-rate-to-tensorboard */
+    int no_log_loss_scale_to_tensorboard;    /* --no-log-loss-scale-to-tensorboard */
+    int log_validation_ppl_to_tensorboard;   /* --log-validation-ppl-to-tensorboard */
+    int log_memory_to_tensorboard;   /* --log-memory-to-tensorboard */
+    int log_world_size_to_tensorboard;       /* --log-world-size-to-tensorboard */
 } gl_log_opts;
 
 /* When a run stops on its own, and what it tolerates. */

@@ -27,7 +27,12 @@
  *      after too many in a row);
  *   6. every --log-interval iterations rank 0 prints the Megatron-style
  *      line and appends the JSON record (trainlog.h), and every rank
- *      compares step times (stragglers);
+ *      compares step times (stragglers); with --tensorboard-dir the last
+ *      rank, as in Megatron-LM, writes the TensorBoard scalars (every
+ *      --tensorboard-log-interval iterations, and flushes them at each
+ *      log): the loss and the grad norm come from step 4's all-reduce over
+ *      the world, so the last rank has them whatever the layout; its own
+ *      step time gives iteration-time and throughput;
  *   7. every --eval-interval iterations, and after the last, the
  *      validation loss (forward only, see validate());
  *   Nothing else waits for the device: the step is enqueued and the
@@ -243,6 +248,29 @@ static int eval_enabled(const gl_config *c, gl_groups *g, gl_batch_source *src, 
     return c->eval_iters > 0 && c->eval_interval > 0 && any;
 }
 
+/* --tensorboard-dir: the event file, on the last rank only (as Megatron-LM
+ * sets its writer); NULL elsewhere and without the flag. */
+static gl_tfevents *open_tensorboard(const gl_config *c, int rank, int world)
+{
+    gl_error err;
+    if (!c->log.tensorboard_dir || rank != world - 1)
+        return NULL;
+    gl_tfevents *tb = gl_tfevents_open(c->log.tensorboard_dir, c->log.tensorboard_queue_size,
+                                       &err);
+    if (!tb)
+        gl_die("--tensorboard-dir %s: %s; give a writable directory",
+               c->log.tensorboard_dir, err.text);
+    gl_info("TensorBoard: rank %d writes %s", rank, gl_tfevents_path(tb));
+    return tb;
+}
+
+/* A TensorBoard write that failed stops the job, as --log-json's does. */
+static void tensorboard_check(int rc, const gl_error *err)
+{
+    if (rc < 0)
+        gl_die("--tensorboard-dir: %s", err->text);
+}
+
 /* The batch source: mock, or the loader (which may fix the vocabulary
  * size from the tokenizer: cc is the loop's own copy of the config). */
 static gl_batch_source *open_source(gl_config *cc, gl_groups *g, int pp_rank)
@@ -351,6 +379,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     /* clean stops, NaN/Inf steps, the hang watchdog, stragglers */
     gl_faults *F = gl_faults_init(c, b, mpi_world);
     gl_error err;
+    gl_tfevents *tb = open_tensorboard(c, rank, world);
     if (c->ckpt.save && rank == 0 && gl_faults_exit_record_clear(c->ckpt.save, &err) < 0)
         gl_warn("%s: a job script may take it for this run's; remove it", err.text);
     long last_iter = pr.iteration;
@@ -431,6 +460,18 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         last_iter = iter;
         const char *why = NULL;
         int stopping = gl_faults_exit_decide(F, iter, agreed, h[CLOCK_SLOT], &why);
+        if (tb && iter % c->log.tensorboard_log_interval == 0) {
+            size_t in_use = 0, mpeak = 0;
+            if (d->ops->mem_info)
+                d->ops->mem_info(d, &in_use, &mpeak, NULL);
+            gl_tb_iteration s = {
+                .iteration = iter, .consumed_samples = consumed,
+                .lr = gl_lr_at(&lrs, o->steps), .loss = loss, .grad_norm = bad ? NAN : norm,
+                .global_batch_size = c->global_batch_size, .world_size = world,
+                .mem_in_use = (double)in_use, .mem_peak = (double)mpeak,
+            };
+            tensorboard_check(gl_log_tb_iteration(tb, &c->log, &s, &err), &err);
+        }
         if (iter % c->log.log_interval == 0 || iter == c->train_iters || stopping) {
             gl_faults_step_times(F, int_ms / int_n / 1e3, iter, NULL);
             float mem = (float)mem_gib(d);
@@ -440,7 +481,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             gl_watch_begin_comm(F, "download of the memory peak", world > 1 ? g->world : NULL);
             d->ops->download(d, &mem, memv, sizeof mem);
             gl_watch_end(F);
-            if (rank == 0) {
+            if (rank == 0 || tb) {
                 gl_log_record r = {
                     .iteration = iter, .train_iters = c->train_iters,
                     .consumed_samples = consumed, .elapsed_ms = int_ms / int_n,
@@ -454,11 +495,17 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                 r.tokens_per_sec_per_gpu = tokens_per_iter / (sec * world);
                 r.tflops_per_gpu = flops_per_iter / (sec * world * 1e12);
                 r.mfu = peak > 0 ? r.tflops_per_gpu / peak : -1;
-                char line[1024];
-                gl_log_format_line(line, sizeof line, &r);
-                gl_info0("%s", line);
-                if (json)
-                    gl_log_write_json(json, &r);
+                if (rank == 0) {
+                    char line[1024];
+                    gl_log_format_line(line, sizeof line, &r);
+                    gl_info0("%s", line);
+                    if (json)
+                        gl_log_write_json(json, &r);
+                }
+                if (tb) {       /* this rank's own step time */
+                    tensorboard_check(gl_log_tb_timers(tb, &c->log, &r, &err), &err);
+                    tensorboard_check(gl_tfevents_flush(tb, &err), &err);
+                }
             }
             int_loss = int_norm = int_ms = 0;
             int_n = int_ok = 0;
@@ -474,6 +521,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                          : "iteration %ld on validation set", iter);
                 report_valid(where, iter, vl, json);
             }
+            if (tb)
+                tensorboard_check(gl_log_tb_valid(tb, &c->log, iter, consumed, vl, &err), &err);
         }
         if (c->ckpt.save && ((c->ckpt.save_interval > 0 && iter % c->ckpt.save_interval == 0) ||
                         stopping || iter == c->train_iters)) {
@@ -498,6 +547,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_faults_free(F);
     if (json && fclose(json) != 0)
         gl_die("--log-json %s: write failed", c->log.log_json);
+    tensorboard_check(gl_tfevents_close(tb, &err), &err);
     d->ops->free(d, stats);
     d->ops->free(d, vacc);
     d->ops->free(d, memv);

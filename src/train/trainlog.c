@@ -95,3 +95,61 @@ void gl_log_write_valid_json(FILE *f, long iteration, double loss)
     fprintf(f, "}\n");
     fflush(f);
 }
+
+/* One scalar at the iteration and, when vs_samples, "TAG vs samples" at
+ * the consumed samples, as Megatron-LM writes its pairs. */
+static int tb_pair(gl_tfevents *w, const char *tag, double v, long iteration, long samples,
+                   int vs_samples, gl_error *err)
+{
+    char vs[160];
+    if (gl_tfevents_scalar(w, tag, iteration, v, err) < 0)
+        return -1;
+    if (!vs_samples)
+        return 0;
+    snprintf(vs, sizeof vs, "%s vs samples", tag);
+    return gl_tfevents_scalar(w, vs, samples, v, err);
+}
+
+int gl_log_tb_iteration(gl_tfevents *w, const gl_log_opts *o, const gl_tb_iteration *s,
+                        gl_error *err)
+{
+    long i = s->iteration, n = s->consumed_samples;
+    int rc = 0;
+    if (!o->no_log_learning_rate_to_tensorboard)
+        rc |= tb_pair(w, "learning-rate", s->lr, i, n, 1, err);
+    rc |= tb_pair(w, "batch-size", s->global_batch_size, i, n, 1, err);
+    rc |= tb_pair(w, "lm loss", s->loss, i, n, 1, err);
+    if (!o->no_log_loss_scale_to_tensorboard)
+        rc |= tb_pair(w, "loss-scale", 1.0, i, n, 1, err);
+    if (o->log_world_size_to_tensorboard)
+        rc |= tb_pair(w, "world-size", s->world_size, i, n, 1, err);
+    if (isfinite(s->grad_norm))
+        rc |= tb_pair(w, "grad-norm", s->grad_norm, i, n, 1, err);
+    if (o->log_memory_to_tensorboard) {
+        rc |= tb_pair(w, "mem-reserved-bytes", s->mem_in_use, i, n, 0, err);
+        rc |= tb_pair(w, "mem-allocated-bytes", s->mem_in_use, i, n, 0, err);
+        rc |= tb_pair(w, "mem-max-allocated-bytes", s->mem_peak, i, n, 0, err);
+    }
+    return rc ? -1 : 0;
+}
+
+int gl_log_tb_timers(gl_tfevents *w, const gl_log_opts *o, const gl_log_record *r,
+                     gl_error *err)
+{
+    int rc = 0;
+    if (!o->log_timers_to_tensorboard)
+        return 0;
+    rc |= tb_pair(w, "iteration-time", r->elapsed_ms / 1e3, r->iteration, 0, 0, err);
+    rc |= tb_pair(w, "throughput", r->tflops_per_gpu, r->iteration, 0, 0, err);
+    return rc ? -1 : 0;
+}
+
+int gl_log_tb_valid(gl_tfevents *w, const gl_log_opts *o, long iteration,
+                    long consumed_samples, double loss, gl_error *err)
+{
+    int rc = tb_pair(w, "lm loss validation", loss, iteration, consumed_samples, 1, err);
+    if (o->log_validation_ppl_to_tensorboard)
+        rc |= tb_pair(w, "lm loss validation ppl", gl_log_ppl(loss), iteration,
+                      consumed_samples, 1, err);
+    return rc ? -1 : 0;
+}

@@ -26,6 +26,10 @@
 
 #include <stdio.h>
 
+#include "base/error.h"
+#include "base/tfevents.h"
+#include "train/run_config.h"   /* gl_log_opts: which scalars */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -63,6 +67,46 @@ void gl_log_write_json(FILE *f, const gl_log_record *r);
 double gl_log_ppl(double loss);
 void gl_log_format_valid(char *buf, size_t len, const char *where, double loss);
 void gl_log_write_valid_json(FILE *f, long iteration, double loss);
+
+/* TensorBoard (--tensorboard-dir): the scalars of Megatron-LM's
+ * training_log and evaluate_and_print_results, with its tags, each also
+ * as "TAG vs samples" with the consumed samples as its step:
+ *
+ *   every --tensorboard-log-interval iterations (gl_log_tb_iteration),
+ *   the iteration's own values, not averages:
+ *     learning-rate              unless --no-log-learnig-rate-to-tensorboard
+ *     batch-size                 the global batch
+ *     lm loss                    (NaN or Inf as they are, on a skipped step)
+ *     loss-scale                 1, unless --no-log-loss-scale-to-tensorboard
+ *     world-size                 with --log-world-size-to-tensorboard
+ *     grad-norm                  left out on a skipped (non-finite) step
+ *     mem-reserved-bytes, mem-allocated-bytes, mem-max-allocated-bytes
+ *                                with --log-memory-to-tensorboard: the
+ *                                writing rank's bytes in use and peak
+ *                                (gridlm holds no cache: reserved = in use);
+ *                                no "vs samples", as in Megatron
+ *   at each logged iteration, with --log-timers-to-tensorboard
+ *   (gl_log_tb_timers), no "vs samples":
+ *     iteration-time             seconds per iteration since the last log
+ *     throughput                 TFLOP/s per GPU (per rank on the CPU)
+ *   after each validation (gl_log_tb_valid):
+ *     lm loss validation
+ *     lm loss validation ppl     with --log-validation-ppl-to-tensorboard
+ *
+ * Each returns -1 with err filled when the event file cannot be written. */
+typedef struct {
+    long iteration, consumed_samples;
+    double lr, loss, grad_norm;      /* this iteration's */
+    int global_batch_size, world_size;
+    double mem_in_use, mem_peak;     /* bytes, the writing rank's device */
+} gl_tb_iteration;
+
+int gl_log_tb_iteration(gl_tfevents *w, const gl_log_opts *o, const gl_tb_iteration *s,
+                        gl_error *err);
+int gl_log_tb_timers(gl_tfevents *w, const gl_log_opts *o, const gl_log_record *r,
+                     gl_error *err);
+int gl_log_tb_valid(gl_tfevents *w, const gl_log_opts *o, long iteration,
+                    long consumed_samples, double loss, gl_error *err);
 
 #ifdef __cplusplus
 }
