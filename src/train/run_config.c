@@ -285,7 +285,7 @@ static int opt_version(void *target, const gl_option *o, const char *value, char
 #define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
 #define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
 #define R_ACT "gridlm's MLP is SwiGLU (--swiglu); other activations are not built"
-#define R_LAYER "gridlm's layer is the Llama one (pre-norm RMSNorm, no biases, bf16 residuals): this variant is not built"
+#define R_LAYER "gridlm's layer is the Llama one (pre-norm RMSNorm, no biases): this variant is not built"
 #define R_ATTN "sliding-window attention is not supported: every layer attends causally over --seq-length"
 #define R_ROPE "gridlm's RoPE rotates halves of every head in every layer (with --use-rope-scaling for Llama 3): this variant is not built"
 #define R_ENCDEC "encoder-decoder models are not built: gridlm trains decoders; use --num-layers and --seq-length"
