@@ -59,6 +59,8 @@ static const gl_option table[] = {
     {.name = "rest", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "A ...",
      .group = "Two", .fn = take_rest, .help = "takes several"},
     {.name = "hidden-size", .kind = GL_OPT_INT, .offset = offsetof(opts, n), .metavar = "N"},
+    {.name = "one", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE, .metavar = "X",
+     .check = GL_OPT_MIN | GL_OPT_MAX, .min = 1, .max = 1, .hint = "only 1"},
     {.name = "old-num", .kind = GL_OPT_INT, .offset = GL_OPT_NOWHERE, .metavar = "N",
      .refused = "renamed: use --num"},
     {.name = NULL},
@@ -164,6 +166,8 @@ static void test_errors(void)
           "[0, 1) (a fraction)");
     fails((const char *const[]){"--name", "too-long-a-name", NULL}, "string too long",
           "--name too-long-a-name", "at most 7");
+    fails((const char *const[]){"--one", "0.5", NULL}, "a range of one value", "--one 0.5",
+          "is not supported: use 1 (only 1)");
     fails((const char *const[]){"--colour", "mauve", NULL}, "bad choice", "--colour mauve",
           "use one of red, green or blue");
     fails((const char *const[]){"--num", NULL}, "missing value", "--num needs a value",

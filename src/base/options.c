@@ -184,6 +184,8 @@ static void check_range(const gl_option *o, const char *value, double v, int int
     int hi = (o->check & (GL_OPT_MAX | GL_OPT_MAX_OPEN)) != 0;
     int open = (o->check & GL_OPT_MAX_OPEN) != 0;
     if ((lo && v < o->min) || (hi && (open ? v >= o->max : v > o->max))) {
+        if (lo && hi && !open && o->min == o->max)   /* one value only */
+            gl_opt_die(o, value, "is not supported: use %g", o->min);
         if (lo && hi)
             gl_opt_die(o, value, "is out of range: give a %s in [%g, %g%s", what, o->min, o->max,
                        open ? ")" : "]");
