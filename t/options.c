@@ -61,6 +61,7 @@ static const gl_option table[] = {
     {.name = "hidden-size", .kind = GL_OPT_INT, .offset = offsetof(opts, n), .metavar = "N"},
     {.name = "one", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE, .metavar = "X",
      .check = GL_OPT_MIN | GL_OPT_MAX, .min = 1, .max = 1, .hint = "only 1"},
+    {.name = "skip", .kind = GL_OPT_IGNORE, .offset = GL_OPT_NOWHERE, .metavar = "X ..."},
     {.name = "old-num", .kind = GL_OPT_INT, .offset = GL_OPT_NOWHERE, .metavar = "N",
      .refused = "renamed: use --num"},
     {.name = NULL},
@@ -139,6 +140,12 @@ static void test_values(void)
     gl_opt_parse(table, &p, make_argv(argv, rest), argv);
     ok(p.ncalls == 2 && p.nextra == 0 && p.n == 3,
        "a handler consumes the arguments it takes, parsing resumes after them");
+
+    const char *const skip[] = {"--skip", "a", "b", "--num", "4", "--skip=c", "--skip", "-1",
+                                NULL};
+    defaults(&p);
+    gl_opt_parse(table, &p, make_argv(argv, skip), argv);
+    ok(p.n == 4, "an ignored option takes its values up to the next option, unread");
 
     const char *const none[] = {NULL};
     defaults(&p);
@@ -230,7 +237,8 @@ static void test_status(void)
     ok(gl_opt_status_of(gl_opt_lookup(table, "num")) == GL_OPT_HONOURED &&
        gl_opt_status_of(gl_opt_lookup(table, "rest")) == GL_OPT_HONOURED,
        "status: a stored option and a handler are honoured");
-    ok(gl_opt_status_of(gl_opt_lookup(table, "ignored")) == GL_OPT_ACCEPTED,
+    ok(gl_opt_status_of(gl_opt_lookup(table, "ignored")) == GL_OPT_ACCEPTED &&
+       gl_opt_status_of(gl_opt_lookup(table, "skip")) == GL_OPT_ACCEPTED,
        "status: an option stored nowhere is accepted");
     ok(gl_opt_status_of(gl_opt_lookup(table, "old-num")) == GL_OPT_REFUSED,
        "status: a row with a refusal is refused");

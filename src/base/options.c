@@ -259,6 +259,12 @@ static int apply(const gl_option *o, void *target, const char *value, char **mor
     }
     case GL_OPT_CALL:
         return o->fn(target, o, value, more, nmore);
+    case GL_OPT_IGNORE: {
+        int n = 0;
+        while (n < nmore && strncmp(more[n], "--", 2))
+            n++;
+        return n;
+    }
     }
     return 0;
 }
@@ -425,6 +431,7 @@ static void default_text(const gl_option *o, const void *defaults, char *buf, si
     }
     case GL_OPT_FLAG:
     case GL_OPT_CALL:
+    case GL_OPT_IGNORE:
         break;
     }
 }

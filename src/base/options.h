@@ -47,6 +47,9 @@ typedef enum {
     GL_OPT_DUP,     /* char * field; gl_strdup()'d, the old value freed */
     GL_OPT_CHOICE,  /* int field: index of the value in choices (or choice_values[i]) */
     GL_OPT_CALL,    /* fn() does the work; it may take further arguments */
+    GL_OPT_IGNORE,  /* a value and every argument after it up to the next
+                       option, read by no one (an option of another program
+                       that is accepted without effect) */
 } gl_opt_kind;
 
 /* Range checks for numbers (bit flags in gl_option.check). */

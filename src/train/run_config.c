@@ -215,17 +215,6 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
 static int opt_help(void *target, const gl_option *o, const char *value, char **more,
                     int nmore);
 
-/* A Megatron option accepted without effect: its values, every argument
- * up to the next option (Megatron's nargs lists), are taken unread. */
-static int opt_ignore(void *target, const gl_option *o, const char *value, char **more,
-                      int nmore)
-{
-    int n = 0;
-    while (n < nmore && strncmp(more[n], "--", 2))
-        n++;
-    return n;
-}
-
 /* --list-megatron-flags prints the option table, so it is defined after it. */
 static int opt_list_flags(void *target, const gl_option *o, const char *value, char **more,
                           int nmore);
@@ -363,13 +352,13 @@ static const char *const fp32_only[] = {"fp32", NULL};
      .group = grp, .choices = ch, .help = hlp, .hint = hnt}
 #define SAME_AS(nm, ch, hlp, hnt) SAME_AS_IN(nm, G_COMPAT, ch, hlp, hnt)
 /* The rest of Megatron-LM's options, outside --help: accepted without
- * effect (a flag, or an option with values, which are not read), one
+ * effect (a flag, or an option with values, which are not read: Megatron
+ * takes lists for some), one
  * value only, or refused; why is the row's hint or refusal. */
 #define ACCEPT(nm, why) \
     {.name = nm, .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .hint = why}
 #define ACCEPT_V(nm, why) \
-    {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "X", \
-     .fn = opt_ignore, .hint = why}
+    {.name = nm, .kind = GL_OPT_IGNORE, .offset = GL_OPT_NOWHERE, .metavar = "X", .hint = why}
 #define ONLY(nm, v, why)                                                                     \
     {.name = nm, .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE, .metavar = "X",          \
      .check = GL_OPT_MIN | GL_OPT_MAX, .min = v, .max = v, .hint = why}
@@ -784,7 +773,6 @@ static const gl_option table[] = {
     ACCEPT("log-progress", R_LOGGED), ACCEPT_V("timing-log-level", R_LOGGED),
     ACCEPT("log-energy", R_LOGGED), ACCEPT("no-barrier-with-level-1-timing", R_LOGGED),
     ACCEPT_V("timing-log-option", R_LOGGED), ACCEPT_V("logging-level", R_LOGGED),
-    ACCEPT("no-log-loss-scale-to-tensorboard", "bf16 and fp32 training have no loss scale"),
     ACCEPT("log-straggler", R_STRAGGLER), ACCEPT("disable-straggler-on-startup", R_STRAGGLER),
     ACCEPT_V("straggler-ctrlr-port", R_STRAGGLER), ACCEPT_V("straggler-minmax-count", R_STRAGGLER),
     ACCEPT_V("inprocess-max-iterations", R_INPROCESS),
