@@ -352,9 +352,9 @@ static const char *const fp32_only[] = {"fp32", NULL};
      .group = grp, .choices = ch, .help = hlp, .hint = hnt}
 #define SAME_AS(nm, ch, hlp, hnt) SAME_AS_IN(nm, G_COMPAT, ch, hlp, hnt)
 /* The rest of Megatron-LM's options, outside --help: accepted without
- * effect (a flag, or an option with values, which are not read: Megatron
- * takes lists for some), one
- * value only, or refused; why is the row's hint or refusal. */
+ * effect (a flag, or an option whose values, a list for some, are not
+ * read), accepted with one value only, or refused.  Why is the row's hint
+ * (which --list-megatron-flags prints) or its refusal. */
 #define ACCEPT(nm, why) \
     {.name = nm, .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .hint = why}
 #define ACCEPT_V(nm, why) \
