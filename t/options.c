@@ -59,6 +59,11 @@ static const gl_option table[] = {
     {.name = "rest", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "A ...",
      .group = "Two", .fn = take_rest, .help = "takes several"},
     {.name = "hidden-size", .kind = GL_OPT_INT, .offset = offsetof(opts, n), .metavar = "N"},
+    {.name = "one", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE, .metavar = "X",
+     .check = GL_OPT_MIN | GL_OPT_MAX, .min = 1, .max = 1, .hint = "only 1"},
+    {.name = "skip", .kind = GL_OPT_IGNORE, .offset = GL_OPT_NOWHERE, .metavar = "X ..."},
+    {.name = "old-num", .kind = GL_OPT_INT, .offset = GL_OPT_NOWHERE, .metavar = "N",
+     .refused = "renamed: use --num"},
     {.name = NULL},
 };
 
@@ -136,6 +141,12 @@ static void test_values(void)
     ok(p.ncalls == 2 && p.nextra == 0 && p.n == 3,
        "a handler consumes the arguments it takes, parsing resumes after them");
 
+    const char *const skip[] = {"--skip", "a", "b", "--num", "4", "--skip=c", "--skip", "-1",
+                                NULL};
+    defaults(&p);
+    gl_opt_parse(table, &p, make_argv(argv, skip), argv);
+    ok(p.n == 4, "an ignored option takes its values up to the next option, unread");
+
     const char *const none[] = {NULL};
     defaults(&p);
     gl_opt_parse(table, &p, make_argv(argv, none), argv);
@@ -162,6 +173,8 @@ static void test_errors(void)
           "[0, 1) (a fraction)");
     fails((const char *const[]){"--name", "too-long-a-name", NULL}, "string too long",
           "--name too-long-a-name", "at most 7");
+    fails((const char *const[]){"--one", "0.5", NULL}, "a range of one value", "--one 0.5",
+          "is not supported: use 1 (only 1)");
     fails((const char *const[]){"--colour", "mauve", NULL}, "bad choice", "--colour mauve",
           "use one of red, green or blue");
     fails((const char *const[]){"--num", NULL}, "missing value", "--num needs a value",
@@ -183,6 +196,55 @@ static void test_errors(void)
           "--num '' is not an integer", NULL);
 }
 
+/* The child exits 2; its stderr has `lines` lines and every needle. */
+static void fails_lines(const char *const *args, const char *what, int lines,
+                        const char *const *needles)
+{
+    char err[4096];
+    int code = parse_in_child(args, err, sizeof err);
+    int n = 0, good = code == 2;
+    for (char *p = err; *p; p++)
+        n += *p == '\n';
+    for (int i = 0; needles[i]; i++)
+        if (!strstr(err, needles[i]))
+            good = 0;
+    ok(good && n == lines, "%s: exit 2 with %d lines", what, lines);
+    if (!good || n != lines)
+        diag("exit %d, stderr: %s", code, err);
+}
+
+static void test_names_first(void)
+{
+    fails((const char *const[]){"--old-num", "3", NULL}, "a refused option",
+          "--old-num is not supported: renamed: use --num", NULL);
+    fails((const char *const[]){"--old_num", "3", NULL}, "a typo of a refused option",
+          "did you mean --old-num? (which is not supported: renamed: use --num)", NULL);
+    fails_lines((const char *const[]){"--num", "abc", "--old-num", "3", "--colur", "red",
+                                      "--frobnicate", "x", "y", NULL},
+                "every unknown and refused name, before any value", 4,
+                (const char *const[]){"prog: error: --old-num is not supported",
+                                      "prog: error: unknown option --colur: did you mean "
+                                      "--colour?",
+                                      "prog: error: unknown option --frobnicate: see --help",
+                                      "prog: error: 3 options above are unknown or not "
+                                      "supported", NULL});
+    fails((const char *const[]){"--rest", "a", "--old-num", NULL}, "a refused name after a "
+          "handler's arguments", "--old-num is not supported", NULL);
+}
+
+static void test_status(void)
+{
+    ok(gl_opt_status_of(gl_opt_lookup(table, "num")) == GL_OPT_HONOURED &&
+       gl_opt_status_of(gl_opt_lookup(table, "rest")) == GL_OPT_HONOURED,
+       "status: a stored option and a handler are honoured");
+    ok(gl_opt_status_of(gl_opt_lookup(table, "ignored")) == GL_OPT_ACCEPTED &&
+       gl_opt_status_of(gl_opt_lookup(table, "skip")) == GL_OPT_ACCEPTED,
+       "status: an option stored nowhere is accepted");
+    ok(gl_opt_status_of(gl_opt_lookup(table, "old-num")) == GL_OPT_REFUSED,
+       "status: a row with a refusal is refused");
+    is_string(gl_opt_status_name(GL_OPT_REFUSED), "refused", "status names");
+}
+
 static void test_find_and_suggest(void)
 {
     char *argv[64];
@@ -193,6 +255,10 @@ static void test_find_and_suggest(void)
     is_string(gl_opt_suggest(table, "colr"), "colour", "suggest: one deletion");
     is_string(gl_opt_suggest(table, "hidden"), "hidden-size", "suggest: a prefix");
     ok(gl_opt_suggest(table, "zzzzzzzzzz") == NULL, "suggest: nothing plausible");
+    ok(gl_opt_suggest(table, "extra-hidden-size") == NULL,
+       "suggest: a name with a word more is another option, not a typo");
+    ok(gl_opt_suggest(table, "hidden-sizes-per-layer") == NULL,
+       "suggest: nor one that a known name is the start of");
     ok(gl_opt_lookup(table, "frac") == &table[4], "lookup by name");
 }
 
@@ -236,6 +302,8 @@ int main(void)
     plan(NO_PLAN);
     test_values();
     test_errors();
+    test_names_first();
+    test_status();
     test_find_and_suggest();
     test_help();
     test_conversions();

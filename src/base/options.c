@@ -87,9 +87,12 @@ static size_t edit_distance(const char *a, const char *b)
     return d;
 }
 
-/* A plausible typo is at most a third of the name away (and at least two
- * edits are always allowed); underscores count as dashes, since
- * --hidden_size is the commonest slip from Python configs. */
+/* A plain typo is a few edits away: two, and one more for every 16
+ * characters of the name (so a long name may have a word misspelt, but
+ * not a word more or less: --virtual-pipeline-model-parallel-size is
+ * no typo of --pipeline-model-parallel-size).  Underscores count as
+ * dashes, since --hidden_size is the commonest slip from Python
+ * configs. */
 const char *gl_opt_suggest(const gl_option *table, const char *name)
 {
     char *dashed = gl_strdup(name);
@@ -106,18 +109,40 @@ const char *gl_opt_suggest(const gl_option *table, const char *name)
         }
     }
     size_t n = strlen(dashed);
-    size_t limit = n / 3 > 2 ? n / 3 : 2;
-    /* A known name that starts with what was typed is a likely
-     * abbreviation (which is not accepted, but worth pointing at). */
-    if (best_d > limit && n >= 4)
+    size_t limit = 2 + n / 16;
+    /* The one known name that starts with what was typed is a likely
+     * abbreviation (which is not accepted, but worth pointing at); when
+     * several do, the abbreviation names none of them. */
+    if (best_d > limit && n >= 4) {
+        const char *only = NULL;
+        int count = 0;
         for (const gl_option *o = table; o->name; o++)
             if (!strncmp(o->name, dashed, n)) {
-                best = o->name;
-                best_d = 0;
-                break;
+                only = o->name;
+                count++;
             }
+        if (count == 1) {
+            best = only;
+            best_d = 0;
+        }
+    }
     free(dashed);
     return best_d <= limit ? best : NULL;
+}
+
+gl_opt_status gl_opt_status_of(const gl_option *o)
+{
+    if (o->refused)
+        return GL_OPT_REFUSED;
+    if (o->offset == GL_OPT_NOWHERE && o->kind != GL_OPT_CALL)
+        return GL_OPT_ACCEPTED;
+    return GL_OPT_HONOURED;
+}
+
+const char *gl_opt_status_name(gl_opt_status s)
+{
+    static const char *const names[] = {"honoured", "accepted", "refused"};
+    return names[s];
 }
 
 static void *field(void *target, const gl_option *o)
@@ -159,6 +184,8 @@ static void check_range(const gl_option *o, const char *value, double v, int int
     int hi = (o->check & (GL_OPT_MAX | GL_OPT_MAX_OPEN)) != 0;
     int open = (o->check & GL_OPT_MAX_OPEN) != 0;
     if ((lo && v < o->min) || (hi && (open ? v >= o->max : v > o->max))) {
+        if (lo && hi && !open && o->min == o->max)   /* one value only */
+            gl_opt_die(o, value, "is not supported: use %g", o->min);
         if (lo && hi)
             gl_opt_die(o, value, "is out of range: give a %s in [%g, %g%s", what, o->min, o->max,
                        open ? ")" : "]");
@@ -232,6 +259,12 @@ static int apply(const gl_option *o, void *target, const char *value, char **mor
     }
     case GL_OPT_CALL:
         return o->fn(target, o, value, more, nmore);
+    case GL_OPT_IGNORE: {
+        int n = 0;
+        while (n < nmore && strncmp(more[n], "--", 2))
+            n++;
+        return n;
+    }
     }
     return 0;
 }
@@ -241,29 +274,92 @@ static int takes_value(const gl_option *o)
     return o->kind != GL_OPT_FLAG && !(o->kind == GL_OPT_CALL && !o->metavar);
 }
 
+/* The option name of arg ("--name" or "--name=value") in buf. */
+static void option_name(const char *arg, char *buf, size_t size)
+{
+    const char *eq = strchr(arg + 2, '=');
+    size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    if (n >= size)
+        n = size - 1;
+    memcpy(buf, arg + 2, n);
+    buf[n] = '\0';
+}
+
+/* What is wrong with the option called name, as one line in buf, or
+ * 0 when it is known and accepted. */
+static int name_problem(const gl_option *table, const char *name, char *buf, size_t size)
+{
+    const gl_option *o = gl_opt_lookup(table, name);
+    if (o && o->refused) {
+        snprintf(buf, size, "--%s is not supported: %s", name, o->refused);
+        return 1;
+    }
+    if (o)
+        return 0;
+    const char *s = gl_opt_suggest(table, name);
+    const gl_option *so = s ? gl_opt_lookup(table, s) : NULL;
+    if (so && so->refused)
+        snprintf(buf, size, "unknown option --%s: did you mean --%s? (which is not supported: "
+                 "%s)", name, s, so->refused);
+    else if (s)
+        snprintf(buf, size, "unknown option --%s: did you mean --%s?", name, s);
+    else
+        snprintf(buf, size, "unknown option --%s: see --help for the options", name);
+    return 1;
+}
+
+/* The first pass: every unknown or refused option of argv, one line
+ * each, then stop (exit 2).  Values are skipped, not read: an option's
+ * value and whatever follows it up to the next --option are the second
+ * pass's to judge.  --help and --version (handlers that take no value)
+ * act at once, so the scan stops there. */
+static void check_names(const gl_option *table, int argc, char **argv)
+{
+    char **lines = NULL;
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) || !arg[2])
+            continue;
+        char name[128], line[1024];
+        option_name(arg, name, sizeof name);
+        const gl_option *o = gl_opt_lookup(table, name);
+        if (o && o->kind == GL_OPT_CALL && !o->metavar && !o->refused)
+            break;
+        if (!name_problem(table, name, line, sizeof line))
+            continue;
+        lines = gl_realloc(lines, (size_t)(n + 1) * sizeof *lines);
+        lines[n++] = gl_strdup(line);
+    }
+    if (n == 1)
+        gl_die_code(2, "%s", lines[0]);
+    if (n > 1) {
+        /* One line each, and the count last: the lines are the message. */
+        for (int k = 0; k < n; k++)
+            fprintf(stderr, "%s: error: %s\n", gl_log_program(), lines[k]);
+        gl_die_code(2, "%d options above are unknown or not supported: change each as its "
+                    "line says, then run again", n);
+    }
+}
+
 void gl_opt_parse(const gl_option *table, void *target, int argc, char **argv)
 {
+    check_names(table, argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) || !arg[2])
             gl_die_code(2, "unexpected argument '%s': %s takes only --name value options "
                         "(see --help)", arg, gl_log_program());
 
-        /* Split --name=value. */
         char name[128];
         const char *eq = strchr(arg + 2, '=');
-        size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-        if (n >= sizeof name)
-            n = sizeof name - 1;
-        memcpy(name, arg + 2, n);
-        name[n] = '\0';
+        option_name(arg, name, sizeof name);
 
         const gl_option *o = gl_opt_lookup(table, name);
-        if (!o) {
-            const char *s = gl_opt_suggest(table, name);
-            if (s)
-                gl_die_code(2, "unknown option --%s: did you mean --%s?", name, s);
-            gl_die_code(2, "unknown option --%s: see --help for the options", name);
+        if (!o || o->refused) {     /* check_names stopped at --help before it */
+            char line[1024];
+            name_problem(table, name, line, sizeof line);
+            gl_die_code(2, "%s", line);
         }
 
         const char *value = NULL;
@@ -335,6 +431,7 @@ static void default_text(const gl_option *o, const void *defaults, char *buf, si
     }
     case GL_OPT_FLAG:
     case GL_OPT_CALL:
+    case GL_OPT_IGNORE:
         break;
     }
 }

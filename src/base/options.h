@@ -15,6 +15,11 @@
  *     prog: error: --hidden-size 'abc' is not an integer: give a whole number
  *     prog: error: unknown option --hiden-size: did you mean --hidden-size?
  *
+ * Unknown and refused options (rows with .refused) are found first, all
+ * of them at once: a command line copied from another program learns
+ * in one run every option to change, each on a line of its own with
+ * what to use instead, then the program stops with exit code 2.
+ *
  * Options are long only; there are no positional arguments, no single-dash
  * options and no abbreviations (an abbreviation that is unique today stops
  * being unique when an option is added, and scripts break).
@@ -42,6 +47,9 @@ typedef enum {
     GL_OPT_DUP,     /* char * field; gl_strdup()'d, the old value freed */
     GL_OPT_CHOICE,  /* int field: index of the value in choices (or choice_values[i]) */
     GL_OPT_CALL,    /* fn() does the work; it may take further arguments */
+    GL_OPT_IGNORE,  /* a value and every argument after it up to the next
+                       option, read by no one (an option of another program
+                       that is accepted without effect) */
 } gl_opt_kind;
 
 /* Range checks for numbers (bit flags in gl_option.check). */
@@ -81,10 +89,26 @@ typedef struct gl_option {
     const char *hint;      /* appended to every error about this option */
     const char *defstr;    /* --help shows this as the default instead of the field */
     gl_opt_fn fn;          /* GL_OPT_CALL */
+    const char *refused;   /* non-NULL: the option is known but refused; this
+                              says why and what to use instead */
 } gl_option;
 
-/* Parse argv[1..argc-1] into target.  Dies (exit 2) on the first bad
- * option or value. */
+/* What a row does with its option, for tables that document it:
+ * GL_OPT_REFUSED (.refused set), GL_OPT_ACCEPTED (accepted and stored
+ * nowhere: the program always does what it asks, or it does not apply)
+ * or GL_OPT_HONOURED (everything else). */
+typedef enum { GL_OPT_HONOURED, GL_OPT_ACCEPTED, GL_OPT_REFUSED } gl_opt_status;
+gl_opt_status gl_opt_status_of(const gl_option *o);
+/* "honoured", "accepted" or "refused". */
+const char *gl_opt_status_name(gl_opt_status s);
+
+/* Parse argv[1..argc-1] into target.  First every option name is looked
+ * up: if any is unknown or refused, each is reported on a line of its own
+ * (with a suggestion for a plain typo, or the refusal's reason) and the
+ * program stops, exit 2.  The scan ends at a handler without a value
+ * (--help, --version), which acts before anything after it.  Then the
+ * values are read in order; the first bad value stops the program
+ * (exit 2). */
 void gl_opt_parse(const gl_option *table, void *target, int argc, char **argv);
 
 /* The value of the last --name / --name=value in argv, or NULL.  Used to
@@ -94,8 +118,10 @@ const char *gl_opt_find(int argc, char **argv, const char *name);
 /* The row named name, or NULL. */
 const gl_option *gl_opt_lookup(const gl_option *table, const char *name);
 
-/* The known option closest to name (edit distance), or NULL when nothing
- * is close enough to be a plausible typo. */
+/* The known option that name is a plain typo of, or NULL: the closest
+ * name within a few edits (underscores count as dashes), or the one
+ * name that starts with it.  A name that differs by more, such as one
+ * with a word more or less, is another option, not a typo. */
 const char *gl_opt_suggest(const gl_option *table, const char *name);
 
 /* Print the options grouped by their group, in the order the groups first

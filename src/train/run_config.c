@@ -215,19 +215,16 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
 static int opt_help(void *target, const gl_option *o, const char *value, char **more,
                     int nmore);
 
+/* --list-megatron-flags prints the option table, so it is defined after it. */
+static int opt_list_flags(void *target, const gl_option *o, const char *value, char **more,
+                          int nmore);
+
 static int opt_version(void *target, const gl_option *o, const char *value, char **more,
                        int nmore)
 {
     printf("%s (gridlm) %s\n", gl_log_program(), PACKAGE_VERSION);
     fflush(stdout);
     exit(0);
-}
-
-/* Megatron options whose effect gridlm cannot give: refused, with why. */
-static int opt_refuse(void *target, const gl_option *o, const char *value, char **more,
-                      int nmore)
-{
-    gl_opt_die(o, value, "is not supported");
 }
 
 /* --wandb-*: gridlm does not talk to Weights & Biases.  An empty value
@@ -260,6 +257,59 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define G_PROG "Program"
 #define G_COMPAT "Accepted for Megatron-LM scripts (gridlm always does this)"
 
+/* Megatron-LM options gridlm accepts without effect or refuses: the
+ * reasons, one string shared by every row it explains. */
+#define R_FUSION "a kernel or loader speed setting: gridlm's kernels need none; results are the same"
+#define R_COMM "a communication tuning setting: gridlm schedules its collectives itself; results are the same"
+#define R_TORCH "a PyTorch memory or start-up setting: does not apply to gridlm"
+#define R_INIT "gridlm initialises the same weights whatever the layout"
+#define R_LAUNCH "set by torchrun: gridlm takes ranks from mpiexec or srun"
+#define R_GRAPH "gridlm does not capture CUDA graphs; speed only, results are the same"
+#define R_RNG_SAVE "checkpoints always hold the random state (as with --no-load-rng, the loader decides)"
+#define R_FP32_GRADS "gridlm accumulates and reduces gradients in fp32 always"
+#define R_CKPT "gridlm writes its own HDF5 checkpoints, loadable under any layout, whatever this says (gridlm-ckpt converts them)"
+#define R_FP32_STATE "the optimizer keeps fp32 master weights, gradients and moments: use fp32 or leave it out"
+#define R_FP16_ONLY "applies to --fp16 only, which gridlm refuses (bf16 needs no loss scale)"
+#define R_OTHER_OPT "applies to --optimizer sgd or muon only; gridlm's optimizer is AdamW"
+#define R_WSD_ONLY "applies to --lr-decay-style WSD only, which gridlm refuses"
+#define R_OFFLOAD_ONLY "applies with --optimizer-cpu-offload only, which gridlm refuses"
+#define R_OTHER_POS "applies to relative position embeddings only; gridlm uses RoPE"
+#define R_TIKTOKEN "applies to TikTokenizer only, which --tokenizer-type refuses"
+#define R_TOKENIZER "a Python tokenizer-loading setting: gridlm reads tokenizer.json or vocab.json + merges.txt itself"
+#define R_FSDP_ONLY "applies to FSDP only, which gridlm refuses (--use-distributed-optimizer shards the optimizer)"
+#define R_OTHER_MODEL "applies to BERT, T5, biencoder or vision models only, not to GPT-style pre-training"
+#define R_MAMBA_ONLY "applies to hybrid Mamba models only, which gridlm refuses"
+#define R_INFER "an inference setting: gridlm-train does not serve the model (gridlm-eval evaluates a checkpoint)"
+#define R_SERVICE "an NVIDIA run-time service or tracker: gridlm has none; training is the same"
+#define R_LOGGED "gridlm's log has fixed contents (loss, gradient norm, learning rate, TFLOP/s, MFU): this detail is not logged"
+#define R_STRAGGLER "gridlm reports stragglers always: see --straggler-threshold"
+#define R_INPROCESS "applies with --inprocess-restart only, which gridlm refuses"
+#define R_MOE "mixture of experts is not supported yet: gridlm trains dense models; drop the MoE flags"
+#define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
+#define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
+#define R_ACT "gridlm's MLP is SwiGLU (--swiglu); other activations are not built"
+#define R_LAYER "gridlm's layer is the Llama one (pre-norm RMSNorm, no biases): this variant is not built"
+#define R_ATTN "sliding-window attention is not supported: every layer attends causally over --seq-length"
+#define R_ROPE "gridlm's RoPE rotates halves of every head in every layer (with --use-rope-scaling for Llama 3): this variant is not built"
+#define R_ENCDEC "encoder-decoder models are not built: gridlm trains decoders; use --num-layers and --seq-length"
+#define R_HETERO "heterogeneous layers are not built: every layer has the same shape"
+#define R_MAMBA "hybrid Mamba models are not supported: gridlm's layers are attention and SwiGLU"
+#define R_RETRO "Retro is not supported: gridlm trains plain decoders"
+#define R_RL "reinforcement learning (GRPO) is not supported: gridlm-train pre-trains"
+#define R_KITCHEN "NVIDIA Kitchen quantization is not supported: use --fp8-format for FP8 training"
+#define R_EVEN_PP "gridlm gives every pipeline stage the same number of layers: --num-layers must divide by --pipeline-model-parallel-size"
+#define R_FSDP "FSDP is not built: --use-distributed-optimizer shards the optimizer state (ZeRO-1)"
+#define R_WD "weight decay is constant: use --weight-decay"
+#define R_CHECKS "this check is not built; gridlm checks every loss and gradient norm for NaN/Inf (--max-nonfinite-iters)"
+#define R_PROFILE "gridlm does not drive a profiler: run the job under nsys profile (or ncu) without a capture range"
+#define R_TOKENIZER_FILE "give the tokenizer with --tokenizer-model tokenizer.json (or --vocab-file and --merge-file)"
+#define R_SPLIT_DATA "one blend is split into train, validation and test: use --data-path with --split"
+#define R_DOCS "samples run across document boundaries as in Megatron's default; per-document positions and masks are not built: drop it"
+#define R_VALID "validation runs --eval-iters batches of the blend's validation split every --eval-interval"
+#define R_CKPT_KEEP "gridlm keeps every checkpoint it writes, on the file system: use --save and --save-interval"
+#define R_CONVERT "convert checkpoints with gridlm-ckpt"
+#define R_RESUME "use --exit-signal-handler or --exit-duration-in-mins, then restart with --load"
+
 static const char *const lr_styles[] = {"constant", "linear", "cosine", NULL};
 static const int lr_style_values[] = {GL_LR_CONSTANT, GL_LR_LINEAR, GL_LR_COSINE};
 static const char *const recompute_names[] = {"selective", "full", NULL};
@@ -281,6 +331,9 @@ static const char *const norms[] = {"RMSNorm", NULL};
 static const char *const positions[] = {"rope", NULL};
 static const char *const impls[] = {"local", "transformer_engine", NULL};
 static const char *const backends[] = {"nccl", NULL};
+static const char *const single_loader[] = {"single", NULL};
+static const char *const softmax_types[] = {"vanilla", NULL};
+static const char *const fp32_only[] = {"fp32", NULL};
 
 /* Row builders: name, field, group, checks, help, then any further
  * designated initialisers (.defstr, .hint, .min, ...). */
@@ -316,8 +369,19 @@ static const char *const backends[] = {"nccl", NULL};
     {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",         \
      .group = G_TB, .fn = opt_wandb,                                                      \
      .help = "refused unless empty: use --tensorboard-dir and `wandb sync --sync-tensorboard`"}
-#define REFUSE(nm, mv, hnt) \
-    {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = mv, .fn = opt_refuse, .hint = hnt}
+/* The rest of Megatron-LM's options, outside --help: accepted without
+ * effect (a flag, or an option whose values, a list for some, are not
+ * read), accepted with one value only, or refused.  Why is the row's hint
+ * (which --list-megatron-flags prints) or its refusal. */
+#define ACCEPT(nm, why) \
+    {.name = nm, .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .hint = why}
+#define ACCEPT_V(nm, why) \
+    {.name = nm, .kind = GL_OPT_IGNORE, .offset = GL_OPT_NOWHERE, .metavar = "X", .hint = why}
+#define ONLY(nm, v, why)                                                                     \
+    {.name = nm, .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE, .metavar = "X",          \
+     .check = GL_OPT_MIN | GL_OPT_MAX, .min = v, .max = v, .hint = why}
+#define REFUSE(nm, why) \
+    {.name = nm, .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .refused = why}
 
 #define POS GL_OPT_POSITIVE
 #define NONNEG GL_OPT_NONNEG
@@ -484,6 +548,7 @@ static const gl_option table[] = {
         .defstr = "start afresh"),
     LONG("save-interval", ckpt.save_interval, G_CKPT, NONNEG, "iterations between checkpoints",
          .defstr = "at the end only"),
+    LONG("persistent-save-interval", ckpt.save_interval, NULL, NONNEG, NULL), /* Megatron's alias */
     FLAG("no-save-optim", ckpt.no_save_optim, G_CKPT, "leave the optimizer state out of checkpoints"),
     FLAG("no-load-optim", ckpt.no_load_optim, G_CKPT, "do not load the optimizer state"),
     FLAG("no-load-rng", ckpt.no_load_rng, G_CKPT, "do not load the random state"),
@@ -548,6 +613,10 @@ static const gl_option table[] = {
      .fn = opt_help, .help = "print this help and exit"},
     {.name = "version", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
      .fn = opt_version, .help = "print the version and exit"},
+    {.name = "list-megatron-flags", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .group = G_PROG, .fn = opt_list_flags,
+     .help = "print every option, Megatron-LM's included, as NAME<TAB>STATUS<TAB>WHY "
+             "(honoured, accepted without effect, or refused) and exit"},
 
     /* --- Megatron flags naming what gridlm always does --- */
     SAME("swiglu", "SwiGLU MLP"),
@@ -575,13 +644,392 @@ static const gl_option table[] = {
      .metavar = "0", .group = G_COMPAT, .check = GL_OPT_MIN | GL_OPT_MAX, .min = 0, .max = 0,
      .help = "no dropout", .hint = "gridlm trains without dropout: use 0 or leave it out"},
 
-    /* --- Megatron options gridlm refuses, with the reason --- */
-    REFUSE("fp16", NULL, "gridlm trains in bf16 (--bf16) or fp32; fp16 loss scaling is not "
-           "implemented"),
-    REFUSE("num-experts", "N", "gridlm's Llama models are dense; mixture-of-experts layers are "
-           "not implemented"),
+    /* --- The rest of Megatron-LM's options (megatron/training/arguments.py),
+     * each accepted without effect or refused, with the reason.  Rows
+     * without help stay out of --help; --list-megatron-flags prints them
+     * all, and doc/megatron-flags.md is that list with the reasons. --- */
+
+    /* Accepted: speed, memory or housekeeping only; what is trained is the same. */
+    ACCEPT("no-bias-gelu-fusion", R_FUSION), ACCEPT("no-persist-layer-norm", R_FUSION),
+    ACCEPT("cross-entropy-loss-fusion", R_FUSION), ACCEPT_V("cross-entropy-fusion-impl", R_FUSION),
+    ACCEPT("use-te-activation-func", R_FUSION), ACCEPT("no-gradient-reduce-div-fusion", R_FUSION),
+    ACCEPT("no-async-tensor-model-parallel-allreduce", R_FUSION),
+    ACCEPT("disable-bf16-reduced-precision-matmul", R_FUSION),
+    ACCEPT("tp-comm-overlap", R_COMM), ACCEPT_V("tp-comm-overlap-cfg", R_COMM),
+    ACCEPT("disable-tp-comm-overlap-ag", R_COMM), ACCEPT("disable-tp-comm-overlap-rs", R_COMM),
+    ACCEPT("tp-comm-overlap-rs-dgrad", R_COMM), ACCEPT("disable-tp-comm-bulk-dgrad", R_COMM),
+    ACCEPT("disable-tp-comm-bulk-wgrad", R_COMM), ACCEPT_V("tp-comm-bootstrap-backend", R_COMM),
+    ACCEPT("disable-tp-comm-split-ag", R_COMM), ACCEPT("disable-tp-comm-split-rs", R_COMM),
+    ACCEPT_V("pipeline-model-parallel-comm-backend", R_COMM),
+    ACCEPT_V("high-priority-stream-groups", R_COMM), ACCEPT("no-overlap-p2p-communication", R_COMM),
+    ACCEPT("overlap-p2p-communication-warmup-flush", R_COMM),
+    ACCEPT("defer-embedding-wgrad-compute", R_COMM), ACCEPT_V("wgrad-deferral-limit", R_COMM),
+    ACCEPT("no-align-grad-reduce", R_COMM), ACCEPT_V("ddp-num-buckets", R_COMM),
+    ACCEPT("ddp-pad-buckets-for-high-nccl-busbw", R_COMM),
+    ACCEPT("ddp-reduce-scatter-with-fp32-accumulation", R_COMM),
+    ACCEPT("ddp-average-in-collective", R_COMM),
+    ACCEPT("overlap-param-gather-with-optimizer-step", R_COMM),
+    ACCEPT("no-align-param-gather", R_COMM), ACCEPT("no-scatter-gather-tensors-in-pipeline", R_COMM),
+    ACCEPT("use-ring-exchange-p2p", R_COMM), ACCEPT("use-nccl-ub", R_COMM),
+    ACCEPT("disable-symmetric-registration", R_COMM), ACCEPT("use-sharp", R_COMM),
+    ACCEPT_V("sharp-enabled-group", R_COMM), ACCEPT_V("nccl-communicator-config-path", R_COMM),
+    ACCEPT("use-tp-pp-dp-mapping", R_COMM), ACCEPT("delay-wgrad-compute", R_COMM),
+    ACCEPT_V("train-sync-interval", R_COMM), ACCEPT("disable-gloo-process-groups", R_TORCH),
+    ACCEPT("manual-gc", R_TORCH), ACCEPT_V("manual-gc-interval", R_TORCH),
+    ACCEPT("no-manual-gc-eval", R_TORCH), ACCEPT_V("empty-unused-memory-level", R_TORCH),
+    ACCEPT("no-clone-scatter-output-in-embedding", R_TORCH), ACCEPT("use-cpu-initialization", R_INIT),
+    ACCEPT("init-model-with-meta-device", R_TORCH), ACCEPT("no-initialization", R_TORCH),
+    ACCEPT_V("local-rank", R_LAUNCH), ACCEPT_V("lazy-mpu-init", R_LAUNCH),
+    ACCEPT("te-rng-tracker", R_TORCH), ACCEPT("inference-rng-tracker", R_TORCH),
+    ACCEPT("enable-cuda-graph", R_GRAPH), ACCEPT_V("cuda-graph-warmup-steps", R_GRAPH),
+    ACCEPT("external-cuda-graph", R_GRAPH), ACCEPT_V("cuda-graph-impl", R_GRAPH),
+    ACCEPT_V("cuda-graph-scope", R_GRAPH), ACCEPT("distribute-saved-activations", R_TORCH),
+    ACCEPT("deterministic-mode", "gridlm has no separate deterministic mode"),
+    ACCEPT_V("cp-comm-type", "context parallelism's exchange method: gridlm's training "
+             "loop does not run context parallelism yet (--context-parallel-size 1)"),
+    ACCEPT_V("hierarchical-context-parallel-sizes", "context parallelism's groups: gridlm's "
+             "training loop does not run context parallelism yet (--context-parallel-size 1)"),
+
+    /* Accepted: gridlm always does this. */
+    ACCEPT("no-save-rng", R_RNG_SAVE),
+    ACCEPT("apply-layernorm-1p", "zero-centred norm gains train the same: AdamW moves a gain "
+           "the same whatever it is centred on, and norms have no weight decay"),
+    ACCEPT("apply-query-key-layer-scaling", "attention's softmax runs in fp32 already"),
+    ACCEPT("grad-reduce-in-bf16", R_FP32_GRADS), ACCEPT("accumulate-allreduce-grads-in-fp32", R_FP32_GRADS),
+    ACCEPT("no-check-for-nan-in-loss-and-grad", "gridlm always checks the loss and gradients "
+           "for NaN/Inf: --max-nonfinite-iters sets how many such iterations are skipped"),
+    ACCEPT("no-create-attention-mask-in-dataloader", "the causal mask is built inside the "
+           "attention kernel, never by the data loader"),
+    ACCEPT("no-mmap-bin-files", "gridlm maps the .bin files read-only; the flag changes "
+           "only how they are read"),
+    ACCEPT_V("num-dataset-builder-threads", R_FUSION), ACCEPT_V("mid-level-dataset-surplus", R_FUSION),
+    ACCEPT("allow-ambiguous-pad-tokens", "gridlm's samples have no pad tokens"),
+    ACCEPT("fp8-param-gather", "gridlm quantizes the weights to FP8 once per step; the "
+           "gather of the weights is the same"),
+    ACCEPT_V("fp8-interval", "deprecated and ignored by Megatron-LM too"),
+    ACCEPT("keep-fp8-transpose-cache", R_FSDP_ONLY),
+    ACCEPT("reuse-grad-buf-for-mxfp8-param-ag", "applies to --fp8-recipe mxfp8, which needs "
+           "Blackwell and is refused"),
+    ACCEPT_V("ckpt-format", R_CKPT), ACCEPT("use-dist-ckpt", R_CKPT), ACCEPT_V("dist-ckpt-format", R_CKPT),
+    ACCEPT("auto-detect-ckpt-format", R_CKPT), ACCEPT("ckpt-fully-parallel-save", R_CKPT),
+    ACCEPT("no-ckpt-fully-parallel-save", R_CKPT), ACCEPT("ckpt-fully-parallel-load", R_CKPT),
+    ACCEPT("ckpt-assume-constant-structure", R_CKPT), ACCEPT_V("dist-ckpt-strictness", R_CKPT),
+    ACCEPT("dist-ckpt-save-pre-mcore-014", R_CKPT), ACCEPT("dist-ckpt-optim-fully-reshardable", R_CKPT),
+    ACCEPT("distrib-optim-fully-reshardable-mem-efficient", R_CKPT),
+    ACCEPT("use-persistent-ckpt-worker", R_CKPT), ACCEPT("no-strict-fsdp-dtensor-load", R_CKPT),
+    ACCEPT("no-use-tokenizer-model-from-checkpoint-args", "gridlm takes the tokenizer from "
+           "the command line, never from a checkpoint"),
+    SAME_AS_IN("dataloader-type", NULL, single_loader, NULL, "gridlm's loader reads the "
+               "samples in Megatron's single-pass order: use single or leave it out"),
+    SAME_AS_IN("rope-type", NULL, positions, NULL, "gridlm's rotary embedding is plain RoPE "
+               "(yarn is for multi-latent attention): use rope or leave it out"),
+    SAME_AS_IN("softmax-type", NULL, softmax_types, NULL, "gridlm's attention has the plain "
+               "softmax: use vanilla or leave it out"),
+    SAME_AS_IN("main-grads-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    SAME_AS_IN("main-params-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    SAME_AS_IN("exp-avg-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    SAME_AS_IN("exp-avg-sq-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    ONLY("rotary-percent", 1, "gridlm rotates every channel of a head: use 1.0 or leave it out"),
+    ONLY("lr-warmup-init", 0, "the warm-up starts from 0 as in Megatron's default: use 0 or "
+         "leave it out"),
+    ONLY("error-injection-rate", 0, "gridlm injects no errors: use 0 or leave it out"),
+    ACCEPT_V("error-injection-type", "applies with --error-injection-rate above 0 only"),
+    ACCEPT_V("rerun-mode", "gridlm does not re-run iterations to validate them; "
+             "--max-nonfinite-iters handles NaN/Inf steps"),
+
+    /* Accepted: they apply only with an option or a program gridlm refuses. */
+    ACCEPT_V("loss-scale", R_FP16_ONLY), ACCEPT_V("initial-loss-scale", R_FP16_ONLY),
+    ACCEPT_V("min-loss-scale", R_FP16_ONLY), ACCEPT_V("loss-scale-window", R_FP16_ONLY),
+    ACCEPT_V("hysteresis", R_FP16_ONLY), ACCEPT("fp16-lm-cross-entropy", R_FP16_ONLY),
+    ACCEPT_V("sgd-momentum", R_OTHER_OPT), ACCEPT_V("muon-momentum", R_OTHER_OPT),
+    ACCEPT("muon-no-split-qkv", R_OTHER_OPT), ACCEPT("muon-use-nesterov", R_OTHER_OPT),
+    ACCEPT_V("muon-scale-mode", R_OTHER_OPT), ACCEPT_V("muon-fp32-matmul-prec", R_OTHER_OPT),
+    ACCEPT_V("muon-num-ns-steps", R_OTHER_OPT), ACCEPT_V("muon-tp-mode", R_OTHER_OPT),
+    ACCEPT_V("muon-extra-scale-factor", R_OTHER_OPT),
+    ACCEPT_V("lr-wsd-decay-style", R_WSD_ONLY), ACCEPT_V("lr-wsd-decay-samples", R_WSD_ONLY),
+    ACCEPT_V("lr-wsd-decay-iters", R_WSD_ONLY),
+    ACCEPT_V("optimizer-offload-fraction", R_OFFLOAD_ONLY),
+    ACCEPT("use-torch-optimizer-for-cpu-offload", R_OFFLOAD_ONLY),
+    ACCEPT("overlap-cpu-optimizer-d2h-h2d", R_OFFLOAD_ONLY),
+    ACCEPT("no-pin-cpu-grads", R_OFFLOAD_ONLY), ACCEPT("no-pin-cpu-params", R_OFFLOAD_ONLY),
+    ACCEPT_V("relative-attention-num-buckets", R_OTHER_POS),
+    ACCEPT_V("relative-attention-max-distance", R_OTHER_POS),
+    ACCEPT_V("tiktoken-pattern", R_TIKTOKEN), ACCEPT_V("tiktoken-num-special-tokens", R_TIKTOKEN),
+    ACCEPT_V("tiktoken-special-tokens", R_TIKTOKEN), ACCEPT("legacy-tokenizer", R_TOKENIZER),
+    ACCEPT("trust-remote-code", R_TOKENIZER),
+    ACCEPT("fsdp-double-buffer", R_FSDP_ONLY), ACCEPT_V("suggested-communication-unit-size", R_FSDP_ONLY),
+    ACCEPT_V("mask-prob", R_OTHER_MODEL), ACCEPT_V("short-seq-prob", R_OTHER_MODEL),
+    ACCEPT_V("retriever-seq-length", R_OTHER_MODEL), ACCEPT("bert-no-binary-head", R_OTHER_MODEL),
+    ACCEPT_V("onnx-safe", R_OTHER_MODEL), ACCEPT_V("ict-head-size", R_OTHER_MODEL),
+    ACCEPT_V("biencoder-projection-dim", R_OTHER_MODEL),
+    ACCEPT("biencoder-shared-query-context-model", R_OTHER_MODEL), ACCEPT_V("ict-load", R_OTHER_MODEL),
+    ACCEPT_V("bert-load", R_OTHER_MODEL), ACCEPT_V("titles-data-path", R_OTHER_MODEL),
+    ACCEPT_V("query-in-block-prob", R_OTHER_MODEL), ACCEPT("use-one-sent-docs", R_OTHER_MODEL),
+    ACCEPT_V("evidence-data-path", R_OTHER_MODEL),
+    ACCEPT_V("retriever-report-topk-accuracies", R_OTHER_MODEL),
+    ACCEPT("retriever-score-scaling", R_OTHER_MODEL), ACCEPT_V("block-data-path", R_OTHER_MODEL),
+    ACCEPT_V("embedding-path", R_OTHER_MODEL), ACCEPT_V("indexer-batch-size", R_OTHER_MODEL),
+    ACCEPT_V("indexer-log-interval", R_OTHER_MODEL), ACCEPT_V("num-classes", R_OTHER_MODEL),
+    ACCEPT_V("img-h", R_OTHER_MODEL), ACCEPT_V("img-w", R_OTHER_MODEL),
+    ACCEPT_V("num-channels", R_OTHER_MODEL), ACCEPT_V("patch-dim", R_OTHER_MODEL),
+    ACCEPT_V("classes-fraction", R_OTHER_MODEL), ACCEPT_V("data-per-class-fraction", R_OTHER_MODEL),
+    ACCEPT("no-data-sharding", R_OTHER_MODEL), ACCEPT_V("head-lr-mult", R_OTHER_MODEL),
+    ACCEPT("vision-pretraining", R_OTHER_MODEL), ACCEPT_V("vision-pretraining-type", R_OTHER_MODEL),
+    ACCEPT_V("vision-backbone-type", R_OTHER_MODEL), ACCEPT_V("swin-backbone-type", R_OTHER_MODEL),
+    ACCEPT_V("mask-type", R_OTHER_MODEL), ACCEPT_V("mask-factor", R_OTHER_MODEL),
+    ACCEPT_V("iter-per-epoch", R_OTHER_MODEL), ACCEPT_V("dino-local-img-size", R_OTHER_MODEL),
+    ACCEPT_V("dino-local-crops-number", R_OTHER_MODEL), ACCEPT_V("dino-head-hidden-size", R_OTHER_MODEL),
+    ACCEPT_V("dino-bottleneck-size", R_OTHER_MODEL), ACCEPT_V("dino-freeze-last-layer", R_OTHER_MODEL),
+    ACCEPT("dino-norm-last-layer", R_OTHER_MODEL), ACCEPT_V("dino-warmup-teacher-temp", R_OTHER_MODEL),
+    ACCEPT_V("dino-teacher-temp", R_OTHER_MODEL),
+    ACCEPT_V("dino-warmup-teacher-temp-epochs", R_OTHER_MODEL),
+    ACCEPT_V("sft-tokenizer-prompt-format", "applies with --sft only, which is refused"),
+    ACCEPT("disable-mamba-mem-eff-path", R_MAMBA_ONLY),
+
+    /* Accepted: inference, run-time services and logging details gridlm does not have. */
+    ACCEPT_V("inference-batch-times-seqlen-threshold", R_INFER),
+    ACCEPT_V("max-tokens-to-oom", R_INFER), ACCEPT("output-bert-embeddings", R_INFER),
+    ACCEPT_V("bert-embedder-type", R_INFER), ACCEPT("flash-decode", R_INFER),
+    ACCEPT("use-legacy-static-engine", R_INFER), ACCEPT_V("inference-max-requests", R_INFER),
+    ACCEPT_V("inference-max-seq-length", R_INFER), ACCEPT_V("inference-max-batch-size", R_INFER),
+    ACCEPT("inference-dynamic-batching", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-buffer-size-gb", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-block-size", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-buffer-guaranteed-fraction", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-buffer-overflow-factor", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-max-requests-override", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-max-tokens-override", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-num-cuda-graphs", R_INFER),
+    ACCEPT("inference-dynamic-batching-track-paused-request-events", R_INFER),
+    ACCEPT("decode-only-cuda-graphs", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-unified-memory-level", R_INFER),
+    ACCEPT_V("symmetric-ar-type", R_INFER), ACCEPT("nccl-all-reduce-for-prefill", R_INFER),
+    ACCEPT_V("mlp-chunks-for-prefill", R_INFER), ACCEPT("disable-chunked-prefill", R_INFER),
+    ACCEPT_V("inference-wandb-logging-step-interval", R_INFER),
+    ACCEPT("moe-pad-experts-for-cuda-graph-inference", R_INFER), ACCEPT("cache-mla-latents", R_INFER),
+    ACCEPT("no-one-logger", R_SERVICE), ACCEPT_V("one-logger-project", R_SERVICE),
+    ACCEPT_V("one-logger-run-name", R_SERVICE), ACCEPT("one-logger-async", R_SERVICE),
+    ACCEPT_V("app-tag-run-name", R_SERVICE), ACCEPT_V("app-tag-run-version", R_SERVICE),
+    ACCEPT("enable-ft-package", R_SERVICE), ACCEPT("calc-ft-timeouts", R_SERVICE),
+    ACCEPT_V("config-logger-dir", R_SERVICE), ACCEPT("run-workload-inspector-server", R_SERVICE),
+    ACCEPT("disable-msc", R_SERVICE), ACCEPT("enable-experimental", R_SERVICE),
+    ACCEPT("test-mode", R_SERVICE),
+    ACCEPT("log-params-norm", R_LOGGED), ACCEPT("log-num-zeros-in-grad", R_LOGGED),
+    ACCEPT("log-progress", R_LOGGED), ACCEPT_V("timing-log-level", R_LOGGED),
+    ACCEPT("log-energy", R_LOGGED), ACCEPT("no-barrier-with-level-1-timing", R_LOGGED),
+    ACCEPT_V("timing-log-option", R_LOGGED), ACCEPT_V("logging-level", R_LOGGED),
+    ACCEPT("log-straggler", R_STRAGGLER), ACCEPT("disable-straggler-on-startup", R_STRAGGLER),
+    ACCEPT_V("straggler-ctrlr-port", R_STRAGGLER), ACCEPT_V("straggler-minmax-count", R_STRAGGLER),
+    ACCEPT_V("inprocess-max-iterations", R_INPROCESS),
+    ACCEPT_V("inprocess-monitor-thread-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-monitor-process-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-progress-watchdog-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-heartbeat-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-soft-timeout", R_INPROCESS), ACCEPT_V("inprocess-hard-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-heartbeat-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-barrier-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-completion-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-last-call-wait", R_INPROCESS),
+    ACCEPT_V("inprocess-termination-grace-time", R_INPROCESS),
+    ACCEPT_V("inprocess-granularity", R_INPROCESS),
+    ACCEPT_V("inprocess-active-world-size", R_INPROCESS),
+    ACCEPT("inprocess-empty-cuda-cache", R_INPROCESS),
+
+    /* Refused: another model than gridlm's dense Llama-style decoder. */
+    REFUSE("num-experts", R_MOE), REFUSE("expert-tensor-parallel-size", R_MOE),
+    REFUSE("moe-layer-freq", R_MOE), REFUSE("moe-ffn-hidden-size", R_MOE),
+    REFUSE("moe-shared-expert-intermediate-size", R_MOE), REFUSE("moe-shared-expert-overlap", R_MOE),
+    REFUSE("moe-grouped-gemm", R_MOE), REFUSE("moe-use-legacy-grouped-gemm", R_MOE),
+    REFUSE("moe-layer-recompute", R_MOE), REFUSE("moe-extended-tp", R_MOE),
+    REFUSE("moe-use-upcycling", R_MOE), REFUSE("moe-router-load-balancing-type", R_MOE),
+    REFUSE("moe-router-dtype", R_MOE), REFUSE("moe-router-fusion", R_MOE),
+    REFUSE("moe-router-score-function", R_MOE), REFUSE("moe-router-topk", R_MOE),
+    REFUSE("moe-router-pre-softmax", R_MOE), REFUSE("moe-router-num-groups", R_MOE),
+    REFUSE("moe-router-group-topk", R_MOE), REFUSE("moe-router-topk-scaling-factor", R_MOE),
+    REFUSE("moe-router-enable-expert-bias", R_MOE), REFUSE("moe-router-bias-update-rate", R_MOE),
+    REFUSE("moe-router-force-load-balancing", R_MOE), REFUSE("moe-router-padding-for-fp8", R_MOE),
+    REFUSE("moe-aux-loss-coeff", R_MOE), REFUSE("moe-z-loss-coeff", R_MOE),
+    REFUSE("moe-input-jitter-eps", R_MOE), REFUSE("moe-per-layer-logging", R_MOE),
+    REFUSE("moe-token-dispatcher-type", R_MOE), REFUSE("moe-enable-deepep", R_MOE),
+    REFUSE("moe-deepep-num-sms", R_MOE), REFUSE("moe-permute-fusion", R_MOE),
+    REFUSE("moe-expert-capacity-factor", R_MOE), REFUSE("moe-pad-expert-input-to-capacity", R_MOE),
+    REFUSE("moe-token-drop-policy", R_MOE), REFUSE("moe-apply-probs-on-input", R_MOE),
+    REFUSE("overlap-moe-expert-parallel-comm", R_MOE), REFUSE("moe-upcycling-granularity", R_MOE),
+    REFUSE("use-fused-weighted-squared-relu", R_MOE),
+    REFUSE("multi-latent-attention", R_MLA), REFUSE("q-lora-rank", R_MLA),
+    REFUSE("kv-lora-rank", R_MLA), REFUSE("qk-head-dim", R_MLA), REFUSE("qk-pos-emb-head-dim", R_MLA),
+    REFUSE("v-head-dim", R_MLA), REFUSE("rotary-scaling-factor", R_MLA), REFUSE("mscale", R_MLA),
+    REFUSE("mscale-all-dim", R_MLA),
+    REFUSE("mtp-num-layers", R_MTP), REFUSE("mtp-loss-scaling-factor", R_MTP),
+    REFUSE("openai-gelu", R_ACT), REFUSE("squared-relu", R_ACT), REFUSE("quick-geglu", R_ACT),
+    REFUSE("activation-func-clamp-value", R_ACT), REFUSE("glu-linear-offset", R_ACT),
+    REFUSE("apply-residual-connection-post-layernorm", R_LAYER), REFUSE("add-qkv-bias", R_LAYER),
+    REFUSE("qk-layernorm", R_LAYER), REFUSE("qk-l2-norm", R_LAYER),
+    REFUSE("fp32-residual-connection", R_LAYER),
+    REFUSE("window-size", R_ATTN), REFUSE("window-attn-skip-freq", R_ATTN),
+    REFUSE("rotary-interleaved", R_ROPE), REFUSE("rotary-seq-len-interpolation-factor", R_ROPE),
+    REFUSE("no-rope-freq", R_ROPE), REFUSE("mrope-section", R_ROPE),
+    REFUSE("encoder-num-layers", R_ENCDEC), REFUSE("decoder-num-layers", R_ENCDEC),
+    REFUSE("encoder-seq-length", R_ENCDEC), REFUSE("decoder-seq-length", R_ENCDEC),
+    REFUSE("vocab-extra-ids", R_ENCDEC),
+    REFUSE("heterogeneous-layers-config-path", R_HETERO),
+    REFUSE("heterogeneous-layers-config-encoded-json", R_HETERO),
+    REFUSE("spec", "gridlm builds one layer (RMSNorm, grouped-query attention with RoPE, "
+           "SwiGLU): there is no spec to choose"),
+    REFUSE("hybrid-attention-ratio", R_MAMBA), REFUSE("hybrid-mlp-ratio", R_MAMBA),
+    REFUSE("hybrid-override-pattern", R_MAMBA), REFUSE("mamba-state-dim", R_MAMBA),
+    REFUSE("mamba-head-dim", R_MAMBA), REFUSE("mamba-num-groups", R_MAMBA),
+    REFUSE("mamba-num-heads", R_MAMBA), REFUSE("is-hybrid-model", R_MAMBA),
+    REFUSE("retro-project-dir", R_RETRO), REFUSE("retro-add-retriever", R_RETRO),
+    REFUSE("retro-cyclic-train-iters", R_RETRO), REFUSE("retro-encoder-layers", R_RETRO),
+    REFUSE("retro-encoder-hidden-dropout", R_RETRO), REFUSE("retro-encoder-attention-dropout", R_RETRO),
+    REFUSE("retro-num-neighbors", R_RETRO), REFUSE("retro-num-retrieved-chunks", R_RETRO),
+    REFUSE("retro-attention-gate", R_RETRO), REFUSE("retro-no-verify-neighbor-count", R_RETRO),
+    REFUSE("perform-rl-step", R_RL), REFUSE("rl-prompts-per-eval", R_RL),
+    REFUSE("grpo-prompts-per-step", R_RL), REFUSE("grpo-group-size", R_RL),
+    REFUSE("grpo-iterations", R_RL), REFUSE("grpo-clamp-eps-lower", R_RL),
+    REFUSE("grpo-clamp-eps-upper", R_RL), REFUSE("grpo-kl-beta", R_RL),
+    REFUSE("grpo-entropy-term-weight", R_RL), REFUSE("grpo-filter-groups-with-same-reward", R_RL),
+    REFUSE("grpo-default-temperature", R_RL), REFUSE("grpo-default-top-p", R_RL),
+    REFUSE("langrl-inference-server-type", R_RL),
+    REFUSE("langrl-inference-server-conversation-template", R_RL),
+    REFUSE("langrl-external-server", R_RL), REFUSE("no-langrl-external-server", R_RL),
+    REFUSE("langrl-env-config", R_RL), REFUSE("rl-offload-optimizer-during-inference", R_RL),
+    REFUSE("rl-offload-kv-cache-during-training", R_RL),
+    REFUSE("no-rl-offload-kv-cache-during-training", R_RL),
+    REFUSE("rl-remove-kv-cache-during-training", R_RL),
+    REFUSE("no-rl-remove-kv-cache-during-training", R_RL),
+    REFUSE("rl-reset-cuda-graphs", R_RL), REFUSE("no-rl-reset-cuda-graphs", R_RL),
+    REFUSE("rl-partial-rollouts", R_RL), REFUSE("no-rl-partial-rollouts", R_RL),
+    REFUSE("rl-inference-logprobs-is-correction", R_RL),
+    REFUSE("no-rl-inference-logprobs-is-correction", R_RL),
+    REFUSE("rl-importance-sampling-truncation-coef", R_RL),
+    REFUSE("rl-calculate-intra-group-similarity", R_RL),
+    REFUSE("no-rl-calculate-intra-group-similarity", R_RL),
+    REFUSE("rl-use-sequence-packing", R_RL), REFUSE("rl-sequence-packing-bin-size", R_RL),
+    REFUSE("rl-sequence-packing-algo", R_RL),
+    REFUSE("sft", "supervised fine-tuning (prompt formats, answer-only loss) is not built: "
+           "gridlm-train pre-trains; continue a model with --load DIR --finetune"),
+    REFUSE("kitchen-config-file", R_KITCHEN), REFUSE("kitchen-recipe-number", R_KITCHEN),
+    REFUSE("fp4-format", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp4-recipe", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp4-quantizer-factory", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp4-param-gather", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp8-quantizer-factory", "gridlm's FP8 recipes are built in: use --fp8-recipe "
+           "delayed or tensorwise"),
+    REFUSE("no-fp8-wgrad", "gridlm's FP8 runs the weight-gradient products in FP8 as well; "
+           "higher-precision weight gradients are not built: drop it"),
+
+    /* Refused: gridlm trains otherwise; each says what to use. */
+    REFUSE("fp16", "gridlm trains in bf16 (--bf16) or fp32; fp16 and its loss scaling are "
+           "not implemented: use --bf16"),
+    REFUSE("batch-size", "Megatron-LM's old name: use --micro-batch-size"),
+    REFUSE("model-parallel-size", "Megatron-LM's old name: use --tensor-model-parallel-size"),
+    REFUSE("warmup", "Megatron-LM's old name: use --lr-warmup-iters or --lr-warmup-fraction"),
+    REFUSE("checkpoint-activations", "Megatron-LM's old name: use --recompute-granularity full "
+           "--recompute-method uniform --recompute-num-layers 1"),
+    REFUSE("recompute-activations", "gridlm's selective recomputation keeps other tensors "
+           "than Megatron's (norm and SwiGLU outputs, not the attention core): use "
+           "--recompute-granularity selective, or full"),
+    REFUSE("recompute-modules", "gridlm's selective recomputation is fixed (norm and SwiGLU "
+           "outputs): use --recompute-granularity selective or full"),
+    REFUSE("use-legacy-models", "gridlm has one model implementation: drop it"),
+    REFUSE("num-virtual-stages-per-pipeline-rank", "give the chunk size instead: "
+           "--num-layers-per-virtual-pipeline-stage = layers / PP / this number"),
+    REFUSE("virtual-pipeline-model-parallel-size", "Megatron-Core's name of the chunks per "
+           "rank: give the chunk size instead, --num-layers-per-virtual-pipeline-stage = "
+           "layers / PP / this number"),
+    REFUSE("microbatch-group-size-per-virtual-pipeline-stage", "gridlm's interleaved "
+           "schedule runs micro-batches in groups of --pipeline-model-parallel-size: drop it"),
+    REFUSE("decoder-first-pipeline-num-layers", R_EVEN_PP),
+    REFUSE("decoder-last-pipeline-num-layers", R_EVEN_PP),
+    REFUSE("pipeline-model-parallel-layout", R_EVEN_PP),
+    REFUSE("account-for-embedding-in-pipeline-split", R_EVEN_PP),
+    REFUSE("account-for-loss-in-pipeline-split", R_EVEN_PP),
+    REFUSE("use-megatron-fsdp", R_FSDP), REFUSE("use-torch-fsdp2", R_FSDP),
+    REFUSE("torch-fsdp2-no-reshard-after-forward", R_FSDP),
+    REFUSE("data-parallel-sharding-strategy", R_FSDP), REFUSE("enable-full-sharding-in-hsdp", R_FSDP),
+    REFUSE("num-distributed-optimizer-instances", "one distributed optimizer spans all "
+           "data-parallel ranks (--use-distributed-optimizer): drop it"),
+    REFUSE("distributed-timeout-seconds-after-init", "use --distributed-timeout-minutes"),
+    REFUSE("cpu-offloading-num-layers", "activations stay on the GPU: use "
+           "--recompute-granularity to save memory"),
+    REFUSE("optimizer-cpu-offload", "the optimizer state stays on the GPU: shard it with "
+           "--use-distributed-optimizer"),
+    REFUSE("use-precision-aware-optimizer", R_FP32_STATE),
+    REFUSE("dump-param-to-param-group-map", "gridlm has two parameter groups (with and without "
+           "weight decay) and no map to dump"),
+    REFUSE("start-weight-decay", R_WD), REFUSE("end-weight-decay", R_WD),
+    REFUSE("weight-decay-incr-style", R_WD),
+    REFUSE("data-parallel-random-init", "every data-parallel rank starts from the same "
+           "weights, set by --seed: drop it"),
+    REFUSE("embedding-init-method-std", "the embeddings are initialised with "
+           "--init-method-std like the other weights"),
+    REFUSE("init-method-xavier-uniform", "weights are initialised from a normal "
+           "distribution: use --init-method-std"),
+    REFUSE("decrease-batch-size-if-needed", "the global batch is fixed: choose "
+           "--global-batch-size for the ranks launched"),
+    REFUSE("check-for-spiky-loss", R_CHECKS), REFUSE("check-for-large-grads", R_CHECKS),
+    REFUSE("check-weight-hash-across-dp-replicas-interval", R_CHECKS),
+    REFUSE("iterations-to-skip", "iterations are not skipped by number: "
+           "--max-nonfinite-iters skips those with NaN/Inf"),
+    REFUSE("result-rejected-tracker-filename", "iterations are not skipped by number: "
+           "--max-nonfinite-iters skips those with NaN/Inf"),
+    REFUSE("profile", R_PROFILE), REFUSE("profile-step-start", R_PROFILE),
+    REFUSE("profile-step-end", R_PROFILE), REFUSE("profile-ranks", R_PROFILE),
+    REFUSE("use-pytorch-profiler", R_PROFILE), REFUSE("record-memory-history", R_PROFILE),
+    REFUSE("memory-snapshot-path", R_PROFILE),
+    REFUSE("padded-vocab-size", "gridlm pads the vocabulary itself: use "
+           "--make-vocab-size-divisible-by"),
+    REFUSE("tokenizer-metadata", R_TOKENIZER_FILE), 
+    REFUSE("train-data-path", R_SPLIT_DATA), REFUSE("valid-data-path", R_SPLIT_DATA),
+    REFUSE("test-data-path", R_SPLIT_DATA), REFUSE("per-split-data-args-path", R_SPLIT_DATA),
+    REFUSE("data-args-path", "give the blend on the command line: --data-path W1 PREFIX1 "
+           "W2 PREFIX2 ..."),
+    REFUSE("object-storage-cache-path", "gridlm reads datasets from files: use --data-path "
+           "and --data-cache-path"),
+    REFUSE("sample-rate", "the data loader reads every sample: drop it"),
+    REFUSE("reset-position-ids", R_DOCS), REFUSE("reset-attention-mask", R_DOCS),
+    REFUSE("full-validation", R_VALID), REFUSE("multiple-validation-sets", R_VALID),
+    REFUSE("skip-train", "gridlm-train trains: evaluate a checkpoint with gridlm-eval"),
+    REFUSE("save-retain-interval", R_CKPT_KEEP),
+    REFUSE("non-persistent-save-interval", R_CKPT_KEEP),
+    REFUSE("non-persistent-ckpt-type", R_CKPT_KEEP),
+    REFUSE("non-persistent-global-ckpt-dir", R_CKPT_KEEP),
+    REFUSE("non-persistent-local-ckpt-dir", R_CKPT_KEEP),
+    REFUSE("non-persistent-local-ckpt-algo", R_CKPT_KEEP),
+    REFUSE("replication", R_CKPT_KEEP), REFUSE("replication-jump", R_CKPT_KEEP),
+    REFUSE("replication-factor", R_CKPT_KEEP),
+    REFUSE("load-main-params-from-ckpt", "the fp32 master weights are always loaded with the "
+           "optimizer state: use --no-load-optim to start the optimizer afresh"),
+    REFUSE("pretrained-checkpoint", "use --load DIR --finetune"),
+    REFUSE("ckpt-step", "gridlm loads the latest checkpoint in --load DIR"),
+    REFUSE("use-mp-args-from-checkpoint-args", "give the layout on the command line: gridlm's "
+           "checkpoints load under any layout"),
+    REFUSE("exit-on-missing-checkpoint", "not built: check that --load DIR holds a "
+           "checkpoint before the run"),
+    REFUSE("ckpt-convert-format", R_CONVERT), REFUSE("ckpt-convert-save", R_CONVERT),
+    REFUSE("ckpt-convert-update-legacy-dist-opt-format", R_CONVERT),
+    REFUSE("adlr-autoresume", R_RESUME), REFUSE("adlr-autoresume-interval", R_RESUME),
+    REFUSE("inprocess-restart", "in-process restart is not built: restart the job with "
+           "--load DIR (and --exit-signal-handler to save first)"),
+    REFUSE("yaml-cfg", "give the options on the command line"),
     {.name = NULL},
 };
+
+static int opt_list_flags(void *target, const gl_option *o, const char *value, char **more,
+                          int nmore)
+{
+    for (const gl_option *r = table; r->name; r++) {
+        gl_opt_status st = gl_opt_status_of(r);
+        const char *why = st == GL_OPT_REFUSED ? r->refused : st == GL_OPT_ACCEPTED
+                                                                  ? (r->hint ? r->hint : r->help)
+                                                                  : NULL;
+        printf("%s\t%s\t%s\n", r->name, gl_opt_status_name(st), why ? why : "");
+    }
+    fflush(stdout);
+    exit(0);
+}
 
 static int opt_help(void *target, const gl_option *o, const char *value, char **more,
                     int nmore)
