@@ -8,9 +8,11 @@
  * that does not split into micro-batches, ...).
  *
  * Checks that need only the command line run at the end of
- * gl_config_parse(), before MPI starts, so a typo costs no allocation.
- * Checks that need the world size run in gl_config_finish().  Each one
- * stops the program with one line, exit code 2, that names the flags, the
+ * gl_config_parse(), before MPI starts, so a typo costs no allocation;
+ * their errors are collected with the parser's (base/options.h) and
+ * reported together, one line each, then the program stops, exit code 2.
+ * Checks that need the world size run in gl_config_finish(), one at a
+ * time: the first error stops the job.  Each line names the flags, the
  * values and a way out.  Every rank runs the same checks on the same
  * input, so every rank stops; only rank 0 prints.
  */
@@ -84,22 +86,48 @@ static void quiet_end(quiet_fds q)
     close(q.err);
 }
 
-/* A usage error found by a check.  Rank 0 prints it and stops the job;
- * once MPI is up, the other ranks give rank 0 time to do so (its abort
- * ends them) and stop silently themselves if it somehow does not. */
-GL_NORETURN GL_PRINTF(1, 2) static void bad(const char *fmt, ...)
+/* A usage error found by a check.  In gl_config_parse() it is recorded
+ * with the parser's errors and bad() returns: the check goes on, and
+ * must not rely on what it refused.  In gl_config_finish() bad() does
+ * not return: rank 0 prints the error and stops the job; once MPI is up,
+ * the other ranks give rank 0 time to do so (its abort ends them) and
+ * stop silently themselves if it somehow does not. */
+GL_PRINTF(1, 2) static void bad(const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (gl_opt_collecting()) {
+        gl_opt_record(NULL, msg);
+        return;
+    }
     if (launcher_rank() > 0) {
         quiet_begin();
         if (gl_log_rank() > 0)
             sleep(10);
     }
     gl_die_code(2, "%s", msg);
+}
+
+/* 1 when the value of one of the options named in names (a list
+ * separated by spaces, without "--") was refused: a check that reads
+ * them is skipped, since what it would judge is the default that stood
+ * in for the refused value, and its error would only echo the first. */
+static int refused_any(const char *names)
+{
+    char name[128];
+    for (const char *p = names; *p;) {
+        size_t n = strcspn(p, " ");
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        if (n && gl_opt_had_error(name))
+            return 1;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    return 0;
 }
 
 /* A warning, printed by rank 0 only. */
@@ -146,8 +174,8 @@ static int opt_model(void *target, const gl_option *o, const char *value, char *
      * gl_config_parse); here the name is only checked. */
     gl_arch probe;
     if (gl_arch_preset(&probe, value) != 0)
-        gl_opt_die(o, value, "is not a known model: use %s, or give the shape with "
-                   "--num-layers, --hidden-size, ...", preset_names);
+        gl_opt_error(o, value, "is not a known model: use %s, or give the shape with "
+                     "--num-layers, --hidden-size, ...", preset_names);
     return 0;
 }
 
@@ -156,6 +184,45 @@ static int opt_model(void *target, const gl_option *o, const char *value, char *
  * Weights are normalised to sum to 1; without weights each data_weight is
  * 0 and data_weights_given is 0: Megatron then weights the datasets by
  * their size. */
+/* What is wrong with the n items of a --data-path (item[0] its value),
+ * recorded; 0 when they are a prefix list or a weighted blend.  *weighted
+ * says which. */
+static int data_path_error(const gl_option *o, const char **item, int n, int *weighted)
+{
+    double w;
+    *weighted = n > 1 && !gl_opt_to_double(item[0], &w);
+    int paths = *weighted ? n / 2 : n;
+    if (*weighted && n % 2)
+        return gl_opt_error(o, item[n - 1], "has no dataset after it: weighted blends are "
+                            "--data-path W1 PREFIX1 W2 PREFIX2 ...");
+    if (paths > GL_MAX_DATA_PATHS)
+        return gl_opt_error(o, item[0], "... names %d datasets: at most %d can be blended",
+                            paths, GL_MAX_DATA_PATHS);
+    if (!*weighted)
+        return 0;
+    double sum = 0;
+    for (int k = 0; k < paths; k++) {
+        if (gl_opt_to_double(item[2 * k], &w) || w < 0)
+            return gl_opt_error(o, item[2 * k], "is not a weight: weighted blends are "
+                                "--data-path W1 PREFIX1 W2 PREFIX2 ... with each W >= 0");
+        double dummy;
+        if (!gl_opt_to_double(item[2 * k + 1], &dummy))
+            return gl_opt_error(o, item[2 * k + 1], "is a number where a dataset prefix was "
+                                "expected: weighted blends are --data-path W1 PREFIX1 W2 "
+                                "PREFIX2 ...");
+        sum += w;
+    }
+    if (!(sum > 0))
+        return gl_opt_error(o, item[0], "...: the weights sum to 0: give at least one "
+                            "positive weight");
+    return 0;
+}
+
+/* --data-path PREFIX | --data-path W1 PREFIX1 W2 PREFIX2 ...  (Megatron's
+ * blend syntax).  Takes every following argument up to the next option.
+ * Weights are normalised to sum to 1; without weights each data_weight is
+ * 0 and data_weights_given is 0: Megatron then weights the datasets by
+ * their size.  A bad list is recorded and leaves the paths as they were. */
 static int opt_data_path(void *target, const gl_option *o, const char *value, char **more,
                          int nmore)
 {
@@ -169,40 +236,25 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
     for (int i = 0; i < n; i++)
         item[i + 1] = more[i];
 
+    int weighted;
+    if (data_path_error(o, item, count, &weighted)) {
+        free(item);
+        return n;
+    }
     for (int i = 0; i < c->data.n_data_paths; i++)
         free(c->data.data_path[i]);
-    c->data.n_data_paths = 0;
-
-    double w;
-    int weighted = count > 1 && !gl_opt_to_double(item[0], &w);
     int paths = weighted ? count / 2 : count;
-    if (weighted && count % 2)
-        gl_opt_die(o, item[count - 1], "has no dataset after it: weighted blends are "
-                   "--data-path W1 PREFIX1 W2 PREFIX2 ...");
-    if (paths > GL_MAX_DATA_PATHS)
-        gl_opt_die(o, item[0], "... names %d datasets: at most %d can be blended", paths,
-                   GL_MAX_DATA_PATHS);
     double sum = 0;
     for (int k = 0; k < paths; k++) {
-        const char *path = weighted ? item[2 * k + 1] : item[k];
         double weight = 0;
-        if (weighted) {
-            if (gl_opt_to_double(item[2 * k], &weight) || weight < 0)
-                gl_opt_die(o, item[2 * k], "is not a weight: weighted blends are "
-                           "--data-path W1 PREFIX1 W2 PREFIX2 ... with each W >= 0");
-            double dummy;
-            if (!gl_opt_to_double(path, &dummy))
-                gl_opt_die(o, path, "is a number where a dataset prefix was expected: "
-                           "weighted blends are --data-path W1 PREFIX1 W2 PREFIX2 ...");
-        }
-        c->data.data_path[k] = gl_strdup(path);
+        if (weighted)
+            gl_opt_to_double(item[2 * k], &weight);   /* data_path_error read it */
+        c->data.data_path[k] = gl_strdup(weighted ? item[2 * k + 1] : item[k]);
         c->data.data_weight[k] = weight;
         sum += weight;
     }
     c->data.n_data_paths = paths;
     c->data.data_weights_given = weighted;
-    if (weighted && !(sum > 0))
-        gl_opt_die(o, item[0], "...: the weights sum to 0: give at least one positive weight");
     for (int k = 0; weighted && k < paths; k++)
         c->data.data_weight[k] /= sum;
     if (paths == 1)
@@ -234,9 +286,9 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
                      int nmore)
 {
     if (value && *value)
-        gl_opt_die(o, value, "is not supported: gridlm does not talk to Weights & Biases; "
-                   "write TensorBoard files with --tensorboard-dir DIR and upload them "
-                   "with `wandb sync --sync-tensorboard DIR`");
+        gl_opt_error(o, value, "is not supported: gridlm does not talk to Weights & Biases; "
+                     "write TensorBoard files with --tensorboard-dir DIR and upload them "
+                     "with `wandb sync --sync-tensorboard DIR`");
     return 0;
 }
 
@@ -1101,16 +1153,22 @@ void gl_config_defaults(gl_config *c)
 /* Checks on the command line alone.                                   */
 
 /* n must be divisible by the parallel size p; the message names both
- * flags and lists the sizes that would work. */
-static void must_divide(const char *pflag, const char *pname, int p, const char *nflag, long n)
+ * flags and lists the sizes that would work.  1 when it is not. */
+static int must_divide(const char *pflag, const char *pname, int p, const char *nflag, long n)
 {
     char list[256];
-    if (n % p)
-        bad("--%s %d does not divide %s %ld: choose a %s size that divides %ld (%s)", pflag, p,
-            nflag, n, pname, n, divisors(n, 64, list, sizeof list));
+    if (n % p == 0)
+        return 0;
+    bad("--%s %d does not divide %s %ld: choose a %s size that divides %ld (%s)", pflag, p,
+        nflag, n, pname, n, divisors(n, 64, list, sizeof list));
+    return 1;
 }
 
-static void check_required(const gl_config *c)
+/* The model's shape is known: the options every model needs are given,
+ * here or by --model.  Reports those missing, but not one whose value
+ * was refused (nor any after a refused --model, which was to give them):
+ * that has its own line already. */
+static int shape_known(const gl_config *c)
 {
     static const struct { const char *flag; size_t off; } req[] = {
         {"num-layers", OFF(arch.num_layers)},
@@ -1118,10 +1176,16 @@ static void check_required(const gl_config *c)
         {"num-attention-heads", OFF(arch.num_attention_heads)},
         {"seq-length", OFF(arch.seq_length)},
     };
-    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
-        if (*(const int *)((const char *)c + req[i].off) <= 0)
+    int known = 1;
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
+        if (*(const int *)((const char *)c + req[i].off) > 0)
+            continue;
+        known = 0;
+        if (!refused_any("model") && !refused_any(req[i].flag))
             bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
                 preset_names);
+    }
+    return known;
 }
 
 static void check_model(const gl_config *c)
@@ -1161,17 +1225,21 @@ static void check_layout(gl_config *c)
         bad("--expert-model-parallel-size %d needs a mixture-of-experts model: gridlm's Llama "
             "models are dense, use --expert-model-parallel-size 1",
             c->layout.expert_model_parallel_size);
-    must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
-                c->arch.num_attention_heads);
-    must_divide("tensor-model-parallel-size", "TP", tp, "--num-query-groups",
-                c->arch.num_query_groups);
-    must_divide("tensor-model-parallel-size", "TP", tp, "--ffn-hidden-size", c->arch.ffn_hidden_size);
-    must_divide("pipeline-model-parallel-size", "PP", pp, "--num-layers", c->arch.num_layers);
+    /* One line for a TP size: the first width it does not divide names
+     * it, and the others would only refuse the same value again. */
+    if (!must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
+                     c->arch.num_attention_heads) &&
+        !must_divide("tensor-model-parallel-size", "TP", tp, "--num-query-groups",
+                     c->arch.num_query_groups))
+        must_divide("tensor-model-parallel-size", "TP", tp, "--ffn-hidden-size",
+                    c->arch.ffn_hidden_size);
+    int uneven = must_divide("pipeline-model-parallel-size", "PP", pp, "--num-layers",
+                             c->arch.num_layers);
 
     /* Interleaving: each pipeline rank holds V = (layers / PP) / n chunks
      * of n layers.  As in Megatron, it needs a pipeline (PP > 1). */
     int n = c->layout.num_layers_per_virtual_pipeline_stage;
-    if (n) {
+    if (n && !uneven) {   /* (uneven stages: refused above) */
         int per_stage = c->arch.num_layers / pp;
         if (pp < 2)
             bad("--num-layers-per-virtual-pipeline-stage %d needs a pipeline: the interleaved "
@@ -1215,19 +1283,22 @@ static void check_layout(gl_config *c)
 
 static void check_recompute(const gl_config *c)
 {
+    if (refused_any("recompute-granularity recompute-method recompute-num-layers"))
+        return;
     int full = c->layout.recompute_granularity == GL_RECOMPUTE_FULL;
     int per_stage = c->arch.num_layers / c->layout.pipeline_model_parallel_size;
+    /* else-if: the first line says what the three need together. */
     if (full && !c->layout.recompute_method[0])
         bad("--recompute-granularity full needs --recompute-method uniform or block "
             "(and --recompute-num-layers N)");
-    if (!full && c->layout.recompute_method[0])
+    else if (!full && c->layout.recompute_method[0])
         bad("--recompute-method %s needs --recompute-granularity full: add it, or drop "
             "--recompute-method", c->layout.recompute_method);
-    if (!full && c->layout.recompute_num_layers)
+    else if (!full && c->layout.recompute_num_layers)
         bad("--recompute-num-layers %d needs --recompute-granularity full and "
             "--recompute-method: add them, or drop --recompute-num-layers",
             c->layout.recompute_num_layers);
-    if (full && !c->layout.recompute_num_layers)
+    else if (full && !c->layout.recompute_num_layers)
         bad("--recompute-method %s needs --recompute-num-layers N: the number of layers per "
             "recomputed group (uniform) or per stage (block), 1 to %d", c->layout.recompute_method,
             per_stage);
@@ -1247,11 +1318,11 @@ static void check_schedule(gl_config *c)
     if (c->optim.min_lr > c->optim.lr && c->optim.lr > 0)
         bad("--min-lr %g is larger than --lr %g: the rate decays from --lr down to --min-lr",
             c->optim.min_lr, c->optim.lr);
-    if (c->dry_run)
+    if (c->dry_run || refused_any("dry-run"))
         return;
-    if (!c->train_iters && !c->train_samples)
+    if (!c->train_iters && !c->train_samples && !refused_any("train-iters train-samples"))
         bad("--train-iters is required: say how long to train (or give --train-samples)");
-    if (!(c->optim.lr > 0))
+    if (!(c->optim.lr > 0) && !refused_any("lr"))
         bad("--lr is required: give the peak learning rate, e.g. --lr 3e-4");
 }
 
@@ -1268,17 +1339,21 @@ static void check_split(const gl_config *c)
         while (*tok == ' ')
             tok++;
         double w;
-        if (gl_opt_to_double(tok, &w) || w < 0 || ++n > 3)
-            gl_opt_die(o, c->data.split, "is not a split: give up to three weights for "
-                       "train,valid,test, e.g. --split 969,30,1");
+        if (gl_opt_to_double(tok, &w) || w < 0 || ++n > 3) {
+            gl_opt_error(o, c->data.split, "is not a split: give up to three weights for "
+                         "train,valid,test, e.g. --split 969,30,1");
+            return;
+        }
         sum += w;
     }
     if (n == 0 || !(sum > 0))
-        gl_opt_die(o, c->data.split, "gives no documents to any split: e.g. --split 969,30,1");
+        gl_opt_error(o, c->data.split, "gives no documents to any split: e.g. --split 969,30,1");
 }
 
 static void check_tokenizer(gl_config *c)
 {
+    if (refused_any("tokenizer-type vocab-file merge-file tokenizer-model vocab-size"))
+        return;
     const char *type = c->data.tokenizer_type;
     int gpt2 = !strcmp(type, "GPT2BPETokenizer");
     if ((c->data.vocab_file || c->data.merge_file) && !gpt2)
@@ -1287,9 +1362,11 @@ static void check_tokenizer(gl_config *c)
     if (gpt2 && !c->data.tokenizer_model) {
         /* Megatron's --vocab-file/--merge-file become the data room's
          * "VOCAB:MERGES" model name. */
-        if (!c->data.vocab_file || !c->data.merge_file)
+        if (!c->data.vocab_file || !c->data.merge_file) {
             bad("--tokenizer-type GPT2BPETokenizer needs --vocab-file vocab.json and "
                 "--merge-file merges.txt (or --tokenizer-model DIR holding both)");
+            return;
+        }
         size_t n = strlen(c->data.vocab_file) + strlen(c->data.merge_file) + 2;
         c->data.tokenizer_model = gl_malloc(n);
         snprintf(c->data.tokenizer_model, n, "%s:%s", c->data.vocab_file, c->data.merge_file);
@@ -1307,11 +1384,13 @@ static void check_data(gl_config *c)
     check_split(c);
     if (c->data.mock_data && c->data.n_data_paths)
         bad("--mock-data and --data-path %s both given: choose one", c->data.data_path[0]);
-    if (!c->dry_run && !c->data.mock_data && !c->data.n_data_paths)
+    if (!c->dry_run && !c->data.mock_data && !c->data.n_data_paths &&
+        !refused_any("dry-run mock-data data-path"))
         bad("no training data: give --data-path PREFIX (a Megatron .bin/.idx pair) or "
             "--mock-data");
     check_tokenizer(c);
-    if (!c->arch.vocab_size && !c->data.tokenizer_model)
+    if (!c->arch.vocab_size && !c->data.tokenizer_model &&
+        !refused_any("model vocab-size tokenizer-type tokenizer-model vocab-file merge-file"))
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
@@ -1320,6 +1399,9 @@ static void check_data(gl_config *c)
 static void check_fp8(const gl_config *c)
 {
     const gl_fp8_opts *f = &c->fp8;
+    if (refused_any("fp8-format fp8-recipe bf16 first-last-layers-bf16 "
+                    "num-layers-at-start-in-bf16 num-layers-at-end-in-bf16"))
+        return;
     if (f->format == GL_FP8_OFF) {
         if (f->first_last_layers_bf16)
             bad("--first-last-layers-bf16 needs --fp8-format e4m3|hybrid: add it, or drop "
@@ -1373,9 +1455,10 @@ static void check_fp8_shapes(const gl_config *c)
 
 static void check_misc(const gl_config *c)
 {
-    if (c->ckpt.async_save && !c->ckpt.save)
+    int save_refused = refused_any("save");
+    if (c->ckpt.async_save && !c->ckpt.save && !save_refused)
         bad("--async-save needs --save DIR: add it, or drop --async-save");
-    if (c->faults.exit_signal_handler && !c->ckpt.save)
+    if (c->faults.exit_signal_handler && !c->ckpt.save && !save_refused)
         bad("--exit-signal-handler needs --save DIR (it saves a checkpoint before "
             "exiting): add --save DIR, or drop --exit-signal-handler");
     if (c->ckpt.save_interval && !c->ckpt.save)
@@ -1387,11 +1470,11 @@ static void check_misc(const gl_config *c)
         warn0("--bf16 with --device cpu: the CPU back end computes in fp32");
     /* --world-size stands for a launcher in a dry run only, and the plan
      * it prints counts the vocabulary without reading the tokenizer. */
-    if (c->dry_run_world_size && !c->dry_run)
+    if (c->dry_run_world_size && !c->dry_run && !refused_any("dry-run"))
         bad("--world-size %d needs --dry-run: a run takes its world size from the launcher "
             "(mpiexec -n, srun -n); add --dry-run, or drop --world-size",
             c->dry_run_world_size);
-    if (c->dry_run_world_size && !c->arch.vocab_size)
+    if (c->dry_run_world_size && !c->arch.vocab_size && !refused_any("model vocab-size"))
         bad("--world-size %d plans without reading the tokenizer, so the vocabulary size is "
             "unknown: give it with --vocab-size N", c->dry_run_world_size);
 }
@@ -1413,23 +1496,33 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
         gl_log_set_abort(quiet_exit);
 
     /* The preset goes first, wherever --model stands, so that explicit
-     * options override it. */
+     * options override it.  An unknown name leaves the shape as it is;
+     * the parse reports it, at --model. */
     const char *name = gl_opt_find(argc, argv, "model");
-    if (name) {
-        if (gl_arch_preset(&c->arch, name) != 0)
-            opt_model(c, gl_opt_lookup(table, "model"), name, NULL, 0); /* dies */
-    }
-    gl_opt_parse(table, c, argc, argv);
+    if (name)
+        gl_arch_preset(&c->arch, name);
 
-    check_required(c);
-    gl_arch_resolve(&c->arch);
-    check_model(c);
-    check_layout(c);
-    check_recompute(c);
-    check_fp8(c);
+    /* Every usage error of the command line, the parser's and the
+     * checks', is reported together at the end.  A refused value leaves
+     * its field at the default (or the preset's value), and the checks
+     * run on what was read.  Checks whose inputs were refused are
+     * skipped where the default would draw a confusing second error
+     * (refused_any); the rest run: the defaults of the parallel sizes and
+     * of the model's options are valid values, so what a check says of
+     * them is true of the command line as read, at worst redundant. */
+    gl_opt_collect_begin();
+    gl_opt_parse(table, c, argc, argv);
+    if (shape_known(c)) {   /* the checks below divide by the shape */
+        gl_arch_resolve(&c->arch);
+        check_model(c);
+        check_layout(c);
+        check_recompute(c);
+        check_fp8(c);
+    }
     check_schedule(c);
     check_data(c);
     check_misc(c);
+    gl_opt_collect_end();
     if (hooked)
         gl_log_set_abort(NULL);
     quiet_end(q);
