@@ -63,19 +63,32 @@ static int run_child(const char *cmdline, int world, int per_node, char *err, si
 
 /* The command line stops with exit 2 and one error line containing the
  * needles (NULL-terminated). */
-static void refused(const char *cmdline, int world, const char *const *needles)
+/* The command line is refused (exit 2) with `lines` lines on stderr, each
+ * "gridlm-train: error: ...", that contain every needle. */
+static void refused_lines(const char *cmdline, int world, int lines, const char *const *needles)
 {
     char err[4096];
     int code = run_child(cmdline, world, 8, err, sizeof err);
-    int good = code == 2 && strncmp(err, "gridlm-train: error: ", 21) == 0 &&
-               strchr(err, '\n') == err + strlen(err) - 1;
-    for (const char *const *n = needles; *n; n++)
-        good = good && strstr(err, *n);
+    int good = code == 2 && strncmp(err, "gridlm-train: error: ", 21) == 0;
+    int n = 0;
+    for (const char *p = err; *p; p++)
+        if (*p == '\n') {
+            n++;
+            if (p[1] && strncmp(p + 1, "gridlm-train: error: ", 21))
+                good = 0;
+        }
+    good = good && n == lines;
+    for (const char *const *nd = needles; *nd; nd++)
+        good = good && strstr(err, *nd);
     ok(good, "refused: %s%s%.0d", cmdline, world ? " on world " : "", world);
     if (!good)
         diag("exit %d, stderr: %s", code, err);
 }
-#define REFUSED(cmd, world, ...) refused(cmd, world, (const char *const[]){__VA_ARGS__, NULL})
+#define REFUSED(cmd, world, ...) \
+    refused_lines(cmd, world, 1, (const char *const[]){__VA_ARGS__, NULL})
+/* Several errors: one line each, then their count. */
+#define REFUSED_N(cmd, world, lines, ...) \
+    refused_lines(cmd, world, lines, (const char *const[]){__VA_ARGS__, NULL})
 
 static void test_defaults(void)
 {
@@ -394,8 +407,9 @@ static void test_refusals(void)
             "--seq-length 64 is not divisible by 2 x --context-parallel-size = 6");
     REFUSED(BASE "--expert-model-parallel-size 2", 0, "--expert-model-parallel-size 2",
             "dense");
-    REFUSED(BASE "--overlap-param-gather", 0, "--overlap-param-gather needs "
-            "--use-distributed-optimizer");
+    REFUSED_N(BASE "--overlap-param-gather", 0, 3, "--overlap-param-gather needs "
+              "--use-distributed-optimizer", "--overlap-param-gather needs "
+              "--overlap-grad-reduce", "2 usage errors above");
     REFUSED(BASE "--recompute-granularity full", 0, "--recompute-granularity full needs "
             "--recompute-method");
     REFUSED(BASE "--recompute-method block", 0, "--recompute-method block needs "
@@ -414,8 +428,25 @@ static void test_refusals(void)
             "--data-path 0.7 has no dataset after it");
     REFUSED("--model tiny --lr 1 --train-iters 3 --data-path 0 A 0 B", 0, "weights sum to 0");
     REFUSED(BASE "--split 90,a", 0, "--split 90,a is not a split");
-    REFUSED("--hidden-size 64 --num-attention-heads 8 --seq-length 8 --mock-data", 0,
-            "--num-layers is required", "--model");
+    REFUSED_N("--hidden-size 64 --num-attention-heads 8 --seq-length 8 --mock-data", 0, 5,
+              "--num-layers is required", "--model", "--train-iters is required",
+              "--lr is required", "the vocabulary size is unknown", "4 usage errors above");
+    /* Bad values and the checks across options, all in one message;
+     * a check whose input was refused is skipped, not echoed. */
+    REFUSED_N(BASE "--expert-model-parallel-size 2 --tokenizer-type Llama2Tokenizer "
+                   "--hidden-size abc", 0, 4,
+              "error: --tokenizer-type Llama2Tokenizer is not supported",
+              "error: --hidden-size abc is not an integer",
+              "error: --expert-model-parallel-size 2 needs a mixture-of-experts model",
+              "error: 3 usage errors above");
+    REFUSED(BASE "--recompute-granularity fully --recompute-method uniform", 0,
+            "--recompute-granularity fully is not supported: use one of selective or full");
+    REFUSED("--num-layers x --hidden-size 64 --num-attention-heads 8 --seq-length 8 "
+            "--mock-data --train-iters 1 --lr 1 --vocab-size 64", 0,
+            "--num-layers x is not an integer");
+    REFUSED("--model tiny --mock-data --train-iters 10 --lr 0", 0,
+            "--lr 0 must be a positive number");
+    REFUSED(BASE "--fp8-format e5m2 --first-last-layers-bf16", 0, "--fp8-format e5m2");
     REFUSED(BASE "--max-position-embeddings 32", 0, "--max-position-embeddings 32 is smaller "
             "than --seq-length 64");
     REFUSED(BASE "--hidden-size 60", 0, "--hidden-size 60 is not divisible by "
