@@ -1350,33 +1350,43 @@ static void check_split(const gl_config *c)
         gl_opt_error(o, c->data.split, "gives no documents to any split: e.g. --split 969,30,1");
 }
 
-static void check_tokenizer(gl_config *c)
+/* The tokenizer options together.  1 when they are refused (or were
+ * refused by the parse): then the tokenizer is unknown, and so may the
+ * vocabulary be, for that reason alone. */
+static int check_tokenizer(gl_config *c)
 {
     if (refused_any("tokenizer-type vocab-file merge-file tokenizer-model vocab-size"))
-        return;
+        return 1;
     const char *type = c->data.tokenizer_type;
     int gpt2 = !strcmp(type, "GPT2BPETokenizer");
-    if ((c->data.vocab_file || c->data.merge_file) && !gpt2)
+    if ((c->data.vocab_file || c->data.merge_file) && !gpt2) {
         bad("--%s is for --tokenizer-type GPT2BPETokenizer: add it, or give a tokenizer.json "
             "with --tokenizer-model", c->data.vocab_file ? "vocab-file" : "merge-file");
+        return 1;
+    }
     if (gpt2 && !c->data.tokenizer_model) {
         /* Megatron's --vocab-file/--merge-file become the data room's
          * "VOCAB:MERGES" model name. */
         if (!c->data.vocab_file || !c->data.merge_file) {
             bad("--tokenizer-type GPT2BPETokenizer needs --vocab-file vocab.json and "
                 "--merge-file merges.txt (or --tokenizer-model DIR holding both)");
-            return;
+            return 1;
         }
         size_t n = strlen(c->data.vocab_file) + strlen(c->data.merge_file) + 2;
         c->data.tokenizer_model = gl_malloc(n);
         snprintf(c->data.tokenizer_model, n, "%s:%s", c->data.vocab_file, c->data.merge_file);
     }
-    if (!strcmp(type, "HuggingFaceTokenizer") && !c->data.tokenizer_model)
+    if (!strcmp(type, "HuggingFaceTokenizer") && !c->data.tokenizer_model) {
         bad("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model FILE");
+        return 1;
+    }
     if (c->data.tokenizer_model && !type[0])
         snprintf(c->data.tokenizer_type, sizeof c->data.tokenizer_type, "HuggingFaceTokenizer");
-    if (!strcmp(type, "NullTokenizer") && !c->arch.vocab_size)
+    if (!strcmp(type, "NullTokenizer") && !c->arch.vocab_size) {
         bad("--tokenizer-type NullTokenizer needs --vocab-size N");
+        return 1;
+    }
+    return 0;
 }
 
 static void check_data(gl_config *c)
@@ -1388,9 +1398,13 @@ static void check_data(gl_config *c)
         !refused_any("dry-run mock-data data-path"))
         bad("no training data: give --data-path PREFIX (a Megatron .bin/.idx pair) or "
             "--mock-data");
-    check_tokenizer(c);
-    if (!c->arch.vocab_size && !c->data.tokenizer_model &&
-        !refused_any("model vocab-size tokenizer-type tokenizer-model vocab-file merge-file"))
+    /* The vocabulary's size comes from --vocab-size, the preset or the
+     * tokenizer; not from a tokenizer refused above (its line says
+     * enough), nor in a --world-size plan (check_misc says what that
+     * needs). */
+    int tokenizer_bad = check_tokenizer(c);
+    if (!c->arch.vocab_size && !c->data.tokenizer_model && !tokenizer_bad &&
+        !c->dry_run_world_size && !refused_any("model vocab-size world-size"))
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
