@@ -159,6 +159,26 @@ int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err)
     return rc;
 }
 
+int gl_train_peek_config(const char *load, char **config, char **file, gl_error *err)
+{
+    gl_ckpt *ck;
+    *config = *file = NULL;
+    int rc = gl_ckpt_open_alone(load, &ck, err);
+    if (rc != GL_CKPT_OK)
+        return rc;
+    *file = gl_strdup(gl_ckpt_path(ck));
+    *config = gl_ckpt_get_str(ck, "config");
+    gl_ckpt_close(ck);
+    if (!*config) {
+        gl_errprintf(err, "%s has no \"config\" attribute (the model's shape): it was not "
+                     "written by gridlm-train or gridlm-ckpt import-hf", *file);
+        free(*file);
+        *file = NULL;
+        return GL_CKPT_ERR;
+    }
+    return GL_CKPT_OK;
+}
+
 void gl_train_check_model(const gl_config *c, const char *text, const char *file)
 {
     gl_config k;

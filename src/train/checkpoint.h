@@ -110,6 +110,14 @@ char *gl_train_config_json(const gl_config *c);
  * err. */
 int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err);
 
+/* Before any model exists, and without MPI: the "config" text of the
+ * checkpoint --load names (load: a file, or a directory whose tracker
+ * names one), and the file's path, both malloc'd.  Returns GL_CKPT_OK;
+ * GL_CKPT_NONE (config and file NULL) when the directory holds no
+ * checkpoint yet; GL_CKPT_ERR with err (a Megatron-LM checkpoint, a
+ * missing, unreadable, incomplete or foreign file, no "config"). */
+int gl_train_peek_config(const char *load, char **config, char **file, gl_error *err);
+
 /* The model's architecture in c (layers, sizes, heads, query groups,
  * head size, vocabulary, tied or not, norm epsilon, RoPE base and
  * scaling) against a checkpoint's "config" text, one table of fields:

@@ -1,0 +1,118 @@
+/*
+ * preflight.c: the checks a run makes before it builds anything
+ * (preflight.h).
+ */
+#include <config.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "data/indexed.h"
+#include "data/tokenizer.h"
+#include "train/checkpoint.h"
+#include "train/preflight.h"
+
+/* What the training loop does not do (yet). */
+static void check_supported(const gl_config *c)
+{
+    if (c->layout.context_parallel_size > 1)
+        gl_die_code(2, "--context-parallel-size %d: context parallelism is not "
+                    "implemented in gridlm's training loop yet; use 1",
+                    c->layout.context_parallel_size);
+}
+
+/* Each --data-path prefix opens as the loader will open it. */
+static void check_data_files(const gl_config *c)
+{
+    for (int i = 0; i < c->data.n_data_paths; i++) {
+        gl_error err;
+        gl_idx *x = gl_idx_open(c->data.data_path[i], &err);
+        if (!x)
+            gl_die_code(2, "--data-path %s: %s: give the prefix of a .bin/.idx pair "
+                        "(gridlm-prep or Megatron's preprocess_data.py writes them)",
+                        c->data.data_path[i], err.text);
+        gl_idx_close(x);
+    }
+}
+
+/* The tokenizer's size (largest id + 1), or 0 when the run reads no
+ * tokenizer (--mock-data with --vocab-size, the NullTokenizer). */
+static long tokenizer_size(const gl_config *c)
+{
+    const gl_data_opts *o = &c->data;
+    if (!o->tokenizer_model || !*o->tokenizer_model ||
+        !strcmp(o->tokenizer_type, "NullTokenizer"))
+        return 0;
+    gl_tokenizer *t = gl_tokenizer_open(o->tokenizer_type, o->tokenizer_model); /* dies */
+    long n = gl_tokenizer_vocab_size(t);
+    gl_tokenizer_free(t);
+    return n;
+}
+
+/* The vocabulary size, from the tokenizer (size V > 0) as in Megatron;
+ * see preflight.h. */
+static void settle_vocab(gl_config *c, long V)
+{
+    int *vocab = &c->arch.vocab_size;
+    const char *tok = c->data.tokenizer_model;
+    if (!V)
+        return;
+    if (c->vocab_source == GL_VOCAB_FROM_CHECKPOINT) {
+        if (V > *vocab)
+            gl_die_code(2, "--tokenizer-model %s has %ld entries, more than the %d of the "
+                        "checkpoint's vocabulary (--use-checkpoint-args): give the tokenizer "
+                        "the checkpoint was trained with", tok, V, *vocab);
+        return;
+    }
+    if (*vocab && *vocab != V)
+        gl_die_code(2, "--vocab-size %d disagrees with the tokenizer (--tokenizer-model %s: %ld "
+                    "entries): drop --vocab-size, the tokenizer sets the vocabulary as in "
+                    "Megatron (--vocab-size is for --tokenizer-type NullTokenizer), or load a "
+                    "checkpoint's larger vocabulary with --use-checkpoint-args",
+                    *vocab, tok, V);
+    *vocab = (int)V;
+}
+
+/* --load: refuse what the load would refuse (Megatron-LM checkpoints,
+ * unreadable files, another model), without reading the tensors. */
+static void check_load(const gl_config *c)
+{
+    char *text, *file;
+    gl_error err;
+    if (!c->ckpt.load)
+        return;
+    int rc = gl_train_peek_config(c->ckpt.load, &text, &file, &err);
+    if (rc == GL_CKPT_NONE)
+        return;                  /* the run starts afresh, as Megatron's */
+    if (rc != GL_CKPT_OK)
+        gl_die_code(2, "--load %s: %s", c->ckpt.load, err.text);
+    /* The loader gives the NullTokenizer one more id, its end of document
+     * (data/loader.h), and the run's model that vocabulary. */
+    gl_config here = *c;
+    if (!strcmp(c->data.tokenizer_type, "NullTokenizer"))
+        here.arch.vocab_size++;
+    gl_train_check_model(&here, text, file);
+    free(text);
+    free(file);
+}
+
+void gl_train_preflight(gl_config *c, MPI_Comm world)
+{
+    int rank = 0;
+    if (world != MPI_COMM_NULL)
+        MPI_Comm_rank(world, &rank);
+    check_supported(c);
+    long V = 0;
+    if (rank == 0) {
+        check_data_files(c);
+        V = tokenizer_size(c);
+    }
+    if (world != MPI_COMM_NULL)
+        MPI_Bcast(&V, 1, MPI_LONG, 0, world);
+    settle_vocab(c, V);
+    if (rank == 0)
+        check_load(c);
+    if (world != MPI_COMM_NULL)
+        MPI_Barrier(world);
+}
