@@ -435,8 +435,9 @@ static int resolve_dir(const char *path, char **file, char **dir, long *iteratio
     char what[PATH_MAX];
     if (gl_ckpt_is_megatron(path, what, sizeof what))
         return gl_errprintf(err, "%s is a Megatron-LM checkpoint (%s), which gridlm does not "
-                            "read: convert it to Hugging Face with Megatron-Bridge, then "
-                            "run gridlm-ckpt import-hf HF_DIR OUT and load OUT", path, what);
+                            "read: convert it to Hugging Face with Megatron-Bridge "
+                            "(AutoBridge.export_ckpt), then run gridlm-ckpt import-hf "
+                            "HF_DIR OUT and give --load OUT", path, what);
     int st = gl_ckpt_read_tracker(path, &it, &why);
     if (st == GL_CKPT_NONE) {
         long *its;
