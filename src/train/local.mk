@@ -69,6 +69,13 @@ TESTS += t/train-ckpt.t
 dist_check_SCRIPTS += t/train-files.t
 TESTS += t/train-files.t
 
+# What runs check before anything is built (preflight.c), --dry-run
+# included: data files, tokenizer, --load (Megatron-LM checkpoints,
+# another model), --use-checkpoint-args, the vocabulary's source,
+# --attention-backend.
+dist_check_SCRIPTS += t/train-load.t
+TESTS += t/train-load.t
+
 # gridlm-eval (src/tools) against a direct computation (t/eval-ref).
 check_PROGRAMS += t/eval-ref
 t_eval_ref_SOURCES = t/eval-ref.c t/model-ref.h
