@@ -15,7 +15,9 @@
 #    checkpoint (written by a one-iteration CPU run here): the plan shows
 #    them, a fine-tuning run needs no shape flag, and a shape flag that
 #    disagrees is refused naming both values; with --model, without
-#    --load, or with an empty --load it is refused.
+#    --load, or with an empty --load it is refused.  A Hugging Face
+#    import (gridlm-ckpt export-hf, then import-hf) fine-tunes the same
+#    way once --seq-length is given, which it asks for.
 # 4. The vocabulary comes from the tokenizer: the plan says so, the
 #    start-up summary too; --vocab-size that disagrees is refused naming
 #    both sizes, one that agrees is accepted.
@@ -202,6 +204,28 @@ if [ $code -eq 0 ] && grep -q "loaded checkpoint $tmp/ck/iter_0000001.h5" "$tmp"
     pass "--load --finetune --use-checkpoint-args fine-tunes without shape flags"
 else
     echo "# exit $code"; fail_run "--load --finetune --use-checkpoint-args fine-tunes without shape flags"
+fi
+
+# A Hugging Face import (the checkpoint exported, then imported back):
+# every size but the training length, which the run must give.
+ckpt="$top_builddir/src/tools/gridlm-ckpt"
+mkdir -p "$tmp/imp"
+if "$ckpt" export-hf --dtype fp32 "$tmp/ck/iter_0000001.h5" "$tmp/hf" >"$tmp/hf.log" 2>&1 &&
+   "$ckpt" import-hf --quiet "$tmp/hf" "$tmp/imp" >>"$tmp/hf.log" 2>&1; then
+    refused "--use-checkpoint-args of a Hugging Face import asks for --seq-length"         "--seq-length is required: the checkpoint --load $tmp/imp names does not give it"         "--seq-length 32" -- $run --mock-data --load "$tmp/imp" --finetune \
+        --use-checkpoint-args $plan1
+    timeout 120 "$prog" $run --mock-data --load "$tmp/imp" --finetune --use-checkpoint-args \
+        --seq-length 32 >"$tmp"/out 2>"$tmp"/err
+    code=$?
+    if [ $code -eq 0 ] && grep -q "loaded checkpoint $tmp/imp/iter_0000000.h5" "$tmp"/out "$tmp"/err; then
+        pass "a Hugging Face import fine-tunes with --use-checkpoint-args --seq-length"
+    else
+        echo "# exit $code"; fail_run "a Hugging Face import fine-tunes with --use-checkpoint-args --seq-length"
+    fi
+else
+    sed 's/^/# /' "$tmp/hf.log"
+    fail "gridlm-ckpt export-hf, import-hf of the checkpoint"
+    fail "(not run: no import)"
 fi
 
 # --- 4. the vocabulary from the tokenizer ---

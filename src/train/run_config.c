@@ -636,10 +636,19 @@ static void check_required(const gl_config *c)
         {"num-attention-heads", OFF(arch.num_attention_heads)},
         {"seq-length", OFF(arch.seq_length)},
     };
-    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
-        if (*(const int *)((const char *)c + req[i].off) <= 0)
-            bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
-                preset_names);
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
+        if (*(const int *)((const char *)c + req[i].off) > 0)
+            continue;
+        /* A Hugging Face import gives every size but the run's length. */
+        if (c->ckpt.use_checkpoint_args)
+            bad("--%s is required: the checkpoint --load %s names does not give it (an "
+                "import from Hugging Face has no training length): give it, e.g. --%s %d",
+                req[i].flag, c->ckpt.load, req[i].flag,
+                c->arch.max_position_embeddings > 0 && c->arch.max_position_embeddings < 4096
+                    ? c->arch.max_position_embeddings : 4096);
+        bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
+            preset_names);
+    }
 }
 
 /* Whether argv holds the switch --name (looked at before parsing). */
