@@ -99,20 +99,20 @@ static void check_load(const gl_config *c)
 
 void gl_train_preflight(gl_config *c, MPI_Comm world)
 {
+    /* Rank 0 checks and prints; its gl_die_code stops the job (the
+     * others wait in the broadcast), so one copy of a refusal is shown. */
     int rank = 0;
     if (world != MPI_COMM_NULL)
         MPI_Comm_rank(world, &rank);
-    check_supported(c);
-    long V = 0;
+    int vocab = c->arch.vocab_size;
     if (rank == 0) {
+        check_supported(c);
         check_data_files(c);
-        V = tokenizer_size(c);
+        settle_vocab(c, tokenizer_size(c));
+        check_load(c);
+        vocab = c->arch.vocab_size;
     }
     if (world != MPI_COMM_NULL)
-        MPI_Bcast(&V, 1, MPI_LONG, 0, world);
-    settle_vocab(c, V);
-    if (rank == 0)
-        check_load(c);
-    if (world != MPI_COMM_NULL)
-        MPI_Barrier(world);
+        MPI_Bcast(&vocab, 1, MPI_INT, 0, world);
+    c->arch.vocab_size = vocab;
 }

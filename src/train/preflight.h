@@ -33,7 +33,8 @@ extern "C" {
 
 /* Run the checks on c, parsed (gl_config_parse) but not yet finished
  * (gl_config_finish).  Collective over world: rank 0 reads the files and
- * the others learn the vocabulary size from it; MPI_COMM_NULL: this
+ * refuses (one message for the job), the others learn the vocabulary size
+ * from it; MPI_COMM_NULL: this
  * process alone, without MPI (--dry-run --world-size).  Sets
  * c->arch.vocab_size when the tokenizer gives it.  Dies (exit 2) on the
  * first problem. */
