@@ -5,9 +5,11 @@
 # 1. --dry-run refuses what the real run would refuse before its first
 #    iteration: a --data-path prefix with no .idx, a truncated .idx, no
 #    .bin; a tokenizer that does not parse; an unsupported setting
-#    (--context-parallel-size 2); a --load checkpoint of another model.
-#    Each is one line, exit 2, with --world-size (no launcher) and, for
-#    the data, without (a one-rank job).
+#    (--context-parallel-size 2); a --load checkpoint of another model,
+#    or without optimizer state when the run would resume; a --save that
+#    holds another run's later checkpoint, or is a file (a missing one
+#    is not created).  Each is one line, exit 2, with --world-size (no
+#    launcher) and, for the data, without (a one-rank job).
 # 2. --load of a Megatron-LM checkpoint (iter_N/ with .distcp files, or
 #    legacy mp_rank_* directories) is refused, by the dry and the real
 #    run, naming Megatron-Bridge and gridlm-ckpt import-hf.
@@ -31,7 +33,7 @@ prog="$top_builddir/src/tools/gridlm-train"
 prep="$top_builddir/src/tools/gridlm-prep"
 [ -x "$prog" ] || skip_all "$prog not built"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-load.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'umount "$tmp/ro" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 unset GRIDLM_ATTENTION
 
 shape="--num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 64
@@ -140,6 +142,26 @@ refused "dry run: --load of a checkpoint of another model, as the load compares 
     --seq-length 32 $run --mock-data --vocab-size 256 --load "$tmp/ck" $plan1
 planned "dry run: --load of a checkpoint of this model passes" vocab_size=256 -- \
     $shape $run --mock-data --vocab-size 256 --load "$tmp/ck" $plan1
+refused "dry run: --save holding another run's later checkpoint" \
+    "--save $tmp/ck holds $tmp/ck/iter_0000001.h5, beyond iteration 0" -- \
+    $shape $run --mock-data --vocab-size 256 --save "$tmp/ck" $plan1
+planned "dry run: --save of the checkpoint the run resumes from passes" vocab_size=256 -- \
+    $shape $run --mock-data --vocab-size 256 --save "$tmp/ck" --load "$tmp/ck" $plan1
+refused "dry run: --save under a file" "--save $tmp/c.jsonl/ck: $tmp/c.jsonl is a file, not a directory" -- \
+    $shape $run --mock-data --vocab-size 256 --save "$tmp/c.jsonl/ck" $plan1
+planned "dry run: a missing --save passes, and is not created" vocab_size=256 -- \
+    $shape $run --mock-data --vocab-size 256 --save "$tmp/new/sub" $plan1
+test ! -e "$tmp/new"; ok $? "the dry run created nothing"
+# A read-only file system (a small tmpfs; root only): the real run's words.
+mkdir -p "$tmp/ro"
+if mount -t tmpfs -o size=64k,ro tmpfs "$tmp/ro" 2>/dev/null; then
+    refused "dry run: --save on a read-only file system" \
+        "--save $tmp/ro/ck: cannot create directory $tmp/ro/ck: Read-only file system" -- \
+        $shape $run --mock-data --vocab-size 256 --save "$tmp/ro/ck" $plan1
+    umount "$tmp/ro"
+else
+    skip "" "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
+fi
 # A one-rank job (MPI up, no --world-size): rank 0 reads the files.
 timeout 120 "$prog" $shape $run --data-path "$tmp/nope" --tokenizer-model "$tmp/tok.json" \
     --dry-run >"$tmp"/out 2>"$tmp"/err
@@ -214,6 +236,10 @@ if "$ckpt" export-hf --dtype fp32 "$tmp/ck/iter_0000001.h5" "$tmp/hf" >"$tmp/hf.
    "$ckpt" import-hf --quiet "$tmp/hf" "$tmp/imp" >>"$tmp/hf.log" 2>&1; then
     refused "--use-checkpoint-args of a Hugging Face import asks for --seq-length"         "--seq-length is required: the checkpoint --load $tmp/imp names does not give it"         "--seq-length 32" -- $run --mock-data --load "$tmp/imp" --finetune \
         --use-checkpoint-args $plan1
+    refused "dry run: --load of a checkpoint without optimizer state, to resume" \
+        "--load $tmp/imp/iter_0000000.h5: the checkpoint has no optimizer state" \
+        "add --no-load-optim" -- $run --mock-data --load "$tmp/imp" --use-checkpoint-args \
+        --seq-length 32 $plan1
     timeout 120 "$prog" $run --mock-data --load "$tmp/imp" --finetune --use-checkpoint-args \
         --seq-length 32 >"$tmp"/out 2>"$tmp"/err
     code=$?
@@ -225,6 +251,7 @@ if "$ckpt" export-hf --dtype fp32 "$tmp/ck/iter_0000001.h5" "$tmp/hf" >"$tmp/hf.
 else
     sed 's/^/# /' "$tmp/hf.log"
     fail "gridlm-ckpt export-hf, import-hf of the checkpoint"
+    fail "(not run: no import)"
     fail "(not run: no import)"
 fi
 

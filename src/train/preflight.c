@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "data/indexed.h"
 #include "data/tokenizer.h"
@@ -36,18 +37,15 @@ static void check_data_files(const gl_config *c)
     }
 }
 
-/* The tokenizer's size (largest id + 1), or 0 when the run reads no
- * tokenizer (--mock-data with --vocab-size, the NullTokenizer). */
-static long tokenizer_size(const gl_config *c)
+/* The tokenizer the run reads, or NULL (--mock-data with --vocab-size,
+ * the NullTokenizer).  Dies (exit 2) when it does not load. */
+static gl_tokenizer *open_tokenizer(const gl_config *c)
 {
     const gl_data_opts *o = &c->data;
     if (!o->tokenizer_model || !*o->tokenizer_model ||
         !strcmp(o->tokenizer_type, "NullTokenizer"))
-        return 0;
-    gl_tokenizer *t = gl_tokenizer_open(o->tokenizer_type, o->tokenizer_model); /* dies */
-    long n = gl_tokenizer_vocab_size(t);
-    gl_tokenizer_free(t);
-    return n;
+        return NULL;
+    return gl_tokenizer_open(o->tokenizer_type, o->tokenizer_model);
 }
 
 /* The vocabulary size, from the tokenizer (size V > 0) as in Megatron;
@@ -75,16 +73,17 @@ static void settle_vocab(gl_config *c, long V)
 }
 
 /* --load: refuse what the load would refuse (Megatron-LM checkpoints,
- * unreadable files, another model), without reading the tensors. */
-static void check_load(const gl_config *c)
+ * unreadable files, another model, missing optimizer state), without
+ * reading the tensors.  Returns the iteration the run starts from. */
+static long check_load(const gl_config *c)
 {
-    char *text, *file;
+    gl_train_peek_info k;
     gl_error err;
     if (!c->ckpt.load)
-        return;
-    int rc = gl_train_peek_config(c->ckpt.load, &text, &file, &err);
+        return 0;
+    int rc = gl_train_peek(c->ckpt.load, &k, &err);
     if (rc == GL_CKPT_NONE)
-        return;                  /* the run starts afresh, as Megatron's */
+        return 0;                /* the run starts afresh, as Megatron's */
     if (rc != GL_CKPT_OK)
         gl_die_code(2, "--load %s: %s", c->ckpt.load, err.text);
     /* The loader gives the NullTokenizer one more id, its end of document
@@ -92,9 +91,34 @@ static void check_load(const gl_config *c)
     gl_config here = *c;
     if (!strcmp(c->data.tokenizer_type, "NullTokenizer"))
         here.arch.vocab_size++;
-    gl_train_check_model(&here, text, file);
-    free(text);
-    free(file);
+    gl_train_check_model(&here, k.config, k.file);
+    gl_train_check_optim_state(c, k.has_optimizer_state, k.file);
+    long start = c->ckpt.finetune ? 0 : k.iteration;
+    gl_train_peek_free(&k);
+    return start;
+}
+
+/* --save under --dry-run: what gl_train_save_prepare and
+ * gl_train_save_guard would refuse, with nothing created (the real run
+ * makes those checks itself, before its first iteration). */
+static void check_save(const gl_config *c, long start)
+{
+    gl_error e;
+    if (!c->ckpt.save || !c->dry_run)
+        return;
+    if (gl_file_check_creatable(c->ckpt.save, &e) < 0)
+        gl_die_code(2, "--save %s: %s: give a directory this job can write", c->ckpt.save,
+                    e.text);
+    gl_train_check_save_dir(c, start);
+}
+
+/* --eod-mask-loss needs the tokenizer's end of document. */
+static void check_eod(const gl_config *c, gl_tokenizer *t)
+{
+    if (t && c->data.eod_mask_loss && gl_tokenizer_eod(t) < 0)
+        gl_die_code(2, "--eod-mask-loss: the tokenizer (--tokenizer-model %s) has no "
+                    "end-of-document token: drop --eod-mask-loss, or give a tokenizer with "
+                    "an eos_token", c->data.tokenizer_model);
 }
 
 void gl_train_preflight(gl_config *c, MPI_Comm world)
@@ -108,8 +132,11 @@ void gl_train_preflight(gl_config *c, MPI_Comm world)
     if (rank == 0) {
         check_supported(c);
         check_data_files(c);
-        settle_vocab(c, tokenizer_size(c));
-        check_load(c);
+        gl_tokenizer *t = open_tokenizer(c);
+        check_eod(c, t);
+        settle_vocab(c, t ? gl_tokenizer_vocab_size(t) : 0);
+        gl_tokenizer_free(t);
+        check_save(c, check_load(c));
         vocab = c->arch.vocab_size;
     }
     if (world != MPI_COMM_NULL)

@@ -14,9 +14,14 @@
  *     tokenizer's size (it is the NullTokenizer's flag), and under
  *     --use-checkpoint-args the checkpoint's vocabulary must hold every
  *     token id;
+ *   - --eod-mask-loss: the tokenizer has an end-of-document token;
  *   - --load: a Megatron-LM checkpoint is refused with the way to convert
  *     it; a gridlm checkpoint must be readable and fit this model, by the
- *     same comparison the load makes (gl_train_check_model).
+ *     same comparison the load makes (gl_train_check_model), and hold
+ *     optimizer state unless --finetune or --no-load-optim;
+ *   - --save, in a dry run (the real run checks it itself, creating the
+ *     directory): one this process can write or create, without another
+ *     run's checkpoints beyond where the run starts; nothing is created.
  * Each refusal is one line naming the flag, the value and the fix, exit
  * code 2.
  */

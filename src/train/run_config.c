@@ -667,9 +667,9 @@ static int argv_has(int argc, char **argv, const char *name)
  * checkpoint's path (malloc'd). */
 static char *checkpoint_shape(gl_config *c, const char *load, gl_arch *there)
 {
-    char *text, *file;
+    gl_train_peek_info k;
     gl_error err;
-    int rc = gl_train_peek_config(load, &text, &file, &err);
+    int rc = gl_train_peek(load, &k, &err);
     if (rc == GL_CKPT_NONE)
         bad("--use-checkpoint-args: --load %s holds no checkpoint yet, so there is no shape "
             "to take: give --load a checkpoint (gridlm-ckpt import-hf HF_DIR OUT writes one), "
@@ -677,10 +677,11 @@ static char *checkpoint_shape(gl_config *c, const char *load, gl_arch *there)
             "...)", load);
     if (rc != GL_CKPT_OK)
         bad("--load %s: %s", load, err.text);
-    if (gl_train_config_from_json(text, c, &err) != 0)
-        bad("--load %s: %s", file, err.text);
-    free(text);
+    if (gl_train_config_from_json(k.config, c, &err) != 0)
+        bad("--load %s: %s", k.file, err.text);
     *there = c->arch;
+    char *file = gl_strdup(k.file);
+    gl_train_peek_free(&k);
     return file;
 }
 
