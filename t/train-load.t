@@ -22,7 +22,8 @@
 #    way once --seq-length is given, which it asks for.
 # 4. The vocabulary comes from the tokenizer: the plan says so, the
 #    start-up summary too; --vocab-size that disagrees is refused naming
-#    both sizes, one that agrees is accepted.
+#    both sizes, one that agrees is accepted; a --model preset's
+#    vocabulary gives way to the tokenizer's.
 # 5. --attention-backend: each of Megatron's values in the plan as
 #    gridlm's implementation (fused: cudnn; flash, unfused, local:
 #    native; auto), over GRIDLM_ATTENTION with a warning when they
@@ -263,6 +264,8 @@ refused "--vocab-size that disagrees with the tokenizer is refused naming both" 
     "drop --vocab-size" -- $shape $run $data --vocab-size 512 $plan1
 planned "--vocab-size that agrees with it is accepted" vocab_size=400 -- \
     $shape $run $data --vocab-size 400 $plan1
+planned "a --model preset's vocabulary (tiny: 512) gives way to the tokenizer's" \
+    vocab_size=400 vocab_source=tokenizer -- --model tiny $run $data $plan1
 planned "--mock-data with --vocab-size: the flag sets it" vocab_size=256 \
     vocab_source=vocab-size -- $shape $run --mock-data --vocab-size 256 $plan1
 # shellcheck disable=SC2086

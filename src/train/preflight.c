@@ -63,7 +63,9 @@ static void settle_vocab(gl_config *c, long V)
                         "the checkpoint was trained with", tok, V, *vocab);
         return;
     }
-    if (*vocab && *vocab != V)
+    /* A --model preset's vocabulary gives way to the tokenizer's; an
+     * explicit --vocab-size must agree with it. */
+    if (c->vocab_size_flag && *vocab != V)
         gl_die_code(2, "--vocab-size %d disagrees with the tokenizer (--tokenizer-model %s: %ld "
                     "entries): drop --vocab-size, the tokenizer sets the vocabulary as in "
                     "Megatron (--vocab-size is for --tokenizer-type NullTokenizer), or load a "

@@ -11,7 +11,8 @@
  *     valid (data/indexed.h's checks);
  *   - the tokenizer: it loads, and it sets the vocabulary size, as in
  *     Megatron: --vocab-size given with a tokenizer must equal the
- *     tokenizer's size (it is the NullTokenizer's flag), and under
+ *     tokenizer's size (it is the NullTokenizer's flag), a --model
+ *     preset's vocabulary gives way to the tokenizer's, and under
  *     --use-checkpoint-args the checkpoint's vocabulary must hold every
  *     token id;
  *   - --eod-mask-loss: the tokenizer has an end-of-document token;

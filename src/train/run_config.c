@@ -1067,6 +1067,7 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
             opt_model(c, gl_opt_lookup(table, "model"), name, NULL, 0); /* dies */
     }
     gl_opt_parse(table, c, argc, argv);
+    c->vocab_size_flag = gl_opt_find(argc, argv, "vocab-size") != NULL;
     if (from_ckpt) {
         check_checkpoint_args(c, &there, ckpt_file);
         free(ckpt_file);

@@ -139,6 +139,8 @@ typedef struct gl_config {
     int data_parallel_size;
     int num_micro_batches;           /* global / (mbs x dp) */
     gl_vocab_source vocab_source;    /* set by gl_config_parse */
+    int vocab_size_flag;             /* 1: --vocab-size was on the command
+                                      * line (not only a --model preset's) */
 } gl_config;
 
 /* Megatron's defaults. */
