@@ -15,3 +15,10 @@ check_PROGRAMS += t/base-file.t
 t_base_file_t_SOURCES = t/base-file.c t/child.c t/child.h
 t_base_file_t_LDADD = $(TAP_LIBS)
 TESTS += t/base-file.t
+
+# Philox-4x32-10 against its known answers; dropout masks' statistics.
+libgridlm_a_SOURCES += %reldir%/philox.h
+check_PROGRAMS += t/philox.t
+t_philox_t_SOURCES = t/philox.c
+t_philox_t_LDADD = $(TAP_LIBS)
+TESTS += t/philox.t
