@@ -20,8 +20,9 @@
  * thread's own slots of the block's [2h] shared-memory row (no atomics).
  * At the end the block writes that row to partial[block] (f32), and
  * bias.cu's colsum_final adds the G blocks' rows into dw and db in a
- * fixed order.  The grid (2 blocks per SM) and everything else follow
- * from the shapes and the GPU: the same bits every run.
+ * fixed order.  The grid (the blocks that fit on the GPU at once, up to 4
+ * per SM) and everything else follow from the shapes and the GPU: the
+ * same bits every run.
  */
 #include <config.h>
 
@@ -162,6 +163,10 @@ void gl_cuda_layernorm_fwd(cudaStream_t st, bf16 *y, float *mean, float *rstd,
     GL_CUDA_LAUNCHED("layernorm_fwd");
 }
 
+typedef void (*bwd_kernel)(bf16 *, float *, const bf16 *, const bf16 *,
+                           const bf16 *, const float *, const float *, int,
+                           int, int, int, int);
+
 void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
                            const bf16 *dy, const bf16 *x, const bf16 *w,
                            const float *mean, const float *rstd, int n, int h,
@@ -175,28 +180,25 @@ void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
         gl_die("layernorm_bwd: hidden size %d needs %zu bytes of shared "
                "memory per block, more than this GPU's %zu", h, smem,
                (size_t)st->prop.sharedMemPerBlockOptin - 1024);
-    int G = 2 * st->prop.multiProcessorCount;
+    bwd_kernel k = gl_vec8_ok(h, dx, dy, x, w) ? layernorm_bwd_rows<8>
+                                                 : layernorm_bwd_rows<1>;
+    GL_CUDA_CHECK(cudaFuncSetAttribute(
+        k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    /* as many blocks as fit on the GPU at once, up to 4 per SM (more rows
+     * in flight; each block adds a row of partial sums) */
+    int per_sm = 0;
+    GL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, k, LN_THREADS, smem));
+    per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
+    int G = per_sm * st->prop.multiProcessorCount;
     if (G > n)
         G = n;
     int rpb = (n + G - 1) / G;
     G = (n + rpb - 1) / rpb;
     float *partial = (float *)gl_cuda_scratch(d, &st->s_norm,
                                               (size_t)G * 2 * h * sizeof(float));
-    if (gl_vec8_ok(h, dx, dy, x, w)) {
-        GL_CUDA_CHECK(cudaFuncSetAttribute(
-            layernorm_bwd_rows<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            (int)smem));
-        layernorm_bwd_rows<8><<<G, LN_THREADS, smem, st->stream>>>(
-            dx, partial, dy, x, w, mean, rstd, n, h, rpb, one_plus,
-            accumulate_dx);
-    } else {
-        GL_CUDA_CHECK(cudaFuncSetAttribute(
-            layernorm_bwd_rows<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            (int)smem));
-        layernorm_bwd_rows<1><<<G, LN_THREADS, smem, st->stream>>>(
-            dx, partial, dy, x, w, mean, rstd, n, h, rpb, one_plus,
-            accumulate_dx);
-    }
+    k<<<G, LN_THREADS, smem, st->stream>>>(dx, partial, dy, x, w, mean, rstd,
+                                           n, h, rpb, one_plus, accumulate_dx);
     GL_CUDA_LAUNCHED("layernorm_bwd_rows");
     gl_cuda_colsum_final(st->stream, dw, partial, G, h, 2L * h);
     gl_cuda_colsum_final(st->stream, db, partial + h, G, h, 2L * h);

@@ -1383,6 +1383,53 @@ static void bench(void)
     t = toc(reps);
     diag("bench swiglu_bwd n=%d f=%d: %.1f us, %.0f GB/s", n, f, t * 1e3,
          5.0 * n * f * 2 / t / 1e6);
+    /* the GPT ops at the same shapes (GB/s counts each pass's bytes) */
+    float *mn = G->ops->alloc(G, (size_t)n * 4);
+    gl_dropout dp = { .seed = 1, .iteration = 2, .layer = 3, .site = 1,
+                      .p = 0.1f, .row0 = 0, .col0 = 0, .width = h };
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->layernorm_fwd(G, y, mn, rs, x, w, w, n, h, 1e-5f, 0);
+    t = toc(reps);
+    diag("bench layernorm_fwd n=%d h=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         2.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->layernorm_bwd(G, y, dw, dw + h, x, x, w, mn, rs, n, h, 0, 1);
+    t = toc(reps);
+    diag("bench layernorm_bwd n=%d h=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         4.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->gelu_fwd(G, y, x, w, n, f);
+    t = toc(reps);
+    diag("bench gelu_fwd (bias) n=%d f=%d: %.1f us, %.0f GB/s", n, f, t * 1e3,
+         2.0 * n * f * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->gelu_bwd(G, y, dw, y, x, w, n, f);
+    t = toc(reps);
+    diag("bench gelu_bwd (bias, dbias) n=%d f=%d: %.1f us, %.0f GB/s", n, f,
+         t * 1e3, 4.0 * n * f * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->bias_grad(G, dw, x, n, h);
+    t = toc(reps);
+    diag("bench bias_grad n=%d w=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         1.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->dropout(G, y, x, n, h, &dp);
+    t = toc(reps);
+    diag("bench dropout n=%d w=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         2.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->bias_dropout_add(G, y, y, x, w, n, h, &dp);
+    t = toc(reps);
+    diag("bench bias_dropout_add n=%d w=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         3.0 * n * h * 2 / t / 1e6);
+    G->ops->free(G, mn);
     G->ops->free(G, x);
     G->ops->free(G, y);
     G->ops->free(G, w);
