@@ -1612,8 +1612,9 @@ int main(void)
         test_fp8_linear(2048, 2048, 3072);
     }
 
-    /* the GPT ops: LayerNorm's rows of 16-byte loads and the scalar
-     * fallback (odd h), the 1p variant, accumulation; GeLU with and
+    /* the GPT ops: LayerNorm's backward by teams of 1, 2, 4, 8 warps
+     * (16-byte loads up to h = 16384, scalar ones up to 2048) and the
+     * general kernel beyond, the 1p variant, accumulation; GeLU with and
      * without bias; dropout pieces at offsets (a shard at column 13 of
      * rows of 100, a sequence-parallel block of rows), odd widths whose
      * 8-element groups straddle Philox's 4-word groups */
@@ -1624,6 +1625,12 @@ int main(void)
     test_layernorm(37, 100, 1, 1);
     test_layernorm(5, 33, 0, 0);
     test_layernorm(9, 8192, 1, 0);
+    test_layernorm(77, 4096, 1, 0);                /* teams of 2 */
+    test_layernorm(5, 12288, 1, 0);                /* teams of 8 */
+    test_layernorm(3, 20000, 1, 0);                /* general, 16-byte */
+    test_layernorm(50, 700, 0, 1);                 /* odd h: teams of 4 */
+    test_layernorm(6, 1500, 1, 1);                 /* odd h: teams of 8 */
+    test_layernorm(3, 2500, 0, 1);                 /* odd h: general */
     test_gelu(quick ? 16 : 4096, 8192, 1);
     test_gelu(7, 37, 1);
     test_gelu(64, 256, 0);
