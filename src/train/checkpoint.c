@@ -159,6 +159,51 @@ int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err)
     return rc;
 }
 
+/* An integer root attribute, or dflt when it is missing. */
+static long long attr_i64(gl_ckpt *ck, const char *key, long long dflt)
+{
+    long long v;
+    return gl_ckpt_get_i64(ck, key, &v, NULL) == GL_CKPT_OK ? v : dflt;
+}
+
+int gl_train_peek(const char *load, gl_train_peek_info *info, gl_error *err)
+{
+    gl_ckpt *ck;
+    memset(info, 0, sizeof *info);
+    int rc = gl_ckpt_open_alone(load, &ck, err);
+    if (rc != GL_CKPT_OK)
+        return rc;
+    info->file = gl_strdup(gl_ckpt_path(ck));
+    info->config = gl_ckpt_get_str(ck, "config");
+    info->iteration = gl_ckpt_iteration(ck);
+    info->has_optimizer_state = (int)attr_i64(ck, "has_optimizer_state", 0);
+    gl_ckpt_close(ck);
+    if (!info->config) {
+        gl_errprintf(err, "%s has no \"config\" attribute (the model's shape): it was not "
+                     "written by gridlm-train or gridlm-ckpt import-hf", info->file);
+        gl_train_peek_free(info);
+        return GL_CKPT_ERR;
+    }
+    return GL_CKPT_OK;
+}
+
+void gl_train_peek_free(gl_train_peek_info *info)
+{
+    free(info->config);
+    free(info->file);
+    memset(info, 0, sizeof *info);
+}
+
+void gl_train_check_optim_state(const gl_config *c, int has_optimizer_state,
+                                const char *file)
+{
+    int load_optim = !c->ckpt.finetune && !c->ckpt.no_load_optim;
+    if (load_optim && !has_optimizer_state)
+        gl_die_code(2, "--load %s: the checkpoint has no optimizer state (saved with "
+                    "--no-save-optim, or imported): add --no-load-optim to start AdamW "
+                    "afresh, or --finetune", file);
+}
+
 void gl_train_check_model(const gl_config *c, const char *text, const char *file)
 {
     gl_config k;
@@ -204,8 +249,12 @@ void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start)
 {
     int rank;
     MPI_Comm_rank(world, &rank);
-    if (rank != 0)
-        return;
+    if (rank == 0)
+        gl_train_check_save_dir(c, start);
+}
+
+void gl_train_check_save_dir(const gl_config *c, long start)
+{
     long *its;
     int n = gl_ckpt_list(c->ckpt.save, &its), newer = 0;
     while (newer < n && its[newer] > start)
@@ -526,12 +575,6 @@ static void load_moments(gl_ckpt *ck, gl_optim *o)
     free(tmp);
 }
 
-static long long attr_i64(gl_ckpt *ck, const char *key, long long dflt)
-{
-    long long v;
-    return gl_ckpt_get_i64(ck, key, &v, NULL) == GL_CKPT_OK ? v : dflt;
-}
-
 int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                   gl_train_progress *pr)
 {
@@ -551,10 +594,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     free(cfg);
 
     int load_optim = !c->ckpt.finetune && !c->ckpt.no_load_optim;
-    if (load_optim && !attr_i64(ck, "has_optimizer_state", 0))
-        gl_die_code(2, "--load %s: the checkpoint has no optimizer state (saved with "
-                    "--no-save-optim, or imported): add --no-load-optim to start AdamW "
-                    "afresh, or --finetune", file);
+    gl_train_check_optim_state(c, (int)attr_i64(ck, "has_optimizer_state", 0), file);
 
     size_t mb, me;
     float *master = gl_optim_master_target(o, &mb, &me);

@@ -110,6 +110,35 @@ char *gl_train_config_json(const gl_config *c);
  * err. */
 int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err);
 
+/* What a checkpoint says about itself, before any model exists. */
+typedef struct {
+    char *config;               /* its "config" attribute (malloc'd) */
+    char *file;                 /* the file's path (malloc'd) */
+    long iteration;             /* iterations completed */
+    int has_optimizer_state;    /* 1 when it holds AdamW's moments */
+} gl_train_peek_info;
+
+/* Without MPI and without reading tensors: what the checkpoint --load
+ * names (load: a file, or a directory whose tracker names one) says
+ * about itself.  Returns GL_CKPT_OK with *info filled (free with
+ * gl_train_peek_free); GL_CKPT_NONE (info zeroed) when the directory
+ * holds no checkpoint yet; GL_CKPT_ERR with err (a Megatron-LM
+ * checkpoint, a missing, unreadable, incomplete or foreign file, no
+ * "config"). */
+int gl_train_peek(const char *load, gl_train_peek_info *info, gl_error *err);
+void gl_train_peek_free(gl_train_peek_info *info);
+
+/* Whether the model's weights and optimizer state of a checkpoint with
+ * has_optimizer_state can start this run (--finetune and --no-load-optim
+ * need no moments); dies (exit 2) naming file and the fix when not. */
+void gl_train_check_optim_state(const gl_config *c, int has_optimizer_state,
+                                const char *file);
+
+/* The refusal of gl_train_save_guard, on this process alone (no MPI):
+ * --save holding a checkpoint beyond start (the iteration this run starts
+ * from) stops the run (exit 2), naming it and the ways on. */
+void gl_train_check_save_dir(const gl_config *c, long start);
+
 /* The model's architecture in c (layers, sizes, heads, query groups,
  * head size, vocabulary, tied or not, norm epsilon, RoPE base and
  * scaling) against a checkpoint's "config" text, one table of fields:

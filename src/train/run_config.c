@@ -20,6 +20,7 @@
 #include "train/run_config.h"
 #include "base/log.h"
 #include "base/options.h"
+#include "train/checkpoint.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -386,6 +387,10 @@ static const char *const backends[] = {"nccl", NULL};
 static const char *const single_loader[] = {"single", NULL};
 static const char *const softmax_types[] = {"vanilla", NULL};
 static const char *const fp32_only[] = {"fp32", NULL};
+static const char *const attn_backends[] = {"flash", "fused", "unfused", "local", "auto", NULL};
+static const int attn_backend_values[] = {GL_ATTN_BACKEND_FLASH, GL_ATTN_BACKEND_FUSED,
+                                          GL_ATTN_BACKEND_UNFUSED, GL_ATTN_BACKEND_LOCAL,
+                                          GL_ATTN_BACKEND_AUTO};
 
 /* Row builders: name, field, group, checks, help, then any further
  * designated initialisers (.defstr, .hint, .min, ...). */
@@ -543,6 +548,11 @@ static const gl_option table[] = {
     CHOICE("device", device, "DEV", G_PREC, devices, device_values,
            "cpu (fp32 reference), cuda, or auto (cuda when a GPU is visible)"),
     FLAG("bf16", bf16, G_PREC, "bf16 weights and activations, fp32 master weights"),
+    CHOICE("attention-backend", attention_backend, "NAME", G_PREC, attn_backends,
+           attn_backend_values, "attention on CUDA, as GRIDLM_ATTENTION (which it overrides): "
+           "fused = cuDNN's fused flash attention (cudnn); flash, unfused and local = "
+           "gridlm's own flash-attention kernels (native); auto = cuDNN when it has a plan",
+           .defstr = "GRIDLM_ATTENTION, else auto"),
     CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
            "FP8 products in the decoder layers' linears (needs --bf16): e4m3 everywhere, or "
            "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
@@ -605,6 +615,9 @@ static const gl_option table[] = {
     FLAG("no-load-optim", ckpt.no_load_optim, G_CKPT, "do not load the optimizer state"),
     FLAG("no-load-rng", ckpt.no_load_rng, G_CKPT, "do not load the random state"),
     FLAG("finetune", ckpt.finetune, G_CKPT, "load weights only; start at iteration 0"),
+    FLAG("use-checkpoint-args", ckpt.use_checkpoint_args, G_CKPT,
+         "take the model's shape (and vocabulary) from the checkpoint --load names; shape "
+         "flags must agree with it"),
     FLAG("async-save", ckpt.async_save, G_CKPT, "write checkpoints in the background"),
 
     /* --- logging --- */
@@ -1164,6 +1177,14 @@ static int must_divide(const char *pflag, const char *pname, int p, const char *
     return 1;
 }
 
+/* --use-checkpoint-args without --load: that has its own line, and no
+ * checkpoint was read to give the shape and the vocabulary, so their
+ * absence is not worth another. */
+static int checkpoint_unread(const gl_config *c)
+{
+    return c->ckpt.use_checkpoint_args && !c->ckpt.load;
+}
+
 /* The model's shape is known: the options every model needs are given,
  * here or by --model.  Reports those missing, but not one whose value
  * was refused (nor any after a refused --model, which was to give them):
@@ -1181,11 +1202,86 @@ static int shape_known(const gl_config *c)
         if (*(const int *)((const char *)c + req[i].off) > 0)
             continue;
         known = 0;
-        if (!refused_any("model") && !refused_any(req[i].flag))
+        if (refused_any("model") || refused_any(req[i].flag))
+            continue;
+        if (checkpoint_unread(c))
+            continue;
+        /* A Hugging Face import gives every size but the run's length. */
+        if (c->ckpt.use_checkpoint_args)
+            bad("--%s is required: the checkpoint --load %s names does not give it (an "
+                "import from Hugging Face has no training length): give it, e.g. --%s %d",
+                req[i].flag, c->ckpt.load, req[i].flag,
+                c->arch.max_position_embeddings > 0 && c->arch.max_position_embeddings < 4096
+                    ? c->arch.max_position_embeddings : 4096);
+        else
             bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
                 preset_names);
     }
     return known;
+}
+
+/* Whether argv holds the switch --name (looked at before parsing). */
+static int argv_has(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && !strcmp(argv[i] + 2, name))
+            return 1;
+    return 0;
+}
+
+/* A usage error after which nothing more can be checked: it is recorded
+ * with those found so far, and gl_opt_collect_end() reports them all and
+ * stops (exit 2).  Does not return. */
+GL_NORETURN GL_PRINTF(1, 2) static void bad_stop(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    bad("%s", msg);
+    gl_opt_collect_end();
+    gl_die_code(2, "%s", msg);   /* not reached: gl_opt_collect_end() stopped */
+}
+
+/* --use-checkpoint-args, before the flags are read: the shape in the
+ * "config" of the checkpoint --load names becomes the model, as a preset
+ * would (the run's --seq-length may still differ: RoPE has no position
+ * weights).  *there keeps it for check_checkpoint_args; returns the
+ * checkpoint's path (malloc'd).  A checkpoint that cannot be read stops
+ * the parse at once (bad_stop): without its shape, every check after
+ * would judge an empty model and only add noise. */
+static char *checkpoint_shape(gl_config *c, const char *load, gl_arch *there)
+{
+    gl_train_peek_info k;
+    gl_error err;
+    int rc = gl_train_peek(load, &k, &err);
+    if (rc == GL_CKPT_NONE)
+        bad_stop("--use-checkpoint-args: --load %s holds no checkpoint yet, so there is no "
+                 "shape to take: give --load a checkpoint (gridlm-ckpt import-hf HF_DIR OUT "
+                 "writes one), or drop --use-checkpoint-args and give the shape "
+                 "(--num-layers, --hidden-size, ...)", load);
+    if (rc != GL_CKPT_OK)
+        bad_stop("--load %s: %s", load, err.text);
+    if (gl_train_config_from_json(k.config, c, &err) != 0)
+        bad_stop("--load %s: %s", k.file, err.text);
+    *there = c->arch;
+    char *file = gl_strdup(k.file);
+    gl_train_peek_free(&k);
+    return file;
+}
+
+/* --use-checkpoint-args, after the flags: a shape flag that disagrees
+ * with the checkpoint is refused, naming both values (the fields
+ * gl_arch_diff compares are those the load itself checks). */
+static void check_checkpoint_args(const gl_config *c, const gl_arch *there, const char *file)
+{
+    char diffs[2048];
+    int n = gl_arch_diff(there, &c->arch, diffs, sizeof diffs);
+    if (n)
+        bad("--use-checkpoint-args: %d flag%s disagree%s with the checkpoint %s (there) and "
+            "the command line (here): %s: drop %s, the checkpoint gives the model's shape",
+            n, n == 1 ? "" : "s", n == 1 ? "s" : "", file, diffs, n == 1 ? "it" : "them");
 }
 
 static void check_model(const gl_config *c)
@@ -1386,6 +1482,12 @@ static int check_tokenizer(gl_config *c)
         bad("--tokenizer-type NullTokenizer needs --vocab-size N");
         return 1;
     }
+    /* As in Megatron, a tokenizer sets the vocabulary (--vocab-size is
+     * the NullTokenizer's); the preflight (preflight.h) reads it and
+     * holds --vocab-size and the checkpoint to it. */
+    int reads_tokenizer = c->data.tokenizer_model && strcmp(c->data.tokenizer_type, "NullTokenizer");
+    c->vocab_source = c->ckpt.use_checkpoint_args ? GL_VOCAB_FROM_CHECKPOINT
+                      : reads_tokenizer ? GL_VOCAB_FROM_TOKENIZER : GL_VOCAB_FROM_FLAG;
     return 0;
 }
 
@@ -1398,13 +1500,12 @@ static void check_data(gl_config *c)
         !refused_any("dry-run mock-data data-path"))
         bad("no training data: give --data-path PREFIX (a Megatron .bin/.idx pair) or "
             "--mock-data");
-    /* The vocabulary's size comes from --vocab-size, the preset or the
-     * tokenizer; not from a tokenizer refused above (its line says
-     * enough), nor in a --world-size plan (check_misc says what that
-     * needs). */
+    /* The vocabulary's size comes from --vocab-size, the preset, the
+     * checkpoint or the tokenizer (a --world-size plan reads it too); not
+     * from a tokenizer refused above (its line says enough). */
     int tokenizer_bad = check_tokenizer(c);
     if (!c->arch.vocab_size && !c->data.tokenizer_model && !tokenizer_bad &&
-        !c->dry_run_world_size && !refused_any("model vocab-size world-size"))
+        !checkpoint_unread(c) && !refused_any("model vocab-size"))
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
@@ -1482,15 +1583,68 @@ static void check_misc(const gl_config *c)
         warn0("--finetune without --load: there is nothing to fine-tune from");
     if (c->bf16 && c->device == GL_DEVICE_CPU)
         warn0("--bf16 with --device cpu: the CPU back end computes in fp32");
-    /* --world-size stands for a launcher in a dry run only, and the plan
-     * it prints counts the vocabulary without reading the tokenizer. */
+    /* --world-size stands for a launcher in a dry run only. */
     if (c->dry_run_world_size && !c->dry_run && !refused_any("dry-run"))
         bad("--world-size %d needs --dry-run: a run takes its world size from the launcher "
             "(mpiexec -n, srun -n); add --dry-run, or drop --world-size",
             c->dry_run_world_size);
-    if (c->dry_run_world_size && !c->arch.vocab_size && !refused_any("model vocab-size"))
-        bad("--world-size %d plans without reading the tokenizer, so the vocabulary size is "
-            "unknown: give it with --vocab-size N", c->dry_run_world_size);
+}
+
+const char *gl_config_attention_backend_name(gl_attn_backend b)
+{
+    for (int i = 0; attn_backends[i]; i++)
+        if (attn_backend_values[i] == (int)b)
+            return attn_backends[i];
+    return "";
+}
+
+const char *gl_config_attention_impl(const gl_config *c)
+{
+    switch (c->attention_backend) {
+    case GL_ATTN_BACKEND_FUSED:
+        return "cudnn";
+    case GL_ATTN_BACKEND_FLASH:
+    case GL_ATTN_BACKEND_UNFUSED:
+    case GL_ATTN_BACKEND_LOCAL:
+        return "native";
+    case GL_ATTN_BACKEND_AUTO:
+        return "auto";
+    default:
+        return NULL;
+    }
+}
+
+/* --attention-backend against the build and against GRIDLM_ATTENTION,
+ * which the flag overrides (gridlm-train sets it before the device
+ * opens); a disagreement is reported. */
+static void check_attention(const gl_config *c)
+{
+    const char *impl = gl_config_attention_impl(c);
+    if (!impl)
+        return;
+    const char *name = gl_config_attention_backend_name(c->attention_backend);
+#if defined(GL_HAVE_CUDA) && !defined(GL_HAVE_CUDNN)
+    if (!strcmp(impl, "cudnn") && c->device != GL_DEVICE_CPU)
+        bad("--attention-backend %s is cuDNN's fused attention, but this gridlm was built "
+            "without cuDNN: reconfigure with --with-cudnn=DIR, or use --attention-backend "
+            "local (gridlm's own kernels)", name);
+#endif
+    const char *env = getenv("GRIDLM_ATTENTION");
+    if (env && *env && strcmp(env, impl))
+        warn0("--attention-backend %s (gridlm's %s attention) overrides GRIDLM_ATTENTION=%s",
+              name, impl, env);
+}
+
+const char *gl_config_vocab_source_text(const gl_config *c)
+{
+    switch (c->vocab_source) {
+    case GL_VOCAB_FROM_CHECKPOINT:
+        return "the checkpoint (--use-checkpoint-args)";
+    case GL_VOCAB_FROM_FLAG:
+        return "--vocab-size";
+    default:
+        return "the tokenizer";
+    }
 }
 
 /* Before MPI, a rank other than 0 that finds a usage error waits a
@@ -1509,13 +1663,6 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
     if (hooked)
         gl_log_set_abort(quiet_exit);
 
-    /* The preset goes first, wherever --model stands, so that explicit
-     * options override it.  An unknown name leaves the shape as it is;
-     * the parse reports it, at --model. */
-    const char *name = gl_opt_find(argc, argv, "model");
-    if (name)
-        gl_arch_preset(&c->arch, name);
-
     /* Every usage error of the command line, the parser's and the
      * checks', is reported together at the end.  A refused value leaves
      * its field at the default (or the preset's value), and the checks
@@ -1523,9 +1670,39 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
      * skipped where the default would draw a confusing second error
      * (refused_any); the rest run: the defaults of the parallel sizes and
      * of the model's options are valid values, so what a check says of
-     * them is true of the command line as read, at worst redundant. */
+     * them is true of the command line as read, at worst redundant.  Only
+     * a checkpoint that --use-checkpoint-args cannot read stops at once
+     * (checkpoint_shape). */
     gl_opt_collect_begin();
+
+    /* The model's shape goes first, wherever --model stands, so that
+     * explicit options override it: the preset's, or with
+     * --use-checkpoint-args the checkpoint's, whose shape the flags must
+     * then agree with.  An unknown preset name leaves the shape as it
+     * is; the parse reports it, at --model. */
+    const char *name = gl_opt_find(argc, argv, "model");
+    int from_ckpt = argv_has(argc, argv, "use-checkpoint-args");
+    const char *load = gl_opt_find(argc, argv, "load");
+    char *ckpt_file = NULL;
+    gl_arch there;
+    if (from_ckpt && name)
+        bad("--model %s and --use-checkpoint-args both give the model's shape: drop --model "
+            "(the checkpoint --load names gives it)", name);
+    if (from_ckpt && !load)
+        bad("--use-checkpoint-args needs --load DIR: the model's shape is read from that "
+            "checkpoint");
+    if (from_ckpt && load)
+        ckpt_file = checkpoint_shape(c, load, &there);
+    else if (name && !from_ckpt)
+        gl_arch_preset(&c->arch, name);
+
     gl_opt_parse(table, c, argc, argv);
+    c->vocab_size_flag = gl_opt_find(argc, argv, "vocab-size") != NULL;
+    if (ckpt_file) {
+        check_checkpoint_args(c, &there, ckpt_file);
+        free(ckpt_file);
+    }
+
     if (shape_known(c)) {   /* the checks below divide by the shape */
         gl_arch_resolve(&c->arch);
         check_model(c);
@@ -1536,6 +1713,7 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
     check_schedule(c);
     check_data(c);
     check_misc(c);
+    check_attention(c);
     gl_opt_collect_end();
     if (hooked)
         gl_log_set_abort(NULL);

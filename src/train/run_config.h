@@ -5,8 +5,8 @@
  * hidden_size).  gl_config_defaults() fills Megatron's defaults;
  * gl_config_parse() (run_config.c) reads the command line, applies a --model
  * preset first so that explicit flags override it, and validates every
- * value and every combination, stopping with one line that names the
- * flag, the value and the fix.  Derived values (padded vocabulary, layers
+ * value and every combination, reporting each usage error in one line
+ * that names the flag, the value and the fix.  Derived values (padded vocabulary, layers
  * per stage, data-parallel size, ...) are filled by gl_config_finish()
  * once the world size is known.
  */
@@ -52,6 +52,8 @@ typedef struct gl_ckpt_opts {
     long save_interval;              /* --save-interval */
     int no_save_optim, no_load_optim, no_load_rng; /* --no-save-optim ... */
     int finetune;                    /* --finetune */
+    int use_checkpoint_args;         /* --use-checkpoint-args: the model's
+                                      * shape from --load's "config" */
     int async_save;                  /* --async-save */
 } gl_ckpt_opts;
 
@@ -83,6 +85,23 @@ typedef struct gl_fault_opts {
     int max_nonfinite_iters;         /* --max-nonfinite-iters (gridlm, 5) */
 } gl_fault_opts;
 
+/* Where the vocabulary size comes from (Megatron: the tokenizer's, or
+ * --vocab-size for the NullTokenizer; gridlm adds the checkpoint's under
+ * --use-checkpoint-args). */
+typedef enum {
+    GL_VOCAB_FROM_TOKENIZER = 0,     /* --tokenizer-model (the default) */
+    GL_VOCAB_FROM_FLAG,              /* --vocab-size, no tokenizer to read */
+    GL_VOCAB_FROM_CHECKPOINT         /* --use-checkpoint-args */
+} gl_vocab_source;
+
+/* --attention-backend (Megatron's AttnBackend), before gridlm maps it to
+ * an implementation (gl_config_attention_impl). */
+typedef enum {
+    GL_ATTN_BACKEND_UNSET = 0,       /* not given: GRIDLM_ATTENTION decides */
+    GL_ATTN_BACKEND_FLASH, GL_ATTN_BACKEND_FUSED, GL_ATTN_BACKEND_UNFUSED,
+    GL_ATTN_BACKEND_LOCAL, GL_ATTN_BACKEND_AUTO
+} gl_attn_backend;
+
 typedef struct gl_config {
     /* --- model (arch/arch.h) --- */
     gl_arch arch;
@@ -104,6 +123,7 @@ typedef struct gl_config {
     gl_device_kind device;           /* --device cpu|cuda (auto) */
     int bf16;                        /* --bf16 */
     gl_fp8_opts fp8;                 /* --fp8-* (arch/arch.h) */
+    gl_attn_backend attention_backend; /* --attention-backend */
 
     /* --- data --- */
     gl_data_opts data;               /* data/loader.h */
@@ -129,14 +149,21 @@ typedef struct gl_config {
     int world_size;
     int data_parallel_size;
     int num_micro_batches;           /* global / (mbs x dp) */
+    gl_vocab_source vocab_source;    /* set by gl_config_parse */
+    int vocab_size_flag;             /* 1: --vocab-size was on the command
+                                      * line (not only a --model preset's) */
 } gl_config;
 
 /* Megatron's defaults. */
 void gl_config_defaults(gl_config *c);
 
-/* Parse argv (after a --model preset is applied); prints --help or
- * --version and exits 0 when asked; dies (exit 2) with a one-line message
- * on a bad flag or value. */
+/* Parse argv, after the model's shape is applied (a --model preset's,
+ * or with --use-checkpoint-args the checkpoint's, which the flags must
+ * agree with), then check every combination that needs only the command
+ * line.  Prints --help or --version and exits 0 when asked.  Every usage
+ * error is collected and reported together, one line each, then their
+ * count (a lone one is one line); the program then exits 2.  A
+ * checkpoint --use-checkpoint-args cannot read stops the parse at once. */
 void gl_config_parse(gl_config *c, int argc, char **argv);
 
 /* Fill the derived fields for a world of world_size ranks and check every
@@ -148,6 +175,19 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node);
  * given) and the padded size: the next multiple of
  * make_vocab_size_divisible_by x TP. */
 void gl_config_set_vocab_size(gl_config *c, int vocab_size);
+
+/* Where the vocabulary size came from, in words ("the tokenizer",
+ * "--vocab-size", "the checkpoint (--use-checkpoint-args)"). */
+const char *gl_config_vocab_source_text(const gl_config *c);
+
+/* --attention-backend as the value of GRIDLM_ATTENTION it stands for
+ * (cuda/attn_cudnn.h): fused -> "cudnn" (cuDNN's fused flash attention,
+ * what Transformer Engine calls FusedAttention); flash, unfused and local
+ * -> "native" (gridlm's own flash-attention kernels); auto -> "auto".  NULL when
+ * the flag was not given. */
+const char *gl_config_attention_impl(const gl_config *c);
+/* The flag's value as written ("fused"); "" for GL_ATTN_BACKEND_UNSET. */
+const char *gl_config_attention_backend_name(gl_attn_backend b);
 
 /* What the run asks of the data loader: the sequence length, the
  * vocabulary, the seed, and the samples of the train split (--train-samples,

@@ -107,13 +107,10 @@ static gl_comm *group(gl_comm *c)
     return c && gl_comm_size(c) > 1 ? c : NULL;
 }
 
-/* What this loop does not do (yet): say so before any work. */
+/* What this loop does not do (yet): say so before any work (the
+ * settings a dry run refuses too are preflight.h's). */
 static void check_supported(const gl_config *c)
 {
-    if (c->layout.context_parallel_size > 1)
-        gl_die_code(2, "--context-parallel-size %d: context parallelism is not "
-                    "implemented in gridlm's training loop yet; use 1",
-                    c->layout.context_parallel_size);
     if (c->train_iters <= 0)
         gl_die_code(2, "--train-iters %ld: give the number of iterations to train "
                     "(--train-samples is not supported by this loop yet)", c->train_iters);
@@ -348,6 +345,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
              c->data_parallel_size, M, c->layout.micro_batch_size, c->arch.seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
+    gl_info0("vocabulary: %d from %s, padded to %d", c->arch.vocab_size,
+             gl_config_vocab_source_text(c), c->arch.padded_vocab_size);
 
     if (c->fp8.format != GL_FP8_OFF) {
         char how[160];
