@@ -419,19 +419,20 @@ static void cu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
 }
 
 static void cu_fp8_scale_delayed(gl_dev *d, float *hist, float *scale,
-                                 float *scale_inv, int n, int len,
+                                 float *scale_inv, int stride, int n, int len,
                                  gl_fp8_amax_algo algo, int margin,
                                  gl_fp8_format f)
 {
-    gl_cuda_fp8_scale_delayed(gl_cuda_st(d)->stream, hist, scale, scale_inv, n,
-                              len, algo, margin, f);
+    gl_cuda_fp8_scale_delayed(gl_cuda_st(d)->stream, hist, scale, scale_inv,
+                              stride, n, len, algo, margin, f);
 }
 
 static void cu_fp8_scale_current(gl_dev *d, const float *amax, float *scale,
-                                 float *scale_inv, int n, gl_fp8_format f)
+                                 float *scale_inv, int stride, int n,
+                                 gl_fp8_format f)
 {
-    gl_cuda_fp8_scale_current(gl_cuda_st(d)->stream, amax, scale, scale_inv, n,
-                              f);
+    gl_cuda_fp8_scale_current(gl_cuda_st(d)->stream, amax, scale, scale_inv,
+                              stride, n, f);
 }
 
 static void cu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,

@@ -293,8 +293,8 @@ void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n)
  *   - thread 0 then sets the scale and its inverse.
  */
 __global__ void __launch_bounds__(S_THREADS)
-scale_delayed_kernel(float *hist, float *scale, float *scale_inv, int n,
-                     int len, int most_recent, float top)
+scale_delayed_kernel(float *hist, float *scale, float *scale_inv, int stride,
+                     int n, int len, int most_recent, float top)
 {
     const int t = blockIdx.x;
     float *h = hist + t;
@@ -320,24 +320,27 @@ scale_delayed_kernel(float *hist, float *scale, float *scale_inv, int n,
 
     if (threadIdx.x == 0) {
         unsigned a = most_recent ? __float_as_uint(newest) : am;
-        float s = scale[t];
+        size_t at = (size_t)t * stride;
+        float s = scale[at];
         if (amax_usable(a))
             s = scale_for(top, __uint_as_float(a));
-        scale[t] = s;
-        scale_inv[t] = div_rn(1.0f, s);
+        scale[at] = s;
+        scale_inv[at] = div_rn(1.0f, s);
     }
 }
 
-/* Current scaling: one thread per tensor (gl_fp8_scale_current). */
+/* Current scaling: one thread per tensor (gl_fp8_scale_current), tensor
+ * t's scale and inverse at t * stride. */
 __global__ void scale_current_kernel(const float *amax, float *scale,
-                                     float *scale_inv, int n, float top)
+                                     float *scale_inv, int stride, int n,
+                                     float top)
 {
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n;
          t += gridDim.x * blockDim.x) {
         unsigned a = __float_as_uint(amax[t]);
         float s = amax_usable(a) ? scale_for(top, __uint_as_float(a)) : 1.0f;
-        scale[t] = s;
-        scale_inv[t] = div_rn(1.0f, s);
+        scale[(size_t)t * stride] = s;
+        scale_inv[(size_t)t * stride] = div_rn(1.0f, s);
     }
 }
 
@@ -356,7 +359,7 @@ void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
 }
 
 void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
-                               float *scale_inv, int n, int len,
+                               float *scale_inv, int stride, int n, int len,
                                gl_fp8_amax_algo algo, int margin,
                                gl_fp8_format f)
 {
@@ -366,18 +369,19 @@ void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
         gl_die("fp8_scale_delayed: an amax history of length %d; it needs at "
                "least 1 entry", len);
     scale_delayed_kernel<<<n, S_THREADS, 0, st>>>(
-        hist, scale, scale_inv, n, len, algo == GL_FP8_AMAX_MOST_RECENT,
+        hist, scale, scale_inv, stride, n, len,
+        algo == GL_FP8_AMAX_MOST_RECENT,
         gl_fp8_scaled_max(f, margin));
     GL_CUDA_LAUNCHED("fp8 scale_delayed");
 }
 
 void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
-                               float *scale, float *scale_inv, int n,
-                               gl_fp8_format f)
+                               float *scale, float *scale_inv, int stride,
+                               int n, gl_fp8_format f)
 {
     if (n <= 0)
         return;
     scale_current_kernel<<<gl_cuda_grid(n, 128), 128, 0, st>>>(
-        amax, scale, scale_inv, n, gl_fp8_max(f));
+        amax, scale, scale_inv, stride, n, gl_fp8_max(f));
     GL_CUDA_LAUNCHED("fp8 scale_current");
 }

@@ -88,7 +88,7 @@ static void make_fp8(gl_dev *d, uint8_t *q, uint8_t *qt, float *sc, const void *
 {
     d->ops->zero(d, sc, sizeof(float));
     d->ops->fp8_amax(d, sc, x, (size_t)rows * k);
-    d->ops->fp8_scale_current(d, sc, sc + 1, sc + 4, 1, GL_FP8_E4M3);
+    d->ops->fp8_scale_current(d, sc, sc + 1, sc + 4, 1, 1, GL_FP8_E4M3);
     d->ops->fp8_quantize(d, q, qt, NULL, x, rows, k, sc + 1, GL_FP8_E4M3);
 }
 

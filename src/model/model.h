@@ -218,6 +218,12 @@ typedef struct {
     void *s;                    /* [n, fl] silu(gate) * up */
     float *rstd1, *rstd2;       /* [nl] */
     float *lse;                 /* [B, hq, S] */
+    /* FP8 layers only (fp8.c; NULL otherwise): the input X of each of the
+     * four linears, quantized and transposed by the forward ([in, n]
+     * bytes) for the weight gradient, and under tensorwise scaling the
+     * four inputs' scale records (their scales are this micro-batch's). */
+    uint8_t *xt[4];
+    float *xrec;
 } gl_layer_acts;
 
 /* One micro-batch in flight on one chunk. */
@@ -366,7 +372,14 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
  * and weight gradient dW += dY^T X (fp32) through gemm_fp8:
  * gl_model_fp8_fwd() and gl_model_fp8_bwd(), which layer.c calls for
  * linear lin (0 QKV, 1 output projection, 2 gate/up, 3 down) of global
- * layer `layer` whenever gl_model_fp8_layer() says so.
+ * layer `layer` whenever gl_model_fp8_layer() says so.  The forward
+ * quantizes X once, into both orientations: its rows for the forward
+ * product, and its transpose into A->xt[lin], which the backward's
+ * weight gradient reads (the backward needs no X: selective
+ * recomputation rebuilds nothing for an FP8 linear).  A forward that
+ * stops before a linear (the last layer of a fully recomputed group,
+ * before its down projection) calls gl_model_fp8_keep_x() for it, which
+ * writes A->xt[lin] alone.  Forward-only passes (fp8_eval) keep nothing.
  *
  * gl_model_fp8_step_end() closes a step, after the last backward and
  * before the optimizer changes the weights: the weights are quantized
@@ -377,10 +390,12 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o);
 void gl_model_fp8_free(gl_model *m);
 int gl_model_fp8_layer(const gl_model *m, int layer);
-void gl_model_fp8_fwd(gl_model *m, int layer, int lin, void *Y, const void *X,
-                      const void *Wt, int n, int out, int in);
-void gl_model_fp8_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
+void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
                       const void *X, const void *Wt, int n, int out, int in);
+void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, const void *X,
+                         int n, int in);
+void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                      const void *dY, const void *Wt, int n, int out, int in);
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 
 /* The state a checkpoint keeps: delayed scaling's amax histories, scales
