@@ -217,6 +217,9 @@ void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
                           float *amax, const bf16 *x, int rows, int cols,
                           const float *scale, gl_fp8_format f);
 void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
+void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
+                            float *scale_inv, const bf16 *x, size_t n,
+                            gl_fp8_format f);
 void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
                                float *scale_inv, int stride, int n, int len,
                                gl_fp8_amax_algo algo, int margin,

@@ -965,6 +965,30 @@ static void test_fp8(gl_dev *d)
     ok(sc[2] == 9 && isnan(sc[3]), "fp8_amax: folds into what is there; NaN propagates");
     x[9] = 0;
 
+    /* fp8_amax_scale: the amax written over what was there (12.5 stays
+     * out), the scale and inverse of gl_fp8_scale_current */
+    float as[4] = {12.5f, 0, 0, 0}, want_s, want_i, nine = 9;
+    gl_fp8_scale_current(&nine, &want_s, &want_i, 1, GL_FP8_E4M3);
+    d->ops->fp8_amax_scale(d, &as[0], &as[1], &as[2], x, M * K, GL_FP8_E4M3);
+    ok(as[0] == 9 && as[1] == want_s && as[2] == want_i && as[1] == 448.0f / 9,
+       "fp8_amax_scale: amax 9 (not folded into 12.5), scale 448/9 and its inverse");
+    as[1] = as[2] = -1;
+    d->ops->fp8_amax_scale(d, &as[0], NULL, NULL, x, M * K, GL_FP8_E5M2);
+    ok(as[0] == 9 && as[1] == -1 && as[2] == -1, "fp8_amax_scale without a scale: the amax alone");
+    x[9] = NAN;
+    d->ops->fp8_amax_scale(d, &as[0], &as[1], &as[2], x, M * K, GL_FP8_E5M2);
+    x[9] = 0;
+    ok(isnan(as[0]) && as[1] == 1 && as[2] == 1, "fp8_amax_scale: a NaN gives amax NaN, scale 1");
+    for (int i = 0; i < M * K; i++)
+        if (i != 5)
+            x[i] = 0;
+    x[5] = 0;
+    d->ops->fp8_amax_scale(d, &as[0], &as[1], &as[2], x, M * K, GL_FP8_E4M3);
+    ok(as[0] == 0 && as[1] == 1 && as[2] == 1, "fp8_amax_scale: all zeros give scale 1");
+    for (int i = 0; i < M * K; i++)             /* x as it was */
+        x[i] = (float)((i * 7) % 33 - 16) / 4;
+    x[5] = -9.0f;
+
     /* the products: A [M, K] (E4M3, integers in [-16, 16]), B [N, K]
      * (E5M2, integers in [-8, 8]), scale_inv 1/2 and 1/4, alpha 2 */
     uint8_t *a8 = d->ops->alloc(d, M * K), *b8 = d->ops->alloc(d, N * K);

@@ -780,6 +780,42 @@ static void test_fp8_amax(size_t n, size_t off, int nan)
 }
 
 /*
+ * fp8_amax_scale of n elements at an offset (the scalar path when
+ * unaligned), finite values or (nan) with infinities and a NaN, against
+ * the CPU's: the amax (written over a stale 1e30), and the scale and
+ * inverse bit for bit (or left alone without them).  Called
+ * twice in a row on the GPU, with the second call's results checked: the
+ * first must have left the kernel's block counter as it found it.  n up to
+ * 2^24 spreads over the kernel's largest grid (1024 blocks).
+ */
+static void test_fp8_amax_scale(size_t n, size_t off, int nan, gl_fp8_format f,
+                                int with_scale)
+{
+    float *x = fp8_inputs(n + off, nan);    /* finite, or with infinities */
+    if (nan && n)
+        x[off + n / 2] = NAN;
+    if (off)
+        x[0] = round_bf(1e30f);         /* before the view: not counted */
+    void *gx = g_act(x, n + off);
+    float init[3] = {1e30f, -1, -1}, c[3] = {1e30f, -1, -1}, g[3];
+    float *gr = g_f32(init, 3);
+    for (int k = 0; k < 2; k++)
+        G->ops->fp8_amax_scale(G, gr, with_scale ? gr + 1 : NULL, with_scale ? gr + 2 : NULL,
+                               (uint16_t *)gx + off, n, f);
+    C->ops->fp8_amax_scale(C, c, with_scale ? c + 1 : NULL, with_scale ? c + 2 : NULL,
+                           x + off, n, f);
+    G->ops->download(G, g, gr, sizeof g);
+    ok(same_amax(g[0], c[0]) && memcmp(g + 1, c + 1, 8) == 0,
+       "fp8_amax_scale n=%zu offset %zu%s %s%s: amax %g (CPU %g), scale %a (CPU %a), "
+       "inverse %a (CPU %a)", n, off, nan ? " with a NaN" : "",
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", with_scale ? "" : " (amax only)", g[0], c[0],
+       g[1], c[1], g[2], c[2]);
+    G->ops->free(G, gx);
+    G->ops->free(G, gr);
+    free(x);
+}
+
+/*
  * A scale table for n tensors with the given stride (ops.h): stride 1,
  * two packed arrays, scales then inverses (2 n floats); stride > 1, one
  * record of stride floats per tensor, the inverse first (16-byte aligned
@@ -1348,6 +1384,14 @@ int main(void)
     test_fp8_amax(1 << 20, 0, 1);
     test_fp8_amax(1001, 3, 0);
     test_fp8_amax(999, 1, 1);
+    test_fp8_amax_scale(quick ? 100000 : 1 << 24, 0, 0, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(1 << 20, 0, 1, GL_FP8_E5M2, 1);
+    test_fp8_amax_scale(1 << 20, 0, 0, GL_FP8_E5M2, 0);
+    test_fp8_amax_scale(8192 * 2048, 0, 0, GL_FP8_E4M3, 1);  /* X of the 1.5B model */
+    test_fp8_amax_scale(1001, 3, 0, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(999, 1, 1, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(8, 0, 0, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(0, 8, 0, GL_FP8_E4M3, 1);       /* nothing: amax 0, scale 1 */
     test_fp8_scale_delayed(7, 1, GL_FP8_AMAX_MAX, 0, GL_FP8_E4M3, 1);
     test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MAX, 2, GL_FP8_E4M3, 1);
     test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E5M2, 1);

@@ -251,9 +251,10 @@ struct gl_ops {
      *               history's row 0 all-reduced with MAX over the groups
      *               that shard the tensors), fp8_scale_delayed rolls the
      *               history and sets the scales of the next step.
-     *   tensorwise: fp8_amax(x) into amax[t] (then all-reduced with MAX),
-     *               fp8_scale_current, then fp8_quantize(x, s) with amax
-     *               NULL: two passes over x, the scale from x itself.
+     *   tensorwise: fp8_amax_scale(x) (or, for a TP slice, its amax
+     *               all-reduced with MAX, then fp8_scale_current), then
+     *               fp8_quantize(x, s) with amax NULL: two passes over x,
+     *               the scale from x itself.
      */
 
     /* q[r, c] = fp8(x[r, c] * scale[0]) (q [rows, cols], row stride cols)
@@ -272,6 +273,18 @@ struct gl_ops {
     /* amax[0] = gl_fp8_amax_fold(amax[0], max |x|) over count act
      * elements: the amax alone, for current scaling. */
     void (*fp8_amax)(gl_dev *d, float *amax, const void *x, size_t count);
+
+    /* Current scaling of one tensor, amax and scale in one op: amax[0] =
+     * max |x| over count act elements (written, not folded: amax[0] needs
+     * no zeroing first; NaN when x holds one), then, unless scale is
+     * NULL, scale[0] and scale_inv[0] from that amax as fp8_scale_current
+     * sets them for one tensor.  The same bits as zero + fp8_amax +
+     * fp8_scale_current, in one launch on CUDA (the last block to finish
+     * computes the scale) where those took three.  With scale NULL, the
+     * amax alone, for a TP all-reduce before fp8_scale_current. */
+    void (*fp8_amax_scale)(gl_dev *d, float *amax, float *scale,
+                           float *scale_inv, const void *x, size_t count,
+                           gl_fp8_format f);
 
     /* Delayed scaling of n tensors in one call: hist [len, n], and tensor
      * t's scale and scale_inv at scale[t * stride] and

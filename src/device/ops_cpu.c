@@ -321,6 +321,15 @@ static void strided_put(float *scale, float *scale_inv, int stride, int n, float
     free(p);
 }
 
+static void cpu_fp8_amax_scale(gl_dev *d, float *amax, float *scale, float *scale_inv,
+                               const void *x, size_t count, gl_fp8_format f)
+{
+    amax[0] = 0;
+    cpu_fp8_amax(d, amax, x, count);
+    if (scale)
+        gl_fp8_scale_current(amax, scale, scale_inv, 1, f);
+}
+
 static void cpu_fp8_scale_delayed(gl_dev *d, float *hist, float *scale,
                                   float *scale_inv, int stride, int n, int len,
                                   gl_fp8_amax_algo algo, int margin,
@@ -415,6 +424,7 @@ const gl_ops gl_ops_cpu = {
     .compute_wait_p2p = cpu_stream_wait,
     .fp8_quantize = cpu_fp8_quantize,
     .fp8_amax = cpu_fp8_amax,
+    .fp8_amax_scale = cpu_fp8_amax_scale,
     .fp8_scale_delayed = cpu_fp8_scale_delayed,
     .fp8_scale_current = cpu_fp8_scale_current,
     .gemm_fp8 = cpu_gemm_fp8,

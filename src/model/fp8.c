@@ -241,11 +241,16 @@ static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *
     const gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     if (st->o.recipe == GL_FP8_TENSORWISE) {
-        d->ops->zero(d, amax, sizeof(float));
-        d->ops->fp8_amax(d, amax, x, (size_t)rows * cols);
-        if (sliced && m->tp)
+        /* amax and scale in one launch; a TP slice's amax is reduced
+         * between the two */
+        size_t count = (size_t)rows * cols;
+        if (sliced && m->tp) {
+            d->ops->fp8_amax_scale(d, amax, NULL, NULL, x, count, f);
             gl_all_reduce(m->tp, amax, amax, 1, GL_DT_F32, GL_OP_MAX, d->stream);
-        d->ops->fp8_scale_current(d, amax, r + R_SCALE, r + R_SINV, REC, 1, f);
+            d->ops->fp8_scale_current(d, amax, r + R_SCALE, r + R_SINV, REC, 1, f);
+        } else {
+            d->ops->fp8_amax_scale(d, amax, r + R_SCALE, r + R_SINV, x, count, f);
+        }
         d->ops->fp8_quantize(d, q, qt, NULL, x, rows, cols, r + R_SCALE, f);
     } else {
         d->ops->fp8_quantize(d, q, qt, collect ? amax : NULL, x, rows, cols, r + R_SCALE, f);
@@ -296,9 +301,11 @@ void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y
     int wi = fwd_w(layer, lin);
     float *xr = x_rec(m, A, layer, lin);
     weights(m, layer, lin, Wt, out, in);
-    /* X^T for the weight gradient in the same pass; not for evaluation */
-    quant(m, x_amax(m, A, layer, lin), xr, st->ffwd, st->xq, m->fp8_eval ? NULL : A->xt[lin],
-          X, n, in, x_sliced(lin), !m->fp8_eval);
+    /* X^T for the weight gradient in the same pass; not for evaluation,
+     * nor when recomputation will write it again */
+    uint8_t *keep = m->fp8_eval || m->fp8_nokeep ? NULL : A->xt[lin];
+    quant(m, x_amax(m, A, layer, lin), xr, st->ffwd, st->xq, keep, X, n, in, x_sliced(lin),
+          !m->fp8_eval);
     d->ops->gemm_fp8(d, n, out, in, 1.0f, st->xq, st->ffwd, xr + R_SINV,
                      st->wq[4 * layer + lin], st->ffwd, rec(st->rec_f, wi) + R_SINV, 0.0f, Y,
                      d->act, out, 1);

@@ -339,9 +339,12 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
     gl_slot *sl = &m->slot[c][s];
     if (ch->has_embed)
         embed_fwd(m, ch, mb, sl->x[0]);
-    for (int i = 0; i < dm->Lc; i++)
+    for (int i = 0; i < dm->Lc; i++) {
+        m->fp8_nokeep = m->rc_first[i] >= 0;
         layer_fwd(m, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
                   sl->x[i + 1]);
+    }
+    m->fp8_nokeep = 0;
     if (ch->has_head && train)
         head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
     else if (ch->has_head)

@@ -288,9 +288,12 @@ typedef struct {
     void *weights_needed_arg;
     /* FP8 (fp8.c; NULL when off): the amax histories, scales and
      * quantized weights; fp8_eval is set while a forward-only pass runs
-     * (its activations' amaxes stay out of the delayed histories). */
+     * (its activations' amaxes stay out of the delayed histories, and it
+     * keeps no X^T); fp8_nokeep while a forward runs a layer that full
+     * recomputation will run again before its backward (that run keeps
+     * X^T: this one need not write it). */
     struct gl_fp8_state *fp8;
-    int fp8_eval;
+    int fp8_eval, fp8_nokeep;
 } gl_model;
 
 typedef struct gl_fp8_state gl_fp8_state;
