@@ -19,9 +19,11 @@
  * convert).
  *
  * Weights are quantized once per step, into both orientations (W for the
- * forward, W^T for the data gradient), the first time a layer's forward
- * runs after gl_model_fp8_step_end(); activations and gradients at every
- * call.  X is quantized once, in the forward, into both orientations in
+ * forward, W^T for the data gradient), the four of a layer together
+ * (gl_model_fp8_weights(): under tensorwise scaling and TP one 16-byte
+ * all-reduce of their amaxes and one scale launch, not four of each), the
+ * first time the layer's forward runs after gl_model_fp8_step_end();
+ * activations and gradients at every call.  X is quantized once, in the forward, into both orientations in
  * one pass: its rows into scratch for the forward product, its transpose
  * into the layer's activations (A->xt) for the weight gradient, as
  * Transformer Engine keeps it: n x in bytes per linear and micro-batch,
@@ -63,7 +65,8 @@ struct gl_fp8_state {
     float *hist_f, *hist_b;     /* [len, nf], [len, nb] */
     uint8_t **wq, **wqt;        /* [4 L]: this rank's quantized weights
                                  * (NULL: layer not here or not in FP8) */
-    int *fresh;                 /* [4 L]: wq / wqt hold this step's W */
+    int *fresh;                 /* [L]: wq / wqt hold this step's W */
+    float *wamax;               /* [L, 4]: tensorwise, the W amaxes */
     uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
     void **kept;                /* [nkept]: the allocations behind A->xt */
     int nkept;
@@ -185,7 +188,8 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
 
     st->wq = gl_calloc((size_t)4 * dm->L, sizeof *st->wq);
     st->wqt = gl_calloc((size_t)4 * dm->L, sizeof *st->wqt);
-    st->fresh = gl_calloc((size_t)4 * dm->L, sizeof *st->fresh);
+    st->fresh = gl_calloc((size_t)dm->L, sizeof *st->fresh);
+    st->wamax = d->ops->alloc(d, (size_t)4 * dm->L * sizeof(float));
     size_t wsize[NLIN];
     wsize[LIN_QKV] = (size_t)dm->qkvw * dm->h;
     wsize[LIN_WO] = (size_t)dm->h * dm->hq * dm->D;
@@ -223,6 +227,7 @@ void gl_model_fp8_free(gl_model *m)
     free(st->wq);
     free(st->wqt);
     free(st->fresh);
+    d->ops->free(d, st->wamax);
     d->ops->free(d, st->xq);
     d->ops->free(d, st->dyq);
     d->ops->free(d, st->dyqt);
@@ -257,16 +262,59 @@ static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *
     }
 }
 
-/* W [out, in] of (layer, lin) into wq and wqt, once per step. */
-static void weights(gl_model *m, int layer, int lin, const void *Wt, int out, int in)
+/* W [out, in] of each linear. */
+static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in)
+{
+    int o[NLIN] = {dm->qkvw, dm->h, 2 * dm->fl, dm->h};
+    int x[NLIN];
+    x_widths(dm, x);
+    *out = o[lin];
+    *in = x[lin];
+}
+
+void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4])
 {
     gl_fp8_state *st = m->fp8;
-    int i = 4 * layer + lin, t = fwd_w(layer, lin);
-    if (st->fresh[i])
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    if (st->fresh[layer])
         return;
-    quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, st->wq[i], st->wqt[i], Wt, out, in,
-          1, 1);
-    st->fresh[i] = 1;
+    int out[NLIN], in[NLIN];
+    for (int k = 0; k < NLIN; k++)
+        w_shape(dm, k, &out[k], &in[k]);
+    float *r0 = rec(st->rec_f, fwd_w(layer, 0));    /* W's records, 2 apart */
+    const int rstride = REC * (fwd_w(layer, 1) - fwd_w(layer, 0));
+    if (st->o.recipe == GL_FP8_TENSORWISE) {
+        /* the four amaxes (and, without TP, scales) first; under TP one
+         * all-reduce of the four and one scale launch for them */
+        float *am = st->wamax + (size_t)4 * layer;
+        for (int k = 0; k < NLIN; k++) {
+            float *r = r0 + (size_t)rstride * k;
+            d->ops->fp8_amax_scale(d, am + k, m->tp ? NULL : r + R_SCALE,
+                                   m->tp ? NULL : r + R_SINV, W[k],
+                                   (size_t)out[k] * in[k], st->ffwd);
+        }
+        if (m->tp) {
+            gl_all_reduce(m->tp, am, am, NLIN, GL_DT_F32, GL_OP_MAX, d->stream);
+            d->ops->fp8_scale_current(d, am, r0 + R_SCALE, r0 + R_SINV, rstride, NLIN,
+                                      st->ffwd);
+        }
+    }
+    for (int k = 0; k < NLIN; k++) {
+        int t = fwd_w(layer, k);
+        float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + t : NULL;
+        d->ops->fp8_quantize(d, st->wq[4 * layer + k], st->wqt[4 * layer + k], amax, W[k],
+                             out[k], in[k], rec(st->rec_f, t) + R_SCALE, st->ffwd);
+    }
+    st->fresh[layer] = 1;
+}
+
+/* A layer's FP8 products run after gl_model_fp8_weights() in its step. */
+static void check_fresh(const gl_fp8_state *st, int layer)
+{
+    if (!st->fresh[layer])
+        gl_die("internal error: FP8 layer %d runs before its weights are quantized",
+               layer);
 }
 
 /* The row-parallel linears' inputs are TP slices (o, s); the
@@ -294,13 +342,13 @@ static float *x_amax(gl_model *m, gl_layer_acts *A, int layer, int lin)
 }
 
 void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
-                      const void *X, const void *Wt, int n, int out, int in)
+                      const void *X, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     int wi = fwd_w(layer, lin);
     float *xr = x_rec(m, A, layer, lin);
-    weights(m, layer, lin, Wt, out, in);
+    check_fresh(st, layer);
     /* X^T for the weight gradient in the same pass; not for evaluation,
      * nor when recomputation will write it again */
     uint8_t *keep = m->fp8_eval || m->fp8_nokeep ? NULL : A->xt[lin];
@@ -320,13 +368,13 @@ void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, cons
 }
 
 void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
-                      const void *dY, const void *Wt, int n, int out, int in)
+                      const void *dY, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     int wi = fwd_w(layer, lin), gi = bwd_dy(layer, lin);
     float *gr = rec(st->rec_b, gi);
-    weights(m, layer, lin, Wt, out, in);
+    check_fresh(st, layer);
     quant(m, st->hist_b + gi, gr, st->fbwd, st->dyq, st->dyqt, dY, n, out, dy_sliced(lin), 1);
     if (dX)     /* dX [n, in] = dY [n, out] W: A = dY, B = W^T [in, out] */
         d->ops->gemm_fp8(d, n, in, out, 1.0f, st->dyq, st->fbwd, gr + R_SINV,
@@ -344,7 +392,7 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
     gl_dev *d = m->d;
     if (!st)
         return;
-    memset(st->fresh, 0, (size_t)4 * st->L * sizeof *st->fresh);
+    memset(st->fresh, 0, (size_t)st->L * sizeof *st->fresh);
     if (st->o.recipe != GL_FP8_DELAYED)
         return;
     gl_comm *groups[2] = {m->tp, dp};

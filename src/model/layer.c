@@ -128,7 +128,7 @@ static void dec_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y, 
                     const void *Wt, int n, int out, int in)
 {
     if (gl_model_fp8_layer(m, layer))
-        gl_model_fp8_fwd(m, A, layer, lin, Y, X, Wt, n, out, in);
+        gl_model_fp8_fwd(m, A, layer, lin, Y, X, n, out, in);
     else
         linear_fwd(m, Y, X, Wt, n, out, in);
 }
@@ -137,7 +137,7 @@ static void dec_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
                     const void *dY, const void *X, const void *Wt, int n, int out, int in)
 {
     if (gl_model_fp8_layer(m, layer))     /* X^T kept by the forward */
-        gl_model_fp8_bwd(m, A, layer, lin, dX, dW, dY, Wt, n, out, in);
+        gl_model_fp8_bwd(m, A, layer, lin, dX, dW, dY, n, out, in);
     else
         linear_bwd(m, dX, dW, dY, X, Wt, n, out, in);
 }
@@ -168,6 +168,10 @@ static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     need(m, lo->attn_norm, (size_t)h);
     need(m, lo->mlp_norm, (size_t)h);
     need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);
+    if (gl_model_fp8_layer(m, layer)) {
+        const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), W(m, lo->gate_up), W(m, lo->down)};
+        gl_model_fp8_weights(m, layer, w4);
+    }
 
     /* attention */
     norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);

@@ -375,7 +375,10 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
  * and weight gradient dW += dY^T X (fp32) through gemm_fp8:
  * gl_model_fp8_fwd() and gl_model_fp8_bwd(), which layer.c calls for
  * linear lin (0 QKV, 1 output projection, 2 gate/up, 3 down) of global
- * layer `layer` whenever gl_model_fp8_layer() says so.  The forward
+ * layer `layer` whenever gl_model_fp8_layer() says so, after
+ * gl_model_fp8_weights() with the layer's four weights (QKV, output,
+ * gate/up, down) at the start of its forward (it quantizes them the first
+ * time in a step, and does nothing after).  The forward
  * quantizes X once, into both orientations: its rows for the forward
  * product, and its transpose into A->xt[lin], which the backward's
  * weight gradient reads (the backward needs no X: selective
@@ -393,12 +396,13 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o);
 void gl_model_fp8_free(gl_model *m);
 int gl_model_fp8_layer(const gl_model *m, int layer);
+void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4]);
 void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
-                      const void *X, const void *Wt, int n, int out, int in);
+                      const void *X, int n, int out, int in);
 void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, const void *X,
                          int n, int in);
 void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
-                      const void *dY, const void *Wt, int n, int out, int in);
+                      const void *dY, int n, int out, int in);
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 
 /* The state a checkpoint keeps: delayed scaling's amax histories, scales
