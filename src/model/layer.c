@@ -124,20 +124,20 @@ static void linear_bwd(gl_model *m, void *dX, float *dW, const void *dY,
 /* A decoder layer's linear `lin` (fp8.c's numbering: 0 QKV, 1 output
  * projection, 2 gate/up, 3 down): in FP8 when its layer is, else as
  * above. */
-static void dec_fwd(gl_model *m, int layer, int lin, void *Y, const void *X, const void *Wt,
-                    int n, int out, int in)
+static void dec_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y, const void *X,
+                    const void *Wt, int n, int out, int in)
 {
     if (gl_model_fp8_layer(m, layer))
-        gl_model_fp8_fwd(m, layer, lin, Y, X, Wt, n, out, in);
+        gl_model_fp8_fwd(m, A, layer, lin, Y, X, n, out, in);
     else
         linear_fwd(m, Y, X, Wt, n, out, in);
 }
 
-static void dec_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
-                    const void *X, const void *Wt, int n, int out, int in)
+static void dec_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                    const void *dY, const void *X, const void *Wt, int n, int out, int in)
 {
-    if (gl_model_fp8_layer(m, layer))
-        gl_model_fp8_bwd(m, layer, lin, dX, dW, dY, X, Wt, n, out, in);
+    if (gl_model_fp8_layer(m, layer))     /* X^T kept by the forward */
+        gl_model_fp8_bwd(m, A, layer, lin, dX, dW, dY, n, out, in);
     else
         linear_bwd(m, dX, dW, dY, X, Wt, n, out, in);
 }
@@ -168,25 +168,33 @@ static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     need(m, lo->attn_norm, (size_t)h);
     need(m, lo->mlp_norm, (size_t)h);
     need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);
+    if (gl_model_fp8_layer(m, layer)) {
+        const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), W(m, lo->gate_up), W(m, lo->down)};
+        gl_model_fp8_weights(m, layer, w4);
+    }
 
     /* attention */
     norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
-    dec_fwd(m, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    dec_fwd(m, A, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
     OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
                   act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
-    dec_fwd(m, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
+    dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
     OPS->add(d, A->xm, reduce_rows(m, m->y, A->xm), x, (size_t)nl * h);
 
     /* MLP */
     norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
-    dec_fwd(m, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
+    dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
     OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
-    if (!out)
+    if (!out) {
+        /* an FP8 down projection's backward reads s as FP8 X^T */
+        if (gl_model_fp8_layer(m, layer))
+            gl_model_fp8_keep_x(m, A, layer, 3, A->s, n, dm->fl);
         return;
-    dec_fwd(m, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
+    }
+    dec_fwd(m, A, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
     OPS->add(d, out, reduce_rows(m, m->y, out), A->xm, (size_t)nl * h);
 }
 
@@ -199,7 +207,11 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
     int qw = dm->hq * D;
     void *dz;
-    int sel = m->recompute == GL_RECOMPUTE_SELECTIVE;
+    /* Selective recomputation rebuilds a, mg and s, which only the weight
+     * gradients read: an FP8 layer's read the FP8 X^T its forward kept,
+     * and rebuild nothing (two norms, a SwiGLU and, under SP, two
+     * all-gathers saved per layer and micro-batch). */
+    int sel = m->recompute == GL_RECOMPUTE_SELECTIVE && !gl_model_fp8_layer(m, layer);
 
     /* MLP; selective: s and mg again (rstd2 is rewritten with its own
      * value) */
@@ -213,10 +225,10 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    dec_bwd(m, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
+    dec_bwd(m, A, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
     ready(m, lo->down, (size_t)h * dm->fl);
     OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
-    dec_bwd(m, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
+    dec_bwd(m, A, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
             n, 2 * dm->fl, h);
     ready(m, lo->gate_up, (size_t)2 * dm->fl * h);
     OPS->rmsnorm_bwd(d, dy, G(m, lo->mlp_norm), reduce_rows(m, m->y, m->tmp), A->xm,
@@ -232,7 +244,7 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    dec_bwd(m, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
+    dec_bwd(m, A, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
     ready(m, lo->wo, (size_t)h * qw);
     OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
                   act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
@@ -241,7 +253,7 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
     OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
-    dec_bwd(m, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    dec_bwd(m, A, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     ready(m, lo->qkv, (size_t)dm->qkvw * h);
     OPS->rmsnorm_bwd(d, dy, G(m, lo->attn_norm), reduce_rows(m, m->y, m->tmp), x,
                      W(m, lo->attn_norm), A->rstd1, nl, h, 1);
@@ -331,9 +343,12 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
     gl_slot *sl = &m->slot[c][s];
     if (ch->has_embed)
         embed_fwd(m, ch, mb, sl->x[0]);
-    for (int i = 0; i < dm->Lc; i++)
+    for (int i = 0; i < dm->Lc; i++) {
+        m->fp8_nokeep = m->rc_first[i] >= 0;
         layer_fwd(m, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
                   sl->x[i + 1]);
+    }
+    m->fp8_nokeep = 0;
     if (ch->has_head && train)
         head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
     else if (ch->has_head)

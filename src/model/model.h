@@ -218,6 +218,12 @@ typedef struct {
     void *s;                    /* [n, fl] silu(gate) * up */
     float *rstd1, *rstd2;       /* [nl] */
     float *lse;                 /* [B, hq, S] */
+    /* FP8 layers only (fp8.c; NULL otherwise): the input X of each of the
+     * four linears, quantized and transposed by the forward ([in, n]
+     * bytes) for the weight gradient, and under tensorwise scaling the
+     * four inputs' scale records (their scales are this micro-batch's). */
+    uint8_t *xt[4];
+    float *xrec;
 } gl_layer_acts;
 
 /* One micro-batch in flight on one chunk. */
@@ -282,9 +288,12 @@ typedef struct {
     void *weights_needed_arg;
     /* FP8 (fp8.c; NULL when off): the amax histories, scales and
      * quantized weights; fp8_eval is set while a forward-only pass runs
-     * (its activations' amaxes stay out of the delayed histories). */
+     * (its activations' amaxes stay out of the delayed histories, and it
+     * keeps no X^T); fp8_nokeep while a forward runs a layer that full
+     * recomputation will run again before its backward (that run keeps
+     * X^T: this one need not write it). */
     struct gl_fp8_state *fp8;
-    int fp8_eval;
+    int fp8_eval, fp8_nokeep;
 } gl_model;
 
 typedef struct gl_fp8_state gl_fp8_state;
@@ -366,7 +375,17 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
  * and weight gradient dW += dY^T X (fp32) through gemm_fp8:
  * gl_model_fp8_fwd() and gl_model_fp8_bwd(), which layer.c calls for
  * linear lin (0 QKV, 1 output projection, 2 gate/up, 3 down) of global
- * layer `layer` whenever gl_model_fp8_layer() says so.
+ * layer `layer` whenever gl_model_fp8_layer() says so, after
+ * gl_model_fp8_weights() with the layer's four weights (QKV, output,
+ * gate/up, down) at the start of its forward (it quantizes them the first
+ * time in a step, and does nothing after).  The forward
+ * quantizes X once, into both orientations: its rows for the forward
+ * product, and its transpose into A->xt[lin], which the backward's
+ * weight gradient reads (the backward needs no X: selective
+ * recomputation rebuilds nothing for an FP8 linear).  A forward that
+ * stops before a linear (the last layer of a fully recomputed group,
+ * before its down projection) calls gl_model_fp8_keep_x() for it, which
+ * writes A->xt[lin] alone.  Forward-only passes (fp8_eval) keep nothing.
  *
  * gl_model_fp8_step_end() closes a step, after the last backward and
  * before the optimizer changes the weights: the weights are quantized
@@ -377,10 +396,13 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o);
 void gl_model_fp8_free(gl_model *m);
 int gl_model_fp8_layer(const gl_model *m, int layer);
-void gl_model_fp8_fwd(gl_model *m, int layer, int lin, void *Y, const void *X,
-                      const void *Wt, int n, int out, int in);
-void gl_model_fp8_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
-                      const void *X, const void *Wt, int n, int out, int in);
+void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4]);
+void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
+                      const void *X, int n, int out, int in);
+void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, const void *X,
+                         int n, int in);
+void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                      const void *dY, int n, int out, int in);
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 
 /* The state a checkpoint keeps: delayed scaling's amax histories, scales
