@@ -521,6 +521,10 @@ static void test_samples(void)
     REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 5 10", 1,
             "expected global batch size interval (12) to be divisible by global batch size "
             "increment (5)");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 4 0", 1,
+            "a ramp over 0 samples");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 16 4 10", 1,
+            "nothing to ramp");
     REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 6 10", 4,
             "current global batch size (10) is not divisible by micro-batch-size (1) times "
             "data parallel size (4)");

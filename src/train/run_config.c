@@ -1064,6 +1064,9 @@ static void check_rampup(gl_config *c)
     if (!diff)
         bad("--rampup-batch-size: the start batch %ld is already --global-batch-size: "
             "nothing to ramp, drop --rampup-batch-size", start);
+    if (!c->rampup_batch_size[2])      /* Megatron divides by it */
+        bad("--rampup-batch-size %ld %ld 0: a ramp over 0 samples; give the samples to "
+            "ramp over, or drop --rampup-batch-size", start, inc);
     int pp = c->layout.pipeline_model_parallel_size;
     for (long b = start; b <= c->global_batch_size; b += inc) {
         if (b % step)

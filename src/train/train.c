@@ -4,7 +4,8 @@
  * Before the first iteration: the model's weights from the counter-based
  * RNG, or from --load (checkpoint.h: resharded to this layout), and the
  * fault handling of faults.h.  One iteration, on every rank:
- *   1. this DP rank's M micro-batches (batch.h), first and last pipeline
+ *   1. this DP rank's M micro-batches (batch.h; M follows the global
+ *      batch, which --rampup-batch-size grows), first and last pipeline
  *      stages only: read and uploaded (asynchronously, from page-locked
  *      memory) while the previous iteration was computing;
  *   2. run the pipeline schedule (pipeline.h): forwards and backwards of
@@ -20,11 +21,14 @@
  *   4. stats = [sum of squared gradients owned here, loss sum, unmasked
  *      tokens, this rank's exit reasons]: one all-reduce over the world
  *      and ONE download, the only host round trip of the iteration;
- *   5. N = tokens, loss = stats[1] / N, grad norm = sqrt(stats[0]) / N;
- *      clip to --clip-grad and step AdamW with grad_scale = clip / N
- *      (optim.h), unless loss or norm is not finite (then the step is
- *      skipped and counted by gl_faults_nonfinite, which stops the job
- *      after too many in a row);
+ *   5. N = tokens, loss = stats[1] / N (the per-token mean, as Megatron
+ *      reports it), D = M x DP micro-batches (or N under
+ *      --calculate-per-token-loss: batch.h's loss normalisations), grad
+ *      norm = sqrt(stats[0]) / D; clip to --clip-grad and step AdamW at
+ *      the schedule's rate (lr.h) with grad_scale = clip / D (optim.h);
+ *      the schedule moves by the iteration's global batch; unless loss
+ *      or norm is not finite (then the step is skipped and counted by
+ *      gl_faults_nonfinite, which stops the job after too many in a row);
  *   6. every --log-interval iterations rank 0 prints the Megatron-style
  *      line and appends the JSON record (trainlog.h), and every rank
  *      compares step times (stragglers);
@@ -488,6 +492,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                     .iteration = iter, .train_iters = c->train_iters,
                     .consumed_samples = consumed, .elapsed_ms = int_ms / int_n,
                     .lr = gl_lr_at(&lrs, lr_samples), .global_batch_size = G,
+                    .decoupled_lr = c->optim.decoupled_lr > 0
+                                  ? gl_lr_decoupled_at(&lrs, lr_samples) : -1,
                     .loss = int_ok ? int_loss / int_ok : NAN,
                     .grad_norm = int_ok ? int_norm / int_ok : NAN,
                     .skipped = skipped, .nan_iters = nan_iters, .mem_gib = mem,
