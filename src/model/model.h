@@ -73,10 +73,10 @@
  * logits, the largest activation, are never kept between forward and
  * backward).  The loss is NOT divided by the number of tokens here: each
  * token's gradient is weighted by gscale, which the caller sets to the
- * loss mask (0 or 1) or to the mask over the micro-batch's unmasked
- * tokens, and the caller divides the summed gradients by the global
- * number of unmasked tokens or of micro-batches accordingly (the two
- * loss normalisations of src/train/batch.h), whatever the layout.
+ * loss mask (0 or 1), or to the mask rescaled by its micro-batch's
+ * number of unmasked tokens, and divides the summed gradients
+ * accordingly (the two loss normalisations of src/train/batch.h), so
+ * that the loss is the same whatever the layout.
  *
  * Buffers.  gl_model_new() allocates everything once: weights, gradients,
  * the activations kept between forward and backward for `nslots[c]`

@@ -212,8 +212,10 @@ static double fill_set(gl_batch_buf *bb, gl_batch_set *st, gl_batch_source *src,
                 mb_count += mk[t];
             }
         }
-        /* the micro-batch's token mean: 1 / its tokens (at least 1) */
-        float w = per_mb ? (float)(1.0 / (mb_count > 1 ? mb_count : 1)) : 1.0f;
+        /* the micro-batch's token mean, times its B S positions: B S /
+         * its tokens (at least 1), exactly 1 when nothing is masked */
+        float w = per_mb ? (float)((double)bb->B * bb->S / (mb_count > 1 ? mb_count : 1))
+                         : 1.0f;
         size_t row = (size_t)j * bb->n;
         for (int t = 0; t < bb->n; t++)
             st->gscale_h[row + t] = st->mask_h[row + t] * w;

@@ -23,10 +23,13 @@
  * Loss normalisation (Megatron's two).  By default each micro-batch's
  * loss is the mean over its unmasked tokens, and the iteration's loss
  * the average of those over the micro-batches of every DP rank: each
- * token's gradient weight (gscale) is its mask over its micro-batch's
+ * token's gradient weight (gscale) is its mask x B S / its micro-batch's
  * unmasked tokens (at least 1, so an all-masked micro-batch adds
  * nothing, as Megatron's clamp), and the caller divides the summed
- * gradients by the number of micro-batches x DP.  With
+ * gradients by micro-batches x DP x B S.  The B S keeps the weights at
+ * 1 when nothing is masked: the backward then carries exactly the
+ * numbers of the per-token normalisation (no rescaling of the FP8
+ * gradients' range).  With
  * --calculate-per-token-loss the loss is the mean over every unmasked
  * token of the global batch: gscale is the mask and the caller divides by
  * the global token count.  Either way the loss REPORTED is, as

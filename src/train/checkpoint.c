@@ -577,10 +577,12 @@ static double sched_value(const gl_config *c, const char *file, const char *what
         return saved;
     }
     gl_die_code(2, "--load %s: the learning-rate schedule differs from the checkpoint's: "
-                "%s %.9g here, %.9g there (counts in samples); add "
-                "--use-checkpoint-opt_param-scheduler to take the checkpoint's, or "
-                "--override-opt_param-scheduler to take this command line's", file, what,
-                mine, saved);
+                "%s %.9g here, %.9g there%s; add --use-checkpoint-opt_param-scheduler to "
+                "take the checkpoint's, or --override-opt_param-scheduler to take this "
+                "command line's", file, what, mine, saved,
+                strstr(what, "decay (") ? " (the decay defaults to --train-iters or "
+                "--train-samples: a run resumed to train longer keeps it with "
+                "--lr-decay-iters or --lr-decay-samples)" : "");
     return mine;
 }
 

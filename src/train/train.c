@@ -22,8 +22,8 @@
  *      tokens, this rank's exit reasons]: one all-reduce over the world
  *      and ONE download, the only host round trip of the iteration;
  *   5. N = tokens, loss = stats[1] / N (the per-token mean, as Megatron
- *      reports it), D = M x DP micro-batches (or N under
- *      --calculate-per-token-loss: batch.h's loss normalisations), grad
+ *      reports it), D = M x DP micro-batches x B S positions (or N
+ *      under --calculate-per-token-loss: batch.h's loss normalisations), grad
  *      norm = sqrt(stats[0]) / D; clip to --clip-grad and step AdamW at
  *      the schedule's rate (lr.h) with grad_scale = clip / D (optim.h);
  *      the schedule moves by the iteration's global batch; unless loss
@@ -266,22 +266,25 @@ static gl_batch_source *open_source(gl_config *cc, gl_groups *g, int pp_rank)
     return gl_batch_loader(cc, L);
 }
 
-/* The schedule for Mi micro-batches, built once (by_m[Mi]); its
- * activation slots must fit the model's, which were sized for the
- * largest batch (full). */
-static gl_sched *sched_for(gl_sched **by_m, int pp, int stage, int V, int Mi,
-                           const gl_sched *full)
+/* The pipeline schedules of every batch the run trains on, by_m[Mi] for
+ * Mi micro-batches (M, the full batch's, and those of a ramp-up's
+ * smaller batches), and in slots[c] the most activation slots any of
+ * them needs in chunk c: the model is sized for all of them. */
+static void build_scheds(const gl_config *c, int stage, gl_sched **by_m, int *slots)
 {
-    if (!by_m[Mi]) {
-        gl_sched *s = gl_sched_build(pp, stage, V, Mi);
+    int pp = c->layout.pipeline_model_parallel_size, V = c->layout.virtual_pipeline_size;
+    long step = (long)c->layout.micro_batch_size * c->data_parallel_size;
+    long start = c->rampup_batch_size[0] ? c->rampup_batch_size[0] : c->global_batch_size;
+    long inc = c->rampup_batch_size[0] ? c->rampup_batch_size[1] : 1;
+    for (long b = start; b <= c->global_batch_size; b += inc) {
+        int Mi = (int)(b / step);
+        if (b % step || by_m[Mi])
+            continue;
+        by_m[Mi] = gl_sched_build(pp, stage, V, Mi);
         for (int k = 0; k < V; k++)
-            if (s->slots[k] > full->slots[k])
-                gl_die("internal error: the schedule of %d micro-batches needs %d activation "
-                       "slots in chunk %d, the model has %d", Mi, s->slots[k], k,
-                       full->slots[k]);
-        by_m[Mi] = s;
+            if (by_m[Mi]->slots[k] > slots[k])
+                slots[k] = by_m[Mi]->slots[k];
     }
-    return by_m[Mi];
 }
 
 int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
@@ -298,12 +301,12 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
     gl_batch_source *src = open_source(&cc, g, pp_rank);
     gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, c->data_parallel_size);
-    /* the model's activation slots are those of the largest batch; a
-     * ramp-up's smaller batches get their own schedules (sched_for) */
-    gl_sched *sched = gl_sched_build(pp, pp_rank, V, M);
+    /* one schedule per batch size (a ramp-up's several) */
     gl_sched **by_m = gl_calloc((size_t)M + 1, sizeof *by_m);
-    by_m[M] = sched;
-    gl_model *m = gl_model_new(plan, d, group(g->tp), sched->slots);
+    int *slots = gl_calloc((size_t)V, sizeof *slots);
+    build_scheds(c, pp_rank, by_m, slots);
+    gl_sched *sched = by_m[M];
+    gl_model *m = gl_model_new(plan, d, group(g->tp), slots);
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, group(g->dp), c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
@@ -398,7 +401,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         /* this iteration's batch: constant, or the ramp-up's */
         int G = gl_config_global_batch(c, consumed);
         int Mi = (int)(G / step_mb);
-        gl_sched *si = sched_for(by_m, pp, pp_rank, V, Mi, sched);
+        gl_sched *si = by_m[Mi];
+        if (!si)
+            gl_die("internal error: no pipeline schedule for %d micro-batches", Mi);
         double count = gl_batch_buf_load(&bb, src, consumed, Mi, dp_rank);
         /* stats[3 + k] > 0 after the all-reduce: some rank has exit
          * reason bit k (faults.h), so the reasons ride on the iteration's
@@ -445,9 +450,12 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
         /* the loss reported is the per-token mean (batch.h); the
          * gradients are divided by the normalisation's count: the
-         * tokens, or the micro-batches of every DP rank */
+         * tokens, or the micro-batches of every DP rank times the B S
+         * positions their weights carry */
         double N = h[2];
-        double Dn = c->calculate_per_token_loss ? N : (double)Mi * c->data_parallel_size;
+        double Dn = c->calculate_per_token_loss ? N
+                  : (double)Mi * c->data_parallel_size * c->layout.micro_batch_size *
+                    c->arch.seq_length;
         double loss = N > 0 ? h[1] / N : NAN;
         double norm = N > 0 ? sqrt(h[0]) / Dn : NAN;
         int bad = !isfinite(loss) || !isfinite(norm);
@@ -561,6 +569,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     for (int k = 0; k <= M; k++)
         gl_sched_free(by_m[k]);
     free(by_m);
+    free(slots);
     gl_model_plan_free(plan);
     return 0;
 }
