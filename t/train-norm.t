@@ -16,7 +16,8 @@
 # 2. --rampup-batch-size 4 4 48 to global 16 over --train-samples 160
 #    (micro-batch 2): 3 increments of 16 samples, so the batches go
 #    4 4 4 4 8 8 12 12 and then 16 x 6: 14 iterations, 152 samples.  The
-#    progress lines show each batch, DP 2 agrees with one rank, and a run
+#    progress lines show each batch, DP 2 and interleaved PP 2 (4 layers)
+#    agree with one rank, and a run
 #    resumed from the checkpoint of iteration 6 (32 samples in, in the
 #    middle of the ramp) repeats iterations 7-14 of the uninterrupted run.
 # 3. The schedule on --load: resuming that checkpoint with another --lr
@@ -36,7 +37,7 @@ model="--device cpu --seed 1234 --num-layers 2 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176 --seq-length 64
  --micro-batch-size 2 --lr 3e-3 --log-interval 1 --eval-interval 4 --eval-iters 1"
 
-plan 19
+plan 20
 
 # --- 1. normalisation ---
 base="$model --mock-data --vocab-size 512 --global-batch-size 16 --train-iters 8
@@ -130,6 +131,14 @@ if run ramp 1 --save "$tmp/ck" --save-interval 6; then
     fi
     ref=ramp
     check ramp-dp2 2
+    # interleaved: every batch's micro-batches (2, 4, 6, 8) in groups of PP
+    if run ramp4 1 --num-layers 4; then
+        ref=ramp4
+        check ramp4-pp2-interleaved 2 --num-layers 4 --pipeline-model-parallel-size 2 \
+            --num-layers-per-virtual-pipeline-stage 1
+    else
+        fail "ramp-up: the 4-layer run failed"
+    fi
     if run ramp-resume 1 --load "$tmp/ck/iter_0000006.h5"; then
         from 7 ramp >"$tmp/want"
         from 1 ramp-resume >"$tmp/got"
@@ -175,7 +184,7 @@ if run ramp 1 --save "$tmp/ck" --save-interval 6; then
         fail "--override-opt_param-scheduler: not the command line's schedule"
     fi
 else
-    for k in 1 2 3 4 5 6 7; do fail "ramp-up: the run failed"; done
+    for k in 1 2 3 4 5 6 7 8; do fail "ramp-up: the run failed"; done
 fi
 
 # --- 4. --decoupled-lr ---
