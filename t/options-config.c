@@ -469,7 +469,9 @@ static void test_refusals(void)
     REFUSED(BASE "--hidden-dropout 0.1", 0, "--hidden-dropout 0.1", "without dropout");
     REFUSED(BASE "--async-save", 0, "--async-save needs --save");
     REFUSED(BASE "--adam-beta2 1", 0, "--adam-beta2 1 is out of range", "[0, 1)");
-    REFUSED(BASE "--lr-decay-style exponential", 0, "use one of constant, linear or cosine");
+    REFUSED(BASE "--lr-decay-style exponential", 0,
+            "use one of constant, linear, cosine or inverse-square-root");
+    REFUSED(BASE "--lr-decay-style WSD", 0, "--lr-decay-style WSD is not supported");
     REFUSED(BASE "--device tpu", 0, "--device tpu", "auto, cpu or cuda");
 
     /* Layout checks that need the world size. */
@@ -518,6 +520,69 @@ static void test_warnings(void)
         diag("exit %d: %s", code, err);
 }
 
+/* Sample-based schedules and the batch-size ramp-up: Megatron's rules on
+ * which options go together (arguments.py), and the iterations of a
+ * ramp-up worked out by hand. */
+#define SBASE "--model tiny --mock-data --lr 1e-3 "
+static void test_samples(void)
+{
+    REFUSED(BASE "--lr-decay-samples 100", 0, "--lr-decay-samples with --train-iters");
+    REFUSED(BASE "--lr-warmup-samples 10", 0, "--lr-warmup-samples with --train-iters");
+    REFUSED(BASE "--rampup-batch-size 4 4 100 --global-batch-size 8", 0,
+            "--rampup-batch-size with --train-iters", "--train-samples");
+    REFUSED(SBASE "--train-samples 100 --lr-decay-iters 10", 0,
+            "--lr-decay-iters with --train-samples", "--lr-decay-samples");
+    REFUSED(SBASE "--train-samples 100 --lr-warmup-iters 10", 0,
+            "--lr-warmup-iters with --train-samples");
+    REFUSED(SBASE "--train-samples 100 --lr-warmup-samples 10 --lr-warmup-fraction 0.1", 0,
+            "--lr-warmup-samples 10 and --lr-warmup-fraction 0.1 both given");
+    REFUSED(SBASE "--train-samples 100 --lr-warmup-samples 100", 1,
+            "--lr-warmup-samples 100 is not shorter than the decay (100 samples)");
+    REFUSED(BASE "--use-checkpoint-opt_param-scheduler --override-opt_param-scheduler", 0,
+            "both given");
+    REFUSED(BASE "--decoupled-min-lr 1e-5", 0, "--decoupled-min-lr without --decoupled-lr");
+    REFUSED(SBASE "--train-samples 100 --rampup-batch-size 4 4", 0,
+            "needs three numbers: --rampup-batch-size START INCREMENT SAMPLES");
+    REFUSED(SBASE "--train-samples 100 --rampup-batch-size 0 4 10", 0, "0", "positive");
+    /* Megatron's calculator's errors */
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 8 --rampup-batch-size 16 4 10", 1,
+            "expected global batch size to be greater than or equal to start batch size, "
+            "got 8 and 16");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 5 10", 1,
+            "expected global batch size interval (12) to be divisible by global batch size "
+            "increment (5)");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 4 0", 1,
+            "a ramp over 0 samples");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 16 4 10", 1,
+            "nothing to ramp");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 6 10", 4,
+            "current global batch size (10) is not divisible by micro-batch-size (1) times "
+            "data parallel size (4)");
+
+    /* global 16 from 4 by 4 over 24 samples: 3 increments, 8 samples each.
+     * Batches: consumed 0 -> 4, 4 -> 4 (4/8 = 0 increments), 8 -> 8,
+     * 16 -> 12, 28 > 24 -> 16: 4 ramp iterations (28 samples), then
+     * (100 - 28) / 16 = 4 whole batches: 8 iterations. */
+    gl_config c;
+    parse(&c, SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 4 24");
+    gl_config_finish(&c, 1, 1);
+    is_int(c.train_iters, 8, "ramp-up: 4 ramp iterations and 4 of the full batch");
+    int want[] = { 4, 4, 8, 12, 16 };
+    long at[] = { 0, 4, 8, 16, 28 };
+    for (int k = 0; k < 5; k++)
+        is_int(gl_config_global_batch(&c, at[k]), want[k], "ramp-up: batch %d after %ld samples",
+               want[k], at[k]);
+    is_int(gl_config_global_batch(&c, 24), 16, "ramp-up: 24 samples = 3 increments: the full batch");
+    is_int(c.num_micro_batches, 16, "buffers for the full batch's 16 micro-batches");
+    gl_config_free(&c);
+
+    parse(&c, SBASE "--train-samples 100 --global-batch-size 16");
+    gl_config_finish(&c, 1, 1);
+    is_int(gl_config_global_batch(&c, 0), 16, "no ramp-up: the global batch");
+    is_int(c.train_iters, 6, "no ramp-up: 100 / 16 = 6 iterations");
+    gl_config_free(&c);
+}
+
 int main(void)
 {
     gl_log_set_program("gridlm-train");
@@ -531,6 +596,7 @@ int main(void)
     test_arch_text();
     test_loader_want();
     test_refusals();
+    test_samples();
     test_warnings();
     return done_testing();
 }

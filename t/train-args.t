@@ -67,7 +67,8 @@ refused "query groups that do not divide the heads" \
     "--num-query-groups 3 does not divide --num-attention-heads 8" -- \
     $base --num-query-groups 3
 refused "an enum value, with the values listed" \
-    "--lr-decay-style exp is not supported" "use one of constant, linear or cosine" -- \
+    "--lr-decay-style exp is not supported" \
+    "use one of constant, linear, cosine or inverse-square-root" -- \
     $base --lr-decay-style exp
 refused "LayerNorm is refused, RMSNorm named" \
     "--normalization LayerNorm is not supported" "use RMSNorm" -- \
@@ -193,7 +194,7 @@ done
 # (help text wraps: compare with the lines joined)
 flat=$(tr '\n' ' ' <"$tmp".out | tr -s ' ')
 for want in "--seed N seed of the weights and the data order [default: 1234]" \
-    "--lr-decay-style STYLE constant, linear or cosine [default: linear]" \
+    "--lr-decay-style STYLE constant, linear, cosine or inverse-square-root (WSD is refused) [default: linear]" \
     "--tensor-model-parallel-size N TP: ranks that split each layer's matrices [default: 1]" \
     "--split A,B,C train,valid,test weights of the documents [default: 969,30,1]"; do
     case $flat in

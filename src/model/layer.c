@@ -291,7 +291,8 @@ static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, con
  * gradients are added. */
 /* Final norm, LM head and the loss of each token into m->loss, and, when
  * grad is set, the logits replaced by d loss / d logits (weighted by
- * gscale); sum(loss x gscale) is added to *loss_acc when given. */
+ * gscale); sum(loss x lmask), or x gscale when the micro-batch has no
+ * lmask, is added to *loss_acc when given. */
 static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
                       const void *x, float *loss_acc, int grad)
 {
@@ -315,7 +316,7 @@ static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     OPS->ce_bwd(d, m->loss, m->logits, vl, mb->targets, m->rowmax, m->stats,
                 grad ? mb->gscale : NULL, n, vl, dm->valid, dm->vocab_start);
     if (loss_acc)
-        OPS->dot_f32(d, loss_acc, m->loss, mb->gscale, (size_t)n);
+        OPS->dot_f32(d, loss_acc, m->loss, mb->lmask ? mb->lmask : mb->gscale, (size_t)n);
 }
 
 static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,

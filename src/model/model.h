@@ -72,10 +72,11 @@
  * call, the gradient with respect to the last layer's output (so the
  * logits, the largest activation, are never kept between forward and
  * backward).  The loss is NOT divided by the number of tokens here: each
- * token's gradient is weighted by gscale (the loss mask, 0 or 1) and the
- * caller divides the summed gradients by the global number of unmasked
- * tokens (see src/train/optim.h), so that the loss is the mean over every
- * token of the global batch whatever the micro-batching.
+ * token's gradient is weighted by gscale, which the caller sets to the
+ * loss mask (0 or 1), or to the mask rescaled by its micro-batch's
+ * number of unmasked tokens, and divides the summed gradients
+ * accordingly (the two loss normalisations of src/train/batch.h), so
+ * that the loss is the same whatever the layout.
  *
  * Buffers.  gl_model_new() allocates everything once: weights, gradients,
  * the activations kept between forward and backward for `nslots[c]`
@@ -236,11 +237,15 @@ typedef struct {
     gl_layer_acts *layer;       /* [Lc] */
 } gl_slot;
 
-/* A micro-batch's data on the device: n token ids, n targets and n loss
- * weights (the loss mask). */
+/* A micro-batch's data on the device: n token ids, n targets, n gradient
+ * weights (gscale: the loss mask, possibly scaled by the caller's loss
+ * normalisation) and, when the reported loss is weighted differently
+ * from the gradient, n reporting weights (lmask, the plain loss mask;
+ * NULL: gscale serves both). */
 typedef struct {
     const int32_t *ids, *targets;
     const float *gscale;
+    const float *lmask;
 } gl_mb;
 
 typedef struct {
@@ -337,8 +342,8 @@ float *gl_model_grad(const gl_model *m, size_t offset);
 /* Forward of local chunk c for one micro-batch into slot s.  The input
  * x[0] must already be there unless the chunk holds the embedding (then
  * mb->ids are looked up).  A chunk with the head also computes the
- * cross-entropy, adds sum(loss x gscale) to *loss_acc (device fp32, when
- * not NULL), adds the head's weight gradients and leaves the gradient
+ * cross-entropy, adds sum(loss x lmask) (lmask NULL: gscale) to *loss_acc
+ * (device fp32, when not NULL), adds the head's weight gradients and leaves the gradient
  * w.r.t. its output in dy. */
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb,
                       float *loss_acc);

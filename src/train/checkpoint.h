@@ -13,7 +13,18 @@
  * configuration as JSON, gl_config's field names), "consumed_train_samples",
  * "optimizer_steps" (AdamW's step count, which also places the learning-
  * rate schedule), "skipped_iterations", "nan_iterations", "rng_seed",
- * "has_optimizer_state", "saved_layout" (text, for people).
+ * "has_optimizer_state", "saved_layout" (text, for people), and the
+ * learning-rate scheduler's state as Megatron's OptimizerParamScheduler
+ * keeps it, in samples: "opt_param_scheduler_num_steps" (samples of the
+ * successful steps), "..._max_lr", "..._min_lr", "..._lr_warmup_steps",
+ * "..._lr_decay_steps", "..._lr_decay_style", "..._weight_decay".
+ *
+ * The schedule on --load, as Megatron: the count is restored; the values
+ * must match the command line's (else the load fails, naming them),
+ * unless --use-checkpoint-opt_param-scheduler (the checkpoint's values
+ * are taken) or --override-opt_param-scheduler (the command line's are).
+ * Checkpoints older than these attributes resume with the command line's
+ * schedule at optimizer_steps x --global-batch-size samples.
  *
  * Saving.  Every rank lists the same tensors in the same order (the
  * model's logical tensors, whatever this rank holds) and gives its slab:
@@ -50,6 +61,7 @@
 #include "model/model.h"
 #include "train/run_config.h"
 #include "train/optim.h"
+#include "train/lr.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +72,8 @@ typedef struct {
     long iteration;             /* iterations completed */
     long consumed_samples;
     long skipped, nan_iters;
+    long lr_samples;            /* the scheduler's count, samples (lr.h) */
+    gl_lr_sched sched;          /* the schedule in force */
 } gl_train_progress;
 
 /* Collective over world: save the model and (unless --no-save-optim) the
@@ -88,8 +102,9 @@ void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start);
 void gl_train_save_wait(gl_ckpt_async **pending);
 
 /* Collective over world: resume from --load (a checkpoint file, or a
- * directory whose tracker names one).  Returns 0, with pr zeroed, when
- * the directory holds no checkpoint yet; 1 when loaded.  Dies naming the
+ * directory whose tracker names one).  Returns 0, with pr zeroed but for
+ * the command line's schedule (pr->sched), when the directory holds no
+ * checkpoint yet; 1 when loaded.  Dies naming the
  * file and the fix when the checkpoint does not fit this model. */
 int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                   gl_train_progress *pr);

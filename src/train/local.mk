@@ -29,6 +29,11 @@ TESTS += t/train-lr.t
 dist_check_SCRIPTS += t/train-equiv.t
 TESTS += t/train-equiv.t
 
+# Megatron's loss normalisations (per micro-batch by default, per token)
+# across layouts, and the batch-size ramp-up across a checkpoint (shell).
+dist_check_SCRIPTS += t/train-norm.t
+TESTS += t/train-norm.t
+
 # FP8 training on CPU ranks: each recipe in every layout against one rank,
 # against bf16, and the refusals of bad flags (shell; t/train-lib.sh).
 dist_check_SCRIPTS += t/train-fp8.t

@@ -264,6 +264,33 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
     return n;
 }
 
+/* --rampup-batch-size START INCREMENT SAMPLES (Megatron's three values):
+ * each a whole number, START and INCREMENT positive.  A bad one is
+ * recorded and the ramp left as it was (off). */
+static int opt_rampup(void *target, const gl_option *o, const char *value, char **more,
+                      int nmore)
+{
+    gl_config *c = target;
+    const char *item[3] = { value, nmore > 0 ? more[0] : NULL, nmore > 1 ? more[1] : NULL };
+    long v[3];
+    for (int k = 0; k < 3; k++) {
+        if (!item[k] || !strncmp(item[k], "--", 2)) {
+            gl_opt_error(o, value, "needs three numbers: --rampup-batch-size START INCREMENT "
+                         "SAMPLES, e.g. 32 32 1000000");
+            return k > 0 ? k - 1 : 0;
+        }
+        if (gl_opt_to_long(item[k], &v[k]) || v[k] < (k < 2 ? 1 : 0)) {
+            gl_opt_error(o, item[k], "is not a %s: --rampup-batch-size START INCREMENT SAMPLES "
+                         "takes a positive START and INCREMENT and SAMPLES >= 0",
+                         k < 2 ? "positive whole number" : "whole number >= 0");
+            return 2;
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        c->rampup_batch_size[k] = v[k];
+    return 2;
+}
+
 /* --help prints the option table, so it is defined after it. */
 static int opt_help(void *target, const gl_option *o, const char *value, char **more,
                     int nmore);
@@ -363,8 +390,10 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_CONVERT "convert checkpoints with gridlm-ckpt"
 #define R_RESUME "use --exit-signal-handler or --exit-duration-in-mins, then restart with --load"
 
-static const char *const lr_styles[] = {"constant", "linear", "cosine", NULL};
-static const int lr_style_values[] = {GL_LR_CONSTANT, GL_LR_LINEAR, GL_LR_COSINE};
+static const char *const lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root",
+                                        NULL};
+static const int lr_style_values[] = {GL_LR_CONSTANT, GL_LR_LINEAR, GL_LR_COSINE,
+                                      GL_LR_INVERSE_SQRT};
 static const char *const recompute_names[] = {"selective", "full", NULL};
 static const int recompute_values[] = {GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL};
 static const char *const recompute_methods[] = {"uniform", "block", NULL};
@@ -520,6 +549,13 @@ static const gl_option table[] = {
          .defstr = "required, or --train-samples"),
     LONG("train-samples", train_samples, G_BATCH, POS, "samples to train (instead of iterations)",
          .defstr = "unused"),
+    {.name = "rampup-batch-size", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .metavar = "START INC SAMPLES", .group = G_BATCH, .fn = opt_rampup,
+     .help = "grow the global batch from START by INC over SAMPLES samples (needs "
+             "--train-samples)", .defstr = "none"},
+    FLAG("calculate-per-token-loss", calculate_per_token_loss, G_BATCH,
+         "normalise the loss by the global batch's unmasked tokens (default: each "
+         "micro-batch's token mean, averaged over micro-batches and DP)"),
     INT("seed", seed, G_BATCH, NONNEG, "seed of the weights and the data order"),
 
     /* --- optimizer --- */
@@ -542,7 +578,23 @@ static const gl_option table[] = {
     LONG("lr-decay-iters", optim.lr_decay_iters, G_LR, POS, "iterations over which the rate decays",
          .defstr = "train iters"),
     CHOICE("lr-decay-style", optim.lr_decay_style, "STYLE", G_LR, lr_styles, lr_style_values,
-           "constant, linear or cosine"),
+           "constant, linear, cosine or inverse-square-root (WSD is refused)"),
+    LONG("lr-warmup-samples", optim.lr_warmup_samples, G_LR, NONNEG,
+         "samples of linear warm-up (with --train-samples)"),
+    LONG("lr-decay-samples", optim.lr_decay_samples, G_LR, POS,
+         "samples over which the rate decays (with --train-samples)", .defstr = "train samples"),
+    DBL("decoupled-lr", optim.decoupled_lr, G_LR, POS,
+        "peak learning rate of the embedding and the output layer", .defstr = "--lr"),
+    DBL("decoupled-min-lr", optim.decoupled_min_lr, G_LR, NONNEG,
+        "their rate at the end of the decay", .defstr = "--min-lr"),
+    FLAG("use-checkpoint-opt_param-scheduler", optim.use_checkpoint_opt_param_scheduler, G_LR,
+         "--load: take the schedule (rates, warm-up, decay, style) from the checkpoint"),
+    FLAG("override-opt_param-scheduler", optim.override_opt_param_scheduler, G_LR,
+         "--load: take the schedule from the command line, whatever the checkpoint says"),
+    FLAG("use-checkpoint-opt-param-scheduler", optim.use_checkpoint_opt_param_scheduler, G_LR,
+         "the same (Megatron's other spelling)"),
+    FLAG("override-opt-param-scheduler", optim.override_opt_param_scheduler, G_LR,
+         "the same (Megatron's other spelling)"),
 
     /* --- precision, device, memory --- */
     CHOICE("device", device, "DEV", G_PREC, devices, device_values,
@@ -1137,6 +1189,7 @@ void gl_config_defaults(gl_config *c)
 
     snprintf(c->optim.optimizer, sizeof c->optim.optimizer, "adam");
     c->optim.lr_decay_style = GL_LR_LINEAR;
+    c->optim.decoupled_min_lr = -1;
     c->optim.weight_decay = 0.01;
     c->optim.adam_beta1 = 0.9;
     c->optim.adam_beta2 = 0.999;
@@ -1411,6 +1464,28 @@ static void check_schedule(gl_config *c)
     if (c->optim.lr_warmup_iters && c->optim.lr_warmup_fraction > 0)
         bad("--lr-warmup-iters %ld and --lr-warmup-fraction %g both given: choose one",
             c->optim.lr_warmup_iters, c->optim.lr_warmup_fraction);
+    if (c->optim.lr_warmup_samples && c->optim.lr_warmup_fraction > 0)
+        bad("--lr-warmup-samples %ld and --lr-warmup-fraction %g both given: choose one",
+            c->optim.lr_warmup_samples, c->optim.lr_warmup_fraction);
+    /* Megatron's rules: a run counts in iterations or in samples, and
+     * its schedule in the same unit. */
+    if (c->train_iters && (c->optim.lr_decay_samples || c->optim.lr_warmup_samples))
+        bad("--lr-%s-samples with --train-iters: iteration-based training takes "
+            "--lr-decay-iters and --lr-warmup-iters (or give --train-samples)",
+            c->optim.lr_decay_samples ? "decay" : "warmup");
+    if (c->train_iters && c->rampup_batch_size[0])
+        bad("--rampup-batch-size with --train-iters: a batch-size ramp-up needs sample-based "
+            "training, give --train-samples instead");
+    if (c->train_samples && (c->optim.lr_decay_iters || c->optim.lr_warmup_iters))
+        bad("--lr-%s-iters with --train-samples: sample-based training takes "
+            "--lr-decay-samples and --lr-warmup-samples (or --lr-warmup-fraction)",
+            c->optim.lr_decay_iters ? "decay" : "warmup");
+    if (c->optim.use_checkpoint_opt_param_scheduler && c->optim.override_opt_param_scheduler)
+        bad("--use-checkpoint-opt_param-scheduler and --override-opt_param-scheduler both "
+            "given: choose one (the checkpoint's schedule, or the command line's)");
+    if (c->optim.decoupled_min_lr >= 0 && !(c->optim.decoupled_lr > 0))
+        bad("--decoupled-min-lr without --decoupled-lr: give the embedding and output "
+            "layer's peak rate too");
     if (c->optim.min_lr > c->optim.lr && c->optim.lr > 0)
         bad("--min-lr %g is larger than --lr %g: the rate decays from --lr down to --min-lr",
             c->optim.min_lr, c->optim.lr);
@@ -1760,11 +1835,74 @@ static void check_batch(gl_config *c)
             (c->num_micro_batches + pp - 1) / pp * pp * step);
 }
 
-/* Iterations from samples, and the learning-rate schedule's lengths. */
+/* --rampup-batch-size: Megatron's checks of the ramp, then every batch
+ * it passes through must split into micro-batches of micro_batch x DP
+ * (Megatron checks each when it reaches it; gridlm before the first). */
+static void check_rampup(gl_config *c)
+{
+    long start = c->rampup_batch_size[0], inc = c->rampup_batch_size[1];
+    long step = (long)c->layout.micro_batch_size * c->data_parallel_size;
+    if (!start)
+        return;
+    long diff = c->global_batch_size - start;
+    if (diff < 0)
+        bad("--rampup-batch-size: expected global batch size to be greater than or equal "
+            "to start batch size, got %d and %ld", c->global_batch_size, start);
+    if (diff % inc)
+        bad("--rampup-batch-size: expected global batch size interval (%ld) to be divisible "
+            "by global batch size increment (%ld)", diff, inc);
+    if (!diff)
+        bad("--rampup-batch-size: the start batch %ld is already --global-batch-size: "
+            "nothing to ramp, drop --rampup-batch-size", start);
+    if (!c->rampup_batch_size[2])      /* Megatron divides by it */
+        bad("--rampup-batch-size %ld %ld 0: a ramp over 0 samples; give the samples to "
+            "ramp over, or drop --rampup-batch-size", start, inc);
+    int pp = c->layout.pipeline_model_parallel_size;
+    for (long b = start; b <= c->global_batch_size; b += inc) {
+        if (b % step)
+            bad("--rampup-batch-size: current global batch size (%ld) is not divisible by "
+                "micro-batch-size (%d) times data parallel size (%d): choose START and "
+                "INCREMENT multiples of %ld", b, c->layout.micro_batch_size,
+                c->data_parallel_size, step);
+        if (c->layout.virtual_pipeline_size > 1 && (b / step) % pp)
+            bad("--rampup-batch-size: the interleaved schedule needs every batch's "
+                "micro-batches to be a multiple of --pipeline-model-parallel-size %d, and "
+                "batch %ld has %ld: choose START and INCREMENT multiples of %ld", pp, b,
+                b / step, pp * step);
+    }
+}
+
+int gl_config_global_batch(const gl_config *c, long consumed)
+{
+    long start = c->rampup_batch_size[0], inc = c->rampup_batch_size[1];
+    long samples = c->rampup_batch_size[2];
+    if (!start || consumed > samples)
+        return c->global_batch_size;
+    /* Megatron: samples per increment is a real number, the step count
+     * its integer part */
+    double per_inc = (double)samples / (double)((c->global_batch_size - start) / inc);
+    long steps = (long)((double)consumed / per_inc);
+    return (int)(start + steps * inc);
+}
+
+/* Iterations from samples (walking the ramp-up as Megatron does: the
+ * iterations that start at or before its last sample, then whole global
+ * batches; a partial last batch is dropped), and the checks of the
+ * learning-rate schedule's lengths, which lr.h counts in samples. */
 static void finish_schedule(gl_config *c)
 {
+    check_rampup(c);
     if (c->train_samples) {
-        c->train_iters = c->train_samples / c->global_batch_size;
+        long iters = 0, consumed = 0;
+        if (c->rampup_batch_size[0]) {
+            while (consumed <= c->rampup_batch_size[2] && consumed <= c->train_samples) {
+                consumed += gl_config_global_batch(c, consumed);
+                iters++;
+            }
+        }
+        if (c->train_samples > consumed)
+            iters += (c->train_samples - consumed) / c->global_batch_size;
+        c->train_iters = iters;
         if (c->train_iters < 1)
             bad("--train-samples %ld is less than one global batch (%d samples): train for "
                 "at least %d samples", c->train_samples, c->global_batch_size,
@@ -1777,6 +1915,10 @@ static void finish_schedule(gl_config *c)
     if (!c->dry_run && c->optim.lr_warmup_iters > c->optim.lr_decay_iters)
         bad("--lr-warmup-iters %ld is longer than the decay (%ld iterations): shorten the "
             "warm-up or raise --lr-decay-iters", c->optim.lr_warmup_iters, c->optim.lr_decay_iters);
+    long decay = c->optim.lr_decay_samples ? c->optim.lr_decay_samples : c->train_samples;
+    if (!c->dry_run && c->train_samples && c->optim.lr_warmup_samples >= decay)
+        bad("--lr-warmup-samples %ld is not shorter than the decay (%ld samples): shorten the "
+            "warm-up or raise --lr-decay-samples", c->optim.lr_warmup_samples, decay);
 }
 
 void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)

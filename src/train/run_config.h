@@ -24,7 +24,9 @@
 extern "C" {
 #endif
 
-typedef enum { GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE } gl_lr_style;
+typedef enum {
+    GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE, GL_LR_INVERSE_SQRT
+} gl_lr_style;
 
 /* The optimizer, its learning-rate schedule and how data parallelism shares its work. */
 typedef struct gl_optim_opts {
@@ -38,7 +40,14 @@ typedef struct gl_optim_opts {
     long lr_warmup_iters;            /* --lr-warmup-iters */
     double lr_warmup_fraction;       /* --lr-warmup-fraction (0: unused) */
     long lr_decay_iters;             /* --lr-decay-iters (0: train_iters) */
+    long lr_warmup_samples;          /* --lr-warmup-samples (with --train-samples) */
+    long lr_decay_samples;           /* --lr-decay-samples (0: train_samples) */
     gl_lr_style lr_decay_style;      /* --lr-decay-style */
+    double decoupled_lr;             /* --decoupled-lr: peak for the embedding
+                                      * and the output layer (0: --lr) */
+    double decoupled_min_lr;         /* --decoupled-min-lr (-1: --min-lr) */
+    int use_checkpoint_opt_param_scheduler; /* --use-checkpoint-opt_param-scheduler */
+    int override_opt_param_scheduler;       /* --override-opt_param-scheduler */
     double weight_decay;             /* --weight-decay (0.01) */
     double adam_beta1, adam_beta2;   /* --adam-beta1 (0.9) --adam-beta2 (0.999) */
     double adam_eps;                 /* --adam-eps (1e-8) */
@@ -114,6 +123,9 @@ typedef struct gl_config {
     int global_batch_size;           /* --global-batch-size (0: mbs x dp) */
     long train_iters;                /* --train-iters */
     long train_samples;              /* --train-samples (0: unused) */
+    long rampup_batch_size[3];       /* --rampup-batch-size START INCREMENT
+                                      * SAMPLES (START 0: no ramp-up) */
+    int calculate_per_token_loss;    /* --calculate-per-token-loss */
     int seed;                        /* --seed (1234) */
 
     /* --- optimizer and learning rate --- */
@@ -148,11 +160,19 @@ typedef struct gl_config {
     /* --- derived by gl_config_finish() --- */
     int world_size;
     int data_parallel_size;
-    int num_micro_batches;           /* global / (mbs x dp) */
+    int num_micro_batches;           /* global / (mbs x dp): the most, after
+                                      * any --rampup-batch-size */
     gl_vocab_source vocab_source;    /* set by gl_config_parse */
     int vocab_size_flag;             /* 1: --vocab-size was on the command
                                       * line (not only a --model preset's) */
 } gl_config;
+
+/* The global batch of the iteration that starts after `consumed`
+ * training samples, as Megatron-LM's num-micro-batches calculator gives
+ * it: --global-batch-size, or during --rampup-batch-size START INC
+ * SAMPLES (consumed <= SAMPLES) START + INC floor(consumed / (SAMPLES /
+ * ((global - START) / INC))).  Needs gl_config_finish(). */
+int gl_config_global_batch(const gl_config *c, long consumed);
 
 /* Megatron's defaults. */
 void gl_config_defaults(gl_config *c);
