@@ -434,6 +434,76 @@ static void cu_fp8_scale_current(gl_dev *d, const float *amax, float *scale,
                               f);
 }
 
+static void cu_layernorm_fwd(gl_dev *d, void *y, float *mean, float *rstd,
+                             const void *x, const void *w, const void *b,
+                             int n, int h, float eps, int one_plus)
+{
+    gl_cuda_layernorm_fwd(gl_cuda_st(d)->stream, (bf16 *)y, mean, rstd,
+                          (const bf16 *)x, (const bf16 *)w, (const bf16 *)b, n,
+                          h, eps, one_plus);
+}
+
+static void cu_layernorm_bwd(gl_dev *d, void *dx, float *dw, float *db,
+                             const void *dy, const void *x, const void *w,
+                             const float *mean, const float *rstd, int n,
+                             int h, int one_plus, int accumulate_dx)
+{
+    gl_cuda_layernorm_bwd(d, (bf16 *)dx, dw, db, (const bf16 *)dy,
+                          (const bf16 *)x, (const bf16 *)w, mean, rstd, n, h,
+                          one_plus, accumulate_dx);
+}
+
+static void cu_gelu_fwd(gl_dev *d, void *y, const void *x, const void *bias,
+                        int n, int f)
+{
+    gl_cuda_gelu_fwd(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)x,
+                     (const bf16 *)bias, n, f);
+}
+
+static void cu_gelu_bwd(gl_dev *d, void *dx, float *dbias, const void *dy,
+                        const void *x, const void *bias, int n, int f)
+{
+    gl_cuda_gelu_bwd(d, (bf16 *)dx, dbias, (const bf16 *)dy, (const bf16 *)x,
+                     (const bf16 *)bias, n, f);
+}
+
+static void cu_bias_add(gl_dev *d, void *y, const void *bias, int n, int w)
+{
+    gl_cuda_bias_add(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)bias, n,
+                     w);
+}
+
+static void cu_bias_grad(gl_dev *d, float *dbias, const void *dy, int n,
+                         int w)
+{
+    gl_cuda_bias_grad(d, dbias, (const bf16 *)dy, n, w);
+}
+
+static void cu_dropout(gl_dev *d, void *y, const void *x, int n, int w,
+                       const gl_dropout *dp)
+{
+    gl_dropout_check(dp, n, w, "dropout");
+    gl_cuda_dropout(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)x, n, w,
+                    dp);
+}
+
+static void cu_bias_dropout_add(gl_dev *d, void *out, const void *residual,
+                                const void *y, const void *bias, int n, int w,
+                                const gl_dropout *dp)
+{
+    gl_cuda_bias_dropout_add(gl_cuda_st(d)->stream, (bf16 *)out,
+                             (const bf16 *)residual, (const bf16 *)y,
+                             (const bf16 *)bias, n, w, dp);
+}
+
+static void cu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
+                             const int32_t *positions, int n, int h,
+                             int max_pos)
+{
+    gl_cuda_pos_embed_fwd(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)pos,
+                          positions, n, h, max_pos);
+}
+
 static void cu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,
                         size_t *total)
 {
@@ -459,7 +529,8 @@ static void cu_close(gl_dev *d)
     gl_cuda_gemm_close(d);
     gl_cudnn_close(d);
     gl_scratch *sc[] = {&st->s_reduce, &st->s_attn, &st->s_embed,
-                        &st->s_adamw, &st->s_norm, &st->s_cudnn, &st->s_fp8};
+                        &st->s_adamw, &st->s_norm, &st->s_cudnn, &st->s_fp8,
+                        &st->s_bias};
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         gl_cuda_free_counted(d, sc[i]->p);
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));
@@ -498,6 +569,11 @@ static const gl_ops gl_ops_cuda = {
     cu_p2p_wait_compute, cu_compute_wait_p2p,
     cu_fp8_quantize, cu_fp8_amax, cu_fp8_scale_delayed, cu_fp8_scale_current,
     gl_cuda_gemm_fp8,
+    cu_layernorm_fwd, cu_layernorm_bwd,
+    cu_gelu_fwd, cu_gelu_bwd,
+    cu_bias_add, cu_bias_grad,
+    cu_dropout, cu_bias_dropout_add,
+    cu_pos_embed_fwd,
 };
 
 /* ---- opening ---- */

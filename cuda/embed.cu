@@ -13,6 +13,10 @@
  * position of each run of equal ids sums that run's dy rows in fp32, in
  * token order, and adds the sum to its table row once.  Same bits every
  * run, no atomics.
+ *
+ * Learned positions: y_i += pos[positions_i], one thread per 8 (or 1)
+ * elements of a row; a position outside the table leaves its row as it
+ * is (the CPU back end stops there).  Their backward is embed_bwd's.
  */
 #include <config.h>
 
@@ -37,6 +41,28 @@ __global__ void embed_fwd_kernel(bf16 *y, const bf16 *table, const int32_t *ids,
         else
             for (int k = 0; k < V; k++)
                 f[k] = 0;
+        store_bf16<V>(y + i * h + c, f);
+    }
+}
+
+template <int V>
+__global__ void pos_embed_fwd_kernel(bf16 *y, const bf16 *pos,
+                                     const int32_t *positions, int h,
+                                     int max_pos, size_t total)
+{
+    int per_row = h / V;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
+         t += (size_t)gridDim.x * blockDim.x) {
+        size_t i = t / per_row;
+        int c = (int)(t % per_row) * V;
+        int p = positions[i];
+        if (p < 0 || p >= max_pos)
+            continue;
+        float f[V], e[V];
+        load_bf16<V>(f, y + i * h + c);
+        load_bf16<V>(e, pos + (size_t)p * h + c);
+        for (int k = 0; k < V; k++)
+            f[k] += e[k];
         store_bf16<V>(y + i * h + c, f);
     }
 }
@@ -128,4 +154,22 @@ void gl_cuda_embed_bwd(gl_dev *d, float *dtable, const bf16 *dy,
         embed_bwd_kernel<1><<<n, 256, 0, st->stream>>>(
             dtable, dy, sids, stok, n, h, vocab_start, vl);
     GL_CUDA_LAUNCHED("embed_bwd");
+}
+
+void gl_cuda_pos_embed_fwd(cudaStream_t st, bf16 *y, const bf16 *pos,
+                           const int32_t *positions, int n, int h,
+                           int max_pos)
+{
+    if (n <= 0 || h <= 0)
+        return;
+    if (gl_vec8_ok(h, y, pos)) {
+        size_t total = (size_t)n * (h / 8);
+        pos_embed_fwd_kernel<8><<<gl_cuda_grid(total, 256), 256, 0, st>>>(
+            y, pos, positions, h, max_pos, total);
+    } else {
+        size_t total = (size_t)n * h;
+        pos_embed_fwd_kernel<1><<<gl_cuda_grid(total, 256), 256, 0, st>>>(
+            y, pos, positions, h, max_pos, total);
+    }
+    GL_CUDA_LAUNCHED("pos_embed_fwd");
 }

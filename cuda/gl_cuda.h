@@ -97,6 +97,7 @@ typedef struct {
     /* scratch: reductions' partials, attention's row statistics, embed's
      * sorted ids, the AdamW chunk table, FP8 products' aligned scales */
     gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm, s_fp8;
+    gl_scratch s_bias;         /* bias.cu: column sums' partials */
     /* adamw.cu: the segment list whose tables s_adamw holds now (a step
      * with the same list uploads nothing) */
     gl_adamw_seg *adamw_segs;
@@ -239,6 +240,42 @@ void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
 /* adamw.cu */
 void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,
                    const gl_adamw_hyper *hp);
+
+/* layernorm.cu */
+void gl_cuda_layernorm_fwd(cudaStream_t st, bf16 *y, float *mean, float *rstd,
+                           const bf16 *x, const bf16 *w, const bf16 *b, int n,
+                           int h, float eps, int one_plus);
+void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
+                           const bf16 *dy, const bf16 *x, const bf16 *w,
+                           const float *mean, const float *rstd, int n, int h,
+                           int one_plus, int accumulate_dx);
+
+/* gelu.cu */
+void gl_cuda_gelu_fwd(cudaStream_t st, bf16 *y, const bf16 *x,
+                      const bf16 *bias, int n, int f);
+void gl_cuda_gelu_bwd(gl_dev *d, bf16 *dx, float *dbias, const bf16 *dy,
+                      const bf16 *x, const bf16 *bias, int n, int f);
+
+/* bias.cu; gl_cuda_colsum_final: out[j] += sum over g < G of
+ * partial[g ld + j], in an order fixed by G */
+void gl_cuda_bias_add(cudaStream_t st, bf16 *y, const bf16 *bias, int n,
+                      int w);
+void gl_cuda_bias_grad(gl_dev *d, float *dbias, const bf16 *dy, int n, int w);
+void gl_cuda_colsum_final(cudaStream_t st, float *out, const float *partial,
+                          int G, int w, long ld);
+
+/* dropout.cu */
+void gl_cuda_dropout(cudaStream_t st, bf16 *y, const bf16 *x, int n, int w,
+                     const gl_dropout *dp);
+void gl_cuda_bias_dropout_add(cudaStream_t st, bf16 *out,
+                              const bf16 *residual, const bf16 *y,
+                              const bf16 *bias, int n, int w,
+                              const gl_dropout *dp);
+
+/* embed.cu: learned positions */
+void gl_cuda_pos_embed_fwd(cudaStream_t st, bf16 *y, const bf16 *pos,
+                           const int32_t *positions, int n, int h,
+                           int max_pos);
 
 /* Blocks for a grid-stride loop over n items, at most a few per SM. */
 static inline unsigned gl_cuda_grid(size_t n, int threads)

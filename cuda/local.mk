@@ -18,6 +18,10 @@ libgridlm_a_SOURCES += \
 	%reldir%/attention_bwd.cu \
 	%reldir%/attn_cudnn.cu \
 	%reldir%/adamw.cu \
+	%reldir%/layernorm.cu \
+	%reldir%/gelu.cu \
+	%reldir%/bias.cu \
+	%reldir%/dropout.cu \
 	%reldir%/fp8.cu
 
 # Every operation against the CPU reference back end, on a GPU (skips

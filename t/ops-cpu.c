@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/philox.h"
 #include "device/fp8.h"
 #include "device/ops.h"
 #include "device/ops_cpu.h"
@@ -1036,6 +1037,389 @@ static void test_fp8(gl_dev *d)
     d->ops->free(d, s);
 }
 
+/* ---- Megatron's GPT ops: LayerNorm, GeLU, biases, dropout, positions -- */
+
+typedef struct {
+    int n, h, one_plus;
+    double eps, *x, *w, *b, *y, *mean, *rstd, *r;
+} ln_ctx;
+
+static double ln_loss(void *p)
+{
+    ln_ctx *c = p;
+    gl_cpu_layernorm_fwd_f64(c->y, c->mean, c->rstd, c->x, c->w, c->b, c->n,
+                             c->h, c->eps, c->one_plus);
+    double L = 0;
+    for (int i = 0; i < c->n * c->h; i++)
+        L += c->y[i] * c->r[i];
+    return L;
+}
+
+static void test_layernorm(gl_dev *d, int one_plus)
+{
+    const int n = 7, h = 12;
+    const size_t nh = (size_t)n * h;
+    ln_ctx c = { n, h, one_plus, 1e-5, rnd(nh, 2), rnd(h, 1), rnd(h, 1),
+                 dzeros(nh), dzeros(n), dzeros(n), rnd(nh, 1) };
+    for (size_t i = 0; i < nh; i++)        /* rows far from zero mean */
+        c.x[i] += 3 * (double)(i / h) - 9;
+    if (!one_plus)
+        for (int j = 0; j < h; j++)
+            c.w[j] += 1.5;
+    const char *v = one_plus ? " (1p)" : "";
+
+    ln_loss(&c);
+    double err = 0;
+    for (int i = 0; i < n; i++) {
+        double s = 0, ss = 0;
+        for (int j = 0; j < h; j++)
+            s += c.x[i * h + j];
+        double mu = s / h;
+        for (int j = 0; j < h; j++)
+            ss += (c.x[i * h + j] - mu) * (c.x[i * h + j] - mu);
+        double rs = 1 / sqrt(ss / h + c.eps);
+        err = fmax(err, fabs(mu - c.mean[i]) + fabs(rs - c.rstd[i]) / rs);
+        for (int j = 0; j < h; j++) {
+            double wj = one_plus ? 1 + c.w[j] : c.w[j];
+            err = fmax(err, fabs((c.x[i * h + j] - mu) * rs * wj + c.b[j] -
+                                 c.y[i * h + j]));
+        }
+    }
+    ok(err < 1e-13, "layernorm_fwd%s f64: y, mean, rstd as the formula (err %.2g)", v, err);
+
+    double *dx = dzeros(nh), *dw = dzeros(h), *db = dzeros(h);
+    gl_cpu_layernorm_bwd_f64(dx, dw, db, c.r, c.x, c.w, c.mean, c.rstd, n, h,
+                             one_plus, 0);
+    double ex = fd_relerr(ln_loss, &c, c.x, nh, dx);
+    double ew = fd_relerr(ln_loss, &c, c.w, h, dw);
+    double eb = fd_relerr(ln_loss, &c, c.b, h, db);
+    ok(ex < FD_TOL, "layernorm_bwd%s f64: dx vs finite differences (rel %.2g)", v, ex);
+    ok(ew < FD_TOL, "layernorm_bwd%s f64: dw vs finite differences (rel %.2g)", v, ew);
+    ok(eb < FD_TOL, "layernorm_bwd%s f64: db vs finite differences (rel %.2g)", v, eb);
+
+    /* accumulate_dx adds to dx; dw and db always add */
+    ln_loss(&c);
+    double *dx2 = rnd(nh, 1), *dw2 = rnd(h, 1), *db2 = rnd(h, 1);
+    double *dx0 = dcopy(dx2, nh), *dw0 = dcopy(dw2, h), *db0 = dcopy(db2, h);
+    gl_cpu_layernorm_bwd_f64(dx2, dw2, db2, c.r, c.x, c.w, c.mean, c.rstd, n,
+                             h, one_plus, 1);
+    double ea = 0, ep = 0;
+    for (size_t i = 0; i < nh; i++)
+        ea = fmax(ea, fabs(dx2[i] - (dx0[i] + dx[i])));
+    for (int j = 0; j < h; j++)
+        ep = fmax(ep, fabs(dw2[j] - (dw0[j] + dw[j])) + fabs(db2[j] - (db0[j] + db[j])));
+    ok(ea < 1e-13 && ep < 1e-13, "layernorm_bwd%s accumulate_dx=1: dx += gradient, dw and db += (err %.2g, %.2g)",
+       v, ea, ep);
+
+    /* the device's float operations */
+    double *rx = rounded(c.x, nh), *rw = rounded(c.w, h), *rb = rounded(c.b, h);
+    double *rr = rounded(c.r, nh), *ry = dzeros(nh), *rm = dzeros(n), *rrs = dzeros(n);
+    double *rdx = dzeros(nh), *rdw = dzeros(h), *rdb = dzeros(h);
+    gl_cpu_layernorm_fwd_f64(ry, rm, rrs, rx, rw, rb, n, h, (double)(float)c.eps, one_plus);
+    gl_cpu_layernorm_bwd_f64(rdx, rdw, rdb, rr, rx, rw, rm, rrs, n, h, one_plus, 0);
+    float *fx = dev_f(d, c.x, nh), *fw = dev_f(d, c.w, h), *fb = dev_f(d, c.b, h);
+    float *fr = dev_f(d, c.r, nh), *fy = d->ops->alloc(d, nh * 4);
+    float *fm = d->ops->alloc(d, n * 4), *frs = d->ops->alloc(d, n * 4);
+    float *fdx = d->ops->alloc(d, nh * 4), *fdw = d->ops->alloc(d, h * 4);
+    float *fdb = d->ops->alloc(d, h * 4);
+    d->ops->layernorm_fwd(d, fy, fm, frs, fx, fw, fb, n, h, (float)c.eps, one_plus);
+    d->ops->layernorm_bwd(d, fdx, fdw, fdb, fr, fx, fw, fm, frs, n, h, one_plus, 0);
+    ok(relerr_f(fy, ry, nh) < F32_TOL && relerr_f(fm, rm, n) < F32_TOL &&
+       relerr_f(frs, rrs, n) < F32_TOL,
+       "layernorm_fwd%s f32 device vs f64 (rel %.2g)", v, relerr_f(fy, ry, nh));
+    ok(relerr_f(fdx, rdx, nh) < F32_TOL && relerr_f(fdw, rdw, h) < F32_TOL &&
+       relerr_f(fdb, rdb, h) < F32_TOL,
+       "layernorm_bwd%s f32 device vs f64 (rel %.2g, %.2g, %.2g)", v,
+       relerr_f(fdx, rdx, nh), relerr_f(fdw, rdw, h), relerr_f(fdb, rdb, h));
+    float *fp[] = { fx, fw, fb, fr, fy, fm, frs, fdx, fdw, fdb };
+    for (size_t i = 0; i < sizeof fp / sizeof fp[0]; i++)
+        d->ops->free(d, fp[i]);
+    double *hp[] = { rx, rw, rb, rr, ry, rm, rrs, rdx, rdw, rdb, c.x, c.w, c.b,
+                     c.y, c.mean, c.rstd, c.r, dx, dw, db, dx2, dw2, db2, dx0,
+                     dw0, db0 };
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
+typedef struct {
+    int n, f;
+    double *x, *bias, *y, *r;
+} gelu_ctx;
+
+static double gelu_loss(void *p)
+{
+    gelu_ctx *c = p;
+    gl_cpu_gelu_fwd_f64(c->y, c->x, c->bias, c->n, c->f);
+    double L = 0;
+    for (int i = 0; i < c->n * c->f; i++)
+        L += c->y[i] * c->r[i];
+    return L;
+}
+
+static void test_gelu(gl_dev *d, int with_bias)
+{
+    const int n = 7, f = 9;
+    const size_t nf = (size_t)n * f;
+    gelu_ctx c = { n, f, rnd(nf, 4), with_bias ? rnd(f, 1) : NULL, dzeros(nf),
+                   rnd(nf, 1) };
+    const char *v = with_bias ? " with bias" : "";
+    gelu_loss(&c);
+    double err = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < f; j++) {
+            double u = c.x[i * f + j] + (with_bias ? c.bias[j] : 0);
+            double want = 0.5 * u * (1 + tanh(0.79788456 * (u + 0.044715 * u * u * u)));
+            err = fmax(err, fabs(want - c.y[i * f + j]));
+        }
+    ok(err < 1e-15, "gelu_fwd%s f64: 0.5 u (1 + tanh(0.79788456 (u + 0.044715 u^3))) (err %.2g)",
+       v, err);
+    double *dx = dzeros(nf), *dbias = dzeros(f);
+    gl_cpu_gelu_bwd_f64(dx, with_bias ? dbias : NULL, c.r, c.x, c.bias, n, f);
+    /* Megatron's K2 = 0.1070322243 is 3 K0 K1 to 10 digits: the
+     * derivative is exact to ~1e-10 */
+    double ex = fd_relerr(gelu_loss, &c, c.x, nf, dx);
+    ok(ex < FD_TOL, "gelu_bwd%s f64: dx vs finite differences (rel %.2g)", v, ex);
+    if (with_bias) {
+        double eb = fd_relerr(gelu_loss, &c, c.bias, f, dbias);
+        ok(eb < FD_TOL, "gelu_bwd f64: dbias vs finite differences (rel %.2g)", eb);
+    }
+    /* dx may alias dy */
+    double *dd = dcopy(c.r, nf);
+    gl_cpu_gelu_bwd_f64(dd, NULL, dd, c.x, c.bias, n, f);
+    ok(relerr(dd, dx, nf) == 0, "gelu_bwd%s: dx aliasing dy gives the same", v);
+
+    double *rx = rounded(c.x, nf), *rb = with_bias ? rounded(c.bias, f) : NULL;
+    double *rr = rounded(c.r, nf), *ry = dzeros(nf), *rdx = dzeros(nf), *rdb = dzeros(f);
+    gl_cpu_gelu_fwd_f64(ry, rx, rb, n, f);
+    gl_cpu_gelu_bwd_f64(rdx, rdb, rr, rx, rb, n, f);
+    float *fx = dev_f(d, c.x, nf), *fb = with_bias ? dev_f(d, c.bias, f) : NULL;
+    float *fr = dev_f(d, c.r, nf), *fy = d->ops->alloc(d, nf * 4);
+    float *fdx = d->ops->alloc(d, nf * 4), *fdb = d->ops->alloc(d, f * 4);
+    d->ops->gelu_fwd(d, fy, fx, fb, n, f);
+    d->ops->gelu_bwd(d, fdx, fdb, fr, fx, fb, n, f);
+    ok(relerr_f(fy, ry, nf) < F32_TOL && relerr_f(fdx, rdx, nf) < F32_TOL &&
+       relerr_f(fdb, rdb, f) < F32_TOL,
+       "gelu%s f32 device vs f64 (rel %.2g, %.2g, %.2g)", v, relerr_f(fy, ry, nf),
+       relerr_f(fdx, rdx, nf), relerr_f(fdb, rdb, f));
+    d->ops->free(d, fx); d->ops->free(d, fb); d->ops->free(d, fr);
+    d->ops->free(d, fy); d->ops->free(d, fdx); d->ops->free(d, fdb);
+    free(rx); free(rb); free(rr); free(ry); free(rdx); free(rdb); free(dd);
+    free(c.x); free(c.bias); free(c.y); free(c.r); free(dx); free(dbias);
+}
+
+/* bias_add and bias_grad: y = x + bias, L = sum r y, dL/dbias = colsum(r). */
+typedef struct {
+    int n, w;
+    double *x, *bias, *y, *r;
+} bias_ctx;
+
+static double bias_loss(void *p)
+{
+    bias_ctx *c = p;
+    memcpy(c->y, c->x, (size_t)c->n * c->w * sizeof *c->y);
+    gl_cpu_bias_add_f64(c->y, c->bias, c->n, c->w);
+    double L = 0;
+    for (int i = 0; i < c->n * c->w; i++)
+        L += c->y[i] * c->r[i];
+    return L;
+}
+
+static void test_bias(gl_dev *d)
+{
+    const int n = 11, w = 6;
+    const size_t nw = (size_t)n * w;
+    bias_ctx c = { n, w, rnd(nw, 1), rnd(w, 1), dzeros(nw), rnd(nw, 1) };
+    bias_loss(&c);
+    int good = 1;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < w; j++)
+            good &= c.y[i * w + j] == c.x[i * w + j] + c.bias[j];
+    ok(good, "bias_add: y[i, j] += bias[j]");
+    double *db = rnd(w, 1), *db0 = dcopy(db, w), *g = dzeros(w);
+    gl_cpu_bias_grad_f64(db, c.r, n, w);
+    for (int j = 0; j < w; j++)
+        g[j] = db[j] - db0[j];
+    double e = fd_relerr(bias_loss, &c, c.bias, w, g);
+    ok(e < FD_TOL, "bias_grad f64: dbias += the finite differences' gradient (rel %.2g)", e);
+
+    float *fy = dev_f(d, c.x, nw), *fb = dev_f(d, c.bias, w), *fr = dev_f(d, c.r, nw);
+    float *fdb = dev_f(d, db0, w);
+    double *ry = rounded(c.x, nw), *rb = rounded(c.bias, w), *rr = rounded(c.r, nw);
+    double *rdb = rounded(db0, w);
+    gl_cpu_bias_add_f64(ry, rb, n, w);
+    gl_cpu_bias_grad_f64(rdb, rr, n, w);
+    d->ops->bias_add(d, fy, fb, n, w);
+    d->ops->bias_grad(d, fdb, fr, n, w);
+    ok(relerr_f(fy, ry, nw) < F32_TOL && relerr_f(fdb, rdb, w) < F32_TOL,
+       "bias_add, bias_grad f32 device vs f64 (rel %.2g, %.2g)",
+       relerr_f(fy, ry, nw), relerr_f(fdb, rdb, w));
+    d->ops->free(d, fy); d->ops->free(d, fb); d->ops->free(d, fr); d->ops->free(d, fdb);
+    free(ry); free(rb); free(rr); free(rdb);
+    free(c.x); free(c.bias); free(c.y); free(c.r); free(db); free(db0); free(g);
+}
+
+/* out = residual + dropout(y + bias), L = sum r out. */
+typedef struct {
+    int n, w;
+    const gl_dropout *dp;
+    double *res, *y, *bias, *out, *r;
+} bda_ctx;
+
+static double bda_loss(void *p)
+{
+    bda_ctx *c = p;
+    gl_cpu_bias_dropout_add_f64(c->out, c->res, c->y, c->bias, c->n, c->w, c->dp);
+    double L = 0;
+    for (int i = 0; i < c->n * c->w; i++)
+        L += c->out[i] * c->r[i];
+    return L;
+}
+
+static void test_dropout(gl_dev *d)
+{
+    enum { N = 24, W = 40 };
+    const size_t nw = (size_t)N * W;
+    gl_dropout dp = { .seed = 1234, .iteration = 17, .layer = 3, .site = 1,
+                      .p = 0.3f, .row0 = 0, .col0 = 0, .width = W };
+    double *x = rnd(nw, 1), *y = dzeros(nw);
+    gl_cpu_dropout_f64(y, x, N, W, &dp);
+    uint32_t thr = gl_dropout_threshold(dp.p);
+    double scale = 1 / (1 - (double)dp.p), err = 0;
+    long kept = 0;
+    for (size_t e = 0; e < nw; e++) {
+        int k = gl_dropout_keep(dp.seed, dp.iteration,
+                                gl_dropout_stream(dp.layer, dp.site), e, thr);
+        kept += k;
+        err = fmax(err, fabs(y[e] - (k ? x[e] * scale : 0)));
+    }
+    ok(err < 1e-15 && kept > 0 && kept < (long)nw,
+       "dropout f64: y = keep(e) x / (1 - p), %ld of %zu kept (err %.2g)", kept, nw, err);
+
+    /* Layout independence: the [N, W] tensor cut into a 3 x 2 grid of
+     * pieces of uneven sizes, each with its row0, col0 and the full width,
+     * gives the whole tensor's result piece by piece. */
+    const int rcut[4] = { 0, 5, 17, N }, ccut[3] = { 0, 13, W };
+    int same = 1;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 2; b++) {
+            int pn = rcut[a + 1] - rcut[a], pw = ccut[b + 1] - ccut[b];
+            double *px = dzeros((size_t)pn * pw), *py = dzeros((size_t)pn * pw);
+            for (int i = 0; i < pn; i++)
+                for (int j = 0; j < pw; j++)
+                    px[i * pw + j] = x[(size_t)(rcut[a] + i) * W + ccut[b] + j];
+            gl_dropout piece = dp;
+            piece.row0 = rcut[a];
+            piece.col0 = ccut[b];
+            gl_cpu_dropout_f64(py, px, pn, pw, &piece);
+            for (int i = 0; i < pn; i++)
+                for (int j = 0; j < pw; j++)
+                    same &= py[i * pw + j] == y[(size_t)(rcut[a] + i) * W + ccut[b] + j];
+            free(px);
+            free(py);
+        }
+    ok(same, "dropout: pieces by rows and columns (row0, col0, full width) draw the whole tensor's mask");
+    /* ... and a different row0 draws another mask */
+    gl_dropout moved = dp;
+    moved.row0 = 1;
+    double *z = dzeros(nw);
+    gl_cpu_dropout_f64(z, x, N, W, &moved);
+    ok(relerr(z, y, nw) > 0.1, "dropout: another row0 gives another mask");
+
+    /* The map is diagonal: the backward is the same call (FD of
+     * L = sum r dropout(x) is dropout(r)). */
+    double *g = dzeros(nw), *rr = rnd(nw, 1);
+    gl_cpu_dropout_f64(g, rr, N, W, &dp);
+    bda_ctx c = { N, W, &dp, dzeros(nw), x, NULL, dzeros(nw), rr };
+    double e = fd_relerr(bda_loss, &c, x, nw, g);
+    ok(e < FD_TOL, "dropout backward = dropout(dy) vs finite differences (rel %.2g)", e);
+
+    /* bias-dropout-add: d residual = dout, dy = dropout(dout),
+     * dbias = colsum(dropout(dout)) */
+    c.res = rnd(nw, 1);
+    c.bias = rnd(W, 1);
+    double *gb = dzeros(W);
+    gl_cpu_bias_grad_f64(gb, g, N, W);
+    double ey = fd_relerr(bda_loss, &c, c.y, nw, g);
+    double eb = fd_relerr(bda_loss, &c, c.bias, W, gb);
+    double er = fd_relerr(bda_loss, &c, c.res, nw, rr);
+    ok(ey < FD_TOL && eb < FD_TOL && er < FD_TOL,
+       "bias_dropout_add backward: dropout(dout), its column sums, dout vs finite differences (rel %.2g, %.2g, %.2g)",
+       ey, eb, er);
+    /* without dropout (dp NULL): out = residual + y + bias */
+    gl_cpu_bias_dropout_add_f64(z, c.res, c.y, c.bias, N, W, NULL);
+    err = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < W; j++)
+            err = fmax(err, fabs(z[i * W + j] - (c.res[i * W + j] + c.y[i * W + j] + c.bias[j])));
+    ok(err < 1e-15, "bias_dropout_add without dropout: residual + y + bias (err %.2g)", err);
+
+    /* the device's float operations, in place (out aliases residual) */
+    float *fx = dev_f(d, x, nw), *fres = dev_f(d, c.res, nw), *fb = dev_f(d, c.bias, W);
+    double *rx = rounded(x, nw), *rres = rounded(c.res, nw), *rb = rounded(c.bias, W);
+    double *ry = dzeros(nw), *rout = dzeros(nw);
+    gl_cpu_dropout_f64(ry, rx, N, W, &dp);
+    gl_cpu_bias_dropout_add_f64(rout, rres, rx, rb, N, W, &dp);
+    float *fy = d->ops->alloc(d, nw * 4);
+    d->ops->dropout(d, fy, fx, N, W, &dp);
+    d->ops->bias_dropout_add(d, fres, fres, fx, fb, N, W, &dp);
+    ok(relerr_f(fy, ry, nw) < F32_TOL && relerr_f(fres, rout, nw) < F32_TOL,
+       "dropout, bias_dropout_add (in place) f32 device vs f64 (rel %.2g, %.2g)",
+       relerr_f(fy, ry, nw), relerr_f(fres, rout, nw));
+    d->ops->free(d, fx); d->ops->free(d, fres); d->ops->free(d, fb); d->ops->free(d, fy);
+    free(rx); free(rres); free(rb); free(ry); free(rout);
+    free(x); free(y); free(z); free(g); free(rr); free(gb);
+    free(c.res); free(c.bias); free(c.out);
+}
+
+/* y += pos[positions]; the backward is embed_bwd into dpos. */
+typedef struct {
+    int n, h, max_pos;
+    const int32_t *positions;
+    double *y0, *pos, *y, *r;
+} pos_ctx;
+
+static double pos_loss(void *p)
+{
+    pos_ctx *c = p;
+    memcpy(c->y, c->y0, (size_t)c->n * c->h * sizeof *c->y);
+    gl_cpu_pos_embed_fwd_f64(c->y, c->pos, c->positions, c->n, c->h, c->max_pos);
+    double L = 0;
+    for (int i = 0; i < c->n * c->h; i++)
+        L += c->y[i] * c->r[i];
+    return L;
+}
+
+static void test_pos_embed(gl_dev *d)
+{
+    /* two sequences of 4 tokens, the second with its positions reset
+     * after a document end */
+    enum { N = 8, H = 5, P = 6 };
+    const int32_t positions[N] = { 0, 1, 2, 3, 0, 1, 0, 1 };
+    pos_ctx c = { N, H, P, positions, rnd(N * H, 1), rnd(P * H, 1), dzeros(N * H),
+                  rnd(N * H, 1) };
+    pos_loss(&c);
+    int good = 1;
+    for (int i = 0; i < N; i++)
+        for (int e = 0; e < H; e++)
+            good &= c.y[i * H + e] == c.y0[i * H + e] + c.pos[positions[i] * H + e];
+    ok(good, "pos_embed_fwd: y[i] += pos[positions[i]]");
+    double *dpos = dzeros(P * H);
+    gl_cpu_embed_bwd_f64(dpos, c.r, positions, N, H, 0, P);
+    double e = fd_relerr(pos_loss, &c, c.pos, P * H, dpos);
+    ok(e < FD_TOL, "pos_embed backward (embed_bwd into dpos) vs finite differences (rel %.2g)", e);
+
+    int32_t *fpos_ids = d->ops->alloc(d, sizeof positions);
+    d->ops->upload(d, fpos_ids, positions, sizeof positions);
+    float *fy = dev_f(d, c.y0, N * H), *fp = dev_f(d, c.pos, P * H);
+    double *ry = rounded(c.y0, N * H), *rp = rounded(c.pos, P * H);
+    gl_cpu_pos_embed_fwd_f64(ry, rp, positions, N, H, P);
+    d->ops->pos_embed_fwd(d, fy, fp, fpos_ids, N, H, P);
+    ok(relerr_f(fy, ry, N * H) < F32_TOL, "pos_embed_fwd f32 device vs f64");
+    d->ops->free(d, fpos_ids); d->ops->free(d, fy); d->ops->free(d, fp);
+    free(ry); free(rp); free(dpos);
+    free(c.y0); free(c.pos); free(c.y); free(c.r);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -1054,6 +1438,13 @@ int main(void)
     test_cross_entropy(d);
     test_adamw(d);
     test_fp8(d);
+    test_layernorm(d, 0);
+    test_layernorm(d, 1);
+    test_gelu(d, 0);
+    test_gelu(d, 1);
+    test_bias(d);
+    test_dropout(d);
+    test_pos_embed(d);
     size_t use1;
     d->ops->mem_info(d, &use1, NULL, NULL);
     is_int((long long)use1, (long long)use0, "every device allocation of the tests was freed");

@@ -1049,6 +1049,229 @@ static void test_fp8_linear(int t, int in, int out)
     free(dw0);
 }
 
+/* ---- Megatron's GPT ops: LayerNorm, GeLU, biases, dropout, positions -- */
+
+static void test_layernorm(int n, int h, int acc, int one_plus)
+{
+    size_t nh = (size_t)n * h;
+    float *x = rand_bf(nh, -2, 2), *w = rand_bf(h, 0.5f, 1.5f);
+    float *b = rand_bf(h, -0.5f, 0.5f);
+    for (size_t i = 0; i < nh; i++)        /* rows off zero mean */
+        x[i] = round_bf(x[i] + (float)(i / h % 7) - 3);
+    float *dy = rand_bf(nh, -1, 1), *dx0 = rand_bf(nh, -1, 1);
+    float *dw0 = rand_f32(h, -1, 1), *db0 = rand_f32(h, -1, 1);
+    void *gx = g_act(x, nh), *gw = g_act(w, h), *gb = g_act(b, h);
+    void *gy = g_act(x, nh), *gdy = g_act(dy, nh), *gdx = g_act(dx0, nh);
+    float *gm = g_f32(NULL, n), *grs = g_f32(NULL, n);
+    float *gdw = g_f32(dw0, h), *gdb = g_f32(db0, h);
+    float *cx = c_buf(x, nh), *cw = c_buf(w, h), *cb = c_buf(b, h);
+    float *cy = c_buf(NULL, nh), *cdy = c_buf(dy, nh), *cdx = c_buf(dx0, nh);
+    float *cm = c_buf(NULL, n), *crs = c_buf(NULL, n);
+    float *cdw = c_buf(dw0, h), *cdb = c_buf(db0, h);
+    g_poison(gy, nh * 2);
+    g_poison(gm, n * 4);
+    g_poison(grs, n * 4);
+    if (!acc)
+        g_poison(gdx, nh * 2);
+    G->ops->layernorm_fwd(G, gy, gm, grs, gx, gw, gb, n, h, 1e-5f, one_plus);
+    C->ops->layernorm_fwd(C, cy, cm, crs, cx, cw, cb, n, h, 1e-5f, one_plus);
+    float *y = dl_act(gy, nh), *m = dl_f32(gm, n), *rs = dl_f32(grs, n);
+    /* backward from the CPU's mean and rstd on both sides */
+    G->ops->upload(G, gm, cm, n * 4);
+    G->ops->upload(G, grs, crs, n * 4);
+    G->ops->layernorm_bwd(G, gdx, gdw, gdb, gdy, gx, gw, gm, grs, n, h,
+                          one_plus, acc);
+    C->ops->layernorm_bwd(C, cdx, cdw, cdb, cdy, cx, cw, cm, crs, n, h,
+                          one_plus, acc);
+    float *dx = dl_act(gdx, nh), *dw = dl_f32(gdw, h), *db = dl_f32(gdb, h);
+    const char *v = one_plus ? " 1p" : "";
+    char name[128];
+    snprintf(name, sizeof name, "layernorm_fwd%s n=%d h=%d", v, n, h);
+    cmp(name, y, cy, (long)nh, BF_RTOL, 1e-3);
+    snprintf(name, sizeof name, "layernorm_fwd%s mean, rstd n=%d h=%d", v, n, h);
+    cmp(name, m, cm, n, 1e-5, 1e-6);
+    cmp(name, rs, crs, n, 1e-5, 0);
+    snprintf(name, sizeof name, "layernorm_bwd%s dx n=%d h=%d%s", v, n, h,
+             acc ? " (accumulate)" : "");
+    cmp(name, dx, cdx, (long)nh, BF_RTOL, 2e-3);
+    snprintf(name, sizeof name, "layernorm_bwd%s dw n=%d h=%d (fp32, +=)", v, n, h);
+    cmp(name, dw, cdw, h, 1e-4, 1e-5);
+    snprintf(name, sizeof name, "layernorm_bwd%s db n=%d h=%d (fp32, +=)", v, n, h);
+    cmp(name, db, cdb, h, 1e-4, 1e-5);
+    /* the same call again on fresh buffers gives the same bits */
+    void *gdx2 = g_act(dx0, nh);
+    float *gdw2 = g_f32(dw0, h), *gdb2 = g_f32(db0, h);
+    G->ops->layernorm_bwd(G, gdx2, gdw2, gdb2, gdy, gx, gw, gm, grs, n, h,
+                          one_plus, acc);
+    float *dx2 = dl_act(gdx2, nh), *dw2 = dl_f32(gdw2, h), *db2 = dl_f32(gdb2, h);
+    ok(!memcmp(dx2, dx, nh * 4) && !memcmp(dw2, dw, (size_t)h * 4) &&
+       !memcmp(db2, db, (size_t)h * 4),
+       "layernorm_bwd%s n=%d h=%d: the same bits again", v, n, h);
+    void *gp[] = {gx, gw, gb, gy, gdy, gdx, gm, grs, gdw, gdb, gdx2, gdw2, gdb2};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cx, cw, cb, cy, cdy, cdx, cm, crs, cdw, cdb};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {x, w, b, dy, dx0, dw0, db0, y, m, rs, dx, dw, db, dx2, dw2, db2};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
+static void test_gelu(int n, int f, int with_bias)
+{
+    size_t nf = (size_t)n * f;
+    float *x = rand_bf(nf, -5, 5), *dy = rand_bf(nf, -1, 1);
+    float *bias = with_bias ? rand_bf(f, -1, 1) : NULL;
+    float *db0 = rand_f32(f, -1, 1);
+    void *gx = g_act(x, nf), *gy = g_act(x, nf), *gdx = g_act(dy, nf);
+    void *gbias = with_bias ? g_act(bias, f) : NULL;
+    float *gdb = g_f32(db0, f);
+    float *cx = c_buf(x, nf), *cy = c_buf(NULL, nf), *cdx = c_buf(NULL, nf);
+    float *cdy = c_buf(dy, nf), *cbias = with_bias ? c_buf(bias, f) : NULL;
+    float *cdb = c_buf(db0, f);
+    g_poison(gy, nf * 2);
+    G->ops->gelu_fwd(G, gy, gx, gbias, n, f);
+    C->ops->gelu_fwd(C, cy, cx, cbias, n, f);
+    /* backward in place: dx aliases (a copy of) dy */
+    G->ops->gelu_bwd(G, gdx, gdb, gdx, gx, gbias, n, f);
+    C->ops->gelu_bwd(C, cdx, cdb, cdy, cx, cbias, n, f);
+    float *y = dl_act(gy, nf), *dx = dl_act(gdx, nf), *db = dl_f32(gdb, f);
+    const char *v = with_bias ? " with bias" : "";
+    char name[128];
+    snprintf(name, sizeof name, "gelu_fwd%s n=%d f=%d", v, n, f);
+    cmp(name, y, cy, (long)nf, BF_RTOL, 1e-3);
+    snprintf(name, sizeof name, "gelu_bwd%s n=%d f=%d (dx aliases dy)", v, n, f);
+    cmp(name, dx, cdx, (long)nf, BF_RTOL, 1e-3);
+    /* the GPU sums dx as stored (bf16), the CPU its fp32 values: the
+     * difference is the bf16 rounding of each term, ~2^-9 |dx| at random
+     * signs */
+    snprintf(name, sizeof name, "gelu_bwd dbias n=%d f=%d (fp32, +=)", n, f);
+    cmp(name, db, cdb, f, 1e-3, 1e-3);
+    void *gp[] = {gx, gy, gdx, gbias, gdb};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cx, cy, cdx, cdy, cbias, cdb};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {x, dy, bias, db0, y, dx, db};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
+static void test_bias(int n, int w)
+{
+    size_t nw = (size_t)n * w;
+    float *y0 = rand_bf(nw, -2, 2), *bias = rand_bf(w, -1, 1);
+    float *dy = rand_bf(nw, -1, 1), *db0 = rand_f32(w, -1, 1);
+    void *gy = g_act(y0, nw), *gb = g_act(bias, w), *gdy = g_act(dy, nw);
+    float *gdb = g_f32(db0, w), *gdb2 = g_f32(db0, w);
+    float *cy = c_buf(y0, nw), *cb = c_buf(bias, w), *cdy = c_buf(dy, nw);
+    float *cdb = c_buf(db0, w);
+    G->ops->bias_add(G, gy, gb, n, w);
+    C->ops->bias_add(C, cy, cb, n, w);
+    G->ops->bias_grad(G, gdb, gdy, n, w);
+    C->ops->bias_grad(C, cdb, cdy, n, w);
+    G->ops->bias_grad(G, gdb2, gdy, n, w);
+    float *y = dl_act(gy, nw), *db = dl_f32(gdb, w), *db2 = dl_f32(gdb2, w);
+    char name[96];
+    snprintf(name, sizeof name, "bias_add n=%d w=%d", n, w);
+    cmp(name, y, cy, (long)nw, BF_RTOL, 0);
+    snprintf(name, sizeof name, "bias_grad n=%d w=%d (fp32, +=)", n, w);
+    cmp(name, db, cdb, w, 1e-5, 1e-5);
+    ok(!memcmp(db, db2, (size_t)w * 4), "bias_grad n=%d w=%d: the same bits again", n, w);
+    void *gp[] = {gy, gb, gdy, gdb, gdb2};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cy, cb, cdy, cdb};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {y0, bias, dy, db0, y, db, db2};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
+/* Dropout of an [n, w] piece at (row0, col0) of rows of `width`: the
+ * GPU's mask must be the CPU's, element for element (x > 0 everywhere, so
+ * a zero is a drop); bias-dropout-add in place (out aliases residual). */
+static void test_dropout(int n, int w, float p, long row0, long col0,
+                         long width)
+{
+    size_t nw = (size_t)n * w;
+    gl_dropout dp = { .seed = 0x5eed, .iteration = 1234, .layer = 11,
+                      .site = 2, .p = p, .row0 = row0, .col0 = col0,
+                      .width = width };
+    float *x = rand_bf(nw, 0.5f, 1.5f), *res = rand_bf(nw, -2, 2);
+    float *bias = rand_bf(w, -1, 1);
+    void *gx = g_act(x, nw), *gy = g_act(x, nw), *gres = g_act(res, nw);
+    void *gb = g_act(bias, w);
+    float *cx = c_buf(x, nw), *cy = c_buf(NULL, nw), *cres = c_buf(res, nw);
+    float *cb = c_buf(bias, w);
+    g_poison(gy, nw * 2);
+    G->ops->dropout(G, gy, gx, n, w, &dp);
+    C->ops->dropout(C, cy, cx, n, w, &dp);
+    G->ops->bias_dropout_add(G, gres, gres, gx, gb, n, w, &dp);
+    C->ops->bias_dropout_add(C, cres, cres, cx, cb, n, w, &dp);
+    float *y = dl_act(gy, nw), *out = dl_act(gres, nw);
+    long differ = 0, kept = 0;
+    for (size_t i = 0; i < nw; i++) {
+        differ += (y[i] == 0) != (cy[i] == 0);
+        kept += cy[i] != 0;
+    }
+    ok(differ == 0, "dropout n=%d w=%d p=%g at (%ld, %ld) of width %ld: the CPU's mask (%ld of %zu kept, %ld differ)",
+       n, w, (double)p, row0, col0, width, kept, nw, differ);
+    char name[128];
+    snprintf(name, sizeof name, "dropout n=%d w=%d p=%g values", n, w, (double)p);
+    cmp(name, y, cy, (long)nw, BF_RTOL, 0);
+    snprintf(name, sizeof name, "bias_dropout_add n=%d w=%d p=%g (in place)", n, w, (double)p);
+    cmp(name, out, cres, (long)nw, BF_RTOL, 1e-3);
+    /* without dropout: residual + y + bias */
+    void *gres2 = g_act(res, nw);
+    float *cres2 = c_buf(res, nw);
+    G->ops->bias_dropout_add(G, gres2, gres2, gx, gb, n, w, NULL);
+    C->ops->bias_dropout_add(C, cres2, cres2, cx, cb, n, w, NULL);
+    float *out2 = dl_act(gres2, nw);
+    snprintf(name, sizeof name, "bias_dropout_add n=%d w=%d without dropout", n, w);
+    cmp(name, out2, cres2, (long)nw, BF_RTOL, 1e-3);
+    void *gp[] = {gx, gy, gres, gb, gres2};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cx, cy, cres, cb, cres2};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {x, res, bias, y, out, out2};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
+static void test_pos_embed(int n, int h, int max_pos)
+{
+    size_t nh = (size_t)n * h, np = (size_t)max_pos * h;
+    float *y0 = rand_bf(nh, -1, 1), *pos = rand_bf(np, -1, 1);
+    int32_t *ids = gl_malloc(n * sizeof *ids);
+    for (int i = 0; i < n; i++)
+        ids[i] = i % max_pos;
+    void *gy = g_act(y0, nh), *gp = g_act(pos, np);
+    int32_t *gid = G->ops->alloc(G, n * 4);
+    G->ops->upload(G, gid, ids, n * 4);
+    float *cy = c_buf(y0, nh), *cp = c_buf(pos, np);
+    G->ops->pos_embed_fwd(G, gy, gp, gid, n, h, max_pos);
+    C->ops->pos_embed_fwd(C, cy, cp, ids, n, h, max_pos);
+    float *y = dl_act(gy, nh);
+    char name[96];
+    snprintf(name, sizeof name, "pos_embed_fwd n=%d h=%d max_pos=%d", n, h, max_pos);
+    cmp(name, y, cy, (long)nh, BF_RTOL, 0);
+    G->ops->free(G, gy);
+    G->ops->free(G, gp);
+    G->ops->free(G, gid);
+    C->ops->free(C, cy);
+    C->ops->free(C, cp);
+    free(y0);
+    free(pos);
+    free(ids);
+    free(y);
+}
+
 /* ---- timings (GL_OPS_CUDA_BENCH=1) ---- */
 
 static cudaEvent_t ev0, ev1;
@@ -1337,6 +1560,33 @@ int main(void)
         test_gemm_fp8(2048, 2048, 1024, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 0);
         test_fp8_linear(2048, 2048, 3072);
     }
+
+    /* the GPT ops: LayerNorm's rows of 16-byte loads and the scalar
+     * fallback (odd h), the 1p variant, accumulation; GeLU with and
+     * without bias; dropout pieces at offsets (a shard at column 13 of
+     * rows of 100, a sequence-parallel block of rows), odd widths whose
+     * 8-element groups straddle Philox's 4-word groups */
+    test_layernorm(quick ? 64 : 4096, 2048, 0, 0);
+    test_layernorm(quick ? 64 : 4096, 2048, 1, 1);
+    test_layernorm(301, 1024, 1, 0);
+    test_layernorm(1, 2048, 0, 1);
+    test_layernorm(37, 100, 1, 1);
+    test_layernorm(5, 33, 0, 0);
+    test_layernorm(9, 8192, 1, 0);
+    test_gelu(quick ? 16 : 4096, 8192, 1);
+    test_gelu(7, 37, 1);
+    test_gelu(64, 256, 0);
+    test_bias(quick ? 64 : 4096, 2048);
+    test_bias(301, 8192);
+    test_bias(37, 45);
+    test_bias(1, 16);
+    test_dropout(quick ? 64 : 4096, 2048, 0.1f, 0, 0, 2048);
+    test_dropout(512, 2048, 0.5f, 3 * 512, 0, 2048);
+    test_dropout(37, 45, 0.3f, 5, 13, 100);
+    test_dropout(40, 64, 0.9f, 7, 3, 70);        /* 16-byte rows, odd e */
+    test_dropout(3, 5, 0.0f, 0, 0, 5);
+    test_pos_embed(quick ? 64 : 4096, 2048, 2048);
+    test_pos_embed(30, 45, 7);
 
     if (getenv("GL_OPS_CUDA_BENCH"))
         bench();

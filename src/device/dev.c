@@ -25,6 +25,23 @@ gl_dev *gl_dev_open_cpu(void)
     return d;
 }
 
+void gl_dropout_check(const gl_dropout *dp, int n, int w, const char *what)
+{
+    if (!dp)
+        gl_die("%s: no dropout parameters (NULL)", what);
+    if (!(dp->p >= 0 && dp->p < 1))
+        gl_die("%s: dropout probability %g is not in [0, 1)", what,
+               (double)dp->p);
+    if (dp->site >= 16 || dp->layer >= (1u << 28))
+        gl_die("%s: dropout site %u of layer %u is out of range (sites < 16, "
+               "layers < 2^28)", what, dp->site, dp->layer);
+    if (n < 0 || w < 0 || dp->row0 < 0 || dp->col0 < 0 ||
+        dp->col0 + w > dp->width)
+        gl_die("%s: a [%d, %d] piece at row %ld, column %ld does not fit in "
+               "rows of width %ld", what, n, w, dp->row0, dp->col0,
+               dp->width);
+}
+
 void gl_dev_close(gl_dev *d)
 {
     if (d)

@@ -63,6 +63,28 @@ typedef struct {
     long step;
 } gl_adamw_hyper;
 
+/* One dropout call: where its mask comes from (base/philox.h) and where
+ * this call's [n, w] piece lies in the full logical tensor.  Element
+ * (i, j) of the piece is element e = (row0 + i) width + col0 + j of the
+ * full tensor, whose mask is drawn from (seed, iteration, layer, site)
+ * and e alone: a tensor split over ranks by rows (sequence parallelism,
+ * data parallelism, micro-batches) or by columns (tensor parallelism)
+ * draws the same mask as the whole would.  Kept elements are scaled by
+ * 1 / (1 - p); p in [0, 1) (ops die otherwise), p = 0 keeps everything. */
+typedef struct {
+    uint64_t seed;          /* the run's --seed */
+    uint32_t iteration;     /* the training iteration */
+    uint32_t layer;         /* < 2^28: the layer (0 for the embedding) */
+    uint32_t site;          /* < 16: which dropout of the layer */
+    float p;                /* drop probability */
+    long row0, col0;        /* the piece's first row and column in the whole */
+    long width;             /* the whole tensor's row width (>= col0 + w) */
+} gl_dropout;
+
+/* Dies, naming `what`, when dp's probability, layer, site or placement of
+ * an [n, w] piece is out of range (every back end checks with it). */
+void gl_dropout_check(const gl_dropout *dp, int n, int w, const char *what);
+
 struct gl_ops {
     const char *name;
 
@@ -309,6 +331,72 @@ struct gl_ops {
                      const float *a_scale_inv, const uint8_t *B,
                      gl_fp8_format fb, const float *b_scale_inv, float beta,
                      void *C, gl_dtype ctype, int ldc, int fast_accum);
+
+    /* ---- Megatron's GPT model (--normalization LayerNorm, --no-swiglu
+     * with GeLU, biases, --position-embedding-type learned_absolute,
+     * dropout) ----
+     *
+     * Parameters (w, b, bias, pos) are act buffers, the compute copies of
+     * the weights; their gradients are f32 and accumulated (+=) in an
+     * order fixed by the shapes, never by timing: the same bits every run.
+     * Math is fp32 (double for the CPU's row sums). */
+
+    /* LayerNorm over rows of h:
+     *   mean = mean(x),  var = mean((x - mean)^2)  (biased),
+     *   rstd = 1 / sqrt(var + eps),  y = (x - mean) rstd w' + b,
+     * w' = w, or 1 + w with one_plus (--apply-layernorm-1p, where the
+     * stored weight is w' - 1).  mean[i], rstd[i] (f32) are kept for the
+     * backward.  y may not alias x. */
+    void (*layernorm_fwd)(gl_dev *d, void *y, float *mean, float *rstd,
+                          const void *x, const void *w, const void *b,
+                          int n, int h, float eps, int one_plus);
+    /* dx (+)= d/dx (accumulate_dx as rmsnorm_bwd's), dw += sum over rows
+     * of dy xhat, db += sum over rows of dy (f32), xhat = (x - mean) rstd. */
+    void (*layernorm_bwd)(gl_dev *d, void *dx, float *dw, float *db,
+                          const void *dy, const void *x, const void *w,
+                          const float *mean, const float *rstd, int n, int h,
+                          int one_plus, int accumulate_dx);
+
+    /* GeLU, tanh approximation (Megatron's bias_gelu), of x + bias over
+     * [n, f] (bias [f], NULL: none):
+     *   y = 0.5 u (1 + tanh(0.79788456 u (1 + 0.044715 u^2))),  u = x + bias.
+     * y may alias x. */
+    void (*gelu_fwd)(gl_dev *d, void *y, const void *x, const void *bias,
+                     int n, int f);
+    /* dx = dy gelu'(x + bias) (dx may alias dy or x), and, when dbias is
+     * not NULL, dbias += the column sums of dx as stored (f32). */
+    void (*gelu_bwd)(gl_dev *d, void *dx, float *dbias, const void *dy,
+                     const void *x, const void *bias, int n, int f);
+
+    /* The bias of a linear layer without GeLU, on y [n, w] in place:
+     * y[i, j] += bias[j]; and its gradient, dbias[j] += sum_i dy[i, j]
+     * (f32). */
+    void (*bias_add)(gl_dev *d, void *y, const void *bias, int n, int w);
+    void (*bias_grad)(gl_dev *d, float *dbias, const void *dy, int n, int w);
+
+    /* Dropout of x [n, w] into y (may alias x): y = m x / (1 - p), m the
+     * mask of dp (see gl_dropout).  The map is diagonal, so the backward
+     * is the same call on dy with the same dp: the mask is drawn again,
+     * never stored. */
+    void (*dropout)(gl_dev *d, void *y, const void *x, int n, int w,
+                    const gl_dropout *dp);
+    /* Megatron's bias-dropout-add, the end of each sublayer:
+     *   out = residual + dropout(y + bias)
+     * over [n, w] (bias NULL: none; dp NULL: no dropout, as in
+     * evaluation).  out may alias residual or y.  Backward: the residual's
+     * gradient is dout itself, y's is dropout(dout) (the call above) and
+     * the bias's bias_grad of that. */
+    void (*bias_dropout_add)(gl_dev *d, void *out, const void *residual,
+                             const void *y, const void *bias, int n, int w,
+                             const gl_dropout *dp);
+
+    /* Learned absolute position embedding: y[i] += pos[positions[i]] for
+     * the n rows of y [n, h], pos [max_pos, h], positions (i32, device
+     * memory) in [0, max_pos).  The backward is embed_bwd(dpos, dy,
+     * positions, n, h, 0, max_pos). */
+    void (*pos_embed_fwd)(gl_dev *d, void *y, const void *pos,
+                          const int32_t *positions, int n, int h,
+                          int max_pos);
 };
 
 struct gl_dev {

@@ -348,6 +348,76 @@ static void cpu_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
     free(b);
 }
 
+/* ---- Megatron's GPT model: LayerNorm, GeLU, biases, dropout, positions */
+
+static void cpu_layernorm_fwd(gl_dev *d, void *y, float *mean, float *rstd,
+                              const void *x, const void *w, const void *b,
+                              int n, int h, float eps, int one_plus)
+{
+    (void)d;
+    gl_cpu_layernorm_fwd_f32(y, mean, rstd, x, w, b, n, h, eps, one_plus);
+}
+
+static void cpu_layernorm_bwd(gl_dev *d, void *dx, float *dw, float *db,
+                              const void *dy, const void *x, const void *w,
+                              const float *mean, const float *rstd, int n,
+                              int h, int one_plus, int accumulate_dx)
+{
+    (void)d;
+    gl_cpu_layernorm_bwd_f32(dx, dw, db, dy, x, w, mean, rstd, n, h, one_plus,
+                             accumulate_dx);
+}
+
+static void cpu_gelu_fwd(gl_dev *d, void *y, const void *x, const void *bias,
+                         int n, int f)
+{
+    (void)d;
+    gl_cpu_gelu_fwd_f32(y, x, bias, n, f);
+}
+
+static void cpu_gelu_bwd(gl_dev *d, void *dx, float *dbias, const void *dy,
+                         const void *x, const void *bias, int n, int f)
+{
+    (void)d;
+    gl_cpu_gelu_bwd_f32(dx, dbias, dy, x, bias, n, f);
+}
+
+static void cpu_bias_add(gl_dev *d, void *y, const void *bias, int n, int w)
+{
+    (void)d;
+    gl_cpu_bias_add_f32(y, bias, n, w);
+}
+
+static void cpu_bias_grad(gl_dev *d, float *dbias, const void *dy, int n,
+                          int w)
+{
+    (void)d;
+    gl_cpu_bias_grad_f32(dbias, dy, n, w);
+}
+
+static void cpu_dropout(gl_dev *d, void *y, const void *x, int n, int w,
+                        const gl_dropout *dp)
+{
+    (void)d;
+    gl_cpu_dropout_f32(y, x, n, w, dp);
+}
+
+static void cpu_bias_dropout_add(gl_dev *d, void *out, const void *residual,
+                                 const void *y, const void *bias, int n,
+                                 int w, const gl_dropout *dp)
+{
+    (void)d;
+    gl_cpu_bias_dropout_add_f32(out, residual, y, bias, n, w, dp);
+}
+
+static void cpu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
+                              const int32_t *positions, int n, int h,
+                              int max_pos)
+{
+    (void)d;
+    gl_cpu_pos_embed_fwd_f32(y, pos, positions, n, h, max_pos);
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -392,4 +462,13 @@ const gl_ops gl_ops_cpu = {
     .fp8_scale_delayed = cpu_fp8_scale_delayed,
     .fp8_scale_current = cpu_fp8_scale_current,
     .gemm_fp8 = cpu_gemm_fp8,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .gelu_fwd = cpu_gelu_fwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .bias_add = cpu_bias_add,
+    .bias_grad = cpu_bias_grad,
+    .dropout = cpu_dropout,
+    .bias_dropout_add = cpu_bias_dropout_add,
+    .pos_embed_fwd = cpu_pos_embed_fwd,
 };

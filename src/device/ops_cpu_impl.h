@@ -439,3 +439,220 @@ void GL_K(adamw)(real *master, const real *grad, real *m, real *v, real *out,
             out[i] = w;
     }
 }
+
+/*
+ * LayerNorm of each row x of h elements, with w' = w or 1 + w (one_plus):
+ *   mean = (1/h) sum_j x_j,  var = (1/h) sum_j (x_j - mean)^2,
+ *   rstd = 1 / sqrt(var + eps),  xhat_j = (x_j - mean) rstd,
+ *   y_j = xhat_j w'_j + b_j.
+ * Backward, with g = w' dy (the gradient reaching xhat):
+ *   d xhat_j / d x_k = rstd ([j == k] - 1/h - xhat_j xhat_k / h), so
+ *   dx_k = rstd (g_k - mean(g) - xhat_k mean(g xhat)),
+ *   dw_j = sum over rows of dy_j xhat_j (the same for w and 1 + w),
+ *   db_j = sum over rows of dy_j.
+ * The variance is taken around the mean (two passes), not as
+ * mean(x^2) - mean^2, which cancels badly when |mean| >> std.
+ */
+void GL_K(layernorm_fwd)(real *y, real *mean, real *rstd, const real *x,
+                         const real *w, const real *b, int n, int h, real eps,
+                         int one_plus)
+{
+    for (int i = 0; i < n; i++) {
+        const real *xi = x + (size_t)i * h;
+        real *yi = y + (size_t)i * h;
+        double s = 0, ss = 0;
+        for (int j = 0; j < h; j++)
+            s += xi[j];
+        real mu = (real)(s / h);
+        for (int j = 0; j < h; j++)
+            ss += ((double)xi[j] - mu) * ((double)xi[j] - mu);
+        real r = (real)(1 / sqrt(ss / h + eps));
+        for (int j = 0; j < h; j++) {
+            real wj = one_plus ? 1 + w[j] : w[j];
+            yi[j] = (xi[j] - mu) * r * wj + b[j];
+        }
+        mean[i] = mu;
+        rstd[i] = r;
+    }
+}
+
+void GL_K(layernorm_bwd)(real *dx, real *dw, real *db, const real *dy,
+                         const real *x, const real *w, const real *mean,
+                         const real *rstd, int n, int h, int one_plus,
+                         int accumulate_dx)
+{
+    double *sw = gl_calloc((size_t)(h > 0 ? h : 1), 2 * sizeof *sw);
+    double *sb = sw + h;
+    for (int i = 0; i < n; i++) {
+        const real *xi = x + (size_t)i * h, *dyi = dy + (size_t)i * h;
+        real *dxi = dx + (size_t)i * h;
+        real mu = mean[i], r = rstd[i];
+        double sg = 0, sgx = 0;
+        for (int j = 0; j < h; j++) {
+            real g = (one_plus ? 1 + w[j] : w[j]) * dyi[j];
+            sg += g;
+            sgx += (double)g * ((xi[j] - mu) * r);
+        }
+        real mg = (real)(sg / h), mgx = (real)(sgx / h);
+        for (int j = 0; j < h; j++) {
+            real xhat = (xi[j] - mu) * r;
+            real g = (one_plus ? 1 + w[j] : w[j]) * dyi[j];
+            real d = r * (g - mg - xhat * mgx);
+            dxi[j] = accumulate_dx ? dxi[j] + d : d;
+            sw[j] += (double)dyi[j] * xhat;
+            sb[j] += dyi[j];
+        }
+    }
+    for (int j = 0; j < h; j++) {
+        dw[j] = (real)(dw[j] + sw[j]);
+        db[j] = (real)(db[j] + sb[j]);
+    }
+    free(sw);
+}
+
+/*
+ * GeLU, tanh approximation, as Megatron's bias_gelu, of u = x + bias:
+ *   t = tanh(K0 u (1 + K1 u^2)),  y = 0.5 u (1 + t),
+ * K0 = 0.79788456 (sqrt(2/pi) to 8 digits, Megatron's constant),
+ * K1 = 0.044715.  Its derivative, as Megatron's bias_gelu_back writes it:
+ *   y' = 0.5 u (1 - t^2) (K0 + K2 u^2) + 0.5 (1 + t),
+ * K2 = 0.1070322243 (3 K0 K1 to 10 digits).  The bias gradient is the
+ * column sum of dx.
+ */
+#define GL_GELU_K0 0.79788456
+#define GL_GELU_K1 0.044715
+#define GL_GELU_K2 0.1070322243
+
+void GL_K(gelu_fwd)(real *y, const real *x, const real *bias, int n, int f)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < f; j++) {
+            size_t k = (size_t)i * f + j;
+            real u = x[k] + (bias ? bias[j] : 0);
+            real t = tanh((real)GL_GELU_K0 * u * (1 + (real)GL_GELU_K1 * u * u));
+            y[k] = (real)0.5 * u * (1 + t);
+        }
+}
+
+void GL_K(gelu_bwd)(real *dx, real *dbias, const real *dy, const real *x,
+                    const real *bias, int n, int f)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < f; j++) {
+            size_t k = (size_t)i * f + j;
+            real u = x[k] + (bias ? bias[j] : 0);
+            real t = tanh((real)GL_GELU_K0 * u * (1 + (real)GL_GELU_K1 * u * u));
+            real dg = (real)0.5 * u * (1 - t * t) *
+                      ((real)GL_GELU_K0 + (real)GL_GELU_K2 * u * u) +
+                      (real)0.5 * (1 + t);
+            dx[k] = dy[k] * dg;
+        }
+    if (dbias)
+        GL_K(bias_grad)(dbias, dx, n, f);
+}
+
+/* y[i, j] += bias[j]; the gradient of the bias is the column sum of dy,
+ * summed in double and added once. */
+void GL_K(bias_add)(real *y, const real *bias, int n, int w)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < w; j++)
+            y[(size_t)i * w + j] += bias[j];
+}
+
+void GL_K(bias_grad)(real *dbias, const real *dy, int n, int w)
+{
+    double *s = gl_calloc((size_t)(w > 0 ? w : 1), sizeof *s);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < w; j++)
+            s[j] += dy[(size_t)i * w + j];
+    for (int j = 0; j < w; j++)
+        dbias[j] = (real)(dbias[j] + s[j]);
+    free(s);
+}
+
+/*
+ * Dropout: element (i, j) of the [n, w] piece is element
+ * e = (row0 + i) width + col0 + j of the whole, kept when
+ * gl_dropout_keep() says so (base/philox.h), and scaled by 1 / (1 - p)
+ * then; dropped elements are 0.  Philox gives four words at a time, so
+ * the words of e / 4 are kept while the row walks through them.
+ */
+typedef struct {
+    const gl_dropout *dp;
+    uint32_t threshold, stream;
+    uint64_t group;           /* e / 4 of the words held (UINT64_MAX: none) */
+    uint32_t words[4];
+} GL_K(mask);
+
+static void GL_K(mask_init)(GL_K(mask) *m, const gl_dropout *dp)
+{
+    m->dp = dp;
+    m->threshold = gl_dropout_threshold(dp->p);
+    m->stream = gl_dropout_stream(dp->layer, dp->site);
+    m->group = UINT64_MAX;
+}
+
+static int GL_K(mask_keep)(GL_K(mask) *m, int i, int j)
+{
+    uint64_t e = (uint64_t)(m->dp->row0 + i) * (uint64_t)m->dp->width +
+                 (uint64_t)(m->dp->col0 + j);
+    if (e >> 2 != m->group) {
+        m->group = e >> 2;
+        gl_dropout_words(m->words, m->dp->seed, m->dp->iteration, m->stream,
+                         m->group);
+    }
+    return m->words[e & 3] >= m->threshold;
+}
+
+void GL_K(dropout)(real *y, const real *x, int n, int w,
+                   const gl_dropout *dp)
+{
+    gl_dropout_check(dp, n, w, "dropout");
+    GL_K(mask) m;
+    GL_K(mask_init)(&m, dp);
+    real scale = (real)(1 / (1 - (double)dp->p));
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < w; j++) {
+            size_t k = (size_t)i * w + j;
+            y[k] = GL_K(mask_keep)(&m, i, j) ? x[k] * scale : 0;
+        }
+}
+
+void GL_K(bias_dropout_add)(real *out, const real *residual, const real *y,
+                            const real *bias, int n, int w,
+                            const gl_dropout *dp)
+{
+    GL_K(mask) m = { 0 };
+    real scale = 1;
+    if (dp) {
+        gl_dropout_check(dp, n, w, "bias_dropout_add");
+        GL_K(mask_init)(&m, dp);
+        scale = (real)(1 / (1 - (double)dp->p));
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < w; j++) {
+            size_t k = (size_t)i * w + j;
+            real v = y[k] + (bias ? bias[j] : 0);
+            if (dp)
+                v = GL_K(mask_keep)(&m, i, j) ? v * scale : 0;
+            out[k] = residual[k] + v;
+        }
+}
+
+/* y[i] += pos[positions[i]]: a lookup added to the token embedding; its
+ * backward is embed_bwd's (a scatter-add into the rows read). */
+void GL_K(pos_embed_fwd)(real *y, const real *pos, const int32_t *positions,
+                         int n, int h, int max_pos)
+{
+    for (int i = 0; i < n; i++) {
+        if (positions[i] < 0 || positions[i] >= max_pos)
+            gl_die("pos_embed_fwd: position %d of row %d is outside the "
+                   "table's %d positions (--max-position-embeddings)",
+                   (int)positions[i], i, max_pos);
+        const real *p = pos + (size_t)positions[i] * h;
+        real *yi = y + (size_t)i * h;
+        for (int e = 0; e < h; e++)
+            yi[e] += p[e];
+    }
+}

@@ -11,6 +11,7 @@
 #include <tgmath.h>
 
 #include "base/log.h"
+#include "base/philox.h"
 #include "device/ops_cpu.h"
 
 #define real float

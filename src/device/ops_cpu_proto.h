@@ -61,3 +61,28 @@ void GL_K(dot)(real *out, const real *x, const real *w, size_t count);
 void GL_K(adamw)(real *master, const real *grad, real *m, real *v, real *out,
                  size_t count, real weight_decay, real lr, real beta1,
                  real beta2, real eps, real grad_scale, long step);
+
+/* Megatron's GPT model: LayerNorm, GeLU, biases, dropout, positions. */
+void GL_K(layernorm_fwd)(real *y, real *mean, real *rstd, const real *x,
+                         const real *w, const real *b, int n, int h, real eps,
+                         int one_plus);
+void GL_K(layernorm_bwd)(real *dx, real *dw, real *db, const real *dy,
+                         const real *x, const real *w, const real *mean,
+                         const real *rstd, int n, int h, int one_plus,
+                         int accumulate_dx);
+
+void GL_K(gelu_fwd)(real *y, const real *x, const real *bias, int n, int f);
+void GL_K(gelu_bwd)(real *dx, real *dbias, const real *dy, const real *x,
+                    const real *bias, int n, int f);
+
+void GL_K(bias_add)(real *y, const real *bias, int n, int w);
+void GL_K(bias_grad)(real *dbias, const real *dy, int n, int w);
+
+void GL_K(dropout)(real *y, const real *x, int n, int w,
+                   const gl_dropout *dp);
+void GL_K(bias_dropout_add)(real *out, const real *residual, const real *y,
+                            const real *bias, int n, int w,
+                            const gl_dropout *dp);
+
+void GL_K(pos_embed_fwd)(real *y, const real *pos, const int32_t *positions,
+                         int n, int h, int max_pos);

@@ -1,0 +1,115 @@
+/*
+ * dropout.cu: dropout with masks drawn from Philox (base/philox.h), and
+ * Megatron's bias-dropout-add, in one kernel:
+ *   out = residual + m (y + bias) / (1 - p)
+ * with residual and bias optional (plain dropout: out = m y / (1 - p))
+ * and m = 1 everywhere when the call has no dropout.  Element (i, j) of
+ * the [n, w] piece is element e = (row0 + i) width + col0 + j of the whole
+ * tensor, and its mask bit is word e % 4 of the Philox call for e / 4:
+ * the same bits as the CPU's, whatever the split.  One thread per 8 (or
+ * 1) consecutive columns: its elements span two or three Philox calls
+ * (one per distinct e / 4).  fp32 math; a thread reads before it writes,
+ * so out may alias residual or y.
+ */
+#include <config.h>
+
+#include "base/philox.h"
+#include "gl_cuda.h"
+#include "vec.cuh"
+
+/* What a kernel needs of a gl_dropout, by value. */
+typedef struct {
+    uint64_t seed;
+    uint32_t iteration, stream, threshold;
+    float scale;
+    long row0, col0, width;
+    int on;                      /* 0: no dropout at all */
+} mask_args;
+
+template <int V>
+__global__ void dropout_kernel(bf16 *out, const bf16 *residual, const bf16 *y,
+                               const bf16 *bias, int w, size_t total,
+                               mask_args m)
+{
+    int per_row = w / V;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
+         t += (size_t)gridDim.x * blockDim.x) {
+        size_t row = t / per_row;
+        int c = (int)(t % per_row) * V;
+        float v[V], b[V], r[V];
+        load_bf16<V>(v, y + row * w + c);
+        if (bias)
+            load_bf16<V>(b, bias + c);
+        if (residual)
+            load_bf16<V>(r, residual + row * w + c);
+        uint64_t e0 = (uint64_t)(m.row0 + (long)row) * (uint64_t)m.width +
+                      (uint64_t)(m.col0 + c);
+        uint64_t group = ~0ull;
+        uint32_t words[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            if (bias)
+                v[i] += b[i];
+            if (m.on) {
+                uint64_t e = e0 + i;
+                if (e >> 2 != group) {
+                    group = e >> 2;
+                    gl_dropout_words(words, m.seed, m.iteration, m.stream,
+                                     group);
+                }
+                uint32_t k = (uint32_t)(e & 3);
+                uint32_t word = k == 0 ? words[0] : k == 1 ? words[1]
+                              : k == 2 ? words[2] : words[3];
+                v[i] = word >= m.threshold ? v[i] * m.scale : 0.0f;
+            }
+            if (residual)
+                v[i] += r[i];
+        }
+        store_bf16<V>(out + row * w + c, v);
+    }
+}
+
+static void launch(cudaStream_t st, bf16 *out, const bf16 *residual,
+                   const bf16 *y, const bf16 *bias, int n, int w,
+                   const gl_dropout *dp, const char *what)
+{
+    if (n <= 0 || w <= 0)
+        return;
+    mask_args m = {};
+    if (dp) {
+        gl_dropout_check(dp, n, w, what);
+        m.seed = dp->seed;
+        m.iteration = dp->iteration;
+        m.stream = gl_dropout_stream(dp->layer, dp->site);
+        m.threshold = gl_dropout_threshold(dp->p);
+        m.scale = (float)(1 / (1 - (double)dp->p));
+        m.row0 = dp->row0;
+        m.col0 = dp->col0;
+        m.width = dp->width;
+        m.on = 1;
+    }
+    if (gl_vec8_ok(w, out, residual, y, bias)) {
+        size_t total = (size_t)n * (w / 8);
+        dropout_kernel<8><<<gl_cuda_grid(total, 256), 256, 0, st>>>(
+            out, residual, y, bias, w, total, m);
+    } else {
+        size_t total = (size_t)n * w;
+        dropout_kernel<1><<<gl_cuda_grid(total, 256), 256, 0, st>>>(
+            out, residual, y, bias, w, total, m);
+    }
+    GL_CUDA_LAUNCHED(what);
+}
+
+void gl_cuda_dropout(cudaStream_t st, bf16 *y, const bf16 *x, int n, int w,
+                     const gl_dropout *dp)
+{
+    launch(st, y, NULL, x, NULL, n, w, dp, "dropout");
+}
+
+void gl_cuda_bias_dropout_add(cudaStream_t st, bf16 *out,
+                              const bf16 *residual, const bf16 *y,
+                              const bf16 *bias, int n, int w,
+                              const gl_dropout *dp)
+{
+    launch(st, out, residual, y, bias, n, w, dp, "bias_dropout_add");
+}
