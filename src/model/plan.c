@@ -105,7 +105,7 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
     double std = b->arch->init_method_std;
     if (t->init == GL_INIT_SCALED_NORMAL)
         std /= sqrt(2.0 * p->dm.L);                 /* Megatron's scaled init */
-    q->init_std = t->init == GL_INIT_ONES ? 0 : std;
+    q->init_std = t->init == GL_INIT_ONES || t->init == GL_INIT_ZEROS ? 0 : std;
     int tp = p->dm.tp, r = p->dm.tp_rank;
     q->local_shape[0] = q->shape[0];
     q->local_shape[1] = q->shape[1];

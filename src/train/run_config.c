@@ -151,6 +151,38 @@ static int opt_model(void *target, const gl_option *o, const char *value, char *
     return 0;
 }
 
+/* The model-form flags Megatron spells as switches that clear or set a
+ * field: --disable-bias-linear, --no-position-embedding (Megatron's older
+ * switch for "no learned absolute positions", which Llama scripts pass
+ * beside RoPE: it leaves rotary positions alone),
+ * --use-rotary-position-embeddings (the older spelling of
+ * --position-embedding-type rope). */
+static int opt_disable_bias_linear(void *target, const gl_option *o, const char *value,
+                                   char **more, int nmore)
+{
+    (void)o, (void)value, (void)more, (void)nmore;
+    ((gl_config *)target)->arch.add_bias_linear = 0;
+    return 0;
+}
+
+static int opt_no_position_embedding(void *target, const gl_option *o, const char *value,
+                                     char **more, int nmore)
+{
+    (void)o, (void)value, (void)more, (void)nmore;
+    gl_arch *a = &((gl_config *)target)->arch;
+    if (a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE)
+        a->position_embedding_type = GL_POS_NONE;
+    return 0;
+}
+
+static int opt_rotary(void *target, const gl_option *o, const char *value, char **more,
+                      int nmore)
+{
+    (void)o, (void)value, (void)more, (void)nmore;
+    ((gl_config *)target)->arch.position_embedding_type = GL_POS_ROPE;
+    return 0;
+}
+
 /* --data-path PREFIX | --data-path W1 PREFIX1 W2 PREFIX2 ...  (Megatron's
  * blend syntax).  Takes every following argument up to the next option.
  * Weights are normalised to sum to 1; without weights each data_weight is
@@ -277,8 +309,6 @@ static const int fp8_algo_values[] = {GL_FP8_ALGO_MAX, GL_FP8_ALGO_MOST_RECENT};
 static const char *const optimizers[] = {"adam", NULL};
 static const char *const tokenizers[] = {"HuggingFaceTokenizer", "GPT2BPETokenizer",
                                          "NullTokenizer", NULL};
-static const char *const norms[] = {"RMSNorm", NULL};
-static const char *const positions[] = {"rope", NULL};
 static const char *const impls[] = {"local", "transformer_engine", NULL};
 static const char *const backends[] = {"nccl", NULL};
 
@@ -363,6 +393,29 @@ static const gl_option table[] = {
         "RoPE scaling: the context length the model was first trained for"),
     FLAG("untie-embeddings-and-output-weights", arch.untie_embeddings_and_output_weights, G_MODEL,
          "separate input embedding and output layer"),
+    /* The model's form (arch.h): Megatron's GPT or the Llama form. */
+    CHOICE("normalization", arch.normalization, "NAME", G_MODEL, gl_arch_norm_names, NULL,
+           "LayerNorm (with a bias) or RMSNorm"),
+    FLAG("apply-layernorm-1p", arch.apply_layernorm_1p, G_MODEL,
+         "LayerNorm weights stored as w - 1 (zero-centred)"),
+    FLAG("swiglu", arch.swiglu, G_MODEL, "SwiGLU MLP (else GeLU, tanh approximation)"),
+    CHOICE("position-embedding-type", arch.position_embedding_type, "NAME", G_MODEL,
+           gl_arch_position_names, NULL, "learned_absolute, rope or none"),
+    {.name = "use-rotary-position-embeddings", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .group = G_MODEL, .fn = opt_rotary, .help = "= --position-embedding-type rope"},
+    {.name = "no-position-embedding", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .group = G_MODEL, .fn = opt_no_position_embedding,
+     .help = "no learned absolute positions (RoPE, when chosen, stays)"},
+    DBL("rotary-percent", arch.rotary_percent, G_MODEL, GL_OPT_MIN | GL_OPT_MAX,
+        "share of each head's channels RoPE rotates (only 1 is built)", .min = 0, .max = 1),
+    FLAG("add-bias-linear", arch.add_bias_linear, G_MODEL, "biases on the linear layers"),
+    {.name = "disable-bias-linear", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .group = G_MODEL, .fn = opt_disable_bias_linear, .help = "no biases on the linear layers"},
+    FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
+    DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
+        "dropout on the attention probabilities", .min = 0, .max = 1),
+    DBL("hidden-dropout", arch.hidden_dropout, G_MODEL, UNIT,
+        "dropout on the embedding, attention and MLP outputs", .min = 0, .max = 1),
     DBL("init-method-std", arch.init_method_std, G_MODEL, POS,
         "standard deviation of the initial weights"),
 
@@ -550,14 +603,6 @@ static const gl_option table[] = {
      .fn = opt_version, .help = "print the version and exit"},
 
     /* --- Megatron flags naming what gridlm always does --- */
-    SAME("swiglu", "SwiGLU MLP"),
-    SAME_AS("normalization", norms, "RMSNorm",
-            "gridlm builds Llama models, which normalise with RMSNorm"),
-    SAME_AS("position-embedding-type", positions, "rope",
-            "gridlm builds Llama models, which use rotary position embeddings"),
-    SAME("use-rotary-position-embeddings", "rotary position embeddings"),
-    SAME("no-position-embedding", "no learned absolute positions"),
-    SAME("disable-bias-linear", "linear layers have no bias"),
     SAME("no-masked-softmax-fusion", "causal softmax inside the attention kernel"),
     SAME("use-flash-attn", "fused (flash) attention on GPUs"),
     SAME("attention-softmax-in-fp32", "softmax accumulates in fp32"),
@@ -565,15 +610,9 @@ static const gl_option table[] = {
     SAME_AS("transformer-impl", impls, "local or transformer_engine: gridlm's own kernels",
             NULL),
     SAME("no-gradient-accumulation-fusion", "gradients accumulate in fp32"),
-    SAME("no-bias-swiglu-fusion", "no biases to fuse"),
-    SAME("no-bias-dropout-fusion", "no biases or dropout to fuse"),
+    SAME("no-bias-swiglu-fusion", "fusion is gridlm's choice"),
+    SAME("no-bias-dropout-fusion", "fusion is gridlm's choice"),
     SAME("no-rope-fusion", "RoPE kernel"),
-    {.name = "attention-dropout", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE,
-     .metavar = "0", .group = G_COMPAT, .check = GL_OPT_MIN | GL_OPT_MAX, .min = 0, .max = 0,
-     .help = "no dropout", .hint = "gridlm trains without dropout: use 0 or leave it out"},
-    {.name = "hidden-dropout", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE,
-     .metavar = "0", .group = G_COMPAT, .check = GL_OPT_MIN | GL_OPT_MAX, .min = 0, .max = 0,
-     .help = "no dropout", .hint = "gridlm trains without dropout: use 0 or leave it out"},
 
     /* --- Megatron options gridlm refuses, with the reason --- */
     REFUSE("fp16", NULL, "gridlm trains in bf16 (--bf16) or fp32; fp16 loss scaling is not "
@@ -676,8 +715,43 @@ static void check_required(const gl_config *c)
                 preset_names);
 }
 
+/* The model builds only the Llama form yet (issue 16): every other value
+ * of a model-form field is refused by name, with the flags that give the
+ * Llama form, rather than trained as something else. */
+static void check_model_form(const gl_config *c)
+{
+    const gl_arch *a = &c->arch;
+    const char *what = NULL;
+    if (a->normalization != GL_NORM_RMSNORM)
+        what = "--normalization LayerNorm";
+    else if (a->apply_layernorm_1p)
+        what = "--apply-layernorm-1p";
+    else if (!a->swiglu)
+        what = "a GeLU MLP (no --swiglu)";
+    else if (a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE)
+        what = "--position-embedding-type learned_absolute";
+    else if (a->position_embedding_type == GL_POS_NONE)
+        what = "--position-embedding-type none";
+    else if (a->add_bias_linear)
+        what = "--add-bias-linear";
+    else if (a->add_qkv_bias)
+        what = "--add-qkv-bias";
+    if (what)
+        bad("%s is not built yet: gridlm's model is the Llama form for now; pass --swiglu "
+            "--normalization RMSNorm --position-embedding-type rope --disable-bias-linear",
+            what);
+    if (a->rotary_percent != 1)
+        bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
+            "--rotary-percent 1", a->rotary_percent);
+    if (a->attention_dropout > 0)
+        bad("attention dropout is not implemented yet: pass --attention-dropout 0");
+    if (a->hidden_dropout > 0)
+        bad("hidden dropout is not implemented yet: pass --hidden-dropout 0");
+}
+
 static void check_model(const gl_config *c)
 {
+    check_model_form(c);
     if (c->arch.hidden_size % c->arch.num_attention_heads && !c->arch.kv_channels)
         bad("--hidden-size %d is not divisible by --num-attention-heads %d: choose heads that "
             "divide %d, or give the head size with --kv-channels", c->arch.hidden_size,

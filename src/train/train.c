@@ -348,6 +348,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
              c->data_parallel_size, M, c->layout.micro_batch_size, c->arch.seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
+    char form[256];
+    gl_info0("model: %s", gl_arch_describe(&c->arch, form, sizeof form));
 
     if (c->fp8.format != GL_FP8_OFF) {
         char how[160];
