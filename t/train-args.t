@@ -64,8 +64,8 @@ refused "query groups that do not divide the heads" \
 refused "an enum value, with the values listed" \
     "--lr-decay-style exp is not supported" "use one of constant, linear or cosine" -- \
     $base --lr-decay-style exp
-refused "LayerNorm is refused, RMSNorm named" \
-    "--normalization LayerNorm is not supported" "use RMSNorm" -- \
+refused "LayerNorm is refused until the GPT model is built, the Llama flags named" \
+    "--normalization LayerNorm is not built yet" "--normalization RMSNorm" -- \
     $base --normalization LayerNorm
 refused "a float out of range" \
     "--adam-beta1 1.5 is out of range" "[0, 1)" -- $base --adam-beta1 1.5
