@@ -100,7 +100,7 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
     free(host);
 
     /* the widest operand: in and out of the four linears */
-    int widths[] = {dm->h, dm->qkvw, dm->hq * dm->D, 2 * dm->fl, dm->fl};
+    int widths[] = {dm->h, dm->qkvw, dm->hq * dm->D, dm->guw, dm->fl};
     int widest = 0;
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         widest = widths[i] > widest ? widths[i] : widest;
@@ -116,7 +116,7 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
     size_t wsize[NLIN];
     wsize[LIN_QKV] = (size_t)dm->qkvw * dm->h;
     wsize[LIN_WO] = (size_t)dm->h * dm->hq * dm->D;
-    wsize[LIN_GU] = (size_t)2 * dm->fl * dm->h;
+    wsize[LIN_GU] = (size_t)dm->guw * dm->h;
     wsize[LIN_DOWN] = (size_t)dm->h * dm->fl;
     for (int c = 0; c < p->nchunks; c++)
         for (int i = 0; i < dm->Lc; i++) {

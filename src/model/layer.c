@@ -142,15 +142,85 @@ static void dec_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const 
         linear_bwd(m, dX, dW, dY, X, Wt, n, out, in);
 }
 
-/* full [n, h] = rmsnorm(x [nl, h]) w, gathered over TP under SP;
- * rstd [nl] is written too. */
-static void norm_gathered(gl_model *m, void *full, float *rstd, const void *x,
-                          size_t w_off)
+/* y [rows, h] = norm(x): RMSNorm (weight at w_off), or LayerNorm (weight
+ * at w_off, bias at b_off, mean kept); rstd [rows] is written too. */
+static void norm_fwd(gl_model *m, void *y, float *mean, float *rstd, const void *x,
+                     size_t w_off, size_t b_off, int rows)
 {
     const gl_model_dims *dm = DIMS;
-    OPS->rmsnorm_fwd(m->d, own_rows(m, full), rstd, x, W(m, w_off), dm->nl, dm->h,
-                     (float)dm->eps);
+    if (dm->layernorm)
+        OPS->layernorm_fwd(m->d, y, mean, rstd, x, W(m, w_off), W(m, b_off), rows, dm->h,
+                           (float)dm->eps, dm->one_p);
+    else
+        OPS->rmsnorm_fwd(m->d, y, rstd, x, W(m, w_off), rows, dm->h, (float)dm->eps);
+}
+
+/* dx (+)= the gradient of norm_fwd's input (accumulate: added to dx, the
+ * residual's gradient), its weight's (and bias's) gradients added. */
+static void norm_bwd(gl_model *m, void *dx, const void *dy, const void *x, const float *mean,
+                     const float *rstd, size_t w_off, size_t b_off, int rows, int accumulate)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->layernorm) {
+        OPS->layernorm_bwd(m->d, dx, G(m, w_off), G(m, b_off), dy, x, W(m, w_off), mean, rstd,
+                           rows, dm->h, dm->one_p, accumulate);
+        ready(m, b_off, (size_t)dm->h);
+    } else {
+        OPS->rmsnorm_bwd(m->d, dx, G(m, w_off), dy, x, W(m, w_off), rstd, rows, dm->h,
+                         accumulate);
+    }
+    ready(m, w_off, (size_t)dm->h);
+}
+
+/* Ask for a norm's weight (and LayerNorm's bias). */
+static void need_norm(gl_model *m, size_t w_off, size_t b_off)
+{
+    need(m, w_off, (size_t)DIMS->h);
+    if (DIMS->layernorm)
+        need(m, b_off, (size_t)DIMS->h);
+}
+
+/* full [n, h] = norm(x [nl, h]), gathered over TP under SP; mean and
+ * rstd [nl] are written too. */
+static void norm_gathered(gl_model *m, void *full, float *mean, float *rstd, const void *x,
+                          size_t w_off, size_t b_off)
+{
+    norm_fwd(m, own_rows(m, full), mean, rstd, x, w_off, b_off, DIMS->nl);
     gather_rows(m, full);
+}
+
+/* The end of a sublayer, on the rank's own rows: out = residual + y
+ * (+ the row-parallel linear's bias at b_off, added once after the TP
+ * reduction, as Megatron's bias-dropout-add). */
+static void sublayer_end(gl_model *m, void *out, const void *residual, const void *y,
+                         size_t b_off)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->lin_bias)
+        OPS->bias_dropout_add(m->d, out, residual, y, W(m, b_off), dm->nl, dm->h, NULL);
+    else
+        OPS->add(m->d, out, y, residual, (size_t)dm->nl * dm->h);
+}
+
+/* The bias gradient of sublayer_end from dout [nl, h]. */
+static void sublayer_end_bwd(gl_model *m, const void *dout, size_t b_off)
+{
+    const gl_model_dims *dm = DIMS;
+    if (!dm->lin_bias)
+        return;
+    OPS->bias_grad(m->d, G(m, b_off), dout, dm->nl, dm->h);
+    ready(m, b_off, (size_t)dm->h);
+}
+
+/* s [n, fl] = the MLP's activation of gu [n, guw]: SwiGLU (gu's bias was
+ * added into gu by the forward), or GeLU of gu + bias. */
+static void act_fwd(gl_model *m, const gl_layer_offs *lo, void *s, const void *gu)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->swiglu)
+        OPS->swiglu_fwd(m->d, s, gu, dm->n, dm->fl);
+    else
+        OPS->gelu_fwd(m->d, s, gu, dm->lin_bias ? W(m, lo->bgu) : NULL, dm->n, dm->fl);
 }
 
 /* One layer's forward: out [nl, h] from x [nl, h], keeping A.  With out
@@ -162,32 +232,41 @@ static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
 {
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
-    int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
+    int n = dm->n, h = dm->h, D = dm->D;
     int qw = dm->hq * D;
 
-    need(m, lo->attn_norm, (size_t)h);
-    need(m, lo->mlp_norm, (size_t)h);
-    need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);
+    need_norm(m, lo->attn_norm, lo->attn_norm_b);
+    need_norm(m, lo->mlp_norm, lo->mlp_norm_b);
+    need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);  /* with the split biases */
+    if (dm->lin_bias) {
+        need(m, lo->bo, (size_t)h);
+        need(m, lo->bdown, (size_t)h);
+    }
 
     /* attention */
-    norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
+    norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
     dec_fwd(m, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
-    OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
+    if (dm->qkv_bias)
+        OPS->bias_add(d, A->qkv, W(m, lo->bqkv), n, dm->qkvw);
+    if (dm->rope)
+        OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
     OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
                   act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
     dec_fwd(m, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
-    OPS->add(d, A->xm, reduce_rows(m, m->y, A->xm), x, (size_t)nl * h);
+    sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo);
 
     /* MLP */
-    norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
-    dec_fwd(m, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
-    OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
+    norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
+    dec_fwd(m, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
+    if (dm->swiglu && dm->lin_bias)
+        OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
+    act_fwd(m, lo, A->s, A->gu);
     if (!out)
         return;
     dec_fwd(m, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
-    OPS->add(d, out, reduce_rows(m, m->y, out), A->xm, (size_t)nl * h);
+    sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown);
 }
 
 /* dy [nl, h]: gradient w.r.t. the layer's output in, w.r.t. its input out. */
@@ -204,9 +283,10 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     /* MLP; selective: s and mg again (rstd2 is rewritten with its own
      * value) */
     if (sel) {
-        OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
-        norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
+        act_fwd(m, lo, A->s, A->gu);
+        norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
     }
+    sublayer_end_bwd(m, dy, lo->bdown);
     dz = dy;
     if (dm->sp) {
         OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
@@ -215,17 +295,26 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     }
     dec_bwd(m, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
     ready(m, lo->down, (size_t)h * dm->fl);
-    OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
+    if (dm->swiglu) {
+        OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
+        if (dm->lin_bias)
+            OPS->bias_grad(d, G(m, lo->bgu), m->dgu, n, dm->guw);
+    } else {
+        OPS->gelu_bwd(d, m->dgu, dm->lin_bias ? G(m, lo->bgu) : NULL, m->ds, A->gu,
+                      dm->lin_bias ? W(m, lo->bgu) : NULL, n, dm->fl);
+    }
+    if (dm->lin_bias)
+        ready(m, lo->bgu, (size_t)dm->guw);
     dec_bwd(m, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
-            n, 2 * dm->fl, h);
-    ready(m, lo->gate_up, (size_t)2 * dm->fl * h);
-    OPS->rmsnorm_bwd(d, dy, G(m, lo->mlp_norm), reduce_rows(m, m->y, m->tmp), A->xm,
-                     W(m, lo->mlp_norm), A->rstd2, nl, h, 1);
-    ready(m, lo->mlp_norm, (size_t)h);
+            n, dm->guw, h);
+    ready(m, lo->gate_up, (size_t)dm->guw * h);
+    norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
+             lo->mlp_norm_b, nl, 1);
 
     /* attention; selective: a again */
     if (sel)
-        norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
+        norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
+    sublayer_end_bwd(m, dy, lo->bo);
     dz = dy;
     if (dm->sp) {
         OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
@@ -240,12 +329,17 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
                   A->qkv, dm->qkvw, act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
-    OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
+    if (dm->rope)
+        OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos,
+                      m->sin);
+    if (dm->qkv_bias) {
+        OPS->bias_grad(d, G(m, lo->bqkv), m->dqkv, n, dm->qkvw);
+        ready(m, lo->bqkv, (size_t)dm->qkvw);
+    }
     dec_bwd(m, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     ready(m, lo->qkv, (size_t)dm->qkvw * h);
-    OPS->rmsnorm_bwd(d, dy, G(m, lo->attn_norm), reduce_rows(m, m->y, m->tmp), x,
-                     W(m, lo->attn_norm), A->rstd1, nl, h, 1);
-    ready(m, lo->attn_norm, (size_t)h);
+    norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, A->mean1, A->rstd1, lo->attn_norm,
+             lo->attn_norm_b, nl, 1);
 }
 
 /* Vocab-parallel lookup: each TP rank fills the rows of ids in its shard
@@ -258,12 +352,20 @@ static void embed_fwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
     OPS->embed_fwd(m->d, full, W(m, ch->embed), mb->ids, dm->n, dm->h,
                    dm->vocab_start, dm->vl);
     reduce_rows(m, full, x0);
+    if (dm->learned_pos) {      /* on the own rows, after the reduction */
+        need(m, ch->pos, (size_t)dm->P * dm->h);
+        OPS->pos_embed_fwd(m->d, x0, W(m, ch->pos), m->positions, dm->nl, dm->h, dm->P);
+    }
 }
 
 static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, const void *dy)
 {
     const gl_model_dims *dm = DIMS;
     const void *dz = dy;
+    if (dm->learned_pos) {
+        OPS->embed_bwd(m->d, G(m, ch->pos), dy, m->positions, dm->nl, dm->h, 0, dm->P);
+        ready(m, ch->pos, (size_t)dm->P * dm->h);
+    }
     if (dm->sp) {
         OPS->copy(m->d, own_rows(m, m->dfull), dy, (size_t)dm->nl * dm->h * m->d->act_bytes);
         gather_rows(m, m->dfull);
@@ -287,10 +389,10 @@ static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     gl_dev *d = m->d;
     int n = dm->n, nl = dm->nl, h = dm->h, vl = dm->vl;
 
-    need(m, ch->final_norm, (size_t)h);
+    need_norm(m, ch->final_norm, ch->final_norm_b);
     need(m, ch->head, (size_t)vl * h);
-    OPS->rmsnorm_fwd(d, own_rows(m, m->hf), m->rstd_f, x, W(m, ch->final_norm), nl, h,
-                     (float)dm->eps);
+    norm_fwd(m, own_rows(m, m->hf), m->mean_f, m->rstd_f, x, ch->final_norm, ch->final_norm_b,
+             nl);
     gather_rows(m, m->hf);
     linear_fwd(m, m->logits, m->hf, W(m, ch->head), n, vl, h);
     OPS->ce_max(d, m->rowmax, m->logits, vl, n, dm->valid);
@@ -317,9 +419,8 @@ static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     linear_bwd(m, m->y, G(m, ch->head), m->logits, m->hf, W(m, ch->head), n, vl, h);
     if (m->plan->head_param >= 0)        /* a range shared with the embedding waits */
         ready(m, ch->head, (size_t)vl * h);
-    OPS->rmsnorm_bwd(m->d, dy, G(m, ch->final_norm), reduce_rows(m, m->y, m->tmp), x,
-                     W(m, ch->final_norm), m->rstd_f, nl, h, 0);
-    ready(m, ch->final_norm, (size_t)h);
+    norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, m->mean_f, m->rstd_f, ch->final_norm,
+             ch->final_norm_b, nl, 0);
 }
 
 /* The forward of chunk c in slot s; the head computes the loss only, or

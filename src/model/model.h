@@ -163,11 +163,25 @@ typedef struct {
     int n, nl;                  /* tokens of a micro-batch; per rank in
                                  * per-token regions */
     int Lc;                     /* layers per chunk */
+    /* The model's form (arch.h): Megatron's GPT, or the Llama form. */
+    int layernorm;              /* LayerNorm (weight and bias), else RMSNorm */
+    int one_p;                  /* --apply-layernorm-1p */
+    int swiglu;                 /* SwiGLU, else GeLU (tanh) */
+    int guw;                    /* width of the fc1 output: 2 fl (SwiGLU) or fl */
+    int lin_bias;               /* --add-bias-linear: every linear has a bias */
+    int qkv_bias;               /* the QKV linear has a bias (either flag) */
+    int learned_pos;            /* learned absolute positions [P, h] */
+    int rope;                   /* rotary positions */
+    int P;                      /* their rows: --max-position-embeddings */
 } gl_model_dims;
 
-/* Offsets in the flat buffer of one layer's tensors. */
+/* Offsets in the flat buffer of one layer's tensors.  The biases and the
+ * norm biases are there only as the dims say (layernorm, qkv_bias,
+ * lin_bias); bqkv is [bq | bk | bv] of the local rows, as qkv's rows;
+ * bgu [b_gate | b_up] (SwiGLU) or b_up. */
 typedef struct {
     size_t attn_norm, qkv, wo, mlp_norm, gate_up, down;
+    size_t attn_norm_b, mlp_norm_b, bqkv, bo, bgu, bdown;
 } gl_layer_offs;
 
 typedef struct {
@@ -175,6 +189,7 @@ typedef struct {
     int first_layer;            /* global index of its first layer */
     int has_embed, has_head;
     size_t embed, final_norm, head;
+    size_t final_norm_b, pos;   /* LayerNorm's bias, learned positions */
     gl_layer_offs *layer;       /* [Lc] */
 } gl_chunk_plan;
 
@@ -217,6 +232,7 @@ typedef struct {
     void *gu;                   /* [n, 2 fl] gate | up */
     void *s;                    /* [n, fl] silu(gate) * up */
     float *rstd1, *rstd2;       /* [nl] */
+    float *mean1, *mean2;       /* [nl], LayerNorm's */
     float *lse;                 /* [B, hq, S] */
 } gl_layer_acts;
 
@@ -248,7 +264,9 @@ typedef struct {
     gl_slot **slot;             /* [chunk][slot] */
     /* scratch of one layer / head (see model.c) */
     void *y, *dfull, *tmp, *dqkv, *d_o, *dgu, *ds, *hf, *logits;
-    float *rowmax, *stats, *loss, *rstd_f;
+    float *rowmax, *stats, *loss, *rstd_f, *mean_f;
+    int32_t *positions;         /* [nl] position of each own row (learned
+                                 * positions): (row0 + j) mod S */
     void *arena;                /* every buffer above, one allocation */
     size_t arena_bytes;
     /* Recomputation (see the top of this file). */
