@@ -189,27 +189,76 @@ static void norm_gathered(gl_model *m, void *full, float *mean, float *rstd, con
     gather_rows(m, full);
 }
 
-/* The end of a sublayer, on the rank's own rows: out = residual + y
- * (+ the row-parallel linear's bias at b_off, added once after the TP
- * reduction, as Megatron's bias-dropout-add). */
-static void sublayer_end(gl_model *m, void *out, const void *residual, const void *y,
-                         size_t b_off)
+/* Dropout sites of a layer (gl_dropout's site); the embedding's output
+ * is site 0 of layer key 0, decoder layer l's are of layer key l + 1. */
+enum { SITE_ATTENTION_OUT = 0, SITE_MLP_OUT = 1 };
+
+/* Fill dp for hidden dropout on the rank's own [nl, h] rows of micro-
+ * batch mb at (key, site); NULL when nothing is dropped (rate 0, or a
+ * forward-only pass).
+ *
+ * The mask's element is (row, column) of the full logical tensor of the
+ * iteration: rows are the tokens of the global batch, sample after sample
+ * (the sampler's order: gl_batch_sample_index), columns the h features.
+ * mb->row0 is the micro-batch's first token there, which already places
+ * the micro-batch among the data-parallel ranks and the micro-batches of
+ * the iteration (so DP size, the distributed optimizer and the number of
+ * micro-batches do not move a token's row); under sequence parallelism
+ * this rank holds rows tp_rank nl .. of the micro-batch's n; without it
+ * every TP rank holds all n rows and draws the same mask; the key holds
+ * the global layer, so PP stages and virtual chunks draw what one stage
+ * would.  Recomputation calls this again with the same key: the same
+ * mask. */
+static const gl_dropout *hidden_dp(gl_model *m, const gl_mb *mb, int key, int site,
+                                   gl_dropout *dp)
 {
     const gl_model_dims *dm = DIMS;
-    if (dm->lin_bias)
-        OPS->bias_dropout_add(m->d, out, residual, y, W(m, b_off), dm->nl, dm->h, NULL);
+    if (m->no_dropout || dm->hidden_dropout <= 0)
+        return NULL;
+    dp->seed = m->dropout_seed;
+    dp->iteration = m->iteration;
+    dp->layer = (uint32_t)key;
+    dp->site = (uint32_t)site;
+    dp->p = dm->hidden_dropout;
+    dp->row0 = mb->row0 + (dm->sp ? (long)dm->tp_rank * dm->nl : 0);
+    dp->col0 = 0;
+    dp->width = dm->h;
+    return dp;
+}
+
+/* The end of a sublayer, on the rank's own rows: Megatron's
+ * bias-dropout-add, out = residual + dropout(y + b), b the row-parallel
+ * linear's bias at b_off (added once, after the TP reduction), when the
+ * model has biases; plain out = residual + y when it has neither biases
+ * nor dropout. */
+static void sublayer_end(gl_model *m, void *out, const void *residual, const void *y,
+                         size_t b_off, const gl_dropout *dp)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->lin_bias || dp)
+        OPS->bias_dropout_add(m->d, out, residual, y, dm->lin_bias ? W(m, b_off) : NULL,
+                              dm->nl, dm->h, dp);
     else
         OPS->add(m->d, out, y, residual, (size_t)dm->nl * dm->h);
 }
 
-/* The bias gradient of sublayer_end from dout [nl, h]. */
-static void sublayer_end_bwd(gl_model *m, const void *dout, size_t b_off)
+/* The backward of sublayer_end from dout [nl, h] (the residual's
+ * gradient, which stays as it is): returns the gradient of y, dout itself
+ * or dropout(dout) in m->tmp, and adds the bias's gradient. */
+static const void *sublayer_end_bwd(gl_model *m, const void *dout, size_t b_off,
+                                    const gl_dropout *dp)
 {
     const gl_model_dims *dm = DIMS;
-    if (!dm->lin_bias)
-        return;
-    OPS->bias_grad(m->d, G(m, b_off), dout, dm->nl, dm->h);
-    ready(m, b_off, (size_t)dm->h);
+    const void *dy = dout;
+    if (dp) {
+        OPS->dropout(m->d, m->tmp, dout, dm->nl, dm->h, dp);
+        dy = m->tmp;
+    }
+    if (dm->lin_bias) {
+        OPS->bias_grad(m->d, G(m, b_off), dy, dm->nl, dm->h);
+        ready(m, b_off, (size_t)dm->h);
+    }
+    return dy;
 }
 
 /* s [n, fl] = the MLP's activation of gu [n, guw]: SwiGLU (gu's bias was
@@ -227,9 +276,10 @@ static void act_fwd(gl_model *m, const gl_layer_offs *lo, void *s, const void *g
  * NULL (the last layer of a group that full recomputation re-runs) it
  * stops once A is complete: the down projection and its reduction only
  * make the output, which is already kept as the next group's input. */
-static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_acts *A,
-                      const void *x, void *out)
+static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
+                      gl_layer_acts *A, const void *x, void *out)
 {
+    gl_dropout dpa, dpm;
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
     int n = dm->n, h = dm->h, D = dm->D;
@@ -255,7 +305,8 @@ static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
     dec_fwd(m, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
-    sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo);
+    sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
+                 hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
 
     /* MLP */
     norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
@@ -266,13 +317,16 @@ static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     if (!out)
         return;
     dec_fwd(m, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
-    sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown);
+    sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown,
+                 hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dpm));
 }
 
 /* dy [nl, h]: gradient w.r.t. the layer's output in, w.r.t. its input out. */
-static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_acts *A,
-                      const void *x, void *dy)
+static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
+                      gl_layer_acts *A, const void *x, void *dy)
 {
+    gl_dropout dp;
+    const void *dsub;
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
     int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
@@ -286,10 +340,10 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
         act_fwd(m, lo, A->s, A->gu);
         norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
     }
-    sublayer_end_bwd(m, dy, lo->bdown);
-    dz = dy;
+    dsub = sublayer_end_bwd(m, dy, lo->bdown, hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dp));
+    dz = (void *)dsub;
     if (dm->sp) {
-        OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
+        OPS->copy(d, own_rows(m, m->dfull), dsub, (size_t)nl * h * d->act_bytes);
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
@@ -314,10 +368,10 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     /* attention; selective: a again */
     if (sel)
         norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
-    sublayer_end_bwd(m, dy, lo->bo);
-    dz = dy;
+    dsub = sublayer_end_bwd(m, dy, lo->bo, hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dp));
+    dz = (void *)dsub;
     if (dm->sp) {
-        OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
+        OPS->copy(d, own_rows(m, m->dfull), dsub, (size_t)nl * h * d->act_bytes);
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
@@ -356,11 +410,19 @@ static void embed_fwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
         need(m, ch->pos, (size_t)dm->P * dm->h);
         OPS->pos_embed_fwd(m->d, x0, W(m, ch->pos), m->positions, dm->nl, dm->h, dm->P);
     }
+    gl_dropout dp;              /* Megatron drops the embedding's output too */
+    const gl_dropout *dpp = hidden_dp(m, mb, 0, 0, &dp);
+    if (dpp)
+        OPS->dropout(m->d, x0, x0, dm->nl, dm->h, dpp);
 }
 
-static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, const void *dy)
+static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, void *dy)
 {
     const gl_model_dims *dm = DIMS;
+    gl_dropout dp;
+    const gl_dropout *dpp = hidden_dp(m, mb, 0, 0, &dp);
+    if (dpp)                    /* in place: nothing reads dy after this */
+        OPS->dropout(m->d, dy, dy, dm->nl, dm->h, dpp);
     const void *dz = dy;
     if (dm->learned_pos) {
         OPS->embed_bwd(m->d, G(m, ch->pos), dy, m->positions, dm->nl, dm->h, 0, dm->P);
@@ -433,7 +495,7 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
     if (ch->has_embed)
         embed_fwd(m, ch, mb, sl->x[0]);
     for (int i = 0; i < dm->Lc; i++)
-        layer_fwd(m, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
+        layer_fwd(m, mb, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
                   sl->x[i + 1]);
     if (ch->has_head && train)
         head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
@@ -444,8 +506,10 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
 void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
 {
     m->fp8_eval = 1;
+    m->no_dropout = 1;
     chunk_fwd(m, c, s, mb, loss_acc, 0);
     m->fp8_eval = 0;
+    m->no_dropout = 0;
 }
 
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
@@ -471,12 +535,13 @@ void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
         int f = m->rc_first[i];
         if (f >= 0)
             for (int k = f; k <= i; k++)
-                layer_fwd(m, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
+                layer_fwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
                           k < i ? sl->x[k + 1] : NULL);
         else
             f = i;
         for (int k = i; k >= f; k--)
-            layer_bwd(m, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k], sl->dy);
+            layer_bwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
+                      sl->dy);
         i = f - 1;
     }
     if (ch->has_embed)

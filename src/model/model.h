@@ -173,6 +173,7 @@ typedef struct {
     int learned_pos;            /* learned absolute positions [P, h] */
     int rope;                   /* rotary positions */
     int P;                      /* their rows: --max-position-embeddings */
+    float hidden_dropout;       /* --hidden-dropout */
 } gl_model_dims;
 
 /* Offsets in the flat buffer of one layer's tensors.  The biases and the
@@ -247,10 +248,14 @@ typedef struct {
 } gl_slot;
 
 /* A micro-batch's data on the device: n token ids, n targets and n loss
- * weights (the loss mask). */
+ * weights (the loss mask); and row0, the index of its first token among
+ * the tokens of the iteration's global batch (its first sample's index
+ * in the global batch x S), which places its rows in the full tensors
+ * that dropout masks are drawn over (gl_dropout). */
 typedef struct {
     const int32_t *ids, *targets;
     const float *gscale;
+    long row0;
 } gl_mb;
 
 typedef struct {
@@ -303,6 +308,13 @@ typedef struct {
      * (its activations' amaxes stay out of the delayed histories). */
     struct gl_fp8_state *fp8;
     int fp8_eval;
+    /* Dropout (--hidden-dropout): the masks' key is (dropout_seed,
+     * iteration, layer, site, element), so the caller sets the iteration
+     * before each one's forwards and backwards.  Forward-only passes
+     * (evaluation) drop nothing. */
+    uint64_t dropout_seed;
+    uint32_t iteration;
+    int no_dropout;             /* set while a forward-only pass runs */
 } gl_model;
 
 typedef struct gl_fp8_state gl_fp8_state;

@@ -84,6 +84,7 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
     dm->qkv_bias = a->add_bias_linear || a->add_qkv_bias;
     dm->learned_pos = a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE;
     dm->rope = a->position_embedding_type == GL_POS_ROPE;
+    dm->hidden_dropout = (float)a->hidden_dropout;
     dm->P = a->max_position_embeddings ? a->max_position_embeddings : a->seq_length;
 }
 

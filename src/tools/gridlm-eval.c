@@ -256,7 +256,7 @@ int main(int argc, char **argv)
     }
 
     gl_batch_buf bb;
-    gl_batch_buf_init(&bb, &c, d, plan);
+    gl_batch_buf_init(&bb, &c, d, plan, g->me.dp);
     int reads = bb.has_embed || bb.has_head;
     int head_here = bb.has_head && g->me.tp == 0;
     doc_list dl;

@@ -715,38 +715,16 @@ static void check_required(const gl_config *c)
                 preset_names);
 }
 
-/* The model builds only the Llama form yet (issue 16): every other value
- * of a model-form field is refused by name, with the flags that give the
- * Llama form, rather than trained as something else. */
+/* What the model does not build yet, refused by name rather than trained
+ * as something else. */
 static void check_model_form(const gl_config *c)
 {
     const gl_arch *a = &c->arch;
-    const char *what = NULL;
-    if (a->normalization != GL_NORM_RMSNORM)
-        what = "--normalization LayerNorm";
-    else if (a->apply_layernorm_1p)
-        what = "--apply-layernorm-1p";
-    else if (!a->swiglu)
-        what = "a GeLU MLP (no --swiglu)";
-    else if (a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE)
-        what = "--position-embedding-type learned_absolute";
-    else if (a->position_embedding_type == GL_POS_NONE)
-        what = "--position-embedding-type none";
-    else if (a->add_bias_linear)
-        what = "--add-bias-linear";
-    else if (a->add_qkv_bias)
-        what = "--add-qkv-bias";
-    if (what)
-        bad("%s is not built yet: gridlm's model is the Llama form for now; pass --swiglu "
-            "--normalization RMSNorm --position-embedding-type rope --disable-bias-linear",
-            what);
-    if (a->rotary_percent != 1)
+    if (a->rotary_percent != 1 && a->position_embedding_type == GL_POS_ROPE)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
     if (a->attention_dropout > 0)
         bad("attention dropout is not implemented yet: pass --attention-dropout 0");
-    if (a->hidden_dropout > 0)
-        bad("hidden dropout is not implemented yet: pass --hidden-dropout 0");
 }
 
 static void check_model(const gl_config *c)

@@ -306,6 +306,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, c->data_parallel_size);
     gl_sched *sched = gl_sched_build(pp, pp_rank, V, M);
     gl_model *m = gl_model_new(plan, d, group(g->tp), sched->slots);
+    m->dropout_seed = (uint64_t)(unsigned)c->seed;
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, group(g->dp), c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
@@ -322,7 +323,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_ckpt_async *pending = NULL;
 
     gl_batch_buf bb;
-    gl_batch_buf_init(&bb, c, d, plan);
+    gl_batch_buf_init(&bb, c, d, plan, dp_rank);
     gl_lr_sched lrs;
     gl_lr_init(&lrs, c);
 
@@ -408,6 +409,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
         /* the schedule's blocking waits (MPI sends and receives, TP
          * collectives) bracket themselves in the comm layer */
+        m->iteration = (uint32_t)it;     /* the dropout masks' key */
         gl_pipeline_run(sched, m, group(g->pp), bb.mbs, loss_acc);
         if (rank == 0 && planted_nonfinite(it + 1)) {
             /* before the reduction: every rank's norm sees it */
