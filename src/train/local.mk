@@ -26,6 +26,8 @@ TESTS += t/train-lr.t
 # Parallel equivalence: the tiny model under every layout (shell, mpiexec).
 dist_check_SCRIPTS += t/train-equiv.t
 TESTS += t/train-equiv.t
+dist_check_SCRIPTS += t/train-gpt.t
+TESTS += t/train-gpt.t
 
 # FP8 training on CPU ranks: each recipe in every layout against one rank,
 # against bf16, and the refusals of bad flags (shell; t/train-lib.sh).
