@@ -60,6 +60,9 @@ static int run_child(const char *cmdline, int world, int per_node, char *err, si
 }
 
 #define BASE "--model tiny --mock-data --train-iters 10 --lr 1e-3 "
+/* The Llama form's flags (t/model-flags.sh's), for shapes given by hand. */
+#define LLAMA "--swiglu --normalization RMSNorm --position-embedding-type rope " \
+              "--disable-bias-linear --attention-dropout 0 --hidden-dropout 0 "
 
 /* The command line stops with exit 2 and one error line containing the
  * needles (NULL-terminated). */
@@ -100,6 +103,12 @@ static void test_defaults(void)
        "Llama 3.1's rope scaling: low 1, high 4, original context 8192");
     ok(c.log.straggler_threshold == 1.2 && c.faults.max_nonfinite_iters == 5 && c.device == GL_DEVICE_AUTO,
        "gridlm's own defaults");
+    ok(c.arch.normalization == GL_NORM_LAYERNORM && !c.arch.apply_layernorm_1p &&
+       !c.arch.swiglu && c.arch.position_embedding_type == GL_POS_LEARNED_ABSOLUTE &&
+       c.arch.add_bias_linear && !c.arch.add_qkv_bias && c.arch.rotary_percent == 1 &&
+       c.arch.attention_dropout == 0.1 && c.arch.hidden_dropout == 0.1 &&
+       !c.arch.untie_embeddings_and_output_weights,
+       "Megatron's GPT: LayerNorm, GeLU, learned positions, linear biases, dropout 0.1, tied");
 }
 
 static void test_presets(void)
@@ -146,10 +155,16 @@ static void test_presets(void)
 static void test_derived(void)
 {
     gl_config c;
+    /* Megatron's GPT: an FFN of 4h. */
+    parse(&c, "--num-layers 2 --hidden-size 1000 --num-attention-heads 10 --seq-length 16 "
+              "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3 --attention-dropout 0");
+    is_int(c.arch.ffn_hidden_size, 4000, "GeLU: ffn default 4h");
+    gl_config_free(&c);
+
     /* Without a preset: Megatron's SwiGLU width 8h/3 rounded down to 64,
      * MHA, head size h / heads, positions = seq. */
     parse(&c, "--num-layers 2 --hidden-size 1000 --num-attention-heads 10 --seq-length 16 "
-              "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3");
+              "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3 " LLAMA);
     is_int(c.arch.ffn_hidden_size, 2624, "ffn default int((4h*2/3)/64)*64 for h=1000");
     is_int(c.arch.num_query_groups, 10, "query groups default to the heads");
     is_int(c.arch.kv_channels, 100, "head size default h / heads");
@@ -239,6 +254,7 @@ static void test_flops(void)
 {
     gl_config c;
     gl_config_defaults(&c);
+    gl_arch_llama(&c.arch);                 /* SwiGLU's three matrices */
     c.arch.num_layers = 16;
     c.arch.hidden_size = 2048;
     c.arch.ffn_hidden_size = 8192;
@@ -254,6 +270,7 @@ static void test_flops(void)
 
     /* tiny: 811,008 + 294,912 + 196,608 + 98,304 */
     gl_config_defaults(&c);
+    gl_arch_llama(&c.arch);                 /* SwiGLU's three matrices */
     c.arch.num_layers = 4;
     c.arch.hidden_size = 64;
     c.arch.ffn_hidden_size = 176;
@@ -269,6 +286,7 @@ static void test_flops(void)
     /* MHA with a head size other than h / heads, and an unpadded
      * vocabulary that TP = 4 pads to 128 x 4 = 512. */
     gl_config_defaults(&c);
+    gl_arch_llama(&c.arch);                 /* SwiGLU's three matrices */
     c.arch.num_layers = 3;
     c.arch.hidden_size = 96;
     c.arch.ffn_hidden_size = 256;
@@ -360,12 +378,12 @@ static void test_arch_form(void)
     parse(&c, "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
               "--vocab-size 512 --mock-data --train-iters 1 --lr 1 --normalization LayerNorm "
               "--apply-layernorm-1p --position-embedding-type learned_absolute "
-              "--add-bias-linear --add-qkv-bias --hidden-dropout 0.2");
-    c.arch.swiglu = 0;          /* (the default is the Llama form for now) */
-    c.arch.ffn_hidden_size = 0;
-    c.arch.attention_dropout = 0.1;
-    gl_arch_resolve(&c.arch);
+              "--add-bias-linear --add-qkv-bias --hidden-dropout 0.2 --attention-dropout 0");
     is_int(c.arch.ffn_hidden_size, 256, "a GeLU MLP is 4h wide by default");
+    ok(c.arch.normalization == GL_NORM_LAYERNORM && c.arch.apply_layernorm_1p &&
+       c.arch.position_embedding_type == GL_POS_LEARNED_ABSOLUTE && c.arch.add_bias_linear &&
+       c.arch.add_qkv_bias && c.arch.hidden_dropout == 0.2 && !c.arch.swiglu,
+       "Megatron's GPT flags set the model's form");
     ok(!gl_arch_is_llama(&c.arch), "... which is not the Llama form");
     char form[256];
     gl_arch_describe(&c.arch, form, sizeof form);
@@ -388,7 +406,16 @@ static void test_arch_form(void)
     ok(strstr(flags, "--normalization LayerNorm ") && strstr(flags, "--apply-layernorm-1p") &&
        !strstr(flags, "--swiglu") && strstr(flags, "--add-bias-linear") &&
        strstr(flags, "--position-embedding-type learned_absolute"), "flags: %s", flags);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "--mock-data --train-iters 1 --lr 1 --attention-dropout 0 %s",
+             flags);
+    gl_config d;
+    parse(&d, cmd);
+    d.arch.padded_vocab_size = c.arch.padded_vocab_size;
     memset(c.arch.model, 0, sizeof c.arch.model);
+    ok(memcmp(&c.arch, &d.arch, sizeof c.arch) == 0, "the flags read back as the same model");
+    gl_config_free(&d);
+    c.arch.attention_dropout = 0.1;     /* (as a checkpoint of Megatron's defaults says) */
 
     json_t *j = json_object();
     gl_arch_to_json(&c.arch, j);
@@ -547,8 +574,8 @@ static void test_refusals(void)
             "did you mean --train-iters?");
     REFUSED(BASE "--world-size 4", 0, "--world-size 4 needs --dry-run",
             "add --dry-run, or drop --world-size");
-    REFUSED("--dry-run --world-size 4 --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
-            "--seq-length 8 --tokenizer-model tokenizer.json", 0,
+    REFUSED(LLAMA "--dry-run --world-size 4 --num-layers 2 --hidden-size 64 "
+            "--num-attention-heads 4 --seq-length 8 --tokenizer-model tokenizer.json", 0,
             "--world-size 4 plans without reading the tokenizer", "--vocab-size N");
 }
 

@@ -30,8 +30,9 @@
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
 . "$(dirname "$0")/train-lib.sh"
+. "$(dirname "$0")/model-flags.sh"
 
-base="--device cpu --bf16 --mock-data --seed 1234 --num-layers 4 --hidden-size 64
+base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 192
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 8
  --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1

@@ -80,7 +80,18 @@ void gl_arch_defaults(gl_arch *a)
     a->rope_scaling_high_freq_factor = 4;
     a->rope_scaling_original_max_position_embeddings = 8192;
     a->init_method_std = 0.02;
-    gl_arch_llama(a);   /* for now: see arch.h */
+    /* Megatron's GPT: LayerNorm, GeLU, learned absolute positions, biases
+     * on the linear layers, dropout 0.1 (gridlm-train refuses attention
+     * dropout > 0 until the attention kernels drop). */
+    a->normalization = GL_NORM_LAYERNORM;
+    a->apply_layernorm_1p = 0;
+    a->swiglu = 0;
+    a->position_embedding_type = GL_POS_LEARNED_ABSOLUTE;
+    a->rotary_percent = 1;
+    a->add_bias_linear = 1;
+    a->add_qkv_bias = 0;
+    a->attention_dropout = 0.1;
+    a->hidden_dropout = 0.1;
 }
 
 typedef struct {

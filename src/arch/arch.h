@@ -122,11 +122,9 @@ int gl_fp8_layer_on(const gl_fp8_opts *o, int layer, int num_layers);
  * summary's words for o, "off" when FP8 is off. */
 const char *gl_fp8_describe(const gl_fp8_opts *o, char *buf, size_t n);
 
-/* The defaults (every size 0: not given).  For now the model fields
- * are gl_arch_llama's: gridlm's model builds only the Llama form yet, and
- * a default it would refuse helps nobody.  Once the GPT form is built
- * (issue 16), this becomes Megatron's GPT: LayerNorm, GeLU, learned
- * absolute positions, linear biases, dropout 0.1. */
+/* Megatron's defaults (every size 0: not given): its GPT -- LayerNorm,
+ * a GeLU MLP (4h), learned absolute positions, biases on the linear
+ * layers, attention and hidden dropout 0.1, tied embeddings. */
 void gl_arch_defaults(gl_arch *a);
 
 /* Set the fields that make a the Llama form of Megatron's model, over

@@ -724,7 +724,8 @@ static void check_model_form(const gl_config *c)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
     if (a->attention_dropout > 0)
-        bad("attention dropout is not implemented yet: pass --attention-dropout 0");
+        bad("attention dropout is not implemented yet: pass --attention-dropout 0 (Megatron's "
+            "default is 0.1)");
 }
 
 static void check_model(const gl_config *c)
