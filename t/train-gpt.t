@@ -30,7 +30,7 @@ gpt="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --add-bias-linear --attention-dropout 0"
 base="$gpt --hidden-dropout 0.1"
 
-plan 16
+plan 13
 if ! run ref 1; then
     bail_out "the single-rank GPT run failed"
 fi
