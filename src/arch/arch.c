@@ -261,6 +261,8 @@ enum {
     NOT_COMPARED,     /* layout, training or length: may change between runs */
     COMPARED,
     IF_SCALING,       /* compared only when both runs scale RoPE */
+    IF_LEARNED,       /* compared only when both have learned positions (a
+                       * table of that many rows) */
 };
 
 static const struct field {
@@ -285,7 +287,7 @@ static const struct field {
     F(num_query_groups, F_INT, COMPARED, 0),
     F(kv_channels, F_INT, COMPARED, 0),
     F(seq_length, F_INT, NOT_COMPARED, 0),
-    F(max_position_embeddings, F_INT, NOT_COMPARED, 0),
+    F(max_position_embeddings, F_INT, IF_LEARNED, 0),
     F(vocab_size, F_INT, COMPARED, 1),
     F(padded_vocab_size, F_INT, NOT_COMPARED, 0),
     F(make_vocab_size_divisible_by, F_INT, NOT_COMPARED, 0),
@@ -487,6 +489,10 @@ static int differs(const struct field *f, const gl_arch *x, const gl_arch *y)
     if (f->compare == NOT_COMPARED)
         return 0;
     if (f->compare == IF_SCALING && !(x->use_rope_scaling && y->use_rope_scaling))
+        return 0;
+    if (f->compare == IF_LEARNED &&
+        !(x->position_embedding_type == GL_POS_LEARNED_ABSOLUTE &&
+          y->position_embedding_type == GL_POS_LEARNED_ABSOLUTE))
         return 0;
     if (f->kind == F_NUM)
         return *CAT(x, f, double) != *CAT(y, f, double);

@@ -217,9 +217,10 @@ void gl_arch_print_keys(const gl_arch *a, FILE *out);
 int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err);
 
 /* Compare the fields that shape the weights or what the model computes
- * with them (not the sequence length, the maximum positions, the
- * vocabulary's padding or the initialisation; the RoPE scaling
- * parameters only when both scale).  Writes "--flag X there, Y here"
+ * with them (not the sequence length, the vocabulary's padding, the
+ * dropout rates or the initialisation; the maximum positions only when
+ * both learn positions; the RoPE scaling parameters only when both
+ * scale).  Writes "--flag X there, Y here"
  * items joined by "; " into out and returns how many fields differ. */
 int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n);
 

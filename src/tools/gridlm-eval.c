@@ -221,8 +221,14 @@ int main(int argc, char **argv)
     if (c.data.n_data_paths != 1 || c.data.data_weights_given)
         gl_die_code(2, "--data-path: gridlm-eval takes one dataset prefix (no weights, no "
                     "blend); evaluate each dataset on its own");
+    if (c.arch.max_position_embeddings < c.arch.seq_length &&
+        c.arch.position_embedding_type == GL_POS_LEARNED_ABSOLUTE)
+        gl_die_code(2, "--seq-length %d is longer than the model's %d learned positions "
+                    "(--max-position-embeddings): evaluate with --seq-length %d or less",
+                    c.arch.seq_length, c.arch.max_position_embeddings,
+                    c.arch.max_position_embeddings);
     if (c.arch.max_position_embeddings < c.arch.seq_length)
-        c.arch.max_position_embeddings = c.arch.seq_length;
+        c.arch.max_position_embeddings = c.arch.seq_length;   /* RoPE: no table */
 
     if (c.device != GL_DEVICE_CPU)
         gl_boot_pick_gpu(&b);
