@@ -4,5 +4,5 @@
 # GeLU, learned positions, biases, dropout 0.1); the tests written for the
 # Llama model keep training it by passing these.  (--model presets set
 # them themselves.)
-llama_form="--swiglu --normalization RMSNorm --position-embedding-type rope
- --disable-bias-linear --attention-dropout 0 --hidden-dropout 0"
+# (one line: sweep files take it inside theirs)
+llama_form="--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --attention-dropout 0 --hidden-dropout 0"

@@ -360,8 +360,8 @@ static const gl_option table[] = {
      .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b or tiny (applied first)"},
     INT("num-layers", arch.num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
     INT("hidden-size", arch.hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
-    INT("ffn-hidden-size", arch.ffn_hidden_size, G_MODEL, POS, "SwiGLU inner width",
-        .defstr = "8h/3 rounded down to a multiple of 64"),
+    INT("ffn-hidden-size", arch.ffn_hidden_size, G_MODEL, POS, "MLP inner width",
+        .defstr = "4h; with --swiglu 8h/3 rounded down to a multiple of 64"),
     INT("num-attention-heads", arch.num_attention_heads, G_MODEL, POS, "query heads",
         .defstr = "required"),
     SAME_IN("group-query-attention", G_MODEL,
@@ -378,7 +378,7 @@ static const gl_option table[] = {
     INT("make-vocab-size-divisible-by", arch.make_vocab_size_divisible_by, G_MODEL, POS,
         "pad the vocabulary to a multiple of this x TP"),
     DBL("norm-epsilon", arch.norm_epsilon, G_MODEL, GL_OPT_POSITIVE | GL_OPT_MAX_OPEN,
-        "RMSNorm epsilon", .max = 1),
+        "LayerNorm or RMSNorm epsilon", .max = 1),
     DBL("rotary-base", arch.rotary_base, G_MODEL, POS, "RoPE base period"),
     FLAG("use-rope-scaling", arch.use_rope_scaling, G_MODEL,
          "Llama 3 (\"llama3\") RoPE frequency scaling"),
@@ -408,7 +408,8 @@ static const gl_option table[] = {
      .help = "no learned absolute positions (RoPE, when chosen, stays)"},
     DBL("rotary-percent", arch.rotary_percent, G_MODEL, GL_OPT_MIN | GL_OPT_MAX,
         "share of each head's channels RoPE rotates (only 1 is built)", .min = 0, .max = 1),
-    FLAG("add-bias-linear", arch.add_bias_linear, G_MODEL, "biases on the linear layers"),
+    FLAG("add-bias-linear", arch.add_bias_linear, G_MODEL, "biases on the linear layers",
+         .defstr = "on"),
     {.name = "disable-bias-linear", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
      .group = G_MODEL, .fn = opt_disable_bias_linear, .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
@@ -632,10 +633,13 @@ static int opt_help(void *target, const gl_option *o, const char *value, char **
            "       srun --mpi=pmix %s [OPTIONS]\n"
            "       mpiexec -n RANKS %s [OPTIONS]\n"
            "\n"
-           "Pre-train a Llama-style decoder language model on one process per GPU, with\n"
+           "Pre-train a decoder language model -- Megatron-LM's GPT by default, or the\n"
+           "Llama form (see Model) -- on one process per GPU, with\n"
            "tensor, context, pipeline and data parallelism.  Options follow Megatron-LM's\n"
-           "names; both --name VALUE and --name=VALUE work; flags are off unless given.\n"
-           "A --model preset sets the model's shape first; explicit options override it.\n",
+           "names; both --name VALUE and --name=VALUE work; flags are off unless given\n"
+           "(but --add-bias-linear, which --disable-bias-linear turns off).\n"
+           "A --model preset sets the model's shape and the Llama form first; explicit\n"
+           "options override it.\n",
            p, p, p);
     gl_opt_help(stdout, table, &d);
     printf("\nExit status: 0 on success, 1 on a run-time error, 2 on a usage error.\n"
