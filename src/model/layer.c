@@ -17,6 +17,19 @@
  *   s   = silu(gate) * up                  [n, fl]
  *   out = xm + reduce(s Wdown^T)                                 row-parallel
  *
+ * That is the Llama form.  Megatron's GPT form (model.h's dims: layernorm,
+ * swiglu, lin_bias, qkv_bias, learned_pos) changes it in place:
+ *
+ *   - norm = LayerNorm (weight, or 1 + weight with 1p, and bias);
+ *   - qkv gets its bias before RoPE (none with learned positions);
+ *   - the MLP is gu = mg Wup^T [n, fl], s = gelu(gu + b_up) (tanh);
+ *   - each sublayer ends in Megatron's bias-dropout-add on the own rows,
+ *     xm = x + dropout(reduce(y) + bo): the row-parallel bias is added once,
+ *     after the TP reduction, and hidden dropout's masks are keyed by the
+ *     element's place in the iteration's global batch (hidden_dp);
+ *   - the embedding's output gets the learned positions of its own rows,
+ *     then dropout.
+ *
  * Backward runs the same steps in reverse.  The gradient of a row-parallel
  * output is all-gathered (SP) or used as is (it is already the full
  * gradient on every TP rank); the gradient of a column-parallel input is
