@@ -21,7 +21,8 @@
  * swiglu, lin_bias, qkv_bias, learned_pos) changes it in place:
  *
  *   - norm = LayerNorm (weight, or 1 + weight with 1p, and bias);
- *   - qkv gets its bias before RoPE (none with learned positions);
+ *   - qkv gets its bias before RoPE (RoPE only with --position-embedding-type
+ *     rope);
  *   - the MLP is gu = mg Wup^T [n, fl], s = gelu(gu + b_up) (tanh);
  *   - each sublayer ends in Megatron's bias-dropout-add on the own rows,
  *     xm = x + dropout(reduce(y) + bo): the row-parallel bias is added once,
