@@ -12,6 +12,12 @@
  * Backward, with xhat = (x - mean) rstd and g = w' dy:
  *   dx_k = rstd (g_k - mean(g) - xhat_k mean(g xhat)),
  *   dw_j = sum over rows of dy_j xhat_j,  db_j = sum over rows of dy_j.
+ * Rows up to 16384 wide (2048 for odd sizes or unaligned views) take
+ * layernorm_bwd_teams (see the comment above it), which keeps rows and
+ * dw's sums in registers (the loops fully unrolled, or the arrays go to
+ * local memory), with db from bias.cu's column sums of dy: one more read
+ * of dy, where db's sums in registers too would not fit; wider rows take
+ * the general kernel:
  * layernorm_bwd_rows: a block of 256 threads takes a run of consecutive
  * rows, all its threads on one row at a time; a thread owns the same
  * columns in every row.  Per row: a pass for the two sums (g and g xhat:
@@ -20,8 +26,9 @@
  * thread's own slots of the block's [2h] shared-memory row (no atomics).
  * At the end the block writes that row to partial[block] (f32), and
  * bias.cu's colsum_final adds the G blocks' rows into dw and db in a
- * fixed order.  The grid (2 blocks per SM) and everything else follow
- * from the shapes and the GPU: the same bits every run.
+ * fixed order.  The grid (the blocks that fit on the GPU at once, up to 4
+ * per SM) and everything else follow from the shapes and the GPU: the
+ * same bits every run.
  */
 #include <config.h>
 
@@ -145,6 +152,143 @@ layernorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         pr[c] = acc[c];
 }
 
+/*
+ * layernorm_bwd_teams: the faster path, for rows up to 16384 wide (2048
+ * for odd sizes).  A team of T warps takes a row (T = 1 up to h = 2048
+ * with 16-byte loads, then 2, 4, 8 warps); a lane owns the same columns
+ * in every row: CH chunks of V elements, chunk k at column
+ * ((k T + q) 32 + lane) V for warp q of the team.  The lane loads its
+ * chunks of x and dy (and the old dx) once and keeps them in registers as
+ * bf16, adds its part of the two row sums (warp shuffles; a team of
+ * several warps adds its warps' sums through shared memory in warp
+ * order), writes its dx and adds dy xhat into fp32 accumulators held in
+ * registers.  The block's teams take rows blockIdx.x * TEAMS + team, then
+ * grid-stride on; at the end the teams add their accumulators into one
+ * shared-memory row [h] in team order, written to partial[block].  Every
+ * order is fixed by the shapes and the grid.
+ */
+template <int V, int CH, int T>
+__global__ void __launch_bounds__(LN_THREADS)
+layernorm_bwd_teams(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
+                    const bf16 *w, const float *mean, const float *rstd,
+                    int n, int h, int rows_per_block, int one_plus,
+                    int accumulate_dx)
+{
+    constexpr int TEAMS = LN_WARPS / T;
+    (void)rows_per_block;        /* the general kernel's; teams stride */
+    extern __shared__ float acc_block[];              /* [h] */
+    __shared__ float team_sum[2][2][LN_WARPS];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int team = warp / T, q = warp % T;
+    float aw[CH][V];
+    #pragma unroll
+    for (int k = 0; k < CH; k++)
+        #pragma unroll
+        for (int i = 0; i < V; i++)
+            aw[k][i] = 0;
+
+    /* base is the same in the whole block, so every warp meets the team
+     * barrier equally often; a team past the last row idles */
+    int it = 0;
+    for (int base = blockIdx.x * TEAMS; base < n;
+         base += gridDim.x * TEAMS, it++) {
+        int row = base + team;
+        bool live = row < n;
+        bf16_raw<V> xv[CH], dv[CH], ov[CH];
+        float mu = 0, r = 0, sg = 0, sgx = 0;
+        const bf16 *xr = x + (size_t)row * h, *dyr = dy + (size_t)row * h;
+        bf16 *dxr = dx + (size_t)row * h;
+        if (live) {
+            mu = mean[row];
+            r = rstd[row];
+            #pragma unroll
+            for (int k = 0; k < CH; k++) {
+                int c = ((k * T + q) * 32 + lane) * V;
+                if (c < h) {
+                    xv[k] = load_raw<V>(xr + c);
+                    dv[k] = load_raw<V>(dyr + c);
+                    if (accumulate_dx)
+                        ov[k] = load_raw<V>(dxr + c);
+                }
+            }
+            #pragma unroll
+            for (int k = 0; k < CH; k++) {
+                int c = ((k * T + q) * 32 + lane) * V;
+                if (c < h) {
+                    float fx[V], fd[V], fw[V];
+                    unpack_bf16<V>(fx, xv[k]);
+                    unpack_bf16<V>(fd, dv[k]);
+                    load_bf16<V>(fw, w + c);
+                    #pragma unroll
+                    for (int i = 0; i < V; i++) {
+                        float g = (one_plus ? 1.0f + fw[i] : fw[i]) * fd[i];
+                        sg += g;
+                        sgx += g * (fx[i] - mu) * r;
+                    }
+                }
+            }
+        }
+        sg = warp_sum(sg);
+        sgx = warp_sum(sgx);
+        if constexpr (T > 1) {
+            /* two slots by iteration parity, as in layernorm_bwd_rows */
+            if (lane == 0) {
+                team_sum[it & 1][0][warp] = sg;
+                team_sum[it & 1][1][warp] = sgx;
+            }
+            __syncthreads();
+            sg = sgx = 0;
+            for (int j = 0; j < T; j++) {
+                sg += team_sum[it & 1][0][team * T + j];
+                sgx += team_sum[it & 1][1][team * T + j];
+            }
+        }
+        if (!live)
+            continue;
+        float mg = sg / h, mgx = sgx / h;
+        #pragma unroll
+        for (int k = 0; k < CH; k++) {
+            int c = ((k * T + q) * 32 + lane) * V;
+            if (c < h) {
+                float fx[V], fd[V], fw[V], o[V];
+                unpack_bf16<V>(fx, xv[k]);
+                unpack_bf16<V>(fd, dv[k]);
+                load_bf16<V>(fw, w + c);
+                if (accumulate_dx)
+                    unpack_bf16<V>(o, ov[k]);
+                #pragma unroll
+                for (int i = 0; i < V; i++) {
+                    float xhat = (fx[i] - mu) * r;
+                    float g = (one_plus ? 1.0f + fw[i] : fw[i]) * fd[i];
+                    float d = r * (g - mg - xhat * mgx);
+                    o[i] = accumulate_dx ? o[i] + d : d;
+                    aw[k][i] += fd[i] * xhat;
+                }
+                store_bf16<V>(dxr + c, o);
+            }
+        }
+    }
+
+    /* the block's row of sums: team 0 writes its accumulators, the others
+     * add theirs in team order (each team covers every column once) */
+    for (int t = 0; t < TEAMS; t++) {
+        if (team == t)
+            #pragma unroll
+            for (int k = 0; k < CH; k++) {
+                int c = ((k * T + q) * 32 + lane) * V;
+                if (c < h)
+                    #pragma unroll
+                    for (int i = 0; i < V; i++)
+                        acc_block[c + i] =
+                            (t ? acc_block[c + i] : 0.0f) + aw[k][i];
+            }
+        __syncthreads();
+    }
+    float *pr = partial + (size_t)blockIdx.x * h;
+    for (int c = threadIdx.x; c < h; c += LN_THREADS)
+        pr[c] = acc_block[c];
+}
+
 void gl_cuda_layernorm_fwd(cudaStream_t st, bf16 *y, float *mean, float *rstd,
                            const bf16 *x, const bf16 *w, const bf16 *b, int n,
                            int h, float eps, int one_plus)
@@ -162,6 +306,35 @@ void gl_cuda_layernorm_fwd(cudaStream_t st, bf16 *y, float *mean, float *rstd,
     GL_CUDA_LAUNCHED("layernorm_fwd");
 }
 
+typedef void (*bwd_kernel)(bf16 *, float *, const bf16 *, const bf16 *,
+                           const bf16 *, const float *, const float *, int,
+                           int, int, int, int);
+
+/* The layernorm_bwd_teams instance for rows of h elements moved V (8 or
+ * 1) at a time: the fewest chunks per lane that cover a row, up to 8, then
+ * teams of more warps; sets the rows a block takes at once.  NULL where
+ * the rows are too wide for it. */
+template <int V>
+static bwd_kernel pick_teams(int h, int *teams)
+{
+    int chunks = (h + 32 * V - 1) / (32 * V);   /* per warp-wide pass */
+    struct { int chunks; bwd_kernel k; int teams; } table[] = {
+        {1, layernorm_bwd_teams<V, 1, 1>, LN_WARPS},
+        {2, layernorm_bwd_teams<V, 2, 1>, LN_WARPS},
+        {4, layernorm_bwd_teams<V, 4, 1>, LN_WARPS},
+        {8, layernorm_bwd_teams<V, 8, 1>, LN_WARPS},
+        {16, layernorm_bwd_teams<V, 8, 2>, LN_WARPS / 2},
+        {32, layernorm_bwd_teams<V, 8, 4>, LN_WARPS / 4},
+        {64, layernorm_bwd_teams<V, 8, 8>, 1},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (chunks <= table[i].chunks) {
+            *teams = table[i].teams;
+            return table[i].k;
+        }
+    return NULL;
+}
+
 void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
                            const bf16 *dy, const bf16 *x, const bf16 *w,
                            const float *mean, const float *rstd, int n, int h,
@@ -170,34 +343,41 @@ void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
     if (n <= 0 || h <= 0)
         return;
     gl_cuda_state *st = gl_cuda_st(d);
-    size_t smem = (size_t)2 * h * sizeof(float);
+    int v8 = gl_vec8_ok(h, dx, dy, x, w), teams = 0;
+    bwd_kernel k = v8 ? pick_teams<8>(h, &teams) : pick_teams<1>(h, &teams);
+    bool general = k == NULL;
+    if (general)
+        k = v8 ? layernorm_bwd_rows<8> : layernorm_bwd_rows<1>;
+    long ld = general ? 2L * h : h;      /* a partial row: [dw | db] or dw */
+    size_t smem = (size_t)ld * sizeof(float);
     if (smem > (size_t)st->prop.sharedMemPerBlockOptin - 1024)
         gl_die("layernorm_bwd: hidden size %d needs %zu bytes of shared "
                "memory per block, more than this GPU's %zu", h, smem,
                (size_t)st->prop.sharedMemPerBlockOptin - 1024);
-    int G = 2 * st->prop.multiProcessorCount;
-    if (G > n)
-        G = n;
+    GL_CUDA_CHECK(cudaFuncSetAttribute(
+        k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int per_sm = 0;
+    GL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, k, LN_THREADS, smem));
+    per_sm = per_sm < 1 ? 1 : per_sm;
+    /* as many blocks as fit on the GPU at once (the general kernel: up to
+     * 4 per SM, each block adding a row of partial sums), fewer for few
+     * rows; the general kernel's blocks take runs of rpb rows */
+    int G = st->prop.multiProcessorCount * (general && per_sm > 4 ? 4 : per_sm);
+    int most = general ? n : (n + teams - 1) / teams;
+    if (G > most)
+        G = most;
     int rpb = (n + G - 1) / G;
-    G = (n + rpb - 1) / rpb;
+    if (general)
+        G = (n + rpb - 1) / rpb;
     float *partial = (float *)gl_cuda_scratch(d, &st->s_norm,
-                                              (size_t)G * 2 * h * sizeof(float));
-    if (gl_vec8_ok(h, dx, dy, x, w)) {
-        GL_CUDA_CHECK(cudaFuncSetAttribute(
-            layernorm_bwd_rows<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            (int)smem));
-        layernorm_bwd_rows<8><<<G, LN_THREADS, smem, st->stream>>>(
-            dx, partial, dy, x, w, mean, rstd, n, h, rpb, one_plus,
-            accumulate_dx);
-    } else {
-        GL_CUDA_CHECK(cudaFuncSetAttribute(
-            layernorm_bwd_rows<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            (int)smem));
-        layernorm_bwd_rows<1><<<G, LN_THREADS, smem, st->stream>>>(
-            dx, partial, dy, x, w, mean, rstd, n, h, rpb, one_plus,
-            accumulate_dx);
-    }
-    GL_CUDA_LAUNCHED("layernorm_bwd_rows");
-    gl_cuda_colsum_final(st->stream, dw, partial, G, h, 2L * h);
-    gl_cuda_colsum_final(st->stream, db, partial + h, G, h, 2L * h);
+                                              (size_t)G * ld * sizeof(float));
+    k<<<G, LN_THREADS, smem, st->stream>>>(dx, partial, dy, x, w, mean, rstd,
+                                           n, h, rpb, one_plus, accumulate_dx);
+    GL_CUDA_LAUNCHED(general ? "layernorm_bwd_rows" : "layernorm_bwd_teams");
+    gl_cuda_colsum_final(st->stream, dw, partial, G, h, ld);
+    if (general)
+        gl_cuda_colsum_final(st->stream, db, partial + h, G, h, ld);
+    else
+        gl_cuda_bias_grad(d, db, dy, n, h);
 }

@@ -1143,11 +1143,15 @@ static void test_gelu(int n, int f, int with_bias)
     cmp(name, y, cy, (long)nf, BF_RTOL, 1e-3);
     snprintf(name, sizeof name, "gelu_bwd%s n=%d f=%d (dx aliases dy)", v, n, f);
     cmp(name, dx, cdx, (long)nf, BF_RTOL, 1e-3);
-    /* the GPU sums dx as stored (bf16), the CPU its fp32 values: the
-     * difference is the bf16 rounding of each term, ~2^-9 |dx| at random
-     * signs */
+    /* dbias is the column sum of dx as stored: the GPU's bf16 dx, which
+     * differs from the CPU's fp32 dx by bf16 rounding, so the reference
+     * is the CPU's bias_grad of the GPU's dx */
+    float *cgdx = c_buf(dx, nf), *cdb2 = c_buf(db0, f);
+    C->ops->bias_grad(C, cdb2, cgdx, n, f);
     snprintf(name, sizeof name, "gelu_bwd dbias n=%d f=%d (fp32, +=)", n, f);
-    cmp(name, db, cdb, f, 1e-3, 1e-3);
+    cmp(name, db, cdb2, f, 1e-5, 1e-5);
+    C->ops->free(C, cgdx);
+    C->ops->free(C, cdb2);
     void *gp[] = {gx, gy, gdx, gbias, gdb};
     for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
         G->ops->free(G, gp[i]);
@@ -1379,6 +1383,53 @@ static void bench(void)
     t = toc(reps);
     diag("bench swiglu_bwd n=%d f=%d: %.1f us, %.0f GB/s", n, f, t * 1e3,
          5.0 * n * f * 2 / t / 1e6);
+    /* the GPT ops at the same shapes (GB/s counts each pass's bytes) */
+    float *mn = G->ops->alloc(G, (size_t)n * 4);
+    gl_dropout dp = { .seed = 1, .iteration = 2, .layer = 3, .site = 1,
+                      .p = 0.1f, .row0 = 0, .col0 = 0, .width = h };
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->layernorm_fwd(G, y, mn, rs, x, w, w, n, h, 1e-5f, 0);
+    t = toc(reps);
+    diag("bench layernorm_fwd n=%d h=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         2.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->layernorm_bwd(G, y, dw, dw + h, x, x, w, mn, rs, n, h, 0, 1);
+    t = toc(reps);
+    diag("bench layernorm_bwd n=%d h=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         4.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->gelu_fwd(G, y, x, w, n, f);
+    t = toc(reps);
+    diag("bench gelu_fwd (bias) n=%d f=%d: %.1f us, %.0f GB/s", n, f, t * 1e3,
+         2.0 * n * f * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->gelu_bwd(G, y, dw, y, x, w, n, f);
+    t = toc(reps);
+    diag("bench gelu_bwd (bias, dbias) n=%d f=%d: %.1f us, %.0f GB/s", n, f,
+         t * 1e3, 4.0 * n * f * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->bias_grad(G, dw, x, n, h);
+    t = toc(reps);
+    diag("bench bias_grad n=%d w=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         1.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->dropout(G, y, x, n, h, &dp);
+    t = toc(reps);
+    diag("bench dropout n=%d w=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         2.0 * n * h * 2 / t / 1e6);
+    tic();
+    for (int i = 0; i < reps; i++)
+        G->ops->bias_dropout_add(G, y, y, x, w, n, h, &dp);
+    t = toc(reps);
+    diag("bench bias_dropout_add n=%d w=%d: %.1f us, %.0f GB/s", n, h, t * 1e3,
+         3.0 * n * h * 2 / t / 1e6);
+    G->ops->free(G, mn);
     G->ops->free(G, x);
     G->ops->free(G, y);
     G->ops->free(G, w);
@@ -1561,8 +1612,9 @@ int main(void)
         test_fp8_linear(2048, 2048, 3072);
     }
 
-    /* the GPT ops: LayerNorm's rows of 16-byte loads and the scalar
-     * fallback (odd h), the 1p variant, accumulation; GeLU with and
+    /* the GPT ops: LayerNorm's backward by teams of 1, 2, 4, 8 warps
+     * (16-byte loads up to h = 16384, scalar ones up to 2048) and the
+     * general kernel beyond, the 1p variant, accumulation; GeLU with and
      * without bias; dropout pieces at offsets (a shard at column 13 of
      * rows of 100, a sequence-parallel block of rows), odd widths whose
      * 8-element groups straddle Philox's 4-word groups */
@@ -1573,6 +1625,12 @@ int main(void)
     test_layernorm(37, 100, 1, 1);
     test_layernorm(5, 33, 0, 0);
     test_layernorm(9, 8192, 1, 0);
+    test_layernorm(77, 4096, 1, 0);                /* teams of 2 */
+    test_layernorm(5, 12288, 1, 0);                /* teams of 8 */
+    test_layernorm(3, 20000, 1, 0);                /* general, 16-byte */
+    test_layernorm(50, 700, 0, 1);                 /* odd h: teams of 4 */
+    test_layernorm(6, 1500, 1, 1);                 /* odd h: teams of 8 */
+    test_layernorm(3, 2500, 0, 1);                 /* odd h: general */
     test_gelu(quick ? 16 : 4096, 8192, 1);
     test_gelu(7, 37, 1);
     test_gelu(64, 256, 0);
