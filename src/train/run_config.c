@@ -400,7 +400,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
 #define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
 #define R_ACT "gridlm's MLP is GeLU (tanh approximation, Megatron's fused bias-GeLU) or SwiGLU (--swiglu); other activations are not built"
-#define R_LAYER "gridlm's layers are pre-norm with a bf16 residual (Megatron's GPT form or the Llama one): this variant is not built"
+#define R_LAYER "gridlm's layer is Megatron's GPT one or the Llama one (pre-norm, no norm inside attention, the residual in the activations' dtype): this variant is not built"
 #define R_ATTN "sliding-window attention is not supported: every layer attends causally over --seq-length"
 #define R_ROPE "gridlm's RoPE rotates halves of every head in every layer (with --use-rope-scaling for Llama 3): this variant is not built"
 #define R_ENCDEC "encoder-decoder models are not built: gridlm trains decoders; use --num-layers and --seq-length"
@@ -553,16 +553,17 @@ static const gl_option table[] = {
     CHOICE("position-embedding-type", arch.position_embedding_type, "NAME", G_MODEL,
            gl_arch_position_names, NULL, "learned_absolute, rope or none"),
     {.name = "use-rotary-position-embeddings", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_rotary, .help = "= --position-embedding-type rope"},
+     .group = G_MODEL, .fn = opt_rotary, .sets = 1, .help = "= --position-embedding-type rope"},
     {.name = "no-position-embedding", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_no_position_embedding,
+     .group = G_MODEL, .fn = opt_no_position_embedding, .sets = 1,
      .help = "no learned absolute positions (RoPE, when chosen, stays)"},
     DBL("rotary-percent", arch.rotary_percent, G_MODEL, GL_OPT_MIN | GL_OPT_MAX,
         "share of each head's channels RoPE rotates (only 1 is built)", .min = 0, .max = 1),
     FLAG("add-bias-linear", arch.add_bias_linear, G_MODEL, "biases on the linear layers",
          .defstr = "on"),
     {.name = "disable-bias-linear", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_disable_bias_linear, .help = "no biases on the linear layers"},
+     .group = G_MODEL, .fn = opt_disable_bias_linear, .sets = 1,
+     .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
     DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
         "dropout on the attention probabilities", .min = 0, .max = 1),
@@ -1387,9 +1388,12 @@ static void check_model_form(const gl_config *c)
     if (a->rotary_percent != 1 && a->position_embedding_type == GL_POS_ROPE)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
+    /* Megatron's default is 0.1: a script that does not give the flag
+     * asks for it as well, and is told so with the other errors. */
     if (a->attention_dropout > 0)
-        bad("attention dropout is not implemented yet: pass --attention-dropout 0 (Megatron's "
-            "default is 0.1)");
+        bad("--attention-dropout %g: attention dropout is not implemented yet (0.1 is "
+            "Megatron's default, taken when the flag is not given): pass "
+            "--attention-dropout 0", a->attention_dropout);
 }
 
 static void check_model(const gl_config *c)
