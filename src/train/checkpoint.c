@@ -171,8 +171,10 @@ int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err)
     int seq = c->arch.seq_length, padded = c->arch.padded_vocab_size;
     int rc = gl_arch_from_json(&c->arch, j, err);
     json_decref(j);
-    /* The run's sequence length wins (RoPE has no position weights); the
-     * padding follows this run's TP (gl_config_finish). */
+    /* The run's sequence length wins (it shapes no weight; learned
+     * positions bound it by max_position_embeddings, which the checks
+     * after compare); the padding follows this run's TP
+     * (gl_config_finish). */
     if (seq)
         c->arch.seq_length = seq;
     c->arch.padded_vocab_size = padded;
