@@ -33,11 +33,14 @@ train=$build/src/tools/gridlm-train
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "gpu-session: $(date -u +%F) commit $commit, $ngpu x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
+# The Llama form of the model (gridlm's default is Megatron's GPT since
+# issue 16).
+llama="--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --attention-dropout 0 --hidden-dropout 0"
 # The 1.5B shape of the issue, with the peer's optimizer settings.
-shape15="--num-layers 16 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8
+shape15="$llama --num-layers 16 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8
   --ffn-hidden-size 8192 --vocab-size 128256 --seq-length 4096 --rotary-base 500000
   --untie-embeddings-and-output-weights"
-shape8b="--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --num-query-groups 8
+shape8b="$llama --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --num-query-groups 8
   --ffn-hidden-size 14336 --vocab-size 128256 --seq-length 4096 --rotary-base 500000
   --untie-embeddings-and-output-weights"
 opt="--lr 3e-4 --weight-decay 0.1 --adam-beta2 0.95 --clip-grad 1.0 --mock-data --seed 1234 --eval-iters 0"
@@ -95,7 +98,7 @@ for s in $steps; do
                 > "$out/gemm.log" 2>&1 && grep -v '^gemm tune' "$out/gemm.log" | tail -18
         ;;
     equiv)
-        small="--num-layers 4 --hidden-size 512 --num-attention-heads 8 --num-query-groups 4
+        small="$llama --num-layers 4 --hidden-size 512 --num-attention-heads 8 --num-query-groups 4
           --ffn-hidden-size 1408 --vocab-size 4096 --seq-length 256 --micro-batch-size 2
           --global-batch-size 16 --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
           --mock-data --seed 1234"
@@ -118,7 +121,7 @@ for s in $steps; do
         cat "$out/equiv.log"
         ;;
     curve)
-        timeout 200 mpiexec -n 1 $train --device cuda --bf16 --num-layers 4 --hidden-size 256 \
+        timeout 200 mpiexec -n 1 $train --device cuda --bf16 $llama --num-layers 4 --hidden-size 256 \
             --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 704 --vocab-size 512 \
             --seq-length 128 --micro-batch-size 8 --global-batch-size 8 --train-iters 300 --lr 1e-3 \
             --lr-warmup-iters 10 --log-interval 25 --mock-data --seed 1234 \

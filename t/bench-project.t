@@ -18,6 +18,7 @@
 # communication times are short decimals: NVLink 100 GB/s, no latency.
 
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/model-flags.sh"
 src=${top_srcdir:-..}
 P=$src/benchmarks/project.sh
 fixture=$src/t/bench-project-fixture.csv
@@ -56,7 +57,7 @@ fails() {   # fails NAME EXPECTED-TEXT ARGS...: exit 2 and one error line
 
 plan 42
 
-tiny="--num-layers 1 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128
+tiny="$llama_form --num-layers 1 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 128
       --vocab-size 128 --seq-length 32 --untie-embeddings-and-output-weights --bf16"
 tiny=$(echo $tiny)
 R=0.0098304
@@ -73,7 +74,7 @@ run() {     # run SWEEP-TEXT OPTIONS...: the projection as CSV
 #   6 x 16 x (2048 x 3072 + 2048^2) = 1006632960   projections
 #   6 x 2048 x 128256 = 1576009728           LM head
 #   6 x 4096 x 16 x 2048 = 805306368         attention
-out=$(run "x 1 --num-layers 16 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8 --ffn-hidden-size 8192 --vocab-size 128256 --seq-length 4096 --bf16" -r 400)
+out=$(run "x 1 $llama_form --num-layers 16 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8 --ffn-hidden-size 8192 --vocab-size 128256 --seq-length 4096 --bf16" -r 400)
 check "1.5B shape: 8219787264 FLOPs per token (flops.md's 8.22 GFLOP)" \
     "$(col "$out" x flops_per_token)" 8219787264
 # Llama-3-8B (--model preset) at its seq 8192:

@@ -22,6 +22,7 @@ st="$top_builddir/t/st-tool"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-hf-files.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/model-flags.sh"
 
 # check DESCRIPTION COMMAND...: one result from the command's status
 check() {
@@ -31,7 +32,7 @@ check() {
 }
 show() { sed 's/^/#   /' "$1"; }
 
-tiny="--device cpu --mock-data --seed 7 --num-layers 2 --hidden-size 32
+tiny="$llama_form --device cpu --mock-data --seed 7 --num-layers 2 --hidden-size 32
  --num-attention-heads 4 --ffn-hidden-size 64 --seq-length 32 --vocab-size 256
  --micro-batch-size 2 --global-batch-size 4 --lr 1e-2 --log-interval 1 --eval-iters 0"
 

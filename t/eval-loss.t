@@ -22,8 +22,9 @@ ref="$top_builddir/t/eval-ref"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/eval-loss.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/model-flags.sh"
 
-model="--device cpu --seed 4321 --num-layers 4 --hidden-size 64
+model="$llama_form --device cpu --seed 4321 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512"
 

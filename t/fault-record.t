@@ -18,9 +18,10 @@
 . "$(dirname "$0")/tap.sh"
 test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
 . "$(dirname "$0")/fault-lib.sh"
+. "$(dirname "$0")/model-flags.sh"
 train=$top_builddir/src/tools/gridlm-train
 test -x "$train" || skip_all "src/tools/gridlm-train not built"
-tiny="--device cpu --mock-data --seed 1234 --num-layers 2 --hidden-size 64
+tiny="$llama_form --device cpu --mock-data --seed 1234 --num-layers 2 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 16
  --lr 1e-3 --log-interval 1 --eval-iters 0"

@@ -4,4 +4,4 @@
 check_LIBRARIES = t/libtap.a
 t_libtap_a_SOURCES = %reldir%/tap.c %reldir%/tap.h
 TAP_LIBS = t/libtap.a $(GRIDLM_LIBS)
-EXTRA_DIST += %reldir%/env.sh.in %reldir%/tap.sh
+EXTRA_DIST += %reldir%/env.sh.in %reldir%/tap.sh %reldir%/model-flags.sh

@@ -1,6 +1,8 @@
 /*
  * model-cfg.h: what a model test builds a model from -- a gl_arch and a
- * gl_layout, Megatron's defaults -- and no training configuration.
+ * gl_layout, Megatron's defaults but the Llama form of the model
+ * (gl_arch_llama: RMSNorm, SwiGLU, RoPE, no biases, no dropout), which the
+ * model tests were written for -- and no training configuration.
  */
 #ifndef GL_T_MODEL_CFG_H
 #define GL_T_MODEL_CFG_H
@@ -16,6 +18,7 @@ typedef struct {
 static inline void model_cfg_defaults(model_cfg *c)
 {
     gl_arch_defaults(&c->arch);
+    gl_arch_llama(&c->arch);
     gl_layout_defaults(&c->layout);
 }
 

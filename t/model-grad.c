@@ -13,7 +13,9 @@
  *     one at a time.
  *
  * Both for tied and untied embeddings, with a padded vocabulary, GQA, a
- * loss mask, and Llama 3.1 RoPE scaling in one case.
+ * loss mask, and Llama 3.1 RoPE scaling in one case; and for Megatron's
+ * GPT form (LayerNorm with its bias and 1p, GeLU, biases on every linear,
+ * learned positions) and Qwen2's (QKV biases).
  */
 #include <config.h>
 
@@ -32,6 +34,11 @@
 typedef struct {
     const char *what;
     int tied, rope_scaling;
+    int gpt;            /* 1: Megatron's GPT form (LayerNorm 1p, GeLU, every
+                         * bias, learned positions); 2: Qwen2's (RMSNorm,
+                         * SwiGLU, RoPE, QKV biases) */
+    double dropout;     /* --hidden-dropout: the masks are fixed by their key,
+                         * so finite differences see one function */
 } variant;
 
 static void micro_config(model_cfg *c, const variant *v)
@@ -57,6 +64,17 @@ static void micro_config(model_cfg *c, const variant *v)
     c->layout.pipeline_model_parallel_size = 1;
     c->layout.virtual_pipeline_size = 1;
     c->layout.sequence_parallel = 0;
+    if (v->gpt == 1) {
+        c->arch.normalization = GL_NORM_LAYERNORM;
+        c->arch.apply_layernorm_1p = 1;
+        c->arch.swiglu = 0;
+        c->arch.position_embedding_type = GL_POS_LEARNED_ABSOLUTE;
+        c->arch.max_position_embeddings = 11;  /* more rows than positions used */
+        c->arch.add_bias_linear = 1;
+    } else if (v->gpt == 2) {
+        c->arch.add_qkv_bias = 1;
+    }
+    c->arch.hidden_dropout = v->dropout;
 }
 
 #include "model-ref.h"
@@ -98,8 +116,20 @@ static void run_variant(const variant *v)
     int one = 1;
     harness H = { .d = d };
     H.m = gl_model_new(p, d, NULL, &one);
+    H.m->dropout_seed = 99;
+    H.m->iteration = 7;
     gl_model_init_weights(H.m, 1234, NULL, 0, 0);
     float *w = H.m->w;                 /* CPU device: host memory, fp32 */
+    /* Biases and 1p norm weights start at zero: give them, and the
+     * positions, values of their own, so that the forward and the
+     * gradients see them do something. */
+    for (int i = 0; v->gpt && i < p->nparams; i++) {
+        const gl_param *q = &p->param[i];
+        if (strstr(q->name, "bias") || strstr(q->name, "position") ||
+            (q->ndim == 1 && c.arch.apply_layernorm_1p))
+            for (size_t e = 0; e < q->count; e++)
+                w[q->offset + e] = (float)(0.2 * sin(1.0 + 0.7 * (double)(e + 13 * i)));
+    }
 
     int n = p->dm.n;
     int32_t *ids = malloc((size_t)n * sizeof *ids), *tg = malloc((size_t)n * sizeof *tg);
@@ -116,15 +146,17 @@ static void run_variant(const variant *v)
     d->ops->upload(d, dids, ids, (size_t)n * sizeof *ids);
     d->ops->upload(d, dtg, tg, (size_t)n * sizeof *tg);
     d->ops->upload(d, dmask, mask, (size_t)n * sizeof *mask);
-    H.mb = (gl_mb){ .ids = dids, .targets = dtg, .gscale = dmask };
+    H.mb = (gl_mb){ .ids = dids, .targets = dtg, .gscale = dmask,
+                    .row0 = 3 * n };    /* the 4th micro-batch */
     H.lacc = d->ops->alloc(d, sizeof(float));
 
     /* 1. forward against the reference */
     ref_model R = { p, w };
     double want = ref_loss(&c.arch, &R, ids, tg, mask);
     double got = model_loss(&H, 1);
-    ok(fabs(got - want) <= 2e-6 * fabs(want), "%s: loss %.7f matches the double "
-       "reference %.7f", v->what, got, want);
+    if (!v->dropout)
+        ok(fabs(got - want) <= 2e-6 * fabs(want), "%s: loss %.7f matches the double "
+           "reference %.7f", v->what, got, want);
 
     /* 1b. forward only: on the training model (no gradient may appear),
      * and on a forward-only model (one set of layer activations shared
@@ -141,14 +173,26 @@ static void run_variant(const variant *v)
             nz += H.m->g[e] != 0.0f;
         gl_model *fm = gl_model_new_forward_only(p, d, NULL);
         gl_model_init_weights(fm, 1234, NULL, 0, 0);
+        memcpy(fm->w, w, p->nflat * sizeof(float));     /* with the values set above */
         ok(fm->g == NULL, "%s: a forward-only model has no gradient buffer", v->what);
         d->ops->upload(d, H.lacc, &z, sizeof z);
         gl_model_forward_only(fm, 0, 0, &H.mb, H.lacc);
         d->ops->download(d, &l2, H.lacc, sizeof l2);
         ok(nz == 0, "%s: forward only leaves the gradients alone (%zu non-zero)", v->what, nz);
-        ok(l1 / H.count == got && l2 / H.count == got,
-           "%s: forward-only loss %.9g (training model) and %.9g (forward-only model) "
-           "equal the training forward's %.9g", v->what, l1 / H.count, l2 / H.count, got);
+        if (!v->dropout) {
+            ok(l1 / H.count == got && l2 / H.count == got,
+               "%s: forward-only loss %.9g (training model) and %.9g (forward-only model) "
+               "equal the training forward's %.9g", v->what, l1 / H.count, l2 / H.count,
+               got);
+        } else {
+            /* evaluation drops nothing: the reference's loss, not the
+             * training forward's */
+            double e1 = l1 / H.count, e2 = l2 / H.count;
+            ok(fabs(e1 - want) <= 2e-6 * fabs(want) && e1 == e2 &&
+               fabs(got - want) > 1e-3 * fabs(want),
+               "%s: forward-only losses %.9g and %.9g are the reference's %.9g without "
+               "dropout; training's is %.9g", v->what, e1, e2, want, got);
+        }
         ok(fm->arena_bytes < H.m->arena_bytes, "%s: the forward-only model's buffers "
            "(%zu bytes) are smaller than the training model's (%zu)", v->what,
            fm->arena_bytes, H.m->arena_bytes);
@@ -171,6 +215,16 @@ static void run_variant(const variant *v)
         for (size_t e = 0; e < q->count; e++)
             norm += (double)gq[e] * gq[e];
         norm = sqrt(norm);
+        if (strstr(q->name, "attention.wk.bias") &&
+            c.arch.position_embedding_type != GL_POS_ROPE) {
+            /* Without RoPE, K's bias adds q . bk to every score of a
+             * query's row, which the softmax takes away: its gradient is
+             * zero, up to rounding.  (RoPE turns it by each key's
+             * position: then it counts, and is checked below.) */
+            ok(norm < 1e-6, "%s: %s: gradient zero up to rounding (%.1e), as the softmax's "
+               "invariance says", v->what, q->name, norm);
+            continue;
+        }
         if (!(norm > 0)) {
             ok(0, "%s: %s has a zero gradient", v->what, q->name);
             continue;
@@ -236,8 +290,13 @@ static void run_variant(const variant *v)
 int main(void)
 {
     static const variant vs[] = {
-        { "untied", 0, 0 },
-        { "tied, rope scaling", 1, 1 },
+        { "untied", 0, 0, 0, 0 },
+        { "tied, rope scaling", 1, 1, 0, 0 },
+        { "GPT: LayerNorm 1p, GeLU, biases, learned positions, tied", 1, 0, 1, 0 },
+        { "GPT, untied", 0, 0, 1, 0 },
+        { "Qwen2: QKV biases", 0, 0, 2, 0 },
+        { "GPT, hidden dropout 0.3", 0, 0, 1, 0.3 },
+        { "Llama form, hidden dropout 0.2", 1, 0, 0, 0.2 },
     };
     plan(NO_PLAN);
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)

@@ -1,8 +1,9 @@
 /*
- * model-ref.h: an independent Llama forward in double precision, written
- * from the formulas (embedding, RMSNorm, GQA attention with rotate-half
- * RoPE, SwiGLU, final norm, LM head over the real vocabulary only,
- * cross-entropy), reading the logical weights of a single-rank model
+ * model-ref.h: an independent forward in double precision, written from
+ * the formulas (embedding, RMSNorm, GQA attention with rotate-half RoPE,
+ * SwiGLU, final norm, LM head over the real vocabulary only,
+ * cross-entropy; and the GPT form's LayerNorm with its bias and 1p,
+ * linear biases, GeLU with the tanh approximation, learned positions), reading the logical weights of a single-rank model
  * (TP = PP = 1, CPU device: the flat buffer is fp32 host memory) through
  * its parameter table.  Shared by t/model-grad.c, t/train-eval-ref.c and
  * t/eval-ref.c; functions are static (one copy per test program).
@@ -31,6 +32,43 @@ static inline const float *ref_param(const ref_model *r, const char *name)
         if (!strcmp(r->p->param[i].name, name))
             return r->w + r->p->param[i].offset;
     bail_out("no parameter %s", name);
+}
+
+/* The parameter called name, or NULL when the model has none. */
+static inline const float *ref_param_opt(const ref_model *r, const char *name)
+{
+    for (int i = 0; i < r->p->nparams; i++)
+        if (!strcmp(r->p->param[i].name, name))
+            return r->w + r->p->param[i].offset;
+    return NULL;
+}
+
+/* y = LayerNorm(x) (w or 1 + w) + b, the variance biased. */
+static inline void ref_layernorm(double *y, const double *x, const float *w, const float *b,
+                                 int h, double eps, int one_p)
+{
+    double mean = 0, var = 0;
+    for (int i = 0; i < h; i++)
+        mean += x[i];
+    mean /= h;
+    for (int i = 0; i < h; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    double r = 1.0 / sqrt(var / h + eps);
+    for (int i = 0; i < h; i++)
+        y[i] = (x[i] - mean) * r * (w[i] + (one_p ? 1.0 : 0.0)) + b[i];
+}
+
+/* y += bias (NULL: none) over n. */
+static inline void ref_bias(double *y, const float *bias, int n)
+{
+    for (int i = 0; bias && i < n; i++)
+        y[i] += bias[i];
+}
+
+/* GeLU, tanh approximation. */
+static inline double ref_gelu(double u)
+{
+    return 0.5 * u * (1.0 + tanh(sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
 }
 
 static inline void ref_rmsnorm(double *y, const double *x, const float *w, int h, double eps)
@@ -86,24 +124,41 @@ static inline double ref_loss_sum(const gl_arch *arch, const ref_model *r, const
     gl_rope_inv_freq(arch, D, fr);
 
     const float *emb = ref_param(r, "embedding.weight");
+    const float *pos = ref_param_opt(r, "position_embeddings.weight");
     for (int t = 0; t < n; t++)
         for (int i = 0; i < h; i++)
-            x[(size_t)t * h + i] = emb[(size_t)ids[t] * h + i];
+            x[(size_t)t * h + i] = emb[(size_t)ids[t] * h + i] +
+                                   (pos ? pos[(size_t)(t % S) * h + i] : 0.0);
+    int ln = arch->normalization == GL_NORM_LAYERNORM, one_p = arch->apply_layernorm_1p;
+    int rope = arch->position_embedding_type == GL_POS_ROPE;
+#define NORM(y, xx, w, b)                                                                  \
+    (ln ? ref_layernorm(y, xx, w, b, h, dm->eps, one_p) : ref_rmsnorm(y, xx, w, h, dm->eps))
 
     for (int l = 0; l < dm->L; l++) {
 #define P(s) (snprintf(name, sizeof name, "layers.%d." s ".weight", l), ref_param(r, name))
         const float *wn1 = P("attention_norm"), *wq = P("attention.wq"), *wk = P("attention.wk");
         const float *wv = P("attention.wv"), *wo = P("attention.wo"), *wn2 = P("mlp_norm");
-        const float *wg = P("mlp.w_gate"), *wu = P("mlp.w_up"), *wd = P("mlp.w_down");
+        const float *wu = P("mlp.w_up"), *wd = P("mlp.w_down");
 #undef P
+#define B(s) (snprintf(name, sizeof name, "layers.%d." s, l), ref_param_opt(r, name))
+        const float *wg = B("mlp.w_gate.weight");
+        const float *bn1 = B("attention_norm.bias"), *bn2 = B("mlp_norm.bias");
+        const float *bq = B("attention.wq.bias"), *bk = B("attention.wk.bias");
+        const float *bv = B("attention.wv.bias"), *bo = B("attention.wo.bias");
+        const float *bg = B("mlp.w_gate.bias"), *bu = B("mlp.w_up.bias");
+        const float *bd = B("mlp.w_down.bias");
+#undef B
         for (int t = 0; t < n; t++) {
-            ref_rmsnorm(&a[(size_t)t * h], &x[(size_t)t * h], wn1, h, dm->eps);
+            NORM(&a[(size_t)t * h], &x[(size_t)t * h], wn1, bn1);
             ref_matvec(&q[(size_t)t * Hq * D], wq, &a[(size_t)t * h], Hq * D, h);
             ref_matvec(&k[(size_t)t * Hkv * D], wk, &a[(size_t)t * h], Hkv * D, h);
             ref_matvec(&v[(size_t)t * Hkv * D], wv, &a[(size_t)t * h], Hkv * D, h);
-            for (int j = 0; j < Hq; j++)
+            ref_bias(&q[(size_t)t * Hq * D], bq, Hq * D);
+            ref_bias(&k[(size_t)t * Hkv * D], bk, Hkv * D);
+            ref_bias(&v[(size_t)t * Hkv * D], bv, Hkv * D);
+            for (int j = 0; rope && j < Hq; j++)
                 ref_rope(&q[((size_t)t * Hq + j) * D], D, t % S, fr);
-            for (int j = 0; j < Hkv; j++)
+            for (int j = 0; rope && j < Hkv; j++)
                 ref_rope(&k[((size_t)t * Hkv + j) * D], D, t % S, fr);
         }
         for (int b = 0; b < B; b++)
@@ -135,25 +190,35 @@ static inline double ref_loss_sum(const gl_arch *arch, const ref_model *r, const
         for (int t = 0; t < n; t++) {
             double *xt = &x[(size_t)t * h];
             ref_matvec(tmp, wo, &o[(size_t)t * Hq * D], h, Hq * D);
+            ref_bias(tmp, bo, h);
             for (int i = 0; i < h; i++)
                 xt[i] += tmp[i];
             double *mg = tmp, *gt = tmp + h, *ut = gt + f, *dn = ut + f;
-            ref_rmsnorm(mg, xt, wn2, h, dm->eps);
-            ref_matvec(gt, wg, mg, f, h);
+            NORM(mg, xt, wn2, bn2);
             ref_matvec(ut, wu, mg, f, h);
-            for (int i = 0; i < f; i++)
-                gt[i] = gt[i] / (1.0 + exp(-gt[i])) * ut[i];
+            ref_bias(ut, bu, f);
+            if (wg) {
+                ref_matvec(gt, wg, mg, f, h);
+                ref_bias(gt, bg, f);
+                for (int i = 0; i < f; i++)
+                    gt[i] = gt[i] / (1.0 + exp(-gt[i])) * ut[i];
+            } else {
+                for (int i = 0; i < f; i++)
+                    gt[i] = ref_gelu(ut[i]);
+            }
             ref_matvec(dn, wd, gt, h, f);
+            ref_bias(dn, bd, h);
             for (int i = 0; i < h; i++)
                 xt[i] += dn[i];
         }
     }
     const float *wf = ref_param(r, "final_norm.weight");
+    const float *bf = ref_param_opt(r, "final_norm.bias");
     const float *head = ref_param(r, dm->tied ? "embedding.weight" : "lm_head.weight");
     double total = 0, count = 0;
     double *logit = calloc((size_t)dm->V, sizeof(double));
     for (int t = 0; t < n; t++) {
-        ref_rmsnorm(a, &x[(size_t)t * h], wf, h, dm->eps);
+        NORM(a, &x[(size_t)t * h], wf, bf);
         ref_matvec(logit, head, a, dm->V, h);       /* real vocabulary only */
         double mx = -1e300, sum = 0;
         for (int i = 0; i < dm->V; i++)
@@ -164,6 +229,7 @@ static inline double ref_loss_sum(const gl_arch *arch, const ref_model *r, const
         total += mask[t] * (log(sum) + mx - logit[tg[t]]);
         count += mask[t];
     }
+#undef NORM
     free(logit); free(x); free(a); free(q); free(k); free(v); free(o);
     free(tmp); free(fr); free(p);
     *count_out = count;

@@ -60,6 +60,9 @@ static int run_child(const char *cmdline, int world, int per_node, char *err, si
 }
 
 #define BASE "--model tiny --mock-data --train-iters 10 --lr 1e-3 "
+/* The Llama form's flags (t/model-flags.sh's), for shapes given by hand. */
+#define LLAMA "--swiglu --normalization RMSNorm --position-embedding-type rope " \
+              "--disable-bias-linear --attention-dropout 0 --hidden-dropout 0 "
 
 /* The command line stops with exit 2 and one error line containing the
  * needles (NULL-terminated). */
@@ -113,6 +116,12 @@ static void test_defaults(void)
        "Llama 3.1's rope scaling: low 1, high 4, original context 8192");
     ok(c.log.straggler_threshold == 1.2 && c.faults.max_nonfinite_iters == 5 && c.device == GL_DEVICE_AUTO,
        "gridlm's own defaults");
+    ok(c.arch.normalization == GL_NORM_LAYERNORM && !c.arch.apply_layernorm_1p &&
+       !c.arch.swiglu && c.arch.position_embedding_type == GL_POS_LEARNED_ABSOLUTE &&
+       c.arch.add_bias_linear && !c.arch.add_qkv_bias && c.arch.rotary_percent == 1 &&
+       c.arch.attention_dropout == 0.1 && c.arch.hidden_dropout == 0.1 &&
+       !c.arch.untie_embeddings_and_output_weights,
+       "Megatron's GPT: LayerNorm, GeLU, learned positions, linear biases, dropout 0.1, tied");
 }
 
 static void test_presets(void)
@@ -159,10 +168,16 @@ static void test_presets(void)
 static void test_derived(void)
 {
     gl_config c;
+    /* Megatron's GPT: an FFN of 4h. */
+    parse(&c, "--num-layers 2 --hidden-size 1000 --num-attention-heads 10 --seq-length 16 "
+              "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3 --attention-dropout 0");
+    is_int(c.arch.ffn_hidden_size, 4000, "GeLU: ffn default 4h");
+    gl_config_free(&c);
+
     /* Without a preset: Megatron's SwiGLU width 8h/3 rounded down to 64,
      * MHA, head size h / heads, positions = seq. */
     parse(&c, "--num-layers 2 --hidden-size 1000 --num-attention-heads 10 --seq-length 16 "
-              "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3");
+              "--vocab-size 100 --mock-data --train-iters 5 --lr 1e-3 " LLAMA);
     is_int(c.arch.ffn_hidden_size, 2624, "ffn default int((4h*2/3)/64)*64 for h=1000");
     is_int(c.arch.num_query_groups, 10, "query groups default to the heads");
     is_int(c.arch.kv_channels, 100, "head size default h / heads");
@@ -252,6 +267,7 @@ static void test_flops(void)
 {
     gl_config c;
     gl_config_defaults(&c);
+    gl_arch_llama(&c.arch);                 /* SwiGLU's three matrices */
     c.arch.num_layers = 16;
     c.arch.hidden_size = 2048;
     c.arch.ffn_hidden_size = 8192;
@@ -267,6 +283,7 @@ static void test_flops(void)
 
     /* tiny: 811,008 + 294,912 + 196,608 + 98,304 */
     gl_config_defaults(&c);
+    gl_arch_llama(&c.arch);                 /* SwiGLU's three matrices */
     c.arch.num_layers = 4;
     c.arch.hidden_size = 64;
     c.arch.ffn_hidden_size = 176;
@@ -282,6 +299,7 @@ static void test_flops(void)
     /* MHA with a head size other than h / heads, and an unpadded
      * vocabulary that TP = 4 pads to 128 x 4 = 512. */
     gl_config_defaults(&c);
+    gl_arch_llama(&c.arch);                 /* SwiGLU's three matrices */
     c.arch.num_layers = 3;
     c.arch.hidden_size = 96;
     c.arch.ffn_hidden_size = 256;
@@ -351,6 +369,117 @@ static void test_arch_text(void)
        "gl_arch_print_keys: every field under its key, switches 1 or 0");
     gl_config_free(&c);
     gl_config_free(&d);
+}
+
+/* The model-form fields (issue 16): Megatron's flags set them, the text,
+ * JSON and comparison carry them, a checkpoint's config without them is
+ * the Llama model it was written as, and the forms the model does not
+ * build yet are refused by name. */
+static void test_arch_form(void)
+{
+    gl_config c;
+    char flags[2048], diff[1024];
+
+    parse(&c, BASE);
+    ok(gl_arch_is_llama(&c.arch) && c.arch.swiglu && c.arch.normalization == GL_NORM_RMSNORM &&
+       c.arch.position_embedding_type == GL_POS_ROPE && !c.arch.add_bias_linear &&
+       c.arch.hidden_dropout == 0 && c.arch.rotary_percent == 1,
+       "the tiny preset is the Llama form");
+    gl_config_free(&c);
+
+    /* The GPT form from Megatron's flags. */
+    parse(&c, "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+              "--vocab-size 512 --mock-data --train-iters 1 --lr 1 --normalization LayerNorm "
+              "--apply-layernorm-1p --position-embedding-type learned_absolute "
+              "--add-bias-linear --add-qkv-bias --hidden-dropout 0.2 --attention-dropout 0");
+    is_int(c.arch.ffn_hidden_size, 256, "a GeLU MLP is 4h wide by default");
+    ok(c.arch.normalization == GL_NORM_LAYERNORM && c.arch.apply_layernorm_1p &&
+       c.arch.position_embedding_type == GL_POS_LEARNED_ABSOLUTE && c.arch.add_bias_linear &&
+       c.arch.add_qkv_bias && c.arch.hidden_dropout == 0.2 && !c.arch.swiglu,
+       "Megatron's GPT flags set the model's form");
+    ok(!gl_arch_is_llama(&c.arch), "... which is not the Llama form");
+    char form[256];
+    gl_arch_describe(&c.arch, form, sizeof form);
+    ok(strstr(form, "GPT-style") && strstr(form, "LayerNorm 1p") && strstr(form, "GeLU") &&
+       strstr(form, "learned absolute positions") && strstr(form, "linear biases") &&
+       strstr(form, "hidden dropout 0.2"), "described: %s", form);
+
+    /* Parameters: LayerNorm biases, linear biases, learned positions. */
+    long h = 64, f = 256, P = 32, V = 512;
+    c.arch.vocab_size = (int)V;
+    c.arch.padded_vocab_size = (int)V;
+    long layer = 4 * h * h + 2 * f * h + 4 * h + (3 * h + h + f + h);
+    is_int(gl_arch_num_params(&c.arch), 2 * layer + V * h + 2 * h + P * h,
+           "parameters: two matrices of the MLP, every bias, the positions");
+    is_double(gl_arch_layer_flops(&c.arch), 6.0 * (2 * f * h + 4 * h * h) + 6.0 * 32 * h, 0,
+              "FLOPs of a GeLU layer: two MLP matrices, as Megatron counts them");
+
+    /* The flags and the JSON read back as the same model. */
+    gl_arch_to_flags(&c.arch, flags, sizeof flags);
+    ok(strstr(flags, "--normalization LayerNorm ") && strstr(flags, "--apply-layernorm-1p") &&
+       !strstr(flags, "--swiglu") && strstr(flags, "--add-bias-linear") &&
+       strstr(flags, "--position-embedding-type learned_absolute"), "flags: %s", flags);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "--mock-data --train-iters 1 --lr 1 --attention-dropout 0 %s",
+             flags);
+    gl_config d;
+    parse(&d, cmd);
+    d.arch.padded_vocab_size = c.arch.padded_vocab_size;
+    memset(c.arch.model, 0, sizeof c.arch.model);
+    ok(memcmp(&c.arch, &d.arch, sizeof c.arch) == 0, "the flags read back as the same model");
+    gl_config_free(&d);
+    c.arch.attention_dropout = 0.1;     /* (as a checkpoint of Megatron's defaults says) */
+
+    json_t *j = json_object();
+    gl_arch_to_json(&c.arch, j);
+    ok(json_is_string(json_object_get(j, "normalization")) &&
+       !strcmp(json_string_value(json_object_get(j, "normalization")), "LayerNorm"),
+       "JSON: the normalisation by name");
+    gl_arch back;
+    gl_arch_defaults(&back);
+    gl_error err;
+    ok(gl_arch_from_json(&back, j, &err) == 0 && memcmp(&back, &c.arch, sizeof back) == 0,
+       "JSON: read back as the same model");
+    is_int(gl_arch_diff(&back, &c.arch, diff, sizeof diff), 0, "no difference");
+
+    /* A checkpoint of before: none of the form's keys.  Read over a GPT
+     * arch, it is still the Llama model it was written as. */
+    const char *const keys[] = {"normalization", "apply_layernorm_1p", "swiglu",
+                                "position_embedding_type", "rotary_percent", "add_bias_linear",
+                                "add_qkv_bias", "attention_dropout", "hidden_dropout", NULL};
+    for (int i = 0; keys[i]; i++)
+        json_object_del(j, keys[i]);
+    back = c.arch;
+    ok(gl_arch_from_json(&back, j, &err) == 0 && gl_arch_is_llama(&back) &&
+       back.hidden_dropout == 0 && back.attention_dropout == 0 && back.rotary_percent == 1,
+       "a config without the form's keys reads as the Llama form");
+    int n = gl_arch_diff(&back, &c.arch, diff, sizeof diff);
+    ok(n == 6 && strstr(diff, "--normalization RMSNorm there, LayerNorm here") &&
+       strstr(diff, "--swiglu on there, off here") && !strstr(diff, "dropout"),
+       "compared with the GPT run: %d differences: %s", n, diff);
+    json_object_set_new(j, "normalization", json_string("BatchNorm"));
+    ok(gl_arch_from_json(&back, j, &err) == -1 && strstr(err.text, "normalization"),
+       "an unknown normalisation is an error: %s", err.text);
+    json_decref(j);
+    gl_config_free(&c);
+
+    REFUSED(BASE "--rotary-percent 0.5", 0, "--rotary-percent 0.5 is not built");
+    REFUSED(BASE "--attention-dropout 0.1", 0,
+            "--attention-dropout 0.1: attention dropout is not implemented yet",
+            "pass --attention-dropout 0");
+    /* Megatron's default 0.1, taken by a command line without the flag */
+    REFUSED("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 16 "
+            "--vocab-size 100 --mock-data --train-iters 1 --lr 1", 0,
+            "--attention-dropout 0.1: attention dropout is not implemented yet",
+            "0.1 is Megatron's default, taken when the flag is not given",
+            "pass --attention-dropout 0");
+    REFUSED(BASE "--normalization BatchNorm", 0, "BatchNorm");
+    parse(&c, BASE "--position-embedding-type learned_absolute --use-rotary-position-embeddings "
+                   "--no-position-embedding --add-bias-linear --disable-bias-linear --swiglu "
+                   "--normalization RMSNorm --attention-dropout 0 --hidden-dropout 0");
+    ok(gl_arch_is_llama(&c.arch), "the Llama flag set (the last of each wins; "
+       "--no-position-embedding leaves RoPE alone) is the Llama form");
+    gl_config_free(&c);
 }
 
 /* What the run asks of the loader, as Megatron counts it. */
@@ -454,8 +583,6 @@ static void test_refusals(void)
     REFUSED(BASE "--kv-channels 7", 0, "--kv-channels 7 is odd");
     REFUSED(BASE "--model llama4", 0, "--model llama4 is not a known model",
             "llama3-8b, llama3-70b, llama3.2-1b or tiny");
-    REFUSED(BASE "--normalization LayerNorm", 0, "--normalization LayerNorm is not supported",
-            "use RMSNorm");
     REFUSED(BASE "--fp16", 0, "--fp16 is not supported", "--bf16");
     REFUSED(BASE "--tokenizer-type SentencePieceTokenizer", 0,
             "--tokenizer-type SentencePieceTokenizer is not supported",
@@ -466,7 +593,6 @@ static void test_refusals(void)
             "GPT2BPETokenizer");
     REFUSED(BASE "--tokenizer-type HuggingFaceTokenizer", 0,
             "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model");
-    REFUSED(BASE "--hidden-dropout 0.1", 0, "--hidden-dropout 0.1", "without dropout");
     REFUSED(BASE "--async-save", 0, "--async-save needs --save");
     REFUSED(BASE "--adam-beta2 1", 0, "--adam-beta2 1 is out of range", "[0, 1)");
     REFUSED(BASE "--lr-decay-style exponential", 0,
@@ -594,6 +720,7 @@ int main(void)
     test_data_path();
     test_flops();
     test_arch_text();
+    test_arch_form();
     test_loader_want();
     test_refusals();
     test_samples();

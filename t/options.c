@@ -41,6 +41,13 @@ static int stop_here(void *target, const gl_option *o, const char *value, char *
     exit(0);
 }
 
+/* A handler without a value that only sets a field: a switch (.sets). */
+static int set_flag(void *target, const gl_option *o, const char *value, char **more, int nmore)
+{
+    ((opts *)target)->flag = 1;
+    return 0;
+}
+
 static const gl_option table[] = {
     {.name = "flag", .kind = GL_OPT_FLAG, .offset = offsetof(opts, flag), .group = "One",
      .help = "a flag"},
@@ -71,6 +78,8 @@ static const gl_option table[] = {
     {.name = "old-num", .kind = GL_OPT_INT, .offset = GL_OPT_NOWHERE, .metavar = "N",
      .refused = "renamed: use --num"},
     {.name = "stop", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = stop_here},
+    {.name = "switch", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = set_flag,
+     .sets = 1},
     {.name = NULL},
 };
 
@@ -258,6 +267,13 @@ static void test_names_first(void)
                                       "prog: error: 4 usage errors above", NULL});
     fails((const char *const[]){"--rest", "a", "--old-num", NULL}, "a refused name after a "
           "handler's arguments", "--old-num is not supported", NULL);
+    /* a switch handler (.sets) is no --help: the scan and the values go on */
+    fails_lines((const char *const[]){"--switch", "--old-num", "3", "--num", "abc", NULL},
+                "a switch handler does not end the name scan", 3,
+                (const char *const[]){"prog: error: --old-num is not supported: renamed: "
+                                      "use --num\n"
+                                      "prog: error: --num abc is not an integer",
+                                      "prog: error: 2 usage errors above", NULL});
 }
 
 /* Bad values do not stop the parse: every one is reported, with the

@@ -70,9 +70,9 @@ refused "an enum value, with the values listed" \
     "--lr-decay-style exp is not supported" \
     "use one of constant, linear, cosine or inverse-square-root" -- \
     $base --lr-decay-style exp
-refused "LayerNorm is refused, RMSNorm named" \
-    "--normalization LayerNorm is not supported" "use RMSNorm" -- \
-    $base --normalization LayerNorm
+refused "attention dropout is refused until the attention kernels drop" \
+    "attention dropout is not implemented yet" "pass --attention-dropout 0" -- \
+    $base --attention-dropout 0.1
 refused "a float out of range" \
     "--adam-beta1 1.5 is out of range" "[0, 1)" -- $base --adam-beta1 1.5
 refused "zero where a positive number is needed" \

@@ -26,8 +26,9 @@ train="$top_builddir/src/tools/gridlm-train"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-ckpt.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/model-flags.sh"
 
-tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
+tiny="$llama_form --device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 16
  --train-iters 10 --lr 1e-3 --lr-warmup-iters 2 --lr-decay-iters 400

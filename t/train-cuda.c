@@ -62,6 +62,9 @@ static const char *tiny[] = {
     "--micro-batch-size", "2", "--global-batch-size", "16", "--train-iters", "20",
     "--lr", "1e-3", "--lr-warmup-iters", "2", "--log-interval", "1",
     "--eval-interval", "10", "--eval-iters", "2",
+    /* the Llama form (t/model-flags.sh) */
+    "--swiglu", "--normalization", "RMSNorm", "--position-embedding-type", "rope",
+    "--disable-bias-linear", "--attention-dropout", "0", "--hidden-dropout", "0",
 };
 
 /* One rank, no communicators: every group has size 1, which the loop

@@ -26,8 +26,9 @@
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
 . "$(dirname "$0")/train-lib.sh"
+. "$(dirname "$0")/model-flags.sh"
 
-tiny="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
+tiny="$llama_form --device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 16
  --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
@@ -110,7 +111,7 @@ if "$prep" --synthetic-corpus 400 --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 
        --output "$tmp/tok.json" --quiet >>"$tmp/prep.log" 2>&1 &&
    "$prep" --input "$tmp/corpus.jsonl" --output-prefix "$tmp/ds" \
        --tokenizer-model "$tmp/tok.json" --append-eod --quiet >>"$tmp/prep.log" 2>&1; then
-    base="--device cpu --data-path $tmp/ds_text_document --tokenizer-model $tmp/tok.json
+    base="$llama_form --device cpu --data-path $tmp/ds_text_document --tokenizer-model $tmp/tok.json
  --split 98,2,0 --eod-mask-loss --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176 --seq-length 64
  --micro-batch-size 2 --global-batch-size 16 --train-iters 20 --lr 3e-3

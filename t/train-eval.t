@@ -23,8 +23,9 @@ ref="$top_builddir/t/train-eval-ref"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-eval.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/model-flags.sh"
 
-tiny="--device cpu --mock-data --seed 77 --num-layers 4 --hidden-size 64
+tiny="$llama_form --device cpu --mock-data --seed 77 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 8
  --lr 1e-3 --log-interval 1"

@@ -39,8 +39,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-load.XXXXXX") || exit 1
 trap 'umount "$tmp/ro" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 unset GRIDLM_ATTENTION
 
-shape="--num-layers 2 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 64
- --seq-length 32"
+. "$(dirname "$0")/model-flags.sh"
+shape="$llama_form --num-layers 2 --hidden-size 32 --num-attention-heads 4
+ --ffn-hidden-size 64 --seq-length 32"
 run="--device cpu --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --train-iters 2
  --log-interval 1 --eval-iters 0"
 plan1="--dry-run --world-size 1"
@@ -171,8 +172,9 @@ refused "dry run: an unsupported setting (--context-parallel-size 2)" \
     $shape $run --mock-data --vocab-size 256 --context-parallel-size 2 --dry-run --world-size 2
 refused "dry run: --load of a checkpoint of another model, as the load compares it" \
     "--load $tmp/ck/iter_0000001.h5" "--hidden-size 32 there, 64 here" -- \
-    --num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 64 \
-    --seq-length 32 $run --mock-data --vocab-size 256 --load "$tmp/ck" $plan1
+    $llama_form --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
+    --ffn-hidden-size 64 --seq-length 32 $run --mock-data --vocab-size 256 --load "$tmp/ck" \
+    $plan1
 planned "dry run: --load of a checkpoint of this model passes" vocab_size=256 -- \
     $shape $run --mock-data --vocab-size 256 --load "$tmp/ck" $plan1
 refused "dry run: --save holding another run's later checkpoint" \

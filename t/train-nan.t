@@ -21,13 +21,14 @@
 # MPI.
 : "${top_builddir:=.}"
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/model-flags.sh"
 test -n "$MPIEXEC" || skip_all "no MPI launcher (MPIEXEC)"
 train="$top_builddir/src/tools/gridlm-train"
 ckpt="$top_builddir/src/tools/gridlm-ckpt"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-nan.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-tiny="--device cpu --mock-data --seed 1234 --num-layers 2 --hidden-size 32
+tiny="$llama_form --device cpu --mock-data --seed 1234 --num-layers 2 --hidden-size 32
  --num-attention-heads 4 --num-query-groups 2 --ffn-hidden-size 64
  --seq-length 16 --vocab-size 256 --micro-batch-size 2 --global-batch-size 4
  --lr 1e-3 --lr-warmup-iters 20 --lr-decay-iters 100 --log-interval 1

@@ -33,7 +33,8 @@
 
 . "$(dirname "$0")/train-lib.sh"
 
-model="--device cpu --seed 1234 --num-layers 2 --hidden-size 64
+. "$(dirname "$0")/model-flags.sh"
+model="$llama_form --device cpu --seed 1234 --num-layers 2 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176 --seq-length 64
  --micro-batch-size 2 --lr 3e-3 --log-interval 1 --eval-interval 4 --eval-iters 1"
 

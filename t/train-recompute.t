@@ -26,8 +26,9 @@
 
 tol=1e-7
 . "$(dirname "$0")/train-lib.sh"
+. "$(dirname "$0")/model-flags.sh"
 
-base="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
+base="$llama_form --device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 64 --vocab-size 512 --micro-batch-size 2 --global-batch-size 16
  --train-iters 6 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
@@ -91,7 +92,7 @@ else
 fi
 
 # Memory where activations dominate: 8 x 256 tokens per micro-batch.
-base="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
+base="$llama_form --device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
  --seq-length 256 --vocab-size 512 --micro-batch-size 8 --global-batch-size 8
  --train-iters 2 --lr 1e-3 --log-interval 1"

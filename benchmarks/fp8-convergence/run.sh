@@ -11,7 +11,8 @@ d=/tmp/conv; mkdir -p $d
 ( time src/tools/gridlm-prep --synthetic-corpus 100000 --seed 7 --output $d/corpus.jsonl &&
   src/tools/gridlm-prep --train-tokenizer --input $d/corpus.jsonl --vocab-size 4096 --output $d/tokenizer.json &&
   src/tools/gridlm-prep --input $d/corpus.jsonl --output-prefix $d/corpus --tokenizer-model $d/tokenizer.json --workers 14 ) 2>&1 | tail -4
-shape="--num-layers 20 --hidden-size 1024 --num-attention-heads 16 --num-query-groups 4
+shape="--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
+  --num-layers 20 --hidden-size 1024 --num-attention-heads 16 --num-query-groups 4
   --ffn-hidden-size 4096 --seq-length 1024 --rotary-base 500000 --untie-embeddings-and-output-weights"
 opt="--lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine --lr-warmup-iters 100 --weight-decay 0.1
   --adam-beta2 0.95 --clip-grad 1.0 --seed 1234 --micro-batch-size 8 --global-batch-size 8

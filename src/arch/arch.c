@@ -15,6 +15,60 @@
 /* ------------------------------------------------------------------ */
 /* Defaults and presets.                                               */
 
+const char *const gl_arch_norm_names[] = {"LayerNorm", "RMSNorm", NULL};
+const char *const gl_arch_position_names[] = {"learned_absolute", "rope", "none", NULL};
+
+void gl_arch_llama(gl_arch *a)
+{
+    a->normalization = GL_NORM_RMSNORM;
+    a->apply_layernorm_1p = 0;
+    a->swiglu = 1;
+    a->position_embedding_type = GL_POS_ROPE;
+    a->rotary_percent = 1;
+    a->add_bias_linear = 0;
+    a->add_qkv_bias = 0;
+    a->attention_dropout = 0;
+    a->hidden_dropout = 0;
+}
+
+int gl_arch_is_llama(const gl_arch *a)
+{
+    gl_arch l = *a;
+    gl_arch_llama(&l);
+    return a->normalization == l.normalization && a->apply_layernorm_1p == l.apply_layernorm_1p &&
+           a->swiglu == l.swiglu && a->position_embedding_type == l.position_embedding_type &&
+           a->rotary_percent == l.rotary_percent && a->add_bias_linear == l.add_bias_linear &&
+           a->add_qkv_bias == l.add_qkv_bias;
+}
+
+const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
+{
+    gl_arch d;
+    gl_arch_defaults(&d);
+    const char *form = gl_arch_is_llama(a) ? "Llama-style" : "GPT-style";
+    /* "(Megatron defaults)" only when the form is the defaults' GPT one. */
+    int defaults = !gl_arch_is_llama(&d) && !gl_arch_is_llama(a) &&
+                   a->normalization == d.normalization && a->swiglu == d.swiglu &&
+                   a->position_embedding_type == d.position_embedding_type &&
+                   a->add_bias_linear == d.add_bias_linear;
+    const char *bias = a->add_bias_linear ? "linear biases"
+                       : a->add_qkv_bias  ? "QKV biases only"
+                                          : "no biases";
+    char pos[64];
+    if (a->position_embedding_type == GL_POS_ROPE && a->rotary_percent != 1)
+        snprintf(pos, sizeof pos, "RoPE on %g%% of each head", 100 * a->rotary_percent);
+    else
+        snprintf(pos, sizeof pos, "%s",
+                 a->position_embedding_type == GL_POS_ROPE ? "RoPE"
+                 : a->position_embedding_type == GL_POS_NONE ? "no positions"
+                                                             : "learned absolute positions");
+    snprintf(out, n, "%s%s (%s%s, %s, %s, %s, attention dropout %g, hidden dropout %g)", form,
+             defaults ? " (Megatron defaults)" : "",
+             gl_arch_norm_names[a->normalization], a->apply_layernorm_1p ? " 1p" : "",
+             a->swiglu ? "SwiGLU" : "GeLU", pos, bias, a->attention_dropout, a->hidden_dropout);
+    return out;
+}
+
 void gl_arch_defaults(gl_arch *a)
 {
     memset(a, 0, sizeof *a);
@@ -26,6 +80,18 @@ void gl_arch_defaults(gl_arch *a)
     a->rope_scaling_high_freq_factor = 4;
     a->rope_scaling_original_max_position_embeddings = 8192;
     a->init_method_std = 0.02;
+    /* Megatron's GPT: LayerNorm, GeLU, learned absolute positions, biases
+     * on the linear layers, dropout 0.1 (gridlm-train refuses attention
+     * dropout > 0 until the attention kernels drop). */
+    a->normalization = GL_NORM_LAYERNORM;
+    a->apply_layernorm_1p = 0;
+    a->swiglu = 0;
+    a->position_embedding_type = GL_POS_LEARNED_ABSOLUTE;
+    a->rotary_percent = 1;
+    a->add_bias_linear = 1;
+    a->add_qkv_bias = 0;
+    a->attention_dropout = 0.1;
+    a->hidden_dropout = 0.1;
 }
 
 typedef struct {
@@ -73,17 +139,21 @@ int gl_arch_preset(gl_arch *a, const char *name)
     a->rope_scaling_factor = p->rope_factor;
     a->untie_embeddings_and_output_weights = p->untie;
     a->norm_epsilon = 1e-5;
+    gl_arch_llama(a);
     return 0;
 }
 
 /* ------------------------------------------------------------------ */
 /* Derived values.                                                     */
 
-/* Megatron's default FFN width for SwiGLU: 2/3 of 4h, so that the three
- * matrices cost what two 4h ones would, rounded down to a multiple of 64. */
-static int swiglu_ffn(int hidden)
+/* Megatron's default FFN width: 4h; with SwiGLU 2/3 of 4h, so that the
+ * three matrices cost what two 4h ones would, rounded down to a multiple
+ * of 64. */
+static int default_ffn(const gl_arch *a)
 {
-    return (int)((4.0 * hidden * 2 / 3) / 64) * 64;
+    if (!a->swiglu)
+        return 4 * a->hidden_size;
+    return (int)((4.0 * a->hidden_size * 2 / 3) / 64) * 64;
 }
 
 void gl_arch_resolve(gl_arch *a)
@@ -93,7 +163,7 @@ void gl_arch_resolve(gl_arch *a)
     if (!a->kv_channels && a->num_attention_heads && a->hidden_size % a->num_attention_heads == 0)
         a->kv_channels = a->hidden_size / a->num_attention_heads;
     if (!a->ffn_hidden_size && a->hidden_size)
-        a->ffn_hidden_size = swiglu_ffn(a->hidden_size);
+        a->ffn_hidden_size = default_ffn(a);
     if (!a->max_position_embeddings)
         a->max_position_embeddings = a->seq_length;
 }
@@ -131,8 +201,15 @@ long gl_arch_num_params(const gl_arch *a)
     long q = (long)a->num_attention_heads * D, kv = (long)gl_arch_groups(a) * D;
     long f = a->ffn_hidden_size;
     long V = a->padded_vocab_size ? a->padded_vocab_size : a->vocab_size;
-    long layer = h * (q + 2 * kv) + q * h + 3 * f * h + 2 * h;
-    long n = a->num_layers * layer + V * h + h;
+    long norm = a->normalization == GL_NORM_LAYERNORM ? 2 * h : h;  /* LayerNorm's bias */
+    long layer = h * (q + 2 * kv) + q * h + (a->swiglu ? 3 : 2) * f * h + 2 * norm;
+    if (a->add_bias_linear || a->add_qkv_bias)
+        layer += q + 2 * kv;                                  /* Q, K, V biases */
+    if (a->add_bias_linear)
+        layer += h + (a->swiglu ? 2 : 1) * f + h;             /* proj, fc1, fc2 biases */
+    long n = a->num_layers * layer + V * h + norm;
+    if (a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE)
+        n += (long)(a->max_position_embeddings ? a->max_position_embeddings : a->seq_length) * h;
     if (a->untie_embeddings_and_output_weights)
         n += V * h;
     return n;
@@ -151,7 +228,9 @@ double gl_arch_layer_flops(const gl_arch *a)
     double h = a->hidden_size, ffn = a->ffn_hidden_size, s = a->seq_length;
     double head_dim = flops_head_dim(a);
     double q = a->num_attention_heads * head_dim, kv = gl_arch_groups(a) * head_dim;
-    double f = 3; /* SwiGLU: gate, up and down projections */
+    /* SwiGLU: gate, up and down projections; GeLU: fc1 and fc2 (Megatron's
+     * gated_linear_multiplier of 3/2 over the two matrices). */
+    double f = a->swiglu ? 3 : 2;
 
     /* Forward + backward is 3 x the forward's 2 FLOPs per multiply-add. */
     double mlp = 6 * h * (f * ffn);
@@ -175,13 +254,15 @@ double gl_arch_flops_per_token(const gl_arch *a, int tp)
 /* ------------------------------------------------------------------ */
 /* The field table: the JSON codec and the comparison.                 */
 
-typedef enum { F_STR, F_INT, F_NUM, F_BOOL } field_kind;
+typedef enum { F_STR, F_INT, F_NUM, F_BOOL, F_CHOICE } field_kind;
 
 /* How a field takes part in gl_arch_diff. */
 enum {
     NOT_COMPARED,     /* layout, training or length: may change between runs */
     COMPARED,
     IF_SCALING,       /* compared only when both runs scale RoPE */
+    IF_LEARNED,       /* compared only when both have learned positions (a
+                       * table of that many rows) */
 };
 
 static const struct field {
@@ -190,8 +271,14 @@ static const struct field {
     size_t off;
     int compare;
     int required;               /* every checkpoint's config has it */
+    int llama_if_absent;        /* a missing key reads as gl_arch_llama's value */
+    const char *const *names;   /* F_CHOICE: the values' spellings (an int field) */
+    const char *off_flag;       /* F_BOOL with a flag of its own for off */
 } fields[] = {
-#define F(key, kind, cmp, req) { #key, kind, offsetof(gl_arch, key), cmp, req }
+#define F(key, kind, cmp, req) { #key, kind, offsetof(gl_arch, key), cmp, req, 0, NULL, NULL }
+/* The fields of the model's form (gl_arch_llama). */
+#define FORM(key, kind, cmp, names, off) \
+    { #key, kind, offsetof(gl_arch, key), cmp, 0, 1, names, off }
     F(model, F_STR, NOT_COMPARED, 0),
     F(num_layers, F_INT, COMPARED, 1),
     F(hidden_size, F_INT, COMPARED, 1),
@@ -200,11 +287,20 @@ static const struct field {
     F(num_query_groups, F_INT, COMPARED, 0),
     F(kv_channels, F_INT, COMPARED, 0),
     F(seq_length, F_INT, NOT_COMPARED, 0),
-    F(max_position_embeddings, F_INT, NOT_COMPARED, 0),
+    F(max_position_embeddings, F_INT, IF_LEARNED, 0),
     F(vocab_size, F_INT, COMPARED, 1),
     F(padded_vocab_size, F_INT, NOT_COMPARED, 0),
     F(make_vocab_size_divisible_by, F_INT, NOT_COMPARED, 0),
     F(norm_epsilon, F_NUM, COMPARED, 0),
+    FORM(normalization, F_CHOICE, COMPARED, gl_arch_norm_names, NULL),
+    FORM(apply_layernorm_1p, F_BOOL, COMPARED, NULL, NULL),
+    FORM(swiglu, F_BOOL, COMPARED, NULL, NULL),
+    FORM(position_embedding_type, F_CHOICE, COMPARED, gl_arch_position_names, NULL),
+    FORM(rotary_percent, F_NUM, COMPARED, NULL, NULL),
+    FORM(add_bias_linear, F_BOOL, COMPARED, NULL, "disable-bias-linear"),
+    FORM(add_qkv_bias, F_BOOL, COMPARED, NULL, NULL),
+    FORM(attention_dropout, F_NUM, NOT_COMPARED, NULL, NULL),
+    FORM(hidden_dropout, F_NUM, NOT_COMPARED, NULL, NULL),
     F(rotary_base, F_NUM, COMPARED, 0),
     F(use_rope_scaling, F_BOOL, COMPARED, 0),
     F(rope_scaling_factor, F_NUM, IF_SCALING, 0),
@@ -214,6 +310,7 @@ static const struct field {
     F(untie_embeddings_and_output_weights, F_BOOL, COMPARED, 0),
     F(init_method_std, F_NUM, NOT_COMPARED, 0),
 #undef F
+#undef FORM
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -240,6 +337,9 @@ void gl_arch_to_json(const gl_arch *a, json_t *obj)
         case F_BOOL:
             v = json_boolean(*CAT(a, f, int));
             break;
+        case F_CHOICE:
+            v = json_string(f->names[*CAT(a, f, int)]);
+            break;
         }
         if (v)
             json_object_set_new(obj, f->key, v);
@@ -252,10 +352,27 @@ int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err)
         return gl_errprintf(err, "no readable \"config\" attribute (JSON with the model's sizes)");
     gl_json_reader r;
     gl_json_reader_init(&r, obj);
+    gl_arch llama = *a;
+    gl_arch_llama(&llama);
     for (int i = 0; i < NFIELDS; i++) {
         const struct field *f = &fields[i];
         json_t *v = json_object_get(obj, f->key);
+        if (!v && f->llama_if_absent) {
+            memcpy(AT(a, f, char), CAT(&llama, f, char),
+                   f->kind == F_NUM ? sizeof(double) : sizeof(int));
+            continue;
+        }
         switch (f->kind) {
+        case F_CHOICE: {
+            int k = 0;
+            while (json_is_string(v) && f->names[k] && strcmp(f->names[k], json_string_value(v)))
+                k++;
+            if (!json_is_string(v) || !f->names[k])
+                return gl_errprintf(err, "its \"config\" attribute: %s is not one of the "
+                                    "known values", f->key);
+            *AT(a, f, int) = k;
+            break;
+        }
         case F_STR:
             if (json_is_string(v))
                 snprintf(AT(a, f, char), sizeof a->model, "%s", json_string_value(v));
@@ -291,7 +408,9 @@ static int has_flag(const struct field *f)
  * reads back as the same value, 1 or 0 for a boolean, the string. */
 static void exact_text(const struct field *f, const gl_arch *a, char *out, size_t n)
 {
-    if (f->kind == F_STR) {
+    if (f->kind == F_CHOICE) {
+        snprintf(out, n, "%s", f->names[*CAT(a, f, int)]);
+    } else if (f->kind == F_STR) {
         snprintf(out, n, "%s", CAT(a, f, char));
     } else if (f->kind == F_NUM) {
         double x = *CAT(a, f, double);
@@ -328,11 +447,15 @@ size_t gl_arch_to_flags(const gl_arch *a, char *out, size_t n)
         char flag[128], value[64] = "";
         if (!has_flag(f))
             continue;
-        if ((f->kind == F_INT || f->kind == F_BOOL) && !*CAT(a, f, int))
+        int off_flag = f->kind == F_BOOL && f->off_flag && !*CAT(a, f, int);
+        if ((f->kind == F_INT || f->kind == F_BOOL) && !*CAT(a, f, int) && !off_flag)
             continue;                   /* not set, or off */
         if (f->kind != F_BOOL)
             exact_text(f, a, value, sizeof value);
-        flag_name(f, flag, sizeof flag);
+        if (off_flag)
+            snprintf(flag, sizeof flag, "%s", f->off_flag);
+        else
+            flag_name(f, flag, sizeof flag);
         len += (size_t)snprintf(len < n ? out + len : NULL, len < n ? n - len : 0, "%s--%s%s%s",
                                 len ? " " : "", flag, value[0] ? " " : "", value);
     }
@@ -353,6 +476,8 @@ static void value_text(const struct field *f, const gl_arch *a, int precise, cha
 {
     if (f->kind == F_NUM)
         snprintf(out, n, precise ? "%.17g" : "%g", *CAT(a, f, double));
+    else if (f->kind == F_CHOICE)
+        snprintf(out, n, "%s", f->names[*CAT(a, f, int)]);
     else if (f->kind == F_BOOL)
         snprintf(out, n, "%s", *CAT(a, f, int) ? "on" : "off");
     else
@@ -364,6 +489,10 @@ static int differs(const struct field *f, const gl_arch *x, const gl_arch *y)
     if (f->compare == NOT_COMPARED)
         return 0;
     if (f->compare == IF_SCALING && !(x->use_rope_scaling && y->use_rope_scaling))
+        return 0;
+    if (f->compare == IF_LEARNED &&
+        !(x->position_embedding_type == GL_POS_LEARNED_ABSOLUTE &&
+          y->position_embedding_type == GL_POS_LEARNED_ABSOLUTE))
         return 0;
     if (f->kind == F_NUM)
         return *CAT(x, f, double) != *CAT(y, f, double);

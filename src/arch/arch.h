@@ -2,8 +2,9 @@
  * arch.h: what the model is, independent of how it is trained.
  *
  * One struct, gl_arch, describes a decoder: its shape, normalisation,
- * rotary embedding and its scaling, vocabulary and padding, tied or untied
- * head, and the initialisation.  Field names are Megatron-LM's argument
+ * MLP activation, positions (rotary and its scaling, or learned), biases,
+ * dropout, vocabulary and padding, tied or untied head, and the
+ * initialisation.  Field names are Megatron-LM's argument
  * names (--hidden-size is hidden_size), and the same names are the keys of
  * the "config" JSON a gridlm checkpoint carries.  Everything that has to
  * know the architecture reads it from here:
@@ -43,11 +44,18 @@
 extern "C" {
 #endif
 
+/* --normalization and --position-embedding-type (Megatron's spellings in
+ * gl_arch_norm_names and gl_arch_position_names). */
+typedef enum { GL_NORM_LAYERNORM = 0, GL_NORM_RMSNORM } gl_norm;
+typedef enum { GL_POS_LEARNED_ABSOLUTE = 0, GL_POS_ROPE, GL_POS_NONE } gl_position;
+extern const char *const gl_arch_norm_names[];       /* "LayerNorm", "RMSNorm", NULL */
+extern const char *const gl_arch_position_names[];   /* "learned_absolute", "rope", "none", NULL */
+
 typedef struct gl_arch {
     char model[64];                  /* --model preset name, "" when none */
     int num_layers;                  /* --num-layers */
     int hidden_size;                 /* --hidden-size */
-    int ffn_hidden_size;             /* --ffn-hidden-size (0: Megatron's SwiGLU rule) */
+    int ffn_hidden_size;             /* --ffn-hidden-size (0: 4h, or Megatron's SwiGLU rule) */
     int num_attention_heads;         /* --num-attention-heads */
     int num_query_groups;            /* --num-query-groups (0: = heads, i.e. MHA) */
     int kv_channels;                 /* --kv-channels: the head size (0: hidden / heads) */
@@ -57,6 +65,15 @@ typedef struct gl_arch {
     int padded_vocab_size;           /* vocab_size padded (gl_arch_set_vocab) */
     int make_vocab_size_divisible_by;/* --make-vocab-size-divisible-by (128) */
     double norm_epsilon;             /* --norm-epsilon (1e-5) */
+    int normalization;               /* --normalization: gl_norm (LayerNorm has a bias) */
+    int apply_layernorm_1p;          /* --apply-layernorm-1p: the weight is stored as w - 1 */
+    int swiglu;                      /* --swiglu: SwiGLU MLP; else GeLU (tanh) */
+    int position_embedding_type;     /* --position-embedding-type: gl_position */
+    double rotary_percent;           /* --rotary-percent (1: every channel of a head) */
+    int add_bias_linear;             /* --add-bias-linear / --disable-bias-linear */
+    int add_qkv_bias;                /* --add-qkv-bias: Q, K, V biases only (Qwen2) */
+    double attention_dropout;        /* --attention-dropout */
+    double hidden_dropout;           /* --hidden-dropout */
     double rotary_base;              /* --rotary-base (10000) */
     int use_rope_scaling;            /* --use-rope-scaling (Llama 3.1 frequency scaling) */
     double rope_scaling_factor;      /* --rope-scaling-factor (8) */
@@ -105,8 +122,26 @@ int gl_fp8_layer_on(const gl_fp8_opts *o, int layer, int num_layers);
  * summary's words for o, "off" when FP8 is off. */
 const char *gl_fp8_describe(const gl_fp8_opts *o, char *buf, size_t n);
 
-/* Megatron's defaults (every size 0: not given). */
+/* Megatron's defaults (every size 0: not given): its GPT -- LayerNorm,
+ * a GeLU MLP (4h), learned absolute positions, biases on the linear
+ * layers, attention and hidden dropout 0.1, tied embeddings. */
 void gl_arch_defaults(gl_arch *a);
+
+/* Set the fields that make a the Llama form of Megatron's model, over
+ * whatever they were: RMSNorm, SwiGLU, RoPE over every channel, no
+ * biases, no dropout, no 1p.  The presets apply it, and a checkpoint's
+ * "config" that lacks one of these keys (every checkpoint written before
+ * they existed) reads it as this value. */
+void gl_arch_llama(gl_arch *a);
+
+/* Whether a is the Llama form in every field gl_arch_llama sets but the
+ * dropout rates (a training choice, not the model's form). */
+int gl_arch_is_llama(const gl_arch *a);
+
+/* The model's form in words for the start-up summary: "Llama-style
+ * (RMSNorm, SwiGLU, RoPE, no biases, no dropout)" or "GPT-style (Megatron
+ * defaults) (LayerNorm, GeLU, ...)"; out is always terminated. */
+const char *gl_arch_describe(const gl_arch *a, char *out, size_t n);
 
 /* Apply preset `name` (shape, RoPE, vocabulary, sequence, tying) over a;
  * -1 (a unchanged) when there is no such preset. */
@@ -116,8 +151,9 @@ int gl_arch_preset(gl_arch *a, const char *name);
 extern const char gl_arch_preset_names[];
 
 /* Fill the values whose default depends on others (0 means "derive"):
- * query groups = heads, head size = hidden / heads, the FFN width of
- * Megatron's SwiGLU rule, maximum positions = sequence length. */
+ * query groups = heads, head size = hidden / heads, the FFN width (4h
+ * for GeLU; Megatron's SwiGLU rule, 2/3 of 4h rounded down to a multiple
+ * of 64, with --swiglu), maximum positions = sequence length. */
 void gl_arch_resolve(gl_arch *a);
 
 /* Megatron's padding: the vocabulary rounded up to a multiple of
@@ -133,14 +169,17 @@ int gl_arch_groups(const gl_arch *a);
 int gl_arch_head_dim(const gl_arch *a);
 
 /* Parameters of the model, each logical tensor once (the padded
- * vocabulary's rows included, a tied head counted once). */
+ * vocabulary's rows included, a tied head counted once, biases, norm
+ * biases and learned positions when a has them). */
 long gl_arch_num_params(const gl_arch *a);
 
 /* Model FLOPs per trained token, forward and backward, as
  * ../shared/reference/flops.md counts them:
  *
- *   gl_arch_layer_flops:     one decoder layer (its projections, SwiGLU
- *                            MLP and causal attention over seq_length);
+ *   gl_arch_layer_flops:     one decoder layer (its projections, MLP --
+ *                            three matrices with SwiGLU, two with GeLU --
+ *                            and causal attention over seq_length; as
+ *                            Megatron, biases and norms are not counted);
  *   gl_arch_head_flops:      the LM head, over the padded vocabulary
  *                            (padded for tp ranks when padded_vocab_size
  *                            is not set yet);
@@ -168,7 +207,9 @@ size_t gl_arch_to_flags(const gl_arch *a, char *out, size_t n);
  * 0, sizes that are 0 (not set) as 0, the preset name (maybe empty). */
 void gl_arch_print_keys(const gl_arch *a, FILE *out);
 
-/* Read the fields of obj over a (keys that are missing keep a's value);
+/* Read the fields of obj over a (keys that are missing keep a's value,
+ * except the model-form keys gl_arch_llama sets, which read as its
+ * value: a checkpoint written before they existed is a Llama model);
  * -1 with err filled when a key holds a value of the wrong type, or one of
  * the sizes every checkpoint has (num_layers, hidden_size,
  * ffn_hidden_size, num_attention_heads, vocab_size) is missing: "its
@@ -176,9 +217,10 @@ void gl_arch_print_keys(const gl_arch *a, FILE *out);
 int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err);
 
 /* Compare the fields that shape the weights or what the model computes
- * with them (not the sequence length, the maximum positions, the
- * vocabulary's padding or the initialisation; the RoPE scaling
- * parameters only when both scale).  Writes "--flag X there, Y here"
+ * with them (not the sequence length, the vocabulary's padding, the
+ * dropout rates or the initialisation; the maximum positions only when
+ * both learn positions; the RoPE scaling parameters only when both
+ * scale).  Writes "--flag X there, Y here"
  * items joined by "; " into out and returns how many fields differ. */
 int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n);
 

@@ -134,6 +134,7 @@ static int is_llama(json_t *j)
 int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *err)
 {
     gl_arch_defaults(a);
+    gl_arch_llama(a);   /* LlamaForCausalLM: RMSNorm, SwiGLU, RoPE, no biases */
     if (!json_is_object(j))
         return gl_errprintf(err, "%s is not a JSON object", path);
     if (!is_llama(j)) {

@@ -12,28 +12,52 @@
 static const gl_tensor_info table[GL_T_COUNT] = {
     [GL_T_EMBEDDING] = {"embedding.weight", "model.embed_tokens.weight", 0, 2,
                         GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_POSITION_EMBEDDING] = {"position_embeddings.weight", "model.embed_positions.weight",
+                                 0, 2, GL_SHARD_NONE, GL_INIT_NORMAL},
     [GL_T_ATTENTION_NORM] = {"layers.%d.attention_norm.weight",
                              "model.layers.%d.input_layernorm.weight", 1, 1, GL_SHARD_NONE,
                              GL_INIT_ONES},
+    [GL_T_ATTENTION_NORM_BIAS] = {"layers.%d.attention_norm.bias",
+                                  "model.layers.%d.input_layernorm.bias", 1, 1, GL_SHARD_NONE,
+                                  GL_INIT_ZEROS},
     [GL_T_WQ] = {"layers.%d.attention.wq.weight", "model.layers.%d.self_attn.q_proj.weight", 1,
                  2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_BQ] = {"layers.%d.attention.wq.bias", "model.layers.%d.self_attn.q_proj.bias", 1, 1,
+                 GL_SHARD_ROWS, GL_INIT_ZEROS},
     [GL_T_WK] = {"layers.%d.attention.wk.weight", "model.layers.%d.self_attn.k_proj.weight", 1,
                  2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_BK] = {"layers.%d.attention.wk.bias", "model.layers.%d.self_attn.k_proj.bias", 1, 1,
+                 GL_SHARD_ROWS, GL_INIT_ZEROS},
     [GL_T_WV] = {"layers.%d.attention.wv.weight", "model.layers.%d.self_attn.v_proj.weight", 1,
                  2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_BV] = {"layers.%d.attention.wv.bias", "model.layers.%d.self_attn.v_proj.bias", 1, 1,
+                 GL_SHARD_ROWS, GL_INIT_ZEROS},
     [GL_T_WO] = {"layers.%d.attention.wo.weight", "model.layers.%d.self_attn.o_proj.weight", 1,
                  2, GL_SHARD_COLS, GL_INIT_SCALED_NORMAL},
+    [GL_T_BO] = {"layers.%d.attention.wo.bias", "model.layers.%d.self_attn.o_proj.bias", 1, 1,
+                 GL_SHARD_NONE, GL_INIT_ZEROS},
     [GL_T_MLP_NORM] = {"layers.%d.mlp_norm.weight",
                        "model.layers.%d.post_attention_layernorm.weight", 1, 1, GL_SHARD_NONE,
                        GL_INIT_ONES},
+    [GL_T_MLP_NORM_BIAS] = {"layers.%d.mlp_norm.bias",
+                            "model.layers.%d.post_attention_layernorm.bias", 1, 1, GL_SHARD_NONE,
+                            GL_INIT_ZEROS},
     [GL_T_W_GATE] = {"layers.%d.mlp.w_gate.weight", "model.layers.%d.mlp.gate_proj.weight", 1,
                      2, GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_B_GATE] = {"layers.%d.mlp.w_gate.bias", "model.layers.%d.mlp.gate_proj.bias", 1, 1,
+                     GL_SHARD_ROWS, GL_INIT_ZEROS},
     [GL_T_W_UP] = {"layers.%d.mlp.w_up.weight", "model.layers.%d.mlp.up_proj.weight", 1, 2,
                    GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_B_UP] = {"layers.%d.mlp.w_up.bias", "model.layers.%d.mlp.up_proj.bias", 1, 1,
+                   GL_SHARD_ROWS, GL_INIT_ZEROS},
     [GL_T_W_DOWN] = {"layers.%d.mlp.w_down.weight", "model.layers.%d.mlp.down_proj.weight", 1,
                      2, GL_SHARD_COLS, GL_INIT_SCALED_NORMAL},
+    [GL_T_B_DOWN] = {"layers.%d.mlp.w_down.bias", "model.layers.%d.mlp.down_proj.bias", 1, 1,
+                     GL_SHARD_NONE, GL_INIT_ZEROS},
     [GL_T_FINAL_NORM] = {"final_norm.weight", "model.norm.weight", 0, 1, GL_SHARD_NONE,
                          GL_INIT_ONES},
+    [GL_T_FINAL_NORM_BIAS] = {"final_norm.bias", "model.norm.bias", 0, 1, GL_SHARD_NONE,
+                              GL_INIT_ZEROS},
     [GL_T_LM_HEAD] = {"lm_head.weight", "lm_head.weight", 0, 2, GL_SHARD_ROWS, GL_INIT_NORMAL},
 };
 
@@ -51,6 +75,15 @@ int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long sha
     switch (id) {
     case GL_T_EMBEDDING:
     case GL_T_LM_HEAD: rows = vocab_rows; cols = h; break;
+    case GL_T_POSITION_EMBEDDING:
+        rows = a->max_position_embeddings ? a->max_position_embeddings : a->seq_length;
+        cols = h;
+        break;
+    case GL_T_BQ: rows = q; break;
+    case GL_T_BK:
+    case GL_T_BV: rows = kv; break;
+    case GL_T_B_GATE:
+    case GL_T_B_UP: rows = f; break;
     case GL_T_WQ: rows = q; cols = h; break;
     case GL_T_WK:
     case GL_T_WV: rows = kv; cols = h; break;
@@ -58,7 +91,7 @@ int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long sha
     case GL_T_W_GATE:
     case GL_T_W_UP: rows = f; cols = h; break;
     case GL_T_W_DOWN: rows = h; cols = f; break;
-    default: break;                     /* the norms: [h] */
+    default: break;                     /* the norms, their biases, bo, b_down: [h] */
     }
     shape[0] = rows;
     shape[1] = cols;
@@ -76,7 +109,23 @@ void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n)
 
 int gl_tensor_present(gl_tensor_id id, const gl_arch *a)
 {
-    return id != GL_T_LM_HEAD || a->untie_embeddings_and_output_weights;
+    int layernorm = a->normalization == GL_NORM_LAYERNORM;
+    switch (id) {
+    case GL_T_LM_HEAD: return a->untie_embeddings_and_output_weights;
+    case GL_T_POSITION_EMBEDDING: return a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE;
+    case GL_T_ATTENTION_NORM_BIAS:
+    case GL_T_MLP_NORM_BIAS:
+    case GL_T_FINAL_NORM_BIAS: return layernorm;
+    case GL_T_BQ:
+    case GL_T_BK:
+    case GL_T_BV: return a->add_bias_linear || a->add_qkv_bias;   /* as Megatron's QKV */
+    case GL_T_BO:
+    case GL_T_B_UP:
+    case GL_T_B_DOWN: return a->add_bias_linear;
+    case GL_T_W_GATE: return a->swiglu;
+    case GL_T_B_GATE: return a->swiglu && a->add_bias_linear;
+    default: return 1;
+    }
 }
 
 /* Does name match pattern (with at most one "%d", a layer number written

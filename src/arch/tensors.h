@@ -21,6 +21,17 @@
  *   lm_head.weight                  lm_head.weight                            [Vpad, h]   rows
  *                                   (absent when the head is tied to the embedding)
  *
+ * The GPT form (arch.h) adds rows, each present only when the arch has it
+ * (gl_tensor_present): the learned positions position_embeddings.weight
+ * [P, h] (P = max positions; replicated, as Megatron's), LayerNorm's
+ * biases (attention_norm.bias, mlp_norm.bias, final_norm.bias [h]), the
+ * linear biases (attention.bq/bk/bv.bias split with their rows,
+ * attention.wo.bias and mlp.w_down.bias [h] replicated: added once after
+ * the row-parallel reduction, mlp.w_gate/w_up.bias [f] split with their
+ * rows); the QKV biases alone with --add-qkv-bias.  The GeLU MLP is
+ * w_up (fc1) and w_down (fc2), without w_gate.  Their Hugging Face names
+ * are the Llama/Qwen2 spellings ("...q_proj.bias").
+ *
  * Every matrix is [out, in] in both (PyTorch's Linear layout).  Hugging
  * Face stores the vocabulary's V rows where gridlm stores Vpad (the
  * padding rows are zero); gl_tensor_shape takes the row count to use.
@@ -49,30 +60,42 @@ typedef enum {
 
 typedef enum {
     GL_T_EMBEDDING = 0,
+    GL_T_POSITION_EMBEDDING,
     GL_T_ATTENTION_NORM,
+    GL_T_ATTENTION_NORM_BIAS,
     GL_T_WQ,
+    GL_T_BQ,
     GL_T_WK,
+    GL_T_BK,
     GL_T_WV,
+    GL_T_BV,
     GL_T_WO,
+    GL_T_BO,
     GL_T_MLP_NORM,
+    GL_T_MLP_NORM_BIAS,
     GL_T_W_GATE,
+    GL_T_B_GATE,
     GL_T_W_UP,
+    GL_T_B_UP,
     GL_T_W_DOWN,
+    GL_T_B_DOWN,
     GL_T_FINAL_NORM,
+    GL_T_FINAL_NORM_BIAS,
     GL_T_LM_HEAD,
     GL_T_COUNT
 } gl_tensor_id;
 
-/* Initialisation (Megatron's): normal(0, std) for matrices, where the
- * output projections of each layer (wo, w_down) use std / sqrt(2 L);
- * ones for norm weights. */
-typedef enum { GL_INIT_NORMAL = 0, GL_INIT_SCALED_NORMAL, GL_INIT_ONES } gl_init;
+/* Initialisation (Megatron's): normal(0, std) for matrices and learned
+ * positions, where the output projections of each layer (wo, w_down) use
+ * std / sqrt(2 L) (scaled_init_method_normal); ones for norm weights
+ * (zeros under --apply-layernorm-1p: gl_tensor_init); zeros for biases. */
+typedef enum { GL_INIT_NORMAL = 0, GL_INIT_SCALED_NORMAL, GL_INIT_ONES, GL_INIT_ZEROS } gl_init;
 
 typedef struct {
     const char *name;           /* gridlm's name, "%d" = layer */
     const char *hf_name;        /* Hugging Face's name */
     int per_layer;              /* one per decoder layer */
-    int ndim;                   /* 1 (norm weights) or 2 */
+    int ndim;                   /* 1 (norm weights, biases) or 2 */
     gl_shard shard;
     gl_init init;
 } gl_tensor_info;
@@ -88,7 +111,9 @@ int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long sha
 /* Tensor id's name (gridlm's, or Hugging Face's when hf) at layer l. */
 void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n);
 
-/* Is tensor id stored for a: every tensor but the head of a tied model. */
+/* Is tensor id stored for a: the head when untied, w_gate with SwiGLU,
+ * positions when learned, norm biases with LayerNorm, linear biases as
+ * add_bias_linear and add_qkv_bias say; every other tensor always. */
 int gl_tensor_present(gl_tensor_id id, const gl_arch *a);
 
 /* Translate a name between gridlm's and Hugging Face's (to_hf: gridlm ->

@@ -23,6 +23,7 @@ check_PROGRAMS += t/base-tfevents.t
 t_base_tfevents_t_SOURCES = t/base-tfevents.c
 t_base_tfevents_t_LDADD = $(TAP_LIBS)
 TESTS += t/base-tfevents.t
+
 # Philox-4x32-10 against its known answers; dropout masks' statistics.
 libgridlm_a_SOURCES += %reldir%/philox.h
 check_PROGRAMS += t/philox.t

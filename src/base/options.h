@@ -96,6 +96,9 @@ typedef struct gl_option {
     gl_opt_fn fn;          /* GL_OPT_CALL */
     const char *refused;   /* non-NULL: the option is known but refused; this
                               says why and what to use instead */
+    int sets;              /* GL_OPT_CALL without metavar: 1 when fn only sets
+                              fields (a switch such as --disable-bias-linear),
+                              0 when it acts at once (--help, --version) */
 } gl_option;
 
 /* What a row does with its option, for tables that document it:

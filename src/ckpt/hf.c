@@ -80,6 +80,11 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
     json_decref(j);
     if (rc)
         return gl_errprintf(err, "%s: %s", file, e.text);
+    if (!gl_arch_is_llama(a)) {
+        char form[256];
+        return gl_errprintf(err, "%s holds a %s model: gridlm exports Llama models only "
+                            "(LlamaForCausalLM)", file, gl_arch_describe(a, form, sizeof form));
+    }
     if (!a->max_position_embeddings)
         a->max_position_embeddings = a->seq_length;
     if (!a->max_position_embeddings)

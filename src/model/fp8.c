@@ -177,7 +177,7 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
     free(host);
 
     /* the widest operand: in and out of the four linears */
-    int widths[] = {dm->h, dm->qkvw, dm->hq * dm->D, 2 * dm->fl, dm->fl};
+    int widths[] = {dm->h, dm->qkvw, dm->hq * dm->D, dm->guw, dm->fl};
     int widest = 0;
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         widest = widths[i] > widest ? widths[i] : widest;
@@ -193,7 +193,7 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
     size_t wsize[NLIN];
     wsize[LIN_QKV] = (size_t)dm->qkvw * dm->h;
     wsize[LIN_WO] = (size_t)dm->h * dm->hq * dm->D;
-    wsize[LIN_GU] = (size_t)2 * dm->fl * dm->h;
+    wsize[LIN_GU] = (size_t)dm->guw * dm->h;
     wsize[LIN_DOWN] = (size_t)dm->h * dm->fl;
     for (int c = 0; c < p->nchunks; c++)
         for (int i = 0; i < dm->Lc; i++) {
@@ -265,7 +265,7 @@ static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *
 /* W [out, in] of each linear. */
 static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in)
 {
-    int o[NLIN] = {dm->qkvw, dm->h, 2 * dm->fl, dm->h};
+    int o[NLIN] = {dm->qkvw, dm->h, dm->guw, dm->h};
     int x[NLIN];
     x_widths(dm, x);
     *out = o[lin];

@@ -17,6 +17,20 @@
  *   s   = silu(gate) * up                  [n, fl]
  *   out = xm + reduce(s Wdown^T)                                 row-parallel
  *
+ * That is the Llama form.  Megatron's GPT form (model.h's dims: layernorm,
+ * swiglu, lin_bias, qkv_bias, learned_pos) changes it in place:
+ *
+ *   - norm = LayerNorm (weight, or 1 + weight with 1p, and bias);
+ *   - qkv gets its bias before RoPE (RoPE only with --position-embedding-type
+ *     rope);
+ *   - the MLP is gu = mg Wup^T [n, fl], s = gelu(gu + b_up) (tanh);
+ *   - each sublayer ends in Megatron's bias-dropout-add on the own rows,
+ *     xm = x + dropout(reduce(y) + bo): the row-parallel bias is added once,
+ *     after the TP reduction, and hidden dropout's masks are keyed by the
+ *     element's place in the iteration's global batch (hidden_dp);
+ *   - the embedding's output gets the learned positions of its own rows,
+ *     then dropout.
+ *
  * Backward runs the same steps in reverse.  The gradient of a row-parallel
  * output is all-gathered (SP) or used as is (it is already the full
  * gradient on every TP rank); the gradient of a column-parallel input is
@@ -142,52 +156,183 @@ static void dec_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
         linear_bwd(m, dX, dW, dY, X, Wt, n, out, in);
 }
 
-/* full [n, h] = rmsnorm(x [nl, h]) w, gathered over TP under SP;
- * rstd [nl] is written too. */
-static void norm_gathered(gl_model *m, void *full, float *rstd, const void *x,
-                          size_t w_off)
+/* y [rows, h] = norm(x): RMSNorm (weight at w_off), or LayerNorm (weight
+ * at w_off, bias at b_off, mean kept); rstd [rows] is written too. */
+static void norm_fwd(gl_model *m, void *y, float *mean, float *rstd, const void *x,
+                     size_t w_off, size_t b_off, int rows)
 {
     const gl_model_dims *dm = DIMS;
-    OPS->rmsnorm_fwd(m->d, own_rows(m, full), rstd, x, W(m, w_off), dm->nl, dm->h,
-                     (float)dm->eps);
+    if (dm->layernorm)
+        OPS->layernorm_fwd(m->d, y, mean, rstd, x, W(m, w_off), W(m, b_off), rows, dm->h,
+                           (float)dm->eps, dm->one_p);
+    else
+        OPS->rmsnorm_fwd(m->d, y, rstd, x, W(m, w_off), rows, dm->h, (float)dm->eps);
+}
+
+/* dx (+)= the gradient of norm_fwd's input (accumulate: added to dx, the
+ * residual's gradient), its weight's (and bias's) gradients added. */
+static void norm_bwd(gl_model *m, void *dx, const void *dy, const void *x, const float *mean,
+                     const float *rstd, size_t w_off, size_t b_off, int rows, int accumulate)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->layernorm) {
+        OPS->layernorm_bwd(m->d, dx, G(m, w_off), G(m, b_off), dy, x, W(m, w_off), mean, rstd,
+                           rows, dm->h, dm->one_p, accumulate);
+        ready(m, b_off, (size_t)dm->h);
+    } else {
+        OPS->rmsnorm_bwd(m->d, dx, G(m, w_off), dy, x, W(m, w_off), rstd, rows, dm->h,
+                         accumulate);
+    }
+    ready(m, w_off, (size_t)dm->h);
+}
+
+/* Ask for a norm's weight (and LayerNorm's bias). */
+static void need_norm(gl_model *m, size_t w_off, size_t b_off)
+{
+    need(m, w_off, (size_t)DIMS->h);
+    if (DIMS->layernorm)
+        need(m, b_off, (size_t)DIMS->h);
+}
+
+/* full [n, h] = norm(x [nl, h]), gathered over TP under SP; mean and
+ * rstd [nl] are written too. */
+static void norm_gathered(gl_model *m, void *full, float *mean, float *rstd, const void *x,
+                          size_t w_off, size_t b_off)
+{
+    norm_fwd(m, own_rows(m, full), mean, rstd, x, w_off, b_off, DIMS->nl);
     gather_rows(m, full);
+}
+
+/* Dropout sites of a layer (gl_dropout's site); the embedding's output
+ * is site 0 of layer key 0, decoder layer l's are of layer key l + 1. */
+enum { SITE_ATTENTION_OUT = 0, SITE_MLP_OUT = 1 };
+
+/* Fill dp for hidden dropout on the rank's own [nl, h] rows of micro-
+ * batch mb at (key, site); NULL when nothing is dropped (rate 0, or a
+ * forward-only pass).
+ *
+ * The mask's element is (row, column) of the full logical tensor of the
+ * iteration: rows are the tokens of the global batch, sample after sample
+ * (the sampler's order: gl_batch_sample_index), columns the h features.
+ * mb->row0 is the micro-batch's first token there, which already places
+ * the micro-batch among the data-parallel ranks and the micro-batches of
+ * the iteration (so DP size, the distributed optimizer and the number of
+ * micro-batches do not move a token's row); under sequence parallelism
+ * this rank holds rows tp_rank nl .. of the micro-batch's n; without it
+ * every TP rank holds all n rows and draws the same mask; the key holds
+ * the global layer, so PP stages and virtual chunks draw what one stage
+ * would.  Recomputation calls this again with the same key: the same
+ * mask. */
+static const gl_dropout *hidden_dp(gl_model *m, const gl_mb *mb, int key, int site,
+                                   gl_dropout *dp)
+{
+    const gl_model_dims *dm = DIMS;
+    if (m->no_dropout || dm->hidden_dropout <= 0)
+        return NULL;
+    dp->seed = m->dropout_seed;
+    dp->iteration = m->iteration;
+    dp->layer = (uint32_t)key;
+    dp->site = (uint32_t)site;
+    dp->p = dm->hidden_dropout;
+    dp->row0 = mb->row0 + (dm->sp ? (long)dm->tp_rank * dm->nl : 0);
+    dp->col0 = 0;
+    dp->width = dm->h;
+    return dp;
+}
+
+/* The end of a sublayer, on the rank's own rows: Megatron's
+ * bias-dropout-add, out = residual + dropout(y + b), b the row-parallel
+ * linear's bias at b_off (added once, after the TP reduction), when the
+ * model has biases; plain out = residual + y when it has neither biases
+ * nor dropout. */
+static void sublayer_end(gl_model *m, void *out, const void *residual, const void *y,
+                         size_t b_off, const gl_dropout *dp)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->lin_bias || dp)
+        OPS->bias_dropout_add(m->d, out, residual, y, dm->lin_bias ? W(m, b_off) : NULL,
+                              dm->nl, dm->h, dp);
+    else
+        OPS->add(m->d, out, y, residual, (size_t)dm->nl * dm->h);
+}
+
+/* The backward of sublayer_end from dout [nl, h] (the residual's
+ * gradient, which stays as it is): returns the gradient of y, dout itself
+ * or dropout(dout) in m->tmp, and adds the bias's gradient. */
+static const void *sublayer_end_bwd(gl_model *m, const void *dout, size_t b_off,
+                                    const gl_dropout *dp)
+{
+    const gl_model_dims *dm = DIMS;
+    const void *dy = dout;
+    if (dp) {
+        OPS->dropout(m->d, m->tmp, dout, dm->nl, dm->h, dp);
+        dy = m->tmp;
+    }
+    if (dm->lin_bias) {
+        OPS->bias_grad(m->d, G(m, b_off), dy, dm->nl, dm->h);
+        ready(m, b_off, (size_t)dm->h);
+    }
+    return dy;
+}
+
+/* s [n, fl] = the MLP's activation of gu [n, guw]: SwiGLU (gu's bias was
+ * added into gu by the forward), or GeLU of gu + bias. */
+static void act_fwd(gl_model *m, const gl_layer_offs *lo, void *s, const void *gu)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->swiglu)
+        OPS->swiglu_fwd(m->d, s, gu, dm->n, dm->fl);
+    else
+        OPS->gelu_fwd(m->d, s, gu, dm->lin_bias ? W(m, lo->bgu) : NULL, dm->n, dm->fl);
 }
 
 /* One layer's forward: out [nl, h] from x [nl, h], keeping A.  With out
  * NULL (the last layer of a group that full recomputation re-runs) it
  * stops once A is complete: the down projection and its reduction only
  * make the output, which is already kept as the next group's input. */
-static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_acts *A,
-                      const void *x, void *out)
+static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
+                      gl_layer_acts *A, const void *x, void *out)
 {
+    gl_dropout dpa, dpm;
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
-    int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
+    int n = dm->n, h = dm->h, D = dm->D;
     int qw = dm->hq * D;
 
-    need(m, lo->attn_norm, (size_t)h);
-    need(m, lo->mlp_norm, (size_t)h);
-    need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);
+    need_norm(m, lo->attn_norm, lo->attn_norm_b);
+    need_norm(m, lo->mlp_norm, lo->mlp_norm_b);
+    need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);  /* with the split biases */
+    if (dm->lin_bias) {
+        need(m, lo->bo, (size_t)h);
+        need(m, lo->bdown, (size_t)h);
+    }
     if (gl_model_fp8_layer(m, layer)) {
         const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), W(m, lo->gate_up), W(m, lo->down)};
         gl_model_fp8_weights(m, layer, w4);
     }
 
-    /* attention */
-    norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
+    /* attention; the biases are added outside the products (FP8 ones
+     * included) */
+    norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
     dec_fwd(m, A, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
-    OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
+    if (dm->qkv_bias)
+        OPS->bias_add(d, A->qkv, W(m, lo->bqkv), n, dm->qkvw);
+    if (dm->rope)
+        OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
     OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
                   act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
     dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
-    OPS->add(d, A->xm, reduce_rows(m, m->y, A->xm), x, (size_t)nl * h);
+    sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
+                 hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
 
     /* MLP */
-    norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
-    dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, 2 * dm->fl, h);
-    OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
+    norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
+    dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
+    if (dm->swiglu && dm->lin_bias)
+        OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
+    act_fwd(m, lo, A->s, A->gu);
     if (!out) {
         /* an FP8 down projection's backward reads s as FP8 X^T */
         if (gl_model_fp8_layer(m, layer))
@@ -195,13 +340,16 @@ static void layer_fwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
         return;
     }
     dec_fwd(m, A, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
-    OPS->add(d, out, reduce_rows(m, m->y, out), A->xm, (size_t)nl * h);
+    sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown,
+                 hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dpm));
 }
 
 /* dy [nl, h]: gradient w.r.t. the layer's output in, w.r.t. its input out. */
-static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_acts *A,
-                      const void *x, void *dy)
+static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
+                      gl_layer_acts *A, const void *x, void *dy)
 {
+    gl_dropout dp;
+    const void *dsub;
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
     int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
@@ -216,31 +364,41 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
     /* MLP; selective: s and mg again (rstd2 is rewritten with its own
      * value) */
     if (sel) {
-        OPS->swiglu_fwd(d, A->s, A->gu, n, dm->fl);
-        norm_gathered(m, A->mg, A->rstd2, A->xm, lo->mlp_norm);
+        act_fwd(m, lo, A->s, A->gu);
+        norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
     }
-    dz = dy;
+    dsub = sublayer_end_bwd(m, dy, lo->bdown, hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dp));
+    dz = (void *)dsub;
     if (dm->sp) {
-        OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
+        OPS->copy(d, own_rows(m, m->dfull), dsub, (size_t)nl * h * d->act_bytes);
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
     dec_bwd(m, A, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
     ready(m, lo->down, (size_t)h * dm->fl);
-    OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
+    if (dm->swiglu) {
+        OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
+        if (dm->lin_bias)
+            OPS->bias_grad(d, G(m, lo->bgu), m->dgu, n, dm->guw);
+    } else {
+        OPS->gelu_bwd(d, m->dgu, dm->lin_bias ? G(m, lo->bgu) : NULL, m->ds, A->gu,
+                      dm->lin_bias ? W(m, lo->bgu) : NULL, n, dm->fl);
+    }
+    if (dm->lin_bias)
+        ready(m, lo->bgu, (size_t)dm->guw);
     dec_bwd(m, A, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
-            n, 2 * dm->fl, h);
-    ready(m, lo->gate_up, (size_t)2 * dm->fl * h);
-    OPS->rmsnorm_bwd(d, dy, G(m, lo->mlp_norm), reduce_rows(m, m->y, m->tmp), A->xm,
-                     W(m, lo->mlp_norm), A->rstd2, nl, h, 1);
-    ready(m, lo->mlp_norm, (size_t)h);
+            n, dm->guw, h);
+    ready(m, lo->gate_up, (size_t)dm->guw * h);
+    norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
+             lo->mlp_norm_b, nl, 1);
 
     /* attention; selective: a again */
     if (sel)
-        norm_gathered(m, A->a, A->rstd1, x, lo->attn_norm);
-    dz = dy;
+        norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
+    dsub = sublayer_end_bwd(m, dy, lo->bo, hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dp));
+    dz = (void *)dsub;
     if (dm->sp) {
-        OPS->copy(d, own_rows(m, m->dfull), dy, (size_t)nl * h * d->act_bytes);
+        OPS->copy(d, own_rows(m, m->dfull), dsub, (size_t)nl * h * d->act_bytes);
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
@@ -252,12 +410,17 @@ static void layer_bwd(gl_model *m, int layer, const gl_layer_offs *lo, gl_layer_
                   A->qkv, dm->qkvw, act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
-    OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
+    if (dm->rope)
+        OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos,
+                      m->sin);
+    if (dm->qkv_bias) {
+        OPS->bias_grad(d, G(m, lo->bqkv), m->dqkv, n, dm->qkvw);
+        ready(m, lo->bqkv, (size_t)dm->qkvw);
+    }
     dec_bwd(m, A, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     ready(m, lo->qkv, (size_t)dm->qkvw * h);
-    OPS->rmsnorm_bwd(d, dy, G(m, lo->attn_norm), reduce_rows(m, m->y, m->tmp), x,
-                     W(m, lo->attn_norm), A->rstd1, nl, h, 1);
-    ready(m, lo->attn_norm, (size_t)h);
+    norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, A->mean1, A->rstd1, lo->attn_norm,
+             lo->attn_norm_b, nl, 1);
 }
 
 /* Vocab-parallel lookup: each TP rank fills the rows of ids in its shard
@@ -270,12 +433,28 @@ static void embed_fwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
     OPS->embed_fwd(m->d, full, W(m, ch->embed), mb->ids, dm->n, dm->h,
                    dm->vocab_start, dm->vl);
     reduce_rows(m, full, x0);
+    if (dm->learned_pos) {      /* on the own rows, after the reduction */
+        need(m, ch->pos, (size_t)dm->P * dm->h);
+        OPS->pos_embed_fwd(m->d, x0, W(m, ch->pos), m->positions, dm->nl, dm->h, dm->P);
+    }
+    gl_dropout dp;              /* Megatron drops the embedding's output too */
+    const gl_dropout *dpp = hidden_dp(m, mb, 0, 0, &dp);
+    if (dpp)
+        OPS->dropout(m->d, x0, x0, dm->nl, dm->h, dpp);
 }
 
-static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, const void *dy)
+static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, void *dy)
 {
     const gl_model_dims *dm = DIMS;
+    gl_dropout dp;
+    const gl_dropout *dpp = hidden_dp(m, mb, 0, 0, &dp);
+    if (dpp)                    /* in place: nothing reads dy after this */
+        OPS->dropout(m->d, dy, dy, dm->nl, dm->h, dpp);
     const void *dz = dy;
+    if (dm->learned_pos) {
+        OPS->embed_bwd(m->d, G(m, ch->pos), dy, m->positions, dm->nl, dm->h, 0, dm->P);
+        ready(m, ch->pos, (size_t)dm->P * dm->h);
+    }
     if (dm->sp) {
         OPS->copy(m->d, own_rows(m, m->dfull), dy, (size_t)dm->nl * dm->h * m->d->act_bytes);
         gather_rows(m, m->dfull);
@@ -300,10 +479,10 @@ static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     gl_dev *d = m->d;
     int n = dm->n, nl = dm->nl, h = dm->h, vl = dm->vl;
 
-    need(m, ch->final_norm, (size_t)h);
+    need_norm(m, ch->final_norm, ch->final_norm_b);
     need(m, ch->head, (size_t)vl * h);
-    OPS->rmsnorm_fwd(d, own_rows(m, m->hf), m->rstd_f, x, W(m, ch->final_norm), nl, h,
-                     (float)dm->eps);
+    norm_fwd(m, own_rows(m, m->hf), m->mean_f, m->rstd_f, x, ch->final_norm, ch->final_norm_b,
+             nl);
     gather_rows(m, m->hf);
     linear_fwd(m, m->logits, m->hf, W(m, ch->head), n, vl, h);
     OPS->ce_max(d, m->rowmax, m->logits, vl, n, dm->valid);
@@ -330,9 +509,8 @@ static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     linear_bwd(m, m->y, G(m, ch->head), m->logits, m->hf, W(m, ch->head), n, vl, h);
     if (m->plan->head_param >= 0)        /* a range shared with the embedding waits */
         ready(m, ch->head, (size_t)vl * h);
-    OPS->rmsnorm_bwd(m->d, dy, G(m, ch->final_norm), reduce_rows(m, m->y, m->tmp), x,
-                     W(m, ch->final_norm), m->rstd_f, nl, h, 0);
-    ready(m, ch->final_norm, (size_t)h);
+    norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, m->mean_f, m->rstd_f, ch->final_norm,
+             ch->final_norm_b, nl, 0);
 }
 
 /* The forward of chunk c in slot s; the head computes the loss only, or
@@ -346,7 +524,7 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
         embed_fwd(m, ch, mb, sl->x[0]);
     for (int i = 0; i < dm->Lc; i++) {
         m->fp8_nokeep = m->rc_first[i] >= 0;
-        layer_fwd(m, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
+        layer_fwd(m, mb, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
                   sl->x[i + 1]);
     }
     m->fp8_nokeep = 0;
@@ -359,8 +537,10 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
 void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
 {
     m->fp8_eval = 1;
+    m->no_dropout = 1;
     chunk_fwd(m, c, s, mb, loss_acc, 0);
     m->fp8_eval = 0;
+    m->no_dropout = 0;
 }
 
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb, float *loss_acc)
@@ -386,12 +566,13 @@ void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
         int f = m->rc_first[i];
         if (f >= 0)
             for (int k = f; k <= i; k++)
-                layer_fwd(m, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
+                layer_fwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
                           k < i ? sl->x[k + 1] : NULL);
         else
             f = i;
         for (int k = i; k >= f; k--)
-            layer_bwd(m, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k], sl->dy);
+            layer_bwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
+                      sl->dy);
         i = f - 1;
     }
     if (ch->has_embed)

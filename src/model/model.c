@@ -48,10 +48,12 @@ static void layout_layer_acts(gl_model *m, carver *cv, gl_layer_acts *A,
     A->qkv = carve(cv, n * (size_t)dm->qkvw * ab);
     A->o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
     A->mg = sel ? sel->mg : carve(cv, n * h * ab);
-    A->gu = carve(cv, n * 2 * (size_t)dm->fl * ab);
+    A->gu = carve(cv, n * (size_t)dm->guw * ab);
     A->s = sel ? sel->s : carve(cv, n * (size_t)dm->fl * ab);
     A->rstd1 = carve(cv, nl * fb);
     A->rstd2 = carve(cv, nl * fb);
+    A->mean1 = carve(cv, nl * fb);
+    A->mean2 = carve(cv, nl * fb);
     A->lse = carve(cv, n * (size_t)dm->hq * fb);
 }
 
@@ -71,6 +73,7 @@ static void layout_head(gl_model *m, carver *cv)
         m->stats = carve(cv, 2 * n * fb);
         m->loss = carve(cv, n * fb);
         m->rstd_f = carve(cv, nl * fb);
+        m->mean_f = carve(cv, nl * fb);
     }
 }
 
@@ -130,6 +133,7 @@ static void layout(gl_model *m, carver *cv)
 
     m->cos = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
     m->sin = carve(cv, (size_t)dm->S * (size_t)(dm->D / 2) * fb);
+    m->positions = carve(cv, nl * sizeof(int32_t));
     if (m->fwd_only) {
         layout_forward_only(m, cv);
         return;
@@ -177,7 +181,7 @@ static void layout(gl_model *m, carver *cv)
     m->tmp = carve(cv, nl * h * ab);
     m->dqkv = carve(cv, n * (size_t)dm->qkvw * ab);
     m->d_o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
-    m->dgu = carve(cv, n * 2 * (size_t)dm->fl * ab);
+    m->dgu = carve(cv, n * (size_t)dm->guw * ab);
     m->ds = carve(cv, n * (size_t)dm->fl * ab);
     layout_head(m, cv);
 }
@@ -223,7 +227,17 @@ static gl_model *model_new(const gl_model_plan *p, gl_dev *d,
     gl_rope_tables(&p->arch, dm->D, dm->S, cosv, sinv);
     d->ops->upload(d, m->cos, cosv, nt * sizeof(float));
     d->ops->upload(d, m->sin, sinv, nt * sizeof(float));
+    /* The positions of this rank's own rows of a micro-batch [B, S]: the
+     * rows are the micro-batch's tokens, sample after sample, and under
+     * sequence parallelism the rank holds rows tp_rank nl .. + nl - 1 of
+     * them (per-token regions); each sample starts at position 0. */
+    int32_t *posv = gl_malloc((size_t)dm->nl * sizeof(int32_t));
+    long row0 = dm->sp ? (long)dm->tp_rank * dm->nl : 0;
+    for (int j = 0; j < dm->nl; j++)
+        posv[j] = (int32_t)((row0 + j) % dm->S);
+    d->ops->upload(d, m->positions, posv, (size_t)dm->nl * sizeof(int32_t));
     d->ops->sync(d);
+    free(posv);
     free(cosv);
     free(sinv);
     return m;

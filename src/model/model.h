@@ -164,11 +164,26 @@ typedef struct {
     int n, nl;                  /* tokens of a micro-batch; per rank in
                                  * per-token regions */
     int Lc;                     /* layers per chunk */
+    /* The model's form (arch.h): Megatron's GPT, or the Llama form. */
+    int layernorm;              /* LayerNorm (weight and bias), else RMSNorm */
+    int one_p;                  /* --apply-layernorm-1p */
+    int swiglu;                 /* SwiGLU, else GeLU (tanh) */
+    int guw;                    /* width of the fc1 output: 2 fl (SwiGLU) or fl */
+    int lin_bias;               /* --add-bias-linear: every linear has a bias */
+    int qkv_bias;               /* the QKV linear has a bias (either flag) */
+    int learned_pos;            /* learned absolute positions [P, h] */
+    int rope;                   /* rotary positions */
+    int P;                      /* their rows: --max-position-embeddings */
+    float hidden_dropout;       /* --hidden-dropout */
 } gl_model_dims;
 
-/* Offsets in the flat buffer of one layer's tensors. */
+/* Offsets in the flat buffer of one layer's tensors.  The biases and the
+ * norm biases are there only as the dims say (layernorm, qkv_bias,
+ * lin_bias); bqkv is [bq | bk | bv] of the local rows, as qkv's rows;
+ * bgu [b_gate | b_up] (SwiGLU) or b_up. */
 typedef struct {
     size_t attn_norm, qkv, wo, mlp_norm, gate_up, down;
+    size_t attn_norm_b, mlp_norm_b, bqkv, bo, bgu, bdown;
 } gl_layer_offs;
 
 typedef struct {
@@ -176,6 +191,7 @@ typedef struct {
     int first_layer;            /* global index of its first layer */
     int has_embed, has_head;
     size_t embed, final_norm, head;
+    size_t final_norm_b, pos;   /* LayerNorm's bias, learned positions */
     gl_layer_offs *layer;       /* [Lc] */
 } gl_chunk_plan;
 
@@ -218,6 +234,7 @@ typedef struct {
     void *gu;                   /* [n, 2 fl] gate | up */
     void *s;                    /* [n, fl] silu(gate) * up */
     float *rstd1, *rstd2;       /* [nl] */
+    float *mean1, *mean2;       /* [nl], LayerNorm's */
     float *lse;                 /* [B, hq, S] */
     /* FP8 layers only (fp8.c; NULL otherwise): the input X of each of the
      * four linears, quantized and transposed by the forward ([in, n]
@@ -241,11 +258,15 @@ typedef struct {
  * weights (gscale: the loss mask, possibly scaled by the caller's loss
  * normalisation) and, when the reported loss is weighted differently
  * from the gradient, n reporting weights (lmask, the plain loss mask;
- * NULL: gscale serves both). */
+ * NULL: gscale serves both); and row0, the index of its first token
+ * among the tokens of the iteration's global batch (its first sample's
+ * index in the global batch x S), which places its rows in the full
+ * tensors that dropout masks are drawn over (gl_dropout). */
 typedef struct {
     const int32_t *ids, *targets;
     const float *gscale;
     const float *lmask;
+    long row0;
 } gl_mb;
 
 typedef struct {
@@ -259,7 +280,9 @@ typedef struct {
     gl_slot **slot;             /* [chunk][slot] */
     /* scratch of one layer / head (see model.c) */
     void *y, *dfull, *tmp, *dqkv, *d_o, *dgu, *ds, *hf, *logits;
-    float *rowmax, *stats, *loss, *rstd_f;
+    float *rowmax, *stats, *loss, *rstd_f, *mean_f;
+    int32_t *positions;         /* [nl] position of each own row (learned
+                                 * positions): (row0 + j) mod S */
     void *arena;                /* every buffer above, one allocation */
     size_t arena_bytes;
     /* Recomputation (see the top of this file). */
@@ -299,6 +322,13 @@ typedef struct {
      * X^T: this one need not write it). */
     struct gl_fp8_state *fp8;
     int fp8_eval, fp8_nokeep;
+    /* Dropout (--hidden-dropout): the masks' key is (dropout_seed,
+     * iteration, layer, site, element), so the caller sets the iteration
+     * before each one's forwards and backwards.  Forward-only passes
+     * (evaluation) drop nothing. */
+    uint64_t dropout_seed;
+    uint32_t iteration;
+    int no_dropout;             /* set while a forward-only pass runs */
 } gl_model;
 
 typedef struct gl_fp8_state gl_fp8_state;

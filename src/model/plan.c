@@ -76,6 +76,16 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
                     dm->B, dm->S, dm->tp);
     dm->nl = dm->sp ? dm->n / dm->tp : dm->n;
     dm->Lc = dm->L / (dm->pp * dm->vpp);
+    dm->layernorm = a->normalization == GL_NORM_LAYERNORM;
+    dm->one_p = a->apply_layernorm_1p;
+    dm->swiglu = a->swiglu;
+    dm->guw = dm->swiglu ? 2 * dm->fl : dm->fl;
+    dm->lin_bias = a->add_bias_linear;
+    dm->qkv_bias = a->add_bias_linear || a->add_qkv_bias;
+    dm->learned_pos = a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE;
+    dm->rope = a->position_embedding_type == GL_POS_ROPE;
+    dm->hidden_dropout = (float)a->hidden_dropout;
+    dm->P = a->max_position_embeddings ? a->max_position_embeddings : a->seq_length;
 }
 
 /* The table under construction. */
@@ -105,7 +115,7 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
     double std = b->arch->init_method_std;
     if (t->init == GL_INIT_SCALED_NORMAL)
         std /= sqrt(2.0 * p->dm.L);                 /* Megatron's scaled init */
-    q->init_std = t->init == GL_INIT_ONES ? 0 : std;
+    q->init_std = t->init == GL_INIT_ONES || t->init == GL_INIT_ZEROS ? 0 : std;
     int tp = p->dm.tp, r = p->dm.tp_rank;
     q->local_shape[0] = q->shape[0];
     q->local_shape[1] = q->shape[1];
@@ -124,6 +134,8 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
     q->no_weight_decay = q->ndim == 1;
     q->counted = shard != GL_SHARD_NONE || r == 0;
     q->init_ones = t->init == GL_INIT_ONES;
+    if (q->init_ones && b->arch->apply_layernorm_1p)
+        q->init_ones = 0;           /* stored as w - 1: zeros stand for ones */
     return q;
 }
 
@@ -167,15 +179,30 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
         for (int i = 0; i < dm->Lc; i++) {
             int l = ch->first_layer + i;
             gl_layer_offs *lo = &ch->layer[i];
+            /* (the column-parallel biases between the matrices, so that
+             * [qkv, down's end) covers every TP-split tensor of the layer) */
             lo->qkv = start_group(&b);
             add_param(&b, GL_T_WQ, l, ci);
             add_param(&b, GL_T_WK, l, ci);
             add_param(&b, GL_T_WV, l, ci);
+            if (dm->qkv_bias) {
+                lo->bqkv = start_group(&b);
+                add_param(&b, GL_T_BQ, l, ci);
+                add_param(&b, GL_T_BK, l, ci);
+                add_param(&b, GL_T_BV, l, ci);
+            }
             lo->wo = start_group(&b);
             add_param(&b, GL_T_WO, l, ci);
             lo->gate_up = start_group(&b);
-            add_param(&b, GL_T_W_GATE, l, ci);
+            if (dm->swiglu)
+                add_param(&b, GL_T_W_GATE, l, ci);
             add_param(&b, GL_T_W_UP, l, ci);
+            if (dm->lin_bias) {
+                lo->bgu = start_group(&b);
+                if (dm->swiglu)
+                    add_param(&b, GL_T_B_GATE, l, ci);
+                add_param(&b, GL_T_B_UP, l, ci);
+            }
             lo->down = start_group(&b);
             add_param(&b, GL_T_W_DOWN, l, ci);
         }
@@ -198,20 +225,49 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
         }
     }
 
-    /* Region 2: the TP-replicated norm weights. */
+    /* Region 2: the TP-replicated tensors: norm weights and biases, the
+     * biases of the row-parallel linears (added once, after the TP
+     * reduction, as Megatron's), the learned positions.  Each is used on
+     * the rank's own rows, so under sequence parallelism its gradient is
+     * a partial sum over TP (reduced with the region). */
     p->rep_begin = start_group(&b);
     for (int ci = 0; ci < p->nchunks; ci++) {
         gl_chunk_plan *ch = &p->chunk[ci];
+        if (ch->has_embed && dm->learned_pos) {
+            ch->pos = start_group(&b);
+            add_param(&b, GL_T_POSITION_EMBEDDING, -1, ci);
+        }
         for (int i = 0; i < dm->Lc; i++) {
             int l = ch->first_layer + i;
-            ch->layer[i].attn_norm = start_group(&b);
+            gl_layer_offs *lo = &ch->layer[i];
+            lo->attn_norm = start_group(&b);
             add_param(&b, GL_T_ATTENTION_NORM, l, ci);
-            ch->layer[i].mlp_norm = start_group(&b);
+            if (dm->layernorm) {
+                lo->attn_norm_b = start_group(&b);
+                add_param(&b, GL_T_ATTENTION_NORM_BIAS, l, ci);
+            }
+            if (dm->lin_bias) {
+                lo->bo = start_group(&b);
+                add_param(&b, GL_T_BO, l, ci);
+            }
+            lo->mlp_norm = start_group(&b);
             add_param(&b, GL_T_MLP_NORM, l, ci);
+            if (dm->layernorm) {
+                lo->mlp_norm_b = start_group(&b);
+                add_param(&b, GL_T_MLP_NORM_BIAS, l, ci);
+            }
+            if (dm->lin_bias) {
+                lo->bdown = start_group(&b);
+                add_param(&b, GL_T_B_DOWN, l, ci);
+            }
         }
         if (ch->has_head) {
             ch->final_norm = start_group(&b);
             add_param(&b, GL_T_FINAL_NORM, -1, ci);
+            if (dm->layernorm) {
+                ch->final_norm_b = start_group(&b);
+                add_param(&b, GL_T_FINAL_NORM_BIAS, -1, ci);
+            }
         }
     }
     p->rep_end = b.cursor;

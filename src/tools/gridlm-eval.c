@@ -221,8 +221,14 @@ int main(int argc, char **argv)
     if (c.data.n_data_paths != 1 || c.data.data_weights_given)
         gl_die_code(2, "--data-path: gridlm-eval takes one dataset prefix (no weights, no "
                     "blend); evaluate each dataset on its own");
+    if (c.arch.max_position_embeddings < c.arch.seq_length &&
+        c.arch.position_embedding_type == GL_POS_LEARNED_ABSOLUTE)
+        gl_die_code(2, "--seq-length %d is longer than the model's %d learned positions "
+                    "(--max-position-embeddings): evaluate with --seq-length %d or less",
+                    c.arch.seq_length, c.arch.max_position_embeddings,
+                    c.arch.max_position_embeddings);
     if (c.arch.max_position_embeddings < c.arch.seq_length)
-        c.arch.max_position_embeddings = c.arch.seq_length;
+        c.arch.max_position_embeddings = c.arch.seq_length;   /* RoPE: no table */
 
     if (c.device != GL_DEVICE_CPU)
         gl_boot_pick_gpu(&b);
@@ -256,7 +262,7 @@ int main(int argc, char **argv)
     }
 
     gl_batch_buf bb;
-    gl_batch_buf_init(&bb, &c, d, plan);
+    gl_batch_buf_init(&bb, &c, d, plan, g->me.dp);
     int reads = bb.has_embed || bb.has_head;
     int head_here = bb.has_head && g->me.tp == 0;
     doc_list dl;

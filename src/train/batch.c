@@ -109,20 +109,32 @@ void gl_batch_close(gl_batch_source *s)
         s->close(s);
 }
 
+/* Micro-batch j's first token among the global batch's: its first
+ * sample's index in the batch (the sampler's order) x S.  The index
+ * counts from the batch's first sample, so it holds for every batch
+ * size of a --rampup-batch-size ramp: micro-batch j of DP rank r is
+ * always the batch's samples j B dp + r B .. + B - 1. */
+static long mb_row0(const gl_batch_buf *bb, int j)
+{
+    return gl_batch_sample_at(bb->c, 0, j, bb->dp_rank, 0) * bb->S;
+}
+
 static void set_views(gl_batch_buf *bb)
 {
     gl_batch_set *st = &bb->set[bb->cur];
     for (int j = 0; j < bb->M; j++)
         bb->mbs[j] = (gl_mb){ st->ids + (size_t)j * bb->n, st->tg + (size_t)j * bb->n,
                               st->gscale + (size_t)j * bb->n,
-                              st->per_mb ? st->lmask + (size_t)j * bb->n : NULL };
+                              st->per_mb ? st->lmask + (size_t)j * bb->n : NULL,
+                              mb_row0(bb, j) };
 }
 
 void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
-                       const gl_model_plan *p)
+                       const gl_model_plan *p, int dp_rank)
 {
     memset(bb, 0, sizeof *bb);
     bb->c = c;
+    bb->dp_rank = dp_rank;
     bb->d = d;
     bb->M = c->num_micro_batches;
     bb->n = p->dm.n;
@@ -134,6 +146,8 @@ void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
     }
     bb->mbs = gl_calloc((size_t)bb->M, sizeof *bb->mbs);
     bb->set[0].first = bb->set[1].first = -1;
+    for (int j = 0; j < bb->M; j++)
+        bb->mbs[j].row0 = mb_row0(bb, j);
     if (!bb->has_embed && !bb->has_head)
         return;
     size_t tot = (size_t)bb->M * bb->n;

@@ -125,10 +125,13 @@ typedef struct {
     gl_batch_set set[2];
     int cur;                    /* the set mbs views */
     gl_mb *mbs;                 /* [M] views of set[cur] */
+    int dp_rank;                /* whose micro-batches: places them (gl_mb.row0) */
 } gl_batch_buf;
 
+/* Buffers for the micro-batches of data-parallel rank dp_rank (every
+ * stage's mbs carry their row0, the ones without data too). */
 void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
-                       const gl_model_plan *p);
+                       const gl_model_plan *p, int dp_rank);
 void gl_batch_buf_free(gl_batch_buf *bb);
 
 /* Load and upload the nmb (<= M) micro-batches of DP rank dp_rank of the

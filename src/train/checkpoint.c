@@ -38,33 +38,34 @@ typedef struct {
     long shape[2];
 } logical;
 
-/* Every logical tensor of the model, in the order of a Hugging Face
- * checkpoint: embedding, layers, final norm, LM head (untied only). */
-static logical *logical_list(const gl_model_dims *dm, int *n)
+/* Every logical tensor of the model that the architecture has, in the
+ * parameter table's order (arch/tensors.h), which is a Hugging Face
+ * checkpoint's: embedding (and learned positions), the layers, final norm,
+ * LM head (untied only). */
+static logical *logical_list(const gl_model_plan *p, int *n)
 {
-    int cap = 9 * dm->L + 3, k = 0;
+    const gl_arch *a = &p->arch;
+    int L = p->dm.L, cap = GL_T_COUNT * (L + 1), k = 0;
     logical *t = gl_calloc((size_t)cap, sizeof *t);
-#define ADD(nd, r, cc, ...) do { \
-        snprintf(t[k].name, sizeof t[k].name, __VA_ARGS__); \
-        t[k].ndim = nd; t[k].shape[0] = r; t[k].shape[1] = nd == 1 ? 1 : cc; k++; \
-    } while (0)
-    long h = dm->h, q = (long)dm->Hq * dm->D, kv = (long)dm->Hkv * dm->D, f = dm->f;
-    ADD(2, dm->Vpad, h, "embedding.weight");
-    for (int l = 0; l < dm->L; l++) {
-        ADD(1, h, 1, "layers.%d.attention_norm.weight", l);
-        ADD(2, q, h, "layers.%d.attention.wq.weight", l);
-        ADD(2, kv, h, "layers.%d.attention.wk.weight", l);
-        ADD(2, kv, h, "layers.%d.attention.wv.weight", l);
-        ADD(2, h, q, "layers.%d.attention.wo.weight", l);
-        ADD(1, h, 1, "layers.%d.mlp_norm.weight", l);
-        ADD(2, f, h, "layers.%d.mlp.w_gate.weight", l);
-        ADD(2, f, h, "layers.%d.mlp.w_up.weight", l);
-        ADD(2, h, f, "layers.%d.mlp.w_down.weight", l);
-    }
-    ADD(1, h, 1, "final_norm.weight");
-    if (!dm->tied)
-        ADD(2, dm->Vpad, h, "lm_head.weight");
-#undef ADD
+    /* three passes over the table: what comes before the layers, the
+     * layers one after the other, what comes after them */
+    int first_layer_id = 0;
+    while (!gl_tensor((gl_tensor_id)first_layer_id)->per_layer)
+        first_layer_id++;
+    for (int pass = 0; pass < 3; pass++)
+        for (int l = 0; l < (pass == 1 ? L : 1); l++)
+            for (int id = 0; id < GL_T_COUNT; id++) {
+                const gl_tensor_info *ti = gl_tensor((gl_tensor_id)id);
+                int here = pass == 1 ? ti->per_layer
+                                     : !ti->per_layer && (id < first_layer_id) == (pass == 0);
+                if (!here || !gl_tensor_present((gl_tensor_id)id, a))
+                    continue;
+                gl_tensor_name((gl_tensor_id)id, l, 0, t[k].name, sizeof t[k].name);
+                t[k].ndim = gl_tensor_shape((gl_tensor_id)id, a, p->dm.Vpad, t[k].shape);
+                if (t[k].ndim == 1)
+                    t[k].shape[1] = 1;
+                k++;
+            }
     *n = k;
     return t;
 }
@@ -170,8 +171,10 @@ int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err)
     int seq = c->arch.seq_length, padded = c->arch.padded_vocab_size;
     int rc = gl_arch_from_json(&c->arch, j, err);
     json_decref(j);
-    /* The run's sequence length wins (RoPE has no position weights); the
-     * padding follows this run's TP (gl_config_finish). */
+    /* The run's sequence length wins (it shapes no weight; learned
+     * positions bound it by max_position_embeddings, which the checks
+     * after compare); the padding follows this run's TP
+     * (gl_config_finish). */
     if (seq)
         c->arch.seq_length = seq;
     c->arch.padded_vocab_size = padded;
@@ -353,7 +356,7 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     }
 
     int nlog;
-    logical *lg = logical_list(dm, &nlog);
+    logical *lg = logical_list(p, &nlog);
     int nt = nlog * nkinds;
     gl_ckpt_tensor *ts = gl_calloc((size_t)nt, sizeof *ts);
     char (*names)[GL_CKPT_MAXNAME] = gl_calloc((size_t)nt, sizeof *names);

@@ -28,6 +28,8 @@ TESTS += t/train-lr.t
 # Parallel equivalence: the tiny model under every layout (shell, mpiexec).
 dist_check_SCRIPTS += t/train-equiv.t
 TESTS += t/train-equiv.t
+dist_check_SCRIPTS += t/train-gpt.t
+TESTS += t/train-gpt.t
 
 # Megatron's loss normalisations (per micro-batch by default, per token)
 # across layouts, and the batch-size ramp-up across a checkpoint (shell).

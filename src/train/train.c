@@ -332,6 +332,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     build_scheds(c, pp_rank, by_m, slots);
     gl_sched *sched = by_m[M];
     gl_model *m = gl_model_new(plan, d, group(g->tp), slots);
+    m->dropout_seed = (uint64_t)(unsigned)c->seed;
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, group(g->dp), c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
@@ -350,7 +351,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_ckpt_async *pending = NULL;
 
     gl_batch_buf bb;
-    gl_batch_buf_init(&bb, c, d, plan);
+    gl_batch_buf_init(&bb, c, d, plan, dp_rank);
     gl_lr_sched lrs = pr.sched;
     long lr_samples = pr.lr_samples;   /* the scheduler's count (lr.h) */
     long step_mb = (long)c->layout.micro_batch_size * c->data_parallel_size;
@@ -376,6 +377,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
              c->data_parallel_size, M, c->layout.micro_batch_size, c->arch.seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
+    char form[256];
+    gl_info0("model: %s", gl_arch_describe(&c->arch, form, sizeof form));
     gl_info0("vocabulary: %d from %s, padded to %d", c->arch.vocab_size,
              gl_config_vocab_source_text(c), c->arch.padded_vocab_size);
 
@@ -447,6 +450,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
         /* the schedule's blocking waits (MPI sends and receives, TP
          * collectives) bracket themselves in the comm layer */
+        m->iteration = (uint32_t)it;     /* the dropout masks' key */
         gl_pipeline_run(si, m, group(g->pp), bb.mbs, loss_acc);
         if (rank == 0 && planted_nonfinite(it + 1)) {
             /* before the reduction: every rank's norm sees it */
