@@ -1,6 +1,7 @@
 """eval-hf.py: an independent numpy oracle for t/eval-hf.t.
 
-  eval-hf.py make DIR VARIANT          a small random LlamaForCausalLM
+  eval-hf.py make DIR VARIANT          a small random LlamaForCausalLM (or
+                                       Qwen2ForCausalLM: variant q)
                                        directory (config.json, safetensors
                                        written by the safetensors library)
   eval-hf.py data PREFIX VOCAB         a Megatron dataset PREFIX.bin/.idx
@@ -44,6 +45,7 @@ LlamaForCausalLM:
     x = rmsnorm(h, post_attention_layernorm)
     h = h + (silu(x Wgate^T) * (x Wup^T)) Wdown^T
   logits = rmsnorm(h, norm) W^T, W = lm_head or (tied) embed_tokens
+  Qwen2ForCausalLM (variant q) is the same with q, k, v = x W^T + b.
   inv_freq_i = 1 / theta^(2i / d); with rope_scaling llama3 (Llama 3.1):
     wavelen = 2 pi / inv_freq; wavelen > L / low: inv_freq / factor;
     wavelen < L / high: unchanged; between: (1 - s) inv_freq / factor +
@@ -87,6 +89,11 @@ VARIANTS = {
               heads=4, kv=2, head_dim=16, vocab=1000, eps=1e-5, theta=500000.0, v5=True,
               scaling=dict(rope_type="llama3", factor=4.0, low_freq_factor=2.0,
                            high_freq_factor=8.0, original_max_position_embeddings=256)),
+    # Qwen2ForCausalLM: the Llama form with biases on q, k and v; fp32,
+    # tied, GQA 4:2, RoPE theta 1e6, RMSNorm epsilon 1e-6
+    "q": dict(dtype="float32", tied=True, shards=1, hidden=64, inter=96, layers=2,
+              heads=4, kv=2, head_dim=None, vocab=1000, eps=1e-6, theta=1000000.0,
+              scaling=None, qwen2=True),
 }
 
 
@@ -108,6 +115,11 @@ def config_json(v):
     }
     if v["head_dim"]:
         c["head_dim"] = v["head_dim"]
+    if v.get("qwen2"):
+        # Qwen2Config's keys: no attention_bias / mlp_bias / rope_scaling
+        del c["attention_bias"], c["mlp_bias"], c["rope_scaling"]
+        c.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                 use_sliding_window=False, sliding_window=4096, max_window_layers=28)
     if v.get("v5"):
         del c["rope_theta"], c["rope_scaling"]
         c["rope_parameters"] = dict(v["scaling"] or {"rope_type": "default"},
@@ -141,6 +153,9 @@ def random_weights(v, seed):
         w[p + "mlp.gate_proj.weight"] = mat(f, h, 1.0)
         w[p + "mlp.up_proj.weight"] = mat(f, h, 1.0)
         w[p + "mlp.down_proj.weight"] = mat(h, f, 0.5)
+        if v.get("qwen2"):
+            for k, n in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+                w[p + f"self_attn.{k}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
     if v["scaling"]:
         # llama3 scaling changes only the slow channels, which hardly turn
         # over a short sequence: give them more weight in q and k so that
@@ -397,9 +412,12 @@ def forward(cfg, W, ids, mutant=None):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         a = rms_norm(x, W[p + "input_layernorm.weight"], eps)
-        q = (a @ W[p + "self_attn.q_proj.weight"].T).reshape(n, Hq, d).transpose(1, 0, 2)
-        k = (a @ W[p + "self_attn.k_proj.weight"].T).reshape(n, Hkv, d).transpose(1, 0, 2)
-        v = (a @ W[p + "self_attn.v_proj.weight"].T).reshape(n, Hkv, d).transpose(1, 0, 2)
+        q, k, v = (a @ W[p + f"self_attn.{m}_proj.weight"].T for m in "qkv")
+        if p + "self_attn.q_proj.bias" in W and mutant != "no-qkv-bias":   # Qwen2
+            q, k, v = (t + W[p + f"self_attn.{m}_proj.bias"] for t, m in zip((q, k, v), "qkv"))
+        q = q.reshape(n, Hq, d).transpose(1, 0, 2)
+        k = k.reshape(n, Hkv, d).transpose(1, 0, 2)
+        v = v.reshape(n, Hkv, d).transpose(1, 0, 2)
         q, k = rope(q, cos, sin, mutant), rope(k, cos, sin, mutant)
         rep = Hq // Hkv
         group = [i % Hkv if mutant == "kv-heads-cycled" else i // rep for i in range(Hq)]

@@ -46,6 +46,8 @@
 #      one rope_parameters object holding rope_theta and the scaling, no
 #      rope_scaling or rope_theta; a reader of only the v4 names would
 #      compute the model with theta 10000 and no scaling.
+#   q  Qwen2ForCausalLM: the Llama form with biases on q, k and v
+#      (fp32, tied, theta 1e6); the oracle without the biases must miss.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -165,5 +167,16 @@ check d "1 rank" 1
 run "d: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/d.h5" "$tmp/d.out"
 run "d: the export equals the original bit for bit, config.json (rope_parameters) too" \
     "$PYTHON3" "$py" same "$tmp/d" "$tmp/d.out"
+
+# --- q: Qwen2, QKV biases ----------------------------------------------
+prepare q 1000
+sensitive q no-qkv-bias interleaved-rope kv-heads-cycled
+run "q: import-hf (Qwen2ForCausalLM)" "$ckpt" import-hf --quiet "$tmp/q" "$tmp/q.h5"
+check q "1 rank" 1
+check q "TP 2" 2 --tensor-model-parallel-size 2
+check q "PP 2" 2 --pipeline-model-parallel-size 2
+run "q: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/q.h5" "$tmp/q.out"
+run "q: the export equals the original bit for bit, config.json too" \
+    "$PYTHON3" "$py" same "$tmp/q" "$tmp/q.out"
 
 done_testing

@@ -41,6 +41,13 @@ int gl_arch_is_llama(const gl_arch *a)
            a->add_qkv_bias == l.add_qkv_bias;
 }
 
+int gl_arch_is_qwen2(const gl_arch *a)
+{
+    gl_arch l = *a;
+    l.add_qkv_bias = 0;
+    return a->add_qkv_bias && !a->add_bias_linear && gl_arch_is_llama(&l);
+}
+
 const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
 {
     gl_arch d;

@@ -138,6 +138,10 @@ void gl_arch_llama(gl_arch *a);
  * dropout rates (a training choice, not the model's form). */
 int gl_arch_is_llama(const gl_arch *a);
 
+/* Whether a is the Qwen2 form: the Llama form (as gl_arch_is_llama) but
+ * with biases on q, k and v (--add-qkv-bias). */
+int gl_arch_is_qwen2(const gl_arch *a);
+
 /* The model's form in words for the start-up summary: "Llama-style
  * (RMSNorm, SwiGLU, RoPE, no biases, no dropout)" or "GPT-style (Megatron
  * defaults) (LayerNorm, GeLU, ...)"; out is always terminated. */

@@ -116,18 +116,37 @@ static int rope_from_hf(json_t *j, gl_arch *a, const char *path, gl_error *err)
     return 0;
 }
 
-/* Is j a Llama: model_type "llama" or LlamaForCausalLM among the
- * architectures? */
-static int is_llama(json_t *j)
+/* The families gridlm reads from config.json. */
+typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2 } hf_family;
+
+/* Which family j is: model_type "llama" / "qwen2", or LlamaForCausalLM /
+ * Qwen2ForCausalLM among the architectures. */
+static hf_family family_of(json_t *j)
 {
     json_t *mt = json_object_get(j, "model_type");
     if (json_is_string(mt) && !strcmp(json_string_value(mt), "llama"))
-        return 1;
+        return HF_LLAMA;
+    if (json_is_string(mt) && !strcmp(json_string_value(mt), "qwen2"))
+        return HF_QWEN2;
     size_t i;
     json_t *a;
-    json_array_foreach(json_object_get(j, "architectures"), i, a)
+    json_array_foreach(json_object_get(j, "architectures"), i, a) {
         if (json_is_string(a) && !strcmp(json_string_value(a), "LlamaForCausalLM"))
-            return 1;
+            return HF_LLAMA;
+        if (json_is_string(a) && !strcmp(json_string_value(a), "Qwen2ForCausalLM"))
+            return HF_QWEN2;
+    }
+    return HF_OTHER;
+}
+
+/* Qwen2's own keys: sliding-window attention (use_sliding_window; gridlm's
+ * attention is full causal) is refused. */
+static int qwen2_from_hf(json_t *j, const char *path, gl_error *err)
+{
+    json_t *sw = json_object_get(j, "use_sliding_window");
+    if (sw && json_is_true(sw))
+        return gl_errprintf(err, "%s: use_sliding_window is true; gridlm's attention is full "
+                            "causal attention, not sliding-window", path);
     return 0;
 }
 
@@ -137,23 +156,31 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     gl_arch_llama(a);   /* LlamaForCausalLM: RMSNorm, SwiGLU, RoPE, no biases */
     if (!json_is_object(j))
         return gl_errprintf(err, "%s is not a JSON object", path);
-    if (!is_llama(j)) {
+    hf_family fam = family_of(j);
+    if (fam == HF_OTHER) {
         json_t *mt = json_object_get(j, "model_type");
-        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM (model_type "
-                            "\"%s\"): gridlm imports Llama models only", path,
+        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM or Qwen2ForCausalLM "
+                            "(model_type \"%s\"): gridlm imports those only", path,
                             json_is_string(mt) ? json_string_value(mt) : "?");
+    }
+    if (fam == HF_QWEN2) {
+        a->add_qkv_bias = 1;    /* Qwen2 = Llama + biases on q, k and v */
+        if (qwen2_from_hf(j, path, err))
+            return -1;
     }
     if (get_int(j, "hidden_size", &a->hidden_size, 1, 0, path, err) ||
         get_int(j, "intermediate_size", &a->ffn_hidden_size, 1, 0, path, err) ||
         get_int(j, "num_hidden_layers", &a->num_layers, 1, 0, path, err) ||
         get_int(j, "num_attention_heads", &a->num_attention_heads, 1, 0, path, err) ||
         get_int(j, "vocab_size", &a->vocab_size, 1, 0, path, err) ||
-        get_int(j, "num_key_value_heads", &a->num_query_groups, 0, a->num_attention_heads,
-                path, err) ||
+        /* Qwen2Config's default is 32 key/value heads, not "= heads":
+         * required there rather than guessed. */
+        get_int(j, "num_key_value_heads", &a->num_query_groups, fam == HF_QWEN2,
+                a->num_attention_heads, path, err) ||
         get_int(j, "head_dim", &a->kv_channels, 0, a->hidden_size / a->num_attention_heads,
                 path, err) ||
-        get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0, 2048, path,
-                err) ||
+        get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0,
+                fam == HF_QWEN2 ? 32768 : 2048, path, err) ||
         get_double(j, "rms_norm_eps", &a->norm_epsilon, 1e-6, path, err))
         return -1;
     if (a->num_attention_heads % a->num_query_groups)
@@ -166,7 +193,7 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     json_t *mbias = json_object_get(j, "mlp_bias");
     if ((bias && json_is_true(bias)) || (mbias && json_is_true(mbias)))
         return gl_errprintf(err, "%s: attention_bias or mlp_bias is set; gridlm's Llama has "
-                            "no biases", path);
+                            "no biases (and Qwen2 biases on q, k and v only)", path);
     json_t *act = json_object_get(j, "hidden_act");
     if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return gl_errprintf(err, "%s: hidden_act \"%s\"; gridlm's MLP is SwiGLU (silu)", path,
@@ -192,10 +219,12 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
         json_decref(j);
         j = json_object();
     }
+    /* Qwen2 is the Llama form with QKV biases (gl_arch_is_qwen2). */
+    int qwen2 = gl_arch_is_qwen2(a);
     json_t *arch = json_array();
-    json_array_append_new(arch, json_string("LlamaForCausalLM"));
+    json_array_append_new(arch, json_string(qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
     json_object_set_new(j, "architectures", arch);
-    json_object_set_new(j, "model_type", json_string("llama"));
+    json_object_set_new(j, "model_type", json_string(qwen2 ? "qwen2" : "llama"));
     json_object_set_new(j, "hidden_act", json_string("silu"));
     json_object_set_new(j, "hidden_size", json_integer(a->hidden_size));
     json_object_set_new(j, "intermediate_size", json_integer(a->ffn_hidden_size));
@@ -228,8 +257,14 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
     json_object_set_new(j, "max_position_embeddings", json_integer(a->max_position_embeddings));
     json_object_set_new(j, "tie_word_embeddings",
                         json_boolean(!a->untie_embeddings_and_output_weights));
-    json_object_set_new(j, "attention_bias", json_false());
-    json_object_set_new(j, "mlp_bias", json_false());
+    if (qwen2) {
+        /* Qwen2Config has no attention_bias / mlp_bias keys: its biases
+         * are fixed (q, k, v); its sliding window is off. */
+        json_object_set_new(j, "use_sliding_window", json_false());
+    } else {
+        json_object_set_new(j, "attention_bias", json_false());
+        json_object_set_new(j, "mlp_bias", json_false());
+    }
     json_object_set_new(j, "torch_dtype", json_string(dtype));
     char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
     json_decref(j);

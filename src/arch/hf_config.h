@@ -20,6 +20,14 @@
  *   max_position_embeddings (2048)     max_position_embeddings
  *   tie_word_embeddings (false)        !untie_embeddings_and_output_weights
  *
+ * A Qwen2ForCausalLM (model_type "qwen2") has the same keys and is the
+ * Llama form with biases on q, k and v (add_qkv_bias); Qwen2Config's
+ * defaults differ where it matters (max_position_embeddings 32768;
+ * num_key_value_heads is required, as its default is 32, not "= heads"),
+ * and use_sliding_window true is refused (gridlm's attention is full).
+ * The export writes a Qwen2ForCausalLM for that form, a LlamaForCausalLM
+ * for the Llama form.
+ *
  * (defaults in parentheses are LlamaConfig's, used when a key is
  * missing).  transformers v5's rope_parameters (rope_theta inside) is read
  * too, and rope_scaling wins when both are there, as in v5.  Anything
@@ -36,12 +44,14 @@
 extern "C" {
 #endif
 
-/* Fill a (from gl_arch_defaults) from config.json's object j; path names
+/* Fill a (from gl_arch_defaults) from config.json's object j (a Llama or
+ * a Qwen2); path names
  * the file in messages.  -1 with err filled when gridlm cannot run the
  * model exactly as transformers would. */
 int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *err);
 
-/* config.json text for a: starts from original (an imported config.json's
+/* config.json text for a (the Llama or the Qwen2 form: gl_arch_is_llama,
+ * gl_arch_is_qwen2): starts from original (an imported config.json's
  * text, may be NULL) so that the keys gridlm does not use (token ids,
  * ...) survive, then sets every architecture key; torch_dtype is dtype.
  * NULL when out of memory. */

@@ -1,4 +1,4 @@
-/* hf.c: Hugging Face Llama directories <-> gridlm checkpoints (hf.h). */
+/* hf.c: Hugging Face Llama and Qwen2 directories <-> gridlm checkpoints (hf.h). */
 #include <config.h>
 #include "ckpt/hf.h"
 #include "arch/hf_config.h"
@@ -80,10 +80,11 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
     json_decref(j);
     if (rc)
         return gl_errprintf(err, "%s: %s", file, e.text);
-    if (!gl_arch_is_llama(a)) {
+    if (!gl_arch_is_llama(a) && !gl_arch_is_qwen2(a)) {
         char form[256];
-        return gl_errprintf(err, "%s holds a %s model: gridlm exports Llama models only "
-                            "(LlamaForCausalLM)", file, gl_arch_describe(a, form, sizeof form));
+        return gl_errprintf(err, "%s holds a %s model: gridlm exports Llama and Qwen2 models "
+                            "only (LlamaForCausalLM, Qwen2ForCausalLM)", file,
+                            gl_arch_describe(a, form, sizeof form));
     }
     if (!a->max_position_embeddings)
         a->max_position_embeddings = a->seq_length;
@@ -226,12 +227,18 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
             const char *name = m->files[fi]->t[ti].name;
             char gl[256];
             int layer = -1;
+            gl_tensor_id id;
+            /* A name of the table is not enough: a bias the model does
+             * not have (a Llama's q_proj.bias) would be dropped unread.
+             * (A tied model's lm_head.weight is check_tied_head's.) */
             int ok = ignorable(name) ||
-                     (gl_tensor_translate(name, 0, gl, sizeof gl, NULL, &layer) &&
-                      layer < c.num_layers);
+                     (gl_tensor_translate(name, 0, gl, sizeof gl, &id, &layer) &&
+                      layer < c.num_layers &&
+                      (id == GL_T_LM_HEAD || gl_tensor_present(id, &c)));
             if (!ok) {
                 gl_errprintf(err, "%s holds tensor %s, which is not a weight of a %d-layer "
-                     "LlamaForCausalLM", hf_dir, name, c.num_layers);
+                     "%s", hf_dir, name, c.num_layers,
+                     gl_arch_is_qwen2(&c) ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
                 gl_st_model_close(m);
                 free(text);
                 return -1;
