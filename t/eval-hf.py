@@ -46,6 +46,15 @@ LlamaForCausalLM:
     h = h + (silu(x Wgate^T) * (x Wup^T)) Wdown^T
   logits = rmsnorm(h, norm) W^T, W = lm_head or (tied) embed_tokens
   Qwen2ForCausalLM (variant q) is the same with q, k, v = x W^T + b.
+  GPT2LMHeadModel (variant g), Conv1D layers y = x W + b (W [in, out]):
+    h = wte[ids] + wpe[positions]
+    per layer:
+      q | k | v = layernorm(h, ln_1) c_attn.W + c_attn.b   (column blocks)
+      h = h + attention(q, k, v) c_proj.W + c_proj.b   (as above, no RoPE)
+      h = h + gelu_tanh(layernorm(h, ln_2) c_fc.W + b) mlp.c_proj.W + b
+    logits = layernorm(h, ln_f) wte^T    (tied)
+    layernorm(x) = (x - mean) / sqrt(var + eps) w + b;  gelu_tanh(x) =
+    x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  ("gelu_new")
   inv_freq_i = 1 / theta^(2i / d); with rope_scaling llama3 (Llama 3.1):
     wavelen = 2 pi / inv_freq; wavelen > L / low: inv_freq / factor;
     wavelen < L / high: unchanged; between: (1 - s) inv_freq / factor +
@@ -94,6 +103,12 @@ VARIANTS = {
     "q": dict(dtype="float32", tied=True, shards=1, hidden=64, inter=96, layers=2,
               heads=4, kv=2, head_dim=None, vocab=1000, eps=1e-6, theta=1000000.0,
               scaling=None, qwen2=True),
+    # GPT2LMHeadModel: LayerNorm with biases, GeLU (tanh) MLP of 4h,
+    # learned positions, biases everywhere, Conv1D weights ([in, out]),
+    # q, k, v packed in attn.c_attn, tied head; bf16, two shards
+    "g": dict(dtype="bfloat16", tied=True, shards=2, hidden=64, inter=256, layers=2,
+              heads=4, kv=4, head_dim=None, vocab=1000, eps=1e-5, theta=None,
+              scaling=None, gpt2=True),
 }
 
 
@@ -101,7 +116,22 @@ def head_dim_of(v):
     return v["head_dim"] or v["hidden"] // v["heads"]
 
 
+def gpt2_config_json(v):
+    return {
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+        "n_embd": v["hidden"], "n_layer": v["layers"], "n_head": v["heads"],
+        "n_positions": 128, "n_ctx": 128, "n_inner": None, "vocab_size": v["vocab"],
+        "layer_norm_epsilon": v["eps"], "activation_function": "gelu_new",
+        "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1,
+        "scale_attn_weights": True, "tie_word_embeddings": True,
+        "torch_dtype": v["dtype"], "bos_token_id": 1, "eos_token_id": 2,
+        "initializer_range": 0.02, "use_cache": True,
+    }
+
+
 def config_json(v):
+    if v.get("gpt2"):
+        return gpt2_config_json(v)
     c = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": v["hidden"], "intermediate_size": v["inter"],
@@ -127,11 +157,40 @@ def config_json(v):
     return c
 
 
+def gpt2_weights(v, rng):
+    """GPT-2's tensors, Conv1D matrices stored [in, out]."""
+    h, f, V = v["hidden"], v["inter"], v["vocab"]
+
+    def conv(n_in, n_out, gain):
+        return (rng.standard_normal((n_in, n_out)) * gain / math.sqrt(n_in)).astype(np.float32)
+
+    def vec(n, mean, sd):
+        return (mean + sd * rng.standard_normal(n)).astype(np.float32)
+
+    w = {"transformer.wte.weight": (0.4 * rng.standard_normal((V, h))).astype(np.float32),
+         "transformer.wpe.weight": (0.4 * rng.standard_normal((128, h))).astype(np.float32)}
+    for l in range(v["layers"]):
+        p = f"transformer.h.{l}."
+        w[p + "ln_1.weight"], w[p + "ln_1.bias"] = vec(h, 1, 0.2), vec(h, 0, 0.2)
+        w[p + "attn.c_attn.weight"] = conv(h, 3 * h, 2.0)
+        w[p + "attn.c_attn.bias"] = vec(3 * h, 0, 0.5)
+        w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"] = conv(h, h, 0.5), vec(h, 0, 0.2)
+        w[p + "ln_2.weight"], w[p + "ln_2.bias"] = vec(h, 1, 0.2), vec(h, 0, 0.2)
+        w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = conv(h, f, 2.0), vec(f, 0, 0.5)
+        w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = conv(f, h, 0.5), vec(h, 0, 0.2)
+        # the causal-mask buffer older checkpoints carry (not a weight)
+        w[p + "attn.bias"] = np.tril(np.ones((128, 128), np.float32)).reshape(1, 1, 128, 128)
+    w["transformer.ln_f.weight"], w["transformer.ln_f.bias"] = vec(h, 1, 0.2), vec(h, 0, 0.2)
+    return w
+
+
 def random_weights(v, seed):
     """Weights large enough that attention is far from uniform and the
     logits spread over several nats, so that a wrong RoPE convention, head
     grouping or scaling moves the loss by far more than rounding does."""
     rng = np.random.default_rng(seed)
+    if v.get("gpt2"):
+        return gpt2_weights(v, rng)
     h, f, d = v["hidden"], v["inter"], head_dim_of(v)
     q, kv, V = v["heads"] * d, v["kv"] * d, v["vocab"]
 
@@ -397,7 +456,49 @@ def log_softmax(z):
     return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
 
 
+def layer_norm(x, w, b, eps):
+    m = x.mean(axis=-1, keepdims=True)
+    var = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(var + eps) * w + b
+
+
+def gelu(x, mutant):
+    if mutant == "gelu-exact":     # the erf form, which GPT-2 does not use
+        return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gpt2_forward(cfg, W, ids, mutant=None):
+    """transformers' GPT2LMHeadModel; Conv1D: y = x W + b with W [in, out]."""
+    h, H = cfg["n_embd"], cfg["n_head"]
+    d, eps, n = h // H, cfg["layer_norm_epsilon"], len(ids)
+    causal = np.triu(np.full((n, n), -np.inf), 1)
+    x = W["transformer.wte.weight"][ids]
+    if mutant != "no-positions":
+        x = x + W["transformer.wpe.weight"][:n]
+    for l in range(cfg["n_layer"]):
+        p = f"transformer.h.{l}."
+        a = layer_norm(x, W[p + "ln_1.weight"], W[p + "ln_1.bias"], eps)
+        qkv = a @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]
+        q, k, v = qkv[:, :h], qkv[:, h:2 * h], qkv[:, 2 * h:]
+        if mutant == "qk-swapped":
+            q, k = k, q
+        q, k, v = (t.reshape(n, H, d).transpose(1, 0, 2) for t in (q, k, v))
+        s = q @ k.transpose(0, 2, 1) / math.sqrt(d) + causal
+        s = np.exp(s - s.max(axis=-1, keepdims=True))
+        s /= s.sum(axis=-1, keepdims=True)
+        o = (s @ v).transpose(1, 0, 2).reshape(n, h)
+        x = x + o @ W[p + "attn.c_proj.weight"] + W[p + "attn.c_proj.bias"]
+        a = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
+        u = gelu(a @ W[p + "mlp.c_fc.weight"] + W[p + "mlp.c_fc.bias"], mutant)
+        x = x + u @ W[p + "mlp.c_proj.weight"] + W[p + "mlp.c_proj.bias"]
+    x = layer_norm(x, W["transformer.ln_f.weight"], W["transformer.ln_f.bias"], eps)
+    return x @ W["transformer.wte.weight"].T
+
+
 def forward(cfg, W, ids, mutant=None):
+    if cfg.get("model_type") == "gpt2":
+        return gpt2_forward(cfg, W, ids, mutant)
     h = cfg["hidden_size"]
     Hq = cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads", Hq)
@@ -459,6 +560,8 @@ def loss(d, prefix, seq, mutant=None):
 
 def same(orig, exported):
     a, b = read_dir(orig), read_dir(exported)
+    # GPT-2's causal-mask buffers are not weights: import-hf skips them
+    a = {n: t for n, t in a.items() if not n.endswith(".attn.bias")}
     bad = 0
     if set(a) != set(b):
         print(f"tensor names differ: only in the original {sorted(set(a) - set(b))}, "
@@ -486,6 +589,9 @@ def same(orig, exported):
         elif got != want:
             print(f"config.json {k}: {want!r} became {got!r}")
             bad += 1
+    if "n_embd" in ca:          # GPT-2: no head_dim
+        print(f"{len(a)} tensors compared, {bad} differences")
+        return 1 if bad else 0
     # head_dim: absent means hidden_size / heads, so the export may spell it out
     hd = ca.get("head_dim") or ca["hidden_size"] // ca["num_attention_heads"]
     if (cb.get("head_dim") or cb["hidden_size"] // cb["num_attention_heads"]) != hd:

@@ -48,6 +48,11 @@
 #      compute the model with theta 10000 and no scaling.
 #   q  Qwen2ForCausalLM: the Llama form with biases on q, k and v
 #      (fp32, tied, theta 1e6); the oracle without the biases must miss.
+#   g  GPT2LMHeadModel: LayerNorm with biases, GeLU (tanh), learned
+#      positions, Conv1D weights ([in, out]) with q, k, v packed in
+#      attn.c_attn, tied, bf16 in two shards, with the attn.bias mask
+#      buffers old checkpoints carry; the oracles with exact GeLU, q and k
+#      swapped, or no positions must miss; "gelu" (exact) is refused.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -178,5 +183,26 @@ check q "PP 2" 2 --pipeline-model-parallel-size 2
 run "q: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/q.h5" "$tmp/q.out"
 run "q: the export equals the original bit for bit, config.json too" \
     "$PYTHON3" "$py" same "$tmp/q" "$tmp/q.out"
+
+# --- g: GPT-2 -----------------------------------------------------------
+# A tighter tolerance: exact GeLU moves the loss by only ~1.4e-6 relative
+# (erf and tanh GeLU differ by < 2e-4 per activation), and this model
+# runs at 1e-8 (no RoPE, no long sums), so 1e-7 keeps both margins.
+TOL=1e-7
+prepare g 1000
+sensitive g gelu-exact qk-swapped no-positions
+run "g: import-hf (GPT2LMHeadModel, sharded, bf16)" "$ckpt" import-hf --quiet "$tmp/g" "$tmp/g.h5"
+check g "1 rank" 1
+check g "TP 2" 2 --tensor-model-parallel-size 2
+check g "PP 2" 2 --pipeline-model-parallel-size 2
+run "g: export-hf --dtype bf16" "$ckpt" export-hf --dtype bf16 "$tmp/g.h5" "$tmp/g.out"
+run "g: the export equals the original bit for bit (but the attn.bias buffers), config.json too" \
+    "$PYTHON3" "$py" same "$tmp/g" "$tmp/g.out"
+sed 's/"gelu_new"/"gelu"/' "$tmp/g/config.json" >"$tmp/g.cfg" && cp "$tmp/g.cfg" "$tmp/g/config.json"
+"$ckpt" import-hf --quiet "$tmp/g" "$tmp/g2.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'activation_function "gelu"' "$tmp/out"
+ok $? "g: activation_function \"gelu\" (exact) is refused by name"
 
 done_testing

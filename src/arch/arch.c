@@ -48,6 +48,12 @@ int gl_arch_is_qwen2(const gl_arch *a)
     return a->add_qkv_bias && !a->add_bias_linear && gl_arch_is_llama(&l);
 }
 
+int gl_arch_is_gpt2(const gl_arch *a)
+{
+    return a->normalization == GL_NORM_LAYERNORM && !a->apply_layernorm_1p && !a->swiglu &&
+           a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE && a->add_bias_linear;
+}
+
 const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
 {
     gl_arch d;

@@ -142,6 +142,11 @@ int gl_arch_is_llama(const gl_arch *a);
  * with biases on q, k and v (--add-qkv-bias). */
 int gl_arch_is_qwen2(const gl_arch *a);
 
+/* Whether a is GPT-2's form: LayerNorm (not 1p), GeLU (tanh), learned
+ * positions, biases on every linear layer.  (Its shape -- query groups,
+ * head size -- is not looked at.) */
+int gl_arch_is_gpt2(const gl_arch *a);
+
 /* The model's form in words for the start-up summary: "Llama-style
  * (RMSNorm, SwiGLU, RoPE, no biases, no dropout)" or "GPT-style (Megatron
  * defaults) (LayerNorm, GeLU, ...)"; out is always terminated. */

@@ -116,6 +116,15 @@ void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n);
  * add_bias_linear and add_qkv_bias say; every other tensor always. */
 int gl_tensor_present(gl_tensor_id id, const gl_arch *a);
 
+/* Tensor id's name at layer l in a GPT2LMHeadModel (transformer.wte.weight,
+ * transformer.h.N.attn.c_attn.weight, ...; "transformer." is the prefix
+ * save_pretrained writes), 0 when GPT-2 has no such tensor (w_gate).
+ * GPT-2's linear layers are transformers' Conv1D, stored [in, out], the
+ * transpose of gridlm's [out, in]: *conv1d says so.  wq, wk and wv (and
+ * their biases) are the three column blocks of attn.c_attn [h, 3h] (q, k,
+ * v, each [h, h]): *part is the block, -1 for a tensor of its own. */
+int gl_tensor_gpt2(gl_tensor_id id, int l, char *out, size_t n, int *part, int *conv1d);
+
 /* Translate a name between gridlm's and Hugging Face's (to_hf: gridlm ->
  * Hugging Face); 0 when it is not a name of the table.  The layer number
  * of a per-layer name goes to *layer when layer is not NULL. */
