@@ -21,7 +21,11 @@
                                        interleaved-rope (pairs 2i, 2i+1),
                                        v4-reader (ignores rope_parameters),
                                        kv-heads-cycled (head i uses i % Hkv),
-                                       gate-up-swapped
+                                       gate-up-swapped, no-qkv-bias (Qwen2),
+                                       gelu-exact, qk-swapped, no-positions
+                                       (GPT-2)
+  eval-hf.py unprefix DIR OUT          DIR (a GPT-2) without "transformer." in
+                                       its names, as fp32, in OUT
   eval-hf.py same ORIG EXPORTED        every tensor of EXPORTED has the dtype,
                                        shape and bytes of ORIG's (export-hf's
                                        round trip), and config.json agrees
@@ -601,6 +605,18 @@ def same(orig, exported):
     return 1 if bad else 0
 
 
+def unprefix(d, out):
+    """d's GPT-2 as GPT2Model names it (no "transformer."), as the hub's
+    original GPT-2 files do: one fp32 file and the same config.json."""
+    os.makedirs(out, exist_ok=True)
+    w = {n.removeprefix("transformer."): as_f64(*t).astype(np.float32)
+         for n, t in read_dir(d).items()}
+    write_file(os.path.join(out, "model.safetensors"), w, "float32")
+    with open(os.path.join(d, "config.json")) as f, \
+            open(os.path.join(out, "config.json"), "w") as g:
+        g.write(f.read())
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "make":
         make(argv[1], argv[2])
@@ -608,6 +624,8 @@ def main(argv):
         data(argv[1], int(argv[2]))
     elif len(argv) in (4, 5) and argv[0] == "loss":
         loss(argv[1], argv[2], int(argv[3]), argv[4] if len(argv) == 5 else None)
+    elif len(argv) == 3 and argv[0] == "unprefix":
+        unprefix(argv[1], argv[2])
     elif len(argv) == 3 and argv[0] == "same":
         return same(argv[1], argv[2])
     else:

@@ -198,7 +198,20 @@ check g "PP 2" 2 --pipeline-model-parallel-size 2
 run "g: export-hf --dtype bf16" "$ckpt" export-hf --dtype bf16 "$tmp/g.h5" "$tmp/g.out"
 run "g: the export equals the original bit for bit (but the attn.bias buffers), config.json too" \
     "$PYTHON3" "$py" same "$tmp/g" "$tmp/g.out"
-sed 's/"gelu_new"/"gelu"/' "$tmp/g/config.json" >"$tmp/g.cfg" && cp "$tmp/g.cfg" "$tmp/g/config.json"
+run "g: the names without \"transformer.\" (GPT2Model's, the hub's gpt2) import too" \
+    sh -c "'$PYTHON3' '$py' unprefix '$tmp/g' '$tmp/g-bare' &&
+           '$ckpt' import-hf --quiet '$tmp/g-bare' '$tmp/g-bare.h5' &&
+           '$ckpt' export-hf --dtype bf16 '$tmp/g-bare.h5' '$tmp/g-bare.out'"
+run "g: and export as the same model (prefixed)" "$PYTHON3" "$py" same "$tmp/g" "$tmp/g-bare.out"
+cp "$tmp/g/config.json" "$tmp/g.orig"
+sed 's/"scale_attn_weights": true/"scale_attn_by_inverse_layer_idx": true/' "$tmp/g.orig" \
+    >"$tmp/g/config.json"
+"$ckpt" import-hf --quiet "$tmp/g" "$tmp/g3.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'scale_attn_by_inverse_layer_idx' "$tmp/out"
+ok $? "g: scale_attn_by_inverse_layer_idx is refused by name"
+sed 's/"gelu_new"/"gelu"/' "$tmp/g.orig" >"$tmp/g/config.json"
 "$ckpt" import-hf --quiet "$tmp/g" "$tmp/g2.h5" >"$tmp/out" 2>&1
 st=$?
 sed 's/^/#   /' "$tmp/out"
