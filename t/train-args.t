@@ -97,7 +97,7 @@ refused "no learning rate" "--lr is required" -- --model tiny --mock-data --trai
 refused "no model shape" "--num-layers is required" "--model" -- \
     --mock-data --train-iters 1 --lr 1
 refused "an unknown preset" "--model gpt5 is not a known model" \
-    "llama3-8b, llama3-70b, llama3.2-1b or tiny" -- $base --model gpt5
+    "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny" -- $base --model gpt5
 
 refused "--exit-signal-handler without --save (it saves before exiting)" \
     "--exit-signal-handler needs --save DIR" "add --save DIR, or drop --exit-signal-handler" -- \

@@ -152,11 +152,13 @@ int gl_arch_is_gpt2(const gl_arch *a);
  * defaults) (LayerNorm, GeLU, ...)"; out is always terminated. */
 const char *gl_arch_describe(const gl_arch *a, char *out, size_t n);
 
-/* Apply preset `name` (shape, RoPE, vocabulary, sequence, tying) over a;
+/* Apply preset `name` (shape, RoPE, vocabulary, sequence, tying, and the
+ * form: Llama's, Qwen2's or GPT-2's, without dropout) over a;
  * -1 (a unchanged) when there is no such preset. */
 int gl_arch_preset(gl_arch *a, const char *name);
 
-/* "llama3-8b, llama3-70b, llama3.2-1b or tiny": for messages and --help. */
+/* "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny":
+ * for messages and --help. */
 extern const char gl_arch_preset_names[];
 
 /* Fill the values whose default depends on others (0 means "derive"):
