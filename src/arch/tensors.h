@@ -30,7 +30,9 @@
  * the row-parallel reduction, mlp.w_gate/w_up.bias [f] split with their
  * rows); the QKV biases alone with --add-qkv-bias.  The GeLU MLP is
  * w_up (fc1) and w_down (fc2), without w_gate.  Their Hugging Face names
- * are the Llama/Qwen2 spellings ("...q_proj.bias").
+ * are the Llama/Qwen2 spellings ("...q_proj.bias"); GPT2LMHeadModel's
+ * names and layout (Conv1D, q, k and v packed in attn.c_attn) are
+ * gl_tensor_gpt2's.
  *
  * Every matrix is [out, in] in both (PyTorch's Linear layout).  Hugging
  * Face stores the vocabulary's V rows where gridlm stores Vpad (the
