@@ -4,7 +4,8 @@
 # FP16 and FP32, tied and untied, single-file and sharded, the import
 # holds every weight exactly under gridlm's name (t/ckpt-hf-check, with
 # its own name table) with the vocabulary padded by zero rows, and the
-# export gives back every tensor bit for bit and every config.json field.
+# export gives back every tensor bit for bit and every config.json field;
+# the same round trip for Qwen2ForCausalLM (q, k, v biases).
 # Where transformers and torch are installed, transformers loads the
 # export.  Bad directories are refused with a message.  Skipped without
 # python3, safetensors and numpy.
@@ -53,6 +54,23 @@ for case in "bfloat16 untied single" "float16 tied sharded" "float32 untied shar
         "$PYTHON3" "$py" compare "$hf" "$d/$name.out" $exp
 done
 
+# Qwen2ForCausalLM (the Llama form with q, k and v biases): the round
+# trip gives back every tensor, the biases too, and Qwen2's config.json.
+for case in "bfloat16 tied single" "float32 untied sharded"; do
+    set -- $case
+    dt=$1 tie=$2 shard=$3
+    name="qwen2-$dt-$tie-$shard"
+    exp=bf16
+    test $dt = float32 && exp=fp32
+    run "$name: the library writes a Qwen2 directory" \
+        "$PYTHON3" "$py" make "$d/$name" $dt $tie $shard qwen2
+    run "$name: import-hf" $tool import-hf --quiet "$d/$name" "$d/$name.h5"
+    run "$name: export-hf --dtype $exp" $tool export-hf --dtype $exp --max-shard-size 1500 \
+        "$d/$name.h5" "$d/$name.out"
+    run "$name: the export equals the original, tensors and config.json" \
+        "$PYTHON3" "$py" compare "$d/$name" "$d/$name.out" $exp
+done
+
 # A directory of its own: OUT/iter_0000000.h5 and the tracker.
 mkdir -p "$d/asdir"
 run "import-hf into a directory" $tool import-hf --quiet "$d/bfloat16-untied-single" "$d/asdir"
@@ -84,7 +102,8 @@ bad="$d/bad"
 cp -r "$d/float32-untied-sharded" "$bad"
 sed 's/"llama"/"mistral"/; s/LlamaForCausalLM/MistralForCausalLM/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
-refuse "a non-Llama config is refused" "LlamaForCausalLM" $tool import-hf "$bad" "$d/x.h5"
+refuse "a Mistral config is refused, naming what is imported" \
+    "LlamaForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel" $tool import-hf "$bad" "$d/x.h5"
 sed 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
 refuse "a missing layer is named" "has no tensor model.layers.2" $tool import-hf "$bad" "$d/x.h5"
@@ -94,6 +113,22 @@ refuse "an extra layer is named" "model.layers.1" $tool import-hf "$bad" "$d/x.h
 sed 's/"intermediate_size": 12/"intermediate_size": 16/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
 refuse "a shape that config.json contradicts is named" "implies" $tool import-hf "$bad" "$d/x.h5"
+# A Qwen2 config over Llama weights lacks the biases; a Llama config over
+# Qwen2 weights would drop them; a sliding window is not computed.
+sed 's/"llama"/"qwen2"/; s/LlamaForCausalLM/Qwen2ForCausalLM/' \
+    "$d/float32-untied-sharded/config.json" >"$bad/config.json"
+refuse "Qwen2 without biases: the missing bias is named" \
+    "has no tensor model.layers.0.self_attn.q_proj.bias" $tool import-hf "$bad" "$d/x.h5"
+qb="$d/qbad"
+cp -r "$d/qwen2-float32-untied-sharded" "$qb"
+sed 's/"qwen2"/"llama"/; s/Qwen2ForCausalLM/LlamaForCausalLM/' \
+    "$d/qwen2-float32-untied-sharded/config.json" >"$qb/config.json"
+refuse "a Llama config over Qwen2 weights: the bias is named, not dropped" \
+    "_proj.bias, which is not a weight" $tool import-hf "$qb" "$d/x.h5"
+sed 's/"use_sliding_window": false/"use_sliding_window": true/' \
+    "$d/qwen2-float32-untied-sharded/config.json" >"$qb/config.json"
+refuse "Qwen2 with use_sliding_window true" "use_sliding_window" \
+    $tool import-hf "$qb" "$d/x.h5"
 refuse "a directory without config.json" "config.json" $tool import-hf "$d/nowhere" "$d/x.h5"
 rm -f "$bad/config.json" && mkdir "$bad/config.json"
 refuse "a config.json that is a directory" "config.json is a directory" \

@@ -1,6 +1,7 @@
 """eval-hf.py: an independent numpy oracle for t/eval-hf.t.
 
-  eval-hf.py make DIR VARIANT          a small random LlamaForCausalLM
+  eval-hf.py make DIR VARIANT          a small random LlamaForCausalLM (or
+                                       Qwen2ForCausalLM: variant q)
                                        directory (config.json, safetensors
                                        written by the safetensors library)
   eval-hf.py data PREFIX VOCAB         a Megatron dataset PREFIX.bin/.idx
@@ -20,7 +21,11 @@
                                        interleaved-rope (pairs 2i, 2i+1),
                                        v4-reader (ignores rope_parameters),
                                        kv-heads-cycled (head i uses i % Hkv),
-                                       gate-up-swapped
+                                       gate-up-swapped, no-qkv-bias (Qwen2),
+                                       gelu-exact, qk-swapped, no-positions
+                                       (GPT-2)
+  eval-hf.py unprefix DIR OUT          DIR (a GPT-2) without "transformer." in
+                                       its names, as fp32, in OUT
   eval-hf.py same ORIG EXPORTED        every tensor of EXPORTED has the dtype,
                                        shape and bytes of ORIG's (export-hf's
                                        round trip), and config.json agrees
@@ -44,6 +49,16 @@ LlamaForCausalLM:
     x = rmsnorm(h, post_attention_layernorm)
     h = h + (silu(x Wgate^T) * (x Wup^T)) Wdown^T
   logits = rmsnorm(h, norm) W^T, W = lm_head or (tied) embed_tokens
+  Qwen2ForCausalLM (variant q) is the same with q, k, v = x W^T + b.
+  GPT2LMHeadModel (variant g), Conv1D layers y = x W + b (W [in, out]):
+    h = wte[ids] + wpe[positions]
+    per layer:
+      q | k | v = layernorm(h, ln_1) c_attn.W + c_attn.b   (column blocks)
+      h = h + attention(q, k, v) c_proj.W + c_proj.b   (as above, no RoPE)
+      h = h + gelu_tanh(layernorm(h, ln_2) c_fc.W + b) mlp.c_proj.W + b
+    logits = layernorm(h, ln_f) wte^T    (tied)
+    layernorm(x) = (x - mean) / sqrt(var + eps) w + b;  gelu_tanh(x) =
+    x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  ("gelu_new")
   inv_freq_i = 1 / theta^(2i / d); with rope_scaling llama3 (Llama 3.1):
     wavelen = 2 pi / inv_freq; wavelen > L / low: inv_freq / factor;
     wavelen < L / high: unchanged; between: (1 - s) inv_freq / factor +
@@ -87,6 +102,17 @@ VARIANTS = {
               heads=4, kv=2, head_dim=16, vocab=1000, eps=1e-5, theta=500000.0, v5=True,
               scaling=dict(rope_type="llama3", factor=4.0, low_freq_factor=2.0,
                            high_freq_factor=8.0, original_max_position_embeddings=256)),
+    # Qwen2ForCausalLM: the Llama form with biases on q, k and v; fp32,
+    # tied, GQA 4:2, RoPE theta 1e6, RMSNorm epsilon 1e-6
+    "q": dict(dtype="float32", tied=True, shards=1, hidden=64, inter=96, layers=2,
+              heads=4, kv=2, head_dim=None, vocab=1000, eps=1e-6, theta=1000000.0,
+              scaling=None, qwen2=True),
+    # GPT2LMHeadModel: LayerNorm with biases, GeLU (tanh) MLP of 4h,
+    # learned positions, biases everywhere, Conv1D weights ([in, out]),
+    # q, k, v packed in attn.c_attn, tied head; bf16, two shards
+    "g": dict(dtype="bfloat16", tied=True, shards=2, hidden=64, inter=256, layers=2,
+              heads=4, kv=4, head_dim=None, vocab=1000, eps=1e-5, theta=None,
+              scaling=None, gpt2=True),
 }
 
 
@@ -94,7 +120,22 @@ def head_dim_of(v):
     return v["head_dim"] or v["hidden"] // v["heads"]
 
 
+def gpt2_config_json(v):
+    return {
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+        "n_embd": v["hidden"], "n_layer": v["layers"], "n_head": v["heads"],
+        "n_positions": 128, "n_ctx": 128, "n_inner": None, "vocab_size": v["vocab"],
+        "layer_norm_epsilon": v["eps"], "activation_function": "gelu_new",
+        "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1,
+        "scale_attn_weights": True, "tie_word_embeddings": True,
+        "torch_dtype": v["dtype"], "bos_token_id": 1, "eos_token_id": 2,
+        "initializer_range": 0.02, "use_cache": True,
+    }
+
+
 def config_json(v):
+    if v.get("gpt2"):
+        return gpt2_config_json(v)
     c = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": v["hidden"], "intermediate_size": v["inter"],
@@ -108,6 +149,11 @@ def config_json(v):
     }
     if v["head_dim"]:
         c["head_dim"] = v["head_dim"]
+    if v.get("qwen2"):
+        # Qwen2Config's keys: no attention_bias / mlp_bias / rope_scaling
+        del c["attention_bias"], c["mlp_bias"], c["rope_scaling"]
+        c.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                 use_sliding_window=False, sliding_window=4096, max_window_layers=28)
     if v.get("v5"):
         del c["rope_theta"], c["rope_scaling"]
         c["rope_parameters"] = dict(v["scaling"] or {"rope_type": "default"},
@@ -115,11 +161,40 @@ def config_json(v):
     return c
 
 
+def gpt2_weights(v, rng):
+    """GPT-2's tensors, Conv1D matrices stored [in, out]."""
+    h, f, V = v["hidden"], v["inter"], v["vocab"]
+
+    def conv(n_in, n_out, gain):
+        return (rng.standard_normal((n_in, n_out)) * gain / math.sqrt(n_in)).astype(np.float32)
+
+    def vec(n, mean, sd):
+        return (mean + sd * rng.standard_normal(n)).astype(np.float32)
+
+    w = {"transformer.wte.weight": (0.4 * rng.standard_normal((V, h))).astype(np.float32),
+         "transformer.wpe.weight": (0.4 * rng.standard_normal((128, h))).astype(np.float32)}
+    for l in range(v["layers"]):
+        p = f"transformer.h.{l}."
+        w[p + "ln_1.weight"], w[p + "ln_1.bias"] = vec(h, 1, 0.2), vec(h, 0, 0.2)
+        w[p + "attn.c_attn.weight"] = conv(h, 3 * h, 2.0)
+        w[p + "attn.c_attn.bias"] = vec(3 * h, 0, 0.5)
+        w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"] = conv(h, h, 0.5), vec(h, 0, 0.2)
+        w[p + "ln_2.weight"], w[p + "ln_2.bias"] = vec(h, 1, 0.2), vec(h, 0, 0.2)
+        w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = conv(h, f, 2.0), vec(f, 0, 0.5)
+        w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = conv(f, h, 0.5), vec(h, 0, 0.2)
+        # the causal-mask buffer older checkpoints carry (not a weight)
+        w[p + "attn.bias"] = np.tril(np.ones((128, 128), np.float32)).reshape(1, 1, 128, 128)
+    w["transformer.ln_f.weight"], w["transformer.ln_f.bias"] = vec(h, 1, 0.2), vec(h, 0, 0.2)
+    return w
+
+
 def random_weights(v, seed):
     """Weights large enough that attention is far from uniform and the
     logits spread over several nats, so that a wrong RoPE convention, head
     grouping or scaling moves the loss by far more than rounding does."""
     rng = np.random.default_rng(seed)
+    if v.get("gpt2"):
+        return gpt2_weights(v, rng)
     h, f, d = v["hidden"], v["inter"], head_dim_of(v)
     q, kv, V = v["heads"] * d, v["kv"] * d, v["vocab"]
 
@@ -141,6 +216,9 @@ def random_weights(v, seed):
         w[p + "mlp.gate_proj.weight"] = mat(f, h, 1.0)
         w[p + "mlp.up_proj.weight"] = mat(f, h, 1.0)
         w[p + "mlp.down_proj.weight"] = mat(h, f, 0.5)
+        if v.get("qwen2"):
+            for k, n in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+                w[p + f"self_attn.{k}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
     if v["scaling"]:
         # llama3 scaling changes only the slow channels, which hardly turn
         # over a short sequence: give them more weight in q and k so that
@@ -382,7 +460,49 @@ def log_softmax(z):
     return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
 
 
+def layer_norm(x, w, b, eps):
+    m = x.mean(axis=-1, keepdims=True)
+    var = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(var + eps) * w + b
+
+
+def gelu(x, mutant):
+    if mutant == "gelu-exact":     # the erf form, which GPT-2 does not use
+        return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gpt2_forward(cfg, W, ids, mutant=None):
+    """transformers' GPT2LMHeadModel; Conv1D: y = x W + b with W [in, out]."""
+    h, H = cfg["n_embd"], cfg["n_head"]
+    d, eps, n = h // H, cfg["layer_norm_epsilon"], len(ids)
+    causal = np.triu(np.full((n, n), -np.inf), 1)
+    x = W["transformer.wte.weight"][ids]
+    if mutant != "no-positions":
+        x = x + W["transformer.wpe.weight"][:n]
+    for l in range(cfg["n_layer"]):
+        p = f"transformer.h.{l}."
+        a = layer_norm(x, W[p + "ln_1.weight"], W[p + "ln_1.bias"], eps)
+        qkv = a @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]
+        q, k, v = qkv[:, :h], qkv[:, h:2 * h], qkv[:, 2 * h:]
+        if mutant == "qk-swapped":
+            q, k = k, q
+        q, k, v = (t.reshape(n, H, d).transpose(1, 0, 2) for t in (q, k, v))
+        s = q @ k.transpose(0, 2, 1) / math.sqrt(d) + causal
+        s = np.exp(s - s.max(axis=-1, keepdims=True))
+        s /= s.sum(axis=-1, keepdims=True)
+        o = (s @ v).transpose(1, 0, 2).reshape(n, h)
+        x = x + o @ W[p + "attn.c_proj.weight"] + W[p + "attn.c_proj.bias"]
+        a = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
+        u = gelu(a @ W[p + "mlp.c_fc.weight"] + W[p + "mlp.c_fc.bias"], mutant)
+        x = x + u @ W[p + "mlp.c_proj.weight"] + W[p + "mlp.c_proj.bias"]
+    x = layer_norm(x, W["transformer.ln_f.weight"], W["transformer.ln_f.bias"], eps)
+    return x @ W["transformer.wte.weight"].T
+
+
 def forward(cfg, W, ids, mutant=None):
+    if cfg.get("model_type") == "gpt2":
+        return gpt2_forward(cfg, W, ids, mutant)
     h = cfg["hidden_size"]
     Hq = cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads", Hq)
@@ -397,9 +517,12 @@ def forward(cfg, W, ids, mutant=None):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         a = rms_norm(x, W[p + "input_layernorm.weight"], eps)
-        q = (a @ W[p + "self_attn.q_proj.weight"].T).reshape(n, Hq, d).transpose(1, 0, 2)
-        k = (a @ W[p + "self_attn.k_proj.weight"].T).reshape(n, Hkv, d).transpose(1, 0, 2)
-        v = (a @ W[p + "self_attn.v_proj.weight"].T).reshape(n, Hkv, d).transpose(1, 0, 2)
+        q, k, v = (a @ W[p + f"self_attn.{m}_proj.weight"].T for m in "qkv")
+        if p + "self_attn.q_proj.bias" in W and mutant != "no-qkv-bias":   # Qwen2
+            q, k, v = (t + W[p + f"self_attn.{m}_proj.bias"] for t, m in zip((q, k, v), "qkv"))
+        q = q.reshape(n, Hq, d).transpose(1, 0, 2)
+        k = k.reshape(n, Hkv, d).transpose(1, 0, 2)
+        v = v.reshape(n, Hkv, d).transpose(1, 0, 2)
         q, k = rope(q, cos, sin, mutant), rope(k, cos, sin, mutant)
         rep = Hq // Hkv
         group = [i % Hkv if mutant == "kv-heads-cycled" else i // rep for i in range(Hq)]
@@ -441,6 +564,8 @@ def loss(d, prefix, seq, mutant=None):
 
 def same(orig, exported):
     a, b = read_dir(orig), read_dir(exported)
+    # GPT-2's causal-mask buffers are not weights: import-hf skips them
+    a = {n: t for n, t in a.items() if not n.endswith(".attn.bias")}
     bad = 0
     if set(a) != set(b):
         print(f"tensor names differ: only in the original {sorted(set(a) - set(b))}, "
@@ -468,6 +593,9 @@ def same(orig, exported):
         elif got != want:
             print(f"config.json {k}: {want!r} became {got!r}")
             bad += 1
+    if "n_embd" in ca:          # GPT-2: no head_dim
+        print(f"{len(a)} tensors compared, {bad} differences")
+        return 1 if bad else 0
     # head_dim: absent means hidden_size / heads, so the export may spell it out
     hd = ca.get("head_dim") or ca["hidden_size"] // ca["num_attention_heads"]
     if (cb.get("head_dim") or cb["hidden_size"] // cb["num_attention_heads"]) != hd:
@@ -477,6 +605,18 @@ def same(orig, exported):
     return 1 if bad else 0
 
 
+def unprefix(d, out):
+    """d's GPT-2 as GPT2Model names it (no "transformer."), as the hub's
+    original GPT-2 files do: one fp32 file and the same config.json."""
+    os.makedirs(out, exist_ok=True)
+    w = {n.removeprefix("transformer."): as_f64(*t).astype(np.float32)
+         for n, t in read_dir(d).items()}
+    write_file(os.path.join(out, "model.safetensors"), w, "float32")
+    with open(os.path.join(d, "config.json")) as f, \
+            open(os.path.join(out, "config.json"), "w") as g:
+        g.write(f.read())
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "make":
         make(argv[1], argv[2])
@@ -484,6 +624,8 @@ def main(argv):
         data(argv[1], int(argv[2]))
     elif len(argv) in (4, 5) and argv[0] == "loss":
         loss(argv[1], argv[2], int(argv[3]), argv[4] if len(argv) == 5 else None)
+    elif len(argv) == 3 and argv[0] == "unprefix":
+        unprefix(argv[1], argv[2])
     elif len(argv) == 3 and argv[0] == "same":
         return same(argv[1], argv[2])
     else:

@@ -46,6 +46,13 @@
 #      one rope_parameters object holding rope_theta and the scaling, no
 #      rope_scaling or rope_theta; a reader of only the v4 names would
 #      compute the model with theta 10000 and no scaling.
+#   q  Qwen2ForCausalLM: the Llama form with biases on q, k and v
+#      (fp32, tied, theta 1e6); the oracle without the biases must miss.
+#   g  GPT2LMHeadModel: LayerNorm with biases, GeLU (tanh), learned
+#      positions, Conv1D weights ([in, out]) with q, k, v packed in
+#      attn.c_attn, tied, bf16 in two shards, with the attn.bias mask
+#      buffers old checkpoints carry; the oracles with exact GeLU, q and k
+#      swapped, or no positions must miss; "gelu" (exact) is refused.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -165,5 +172,50 @@ check d "1 rank" 1
 run "d: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/d.h5" "$tmp/d.out"
 run "d: the export equals the original bit for bit, config.json (rope_parameters) too" \
     "$PYTHON3" "$py" same "$tmp/d" "$tmp/d.out"
+
+# --- q: Qwen2, QKV biases ----------------------------------------------
+prepare q 1000
+sensitive q no-qkv-bias interleaved-rope kv-heads-cycled
+run "q: import-hf (Qwen2ForCausalLM)" "$ckpt" import-hf --quiet "$tmp/q" "$tmp/q.h5"
+check q "1 rank" 1
+check q "TP 2" 2 --tensor-model-parallel-size 2
+check q "PP 2" 2 --pipeline-model-parallel-size 2
+run "q: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/q.h5" "$tmp/q.out"
+run "q: the export equals the original bit for bit, config.json too" \
+    "$PYTHON3" "$py" same "$tmp/q" "$tmp/q.out"
+
+# --- g: GPT-2 -----------------------------------------------------------
+# A tighter tolerance: exact GeLU moves the loss by only ~1.4e-6 relative
+# (erf and tanh GeLU differ by < 2e-4 per activation), and this model
+# runs at 1e-8 (no RoPE, no long sums), so 1e-7 keeps both margins.
+TOL=1e-7
+prepare g 1000
+sensitive g gelu-exact qk-swapped no-positions
+run "g: import-hf (GPT2LMHeadModel, sharded, bf16)" "$ckpt" import-hf --quiet "$tmp/g" "$tmp/g.h5"
+check g "1 rank" 1
+check g "TP 2" 2 --tensor-model-parallel-size 2
+check g "PP 2" 2 --pipeline-model-parallel-size 2
+run "g: export-hf --dtype bf16" "$ckpt" export-hf --dtype bf16 "$tmp/g.h5" "$tmp/g.out"
+run "g: the export equals the original bit for bit (but the attn.bias buffers), config.json too" \
+    "$PYTHON3" "$py" same "$tmp/g" "$tmp/g.out"
+run "g: the names without \"transformer.\" (GPT2Model's, the hub's gpt2) import too" \
+    sh -c "'$PYTHON3' '$py' unprefix '$tmp/g' '$tmp/g-bare' &&
+           '$ckpt' import-hf --quiet '$tmp/g-bare' '$tmp/g-bare.h5' &&
+           '$ckpt' export-hf --dtype bf16 '$tmp/g-bare.h5' '$tmp/g-bare.out'"
+run "g: and export as the same model (prefixed)" "$PYTHON3" "$py" same "$tmp/g" "$tmp/g-bare.out"
+cp "$tmp/g/config.json" "$tmp/g.orig"
+sed 's/"scale_attn_weights": true/"scale_attn_by_inverse_layer_idx": true/' "$tmp/g.orig" \
+    >"$tmp/g/config.json"
+"$ckpt" import-hf --quiet "$tmp/g" "$tmp/g3.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'scale_attn_by_inverse_layer_idx' "$tmp/out"
+ok $? "g: scale_attn_by_inverse_layer_idx is refused by name"
+sed 's/"gelu_new"/"gelu"/' "$tmp/g.orig" >"$tmp/g/config.json"
+"$ckpt" import-hf --quiet "$tmp/g" "$tmp/g2.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'activation_function "gelu"' "$tmp/out"
+ok $? "g: activation_function \"gelu\" (exact) is refused by name"
 
 done_testing

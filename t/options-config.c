@@ -150,6 +150,35 @@ static void test_presets(void)
        "llama3.2-1b: 16 x 2048, ffn 8192, 32/8, tied, rope scaling 32");
     gl_config_free(&c);
 
+    parse(&c, "--model qwen2.5-1.5b --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.arch.num_layers == 28 && c.arch.hidden_size == 1536 && c.arch.ffn_hidden_size == 8960 &&
+       c.arch.num_attention_heads == 12 && c.arch.num_query_groups == 2 &&
+       c.arch.vocab_size == 151936 && c.arch.rotary_base == 1e6 && c.arch.norm_epsilon == 1e-6 &&
+       !c.arch.untie_embeddings_and_output_weights && gl_arch_is_qwen2(&c.arch),
+       "qwen2.5-1.5b: 28 x 1536, ffn 8960, 12/2, vocab 151936, base 1e6, eps 1e-6, tied, QKV bias");
+    gl_config_free(&c);
+
+    parse(&c, "--model gpt2 --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.arch.num_layers == 12 && c.arch.hidden_size == 768 && c.arch.ffn_hidden_size == 3072 &&
+       c.arch.num_attention_heads == 12 && c.arch.num_query_groups == 12 &&
+       c.arch.vocab_size == 50257 && c.arch.max_position_embeddings == 1024 &&
+       c.arch.seq_length == 1024 && !c.arch.untie_embeddings_and_output_weights &&
+       gl_arch_is_gpt2(&c.arch) && c.arch.hidden_dropout == 0,
+       "gpt2: 12 x 768, ffn 3072, 12 heads, vocab 50257, 1024 positions, GPT form, tied");
+    gl_config_free(&c);
+
+    parse(&c, "--model gpt2-medium --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.arch.num_layers == 24 && c.arch.hidden_size == 1024 && c.arch.num_attention_heads == 16 &&
+       c.arch.ffn_hidden_size == 4096 && gl_arch_is_gpt2(&c.arch),
+       "gpt2-medium: 24 x 1024, 16 heads");
+    gl_config_free(&c);
+
+    parse(&c, "--model gpt2-xl --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.arch.num_layers == 48 && c.arch.hidden_size == 1600 && c.arch.num_attention_heads == 25 &&
+       c.arch.ffn_hidden_size == 6400 && c.arch.kv_channels == 64 && gl_arch_is_gpt2(&c.arch),
+       "gpt2-xl: 48 x 1600, 25 heads of 64");
+    gl_config_free(&c);
+
     parse(&c, BASE);
     ok(c.arch.num_layers == 4 && c.arch.hidden_size == 64 && c.arch.num_attention_heads == 8 &&
        c.arch.num_query_groups == 4 && c.arch.ffn_hidden_size == 176 && c.arch.vocab_size == 512 &&
@@ -582,7 +611,7 @@ static void test_refusals(void)
             "--num-attention-heads 8", "--kv-channels");
     REFUSED(BASE "--kv-channels 7", 0, "--kv-channels 7 is odd");
     REFUSED(BASE "--model llama4", 0, "--model llama4 is not a known model",
-            "llama3-8b, llama3-70b, llama3.2-1b or tiny");
+            "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny");
     REFUSED(BASE "--fp16", 0, "--fp16 is not supported", "--bf16");
     REFUSED(BASE "--tokenizer-type SentencePieceTokenizer", 0,
             "--tokenizer-type SentencePieceTokenizer is not supported",

@@ -41,6 +41,19 @@ int gl_arch_is_llama(const gl_arch *a)
            a->add_qkv_bias == l.add_qkv_bias;
 }
 
+int gl_arch_is_qwen2(const gl_arch *a)
+{
+    gl_arch l = *a;
+    l.add_qkv_bias = 0;
+    return a->add_qkv_bias && !a->add_bias_linear && gl_arch_is_llama(&l);
+}
+
+int gl_arch_is_gpt2(const gl_arch *a)
+{
+    return a->normalization == GL_NORM_LAYERNORM && !a->apply_layernorm_1p && !a->swiglu &&
+           a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE && a->add_bias_linear;
+}
+
 const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
 {
     gl_arch d;
@@ -101,21 +114,37 @@ typedef struct {
     int rope_scaling;
     double rope_factor;
     int untie;
+    int form;                   /* PRESET_LLAMA, PRESET_QWEN2, PRESET_GPT2 */
+    double eps;                 /* the norms' epsilon */
 } preset;
 
-/* The published shapes of the Llama 3 models (config.json of each), and
- * the small model the tests train.  Columns: layers, hidden, FFN, heads,
- * query groups, vocabulary, sequence, max positions, RoPE base, RoPE
- * scaling (and factor), untied embeddings. */
+/* The model forms of the presets: the Llama form (gl_arch_llama), Qwen2's
+ * (that with QKV biases), GPT-2's (LayerNorm, GeLU, learned positions,
+ * linear biases; no dropout, as the others). */
+enum { PRESET_LLAMA = 0, PRESET_QWEN2, PRESET_GPT2 };
+
+/* The published shapes of the Llama 3, Qwen2.5 and GPT-2 models
+ * (config.json of each), and the small model the tests train.  Columns:
+ * layers, hidden, FFN, heads, query groups, vocabulary, sequence, max
+ * positions, RoPE base, RoPE scaling (and factor), untied embeddings,
+ * form, norm epsilon.  (GPT-2's RoPE columns are unused: its positions
+ * are learned, n_positions of them.) */
 static const preset presets[] = {
-    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
-    {"llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192, 8192, 500000, 0, 8, 1},
-    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 8192, 131072, 500000, 1, 32, 0},
-    {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 8192, 500000, 0, 8, 1, PRESET_LLAMA, 1e-5},
+    {"llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192, 8192, 500000, 0, 8, 1, PRESET_LLAMA,
+     1e-5},
+    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 8192, 131072, 500000, 1, 32, 0, PRESET_LLAMA,
+     1e-5},
+    {"qwen2.5-1.5b", 28, 1536, 8960, 12, 2, 151936, 4096, 131072, 1000000, 0, 8, 0, PRESET_QWEN2,
+     1e-6},
+    {"gpt2", 12, 768, 3072, 12, 12, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
+    {"gpt2-medium", 24, 1024, 4096, 16, 16, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
+    {"gpt2-xl", 48, 1600, 6400, 25, 25, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
+    {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1, PRESET_LLAMA, 1e-5},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
-const char gl_arch_preset_names[] = "llama3-8b, llama3-70b, llama3.2-1b or tiny";
+const char gl_arch_preset_names[] = "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny";
 
 int gl_arch_preset(gl_arch *a, const char *name)
 {
@@ -138,8 +167,16 @@ int gl_arch_preset(gl_arch *a, const char *name)
     a->use_rope_scaling = p->rope_scaling;
     a->rope_scaling_factor = p->rope_factor;
     a->untie_embeddings_and_output_weights = p->untie;
-    a->norm_epsilon = 1e-5;
+    a->norm_epsilon = p->eps;
     gl_arch_llama(a);
+    if (p->form == PRESET_QWEN2)
+        a->add_qkv_bias = 1;
+    if (p->form == PRESET_GPT2) {
+        a->normalization = GL_NORM_LAYERNORM;
+        a->swiglu = 0;
+        a->position_embedding_type = GL_POS_LEARNED_ABSOLUTE;
+        a->add_bias_linear = 1;
+    }
     return 0;
 }
 

@@ -138,16 +138,27 @@ void gl_arch_llama(gl_arch *a);
  * dropout rates (a training choice, not the model's form). */
 int gl_arch_is_llama(const gl_arch *a);
 
+/* Whether a is the Qwen2 form: the Llama form (as gl_arch_is_llama) but
+ * with biases on q, k and v (--add-qkv-bias). */
+int gl_arch_is_qwen2(const gl_arch *a);
+
+/* Whether a is GPT-2's form: LayerNorm (not 1p), GeLU (tanh), learned
+ * positions, biases on every linear layer.  (Its shape -- query groups,
+ * head size -- is not looked at.) */
+int gl_arch_is_gpt2(const gl_arch *a);
+
 /* The model's form in words for the start-up summary: "Llama-style
  * (RMSNorm, SwiGLU, RoPE, no biases, no dropout)" or "GPT-style (Megatron
  * defaults) (LayerNorm, GeLU, ...)"; out is always terminated. */
 const char *gl_arch_describe(const gl_arch *a, char *out, size_t n);
 
-/* Apply preset `name` (shape, RoPE, vocabulary, sequence, tying) over a;
+/* Apply preset `name` (shape, RoPE, vocabulary, sequence, tying, and the
+ * form: Llama's, Qwen2's or GPT-2's, without dropout) over a;
  * -1 (a unchanged) when there is no such preset. */
 int gl_arch_preset(gl_arch *a, const char *name);
 
-/* "llama3-8b, llama3-70b, llama3.2-1b or tiny": for messages and --help. */
+/* "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny":
+ * for messages and --help. */
 extern const char gl_arch_preset_names[];
 
 /* Fill the values whose default depends on others (0 means "derive"):

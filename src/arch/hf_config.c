@@ -116,18 +116,102 @@ static int rope_from_hf(json_t *j, gl_arch *a, const char *path, gl_error *err)
     return 0;
 }
 
-/* Is j a Llama: model_type "llama" or LlamaForCausalLM among the
- * architectures? */
-static int is_llama(json_t *j)
+/* The families gridlm reads from config.json. */
+typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2, HF_GPT2 } hf_family;
+
+/* Which family j is: model_type "llama" / "qwen2", or LlamaForCausalLM /
+ * Qwen2ForCausalLM among the architectures. */
+static hf_family family_of(json_t *j)
 {
     json_t *mt = json_object_get(j, "model_type");
     if (json_is_string(mt) && !strcmp(json_string_value(mt), "llama"))
-        return 1;
+        return HF_LLAMA;
+    if (json_is_string(mt) && !strcmp(json_string_value(mt), "qwen2"))
+        return HF_QWEN2;
+    if (json_is_string(mt) && !strcmp(json_string_value(mt), "gpt2"))
+        return HF_GPT2;
     size_t i;
     json_t *a;
-    json_array_foreach(json_object_get(j, "architectures"), i, a)
+    json_array_foreach(json_object_get(j, "architectures"), i, a) {
         if (json_is_string(a) && !strcmp(json_string_value(a), "LlamaForCausalLM"))
-            return 1;
+            return HF_LLAMA;
+        if (json_is_string(a) && !strcmp(json_string_value(a), "Qwen2ForCausalLM"))
+            return HF_QWEN2;
+        if (json_is_string(a) && !strcmp(json_string_value(a), "GPT2LMHeadModel"))
+            return HF_GPT2;
+    }
+    return HF_OTHER;
+}
+
+/* Qwen2's own keys: sliding-window attention (use_sliding_window; gridlm's
+ * attention is full causal) is refused. */
+static int qwen2_from_hf(json_t *j, const char *path, gl_error *err)
+{
+    json_t *sw = json_object_get(j, "use_sliding_window");
+    if (sw && json_is_true(sw))
+        return gl_errprintf(err, "%s: use_sliding_window is true; gridlm's attention is full "
+                            "causal attention, not sliding-window", path);
+    return 0;
+}
+
+/* Is member key of o true (a JSON true)? */
+static int is_true(json_t *o, const char *key)
+{
+    json_t *x = json_object_get(o, key);
+    return x && json_is_true(x);
+}
+
+/* GPT-2's activations that are GeLU's tanh approximation, which gridlm
+ * computes; the first is GPT2Config's default. */
+static const char *const gpt2_tanh_gelus[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+
+/* A GPT2LMHeadModel's config.json (GPT2Config's keys and defaults):
+ * LayerNorm with biases, GeLU (tanh) MLP, learned positions, biases on
+ * every linear layer, multi-head attention scaled by 1 / sqrt(head size).
+ * Dropout (resid/embd/attn_pdrop) is a training choice: the import has
+ * none, like a Llama's. */
+static int gpt2_from_hf(gl_arch *a, json_t *j, const char *path, gl_error *err)
+{
+    a->normalization = GL_NORM_LAYERNORM;
+    a->swiglu = 0;
+    a->position_embedding_type = GL_POS_LEARNED_ABSOLUTE;
+    a->add_bias_linear = 1;
+    if (get_int(j, "n_embd", &a->hidden_size, 1, 0, path, err) ||
+        get_int(j, "n_layer", &a->num_layers, 1, 0, path, err) ||
+        get_int(j, "n_head", &a->num_attention_heads, 1, 0, path, err) ||
+        get_int(j, "vocab_size", &a->vocab_size, 1, 0, path, err) ||
+        get_int(j, "n_positions", &a->max_position_embeddings, 0, 1024, path, err) ||
+        get_int(j, "n_inner", &a->ffn_hidden_size, 0, 4L * a->hidden_size, path, err) ||
+        get_double(j, "layer_norm_epsilon", &a->norm_epsilon, 1e-5, path, err))
+        return -1;
+    if (a->hidden_size % a->num_attention_heads)
+        return gl_errprintf(err, "%s: n_embd %d is not a multiple of n_head %d", path,
+                            a->hidden_size, a->num_attention_heads);
+    a->num_query_groups = a->num_attention_heads;
+    a->kv_channels = a->hidden_size / a->num_attention_heads;
+    json_t *act = json_object_get(j, "activation_function");
+    if (act && !json_is_null(act)) {
+        const char *s = json_is_string(act) ? json_string_value(act) : "?";
+        int i = 0;
+        while (gpt2_tanh_gelus[i] && strcmp(gpt2_tanh_gelus[i], s) != 0)
+            i++;
+        if (!gpt2_tanh_gelus[i])
+            return gl_errprintf(err, "%s: activation_function \"%s\"; gridlm's GPT MLP computes "
+                                "GeLU's tanh approximation (\"gelu_new\" or "
+                                "\"gelu_pytorch_tanh\") only", path, s);
+    }
+    json_t *sw = json_object_get(j, "scale_attn_weights");
+    if (sw && json_is_false(sw))
+        return gl_errprintf(err, "%s: scale_attn_weights is false; gridlm scales attention "
+                            "scores by 1 / sqrt(head size)", path);
+    if (is_true(j, "scale_attn_by_inverse_layer_idx"))
+        return gl_errprintf(err, "%s: scale_attn_by_inverse_layer_idx is true; gridlm does "
+                            "not scale attention by the layer number", path);
+    if (is_true(j, "add_cross_attention"))
+        return gl_errprintf(err, "%s: add_cross_attention is true; gridlm's GPT is a decoder "
+                            "without cross-attention", path);
+    json_t *tie = json_object_get(j, "tie_word_embeddings");     /* GPT2Config: true */
+    a->untie_embeddings_and_output_weights = tie && json_is_false(tie);
     return 0;
 }
 
@@ -137,23 +221,34 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     gl_arch_llama(a);   /* LlamaForCausalLM: RMSNorm, SwiGLU, RoPE, no biases */
     if (!json_is_object(j))
         return gl_errprintf(err, "%s is not a JSON object", path);
-    if (!is_llama(j)) {
+    hf_family fam = family_of(j);
+    if (fam == HF_OTHER) {
         json_t *mt = json_object_get(j, "model_type");
-        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM (model_type "
-                            "\"%s\"): gridlm imports Llama models only", path,
+        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM, Qwen2ForCausalLM "
+                            "or GPT2LMHeadModel (model_type \"%s\"): gridlm imports those "
+                            "only", path,
                             json_is_string(mt) ? json_string_value(mt) : "?");
+    }
+    if (fam == HF_GPT2)
+        return gpt2_from_hf(a, j, path, err);
+    if (fam == HF_QWEN2) {
+        a->add_qkv_bias = 1;    /* Qwen2 = Llama + biases on q, k and v */
+        if (qwen2_from_hf(j, path, err))
+            return -1;
     }
     if (get_int(j, "hidden_size", &a->hidden_size, 1, 0, path, err) ||
         get_int(j, "intermediate_size", &a->ffn_hidden_size, 1, 0, path, err) ||
         get_int(j, "num_hidden_layers", &a->num_layers, 1, 0, path, err) ||
         get_int(j, "num_attention_heads", &a->num_attention_heads, 1, 0, path, err) ||
         get_int(j, "vocab_size", &a->vocab_size, 1, 0, path, err) ||
-        get_int(j, "num_key_value_heads", &a->num_query_groups, 0, a->num_attention_heads,
-                path, err) ||
+        /* Qwen2Config's default is 32 key/value heads, not "= heads":
+         * required there rather than guessed. */
+        get_int(j, "num_key_value_heads", &a->num_query_groups, fam == HF_QWEN2,
+                a->num_attention_heads, path, err) ||
         get_int(j, "head_dim", &a->kv_channels, 0, a->hidden_size / a->num_attention_heads,
                 path, err) ||
-        get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0, 2048, path,
-                err) ||
+        get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0,
+                fam == HF_QWEN2 ? 32768 : 2048, path, err) ||
         get_double(j, "rms_norm_eps", &a->norm_epsilon, 1e-6, path, err))
         return -1;
     if (a->num_attention_heads % a->num_query_groups)
@@ -166,7 +261,7 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     json_t *mbias = json_object_get(j, "mlp_bias");
     if ((bias && json_is_true(bias)) || (mbias && json_is_true(mbias)))
         return gl_errprintf(err, "%s: attention_bias or mlp_bias is set; gridlm's Llama has "
-                            "no biases", path);
+                            "no biases (and Qwen2 biases on q, k and v only)", path);
     json_t *act = json_object_get(j, "hidden_act");
     if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return gl_errprintf(err, "%s: hidden_act \"%s\"; gridlm's MLP is SwiGLU (silu)", path,
@@ -185,6 +280,31 @@ static void llama3_to_hf(const gl_arch *a, json_t *o)
                         json_integer(a->rope_scaling_original_max_position_embeddings));
 }
 
+/* GPT2Config's keys for a into j.  Two spellings of an original survive
+ * when they say the same: n_inner null (= 4 n_embd) and the name of the
+ * tanh GeLU. */
+static void gpt2_to_hf(const gl_arch *a, json_t *j)
+{
+    json_t *arch = json_array();
+    json_array_append_new(arch, json_string("GPT2LMHeadModel"));
+    json_object_set_new(j, "architectures", arch);
+    json_object_set_new(j, "model_type", json_string("gpt2"));
+    json_object_set_new(j, "n_embd", json_integer(a->hidden_size));
+    json_object_set_new(j, "n_layer", json_integer(a->num_layers));
+    json_object_set_new(j, "n_head", json_integer(a->num_attention_heads));
+    json_object_set_new(j, "n_positions", json_integer(a->max_position_embeddings));
+    json_t *inner = json_object_get(j, "n_inner");
+    if (!(a->ffn_hidden_size == 4 * a->hidden_size && (!inner || json_is_null(inner))))
+        json_object_set_new(j, "n_inner", json_integer(a->ffn_hidden_size));
+    json_object_set_new(j, "layer_norm_epsilon", json_real(a->norm_epsilon));
+    json_t *act = json_object_get(j, "activation_function");
+    if (!(json_is_string(act) && !strcmp(json_string_value(act), "gelu_pytorch_tanh")))
+        json_object_set_new(j, "activation_function", json_string("gelu_new"));
+    json_object_set_new(j, "vocab_size", json_integer(a->vocab_size));
+    json_object_set_new(j, "tie_word_embeddings",
+                        json_boolean(!a->untie_embeddings_and_output_weights));
+}
+
 char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *dtype)
 {
     json_t *j = original ? json_loads(original, 0, NULL) : NULL;
@@ -192,10 +312,19 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
         json_decref(j);
         j = json_object();
     }
+    if (gl_arch_is_gpt2(a)) {
+        gpt2_to_hf(a, j);
+        json_object_set_new(j, "torch_dtype", json_string(dtype));
+        char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
+        json_decref(j);
+        return s;
+    }
+    /* Qwen2 is the Llama form with QKV biases (gl_arch_is_qwen2). */
+    int qwen2 = gl_arch_is_qwen2(a);
     json_t *arch = json_array();
-    json_array_append_new(arch, json_string("LlamaForCausalLM"));
+    json_array_append_new(arch, json_string(qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
     json_object_set_new(j, "architectures", arch);
-    json_object_set_new(j, "model_type", json_string("llama"));
+    json_object_set_new(j, "model_type", json_string(qwen2 ? "qwen2" : "llama"));
     json_object_set_new(j, "hidden_act", json_string("silu"));
     json_object_set_new(j, "hidden_size", json_integer(a->hidden_size));
     json_object_set_new(j, "intermediate_size", json_integer(a->ffn_hidden_size));
@@ -228,8 +357,14 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
     json_object_set_new(j, "max_position_embeddings", json_integer(a->max_position_embeddings));
     json_object_set_new(j, "tie_word_embeddings",
                         json_boolean(!a->untie_embeddings_and_output_weights));
-    json_object_set_new(j, "attention_bias", json_false());
-    json_object_set_new(j, "mlp_bias", json_false());
+    if (qwen2) {
+        /* Qwen2Config has no attention_bias / mlp_bias keys: its biases
+         * are fixed (q, k, v); its sliding window is off. */
+        json_object_set_new(j, "use_sliding_window", json_false());
+    } else {
+        json_object_set_new(j, "attention_bias", json_false());
+        json_object_set_new(j, "mlp_bias", json_false());
+    }
     json_object_set_new(j, "torch_dtype", json_string(dtype));
     char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
     json_decref(j);

@@ -1,5 +1,5 @@
 /*
- * hf_config.h: Hugging Face's config.json <-> gl_arch.
+ * hf_config.h: Hugging Face's config.json <-> gl_arch (Llama, Qwen2, GPT-2).
  *
  * A LlamaForCausalLM's config.json names the architecture with
  * transformers' keys:
@@ -20,6 +20,20 @@
  *   max_position_embeddings (2048)     max_position_embeddings
  *   tie_word_embeddings (false)        !untie_embeddings_and_output_weights
  *
+ * A Qwen2ForCausalLM (model_type "qwen2") has the same keys and is the
+ * Llama form with biases on q, k and v (add_qkv_bias); Qwen2Config's
+ * defaults differ where it matters (max_position_embeddings 32768;
+ * num_key_value_heads is required, as its default is 32, not "= heads"),
+ * and use_sliding_window true is refused (gridlm's attention is full).
+ * The export writes a Qwen2ForCausalLM for that form, a LlamaForCausalLM
+ * for the Llama form.
+ *
+ * A GPT2LMHeadModel (model_type "gpt2") has GPT2Config's keys: n_embd,
+ * n_layer, n_head, n_positions (1024), n_inner (null: 4 n_embd),
+ * layer_norm_epsilon (1e-5), activation_function ("gelu_new"; only the
+ * tanh GeLUs are accepted), tie_word_embeddings (true); it is GPT's form
+ * (LayerNorm, GeLU, learned positions, linear biases) with no dropout.
+ *
  * (defaults in parentheses are LlamaConfig's, used when a key is
  * missing).  transformers v5's rope_parameters (rope_theta inside) is read
  * too, and rope_scaling wins when both are there, as in v5.  Anything
@@ -36,12 +50,14 @@
 extern "C" {
 #endif
 
-/* Fill a (from gl_arch_defaults) from config.json's object j; path names
+/* Fill a (from gl_arch_defaults) from config.json's object j (a Llama, a
+ * Qwen2 or a GPT-2); path names
  * the file in messages.  -1 with err filled when gridlm cannot run the
  * model exactly as transformers would. */
 int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *err);
 
-/* config.json text for a: starts from original (an imported config.json's
+/* config.json text for a (the Llama, Qwen2 or GPT-2 form: gl_arch_is_llama,
+ * gl_arch_is_qwen2, gl_arch_is_gpt2): starts from original (an imported config.json's
  * text, may be NULL) so that the keys gridlm does not use (token ids,
  * ...) survive, then sets every architecture key; torch_dtype is dtype.
  * NULL when out of memory. */

@@ -61,6 +61,52 @@ static const gl_tensor_info table[GL_T_COUNT] = {
     [GL_T_LM_HEAD] = {"lm_head.weight", "lm_head.weight", 0, 2, GL_SHARD_ROWS, GL_INIT_NORMAL},
 };
 
+/* GPT2LMHeadModel's spellings ("transformer." prefixed, as save_pretrained
+ * writes them); part: which third of attn.c_attn (q, k, v), -1 for a
+ * tensor of its own.  NULL: GPT-2 has no such tensor. */
+static const struct {
+    const char *name;
+    int part;
+} gpt2_table[GL_T_COUNT] = {
+    [GL_T_EMBEDDING] = {"transformer.wte.weight", -1},
+    [GL_T_POSITION_EMBEDDING] = {"transformer.wpe.weight", -1},
+    [GL_T_ATTENTION_NORM] = {"transformer.h.%d.ln_1.weight", -1},
+    [GL_T_ATTENTION_NORM_BIAS] = {"transformer.h.%d.ln_1.bias", -1},
+    [GL_T_WQ] = {"transformer.h.%d.attn.c_attn.weight", 0},
+    [GL_T_BQ] = {"transformer.h.%d.attn.c_attn.bias", 0},
+    [GL_T_WK] = {"transformer.h.%d.attn.c_attn.weight", 1},
+    [GL_T_BK] = {"transformer.h.%d.attn.c_attn.bias", 1},
+    [GL_T_WV] = {"transformer.h.%d.attn.c_attn.weight", 2},
+    [GL_T_BV] = {"transformer.h.%d.attn.c_attn.bias", 2},
+    [GL_T_WO] = {"transformer.h.%d.attn.c_proj.weight", -1},
+    [GL_T_BO] = {"transformer.h.%d.attn.c_proj.bias", -1},
+    [GL_T_MLP_NORM] = {"transformer.h.%d.ln_2.weight", -1},
+    [GL_T_MLP_NORM_BIAS] = {"transformer.h.%d.ln_2.bias", -1},
+    [GL_T_W_GATE] = {NULL, -1},
+    [GL_T_B_GATE] = {NULL, -1},
+    [GL_T_W_UP] = {"transformer.h.%d.mlp.c_fc.weight", -1},
+    [GL_T_B_UP] = {"transformer.h.%d.mlp.c_fc.bias", -1},
+    [GL_T_W_DOWN] = {"transformer.h.%d.mlp.c_proj.weight", -1},
+    [GL_T_B_DOWN] = {"transformer.h.%d.mlp.c_proj.bias", -1},
+    [GL_T_FINAL_NORM] = {"transformer.ln_f.weight", -1},
+    [GL_T_FINAL_NORM_BIAS] = {"transformer.ln_f.bias", -1},
+    [GL_T_LM_HEAD] = {"lm_head.weight", -1},
+};
+
+int gl_tensor_gpt2(gl_tensor_id id, int l, char *out, size_t n, int *part, int *conv1d)
+{
+    if (!gpt2_table[id].name)
+        return 0;
+    if (table[id].per_layer)
+        snprintf(out, n, gpt2_table[id].name, l);
+    else
+        snprintf(out, n, "%s", gpt2_table[id].name);
+    *part = gpt2_table[id].part;
+    *conv1d = table[id].ndim == 2 && id != GL_T_EMBEDDING && id != GL_T_POSITION_EMBEDDING &&
+              id != GL_T_LM_HEAD;
+    return 1;
+}
+
 const gl_tensor_info *gl_tensor(gl_tensor_id id)
 {
     return &table[id];

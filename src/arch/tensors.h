@@ -30,7 +30,9 @@
  * the row-parallel reduction, mlp.w_gate/w_up.bias [f] split with their
  * rows); the QKV biases alone with --add-qkv-bias.  The GeLU MLP is
  * w_up (fc1) and w_down (fc2), without w_gate.  Their Hugging Face names
- * are the Llama/Qwen2 spellings ("...q_proj.bias").
+ * are the Llama/Qwen2 spellings ("...q_proj.bias"); GPT2LMHeadModel's
+ * names and layout (Conv1D, q, k and v packed in attn.c_attn) are
+ * gl_tensor_gpt2's.
  *
  * Every matrix is [out, in] in both (PyTorch's Linear layout).  Hugging
  * Face stores the vocabulary's V rows where gridlm stores Vpad (the
@@ -115,6 +117,15 @@ void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n);
  * positions when learned, norm biases with LayerNorm, linear biases as
  * add_bias_linear and add_qkv_bias say; every other tensor always. */
 int gl_tensor_present(gl_tensor_id id, const gl_arch *a);
+
+/* Tensor id's name at layer l in a GPT2LMHeadModel (transformer.wte.weight,
+ * transformer.h.N.attn.c_attn.weight, ...; "transformer." is the prefix
+ * save_pretrained writes), 0 when GPT-2 has no such tensor (w_gate).
+ * GPT-2's linear layers are transformers' Conv1D, stored [in, out], the
+ * transpose of gridlm's [out, in]: *conv1d says so.  wq, wk and wv (and
+ * their biases) are the three column blocks of attn.c_attn [h, 3h] (q, k,
+ * v, each [h, h]): *part is the block, -1 for a tensor of its own. */
+int gl_tensor_gpt2(gl_tensor_id id, int l, char *out, size_t n, int *part, int *conv1d);
 
 /* Translate a name between gridlm's and Hugging Face's (to_hf: gridlm ->
  * Hugging Face); 0 when it is not a name of the table.  The layer number

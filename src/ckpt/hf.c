@@ -1,4 +1,4 @@
-/* hf.c: Hugging Face Llama directories <-> gridlm checkpoints (hf.h). */
+/* hf.c: Hugging Face Llama, Qwen2 and GPT-2 directories <-> gridlm checkpoints (hf.h). */
 #include <config.h>
 #include "ckpt/hf.h"
 #include "arch/hf_config.h"
@@ -40,14 +40,61 @@ static int in_step(const gl_arch *a, int l, gl_tensor_id id)
     return gl_tensor_present(id, a);
 }
 
+/* Where tensor id at layer l lives in a Hugging Face directory of a's
+ * form: its name, and for GPT-2 whether it is a Conv1D ([in, out]) and
+ * which block of attn.c_attn it is (gl_tensor_gpt2); part -1 and conv1d
+ * 0 for every other form, whose matrices are gridlm's [out, in]. */
+typedef struct {
+    char name[256];
+    int part;
+    int conv1d;
+} hf_place;
+
+static void hf_place_of(const gl_arch *a, gl_tensor_id id, int l, hf_place *p)
+{
+    p->part = -1;
+    p->conv1d = 0;
+    if (gl_arch_is_gpt2(a) &&
+        gl_tensor_gpt2(id, l, p->name, sizeof p->name, &p->part, &p->conv1d))
+        return;
+    gl_tensor_name(id, l, 1, p->name, sizeof p->name);
+}
+
+/* The shape of p's tensor in the Hugging Face file, from gridlm's logical
+ * shape want (nd dimensions): transposed for a Conv1D, three blocks wide
+ * for c_attn. */
+static void hf_shape(const hf_place *p, int nd, const long want[2], long hs[2])
+{
+    long parts = p->part >= 0 ? 3 : 1;
+    if (nd == 2 && p->conv1d) {
+        hs[0] = want[1];
+        hs[1] = want[0] * parts;
+    } else {
+        hs[0] = want[0] * parts;
+        hs[1] = nd == 2 ? want[1] : 0;
+    }
+}
+
 /* Tensor id's names at layer l: Hugging Face's, and the dataset path in a
  * gridlm checkpoint ("model/" and gridlm's name). */
-static void step_names(gl_tensor_id id, int l, char hf[256], char full[300])
+static void step_names(const gl_arch *a, gl_tensor_id id, int l, hf_place *hf, char full[300])
 {
     char gl[256];
-    gl_tensor_name(id, l, 1, hf, 256);
+    hf_place_of(a, id, l, hf);
     gl_tensor_name(id, l, 0, gl, sizeof gl);
     snprintf(full, 300, "model/%s", gl);
+}
+
+/* Tensor name in m; GPT-2's also without "transformer." (the hub's
+ * original GPT-2 files are GPT2Model's, unprefixed; transformers loads
+ * both). */
+static const gl_st_tensor *find_hf(const gl_st_model *m, const char *name)
+{
+    const gl_st_tensor *t = gl_st_model_find(m, name);
+    const char *pre = "transformer.";
+    if (!t && !strncmp(name, pre, strlen(pre)))
+        t = gl_st_model_find(m, name + strlen(pre));
+    return t;
 }
 
 /* Does the tensor have a vocabulary's rows? */
@@ -80,10 +127,11 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
     json_decref(j);
     if (rc)
         return gl_errprintf(err, "%s: %s", file, e.text);
-    if (!gl_arch_is_llama(a)) {
+    if (!gl_arch_is_llama(a) && !gl_arch_is_qwen2(a) && !gl_arch_is_gpt2(a)) {
         char form[256];
-        return gl_errprintf(err, "%s holds a %s model: gridlm exports Llama models only "
-                            "(LlamaForCausalLM)", file, gl_arch_describe(a, form, sizeof form));
+        return gl_errprintf(err, "%s holds a %s model: gridlm exports the Llama, Qwen2 and "
+                            "GPT-2 forms only (LlamaForCausalLM, Qwen2ForCausalLM, "
+                            "GPT2LMHeadModel)", file, gl_arch_describe(a, form, sizeof form));
     }
     if (!a->max_position_embeddings)
         a->max_position_embeddings = a->seq_length;
@@ -102,6 +150,14 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
         if (sizes[i].v < 0)
             return gl_errprintf(err, "%s: its \"config\" attribute has %s %ld, which must be positive",
                         file, sizes[i].key, sizes[i].v);
+    /* GPT-2's c_attn is three [h, h] blocks: multi-head attention with
+     * heads x head size = hidden. */
+    if (gl_arch_is_gpt2(a) && (a->num_query_groups != a->num_attention_heads ||
+                               (long)a->kv_channels * a->num_attention_heads != a->hidden_size))
+        return gl_errprintf(err, "%s: a GPT-2 needs query groups = heads and heads x head size "
+                            "= hidden size (its attn.c_attn is [h, 3h]), not %d groups of %d "
+                            "heads of %d for hidden %d", file, a->num_query_groups,
+                            a->num_attention_heads, a->kv_channels, a->hidden_size);
     return 0;
 }
 
@@ -109,18 +165,69 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
 /* Import                                                              */
 /* ------------------------------------------------------------------ */
 
+/* Tensor t (Hugging Face shape hs) into buf as gridlm's want: as it is,
+ * or for GPT-2 p's block of the columns of a Conv1D [in, out] transposed
+ * to [out, in] (or of a c_attn bias). */
+static int gpt2_get(const gl_st_tensor *t, const hf_place *p, int nd, const long want[2],
+                    const long hs[2], float *buf, gl_error *err)
+{
+    if (!p->conv1d && p->part < 0)
+        return gl_st_to_f32(t, buf, err);
+    float *all = gl_malloc((size_t)gl_st_numel(t) * sizeof *all);
+    if (gl_st_to_f32(t, all, err) != 0) {
+        free(all);
+        return -1;
+    }
+    long off = p->part >= 0 ? p->part * want[0] : 0;
+    if (nd == 2)            /* buf[r][c] = all[c][off + r] */
+        for (long r = 0; r < want[0]; r++)
+            for (long c = 0; c < want[1]; c++)
+                buf[r * want[1] + c] = all[c * hs[1] + off + r];
+    else
+        memcpy(buf, all + off, (size_t)want[0] * sizeof *buf);
+    free(all);
+    return 0;
+}
+
 static int is_dir(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Tensors a Hugging Face directory may hold that are not weights. */
-static int ignorable(const char *name)
+static int ends_with(const char *s, const char *suffix)
 {
-    size_t n = strlen(name);
-    const char *suffix = "rotary_emb.inv_freq";
-    return n > strlen(suffix) && !strcmp(name + n - strlen(suffix), suffix);
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && !strcmp(s + n - k, suffix);
+}
+
+/* Tensors a Hugging Face directory may hold that are not weights:
+ * Llama's RoPE frequencies; GPT-2's causal-mask buffers (attn.bias,
+ * attn.masked_bias -- not attn.c_attn.bias). */
+static int ignorable(const gl_arch *a, const char *name)
+{
+    if (gl_arch_is_gpt2(a))
+        return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+    return ends_with(name, "rotary_emb.inv_freq");
+}
+
+/* Is name a GPT-2 weight of a (with or without "transformer.")?  A tied
+ * model's lm_head.weight is check_tied_head's. */
+static int gpt2_weight(const gl_arch *a, const char *name)
+{
+    if (!strcmp(name, "lm_head.weight"))
+        return 1;
+    for (int l = -1; l <= a->num_layers; l++)
+        for (int k = 0; k < GL_T_COUNT; k++) {
+            if (!in_step(a, l, k))
+                continue;
+            hf_place p;
+            hf_place_of(a, k, l, &p);
+            if (!strcmp(name, p.name) ||
+                (!strncmp(p.name, "transformer.", 12) && !strcmp(name, p.name + 12)))
+                return 1;
+        }
+    return 0;
 }
 
 /* With tie_word_embeddings, transformers ties lm_head to the embedding
@@ -130,8 +237,11 @@ static int ignorable(const char *name)
 static int check_tied_head(const gl_st_model *m, const gl_arch *a, const char *hf_dir,
                            gl_error *err)
 {
+    hf_place ep;
+    hf_place_of(a, GL_T_EMBEDDING, -1, &ep);
+    const char *en = ep.name;
     const gl_st_tensor *head = gl_st_model_find(m, "lm_head.weight");
-    const gl_st_tensor *emb = gl_st_model_find(m, "model.embed_tokens.weight");
+    const gl_st_tensor *emb = find_hf(m, en);
     if (a->untie_embeddings_and_output_weights || !head || !emb)
         return 0;
     int same = head->ndim == emb->ndim && head->shape[0] == emb->shape[0] &&
@@ -148,13 +258,13 @@ static int check_tied_head(const gl_st_model *m, const gl_arch *a, const char *h
     }
     if (!same)
         return gl_errprintf(err, "%s: config.json has \"tie_word_embeddings\": true, but lm_head.weight "
-                    "differs from model.embed_tokens.weight (transformers would tie them and "
+                    "differs from %s (transformers would tie them and "
                     "silently drop lm_head.weight): set \"tie_word_embeddings\": false in "
                     "config.json to import both (an untied model), or remove lm_head.weight "
-                    "to import the tied model transformers runs", hf_dir);
-    gl_warn("%s: lm_head.weight is a copy of model.embed_tokens.weight and config.json ties "
+                    "to import the tied model transformers runs", hf_dir, en);
+    gl_warn("%s: lm_head.weight is a copy of %s and config.json ties "
             "them (\"tie_word_embeddings\": true): importing the one tied matrix, as "
-            "transformers does", hf_dir);
+            "transformers does", hf_dir, en);
     return 0;
 }
 
@@ -226,12 +336,20 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
             const char *name = m->files[fi]->t[ti].name;
             char gl[256];
             int layer = -1;
-            int ok = ignorable(name) ||
-                     (gl_tensor_translate(name, 0, gl, sizeof gl, NULL, &layer) &&
-                      layer < c.num_layers);
+            gl_tensor_id id;
+            /* A name of the table is not enough: a bias the model does
+             * not have (a Llama's q_proj.bias) would be dropped unread.
+             * (A tied model's lm_head.weight is check_tied_head's.) */
+            int ok = ignorable(&c, name) ||
+                     (gl_arch_is_gpt2(&c) ? gpt2_weight(&c, name) :
+                      gl_tensor_translate(name, 0, gl, sizeof gl, &id, &layer) &&
+                      layer < c.num_layers &&
+                      (id == GL_T_LM_HEAD || gl_tensor_present(id, &c)));
             if (!ok) {
                 gl_errprintf(err, "%s holds tensor %s, which is not a weight of a %d-layer "
-                     "LlamaForCausalLM", hf_dir, name, c.num_layers);
+                     "%s", hf_dir, name, c.num_layers,
+                     gl_arch_is_gpt2(&c) ? "GPT2LMHeadModel" :
+                     gl_arch_is_qwen2(&c) ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
                 gl_st_model_close(m);
                 free(text);
                 return -1;
@@ -265,28 +383,31 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
         for (int k = 0; k < GL_T_COUNT && rc == 0; k++) {
             if (!in_step(&c, l, k))
                 continue;
-            char hf[256], full[300];
-            step_names(k, l, hf, full);
-            long want[2], vshape[2];
+            hf_place p;
+            char full[300];
+            step_names(&c, k, l, &p, full);
+            const char *hf = p.name;
+            long want[2], vshape[2], hs[2];
             int nd = gl_tensor_shape(k, &c, c.vocab_size, want);
             gl_tensor_shape(k, &c, vpad, vshape);
-            const gl_st_tensor *t = gl_st_model_find(m, hf);
+            hf_shape(&p, nd, want, hs);
+            const gl_st_tensor *t = find_hf(m, hf);
             if (!t) {
                 rc = gl_errprintf(err, "%s has no tensor %s (config.json describes %d layers%s)",
                           hf_dir, hf, c.num_layers,
                           k == GL_T_LM_HEAD ? " and untied embeddings" : "");
                 break;
             }
-            if (t->ndim != nd || t->shape[0] != want[0] || (nd == 2 && t->shape[1] != want[1])) {
+            if (t->ndim != nd || t->shape[0] != hs[0] || (nd == 2 && t->shape[1] != hs[1])) {
                 rc = gl_errprintf(err, "%s: tensor %s has shape [%ld%s%ld], config.json implies "
                           "[%ld%s%ld]", hf_dir, hf, t->shape[0], t->ndim > 1 ? ", " : "",
-                          t->ndim > 1 ? t->shape[1] : 0L, want[0], nd > 1 ? ", " : "",
-                          nd > 1 ? want[1] : 0L);
+                          t->ndim > 1 ? t->shape[1] : 0L, hs[0], nd > 1 ? ", " : "",
+                          nd > 1 ? hs[1] : 0L);
                 break;
             }
             long rows = vshape[0], cols = nd == 2 ? vshape[1] : 1;
             float *buf = gl_calloc((size_t)(rows * cols), sizeof *buf);  /* padding: 0 */
-            if (gl_st_to_f32(t, buf, err) != 0) {
+            if (gpt2_get(t, &p, nd, want, hs, buf, err) != 0) {
                 rc = -1;
                 free(buf);
                 break;
@@ -360,6 +481,35 @@ static int export_prepare(const char *out_dir, gl_error *err)
     return 0;
 }
 
+/* gridlm's tensor buf ([rows, cols], or [rows]) into GPT-2's tensor at p:
+ * transposed into a Conv1D's [in, out], into block p->part of c_attn's
+ * columns.  The first block makes the output tensor (outs[*n], named
+ * keep[*n], data bufs[*n]); the later ones find it by name. */
+static void gpt2_put(const hf_place *p, int nd, long rows, long cols, const float *buf,
+                     gl_st_dtype dtype, gl_st_out *outs, char **keep, float **bufs, int *n)
+{
+    long want[2] = {rows, cols}, hs[2];
+    hf_shape(p, nd, want, hs);
+    int i = 0;
+    while (i < *n && strcmp(keep[i], p->name) != 0)
+        i++;
+    if (i == *n) {
+        keep[i] = gl_strdup(p->name);
+        bufs[i] = gl_malloc((size_t)(hs[0] * (nd == 2 ? hs[1] : 1)) * sizeof *bufs[i]);
+        outs[i] = (gl_st_out){ .name = keep[i], .dtype = dtype, .ndim = nd,
+                               .shape = { hs[0], hs[1] }, .data = bufs[i] };
+        (*n)++;
+    }
+    float *all = bufs[i];
+    long off = p->part >= 0 ? p->part * rows : 0;
+    if (nd == 2)            /* all[c][off + r] = buf[r][c] */
+        for (long r = 0; r < rows; r++)
+            for (long c = 0; c < cols; c++)
+                all[c * hs[1] + off + r] = buf[r * cols + c];
+    else
+        memcpy(all + off, buf, (size_t)rows * sizeof *buf);
+}
+
 int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                  size_t max_shard, int quiet, gl_error *err)
 {
@@ -392,8 +542,9 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
         for (int k = 0; k < GL_T_COUNT && rc == 0; k++) {
             if (!in_step(&c, l, k))
                 continue;
-            char hf[256], full[300];
-            step_names(k, l, hf, full);
+            hf_place p;
+            char full[300];
+            step_names(&c, k, l, &p, full);
             int i = gl_ckpt_find(ck, full);
             if (i < 0) {
                 rc = gl_errprintf(err, "%s has no tensor %s (its config describes %d layers%s)",
@@ -430,7 +581,12 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                 free(buf);
                 break;
             }
-            keep[n] = gl_strdup(hf);
+            if (p.conv1d || p.part >= 0) {       /* GPT-2: into its Conv1D / c_attn */
+                gpt2_put(&p, nd, rows, cols, buf, dtype, outs, keep, bufs, &n);
+                free(buf);
+                continue;
+            }
+            keep[n] = gl_strdup(p.name);
             bufs[n] = buf;
             outs[n] = (gl_st_out){ .name = keep[n], .dtype = dtype, .ndim = nd,
                                    .shape = { rows, nd == 2 ? cols : 0 }, .data = buf };

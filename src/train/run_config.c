@@ -508,7 +508,7 @@ static const gl_option table[] = {
     /* --- model --- */
     {.name = "model", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",
      .group = G_MODEL, .fn = opt_model,
-     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b or tiny (applied first)"},
+     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny (applied first)"},
     INT("num-layers", arch.num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
     INT("hidden-size", arch.hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
     INT("ffn-hidden-size", arch.ffn_hidden_size, G_MODEL, POS, "MLP inner width",
@@ -1203,8 +1203,8 @@ static int opt_help(void *target, const gl_option *o, const char *value, char **
            "tensor, context, pipeline and data parallelism.  Options follow Megatron-LM's\n"
            "names; both --name VALUE and --name=VALUE work; flags are off unless given\n"
            "(but --add-bias-linear, which --disable-bias-linear turns off).\n"
-           "A --model preset sets the model's shape and the Llama form first; explicit\n"
-           "options override it.\n",
+           "A --model preset sets the model's shape and form (Llama, Qwen2, GPT-2)\n"
+           "first; explicit options override it.\n",
            p, p, p);
     gl_opt_help(stdout, table, &d);
     printf("\nExit status: 0 on success, 1 on a run-time error, 2 on a usage error.\n"
