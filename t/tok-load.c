@@ -10,7 +10,7 @@
  * tokenizer_config.json that is there must parse (the error names line
  * and column) and its eos_token must be a token.  GPT-2's vocab.json is
  * held to the same rules.  gl_tokenizer_open() stops with a message
- * (exit 1, not a crash) on such a file. */
+ * (exit 2, a usage error, not a crash) on such a file. */
 #include <config.h>
 #include "data/tokenizer.h"
 #include "base/log.h"
@@ -257,15 +257,16 @@ static void open_it(void *arg)
     gl_tokenizer_free(gl_tokenizer_open("HuggingFaceTokenizer", DIR_));
 }
 
-/* What gridlm-prep and gridlm-train call: a message and exit 1, where
- * the id 2^31 crashed them with SIGSEGV before. */
+/* What gridlm-prep and gridlm-train call: a message and exit 2 (the
+ * flag names a bad file: tokenizer.h), where the id 2^31 crashed them
+ * with SIGSEGV before. */
 static void test_open(void)
 {
     char err[4096];
     write_tok(V, tok_entry(2147483648LL, "<x>", 0), NULL);
     int rc = run_in_child(open_it, NULL, err, sizeof err);
-    ok(rc == 1 && strstr(err, "tok-load: error: --tokenizer-model") && strstr(err, "2147483648"),
-       "gl_tokenizer_open stops with a message, exit 1");
+    ok(rc == 2 && strstr(err, "tok-load: error: --tokenizer-model") && strstr(err, "2147483648"),
+       "gl_tokenizer_open stops with a message, exit 2");
     if (rc != 1)
         diag("exit %d: %s", rc, err);
 }

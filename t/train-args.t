@@ -84,6 +84,18 @@ refused "a weighted blend missing its last prefix" \
     --model tiny --train-iters 1 --lr 1 --data-path 0.3 A 0.7
 refused "--fp16 is refused with the alternative" \
     "--fp16 is not supported" "--bf16" -- $base --fp16
+# Megatron's GeLU is the tanh approximation gridlm computes when fused
+# with its bias (the default) or with --openai-gelu, and the exact erf
+# form with --no-bias-gelu-fusion alone.
+gpt="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 128
+  --attention-dropout 0 --mock-data --train-iters 10 --lr 1e-3"
+refused "--no-bias-gelu-fusion alone, with the GeLU MLP: exact GeLU is refused" \
+    "--no-bias-gelu-fusion makes Megatron's GeLU the exact erf form" "--openai-gelu" -- \
+    $gpt --no-bias-gelu-fusion
+"$prog" $gpt --no-bias-gelu-fusion --openai-gelu --dry-run --world-size 1 >"$tmp".out 2>"$tmp".err
+ok $? "--no-bias-gelu-fusion with --openai-gelu: the tanh GeLU, accepted"
+"$prog" $gpt --no-bias-gelu-fusion --swiglu --dry-run --world-size 1 >"$tmp".out 2>"$tmp".err
+ok $? "--no-bias-gelu-fusion with --swiglu: no GeLU, accepted"
 refused "full recomputation without a method" \
     "--recompute-granularity full needs --recompute-method" -- \
     $base --recompute-granularity full

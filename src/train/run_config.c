@@ -550,6 +550,11 @@ static const gl_option table[] = {
     FLAG("apply-layernorm-1p", arch.apply_layernorm_1p, G_MODEL,
          "LayerNorm weights stored as w - 1 (zero-centred)"),
     FLAG("swiglu", arch.swiglu, G_MODEL, "SwiGLU MLP (else GeLU, tanh approximation)"),
+    FLAG("openai-gelu", openai_gelu, G_MODEL,
+         "GeLU's tanh approximation: what gridlm's GeLU computes anyway"),
+    FLAG("no-bias-gelu-fusion", no_bias_gelu_fusion, G_MODEL,
+         "with the GeLU MLP, refused unless with --openai-gelu (Megatron's GeLU is then "
+         "the exact erf form, which gridlm does not build)"),
     CHOICE("position-embedding-type", arch.position_embedding_type, "NAME", G_MODEL,
            gl_arch_position_names, NULL, "learned_absolute, rope or none"),
     {.name = "use-rotary-position-embeddings", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
@@ -809,7 +814,7 @@ static const gl_option table[] = {
      * all, and doc/megatron-flags.md is that list with the reasons. --- */
 
     /* Accepted: speed, memory or housekeeping only; what is trained is the same. */
-    ACCEPT("no-bias-gelu-fusion", R_FUSION), ACCEPT("no-persist-layer-norm", R_FUSION),
+    ACCEPT("no-persist-layer-norm", R_FUSION),
     ACCEPT("cross-entropy-loss-fusion", R_FUSION), ACCEPT_V("cross-entropy-fusion-impl", R_FUSION),
     ACCEPT("use-te-activation-func", R_FUSION), ACCEPT("no-gradient-reduce-div-fusion", R_FUSION),
     ACCEPT("no-async-tensor-model-parallel-allreduce", R_FUSION),
@@ -1017,7 +1022,7 @@ static const gl_option table[] = {
     REFUSE("v-head-dim", R_MLA), REFUSE("rotary-scaling-factor", R_MLA), REFUSE("mscale", R_MLA),
     REFUSE("mscale-all-dim", R_MLA),
     REFUSE("mtp-num-layers", R_MTP), REFUSE("mtp-loss-scaling-factor", R_MTP),
-    REFUSE("openai-gelu", R_ACT), REFUSE("squared-relu", R_ACT), REFUSE("quick-geglu", R_ACT),
+    REFUSE("squared-relu", R_ACT), REFUSE("quick-geglu", R_ACT),
     REFUSE("activation-func-clamp-value", R_ACT), REFUSE("glu-linear-offset", R_ACT),
     REFUSE("apply-residual-connection-post-layernorm", R_LAYER),
     REFUSE("qk-layernorm", R_LAYER), REFUSE("qk-l2-norm", R_LAYER),
@@ -1705,6 +1710,13 @@ static void check_fp8_shapes(const gl_config *c)
 
 static void check_misc(const gl_config *c)
 {
+    /* Megatron's GeLU MLP computes the tanh approximation in its fused
+     * bias-GeLU (the default) or with --openai-gelu; without either it
+     * is torch's exact erf GeLU. */
+    if (c->no_bias_gelu_fusion && !c->openai_gelu && !c->arch.swiglu)
+        bad("--no-bias-gelu-fusion makes Megatron's GeLU the exact erf form, which gridlm "
+            "does not build: drop it (gridlm's GeLU is the tanh approximation of Megatron's "
+            "fused bias-GeLU), or add --openai-gelu (the same tanh approximation)");
     int save_refused = refused_any("save");
     if (c->ckpt.async_save && !c->ckpt.save && !save_refused)
         bad("--async-save needs --save DIR: add it, or drop --async-save");

@@ -153,6 +153,10 @@ typedef struct gl_config {
 
     /* --- program --- */
     int dry_run;                     /* --dry-run (gridlm) */
+    int openai_gelu;                 /* --openai-gelu: the tanh GeLU, which
+                                      * gridlm's is (checked only) */
+    int no_bias_gelu_fusion;         /* --no-bias-gelu-fusion: Megatron's
+                                      * GeLU becomes exact (refused) */
     int dry_run_world_size;          /* --world-size (gridlm): with --dry-run,
                                       * plan for this many ranks in one
                                       * process (0: the launcher's world) */
