@@ -461,7 +461,7 @@ static void attn_run(attn_ctx *c, double *o, double *lse, const double *qkv)
 {
     gl_cpu_attn_fwd_f64(o, c->ldo, lse, qkv, c->ld, qkv + c->Hq * c->D, c->ld,
                         qkv + (c->Hq + c->Hkv) * c->D, c->ld, c->B, c->S,
-                        c->Hq, c->Hkv, c->D, c->scale);
+                        c->Hq, c->Hkv, c->D, c->scale, NULL);
 }
 
 static double attn_loss(void *p)
@@ -544,7 +544,7 @@ static void test_attention(gl_dev *d)
     double *g = dzeros(nqkv);
     gl_cpu_attn_bwd_f64(g, g + HD, g + HD + c.Hkv * D, c.ld, c.r, c.lddo, c.o,
                         c.ldo, c.lse, c.qkv, c.ld, c.qkv + HD, c.ld,
-                        c.qkv + HD + c.Hkv * D, c.ld, c.B, S, c.Hq, c.Hkv, D, c.scale);
+                        c.qkv + HD + c.Hkv * D, c.ld, c.B, S, c.Hq, c.Hkv, D, c.scale, NULL);
     /* check dq, dk, dv separately: pull each part out of the fused rows */
     const char *part[3] = { "dq", "dk", "dv" };
     int off[3] = { 0, HD, HD + c.Hkv * D }, width[3] = { HD, c.Hkv * D, c.Hkv * D };
@@ -581,10 +581,10 @@ static void test_attention(gl_dev *d)
     rc.r = rounded(c.r, nr);
     double *ro = dzeros(no), *rl = dzeros(nl), *rg = dzeros(nqkv);
     gl_cpu_attn_fwd_f64(ro, c.ldo, rl, rc.qkv, c.ld, rc.qkv + HD, c.ld, rc.qkv + HD + c.Hkv * D,
-                        c.ld, c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale);
+                        c.ld, c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale, NULL);
     gl_cpu_attn_bwd_f64(rg, rg + HD, rg + HD + c.Hkv * D, c.ld, rc.r, c.lddo, ro, c.ldo, rl,
                         rc.qkv, c.ld, rc.qkv + HD, c.ld, rc.qkv + HD + c.Hkv * D, c.ld,
-                        c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale);
+                        c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale, NULL);
     float *fq = dev_f(d, c.qkv, nqkv), *fr = dev_f(d, c.r, nr);
     float *fo = d->ops->alloc(d, no * 4), *fl = d->ops->alloc(d, nl * 4);
     double *junk = rnd(nqkv, 1);
@@ -592,10 +592,10 @@ static void test_attention(gl_dev *d)
         junk[(size_t)t * c.ld + c.ld - 1] = 0;
     float *fg = dev_f(d, junk, nqkv);
     d->ops->attn_fwd(d, fo, c.ldo, fl, fq, c.ld, fq + HD, c.ld, fq + HD + c.Hkv * D, c.ld,
-                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale);
+                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale, NULL);
     d->ops->attn_bwd(d, fg, fg + HD, fg + HD + c.Hkv * D, c.ld, fr, c.lddo, fo, c.ldo, fl,
                      fq, c.ld, fq + HD, c.ld, fq + HD + c.Hkv * D, c.ld,
-                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale);
+                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale, NULL);
     ok(relerr_f(fo, ro, no) < F32_TOL && relerr_f(fl, rl, nl) < F32_TOL,
        "attn_fwd f32 device vs f64 (rel %.2g, lse %.2g)", relerr_f(fo, ro, no), relerr_f(fl, rl, nl));
     ok(relerr_f(fg, rg, nqkv) < 1e-5,

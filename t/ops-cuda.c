@@ -565,7 +565,7 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     g_poison(go, no * 2);
     g_poison(glse, (size_t)B * Hq * S * 4);
     G->ops->attn_fwd(G, go, Hq * D, glse, gq, W, gk, W, gv, W, B, S, Hq, Hkv, D,
-                     scale);
+                     scale, NULL);
 
     float *cqkv = c_buf(qkv, nqkv), *co = c_buf(NULL, no);
     float *cdo = c_buf(dout, no), *cd = c_buf(NULL, nqkv);
@@ -573,7 +573,7 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     float *cq_ = cqkv, *ck = cq_ + Hq * D, *cv = ck + Hkv * D;
     double t0 = gl_now();
     C->ops->attn_fwd(C, co, Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv,
-                     D, scale);
+                     D, scale, NULL);
     double tc = gl_now() - t0;
 
     char name[160];
@@ -603,13 +603,13 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     g_poison(gd, nqkv * 2);
     uint16_t *gdq = gd, *gdk = gdq + Hq * D, *gdv = gdk + Hkv * D;
     G->ops->attn_bwd(G, gdq, gdk, gdv, W, gdo, Hq * D, go2, Hq * D, glse2, gq, W,
-                     gk, W, gv, W, B, S, cq, ckv, D, scale);
+                     gk, W, gv, W, B, S, cq, ckv, D, scale, NULL);
     /* the CPU's o rounded as the GPU saw it */
     float *co_bf = dl_act(go2, no);
     memcpy(co, co_bf, no * 4);
     t0 = gl_now();
     C->ops->attn_bwd(C, cd, cd + Hq * D, cd + (Hq + Hkv) * D, W, cdo, Hq * D, co,
-                     Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale);
+                     Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale, NULL);
     tc += gl_now() - t0;
     float *dg = dl_act(gd, nqkv);
     snprintf(name, sizeof name, "attn_bwd dq B=%d S=%d Hq=%d Hkv=%d D=%d", B, S,
@@ -1307,17 +1307,17 @@ static void bench_attn(int B, int S, int Hq, int Hkv, int D)
     float sc = 1.0f / sqrtf((float)D);
     double flop = 4.0 * B * Hq * (double)S * S * D / 2;   /* causal */
     int reps = 10;
-    G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+    G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc, NULL);
     tic();
     for (int i = 0; i < reps; i++)
-        G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+        G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc, NULL);
     double f = toc(reps);
     G->ops->attn_bwd(G, dq, dk, dv, W, dout, Hq * D, o, Hq * D, lse, q, W, k, W,
-                     v, W, B, S, Hq, Hkv, D, sc);
+                     v, W, B, S, Hq, Hkv, D, sc, NULL);
     tic();
     for (int i = 0; i < reps; i++)
         G->ops->attn_bwd(G, dq, dk, dv, W, dout, Hq * D, o, Hq * D, lse, q, W, k,
-                         W, v, W, B, S, Hq, Hkv, D, sc);
+                         W, v, W, B, S, Hq, Hkv, D, sc, NULL);
     double bw = toc(reps);
     diag("bench attn B=%d S=%d Hq=%d Hkv=%d D=%d: fwd %.3f ms %.0f TFLOP/s, "
          "bwd %.3f ms %.0f TFLOP/s (2.5x fwd flops), fwd+bwd %.0f TFLOP/s",

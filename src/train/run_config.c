@@ -414,7 +414,8 @@ static const gl_option table[] = {
      .group = G_MODEL, .fn = opt_disable_bias_linear, .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
     DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
-        "dropout on the attention probabilities", .min = 0, .max = 1),
+        "dropout on the attention probabilities (on CUDA it runs gridlm's attention "
+        "kernels, not cuDNN's)", .min = 0, .max = 1),
     DBL("hidden-dropout", arch.hidden_dropout, G_MODEL, UNIT,
         "dropout on the embedding, attention and MLP outputs", .min = 0, .max = 1),
     DBL("init-method-std", arch.init_method_std, G_MODEL, POS,
@@ -727,9 +728,6 @@ static void check_model_form(const gl_config *c)
     if (a->rotary_percent != 1 && a->position_embedding_type == GL_POS_ROPE)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
-    if (a->attention_dropout > 0)
-        bad("attention dropout is not implemented yet: pass --attention-dropout 0 (Megatron's "
-            "default is 0.1)");
 }
 
 static void check_model(const gl_config *c)
