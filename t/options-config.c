@@ -451,8 +451,7 @@ static void test_arch_form(void)
     gl_config_free(&c);
 
     REFUSED(BASE "--rotary-percent 0.5", 0, "--rotary-percent 0.5 is not built");
-    REFUSED(BASE "--attention-dropout 0.1", 0,
-            "attention dropout is not implemented yet: pass --attention-dropout 0");
+    REFUSED(BASE "--attention-dropout 1", 0, "--attention-dropout 1 must be below 1");
     REFUSED(BASE "--normalization BatchNorm", 0, "BatchNorm");
     parse(&c, BASE "--position-embedding-type learned_absolute --use-rotary-position-embeddings "
                    "--no-position-embedding --add-bias-linear --disable-bias-linear --swiglu "

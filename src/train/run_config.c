@@ -728,6 +728,9 @@ static void check_model_form(const gl_config *c)
     if (a->rotary_percent != 1 && a->position_embedding_type == GL_POS_ROPE)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
+    if (a->attention_dropout >= 1)
+        bad("--attention-dropout %g must be below 1 (it would drop every probability)",
+            a->attention_dropout);
 }
 
 static void check_model(const gl_config *c)
