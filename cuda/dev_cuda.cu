@@ -440,20 +440,29 @@ static void cu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
     gl_cuda_fp8_amax(gl_cuda_st(d)->stream, amax, (const bf16 *)x, count);
 }
 
+static void cu_fp8_amax_scale(gl_dev *d, float *amax, float *scale,
+                              float *scale_inv, const void *x, size_t count,
+                              gl_fp8_format f)
+{
+    gl_cuda_fp8_amax_scale(gl_cuda_st(d)->stream, amax, scale, scale_inv,
+                           (const bf16 *)x, count, f);
+}
+
 static void cu_fp8_scale_delayed(gl_dev *d, float *hist, float *scale,
-                                 float *scale_inv, int n, int len,
+                                 float *scale_inv, int stride, int n, int len,
                                  gl_fp8_amax_algo algo, int margin,
                                  gl_fp8_format f)
 {
-    gl_cuda_fp8_scale_delayed(gl_cuda_st(d)->stream, hist, scale, scale_inv, n,
-                              len, algo, margin, f);
+    gl_cuda_fp8_scale_delayed(gl_cuda_st(d)->stream, hist, scale, scale_inv,
+                              stride, n, len, algo, margin, f);
 }
 
 static void cu_fp8_scale_current(gl_dev *d, const float *amax, float *scale,
-                                 float *scale_inv, int n, gl_fp8_format f)
+                                 float *scale_inv, int stride, int n,
+                                 gl_fp8_format f)
 {
-    gl_cuda_fp8_scale_current(gl_cuda_st(d)->stream, amax, scale, scale_inv, n,
-                              f);
+    gl_cuda_fp8_scale_current(gl_cuda_st(d)->stream, amax, scale, scale_inv,
+                              stride, n, f);
 }
 
 static void cu_layernorm_fwd(gl_dev *d, void *y, float *mean, float *rstd,
@@ -589,7 +598,8 @@ static const gl_ops gl_ops_cuda = {
     cu_alloc_host, cu_free_host,
     cu_comm_wait_compute, cu_compute_wait_comm,
     cu_p2p_wait_compute, cu_compute_wait_p2p,
-    cu_fp8_quantize, cu_fp8_amax, cu_fp8_scale_delayed, cu_fp8_scale_current,
+    cu_fp8_quantize, cu_fp8_amax, cu_fp8_amax_scale, cu_fp8_scale_delayed,
+    cu_fp8_scale_current,
     gl_cuda_gemm_fp8,
     cu_layernorm_fwd, cu_layernorm_bwd,
     cu_gelu_fwd, cu_gelu_bwd,

@@ -1,6 +1,7 @@
 /*
  * fp8.cu: FP8 quantization and per-tensor scales (ops.h's fp8_quantize,
- * fp8_amax, fp8_scale_delayed, fp8_scale_current), bit for bit what
+ * fp8_amax, fp8_amax_scale, fp8_scale_delayed, fp8_scale_current), bit
+ * for bit what
  * src/device/fp8.c computes on the host.  The FP8 products themselves are
  * in gemm.cu.
  *
@@ -293,8 +294,8 @@ void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n)
  *   - thread 0 then sets the scale and its inverse.
  */
 __global__ void __launch_bounds__(S_THREADS)
-scale_delayed_kernel(float *hist, float *scale, float *scale_inv, int n,
-                     int len, int most_recent, float top)
+scale_delayed_kernel(float *hist, float *scale, float *scale_inv, int stride,
+                     int n, int len, int most_recent, float top)
 {
     const int t = blockIdx.x;
     float *h = hist + t;
@@ -320,25 +321,116 @@ scale_delayed_kernel(float *hist, float *scale, float *scale_inv, int n,
 
     if (threadIdx.x == 0) {
         unsigned a = most_recent ? __float_as_uint(newest) : am;
-        float s = scale[t];
+        size_t at = (size_t)t * stride;
+        float s = scale[at];
         if (amax_usable(a))
             s = scale_for(top, __uint_as_float(a));
-        scale[t] = s;
-        scale_inv[t] = div_rn(1.0f, s);
+        scale[at] = s;
+        scale_inv[at] = div_rn(1.0f, s);
     }
 }
 
-/* Current scaling: one thread per tensor (gl_fp8_scale_current). */
+/* Current scaling: one thread per tensor (gl_fp8_scale_current), tensor
+ * t's scale and inverse at t * stride. */
 __global__ void scale_current_kernel(const float *amax, float *scale,
-                                     float *scale_inv, int n, float top)
+                                     float *scale_inv, int stride, int n,
+                                     float top)
 {
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n;
          t += gridDim.x * blockDim.x) {
         unsigned a = __float_as_uint(amax[t]);
         float s = amax_usable(a) ? scale_for(top, __uint_as_float(a)) : 1.0f;
-        scale[t] = s;
-        scale_inv[t] = div_rn(1.0f, s);
+        scale[(size_t)t * stride] = s;
+        scale_inv[(size_t)t * stride] = div_rn(1.0f, s);
     }
+}
+
+/* ---- amax and current scale in one launch ---- */
+
+/*
+ * Each block reduces its grid-stride share of x as amax_kernel does, and
+ * thread 0 stores the block's amax (bits) in as_part[block], makes it
+ * visible device-wide (__threadfence) and takes a ticket from as_done.
+ * The block that draws the last ticket has seen every other block's
+ * fence, so all partials are in place: it reduces them (volatile loads,
+ * past any stale cache line), writes amax[0], the scale and its inverse
+ * as scale_current_kernel does, and resets as_done to 0 for the next
+ * launch.  No atomic max into amax[0], so amax needs no zeroing launch
+ * first, and no scale launch after: one launch where zero + amax + scale
+ * took three.
+ *
+ * as_part and as_done are this module's, one set per GPU context: the
+ * launches that use them must not overlap, which holds as every FP8 op
+ * runs on the device's one compute stream (a later launch on a stream
+ * starts after the earlier one has finished, its reset included).
+ * as_done starts at 0 (static device memory is zeroed at module load).
+ */
+#define AS_BLOCKS 1024                  /* grid size cap, as_part's size */
+
+static __device__ unsigned as_part[AS_BLOCKS];
+static __device__ unsigned as_done;
+
+template <int V>
+__global__ void __launch_bounds__(A_THREADS)
+amax_scale_kernel(float *amax, float *scale, float *scale_inv, const bf16 *x,
+                  size_t n, float top)
+{
+    __shared__ bool last;
+    unsigned am = 0;
+    for (size_t i = (blockIdx.x * (size_t)A_THREADS + threadIdx.x) * V; i < n;
+         i += (size_t)gridDim.x * A_THREADS * V) {
+        float f[V];
+        load_bf16<V>(f, x + i);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            am = max(am, abs_bits(f[j]));
+    }
+    float m = block_reduce<A_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+    if (threadIdx.x == 0) {
+        as_part[blockIdx.x] = __float_as_uint(m);
+        __threadfence();
+        last = atomicAdd(&as_done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)                          /* uniform over the block */
+        return;
+
+    const volatile unsigned *part = as_part;
+    am = 0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += A_THREADS)
+        am = max(am, part[b]);
+    am = __float_as_uint(block_reduce<A_THREADS>(__uint_as_float(am),
+                                                 op_amax(), 0.0f));
+    if (threadIdx.x == 0) {
+        amax[0] = __uint_as_float(am);
+        if (scale) {
+            float s = amax_usable(am) ? scale_for(top, __uint_as_float(am))
+                                      : 1.0f;
+            scale[0] = s;
+            scale_inv[0] = div_rn(1.0f, s);
+        }
+        as_done = 0;
+    }
+}
+
+void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
+                            float *scale_inv, const bf16 *x, size_t n,
+                            gl_fp8_format f)
+{
+    float top = gl_fp8_max(f);
+    /* n = 0 still launches one block: amax 0, scale 1, as specified */
+    if (n % 8 == 0 && gl_vec8_ok(8, x)) {
+        unsigned blocks = gl_cuda_grid(n ? (n + 7) / 8 : 1, A_THREADS);
+        amax_scale_kernel<8><<<blocks > AS_BLOCKS ? AS_BLOCKS : blocks,
+                               A_THREADS, 0, st>>>(amax, scale, scale_inv, x,
+                                                   n, top);
+    } else {
+        unsigned blocks = gl_cuda_grid(n ? n : 1, A_THREADS);
+        amax_scale_kernel<1><<<blocks > AS_BLOCKS ? AS_BLOCKS : blocks,
+                               A_THREADS, 0, st>>>(amax, scale, scale_inv, x,
+                                                   n, top);
+    }
+    GL_CUDA_LAUNCHED("fp8 amax_scale");
 }
 
 /* Two scalars moved, not computed: their bits, subnormals included. */
@@ -356,7 +448,7 @@ void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
 }
 
 void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
-                               float *scale_inv, int n, int len,
+                               float *scale_inv, int stride, int n, int len,
                                gl_fp8_amax_algo algo, int margin,
                                gl_fp8_format f)
 {
@@ -366,18 +458,19 @@ void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
         gl_die("fp8_scale_delayed: an amax history of length %d; it needs at "
                "least 1 entry", len);
     scale_delayed_kernel<<<n, S_THREADS, 0, st>>>(
-        hist, scale, scale_inv, n, len, algo == GL_FP8_AMAX_MOST_RECENT,
+        hist, scale, scale_inv, stride, n, len,
+        algo == GL_FP8_AMAX_MOST_RECENT,
         gl_fp8_scaled_max(f, margin));
     GL_CUDA_LAUNCHED("fp8 scale_delayed");
 }
 
 void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
-                               float *scale, float *scale_inv, int n,
-                               gl_fp8_format f)
+                               float *scale, float *scale_inv, int stride,
+                               int n, gl_fp8_format f)
 {
     if (n <= 0)
         return;
     scale_current_kernel<<<gl_cuda_grid(n, 128), 128, 0, st>>>(
-        amax, scale, scale_inv, n, gl_fp8_max(f));
+        amax, scale, scale_inv, stride, n, gl_fp8_max(f));
     GL_CUDA_LAUNCHED("fp8 scale_current");
 }

@@ -33,8 +33,9 @@
  * cuBLASLt 13.0 on an H100 refused with CUBLAS_STATUS_NOT_SUPPORTED, at
  * cublasLtMatmul, every FP8 product of the first runs here, each of which
  * had a scale pointer off 16-byte alignment, and cuBLAS wants 16-byte
- * aligned scale addresses for vector scales (PyTorch #159957).  Scales
- * that are 16 bytes apart cost nothing.  CUBLASLT_MATMUL_DESC_FAST_ACCUM
+ * aligned scale addresses for vector scales (PyTorch #159957).  Aligned
+ * scales cost nothing: the model's scale tables (src/model/fp8.c) give
+ * every tensor a 16-byte record, so its products never stage.  CUBLASLT_MATMUL_DESC_FAST_ACCUM
  * is part of the key.  cuBLASLt computes alpha * scaleA * scaleB * sum +
  * beta * C with the sum in fp32 (promoted from the tensor cores'
  * accumulators every few k steps unless fast accumulation is on).

@@ -221,13 +221,16 @@ void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
                           float *amax, const bf16 *x, int rows, int cols,
                           const float *scale, gl_fp8_format f);
 void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
+void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
+                            float *scale_inv, const bf16 *x, size_t n,
+                            gl_fp8_format f);
 void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
-                               float *scale_inv, int n, int len,
+                               float *scale_inv, int stride, int n, int len,
                                gl_fp8_amax_algo algo, int margin,
                                gl_fp8_format f);
 void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
-                               float *scale, float *scale_inv, int n,
-                               gl_fp8_format f);
+                               float *scale, float *scale_inv, int stride,
+                               int n, gl_fp8_format f);
 /* dst[0] = a[0], dst[4] = b[0]: two device scalars copied to 16-byte
  * aligned places (dst itself 16-byte aligned), in order on the stream. */
 void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,

@@ -28,10 +28,10 @@
     X(rmsnorm_fwd) X(rmsnorm_bwd) X(rope_fwd) X(rope_bwd) X(attn_fwd)         \
     X(attn_bwd) X(swiglu_fwd) X(swiglu_bwd) X(embed_fwd) X(embed_bwd)         \
     X(ce_max) X(ce_sum) X(ce_bwd) X(scale_f32) X(sumsq_f32) X(nonfinite_f32)  \
-    X(dot_f32) X(adamw) X(fp8_quantize) X(fp8_amax) X(fp8_scale_delayed)     \
-    X(fp8_scale_current) X(gemm_fp8) X(layernorm_fwd) X(layernorm_bwd)       \
-    X(gelu_fwd) X(gelu_bwd) X(bias_add) X(bias_grad) X(dropout)             \
-    X(bias_dropout_add) X(pos_embed_fwd)
+    X(dot_f32) X(adamw) X(fp8_quantize) X(fp8_amax) X(fp8_amax_scale)      \
+    X(fp8_scale_delayed) X(fp8_scale_current) X(gemm_fp8) X(layernorm_fwd)   \
+    X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(bias_add) X(bias_grad)       \
+    X(dropout) X(bias_dropout_add) X(pos_embed_fwd)
 
 #define AS_ENUM(op) OP_##op,
 enum { TIMED_OPS(AS_ENUM) NOPS };

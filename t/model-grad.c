@@ -146,7 +146,7 @@ static void run_variant(const variant *v)
     d->ops->upload(d, dids, ids, (size_t)n * sizeof *ids);
     d->ops->upload(d, dtg, tg, (size_t)n * sizeof *tg);
     d->ops->upload(d, dmask, mask, (size_t)n * sizeof *mask);
-    H.mb = (gl_mb){ dids, dtg, dmask, 3 * n };  /* the 4th micro-batch */
+    H.mb = (gl_mb){ dids, dtg, dmask, NULL, 3 * n };  /* the 4th micro-batch */
     H.lacc = d->ops->alloc(d, sizeof(float));
 
     /* 1. forward against the reference */

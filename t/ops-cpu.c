@@ -1078,6 +1078,30 @@ static void test_fp8(gl_dev *d)
     ok(sc[2] == 9 && isnan(sc[3]), "fp8_amax: folds into what is there; NaN propagates");
     x[9] = 0;
 
+    /* fp8_amax_scale: the amax written over what was there (12.5 stays
+     * out), the scale and inverse of gl_fp8_scale_current */
+    float as[4] = {12.5f, 0, 0, 0}, want_s, want_i, nine = 9;
+    gl_fp8_scale_current(&nine, &want_s, &want_i, 1, GL_FP8_E4M3);
+    d->ops->fp8_amax_scale(d, &as[0], &as[1], &as[2], x, M * K, GL_FP8_E4M3);
+    ok(as[0] == 9 && as[1] == want_s && as[2] == want_i && as[1] == 448.0f / 9,
+       "fp8_amax_scale: amax 9 (not folded into 12.5), scale 448/9 and its inverse");
+    as[1] = as[2] = -1;
+    d->ops->fp8_amax_scale(d, &as[0], NULL, NULL, x, M * K, GL_FP8_E5M2);
+    ok(as[0] == 9 && as[1] == -1 && as[2] == -1, "fp8_amax_scale without a scale: the amax alone");
+    x[9] = NAN;
+    d->ops->fp8_amax_scale(d, &as[0], &as[1], &as[2], x, M * K, GL_FP8_E5M2);
+    x[9] = 0;
+    ok(isnan(as[0]) && as[1] == 1 && as[2] == 1, "fp8_amax_scale: a NaN gives amax NaN, scale 1");
+    for (int i = 0; i < M * K; i++)
+        if (i != 5)
+            x[i] = 0;
+    x[5] = 0;
+    d->ops->fp8_amax_scale(d, &as[0], &as[1], &as[2], x, M * K, GL_FP8_E4M3);
+    ok(as[0] == 0 && as[1] == 1 && as[2] == 1, "fp8_amax_scale: all zeros give scale 1");
+    for (int i = 0; i < M * K; i++)             /* x as it was */
+        x[i] = (float)((i * 7) % 33 - 16) / 4;
+    x[5] = -9.0f;
+
     /* the products: A [M, K] (E4M3, integers in [-16, 16]), B [N, K]
      * (E5M2, integers in [-8, 8]), scale_inv 1/2 and 1/4, alpha 2 */
     uint8_t *a8 = d->ops->alloc(d, M * K), *b8 = d->ops->alloc(d, N * K);
@@ -1137,14 +1161,31 @@ static void test_fp8(gl_dev *d)
     float hh[6] = {7, 2, 3, 14, 0, 0};          /* [len 2, n 3] */
     memcpy(h, hh, sizeof hh);
     s[0] = s[1] = s[2] = 1;
-    d->ops->fp8_scale_delayed(d, h, s, s + 3, 3, 2, GL_FP8_AMAX_MAX, 1, GL_FP8_E4M3);
+    d->ops->fp8_scale_delayed(d, h, s, s + 3, 1, 3, 2, GL_FP8_AMAX_MAX, 1, GL_FP8_E4M3);
     ok(s[0] == 16 && s[1] == 112 && s[2] == 224.0f / 3 && s[3] == 1.0f / 16 &&
        h[0] == 0 && h[3] == 7 && h[4] == 2,
        "fp8_scale_delayed through the table: margin 1, max over the history, rolled");
     hh[0] = 0;
-    d->ops->fp8_scale_current(d, hh, s, s + 3, 3, GL_FP8_E5M2);
+    d->ops->fp8_scale_current(d, hh, s, s + 3, 1, 3, GL_FP8_E5M2);
     ok(s[0] == 1 && s[1] == 28672 && s[4] == 1.0f / 28672,
        "fp8_scale_current through the table");
+
+    /* the same with fp8.c's stride-4 records {inverse, scale, -, -}: the
+     * packed results, the entries between records untouched */
+    float *r = d->ops->alloc(d, 12 * sizeof(float));
+    for (int i = 0; i < 12; i++)
+        r[i] = i % 4 == 1 ? 1.0f : -5.0f;
+    float hs[6] = {7, 2, 3, 14, 0, 0};
+    memcpy(h, hs, sizeof hs);
+    d->ops->fp8_scale_delayed(d, h, r + 1, r, 4, 3, 2, GL_FP8_AMAX_MAX, 1, GL_FP8_E4M3);
+    ok(r[1] == 16 && r[5] == 112 && r[9] == 224.0f / 3 && r[0] == 1.0f / 16 &&
+       r[4] == 1.0f / 112 && r[8] == 1.0f / r[9] && r[2] == -5 && r[11] == -5 &&
+       h[0] == 0 && h[3] == 7 && h[4] == 2,
+       "fp8_scale_delayed with stride 4: the packed results, nothing else written");
+    d->ops->fp8_scale_current(d, hh, r + 1, r, 4, 3, GL_FP8_E5M2);
+    ok(r[1] == 1 && r[5] == 28672 && r[4] == 1.0f / 28672 && r[0] == 1 && r[3] == -5,
+       "fp8_scale_current with stride 4");
+    d->ops->free(d, r);
     d->ops->free(d, h);
     d->ops->free(d, s);
 }

@@ -797,26 +797,88 @@ static void test_fp8_amax(size_t n, size_t off, int nan)
 }
 
 /*
+ * fp8_amax_scale of n elements at an offset (the scalar path when
+ * unaligned), finite values or (nan) with infinities and a NaN, against
+ * the CPU's: the amax (written over a stale 1e30), and the scale and
+ * inverse bit for bit (or left alone without them).  Called
+ * twice in a row on the GPU, with the second call's results checked: the
+ * first must have left the kernel's block counter as it found it.  n up to
+ * 2^24 spreads over the kernel's largest grid (1024 blocks).
+ */
+static void test_fp8_amax_scale(size_t n, size_t off, int nan, gl_fp8_format f,
+                                int with_scale)
+{
+    float *x = fp8_inputs(n + off, nan);    /* finite, or with infinities */
+    if (nan && n)
+        x[off + n / 2] = NAN;
+    if (off)
+        x[0] = round_bf(1e30f);         /* before the view: not counted */
+    void *gx = g_act(x, n + off);
+    float init[3] = {1e30f, -1, -1}, c[3] = {1e30f, -1, -1}, g[3];
+    float *gr = g_f32(init, 3);
+    for (int k = 0; k < 2; k++)
+        G->ops->fp8_amax_scale(G, gr, with_scale ? gr + 1 : NULL, with_scale ? gr + 2 : NULL,
+                               (uint16_t *)gx + off, n, f);
+    C->ops->fp8_amax_scale(C, c, with_scale ? c + 1 : NULL, with_scale ? c + 2 : NULL,
+                           x + off, n, f);
+    G->ops->download(G, g, gr, sizeof g);
+    ok(same_amax(g[0], c[0]) && memcmp(g + 1, c + 1, 8) == 0,
+       "fp8_amax_scale n=%zu offset %zu%s %s%s: amax %g (CPU %g), scale %a (CPU %a), "
+       "inverse %a (CPU %a)", n, off, nan ? " with a NaN" : "",
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", with_scale ? "" : " (amax only)", g[0], c[0],
+       g[1], c[1], g[2], c[2]);
+    G->ops->free(G, gx);
+    G->ops->free(G, gr);
+    free(x);
+}
+
+/*
+ * A scale table for n tensors with the given stride (ops.h): stride 1,
+ * two packed arrays, scales then inverses (2 n floats); stride > 1, one
+ * record of stride floats per tensor, the inverse first (16-byte aligned
+ * when stride is 4, as fp8.c lays them out) and the scale second, the
+ * other entries left to hold what they held (n stride floats).
+ */
+static size_t table_len(int n, int stride)
+{
+    return stride == 1 ? 2 * (size_t)n : (size_t)n * stride;
+}
+
+static float *table_scale(float *tab, int stride)
+{
+    return stride == 1 ? tab : tab + 1;
+}
+
+static float *table_inv(float *tab, int n, int stride)
+{
+    return stride == 1 ? tab + n : tab;
+}
+
+/*
  * fp8_scale_delayed: n tensors, history of len, both devices from the
- * same start; history, scales and inverses bit for bit.  The history
+ * same start; history, scales and inverses bit for bit (with stride > 1
+ * the whole table: the entries between records untouched).  The history
  * holds amaxes over a wide range with zeros, NaN, infinity, -0 and
  * subnormals here and there, and whole columns of zeros (keep the scale)
  * and of tiny values (scale FLT_MAX).
  */
 static void test_fp8_scale_delayed(int n, int len, gl_fp8_amax_algo algo,
-                                   int margin, gl_fp8_format f)
+                                   int margin, gl_fp8_format f, int stride)
 {
-    size_t nh = (size_t)n * len;
-    float *h = gl_malloc(nh * sizeof *h), *s = gl_malloc(2 * n * sizeof *s);
+    size_t nh = (size_t)n * len, ns = table_len(n, stride);
+    float *h = gl_malloc(nh * sizeof *h), *s = gl_malloc(ns * sizeof *s);
     static const float sp[] = {0.0f, NAN, INFINITY, -0.0f, 0x1p-140f, 1e-38f};
     for (size_t i = 0; i < nh; i++) {
         h[i] = (float)exp2(-30 + 50 * urand());
         if (urand() < 0.05)
             h[i] = sp[(int)(urand() * 6)];
     }
+    for (size_t i = 0; i < ns; i++)
+        s[i] = (float)(100 + urand());          /* what lies between records */
+    float *sc = table_scale(s, stride), *si = table_inv(s, n, stride);
     for (int t = 0; t < n; t++) {
-        s[t] = (float)(0.5 + urand());          /* the scale now */
-        s[n + t] = 0;
+        sc[(size_t)t * stride] = (float)(0.5 + urand());    /* the scale now */
+        si[(size_t)t * stride] = 0;
         if (t % 7 == 3)                         /* a column of zeros */
             for (int i = 0; i < len; i++)
                 h[(size_t)i * n + t] = 0;
@@ -824,24 +886,24 @@ static void test_fp8_scale_delayed(int n, int len, gl_fp8_amax_algo algo,
             for (int i = 0; i < len; i++)
                 h[(size_t)i * n + t] = 0x1p-140f;
     }
-    float *gh = g_f32(h, nh), *gs = g_f32(s, 2 * n);
-    G->ops->fp8_scale_delayed(G, gh, gs, gs + n, n, len, algo, margin, f);
-    C->ops->fp8_scale_delayed(C, h, s, s + n, n, len, algo, margin, f);
-    float *h2 = dl_f32(gh, nh), *s2 = dl_f32(gs, 2 * n);
+    float *gh = g_f32(h, nh), *gs = g_f32(s, ns);
+    G->ops->fp8_scale_delayed(G, gh, table_scale(gs, stride), table_inv(gs, n, stride),
+                              stride, n, len, algo, margin, f);
+    C->ops->fp8_scale_delayed(C, h, sc, si, stride, n, len, algo, margin, f);
+    float *h2 = dl_f32(gh, nh), *s2 = dl_f32(gs, ns);
     long bad_h = 0, bad_s = 0;
     for (size_t i = 0; i < nh; i++)
         bad_h += !same_amax(h2[i], h[i]);
-    for (int i = 0; i < 2 * n; i++)
+    for (size_t i = 0; i < ns; i++)
         bad_s += memcmp(&s2[i], &s[i], 4) != 0;
     ok(bad_h == 0 && bad_s == 0,
-       "fp8_scale_delayed n=%d len=%d %s margin %d %s: history, scales and "
+       "fp8_scale_delayed n=%d len=%d %s margin %d %s stride %d: history, scales and "
        "inverses bit-exact (%ld, %ld differ)", n, len,
        algo == GL_FP8_AMAX_MAX ? "max" : "most_recent", margin,
-       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", bad_h, bad_s);
-    for (int t = 0; bad_s && t < n; t++)
-        if (memcmp(&s2[t], &s[t], 4) || memcmp(&s2[n + t], &s[n + t], 4)) {
-            diag("  tensor %d: scale %a (CPU %a), inverse %a (CPU %a)", t, s2[t],
-                 s[t], s2[n + t], s[n + t]);
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", stride, bad_h, bad_s);
+    for (size_t i = 0; bad_s && i < ns; i++)
+        if (memcmp(&s2[i], &s[i], 4)) {
+            diag("  table entry %zu: %a (CPU %a)", i, s2[i], s[i]);
             break;
         }
     G->ops->free(G, gh);
@@ -852,19 +914,25 @@ static void test_fp8_scale_delayed(int n, int len, gl_fp8_amax_algo algo,
     free(s2);
 }
 
-static void test_fp8_scale_current(int n, gl_fp8_format f)
+static void test_fp8_scale_current(int n, gl_fp8_format f, int stride)
 {
-    float *a = gl_malloc(n * sizeof *a), *s = gl_malloc(2 * n * sizeof *s);
+    size_t ns = table_len(n, stride);
+    float *a = gl_malloc(n * sizeof *a), *s = gl_malloc(ns * sizeof *s);
     static const float sp[] = {0.0f, NAN, INFINITY, -0.0f, 0x1p-140f, 1e-38f, 448.0f};
     for (int t = 0; t < n; t++)
         a[t] = t < 7 ? sp[t] : (float)exp2(-40 + 60 * urand());
-    float *ga = g_f32(a, n), *gs = g_f32(NULL, 2 * n);
-    g_poison(gs, 2 * n * 4);
-    G->ops->fp8_scale_current(G, ga, gs, gs + n, n, f);
-    C->ops->fp8_scale_current(C, a, s, s + n, n, f);
-    float *s2 = dl_f32(gs, 2 * n);
-    ok(memcmp(s2, s, 2 * n * 4) == 0, "fp8_scale_current n=%d %s: bit-exact", n,
-       f == GL_FP8_E4M3 ? "E4M3" : "E5M2");
+    for (size_t i = 0; i < ns; i++)
+        s[i] = (float)(100 + urand());          /* what lies between records */
+    float *ga = g_f32(a, n), *gs = g_f32(s, ns);
+    if (stride == 1)
+        g_poison(gs, ns * 4);                   /* every entry is written */
+    G->ops->fp8_scale_current(G, ga, table_scale(gs, stride), table_inv(gs, n, stride),
+                              stride, n, f);
+    C->ops->fp8_scale_current(C, a, table_scale(s, stride), table_inv(s, n, stride),
+                              stride, n, f);
+    float *s2 = dl_f32(gs, ns);
+    ok(memcmp(s2, s, ns * 4) == 0, "fp8_scale_current n=%d %s stride %d: bit-exact", n,
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", stride);
     G->ops->free(G, ga);
     G->ops->free(G, gs);
     free(a);
@@ -1009,8 +1077,8 @@ static void test_fp8_linear(int t, int in, int out)
         d->ops->fp8_amax(d, sc + 0, bx, nx);
         d->ops->fp8_amax(d, sc + 1, bw, nw);
         d->ops->fp8_amax(d, sc + 2, bdy, ny);
-        d->ops->fp8_scale_current(d, sc, sc + 3, sc + 6, 2, GL_FP8_E4M3);
-        d->ops->fp8_scale_current(d, sc + 2, sc + 5, sc + 8, 1, GL_FP8_E5M2);
+        d->ops->fp8_scale_current(d, sc, sc + 3, sc + 6, 1, 2, GL_FP8_E4M3);
+        d->ops->fp8_scale_current(d, sc + 2, sc + 5, sc + 8, 1, 1, GL_FP8_E5M2);
         d->ops->fp8_quantize(d, q[0], q[1], NULL, bx, t, in, sc + 3, GL_FP8_E4M3);
         d->ops->fp8_quantize(d, q[2], q[3], NULL, bw, out, in, sc + 4, GL_FP8_E4M3);
         d->ops->fp8_quantize(d, q[4], q[5], NULL, bdy, t, out, sc + 5, GL_FP8_E5M2);
@@ -1609,14 +1677,25 @@ int main(void)
     test_fp8_amax(1 << 20, 0, 1);
     test_fp8_amax(1001, 3, 0);
     test_fp8_amax(999, 1, 1);
-    test_fp8_scale_delayed(7, 1, GL_FP8_AMAX_MAX, 0, GL_FP8_E4M3);
-    test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MAX, 2, GL_FP8_E4M3);
-    test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E5M2);
-    test_fp8_scale_delayed(200, 300, GL_FP8_AMAX_MAX, 0, GL_FP8_E5M2);
-    test_fp8_scale_delayed(113, 1024, GL_FP8_AMAX_MAX, 1, GL_FP8_E4M3);
-    test_fp8_scale_delayed(113, 1024, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E4M3);
-    test_fp8_scale_current(300, GL_FP8_E4M3);
-    test_fp8_scale_current(300, GL_FP8_E5M2);
+    test_fp8_amax_scale(quick ? 100000 : 1 << 24, 0, 0, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(1 << 20, 0, 1, GL_FP8_E5M2, 1);
+    test_fp8_amax_scale(1 << 20, 0, 0, GL_FP8_E5M2, 0);
+    test_fp8_amax_scale(8192 * 2048, 0, 0, GL_FP8_E4M3, 1);  /* X of the 1.5B model */
+    test_fp8_amax_scale(1001, 3, 0, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(999, 1, 1, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(8, 0, 0, GL_FP8_E4M3, 1);
+    test_fp8_amax_scale(0, 8, 0, GL_FP8_E4M3, 1);       /* nothing: amax 0, scale 1 */
+    test_fp8_scale_delayed(7, 1, GL_FP8_AMAX_MAX, 0, GL_FP8_E4M3, 1);
+    test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MAX, 2, GL_FP8_E4M3, 1);
+    test_fp8_scale_delayed(50, 5, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E5M2, 1);
+    test_fp8_scale_delayed(200, 300, GL_FP8_AMAX_MAX, 0, GL_FP8_E5M2, 1);
+    test_fp8_scale_delayed(113, 1024, GL_FP8_AMAX_MAX, 1, GL_FP8_E4M3, 1);
+    test_fp8_scale_delayed(113, 1024, GL_FP8_AMAX_MOST_RECENT, 0, GL_FP8_E4M3, 1);
+    test_fp8_scale_delayed(7, 1, GL_FP8_AMAX_MAX, 0, GL_FP8_E4M3, 4);  /* fp8.c's tables */
+    test_fp8_scale_delayed(113, 1024, GL_FP8_AMAX_MAX, 1, GL_FP8_E5M2, 4);
+    test_fp8_scale_current(300, GL_FP8_E4M3, 1);
+    test_fp8_scale_current(300, GL_FP8_E5M2, 1);
+    test_fp8_scale_current(300, GL_FP8_E4M3, 4);
     test_gemm_fp8_exact();
     test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E4M3, 1, 1, 0, 0, 0);
     test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E5M2, 0, 0.5f, 0, 0, 16);

@@ -66,19 +66,32 @@ static int run_child(const char *cmdline, int world, int per_node, char *err, si
 
 /* The command line stops with exit 2 and one error line containing the
  * needles (NULL-terminated). */
-static void refused(const char *cmdline, int world, const char *const *needles)
+/* The command line is refused (exit 2) with `lines` lines on stderr, each
+ * "gridlm-train: error: ...", that contain every needle. */
+static void refused_lines(const char *cmdline, int world, int lines, const char *const *needles)
 {
     char err[4096];
     int code = run_child(cmdline, world, 8, err, sizeof err);
-    int good = code == 2 && strncmp(err, "gridlm-train: error: ", 21) == 0 &&
-               strchr(err, '\n') == err + strlen(err) - 1;
-    for (const char *const *n = needles; *n; n++)
-        good = good && strstr(err, *n);
+    int good = code == 2 && strncmp(err, "gridlm-train: error: ", 21) == 0;
+    int n = 0;
+    for (const char *p = err; *p; p++)
+        if (*p == '\n') {
+            n++;
+            if (p[1] && strncmp(p + 1, "gridlm-train: error: ", 21))
+                good = 0;
+        }
+    good = good && n == lines;
+    for (const char *const *nd = needles; *nd; nd++)
+        good = good && strstr(err, *nd);
     ok(good, "refused: %s%s%.0d", cmdline, world ? " on world " : "", world);
     if (!good)
         diag("exit %d, stderr: %s", code, err);
 }
-#define REFUSED(cmd, world, ...) refused(cmd, world, (const char *const[]){__VA_ARGS__, NULL})
+#define REFUSED(cmd, world, ...) \
+    refused_lines(cmd, world, 1, (const char *const[]){__VA_ARGS__, NULL})
+/* Several errors: one line each, then their count. */
+#define REFUSED_N(cmd, world, lines, ...) \
+    refused_lines(cmd, world, lines, (const char *const[]){__VA_ARGS__, NULL})
 
 static void test_defaults(void)
 {
@@ -515,8 +528,9 @@ static void test_refusals(void)
             "--seq-length 64 is not divisible by 2 x --context-parallel-size = 6");
     REFUSED(BASE "--expert-model-parallel-size 2", 0, "--expert-model-parallel-size 2",
             "dense");
-    REFUSED(BASE "--overlap-param-gather", 0, "--overlap-param-gather needs "
-            "--use-distributed-optimizer");
+    REFUSED_N(BASE "--overlap-param-gather", 0, 3, "--overlap-param-gather needs "
+              "--use-distributed-optimizer", "--overlap-param-gather needs "
+              "--overlap-grad-reduce", "2 usage errors above");
     REFUSED(BASE "--recompute-granularity full", 0, "--recompute-granularity full needs "
             "--recompute-method");
     REFUSED(BASE "--recompute-method block", 0, "--recompute-method block needs "
@@ -535,8 +549,25 @@ static void test_refusals(void)
             "--data-path 0.7 has no dataset after it");
     REFUSED("--model tiny --lr 1 --train-iters 3 --data-path 0 A 0 B", 0, "weights sum to 0");
     REFUSED(BASE "--split 90,a", 0, "--split 90,a is not a split");
-    REFUSED("--hidden-size 64 --num-attention-heads 8 --seq-length 8 --mock-data", 0,
-            "--num-layers is required", "--model");
+    REFUSED_N("--hidden-size 64 --num-attention-heads 8 --seq-length 8 --mock-data", 0, 5,
+              "--num-layers is required", "--model", "--train-iters is required",
+              "--lr is required", "the vocabulary size is unknown", "4 usage errors above");
+    /* Bad values and the checks across options, all in one message;
+     * a check whose input was refused is skipped, not echoed. */
+    REFUSED_N(BASE "--expert-model-parallel-size 2 --tokenizer-type Llama2Tokenizer "
+                   "--hidden-size abc", 0, 4,
+              "error: --tokenizer-type Llama2Tokenizer is not supported",
+              "error: --hidden-size abc is not an integer",
+              "error: --expert-model-parallel-size 2 needs a mixture-of-experts model",
+              "error: 3 usage errors above");
+    REFUSED(BASE "--recompute-granularity fully --recompute-method uniform", 0,
+            "--recompute-granularity fully is not supported: use one of selective or full");
+    REFUSED("--num-layers x --hidden-size 64 --num-attention-heads 8 --seq-length 8 "
+            "--mock-data --train-iters 1 --lr 1 --vocab-size 64", 0,
+            "--num-layers x is not an integer");
+    REFUSED("--model tiny --mock-data --train-iters 10 --lr 0", 0,
+            "--lr 0 must be a positive number");
+    REFUSED(BASE "--fp8-format e5m2 --first-last-layers-bf16", 0, "--fp8-format e5m2");
     REFUSED(BASE "--max-position-embeddings 32", 0, "--max-position-embeddings 32 is smaller "
             "than --seq-length 64");
     REFUSED(BASE "--hidden-size 60", 0, "--hidden-size 60 is not divisible by "
@@ -556,7 +587,9 @@ static void test_refusals(void)
             "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model");
     REFUSED(BASE "--async-save", 0, "--async-save needs --save");
     REFUSED(BASE "--adam-beta2 1", 0, "--adam-beta2 1 is out of range", "[0, 1)");
-    REFUSED(BASE "--lr-decay-style exponential", 0, "use one of constant, linear or cosine");
+    REFUSED(BASE "--lr-decay-style exponential", 0,
+            "use one of constant, linear, cosine or inverse-square-root");
+    REFUSED(BASE "--lr-decay-style WSD", 0, "--lr-decay-style WSD is not supported");
     REFUSED(BASE "--device tpu", 0, "--device tpu", "auto, cpu or cuda");
 
     /* Layout checks that need the world size. */
@@ -573,9 +606,8 @@ static void test_refusals(void)
             "did you mean --train-iters?");
     REFUSED(BASE "--world-size 4", 0, "--world-size 4 needs --dry-run",
             "add --dry-run, or drop --world-size");
-    REFUSED(LLAMA "--dry-run --world-size 4 --num-layers 2 --hidden-size 64 "
-            "--num-attention-heads 4 --seq-length 8 --tokenizer-model tokenizer.json", 0,
-            "--world-size 4 plans without reading the tokenizer", "--vocab-size N");
+    /* --dry-run --world-size reads the tokenizer for the vocabulary
+     * (src/train/preflight.h): t/train-load.t. */
 }
 
 static void test_warnings(void)
@@ -606,6 +638,69 @@ static void test_warnings(void)
         diag("exit %d: %s", code, err);
 }
 
+/* Sample-based schedules and the batch-size ramp-up: Megatron's rules on
+ * which options go together (arguments.py), and the iterations of a
+ * ramp-up worked out by hand. */
+#define SBASE "--model tiny --mock-data --lr 1e-3 "
+static void test_samples(void)
+{
+    REFUSED(BASE "--lr-decay-samples 100", 0, "--lr-decay-samples with --train-iters");
+    REFUSED(BASE "--lr-warmup-samples 10", 0, "--lr-warmup-samples with --train-iters");
+    REFUSED(BASE "--rampup-batch-size 4 4 100 --global-batch-size 8", 0,
+            "--rampup-batch-size with --train-iters", "--train-samples");
+    REFUSED(SBASE "--train-samples 100 --lr-decay-iters 10", 0,
+            "--lr-decay-iters with --train-samples", "--lr-decay-samples");
+    REFUSED(SBASE "--train-samples 100 --lr-warmup-iters 10", 0,
+            "--lr-warmup-iters with --train-samples");
+    REFUSED(SBASE "--train-samples 100 --lr-warmup-samples 10 --lr-warmup-fraction 0.1", 0,
+            "--lr-warmup-samples 10 and --lr-warmup-fraction 0.1 both given");
+    REFUSED(SBASE "--train-samples 100 --lr-warmup-samples 100", 1,
+            "--lr-warmup-samples 100 is not shorter than the decay (100 samples)");
+    REFUSED(BASE "--use-checkpoint-opt_param-scheduler --override-opt_param-scheduler", 0,
+            "both given");
+    REFUSED(BASE "--decoupled-min-lr 1e-5", 0, "--decoupled-min-lr without --decoupled-lr");
+    REFUSED(SBASE "--train-samples 100 --rampup-batch-size 4 4", 0,
+            "needs three numbers: --rampup-batch-size START INCREMENT SAMPLES");
+    REFUSED(SBASE "--train-samples 100 --rampup-batch-size 0 4 10", 0, "0", "positive");
+    /* Megatron's calculator's errors */
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 8 --rampup-batch-size 16 4 10", 1,
+            "expected global batch size to be greater than or equal to start batch size, "
+            "got 8 and 16");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 5 10", 1,
+            "expected global batch size interval (12) to be divisible by global batch size "
+            "increment (5)");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 4 0", 1,
+            "a ramp over 0 samples");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 16 4 10", 1,
+            "nothing to ramp");
+    REFUSED(SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 6 10", 4,
+            "current global batch size (10) is not divisible by micro-batch-size (1) times "
+            "data parallel size (4)");
+
+    /* global 16 from 4 by 4 over 24 samples: 3 increments, 8 samples each.
+     * Batches: consumed 0 -> 4, 4 -> 4 (4/8 = 0 increments), 8 -> 8,
+     * 16 -> 12, 28 > 24 -> 16: 4 ramp iterations (28 samples), then
+     * (100 - 28) / 16 = 4 whole batches: 8 iterations. */
+    gl_config c;
+    parse(&c, SBASE "--train-samples 100 --global-batch-size 16 --rampup-batch-size 4 4 24");
+    gl_config_finish(&c, 1, 1);
+    is_int(c.train_iters, 8, "ramp-up: 4 ramp iterations and 4 of the full batch");
+    int want[] = { 4, 4, 8, 12, 16 };
+    long at[] = { 0, 4, 8, 16, 28 };
+    for (int k = 0; k < 5; k++)
+        is_int(gl_config_global_batch(&c, at[k]), want[k], "ramp-up: batch %d after %ld samples",
+               want[k], at[k]);
+    is_int(gl_config_global_batch(&c, 24), 16, "ramp-up: 24 samples = 3 increments: the full batch");
+    is_int(c.num_micro_batches, 16, "buffers for the full batch's 16 micro-batches");
+    gl_config_free(&c);
+
+    parse(&c, SBASE "--train-samples 100 --global-batch-size 16");
+    gl_config_finish(&c, 1, 1);
+    is_int(gl_config_global_batch(&c, 0), 16, "no ramp-up: the global batch");
+    is_int(c.train_iters, 6, "no ramp-up: 100 / 16 = 6 iterations");
+    gl_config_free(&c);
+}
+
 int main(void)
 {
     gl_log_set_program("gridlm-train");
@@ -620,6 +715,7 @@ int main(void)
     test_arch_form();
     test_loader_want();
     test_refusals();
+    test_samples();
     test_warnings();
     return done_testing();
 }

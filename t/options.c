@@ -35,6 +35,19 @@ static int take_rest(void *target, const gl_option *o, const char *value, char *
     return k;
 }
 
+/* A handler without a value that ends the program, as --help does. */
+static int stop_here(void *target, const gl_option *o, const char *value, char **more, int nmore)
+{
+    exit(0);
+}
+
+/* A handler without a value that only sets a field: a switch (.sets). */
+static int set_flag(void *target, const gl_option *o, const char *value, char **more, int nmore)
+{
+    ((opts *)target)->flag = 1;
+    return 0;
+}
+
 static const gl_option table[] = {
     {.name = "flag", .kind = GL_OPT_FLAG, .offset = offsetof(opts, flag), .group = "One",
      .help = "a flag"},
@@ -59,6 +72,14 @@ static const gl_option table[] = {
     {.name = "rest", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "A ...",
      .group = "Two", .fn = take_rest, .help = "takes several"},
     {.name = "hidden-size", .kind = GL_OPT_INT, .offset = offsetof(opts, n), .metavar = "N"},
+    {.name = "one", .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE, .metavar = "X",
+     .check = GL_OPT_MIN | GL_OPT_MAX, .min = 1, .max = 1, .hint = "only 1"},
+    {.name = "skip", .kind = GL_OPT_IGNORE, .offset = GL_OPT_NOWHERE, .metavar = "X ..."},
+    {.name = "old-num", .kind = GL_OPT_INT, .offset = GL_OPT_NOWHERE, .metavar = "N",
+     .refused = "renamed: use --num"},
+    {.name = "stop", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = stop_here},
+    {.name = "switch", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = set_flag,
+     .sets = 1},
     {.name = NULL},
 };
 
@@ -89,6 +110,25 @@ static void parse_args(void *arg)
     opts p;
     defaults(&p);
     gl_opt_parse(table, &p, argc, argv);
+}
+
+/* A caller that collects: the parse, then a check of its own. */
+static void collect_and_check(void *arg)
+{
+    char *argv[64], line[256];
+    int argc = make_argv(argv, arg);
+    opts p;
+    defaults(&p);
+    gl_opt_collect_begin();
+    gl_opt_parse(table, &p, argc, argv);
+    if (!gl_opt_had_error("num") || gl_opt_had_error("colour") || gl_opt_had_error("x"))
+        gl_opt_record(NULL, "gl_opt_had_error is wrong");
+    if (p.x > 1) {
+        snprintf(line, sizeof line, "--x %g is more than 1 (--num is still %d)", p.x, p.n);
+        gl_opt_record("x", line);
+    }
+    gl_opt_collect_end();
+    exit(0);
 }
 
 /* Parse args in a child; return its exit status and its stderr in err. */
@@ -136,6 +176,12 @@ static void test_values(void)
     ok(p.ncalls == 2 && p.nextra == 0 && p.n == 3,
        "a handler consumes the arguments it takes, parsing resumes after them");
 
+    const char *const skip[] = {"--skip", "a", "b", "--num", "4", "--skip=c", "--skip", "-1",
+                                NULL};
+    defaults(&p);
+    gl_opt_parse(table, &p, make_argv(argv, skip), argv);
+    ok(p.n == 4, "an ignored option takes its values up to the next option, unread");
+
     const char *const none[] = {NULL};
     defaults(&p);
     gl_opt_parse(table, &p, make_argv(argv, none), argv);
@@ -162,6 +208,8 @@ static void test_errors(void)
           "[0, 1) (a fraction)");
     fails((const char *const[]){"--name", "too-long-a-name", NULL}, "string too long",
           "--name too-long-a-name", "at most 7");
+    fails((const char *const[]){"--one", "0.5", NULL}, "a range of one value", "--one 0.5",
+          "is not supported: use 1 (only 1)");
     fails((const char *const[]){"--colour", "mauve", NULL}, "bad choice", "--colour mauve",
           "use one of red, green or blue");
     fails((const char *const[]){"--num", NULL}, "missing value", "--num needs a value",
@@ -183,6 +231,106 @@ static void test_errors(void)
           "--num '' is not an integer", NULL);
 }
 
+/* The child exits 2; its stderr has `lines` lines and every needle. */
+static void fails_lines(const char *const *args, const char *what, int lines,
+                        const char *const *needles)
+{
+    char err[4096];
+    int code = parse_in_child(args, err, sizeof err);
+    int n = 0, good = code == 2;
+    for (char *p = err; *p; p++)
+        n += *p == '\n';
+    for (int i = 0; needles[i]; i++)
+        if (!strstr(err, needles[i]))
+            good = 0;
+    ok(good && n == lines, "%s: exit 2 with %d lines", what, lines);
+    if (!good || n != lines)
+        diag("exit %d, stderr: %s", code, err);
+}
+
+static void test_names_first(void)
+{
+    fails((const char *const[]){"--old-num", "3", NULL}, "a refused option",
+          "--old-num is not supported: renamed: use --num", NULL);
+    fails((const char *const[]){"--old_num", "3", NULL}, "a typo of a refused option",
+          "did you mean --old-num? (which is not supported: renamed: use --num)", NULL);
+    fails_lines((const char *const[]){"--num", "abc", "--old-num", "3", "--colur", "red",
+                                      "--frobnicate", "x", "y", NULL},
+                "every unknown and refused name first, then the values", 5,
+                (const char *const[]){"prog: error: --old-num is not supported: renamed: "
+                                      "use --num\n"
+                                      "prog: error: unknown option --colur: did you mean "
+                                      "--colour?\n"
+                                      "prog: error: unknown option --frobnicate: see --help "
+                                      "for the options\n"
+                                      "prog: error: --num abc is not an integer",
+                                      "prog: error: 4 usage errors above", NULL});
+    fails((const char *const[]){"--rest", "a", "--old-num", NULL}, "a refused name after a "
+          "handler's arguments", "--old-num is not supported", NULL);
+    /* a switch handler (.sets) is no --help: the scan and the values go on */
+    fails_lines((const char *const[]){"--switch", "--old-num", "3", "--num", "abc", NULL},
+                "a switch handler does not end the name scan", 3,
+                (const char *const[]){"prog: error: --old-num is not supported: renamed: "
+                                      "use --num\n"
+                                      "prog: error: --num abc is not an integer",
+                                      "prog: error: 2 usage errors above", NULL});
+}
+
+/* Bad values do not stop the parse: every one is reported, with the
+ * unknown names, and the fields they were for keep their values. */
+static void test_collected(void)
+{
+    fails_lines((const char *const[]){"--num", "0", "--colour", "mauve", "--x", "1", "--bogus",
+                                      "--frac", "2", NULL},
+                "two bad values and an unknown name reported together", 5,
+                (const char *const[]){"prog: error: unknown option --bogus: see --help for the "
+                                      "options\n"
+                                      "prog: error: --num 0 must be a positive integer\n"
+                                      "prog: error: --colour mauve is not supported: use one "
+                                      "of red, green or blue\n"
+                                      "prog: error: --frac 2 is out of range",
+                                      "prog: error: 4 usage errors above: change each as its "
+                                      "line says, then run again\n", NULL});
+    fails_lines((const char *const[]){"--num", "--flag=2", "--colour", "pink", "stray", "words",
+                                      NULL},
+                "a missing value, a value for a flag, a bad choice and stray words", 5,
+                (const char *const[]){"--num needs a value", "--flag takes no value",
+                                      "--colour pink", "unexpected argument 'stray'",
+                                      "4 usage errors above", NULL});
+    fails((const char *const[]){"--num", "abc", "--stop", "--bogus", NULL},
+          "an error before a handler that takes no value is reported instead of running it",
+          "--num abc is not an integer", NULL);
+    char err0[256];
+    ok(parse_in_child((const char *const[]){"--num", "3", "--stop", "--bogus", NULL}, err0,
+                      sizeof err0) == 0,
+       "without one, the handler acts, before what follows it is looked at");
+
+    /* A caller's own checks add to the parser's errors; a refused
+     * value leaves the field at its default. */
+    const char *const args[] = {"--num", "-3", "--x", "2", "--colour", "blue", NULL};
+    char err[2048];
+    int code = run_in_child(collect_and_check, (void *)args, err, sizeof err);
+    ok(code == 2 && strstr(err, "prog: error: --num -3 must be a positive integer\n"
+                                "prog: error: --x 2 is more than 1 (--num is still 7)\n"
+                                "prog: error: 2 usage errors above"),
+       "gl_opt_collect_begin: the caller's checks add their lines before the count");
+    if (code != 2 || !strstr(err, "still 7"))
+        diag("exit %d, stderr: %s", code, err);
+}
+
+static void test_status(void)
+{
+    ok(gl_opt_status_of(gl_opt_lookup(table, "num")) == GL_OPT_HONOURED &&
+       gl_opt_status_of(gl_opt_lookup(table, "rest")) == GL_OPT_HONOURED,
+       "status: a stored option and a handler are honoured");
+    ok(gl_opt_status_of(gl_opt_lookup(table, "ignored")) == GL_OPT_ACCEPTED &&
+       gl_opt_status_of(gl_opt_lookup(table, "skip")) == GL_OPT_ACCEPTED,
+       "status: an option stored nowhere is accepted");
+    ok(gl_opt_status_of(gl_opt_lookup(table, "old-num")) == GL_OPT_REFUSED,
+       "status: a row with a refusal is refused");
+    is_string(gl_opt_status_name(GL_OPT_REFUSED), "refused", "status names");
+}
+
 static void test_find_and_suggest(void)
 {
     char *argv[64];
@@ -193,6 +341,10 @@ static void test_find_and_suggest(void)
     is_string(gl_opt_suggest(table, "colr"), "colour", "suggest: one deletion");
     is_string(gl_opt_suggest(table, "hidden"), "hidden-size", "suggest: a prefix");
     ok(gl_opt_suggest(table, "zzzzzzzzzz") == NULL, "suggest: nothing plausible");
+    ok(gl_opt_suggest(table, "extra-hidden-size") == NULL,
+       "suggest: a name with a word more is another option, not a typo");
+    ok(gl_opt_suggest(table, "hidden-sizes-per-layer") == NULL,
+       "suggest: nor one that a known name is the start of");
     ok(gl_opt_lookup(table, "frac") == &table[4], "lookup by name");
 }
 
@@ -236,6 +388,9 @@ int main(void)
     plan(NO_PLAN);
     test_values();
     test_errors();
+    test_names_first();
+    test_collected();
+    test_status();
     test_find_and_suggest();
     test_help();
     test_conversions();

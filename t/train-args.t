@@ -19,8 +19,13 @@ fail_run() {
 # refused "description" "needle" ["needle" ...] -- args...
 # The program must exit 2, print nothing on stdout and exactly one line
 # on stderr, starting "gridlm-train: error: " and containing every needle.
-refused() {
-    what=$1; shift
+refused() { refused_n 1 "$@"; }
+
+# refused_n LINES "description" "needle" ... -- args...: as refused, with
+# LINES lines on stderr (several errors: one line each, then the count),
+# every one starting "gridlm-train: error: ".
+refused_n() {
+    nlines=$1 what=$2; shift 2
     needles=
     while [ "$1" != "--" ]; do
         needles="$needles
@@ -33,8 +38,8 @@ $1"
     good=yes
     [ $code -eq 2 ] || good=no
     [ -s "$tmp".out ] && good=no
-    [ "$(wc -l <"$tmp".err)" -eq 1 ] || good=no
-    grep -q '^gridlm-train: error: ' "$tmp".err || good=no
+    [ "$(wc -l <"$tmp".err)" -eq "$nlines" ] || good=no
+    [ "$(grep -c '^gridlm-train: error: ' "$tmp".err)" -eq "$nlines" ] || good=no
     old_ifs=$IFS
     IFS='
 '
@@ -62,7 +67,8 @@ refused "query groups that do not divide the heads" \
     "--num-query-groups 3 does not divide --num-attention-heads 8" -- \
     $base --num-query-groups 3
 refused "an enum value, with the values listed" \
-    "--lr-decay-style exp is not supported" "use one of constant, linear or cosine" -- \
+    "--lr-decay-style exp is not supported" \
+    "use one of constant, linear, cosine or inverse-square-root" -- \
     $base --lr-decay-style exp
 refused "attention dropout of 1 (nothing kept)" \
     "--attention-dropout 1 must be below 1" -- $base --attention-dropout 1
@@ -83,8 +89,9 @@ refused "full recomputation without a method" \
 refused "interleaving without a pipeline" \
     "--num-layers-per-virtual-pipeline-stage 1 needs a pipeline" -- \
     $base --num-layers-per-virtual-pipeline-stage 1
-refused "--overlap-param-gather without the distributed optimizer" \
-    "--overlap-param-gather needs --use-distributed-optimizer" -- \
+refused_n 3 "--overlap-param-gather alone: both flags it needs, in one message" \
+    "--overlap-param-gather needs --use-distributed-optimizer" \
+    "--overlap-param-gather needs --overlap-grad-reduce" "2 usage errors above" -- \
     $base --overlap-param-gather
 refused "--overlap-param-gather without --overlap-grad-reduce" \
     "--overlap-param-gather needs --overlap-grad-reduce" -- \
@@ -93,8 +100,15 @@ refused "a value given to a flag" "--bf16 takes no value" -- $base --bf16=1
 refused "a missing value" "--micro-batch-size needs a value" -- $base --micro-batch-size
 refused "a positional argument" "unexpected argument 'train.yaml'" -- $base train.yaml
 refused "no learning rate" "--lr is required" -- --model tiny --mock-data --train-iters 1
-refused "no model shape" "--num-layers is required" "--model" -- \
+refused_n 6 "no model shape: each option it needs, and the vocabulary" \
+    "--num-layers is required" "--model" "--hidden-size is required" \
+    "--num-attention-heads is required" "--seq-length is required" \
+    "the vocabulary size is unknown" "5 usage errors above" -- \
     --mock-data --train-iters 1 --lr 1
+refused_n 4 "bad values, an unknown option and a check across options, together" \
+    "--micro-batch-size 0 must be a positive integer" "unknown option --hiden-size" \
+    "--async-save needs --save" "3 usage errors above" -- \
+    $base --micro-batch-size 0 --hiden-size 64 --async-save
 refused "an unknown preset" "--model gpt5 is not a known model" \
     "llama3-8b, llama3-70b, llama3.2-1b or tiny" -- $base --model gpt5
 
@@ -179,7 +193,7 @@ done
 # (help text wraps: compare with the lines joined)
 flat=$(tr '\n' ' ' <"$tmp".out | tr -s ' ')
 for want in "--seed N seed of the weights and the data order [default: 1234]" \
-    "--lr-decay-style STYLE constant, linear or cosine [default: linear]" \
+    "--lr-decay-style STYLE constant, linear, cosine or inverse-square-root (WSD is refused) [default: linear]" \
     "--tensor-model-parallel-size N TP: ranks that split each layer's matrices [default: 1]" \
     "--split A,B,C train,valid,test weights of the documents [default: 969,30,1]"; do
     case $flat in

@@ -36,7 +36,10 @@ trap cleanup EXIT
 . "$(dirname "$0")/model-flags.sh"
 tiny="$llama_form --device cpu --mock-data --seed 1234 --num-layers 2 --hidden-size 32
  --num-attention-heads 4 --ffn-hidden-size 64 --seq-length 32 --vocab-size 256
- --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --log-interval 1 --eval-iters 0"
+ --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --log-interval 1 --eval-iters 0
+ --lr-decay-iters 100"
+# (a fixed decay: runs here resume with a longer --train-iters, and the
+# schedule, as Megatron's, must then match the checkpoint's)
 
 . "$(dirname "$0")/tap.sh"
 # check DESCRIPTION COMMAND...: one result from the command's status

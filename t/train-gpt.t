@@ -10,7 +10,9 @@
 # iteration, layer, site, element of the global batch's tensor), so every
 # layout draws the same masks and the losses and gradient norms of every
 # iteration must agree within 1e-5 of the single-rank run (validation
-# losses, which drop nothing, too).  Dropout must change the run (against
+# losses, which drop nothing, too).  Under --rampup-batch-size (global
+# batches of 4, 8, 12, 16) DP 2 and TP 2 + SP train as one rank too.
+# Dropout must change the run (against
 # --hidden-dropout 0), and another seed must change the masks.  A
 # checkpoint saved at iteration 5 on one rank resumes under TP 2 with
 # sequence parallelism and gives iterations 6-10 of the uninterrupted run.
@@ -33,7 +35,7 @@ gpt="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --add-bias-linear --attention-dropout 0"
 base="$gpt --hidden-dropout 0.1"
 
-plan 19
+plan 21
 if ! run ref 1; then
     bail_out "the single-rank GPT run failed"
 fi
@@ -70,6 +72,23 @@ else
 fi
 
 # Dropout and its seed change the run (the comparison can fail).
+# --rampup-batch-size: the global batch grows 4, 8, 12, 16; a token's
+# dropout row stays its place in its iteration's batch, so DP 2 and TP 2
+# with sequence parallelism draw the masks one rank draws.
+saved=$base
+base=$(echo "$base" | sed -e 's/--train-iters 20/--train-samples 160 --rampup-batch-size 4 4 48/' \
+    -e 's/--lr-warmup-iters 2/--lr-warmup-samples 16/')
+if run ramp 1; then
+    ref=ramp
+    check ramp-dp2 2
+    check ramp-tp2-sp 2 --tensor-model-parallel-size 2 --sequence-parallel
+    ref=ref
+else
+    fail "ramp-up: the single-rank run failed"
+    fail "ramp-up: the single-rank run failed"
+fi
+base=$saved
+
 differs() {
     if run "$1" 1 $2; then
         w=$(worst "$tmp/ref.jsonl" "$tmp/$1.jsonl")

@@ -181,6 +181,41 @@ int gl_file_check_writable(const char *dir, gl_error *err)
     return 0;
 }
 
+int gl_file_check_creatable(const char *dir, gl_error *err)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return gl_errprintf(err, "directory name %.64s... is too long", dir);
+    /* Walk the prefixes as gl_file_mkdirs does, creating none. */
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char c = *s;
+        *s = '\0';
+        struct stat st;
+        if (stat(p, &st) != 0) {
+            /* The first missing prefix: its parent must take it. */
+            char parent[PATH_MAX];
+            gl_file_dirname(p, parent, sizeof parent);
+            if (access(parent, W_OK | X_OK) != 0)
+                return gl_errprintf(err, "cannot create directory %s: %s", p, strerror(errno));
+            return 0;
+        }
+        if (!S_ISDIR(st.st_mode))
+            return gl_errprintf(err, "%s is %s, not a directory", p,
+                                S_ISREG(st.st_mode) ? "a file" : kind_of(st.st_mode));
+        *s = c;
+        if (!c)
+            break;
+        while (s[1] == '/')
+            s++;
+    }
+    if (access(dir, W_OK | X_OK) != 0)
+        return gl_errprintf(err, "cannot create a file beside %s/.gridlm-write-test: %s", dir,
+                            strerror(errno));
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The registry of unpublished temporaries                             */
 

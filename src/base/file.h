@@ -78,6 +78,14 @@ void gl_file_dirname(const char *path, char *out, size_t n);
  * permission denied, no space, ...). */
 int gl_file_check_writable(const char *dir, gl_error *err);
 
+/* What gl_file_check_writable would find, with nothing created (a dry
+ * run): every existing prefix of DIR must be a directory, the first
+ * missing one must be creatable in its parent, and DIR, when it exists,
+ * must accept a new file; the messages are gl_file_check_writable's.
+ * Permission is judged by access(2), so it may pass where the real
+ * check then fails (a full disk, a quota). */
+int gl_file_check_creatable(const char *dir, gl_error *err);
+
 /* ---- writing through a temporary file ---- */
 
 typedef struct gl_file_tmp gl_file_tmp;

@@ -19,19 +19,83 @@ static const char *shown(const char *value, char *buf, size_t n)
     return buf;
 }
 
-void gl_opt_die(const gl_option *o, const char *value, const char *fmt, ...)
+/* ------------------------------------------------------------------ */
+/* Usage errors, collected.                                            */
+
+/* While a command line is read, each usage error is kept here, with the
+ * option it is about, instead of stopping the program: one run then
+ * reports them all.  One command line is read at a time, before any
+ * thread starts, so the list is a plain static. */
+typedef struct {
+    char *line;
+    char name[128];  /* the option, without "--"; "" for none */
+} usage_error;
+
+static struct {
+    int on;               /* between gl_opt_collect_begin() and _end() */
+    int n;
+    usage_error *list;
+} errors;
+
+void gl_opt_collect_begin(void)
 {
-    char msg[1024], vbuf[512];
+    errors.on = 1;
+}
+
+int gl_opt_collecting(void)
+{
+    return errors.on;
+}
+
+void gl_opt_record(const char *name, const char *line)
+{
+    if (!errors.on)
+        gl_die_code(2, "%s", line);
+    errors.list = gl_realloc(errors.list, (size_t)(errors.n + 1) * sizeof *errors.list);
+    usage_error *e = &errors.list[errors.n++];
+    e->line = gl_strdup(line);
+    snprintf(e->name, sizeof e->name, "%s", name ? name : "");
+}
+
+int gl_opt_had_error(const char *name)
+{
+    for (int i = 0; i < errors.n; i++)
+        if (!strcmp(errors.list[i].name, name))
+            return 1;
+    return 0;
+}
+
+void gl_opt_collect_end(void)
+{
+    errors.on = 0;
+    if (errors.n == 1)
+        gl_die_code(2, "%s", errors.list[0].line);
+    if (errors.n > 1) {
+        /* One line each, and the count last: the lines are the message. */
+        for (int i = 0; i < errors.n; i++)
+            fprintf(stderr, "%s: error: %s\n", gl_log_program(), errors.list[i].line);
+        gl_die_code(2, "%d usage errors above: change each as its line says, then run again",
+                    errors.n);
+    }
+}
+
+int gl_opt_error(const gl_option *o, const char *value, const char *fmt, ...)
+{
+    char msg[1024], vbuf[512], line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const char *hint = o->hint;
     if (value)
-        gl_die_code(2, "--%s %s %s%s%s%s", o->name, shown(value, vbuf, sizeof vbuf),
-                    msg, hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
-    gl_die_code(2, "--%s %s%s%s%s", o->name, msg, hint ? " (" : "",
-                hint ? hint : "", hint ? ")" : "");
+        snprintf(line, sizeof line, "--%s %s %s%s%s%s", o->name,
+                 shown(value, vbuf, sizeof vbuf), msg, hint ? " (" : "", hint ? hint : "",
+                 hint ? ")" : "");
+    else
+        snprintf(line, sizeof line, "--%s %s%s%s%s", o->name, msg, hint ? " (" : "",
+                 hint ? hint : "", hint ? ")" : "");
+    gl_opt_record(o->name, line);
+    return -1;
 }
 
 int gl_opt_to_long(const char *s, long *out)
@@ -87,9 +151,12 @@ static size_t edit_distance(const char *a, const char *b)
     return d;
 }
 
-/* A plausible typo is at most a third of the name away (and at least two
- * edits are always allowed); underscores count as dashes, since
- * --hidden_size is the commonest slip from Python configs. */
+/* A plain typo is a few edits away: two, and one more for every 16
+ * characters of the name (so a long name may have a word misspelt, but
+ * not a word more or less: --virtual-pipeline-model-parallel-size is
+ * no typo of --pipeline-model-parallel-size).  Underscores count as
+ * dashes, since --hidden_size is the commonest slip from Python
+ * configs. */
 const char *gl_opt_suggest(const gl_option *table, const char *name)
 {
     char *dashed = gl_strdup(name);
@@ -106,18 +173,40 @@ const char *gl_opt_suggest(const gl_option *table, const char *name)
         }
     }
     size_t n = strlen(dashed);
-    size_t limit = n / 3 > 2 ? n / 3 : 2;
-    /* A known name that starts with what was typed is a likely
-     * abbreviation (which is not accepted, but worth pointing at). */
-    if (best_d > limit && n >= 4)
+    size_t limit = 2 + n / 16;
+    /* The one known name that starts with what was typed is a likely
+     * abbreviation (which is not accepted, but worth pointing at); when
+     * several do, the abbreviation names none of them. */
+    if (best_d > limit && n >= 4) {
+        const char *only = NULL;
+        int count = 0;
         for (const gl_option *o = table; o->name; o++)
             if (!strncmp(o->name, dashed, n)) {
-                best = o->name;
-                best_d = 0;
-                break;
+                only = o->name;
+                count++;
             }
+        if (count == 1) {
+            best = only;
+            best_d = 0;
+        }
+    }
     free(dashed);
     return best_d <= limit ? best : NULL;
+}
+
+gl_opt_status gl_opt_status_of(const gl_option *o)
+{
+    if (o->refused)
+        return GL_OPT_REFUSED;
+    if (o->offset == GL_OPT_NOWHERE && o->kind != GL_OPT_CALL)
+        return GL_OPT_ACCEPTED;
+    return GL_OPT_HONOURED;
+}
+
+const char *gl_opt_status_name(gl_opt_status s)
+{
+    static const char *const names[] = {"honoured", "accepted", "refused"};
+    return names[s];
 }
 
 static void *field(void *target, const gl_option *o)
@@ -137,6 +226,17 @@ static void list_choices(const char *const *choices, char *buf, size_t n)
                         choices[i]);
 }
 
+/* How many of the nmore arguments at more come before the next option:
+ * the values of an option that takes a list, or that is not read. */
+static int values_after(char **more, int nmore)
+{
+    int n = 0;
+    while (n < nmore && strncmp(more[n], "--", 2))
+        n++;
+    return n;
+}
+
+/* The index of value in o->choices, or -1 after recording the error. */
 static int find_choice(const gl_option *o, const char *value)
 {
     for (int i = 0; o->choices[i]; i++)
@@ -144,38 +244,69 @@ static int find_choice(const gl_option *o, const char *value)
             return i;
     char list[512];
     list_choices(o->choices, list, sizeof list);
-    gl_opt_die(o, value, "is not supported: use %s%s", o->choices[1] ? "one of " : "", list);
+    return gl_opt_error(o, value, "is not supported: use %s%s", o->choices[1] ? "one of " : "",
+                        list);
 }
 
-/* The range checks of o->check, on a value already read. */
-static void check_range(const gl_option *o, const char *value, double v, int integral)
+/* The range checks of o->check, on a value already read: 0, or -1
+ * after recording the error. */
+static int check_range(const gl_option *o, const char *value, double v, int integral)
 {
     const char *what = integral ? "integer" : "number";
     if ((o->check & GL_OPT_POSITIVE) && !(v > 0))
-        gl_opt_die(o, value, "must be a positive %s", what);
+        return gl_opt_error(o, value, "must be a positive %s", what);
     if ((o->check & GL_OPT_NONNEG) && !(v >= 0))
-        gl_opt_die(o, value, "must be zero or a positive %s", what);
+        return gl_opt_error(o, value, "must be zero or a positive %s", what);
     int lo = (o->check & GL_OPT_MIN) != 0;
     int hi = (o->check & (GL_OPT_MAX | GL_OPT_MAX_OPEN)) != 0;
     int open = (o->check & GL_OPT_MAX_OPEN) != 0;
     if ((lo && v < o->min) || (hi && (open ? v >= o->max : v > o->max))) {
+        if (lo && hi && !open && o->min == o->max)   /* one value only */
+            return gl_opt_error(o, value, "is not supported: use %g", o->min);
         if (lo && hi)
-            gl_opt_die(o, value, "is out of range: give a %s in [%g, %g%s", what, o->min, o->max,
-                       open ? ")" : "]");
+            return gl_opt_error(o, value, "is out of range: give a %s in [%g, %g%s", what,
+                                o->min, o->max, open ? ")" : "]");
         if (lo)
-            gl_opt_die(o, value, "is too small: give a %s >= %g", what, o->min);
-        gl_opt_die(o, value, "is too large: give a %s %s %g", what, open ? "<" : "<=", o->max);
+            return gl_opt_error(o, value, "is too small: give a %s >= %g", what, o->min);
+        return gl_opt_error(o, value, "is too large: give a %s %s %g", what, open ? "<" : "<=",
+                            o->max);
     }
+    return 0;
+}
+
+/* value as o's integer (GL_OPT_INT or GL_OPT_LONG), range checked, in
+ * *out: 0, or -1 after recording the error. */
+static int read_integer(const gl_option *o, const char *value, long *out)
+{
+    long l;
+    double d;
+    if (gl_opt_to_long(value, &l)) {
+        if (gl_opt_to_double(value, &d))
+            return gl_opt_error(o, value, "is not an integer: give a whole number");
+        if (d != floor(d))
+            return gl_opt_error(o, value, "is not a whole number: give an integer");
+        if (fabs(d) < 1e15)
+            return gl_opt_error(o, value, "must be written in plain digits: %.0f", d);
+        return gl_opt_error(o, value, "is too large: give an integer of at most %ld", LONG_MAX);
+    }
+    if (o->kind == GL_OPT_INT && (l < INT_MIN || l > INT_MAX))
+        return gl_opt_error(o, value, "is too large: give an integer of at most %d", INT_MAX);
+    if (check_range(o, value, (double)l, 1))
+        return -1;
+    *out = l;
+    return 0;
 }
 
 /* Store value (non-NULL for every kind but FLAG and a metavar-less CALL)
- * into o's field.  Returns how many of the following arguments a CALL
- * handler consumed. */
+ * into o's field.  A bad value is recorded (gl_opt_error) and the field
+ * keeps what it held.  Returns how many of the following arguments a
+ * CALL handler consumed. */
 static int apply(const gl_option *o, void *target, const char *value, char **more, int nmore)
 {
     void *f = field(target, o);
-    long l;
+    long l = 0;
     double d;
+    int i;
     switch (o->kind) {
     case GL_OPT_FLAG:
         if (f)
@@ -183,55 +314,44 @@ static int apply(const gl_option *o, void *target, const char *value, char **mor
         return 0;
     case GL_OPT_INT:
     case GL_OPT_LONG:
-        if (gl_opt_to_long(value, &l)) {
-            if (gl_opt_to_double(value, &d))
-                gl_opt_die(o, value, "is not an integer: give a whole number");
-            if (d != floor(d))
-                gl_opt_die(o, value, "is not a whole number: give an integer");
-            if (fabs(d) < 1e15)
-                gl_opt_die(o, value, "must be written in plain digits: %.0f", d);
-            gl_opt_die(o, value, "is too large: give an integer of at most %ld", LONG_MAX);
+        if (read_integer(o, value, &l) == 0 && f) {
+            if (o->kind == GL_OPT_INT)
+                *(int *)f = (int)l;
+            else
+                *(long *)f = l;
         }
-        if (o->kind == GL_OPT_INT && (l < INT_MIN || l > INT_MAX))
-            gl_opt_die(o, value, "is too large: give an integer of at most %d", INT_MAX);
-        check_range(o, value, (double)l, 1);
-        if (f && o->kind == GL_OPT_INT)
-            *(int *)f = (int)l;
-        else if (f)
-            *(long *)f = l;
         return 0;
     case GL_OPT_DOUBLE:
         if (gl_opt_to_double(value, &d))
-            gl_opt_die(o, value, "is not a finite number: give a value such as 0.5 or 1e-4");
-        check_range(o, value, d, 0);
-        if (f)
+            gl_opt_error(o, value, "is not a finite number: give a value such as 0.5 or 1e-4");
+        else if (check_range(o, value, d, 0) == 0 && f)
             *(double *)f = d;
         return 0;
     case GL_OPT_STR:
-        if (o->choices)
-            find_choice(o, value);
-        if (f) {
-            if (strlen(value) >= o->size)
-                gl_opt_die(o, value, "is too long: at most %zu characters", o->size - 1);
+        if (o->choices && find_choice(o, value) < 0)
+            return 0;
+        if (f && strlen(value) >= o->size)
+            gl_opt_error(o, value, "is too long: at most %zu characters", o->size - 1);
+        else if (f)
             memcpy(f, value, strlen(value) + 1);
-        }
         return 0;
     case GL_OPT_DUP:
-        if (o->choices)
-            find_choice(o, value);
+        if (o->choices && find_choice(o, value) < 0)
+            return 0;
         if (f) {
             free(*(char **)f);
             *(char **)f = gl_strdup(value);
         }
         return 0;
-    case GL_OPT_CHOICE: {
-        int i = find_choice(o, value);
-        if (f)
+    case GL_OPT_CHOICE:
+        i = find_choice(o, value);
+        if (i >= 0 && f)
             *(int *)f = o->choice_values ? o->choice_values[i] : i;
         return 0;
-    }
     case GL_OPT_CALL:
         return o->fn(target, o, value, more, nmore);
+    case GL_OPT_IGNORE:
+        return values_after(more, nmore);
     }
     return 0;
 }
@@ -241,29 +361,86 @@ static int takes_value(const gl_option *o)
     return o->kind != GL_OPT_FLAG && !(o->kind == GL_OPT_CALL && !o->metavar);
 }
 
-void gl_opt_parse(const gl_option *table, void *target, int argc, char **argv)
+/* The option name of arg ("--name" or "--name=value") in buf. */
+static void option_name(const char *arg, char *buf, size_t size)
+{
+    const char *eq = strchr(arg + 2, '=');
+    size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    if (n >= size)
+        n = size - 1;
+    memcpy(buf, arg + 2, n);
+    buf[n] = '\0';
+}
+
+/* What is wrong with the option called name, as one line in buf, or
+ * 0 when it is known and accepted. */
+static int name_problem(const gl_option *table, const char *name, char *buf, size_t size)
+{
+    const gl_option *o = gl_opt_lookup(table, name);
+    if (o && o->refused) {
+        snprintf(buf, size, "--%s is not supported: %s", name, o->refused);
+        return 1;
+    }
+    if (o)
+        return 0;
+    const char *s = gl_opt_suggest(table, name);
+    const gl_option *so = s ? gl_opt_lookup(table, s) : NULL;
+    if (so && so->refused)
+        snprintf(buf, size, "unknown option --%s: did you mean --%s? (which is not supported: "
+                 "%s)", name, s, so->refused);
+    else if (s)
+        snprintf(buf, size, "unknown option --%s: did you mean --%s?", name, s);
+    else
+        snprintf(buf, size, "unknown option --%s: see --help for the options", name);
+    return 1;
+}
+
+/* The first pass: every unknown or refused option of argv, recorded one
+ * line each.  Values are skipped, not read: an option's value and
+ * whatever follows it up to the next --option are the second pass's to
+ * judge.  --help and --version (handlers that take no value and are
+ * not switches: .sets) act at once, so the scan stops there. */
+static void check_names(const gl_option *table, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) || !arg[2])
-            gl_die_code(2, "unexpected argument '%s': %s takes only --name value options "
-                        "(see --help)", arg, gl_log_program());
+            continue;
+        char name[128], line[1024];
+        option_name(arg, name, sizeof name);
+        const gl_option *o = gl_opt_lookup(table, name);
+        if (o && o->kind == GL_OPT_CALL && !o->metavar && !o->refused && !o->sets)
+            break;
+        if (name_problem(table, name, line, sizeof line))
+            gl_opt_record(name, line);
+    }
+}
 
-        /* Split --name=value. */
+/* The second pass: each value read into target, in order; a bad one is
+ * recorded and the option's field keeps its value. */
+static void read_values(const gl_option *table, void *target, int argc, char **argv)
+{
+    char line[1024];
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) || !arg[2]) {
+            snprintf(line, sizeof line, "unexpected argument '%s': %s takes only --name value "
+                     "options (see --help)", arg, gl_log_program());
+            gl_opt_record(NULL, line);
+            i += values_after(argv + i + 1, argc - i - 1);   /* one line for a run of them */
+            continue;
+        }
+
         char name[128];
         const char *eq = strchr(arg + 2, '=');
-        size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-        if (n >= sizeof name)
-            n = sizeof name - 1;
-        memcpy(name, arg + 2, n);
-        name[n] = '\0';
+        option_name(arg, name, sizeof name);
 
+        /* Unknown and refused names were recorded by the first pass;
+         * their values, if any, are not read. */
         const gl_option *o = gl_opt_lookup(table, name);
-        if (!o) {
-            const char *s = gl_opt_suggest(table, name);
-            if (s)
-                gl_die_code(2, "unknown option --%s: did you mean --%s?", name, s);
-            gl_die_code(2, "unknown option --%s: see --help for the options", name);
+        if (!o || o->refused) {
+            i += values_after(argv + i + 1, argc - i - 1);
+            continue;
         }
 
         const char *value = NULL;
@@ -272,15 +449,36 @@ void gl_opt_parse(const gl_option *table, void *target, int argc, char **argv)
                 value = eq + 1;
             else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2))
                 value = argv[++i];
-            else
-                gl_die_code(2, "--%s needs a value: --%s %s", o->name, o->name,
-                            o->metavar ? o->metavar : "VALUE");
+            if (!value) {
+                snprintf(line, sizeof line, "--%s needs a value: --%s %s", o->name, o->name,
+                         o->metavar ? o->metavar : "VALUE");
+                gl_opt_record(o->name, line);
+                continue;
+            }
         } else if (eq) {
-            gl_die_code(2, "--%s takes no value (given '%s'): write just --%s", o->name,
-                        eq + 1, o->name);
+            snprintf(line, sizeof line, "--%s takes no value (given '%s'): write just --%s",
+                     o->name, eq + 1, o->name);
+            gl_opt_record(o->name, line);
+            continue;
+        } else if (o->kind == GL_OPT_CALL && !o->sets && errors.n) {
+            /* --help and the like act at once and exit 0: the errors
+             * before them are reported instead (and what follows them
+             * was not looked at, as for a successful --help). */
+            gl_opt_collect_end();
         }
         i += apply(o, target, value, argv + i + 1, argc - i - 1);
     }
+}
+
+void gl_opt_parse(const gl_option *table, void *target, int argc, char **argv)
+{
+    int own = !gl_opt_collecting();   /* else the caller reports, after its own checks */
+    if (own)
+        gl_opt_collect_begin();
+    check_names(table, argc, argv);
+    read_values(table, target, argc, argv);
+    if (own)
+        gl_opt_collect_end();
 }
 
 const char *gl_opt_find(int argc, char **argv, const char *name)
@@ -335,6 +533,7 @@ static void default_text(const gl_option *o, const void *defaults, char *buf, si
     }
     case GL_OPT_FLAG:
     case GL_OPT_CALL:
+    case GL_OPT_IGNORE:
         break;
     }
 }

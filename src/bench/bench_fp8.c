@@ -16,8 +16,8 @@
  * the exact emulation: a correctness path, not a fast one).
  *
  * The FP8 operands are made as a recipe makes them: act values from
- * gl_bench_fill(), their amax (ops->fp8_amax), current scaling
- * (ops->fp8_scale_current), quantization (ops->fp8_quantize).  With
+ * gl_bench_fill(), their amax and current scaling (ops->fp8_amax_scale,
+ * as the model's tensorwise recipe), quantization (ops->fp8_quantize).  With
  * --check 1 one FP8 product is compared, before timing, at 16 sampled
  * entries with a double-precision sum of the decoded FP8 operands times
  * their scales: a wrong layout or scale lands far off, the tensor cores'
@@ -86,9 +86,7 @@ void gl_bench_fp8_validate(const gl_bench_opts *o)
 static void make_fp8(gl_dev *d, uint8_t *q, uint8_t *qt, float *sc, const void *x, int rows,
                      int k)
 {
-    d->ops->zero(d, sc, sizeof(float));
-    d->ops->fp8_amax(d, sc, x, (size_t)rows * k);
-    d->ops->fp8_scale_current(d, sc, sc + 1, sc + 4, 1, GL_FP8_E4M3);
+    d->ops->fp8_amax_scale(d, sc, sc + 1, sc + 4, x, (size_t)rows * k, GL_FP8_E4M3);
     d->ops->fp8_quantize(d, q, qt, NULL, x, rows, k, sc + 1, GL_FP8_E4M3);
 }
 

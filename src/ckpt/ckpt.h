@@ -219,6 +219,10 @@ typedef struct gl_ckpt_info {
  * GL_CKPT_VERIFY recomputes every checksum (one read of the file in all,
  * shared out over comm). */
 int gl_ckpt_open(MPI_Comm comm, const char *path, int flags, gl_ckpt **out, gl_error *err);
+/* The same on this process alone, without verification: not collective,
+ * and usable before MPI starts (to read the attributes of a checkpoint
+ * while the command line is checked). */
+int gl_ckpt_open_alone(const char *path, gl_ckpt **out, gl_error *err);
 void gl_ckpt_close(gl_ckpt *ck);
 
 const char *gl_ckpt_path(const gl_ckpt *ck);
@@ -277,6 +281,13 @@ uint64_t gl_ckpt_sum_f32(const float *x, long n, long first);
  * reason in err (may be NULL), when it cannot be read (not a regular
  * file, a link to nothing, no permission) or does not hold a number. */
 int gl_ckpt_read_tracker(const char *dir, long *iteration, gl_error *err);
+
+/* Whether DIR holds a Megatron-LM checkpoint: a subdirectory iter_N (or
+ * "release") with torch_dist shards (*.distcp) or legacy mp_rank_*
+ * entries.  Returns 1 and the subdirectory's name and the kind of files
+ * found in what (n bytes: "iter_0000100/ holds .distcp files"), else 0.
+ * gl_ckpt_open refuses such a directory, saying how to convert it. */
+int gl_ckpt_is_megatron(const char *dir, char *what, size_t n);
 
 /* The iterations of the checkpoint files (iter_N.h5, not temporaries)
  * in DIR, largest first, as a malloc'd array (NULL when none); returns

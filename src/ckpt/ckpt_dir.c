@@ -114,6 +114,48 @@ int gl_ckpt_list(const char *dir, long **iterations)
     return n;
 }
 
+/* The kind of Megatron-LM files the directory SUB holds: ".distcp"
+ * (torch_dist) or "mp_rank_*" (legacy torch), or NULL. */
+static const char *megatron_files(const char *sub)
+{
+    DIR *d = opendir(sub);
+    if (!d)
+        return NULL;
+    const char *kind = NULL;
+    struct dirent *e;
+    while (!kind && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len > 7 && !strcmp(e->d_name + len - 7, ".distcp"))
+            kind = ".distcp";
+        else if (!strncmp(e->d_name, "mp_rank_", 8))
+            kind = "mp_rank_*";
+    }
+    closedir(d);
+    return kind;
+}
+
+int gl_ckpt_is_megatron(const char *dir, char *what, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        if (strncmp(e->d_name, "iter_", 5) && strcmp(e->d_name, "release"))
+            continue;
+        char sub[PATH_MAX];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        const char *kind = megatron_files(sub);
+        if (kind) {
+            snprintf(what, n, "%s/ holds %s files", e->d_name, kind);
+            found = 1;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
 char *gl_ckpt_previous(const char *dir, long below)
 {
     long *its;

@@ -432,6 +432,12 @@ static int resolve_dir(const char *path, char **file, char **dir, long *iteratio
 {
     long it;
     gl_error why;
+    char what[PATH_MAX];
+    if (gl_ckpt_is_megatron(path, what, sizeof what))
+        return gl_errprintf(err, "%s is a Megatron-LM checkpoint (%s), which gridlm does not "
+                            "read: convert it to Hugging Face with Megatron-Bridge "
+                            "(AutoBridge.export_ckpt), then run gridlm-ckpt import-hf "
+                            "HF_DIR OUT and give --load OUT", path, what);
     int st = gl_ckpt_read_tracker(path, &it, &why);
     if (st == GL_CKPT_NONE) {
         long *its;
@@ -590,6 +596,14 @@ int gl_ckpt_open(MPI_Comm comm, const char *path, int flags, gl_ckpt **out, gl_e
     }
     *out = ck;
     return GL_CKPT_OK;
+}
+
+int gl_ckpt_open_alone(const char *path, gl_ckpt **out, gl_error *err)
+{
+    gl_ckpt_h5_quiet();
+    gl_error_clear(err);
+    *out = NULL;
+    return open_local(path, out, err);
 }
 
 /* Read rows [r0, r0 + nr) of entry e (all columns) into buf. */

@@ -66,7 +66,7 @@ gl_tokenizer *gl_tokenizer_load_gpt2(const char *vocab_file, const char *merge_f
 /* By Megatron's --tokenizer-type: HuggingFaceTokenizer (model = PATH),
  * GPT2BPETokenizer (model = "VOCAB.json:MERGES.txt" or a directory
  * holding vocab.json and merges.txt).  Dies with a message naming the
- * flag on failure. */
+ * flag on failure, exit code 2 (the flag names a bad file). */
 gl_tokenizer *gl_tokenizer_open(const char *type, const char *model);
 void gl_tokenizer_free(gl_tokenizer *t);
 

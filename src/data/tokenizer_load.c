@@ -909,8 +909,8 @@ gl_tokenizer *gl_tokenizer_open(const char *type, const char *model)
     } else
         gl_die_code(2, "--tokenizer-type %s is not supported: use HuggingFaceTokenizer"
                     " (with --tokenizer-model PATH) or GPT2BPETokenizer", type);
-    if (!t)
-        gl_die("--tokenizer-model: %s", err.text);
+    if (!t)   /* a usage error: the file the flag names */
+        gl_die_code(2, "--tokenizer-model: %s", err.text);
     return t;
 }
 

@@ -307,9 +307,10 @@ struct gl_ops {
      *               history's row 0 all-reduced with MAX over the groups
      *               that shard the tensors), fp8_scale_delayed rolls the
      *               history and sets the scales of the next step.
-     *   tensorwise: fp8_amax(x) into amax[t] (then all-reduced with MAX),
-     *               fp8_scale_current, then fp8_quantize(x, s) with amax
-     *               NULL: two passes over x, the scale from x itself.
+     *   tensorwise: fp8_amax_scale(x) (or, for a TP slice, its amax
+     *               all-reduced with MAX, then fp8_scale_current), then
+     *               fp8_quantize(x, s) with amax NULL: two passes over x,
+     *               the scale from x itself.
      */
 
     /* q[r, c] = fp8(x[r, c] * scale[0]) (q [rows, cols], row stride cols)
@@ -329,23 +330,39 @@ struct gl_ops {
      * elements: the amax alone, for current scaling. */
     void (*fp8_amax)(gl_dev *d, float *amax, const void *x, size_t count);
 
-    /* Delayed scaling of n tensors in one call: hist [len, n], scale [n],
-     * scale_inv [n], as gl_fp8_scale_delayed() in fp8.h says (TE's
+    /* Current scaling of one tensor, amax and scale in one op: amax[0] =
+     * max |x| over count act elements (written, not folded: amax[0] needs
+     * no zeroing first; NaN when x holds one), then, unless scale is
+     * NULL, scale[0] and scale_inv[0] from that amax as fp8_scale_current
+     * sets them for one tensor.  The same bits as zero + fp8_amax +
+     * fp8_scale_current, in one launch on CUDA (the last block to finish
+     * computes the scale) where those took three.  With scale NULL, the
+     * amax alone, for a TP all-reduce before fp8_scale_current. */
+    void (*fp8_amax_scale)(gl_dev *d, float *amax, float *scale,
+                           float *scale_inv, const void *x, size_t count,
+                           gl_fp8_format f);
+
+    /* Delayed scaling of n tensors in one call: hist [len, n], and tensor
+     * t's scale and scale_inv at scale[t * stride] and
+     * scale_inv[t * stride] (stride >= 1; 1: packed arrays [n]; the model
+     * uses 4 so that every scale_inv is 16-byte aligned, as gemm_fp8 on
+     * CUDA wants them), as gl_fp8_scale_delayed() in fp8.h says (TE's
      * formulas: scale = fp8_max / 2^margin / amax, amax the max of the
      * history or its newest entry, the old scale kept when that amax is 0
      * or not finite; the history rolled, row 0 zeroed for the next step).
      * One format per call (the forward tensors' and the gradients' apart
      * under "hybrid"). */
     void (*fp8_scale_delayed)(gl_dev *d, float *hist, float *scale,
-                              float *scale_inv, int n, int len,
+                              float *scale_inv, int stride, int n, int len,
                               gl_fp8_amax_algo algo, int margin,
                               gl_fp8_format f);
 
-    /* Current scaling of n tensors: scale[t] = fp8_max / amax[t] (1 when
-     * amax[t] is 0 or not finite), scale_inv[t] = 1 / scale[t]; see
-     * gl_fp8_scale_current(). */
+    /* Current scaling of n tensors: scale[t s] = fp8_max / amax[t] (1
+     * when amax[t] is 0 or not finite), scale_inv[t s] = 1 / scale[t s]
+     * with s = stride (as above); see gl_fp8_scale_current(). */
     void (*fp8_scale_current)(gl_dev *d, const float *amax, float *scale,
-                              float *scale_inv, int n, gl_fp8_format f);
+                              float *scale_inv, int stride, int n,
+                              gl_fp8_format f);
 
     /* C[m, n] = alpha (a_scale_inv[0] A)(b_scale_inv[0] B)^T + beta C with
      * A [m, k] in format fa and B [n, k] in format fb, both row-major and
@@ -353,7 +370,9 @@ struct gl_ops {
      * weight gradients accumulated in fp32 with beta = 1) with row stride
      * ldc.  The scale_inv pointers are device f32 scalars; on CUDA
      * 16-byte aligned ones are read in place, others are first copied by
-     * a one-thread kernel (cuBLASLt wants them aligned).  The products of FP8 values are exact and summed in fp32, then
+     * a one-thread kernel (cuBLASLt wants them aligned: keep them aligned,
+     * as the model's stride-4 scale tables do, and that launch is never
+     * made).  The products of FP8 values are exact and summed in fp32, then
      * scaled by alpha a_scale_inv b_scale_inv.  fast_accum lets the CUDA
      * back end use Hopper's fast accumulation
      * (CUBLASLT_MATMUL_DESC_FAST_ACCUM: partial sums kept in the tensor

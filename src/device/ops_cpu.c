@@ -301,20 +301,55 @@ static void cpu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
     amax[0] = a;
 }
 
+/* The host's scale updates work on packed arrays: a strided table's
+ * entries are gathered into packed copies (n scales, then n inverses),
+ * updated there, and put back. */
+static float *strided_get(const float *scale, const float *scale_inv, int stride, int n)
+{
+    float *p = gl_malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int t = 0; t < n; t++) {
+        p[t] = scale[(size_t)t * stride];
+        p[n + t] = scale_inv[(size_t)t * stride];
+    }
+    return p;
+}
+
+static void strided_put(float *scale, float *scale_inv, int stride, int n, float *p)
+{
+    for (int t = 0; t < n; t++) {
+        scale[(size_t)t * stride] = p[t];
+        scale_inv[(size_t)t * stride] = p[n + t];
+    }
+    free(p);
+}
+
+static void cpu_fp8_amax_scale(gl_dev *d, float *amax, float *scale, float *scale_inv,
+                               const void *x, size_t count, gl_fp8_format f)
+{
+    amax[0] = 0;
+    cpu_fp8_amax(d, amax, x, count);
+    if (scale)
+        gl_fp8_scale_current(amax, scale, scale_inv, 1, f);
+}
+
 static void cpu_fp8_scale_delayed(gl_dev *d, float *hist, float *scale,
-                                  float *scale_inv, int n, int len,
+                                  float *scale_inv, int stride, int n, int len,
                                   gl_fp8_amax_algo algo, int margin,
                                   gl_fp8_format f)
 {
     (void)d;
-    gl_fp8_scale_delayed(hist, scale, scale_inv, n, len, algo, margin, f);
+    float *p = strided_get(scale, scale_inv, stride, n);
+    gl_fp8_scale_delayed(hist, p, p + n, n, len, algo, margin, f);
+    strided_put(scale, scale_inv, stride, n, p);
 }
 
 static void cpu_fp8_scale_current(gl_dev *d, const float *amax, float *scale,
-                                  float *scale_inv, int n, gl_fp8_format f)
+                                  float *scale_inv, int stride, int n, gl_fp8_format f)
 {
     (void)d;
-    gl_fp8_scale_current(amax, scale, scale_inv, n, f);
+    float *p = strided_get(scale, scale_inv, stride, n);
+    gl_fp8_scale_current(amax, p, p + n, n, f);
+    strided_put(scale, scale_inv, stride, n, p);
 }
 
 /* rows x k FP8 values decoded to floats (exact), in a new array. */
@@ -461,6 +496,7 @@ const gl_ops gl_ops_cpu = {
     .compute_wait_p2p = cpu_stream_wait,
     .fp8_quantize = cpu_fp8_quantize,
     .fp8_amax = cpu_fp8_amax,
+    .fp8_amax_scale = cpu_fp8_amax_scale,
     .fp8_scale_delayed = cpu_fp8_scale_delayed,
     .fp8_scale_current = cpu_fp8_scale_current,
     .gemm_fp8 = cpu_gemm_fp8,

@@ -11,15 +11,27 @@
  *     forward tensor  2 (4 layer + lin) + 0 (X) or + 1 (W)
  *     backward tensor    4 layer + lin
  * Each group has an amax history [len, n] (row 0 the current step), and
- * a scale and its inverse [n], on the device.
+ * a table of scales on the device: one record of REC = 4 floats per
+ * tensor, {scale_inv, scale, -, -}, so that every scale_inv is 16-byte
+ * aligned and goes to cuBLASLt as it is (gemm_fp8 on CUDA copies an
+ * unaligned one to an aligned place first: one launch per product saved).
+ * A checkpoint sees the packed arrays of model.h (state_get / state_set
+ * convert).
  *
  * Weights are quantized once per step, into both orientations (W for the
- * forward, W^T for the data gradient), the first time a layer's forward
- * runs after gl_model_fp8_step_end(); activations and gradients at every
- * call.  X is quantized twice: along its rows for the forward product and
- * transposed for the weight gradient in the backward (it is kept in act
- * dtype between the two, as without FP8); both times with the same scale,
- * so into the same bytes.
+ * forward, W^T for the data gradient), the four of a layer together
+ * (gl_model_fp8_weights(): under tensorwise scaling and TP one 16-byte
+ * all-reduce of their amaxes and one scale launch, not four of each), the
+ * first time the layer's forward runs after gl_model_fp8_step_end();
+ * activations and gradients at every call.  X is quantized once, in the forward, into both orientations in
+ * one pass: its rows into scratch for the forward product, its transpose
+ * into the layer's activations (A->xt) for the weight gradient, as
+ * Transformer Engine keeps it: n x in bytes per linear and micro-batch,
+ * and the backward's second pass over X (and, under selective
+ * recomputation, the rebuilding of X) is gone.  Under delayed scaling
+ * the scale of X is the step's; under tensorwise scaling it is this
+ * micro-batch's own, kept with A->xt in A->xrec (another micro-batch's
+ * forward may run before this one's backward).
  *
  * Tensor parallelism: a TP rank holds a slice of W, of the output
  * projection's and the down projection's inputs (o, s) and of the QKV
@@ -40,27 +52,94 @@
 
 enum { LIN_QKV = 0, LIN_WO, LIN_GU, LIN_DOWN, NLIN };
 
+/* A scale record: {scale_inv, scale, amax (A->xrec only), -}. */
+enum { REC = 4, R_SINV = 0, R_SCALE = 1, R_AMAX = 2 };
+
 struct gl_fp8_state {
     gl_fp8_opts o;
     int L;                      /* layers of the whole model */
     int len;                    /* history rows (1 for tensorwise) */
     gl_fp8_format ffwd, fbwd;   /* formats of the two groups */
     int nf, nb;                 /* tensors per group: 8 L, 4 L */
-    float *hist_f, *scale_f, *sinv_f;   /* [len, nf], [nf], [nf] */
-    float *hist_b, *scale_b, *sinv_b;   /* [len, nb], [nb], [nb] */
+    float *rec_f, *rec_b;       /* [nf, REC], [nb, REC]: scale tables */
+    float *hist_f, *hist_b;     /* [len, nf], [len, nb] */
     uint8_t **wq, **wqt;        /* [4 L]: this rank's quantized weights
                                  * (NULL: layer not here or not in FP8) */
-    int *fresh;                 /* [4 L]: wq / wqt hold this step's W */
-    uint8_t *xq, *xqt, *dyq, *dyqt; /* scratch [n x widest] */
+    int *fresh;                 /* [L]: wq / wqt hold this step's W */
+    float *wamax;               /* [L, 4]: tensorwise, the W amaxes */
+    uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
+    void **kept;                /* [nkept]: the allocations behind A->xt */
+    int nkept;
 };
 
 static int fwd_x(int layer, int lin) { return 2 * (4 * layer + lin); }
 static int fwd_w(int layer, int lin) { return 2 * (4 * layer + lin) + 1; }
 static int bwd_dy(int layer, int lin) { return 4 * layer + lin; }
 
+/* Tensor t's record in a scale table. */
+static float *rec(float *table, int t) { return table + (size_t)REC * t; }
+
 int gl_model_fp8_layer(const gl_model *m, int layer)
 {
     return m->fp8 && m->fp8->wq[4 * layer] != NULL;
+}
+
+/* The inputs' widths of the four linears. */
+static void x_widths(const gl_model_dims *dm, int in[NLIN])
+{
+    in[LIN_QKV] = dm->h;
+    in[LIN_WO] = dm->hq * dm->D;
+    in[LIN_GU] = dm->h;
+    in[LIN_DOWN] = dm->fl;
+}
+
+/* A->xt and A->xrec for every FP8 layer's activations.  Activations that
+ * recomputation shares between slots (model.c) share these too: acts
+ * with the same xm are the same buffers. */
+static void keep_buffers(gl_model *m, gl_fp8_state *st)
+{
+    const gl_model_plan *p = m->plan;
+    const gl_model_dims *dm = &p->dm;
+    gl_dev *d = m->d;
+    int in[NLIN];
+    x_widths(dm, in);
+    size_t off[NLIN + 1], at = 0;
+    for (int k = 0; k <= NLIN; k++) {
+        off[k] = at;
+        at += ((k < NLIN ? (size_t)dm->n * in[k] : REC * NLIN * sizeof(float)) + 255) / 256 * 256;
+    }
+    int total = 0;
+    for (int c = 0; c < p->nchunks; c++)
+        total += m->nslots[c] * dm->Lc;
+    st->kept = gl_calloc((size_t)total, sizeof *st->kept);
+    gl_layer_acts **done = gl_calloc((size_t)total, sizeof *done);
+    int ndone = 0;
+    for (int c = 0; c < p->nchunks; c++)
+        for (int s = 0; s < m->nslots[c]; s++)
+            for (int i = 0; i < dm->Lc; i++) {
+                gl_layer_acts *A = &m->slot[c][s].layer[i];
+                if (!gl_fp8_layer_on(&st->o, p->chunk[c].first_layer + i, dm->L))
+                    continue;
+                int j = 0;
+                while (j < ndone && done[j]->xm != A->xm)
+                    j++;
+                if (j < ndone) {            /* shared: the same buffers */
+                    memcpy(A->xt, done[j]->xt, sizeof A->xt);
+                    A->xrec = done[j]->xrec;
+                    continue;
+                }
+                char *b = d->ops->alloc(d, at);
+                st->kept[st->nkept++] = b;
+                for (int k = 0; k < NLIN; k++)
+                    A->xt[k] = (uint8_t *)b + off[k];
+                A->xrec = (float *)(b + off[NLIN]);
+                float one[REC * NLIN] = {0};
+                for (int k = 0; k < NLIN; k++)
+                    one[REC * k + R_SINV] = one[REC * k + R_SCALE] = 1.0f;
+                d->ops->upload(d, A->xrec, one, sizeof one);
+                done[ndone++] = A;
+            }
+    free(done);
 }
 
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
@@ -81,21 +160,19 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
     st->nf = 8 * dm->L;
     st->nb = 4 * dm->L;
 
-    size_t nfl = (size_t)(st->len + 2) * st->nf + (size_t)(st->len + 2) * st->nb;
+    /* the scale tables first (the allocation is aligned, and REC floats
+     * are 16 bytes), then the histories */
+    size_t nfl = (size_t)(REC + st->len) * (st->nf + st->nb);
     float *all = d->ops->alloc(d, nfl * sizeof(float));
-    float *host = gl_calloc(nfl, sizeof(float));
-    st->hist_f = all;
-    st->scale_f = st->hist_f + (size_t)st->len * st->nf;
-    st->sinv_f = st->scale_f + st->nf;
-    st->hist_b = st->sinv_f + st->nf;
-    st->scale_b = st->hist_b + (size_t)st->len * st->nb;
-    st->sinv_b = st->scale_b + st->nb;
+    st->rec_f = all;
+    st->rec_b = st->rec_f + (size_t)REC * st->nf;
+    st->hist_f = st->rec_b + (size_t)REC * st->nb;
+    st->hist_b = st->hist_f + (size_t)st->len * st->nf;
     /* histories 0, scales and their inverses 1 (Transformer Engine's
      * start) */
-    for (size_t i = (size_t)st->len * st->nf; i < (size_t)(st->len + 2) * st->nf; i++)
-        host[i] = 1.0f;
-    for (size_t i = (size_t)(st->len + 2) * st->nf + (size_t)st->len * st->nb; i < nfl; i++)
-        host[i] = 1.0f;
+    float *host = gl_calloc(nfl, sizeof(float));
+    for (int t = 0; t < st->nf + st->nb; t++)
+        host[(size_t)REC * t + R_SINV] = host[(size_t)REC * t + R_SCALE] = 1.0f;
     d->ops->upload(d, all, host, nfl * sizeof(float));
     free(host);
 
@@ -106,13 +183,13 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
         widest = widths[i] > widest ? widths[i] : widest;
     size_t scratch = (size_t)dm->n * widest;
     st->xq = d->ops->alloc(d, scratch);
-    st->xqt = d->ops->alloc(d, scratch);
     st->dyq = d->ops->alloc(d, scratch);
     st->dyqt = d->ops->alloc(d, scratch);
 
     st->wq = gl_calloc((size_t)4 * dm->L, sizeof *st->wq);
     st->wqt = gl_calloc((size_t)4 * dm->L, sizeof *st->wqt);
-    st->fresh = gl_calloc((size_t)4 * dm->L, sizeof *st->fresh);
+    st->fresh = gl_calloc((size_t)dm->L, sizeof *st->fresh);
+    st->wamax = d->ops->alloc(d, (size_t)4 * dm->L * sizeof(float));
     size_t wsize[NLIN];
     wsize[LIN_QKV] = (size_t)dm->qkvw * dm->h;
     wsize[LIN_WO] = (size_t)dm->h * dm->hq * dm->D;
@@ -128,6 +205,7 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
                 st->wqt[4 * l + k] = d->ops->alloc(d, wsize[k]);
             }
         }
+    keep_buffers(m, st);
     m->fp8 = st;
 }
 
@@ -143,50 +221,100 @@ void gl_model_fp8_free(gl_model *m)
         if (st->wqt[i])
             d->ops->free(d, st->wqt[i]);
     }
+    for (int i = 0; i < st->nkept; i++)
+        d->ops->free(d, st->kept[i]);
+    free(st->kept);
     free(st->wq);
     free(st->wqt);
     free(st->fresh);
+    d->ops->free(d, st->wamax);
     d->ops->free(d, st->xq);
-    d->ops->free(d, st->xqt);
     d->ops->free(d, st->dyq);
     d->ops->free(d, st->dyqt);
-    d->ops->free(d, st->hist_f);
+    d->ops->free(d, st->rec_f);
     free(st);
     m->fp8 = NULL;
 }
 
-/* Quantize x [rows, cols] (tensor t of a group: hist, scale, sinv, format
- * f) into q and / or qt.  tensorwise: the scale from x's own amax,
- * reduced over TP when x is a TP slice.  delayed: the scale of the step,
- * x's amax folded into the history's row 0 when collect is set. */
-static void quant(gl_model *m, float *hist, float *scale, float *sinv, gl_fp8_format f,
-                  int t, uint8_t *q, uint8_t *qt, const void *x, int rows, int cols,
-                  int sliced, int collect)
+/* Quantize x [rows, cols] with the scale record r (format f) into q and /
+ * or qt.  tensorwise: the scale from x's own amax (into *amax), reduced
+ * over TP when x is a TP slice.  delayed: the scale of the step, x's amax
+ * folded into *amax (the history's row 0) when collect is set. */
+static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *q,
+                  uint8_t *qt, const void *x, int rows, int cols, int sliced, int collect)
 {
     const gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     if (st->o.recipe == GL_FP8_TENSORWISE) {
-        d->ops->zero(d, hist + t, sizeof(float));
-        d->ops->fp8_amax(d, hist + t, x, (size_t)rows * cols);
-        if (sliced && m->tp)
-            gl_all_reduce(m->tp, hist + t, hist + t, 1, GL_DT_F32, GL_OP_MAX, d->stream);
-        d->ops->fp8_scale_current(d, hist + t, scale + t, sinv + t, 1, f);
-        d->ops->fp8_quantize(d, q, qt, NULL, x, rows, cols, scale + t, f);
+        /* amax and scale in one launch; a TP slice's amax is reduced
+         * between the two */
+        size_t count = (size_t)rows * cols;
+        if (sliced && m->tp) {
+            d->ops->fp8_amax_scale(d, amax, NULL, NULL, x, count, f);
+            gl_all_reduce(m->tp, amax, amax, 1, GL_DT_F32, GL_OP_MAX, d->stream);
+            d->ops->fp8_scale_current(d, amax, r + R_SCALE, r + R_SINV, REC, 1, f);
+        } else {
+            d->ops->fp8_amax_scale(d, amax, r + R_SCALE, r + R_SINV, x, count, f);
+        }
+        d->ops->fp8_quantize(d, q, qt, NULL, x, rows, cols, r + R_SCALE, f);
     } else {
-        d->ops->fp8_quantize(d, q, qt, collect ? hist + t : NULL, x, rows, cols, scale + t, f);
+        d->ops->fp8_quantize(d, q, qt, collect ? amax : NULL, x, rows, cols, r + R_SCALE, f);
     }
 }
 
-/* W [out, in] of (layer, lin) into wq and wqt, once per step. */
-static void weights(gl_model *m, int layer, int lin, const void *Wt, int out, int in)
+/* W [out, in] of each linear. */
+static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in)
+{
+    int o[NLIN] = {dm->qkvw, dm->h, dm->guw, dm->h};
+    int x[NLIN];
+    x_widths(dm, x);
+    *out = o[lin];
+    *in = x[lin];
+}
+
+void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4])
 {
     gl_fp8_state *st = m->fp8;
-    int i = 4 * layer + lin;
-    if (st->fresh[i])
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    if (st->fresh[layer])
         return;
-    quant(m, st->hist_f, st->scale_f, st->sinv_f, st->ffwd, fwd_w(layer, lin), st->wq[i],
-          st->wqt[i], Wt, out, in, 1, 1);
-    st->fresh[i] = 1;
+    int out[NLIN], in[NLIN];
+    for (int k = 0; k < NLIN; k++)
+        w_shape(dm, k, &out[k], &in[k]);
+    float *r0 = rec(st->rec_f, fwd_w(layer, 0));    /* W's records, 2 apart */
+    const int rstride = REC * (fwd_w(layer, 1) - fwd_w(layer, 0));
+    if (st->o.recipe == GL_FP8_TENSORWISE) {
+        /* the four amaxes (and, without TP, scales) first; under TP one
+         * all-reduce of the four and one scale launch for them */
+        float *am = st->wamax + (size_t)4 * layer;
+        for (int k = 0; k < NLIN; k++) {
+            float *r = r0 + (size_t)rstride * k;
+            d->ops->fp8_amax_scale(d, am + k, m->tp ? NULL : r + R_SCALE,
+                                   m->tp ? NULL : r + R_SINV, W[k],
+                                   (size_t)out[k] * in[k], st->ffwd);
+        }
+        if (m->tp) {
+            gl_all_reduce(m->tp, am, am, NLIN, GL_DT_F32, GL_OP_MAX, d->stream);
+            d->ops->fp8_scale_current(d, am, r0 + R_SCALE, r0 + R_SINV, rstride, NLIN,
+                                      st->ffwd);
+        }
+    }
+    for (int k = 0; k < NLIN; k++) {
+        int t = fwd_w(layer, k);
+        float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + t : NULL;
+        d->ops->fp8_quantize(d, st->wq[4 * layer + k], st->wqt[4 * layer + k], amax, W[k],
+                             out[k], in[k], rec(st->rec_f, t) + R_SCALE, st->ffwd);
+    }
+    st->fresh[layer] = 1;
+}
+
+/* A layer's FP8 products run after gl_model_fp8_weights() in its step. */
+static void check_fresh(const gl_fp8_state *st, int layer)
+{
+    if (!st->fresh[layer])
+        gl_die("internal error: FP8 layer %d runs before its weights are quantized",
+               layer);
 }
 
 /* The row-parallel linears' inputs are TP slices (o, s); the
@@ -195,38 +323,67 @@ static int x_sliced(int lin) { return lin == LIN_WO || lin == LIN_DOWN; }
 /* The column-parallel linears' output gradients are TP slices. */
 static int dy_sliced(int lin) { return lin == LIN_QKV || lin == LIN_GU; }
 
-void gl_model_fp8_fwd(gl_model *m, int layer, int lin, void *Y, const void *X,
-                      const void *Wt, int n, int out, int in)
+/* X's scale record and amax: under tensorwise the micro-batch's own, in
+ * A->xrec; under delayed the step's, in the tables. */
+static float *x_rec(gl_model *m, gl_layer_acts *A, int layer, int lin)
 {
     gl_fp8_state *st = m->fp8;
-    gl_dev *d = m->d;
-    int xi = fwd_x(layer, lin), wi = fwd_w(layer, lin);
-    weights(m, layer, lin, Wt, out, in);
-    quant(m, st->hist_f, st->scale_f, st->sinv_f, st->ffwd, xi, st->xq, NULL, X, n, in,
-          x_sliced(lin), !m->fp8_eval);
-    d->ops->gemm_fp8(d, n, out, in, 1.0f, st->xq, st->ffwd, st->sinv_f + xi,
-                     st->wq[4 * layer + lin], st->ffwd, st->sinv_f + wi, 0.0f, Y, d->act, out,
-                     1);
+    if (st->o.recipe == GL_FP8_TENSORWISE)
+        return A->xrec + (size_t)REC * lin;
+    return rec(st->rec_f, fwd_x(layer, lin));
 }
 
-void gl_model_fp8_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
-                      const void *X, const void *Wt, int n, int out, int in)
+static float *x_amax(gl_model *m, gl_layer_acts *A, int layer, int lin)
+{
+    gl_fp8_state *st = m->fp8;
+    if (st->o.recipe == GL_FP8_TENSORWISE)
+        return A->xrec + (size_t)REC * lin + R_AMAX;
+    return st->hist_f + fwd_x(layer, lin);
+}
+
+void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
+                      const void *X, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
-    int xi = fwd_x(layer, lin), wi = fwd_w(layer, lin), gi = bwd_dy(layer, lin);
-    weights(m, layer, lin, Wt, out, in);
-    quant(m, st->hist_b, st->scale_b, st->sinv_b, st->fbwd, gi, st->dyq, st->dyqt, dY, n, out,
-          dy_sliced(lin), 1);
+    int wi = fwd_w(layer, lin);
+    float *xr = x_rec(m, A, layer, lin);
+    check_fresh(st, layer);
+    /* X^T for the weight gradient in the same pass; not for evaluation,
+     * nor when recomputation will write it again */
+    uint8_t *keep = m->fp8_eval || m->fp8_nokeep ? NULL : A->xt[lin];
+    quant(m, x_amax(m, A, layer, lin), xr, st->ffwd, st->xq, keep, X, n, in, x_sliced(lin),
+          !m->fp8_eval);
+    d->ops->gemm_fp8(d, n, out, in, 1.0f, st->xq, st->ffwd, xr + R_SINV,
+                     st->wq[4 * layer + lin], st->ffwd, rec(st->rec_f, wi) + R_SINV, 0.0f, Y,
+                     d->act, out, 1);
+}
+
+void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, const void *X,
+                         int n, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    quant(m, x_amax(m, A, layer, lin), x_rec(m, A, layer, lin), st->ffwd, NULL, A->xt[lin], X,
+          n, in, x_sliced(lin), !m->fp8_eval);
+}
+
+void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                      const void *dY, int n, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    int wi = fwd_w(layer, lin), gi = bwd_dy(layer, lin);
+    float *gr = rec(st->rec_b, gi);
+    check_fresh(st, layer);
+    quant(m, st->hist_b + gi, gr, st->fbwd, st->dyq, st->dyqt, dY, n, out, dy_sliced(lin), 1);
     if (dX)     /* dX [n, in] = dY [n, out] W: A = dY, B = W^T [in, out] */
-        d->ops->gemm_fp8(d, n, in, out, 1.0f, st->dyq, st->fbwd, st->sinv_b + gi,
-                         st->wqt[4 * layer + lin], st->ffwd, st->sinv_f + wi, 0.0f, dX, d->act,
-                         in, 0);
-    /* dW [out, in] += dY^T X: A = dY^T [out, n], B = X^T [in, n] */
-    quant(m, st->hist_f, st->scale_f, st->sinv_f, st->ffwd, xi, NULL, st->xqt, X, n, in,
-          x_sliced(lin), 1);
-    d->ops->gemm_fp8(d, out, in, n, 1.0f, st->dyqt, st->fbwd, st->sinv_b + gi, st->xqt,
-                     st->ffwd, st->sinv_f + xi, 1.0f, dW, GL_DT_F32, in, 0);
+        d->ops->gemm_fp8(d, n, in, out, 1.0f, st->dyq, st->fbwd, gr + R_SINV,
+                         st->wqt[4 * layer + lin], st->ffwd, rec(st->rec_f, wi) + R_SINV, 0.0f,
+                         dX, d->act, in, 0);
+    /* dW [out, in] += dY^T X: A = dY^T [out, n], B = X^T [in, n], kept by
+     * the forward with X's scale */
+    d->ops->gemm_fp8(d, out, in, n, 1.0f, st->dyqt, st->fbwd, gr + R_SINV, A->xt[lin],
+                     st->ffwd, x_rec(m, A, layer, lin) + R_SINV, 1.0f, dW, GL_DT_F32, in, 0);
 }
 
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
@@ -235,7 +392,7 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
     gl_dev *d = m->d;
     if (!st)
         return;
-    memset(st->fresh, 0, (size_t)4 * st->L * sizeof *st->fresh);
+    memset(st->fresh, 0, (size_t)st->L * sizeof *st->fresh);
     if (st->o.recipe != GL_FP8_DELAYED)
         return;
     gl_comm *groups[2] = {m->tp, dp};
@@ -249,10 +406,10 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
     }
     gl_fp8_amax_algo algo = st->o.amax_compute_algo == GL_FP8_ALGO_MAX ? GL_FP8_AMAX_MAX
                                                                        : GL_FP8_AMAX_MOST_RECENT;
-    d->ops->fp8_scale_delayed(d, st->hist_f, st->scale_f, st->sinv_f, st->nf, st->len, algo,
-                              st->o.margin, st->ffwd);
-    d->ops->fp8_scale_delayed(d, st->hist_b, st->scale_b, st->sinv_b, st->nb, st->len, algo,
-                              st->o.margin, st->fbwd);
+    d->ops->fp8_scale_delayed(d, st->hist_f, st->rec_f + R_SCALE, st->rec_f + R_SINV, REC,
+                              st->nf, st->len, algo, st->o.margin, st->ffwd);
+    d->ops->fp8_scale_delayed(d, st->hist_b, st->rec_b + R_SCALE, st->rec_b + R_SINV, REC,
+                              st->nb, st->len, algo, st->o.margin, st->fbwd);
 }
 
 int gl_model_fp8_state_dims(const gl_model *m, int *len, int *nf, int *nb)
@@ -274,13 +431,45 @@ static int held(const gl_fp8_state *st, int group, int t)
     return st->wq[4 * layer] != NULL;
 }
 
+/* The device's tables and histories <-> the checkpoint's block (model.h):
+ * per group hist [len, n], scale [n], scale_inv [n].  dir 0: dev (as
+ * downloaded) into blk; 1: blk into dev (to upload). */
+static void convert(const gl_fp8_state *st, float *dev, float *blk, int dir)
+{
+    float *p = blk;
+    for (int g = 0; g < 2; g++) {
+        int n = g == 0 ? st->nf : st->nb;
+        size_t dr = g == 0 ? 0 : (size_t)REC * st->nf;          /* records */
+        size_t dh = (size_t)REC * (st->nf + st->nb) + (g == 0 ? 0 : (size_t)st->len * st->nf);
+        size_t nh = (size_t)st->len * n;
+        for (size_t i = 0; i < nh; i++, p++) {
+            if (dir == 0)
+                *p = dev[dh + i];
+            else
+                dev[dh + i] = *p;
+        }
+        for (int k = 0; k < 2; k++)             /* scale, then scale_inv */
+            for (int t = 0; t < n; t++, p++) {
+                float *r = dev + dr + (size_t)REC * t + (k == 0 ? R_SCALE : R_SINV);
+                if (dir == 0)
+                    *p = *r;
+                else
+                    *r = *p;
+            }
+    }
+}
+
 float *gl_model_fp8_state_get(gl_model *m)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     size_t nfl = (size_t)(st->len + 2) * (st->nf + st->nb);
+    size_t ndev = (size_t)(st->len + REC) * (st->nf + st->nb);
+    float *dev = gl_malloc(ndev * sizeof(float));
+    d->ops->download(d, dev, st->rec_f, ndev * sizeof(float));
     float *host = gl_malloc(nfl * sizeof(float));
-    d->ops->download(d, host, st->hist_f, nfl * sizeof(float));
+    convert(st, dev, host, 0);
+    free(dev);
     float *p = host;
     for (int g = 0; g < 2; g++) {
         int n = g == 0 ? st->nf : st->nb;
@@ -297,6 +486,7 @@ void gl_model_fp8_state_set(gl_model *m, const float *host)
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     size_t nfl = (size_t)(st->len + 2) * (st->nf + st->nb);
+    size_t ndev = (size_t)(st->len + REC) * (st->nf + st->nb);
     /* entries of layers held elsewhere arrive as 0: keep scales at 1 */
     float *fix = gl_malloc(nfl * sizeof(float));
     memcpy(fix, host, nfl * sizeof(float));
@@ -309,6 +499,9 @@ void gl_model_fp8_state_set(gl_model *m, const float *host)
                 if (!(p[t] > 0.0f))
                     p[t] = 1.0f;
     }
-    d->ops->upload(d, st->hist_f, fix, nfl * sizeof(float));
+    float *dev = gl_calloc(ndev, sizeof(float));
+    convert(st, dev, fix, 1);
+    d->ops->upload(d, st->rec_f, dev, ndev * sizeof(float));
+    free(dev);
     free(fix);
 }

@@ -138,20 +138,20 @@ static void linear_bwd(gl_model *m, void *dX, float *dW, const void *dY,
 /* A decoder layer's linear `lin` (fp8.c's numbering: 0 QKV, 1 output
  * projection, 2 gate/up, 3 down): in FP8 when its layer is, else as
  * above. */
-static void dec_fwd(gl_model *m, int layer, int lin, void *Y, const void *X, const void *Wt,
-                    int n, int out, int in)
+static void dec_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y, const void *X,
+                    const void *Wt, int n, int out, int in)
 {
     if (gl_model_fp8_layer(m, layer))
-        gl_model_fp8_fwd(m, layer, lin, Y, X, Wt, n, out, in);
+        gl_model_fp8_fwd(m, A, layer, lin, Y, X, n, out, in);
     else
         linear_fwd(m, Y, X, Wt, n, out, in);
 }
 
-static void dec_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
-                    const void *X, const void *Wt, int n, int out, int in)
+static void dec_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                    const void *dY, const void *X, const void *Wt, int n, int out, int in)
 {
-    if (gl_model_fp8_layer(m, layer))
-        gl_model_fp8_bwd(m, layer, lin, dX, dW, dY, X, Wt, n, out, in);
+    if (gl_model_fp8_layer(m, layer))     /* X^T kept by the forward */
+        gl_model_fp8_bwd(m, A, layer, lin, dX, dW, dY, n, out, in);
     else
         linear_bwd(m, dX, dW, dY, X, Wt, n, out, in);
 }
@@ -337,10 +337,15 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         need(m, lo->bo, (size_t)h);
         need(m, lo->bdown, (size_t)h);
     }
+    if (gl_model_fp8_layer(m, layer)) {
+        const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), W(m, lo->gate_up), W(m, lo->down)};
+        gl_model_fp8_weights(m, layer, w4);
+    }
 
-    /* attention */
+    /* attention; the biases are added outside the products (FP8 ones
+     * included) */
     norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
-    dec_fwd(m, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    dec_fwd(m, A, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     if (dm->qkv_bias)
         OPS->bias_add(d, A->qkv, W(m, lo->bqkv), n, dm->qkvw);
     if (dm->rope)
@@ -350,19 +355,23 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                   dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
                   attn_dp(m, mb, layer, &adp));
-    dec_fwd(m, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
+    dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
     sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
                  hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
 
     /* MLP */
     norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
-    dec_fwd(m, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
+    dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
     if (dm->swiglu && dm->lin_bias)
         OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
     act_fwd(m, lo, A->s, A->gu);
-    if (!out)
+    if (!out) {
+        /* an FP8 down projection's backward reads s as FP8 X^T */
+        if (gl_model_fp8_layer(m, layer))
+            gl_model_fp8_keep_x(m, A, layer, 3, A->s, n, dm->fl);
         return;
-    dec_fwd(m, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
+    }
+    dec_fwd(m, A, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
     sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown,
                  hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dpm));
 }
@@ -379,7 +388,11 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     int n = dm->n, nl = dm->nl, h = dm->h, D = dm->D;
     int qw = dm->hq * D;
     void *dz;
-    int sel = m->recompute == GL_RECOMPUTE_SELECTIVE;
+    /* Selective recomputation rebuilds a, mg and s, which only the weight
+     * gradients read: an FP8 layer's read the FP8 X^T its forward kept,
+     * and rebuild nothing (two norms, a SwiGLU and, under SP, two
+     * all-gathers saved per layer and micro-batch). */
+    int sel = m->recompute == GL_RECOMPUTE_SELECTIVE && !gl_model_fp8_layer(m, layer);
 
     /* MLP; selective: s and mg again (rstd2 is rewritten with its own
      * value) */
@@ -394,7 +407,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    dec_bwd(m, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
+    dec_bwd(m, A, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
     ready(m, lo->down, (size_t)h * dm->fl);
     if (dm->swiglu) {
         OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
@@ -406,7 +419,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     }
     if (dm->lin_bias)
         ready(m, lo->bgu, (size_t)dm->guw);
-    dec_bwd(m, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
+    dec_bwd(m, A, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
             n, dm->guw, h);
     ready(m, lo->gate_up, (size_t)dm->guw * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
@@ -422,7 +435,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    dec_bwd(m, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
+    dec_bwd(m, A, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
     ready(m, lo->wo, (size_t)h * qw);
     OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
                   act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
@@ -438,7 +451,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         OPS->bias_grad(d, G(m, lo->bqkv), m->dqkv, n, dm->qkvw);
         ready(m, lo->bqkv, (size_t)dm->qkvw);
     }
-    dec_bwd(m, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    dec_bwd(m, A, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     ready(m, lo->qkv, (size_t)dm->qkvw * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, A->mean1, A->rstd1, lo->attn_norm,
              lo->attn_norm_b, nl, 1);
@@ -491,7 +504,8 @@ static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
  * gradients are added. */
 /* Final norm, LM head and the loss of each token into m->loss, and, when
  * grad is set, the logits replaced by d loss / d logits (weighted by
- * gscale); sum(loss x gscale) is added to *loss_acc when given. */
+ * gscale); sum(loss x lmask), or x gscale when the micro-batch has no
+ * lmask, is added to *loss_acc when given. */
 static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
                       const void *x, float *loss_acc, int grad)
 {
@@ -515,7 +529,7 @@ static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     OPS->ce_bwd(d, m->loss, m->logits, vl, mb->targets, m->rowmax, m->stats,
                 grad ? mb->gscale : NULL, n, vl, dm->valid, dm->vocab_start);
     if (loss_acc)
-        OPS->dot_f32(d, loss_acc, m->loss, mb->gscale, (size_t)n);
+        OPS->dot_f32(d, loss_acc, m->loss, mb->lmask ? mb->lmask : mb->gscale, (size_t)n);
 }
 
 static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
@@ -542,9 +556,12 @@ static void chunk_fwd(gl_model *m, int c, int s, const gl_mb *mb, float *loss_ac
     gl_slot *sl = &m->slot[c][s];
     if (ch->has_embed)
         embed_fwd(m, ch, mb, sl->x[0]);
-    for (int i = 0; i < dm->Lc; i++)
+    for (int i = 0; i < dm->Lc; i++) {
+        m->fp8_nokeep = m->rc_first[i] >= 0;
         layer_fwd(m, mb, ch->first_layer + i, &ch->layer[i], &sl->layer[i], sl->x[i],
                   sl->x[i + 1]);
+    }
+    m->fp8_nokeep = 0;
     if (ch->has_head && train)
         head_fwd_bwd(m, ch, mb, sl->x[dm->Lc], sl->dy, loss_acc);
     else if (ch->has_head)

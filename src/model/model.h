@@ -72,10 +72,11 @@
  * call, the gradient with respect to the last layer's output (so the
  * logits, the largest activation, are never kept between forward and
  * backward).  The loss is NOT divided by the number of tokens here: each
- * token's gradient is weighted by gscale (the loss mask, 0 or 1) and the
- * caller divides the summed gradients by the global number of unmasked
- * tokens (see src/train/optim.h), so that the loss is the mean over every
- * token of the global batch whatever the micro-batching.
+ * token's gradient is weighted by gscale, which the caller sets to the
+ * loss mask (0 or 1), or to the mask rescaled by its micro-batch's
+ * number of unmasked tokens, and divides the summed gradients
+ * accordingly (the two loss normalisations of src/train/batch.h), so
+ * that the loss is the same whatever the layout.
  *
  * Buffers.  gl_model_new() allocates everything once: weights, gradients,
  * the activations kept between forward and backward for `nslots[c]`
@@ -236,6 +237,12 @@ typedef struct {
     float *rstd1, *rstd2;       /* [nl] */
     float *mean1, *mean2;       /* [nl], LayerNorm's */
     float *lse;                 /* [B, hq, S] */
+    /* FP8 layers only (fp8.c; NULL otherwise): the input X of each of the
+     * four linears, quantized and transposed by the forward ([in, n]
+     * bytes) for the weight gradient, and under tensorwise scaling the
+     * four inputs' scale records (their scales are this micro-batch's). */
+    uint8_t *xt[4];
+    float *xrec;
 } gl_layer_acts;
 
 /* One micro-batch in flight on one chunk. */
@@ -248,14 +255,18 @@ typedef struct {
     gl_layer_acts *layer;       /* [Lc] */
 } gl_slot;
 
-/* A micro-batch's data on the device: n token ids, n targets and n loss
- * weights (the loss mask); and row0, the index of its first token among
- * the tokens of the iteration's global batch (its first sample's index
- * in the global batch x S), which places its rows in the full tensors
- * that dropout masks are drawn over (gl_dropout). */
+/* A micro-batch's data on the device: n token ids, n targets, n gradient
+ * weights (gscale: the loss mask, possibly scaled by the caller's loss
+ * normalisation) and, when the reported loss is weighted differently
+ * from the gradient, n reporting weights (lmask, the plain loss mask;
+ * NULL: gscale serves both); and row0, the index of its first token
+ * among the tokens of the iteration's global batch (its first sample's
+ * index in the global batch x S), which places its rows in the full
+ * tensors that dropout masks are drawn over (gl_dropout). */
 typedef struct {
     const int32_t *ids, *targets;
     const float *gscale;
+    const float *lmask;
     long row0;
 } gl_mb;
 
@@ -306,9 +317,12 @@ typedef struct {
     void *weights_needed_arg;
     /* FP8 (fp8.c; NULL when off): the amax histories, scales and
      * quantized weights; fp8_eval is set while a forward-only pass runs
-     * (its activations' amaxes stay out of the delayed histories). */
+     * (its activations' amaxes stay out of the delayed histories, and it
+     * keeps no X^T); fp8_nokeep while a forward runs a layer that full
+     * recomputation will run again before its backward (that run keeps
+     * X^T: this one need not write it). */
     struct gl_fp8_state *fp8;
-    int fp8_eval;
+    int fp8_eval, fp8_nokeep;
     /* Dropout (--hidden-dropout): the masks' key is (dropout_seed,
      * iteration, layer, site, element), so the caller sets the iteration
      * before each one's forwards and backwards.  Forward-only passes
@@ -359,8 +373,8 @@ float *gl_model_grad(const gl_model *m, size_t offset);
 /* Forward of local chunk c for one micro-batch into slot s.  The input
  * x[0] must already be there unless the chunk holds the embedding (then
  * mb->ids are looked up).  A chunk with the head also computes the
- * cross-entropy, adds sum(loss x gscale) to *loss_acc (device fp32, when
- * not NULL), adds the head's weight gradients and leaves the gradient
+ * cross-entropy, adds sum(loss x lmask) (lmask NULL: gscale) to *loss_acc
+ * (device fp32, when not NULL), adds the head's weight gradients and leaves the gradient
  * w.r.t. its output in dy. */
 void gl_model_forward(gl_model *m, int c, int s, const gl_mb *mb,
                       float *loss_acc);
@@ -397,7 +411,17 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
  * and weight gradient dW += dY^T X (fp32) through gemm_fp8:
  * gl_model_fp8_fwd() and gl_model_fp8_bwd(), which layer.c calls for
  * linear lin (0 QKV, 1 output projection, 2 gate/up, 3 down) of global
- * layer `layer` whenever gl_model_fp8_layer() says so.
+ * layer `layer` whenever gl_model_fp8_layer() says so, after
+ * gl_model_fp8_weights() with the layer's four weights (QKV, output,
+ * gate/up, down) at the start of its forward (it quantizes them the first
+ * time in a step, and does nothing after).  The forward
+ * quantizes X once, into both orientations: its rows for the forward
+ * product, and its transpose into A->xt[lin], which the backward's
+ * weight gradient reads (the backward needs no X: selective
+ * recomputation rebuilds nothing for an FP8 linear).  A forward that
+ * stops before a linear (the last layer of a fully recomputed group,
+ * before its down projection) calls gl_model_fp8_keep_x() for it, which
+ * writes A->xt[lin] alone.  Forward-only passes (fp8_eval) keep nothing.
  *
  * gl_model_fp8_step_end() closes a step, after the last backward and
  * before the optimizer changes the weights: the weights are quantized
@@ -408,10 +432,13 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o);
 void gl_model_fp8_free(gl_model *m);
 int gl_model_fp8_layer(const gl_model *m, int layer);
-void gl_model_fp8_fwd(gl_model *m, int layer, int lin, void *Y, const void *X,
-                      const void *Wt, int n, int out, int in);
-void gl_model_fp8_bwd(gl_model *m, int layer, int lin, void *dX, float *dW, const void *dY,
-                      const void *X, const void *Wt, int n, int out, int in);
+void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4]);
+void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
+                      const void *X, int n, int out, int in);
+void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, const void *X,
+                         int n, int in);
+void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                      const void *dY, int n, int out, int in);
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 
 /* The state a checkpoint keeps: delayed scaling's amax histories, scales

@@ -11,6 +11,7 @@
 #include "boot/groups.h"
 #include "device/ops.h"
 #include "grid/grid.h"
+#include "train/preflight.h"
 #include "train/run_config.h"
 #include "train/run_plan.h"
 #include "train/train.h"
@@ -21,10 +22,11 @@
 static void summary(const gl_config *c)
 {
     gl_info0("model: %s%s%d layers, hidden %d, ffn %d, heads %d/%d (head size %d), "
-             "vocab %d (padded %d), seq %d",
+             "vocab %d (padded %d, from %s), seq %d",
              c->arch.model[0] ? c->arch.model : "", c->arch.model[0] ? ": " : "", c->arch.num_layers,
              c->arch.hidden_size, c->arch.ffn_hidden_size, c->arch.num_attention_heads, c->arch.num_query_groups,
-             c->arch.kv_channels, c->arch.vocab_size, c->arch.padded_vocab_size, c->arch.seq_length);
+             c->arch.kv_channels, c->arch.vocab_size, c->arch.padded_vocab_size,
+             gl_config_vocab_source_text(c), c->arch.seq_length);
     gl_info0("layout: world %d = TP %d x CP %d x PP %d x DP %d%s%s", c->world_size,
              c->layout.tensor_model_parallel_size, c->layout.context_parallel_size,
              c->layout.pipeline_model_parallel_size, c->data_parallel_size,
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
     /* --dry-run --world-size N: this one process stands for N ranks and
      * prints the plan; no launcher, no device, no communicators. */
     if (c.dry_run_world_size) {
+        gl_train_preflight(&c, MPI_COMM_NULL);
         gl_config_finish(&c, c.dry_run_world_size, 0);
         gl_run_plan_print(&c, stdout);
         gl_config_free(&c);
@@ -57,9 +60,15 @@ int main(int argc, char **argv)
     }
 
     gl_boot_init(&argc, &argv, &b);
+    /* The files the run names, before anything is built (a dry run too). */
+    gl_train_preflight(&c, MPI_COMM_WORLD);
     if (c.device != GL_DEVICE_CPU) /* --device cpu runs anywhere, GPUs or not */
         gl_boot_pick_gpu(&b);
     gl_config_finish(&c, b.size, b.local_size);
+    /* --attention-backend speaks for GRIDLM_ATTENTION, which the CUDA
+     * device reads when it opens (cuda/attn_cudnn.h). */
+    if (gl_config_attention_impl(&c))
+        setenv("GRIDLM_ATTENTION", gl_config_attention_impl(&c), 1);
 
     gl_grid_spec spec = {
         .world = b.size,

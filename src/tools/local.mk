@@ -43,5 +43,9 @@ t_options_t_SOURCES = t/options.c t/child.c t/child.h
 t_options_t_LDADD = $(TAP_LIBS)
 t_options_config_t_SOURCES = t/options-config.c t/child.c t/child.h
 t_options_config_t_LDADD = $(TAP_LIBS)
-dist_check_SCRIPTS += t/train-args.t
-TESTS += t/options.t t/options-config.t t/train-args.t
+dist_check_SCRIPTS += t/train-args.t t/train-megatron.t
+TESTS += t/options.t t/options-config.t t/train-args.t t/train-megatron.t
+# Megatron-LM's example scripts' arguments (t/train-megatron.t), and the
+# table of Megatron-LM's options that test holds gridlm-train to.
+EXTRA_DIST += t/megatron-llama3-8b-fp8.args t/megatron-gpt3-175b.args \
+	t/megatron-mixtral-8x7b.args doc/megatron-flags.md

@@ -92,10 +92,15 @@ gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L)
     return s;
 }
 
-long gl_batch_sample_index(const gl_config *c, long it, int j, int r, int b)
+long gl_batch_sample_at(const gl_config *c, long first, int j, int r, int b)
 {
     long B = c->layout.micro_batch_size, dp = c->data_parallel_size > 0 ? c->data_parallel_size : 1;
-    return it * (long)c->global_batch_size + (long)j * B * dp + (long)r * B + b;
+    return first + (long)j * B * dp + (long)r * B + b;
+}
+
+long gl_batch_sample_index(const gl_config *c, long it, int j, int r, int b)
+{
+    return gl_batch_sample_at(c, it * (long)c->global_batch_size, j, r, b);
 }
 
 void gl_batch_close(gl_batch_source *s)
@@ -105,10 +110,13 @@ void gl_batch_close(gl_batch_source *s)
 }
 
 /* Micro-batch j's first token among the global batch's: its first
- * sample's index in the batch (the sampler's order) x S. */
+ * sample's index in the batch (the sampler's order) x S.  The index
+ * counts from the batch's first sample, so it holds for every batch
+ * size of a --rampup-batch-size ramp: micro-batch j of DP rank r is
+ * always the batch's samples j B dp + r B .. + B - 1. */
 static long mb_row0(const gl_batch_buf *bb, int j)
 {
-    return gl_batch_sample_index(bb->c, 0, j, bb->dp_rank, 0) * bb->S;
+    return gl_batch_sample_at(bb->c, 0, j, bb->dp_rank, 0) * bb->S;
 }
 
 static void set_views(gl_batch_buf *bb)
@@ -116,7 +124,9 @@ static void set_views(gl_batch_buf *bb)
     gl_batch_set *st = &bb->set[bb->cur];
     for (int j = 0; j < bb->M; j++)
         bb->mbs[j] = (gl_mb){ st->ids + (size_t)j * bb->n, st->tg + (size_t)j * bb->n,
-                              st->gscale + (size_t)j * bb->n, mb_row0(bb, j) };
+                              st->gscale + (size_t)j * bb->n,
+                              st->per_mb ? st->lmask + (size_t)j * bb->n : NULL,
+                              mb_row0(bb, j) };
 }
 
 void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
@@ -135,7 +145,7 @@ void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
         bb->has_head |= p->chunk[i].has_head;
     }
     bb->mbs = gl_calloc((size_t)bb->M, sizeof *bb->mbs);
-    bb->set[0].it = bb->set[1].it = -1;
+    bb->set[0].first = bb->set[1].first = -1;
     for (int j = 0; j < bb->M; j++)
         bb->mbs[j].row0 = mb_row0(bb, j);
     if (!bb->has_embed && !bb->has_head)
@@ -148,9 +158,11 @@ void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
         st->ids_h = d->ops->alloc_host(d, tot * sizeof(int32_t));
         st->tg_h = d->ops->alloc_host(d, tot * sizeof(int32_t));
         st->mask_h = d->ops->alloc_host(d, tot * sizeof(float));
+        st->gscale_h = d->ops->alloc_host(d, tot * sizeof(float));
         st->ids = d->ops->alloc(d, tot * sizeof(int32_t));
         st->tg = d->ops->alloc(d, tot * sizeof(int32_t));
         st->gscale = d->ops->alloc(d, tot * sizeof(float));
+        st->lmask = d->ops->alloc(d, tot * sizeof(float));
     }
     bb->ids_h = gl_malloc(tot * sizeof(int32_t));
     bb->tg_h = gl_malloc(tot * sizeof(int32_t));
@@ -171,6 +183,8 @@ void gl_batch_buf_free(gl_batch_buf *bb)
         d->ops->free(d, st->ids);
         d->ops->free(d, st->tg);
         d->ops->free(d, st->gscale);
+        d->ops->free(d, st->lmask);
+        d->ops->free_host(d, st->gscale_h);
         d->ops->free_host(d, st->ids_h);
         d->ops->free_host(d, st->tg_h);
         d->ops->free_host(d, st->mask_h);
@@ -183,19 +197,24 @@ void gl_batch_buf_free(gl_batch_buf *bb)
     free(bb->mbs);
 }
 
-/* Fill set st on the host with iteration it's micro-batches and enqueue
- * their upload; returns the unmasked targets. */
+/* Fill set st on the host with the nmb micro-batches of this DP rank
+ * from the batch that starts at sample `first` (of the valid split when
+ * valid is set) and enqueue their upload; returns the unmasked targets.
+ * Training batches get the gradient weights of the loss normalisation
+ * (batch.h). */
 static double fill_set(gl_batch_buf *bb, gl_batch_set *st, gl_batch_source *src, int valid,
-                       long it, int dp_rank)
+                       long first, int nmb, int dp_rank)
 {
     gl_dev *d = bb->d;
     double count = 0;
-    for (int j = 0; j < bb->M; j++) {
-        long first = gl_batch_sample_index(bb->c, it, j, dp_rank, 0);
+    int per_mb = !valid && !bb->c->calculate_per_token_loss;
+    for (int j = 0; j < nmb; j++) {
+        long s0 = gl_batch_sample_at(bb->c, first, j, dp_rank, 0);
         if (valid)
-            src->valid_batch(src, first, bb->B, bb->tok, bb->mask_tmp);
+            src->valid_batch(src, s0, bb->B, bb->tok, bb->mask_tmp);
         else
-            src->batch(src, first, bb->B, bb->tok, bb->mask_tmp);
+            src->batch(src, s0, bb->B, bb->tok, bb->mask_tmp);
+        double mb_count = 0;
         for (int b = 0; b < bb->B; b++) {
             const int32_t *tok = bb->tok + (size_t)b * (bb->S + 1);
             const float *mk = bb->mask_tmp + (size_t)b * bb->S;
@@ -204,40 +223,74 @@ static double fill_set(gl_batch_buf *bb, gl_batch_set *st, gl_batch_source *src,
                 st->ids_h[row + t] = tok[t];
                 st->tg_h[row + t] = tok[t + 1];
                 st->mask_h[row + t] = mk[t];
-                count += mk[t];
+                mb_count += mk[t];
             }
         }
+        /* the micro-batch's token mean, times its B S positions: B S /
+         * its tokens (at least 1), exactly 1 when nothing is masked */
+        float w = per_mb ? (float)((double)bb->B * bb->S / (mb_count > 1 ? mb_count : 1))
+                         : 1.0f;
+        size_t row = (size_t)j * bb->n;
+        for (int t = 0; t < bb->n; t++)
+            st->gscale_h[row + t] = st->mask_h[row + t] * w;
+        count += mb_count;
     }
-    size_t tot = (size_t)bb->M * bb->n;
+    size_t tot = (size_t)nmb * bb->n;
     d->ops->upload(d, st->ids, st->ids_h, tot * sizeof(int32_t));
     d->ops->upload(d, st->tg, st->tg_h, tot * sizeof(int32_t));
-    d->ops->upload(d, st->gscale, st->mask_h, tot * sizeof(float));
-    st->it = valid ? -1 : it;
+    d->ops->upload(d, st->gscale, st->gscale_h, tot * sizeof(float));
+    if (per_mb)
+        d->ops->upload(d, st->lmask, st->mask_h, tot * sizeof(float));
+    st->first = valid ? -1 : first;
+    st->nmb = nmb;
+    st->per_mb = per_mb;
     st->count = count;
     return count;
 }
 
-double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long it,
+/* Make set k current and point the micro-batch views at it. */
+static void use_set(gl_batch_buf *bb, int k)
+{
+    bb->cur = k;
+    set_views(bb);
+}
+
+double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, long first, int nmb,
                          int dp_rank)
 {
     if (!bb->has_embed && !bb->has_head)
         return 0;
-    if (valid && !src->valid_batch)
-        gl_die("internal error: validation batch asked of a source without a valid split");
+    if (nmb < 1 || nmb > bb->M)
+        gl_die("internal error: %d micro-batches asked of a buffer of %d", nmb, bb->M);
     int other = 1 - bb->cur;
-    if (!valid && bb->set[other].it == it) {
-        bb->cur = other;
-        set_views(bb);
-        bb->set[other].it = -1;       /* taken: a later load reads anew */
+    if (bb->set[other].first == first && bb->set[other].nmb == nmb) {
+        bb->set[other].first = -1;    /* taken: a later load reads anew */
+        use_set(bb, other);
         return bb->set[other].count;
     }
     bb->d->ops->sync(bb->d);
-    return fill_set(bb, &bb->set[bb->cur], src, valid, it, dp_rank);
+    double n = fill_set(bb, &bb->set[bb->cur], src, 0, first, nmb, dp_rank);
+    use_set(bb, bb->cur);
+    return n;
 }
 
-void gl_batch_buf_prefetch(gl_batch_buf *bb, gl_batch_source *src, long it, int dp_rank)
+double gl_batch_buf_load_valid(gl_batch_buf *bb, gl_batch_source *src, long it, int dp_rank)
+{
+    if (!bb->has_embed && !bb->has_head)
+        return 0;
+    if (!src->valid_batch)
+        gl_die("internal error: validation batch asked of a source without a valid split");
+    bb->d->ops->sync(bb->d);
+    double n = fill_set(bb, &bb->set[bb->cur], src, 1, it * (long)bb->c->global_batch_size,
+                        bb->M, dp_rank);
+    use_set(bb, bb->cur);
+    return n;
+}
+
+void gl_batch_buf_prefetch(gl_batch_buf *bb, gl_batch_source *src, long first, int nmb,
+                           int dp_rank)
 {
     if (!bb->has_embed && !bb->has_head)
         return;
-    fill_set(bb, &bb->set[1 - bb->cur], src, 0, it, dp_rank);
+    fill_set(bb, &bb->set[1 - bb->cur], src, 0, first, nmb, dp_rank);
 }

@@ -13,9 +13,29 @@
  *     (blending, --split, --eod-mask-loss, read-ahead).
  * Either way every layout sees the same samples.
  *
- * Iteration i (from 0) trains on samples [i G, (i + 1) G), G the global
- * batch, as Megatron's pretraining sampler deals them: micro-batch j of
- * DP rank r holds samples i G + j (B DP) + r B + [0, B).
+ * An iteration that starts after `first` consumed samples trains on
+ * samples [first, first + G), G its global batch (--global-batch-size,
+ * or the ramp-up's: run_config.h's gl_config_global_batch), as Megatron's
+ * pretraining sampler deals them: micro-batch j of DP rank r holds
+ * samples first + j (B DP) + r B + [0, B).  With a constant batch,
+ * iteration i starts at first = i G.
+ *
+ * Loss normalisation (Megatron's two).  By default each micro-batch's
+ * loss is the mean over its unmasked tokens, and the iteration's loss
+ * the average of those over the micro-batches of every DP rank: each
+ * token's gradient weight (gscale) is its mask x B S / its micro-batch's
+ * unmasked tokens (at least 1, so an all-masked micro-batch adds
+ * nothing, as Megatron's clamp), and the caller divides the summed
+ * gradients by micro-batches x DP x B S.  The B S keeps the weights at
+ * 1 when nothing is masked: the backward then carries exactly the
+ * numbers of the per-token normalisation (no rescaling of the FP8
+ * gradients' range).  With
+ * --calculate-per-token-loss the loss is the mean over every unmasked
+ * token of the global batch: gscale is the mask and the caller divides by
+ * the global token count.  Either way the loss REPORTED is, as
+ * Megatron's, the global batch's per-token mean (the plain mask rides
+ * along as the micro-batch's lmask); the two differ only when micro-
+ * batches hold different numbers of unmasked tokens (--eod-mask-loss).
  */
 #ifndef GL_TRAIN_BATCH_H
 #define GL_TRAIN_BATCH_H
@@ -55,8 +75,11 @@ gl_batch_source *gl_batch_mock(const gl_config *c);
  * its validation split when it has one. */
 gl_batch_source *gl_batch_loader(const gl_config *c, gl_loader *L);
 
-/* The global sample index of row b of micro-batch j of DP rank r in
- * iteration it (from 0). */
+/* The global sample index of row b of micro-batch j of DP rank r in an
+ * iteration that starts after `first` consumed samples. */
+long gl_batch_sample_at(const gl_config *c, long first, int j, int r, int b);
+
+/* The same in iteration it (from 0) of a constant global batch. */
 long gl_batch_sample_index(const gl_config *c, long it, int j, int r, int b);
 
 void gl_batch_close(gl_batch_source *s);
@@ -74,15 +97,20 @@ typedef struct {
     int32_t *ids_h, *tg_h;      /* page-locked host [M n] */
     float *mask_h;
     int32_t *ids, *tg;          /* device [M n] */
-    float *gscale;              /* device [M n]: the loss mask */
-    long it;                    /* training iteration held, -1 none */
+    float *gscale;              /* device [M n]: gradient weights */
+    float *lmask;               /* device [M n]: the loss mask, when
+                                 * gscale is normalised per micro-batch */
+    float *gscale_h;            /* page-locked host [M n] */
+    long first;                 /* training batch held (its first sample), -1 none */
+    int nmb;                    /* its micro-batches */
+    int per_mb;                 /* gscale normalised per micro-batch */
     double count;               /* its unmasked targets */
 } gl_batch_set;
 
 typedef struct {
     const struct gl_config *c;
     struct gl_dev *d;
-    int M, n, S, B;
+    int M, n, S, B;             /* M: the most micro-batches of an iteration */
     int has_embed, has_head;
     int32_t *tok;
     float *mask_tmp;
@@ -106,24 +134,30 @@ void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
                        const gl_model_plan *p, int dp_rank);
 void gl_batch_buf_free(gl_batch_buf *bb);
 
-/* Load and upload iteration it's micro-batches of DP rank dp_rank (from
- * the validation split when valid is set: "iteration" it then numbers
- * global batches of the valid split) into the current set; a training
- * batch that gl_batch_buf_prefetch() already brought is taken from there
- * instead, without touching the host or waiting.  Otherwise the device
- * is synchronised first (the staging buffers may still feed an earlier
+/* Load and upload the nmb (<= M) micro-batches of DP rank dp_rank of the
+ * training batch that starts at sample `first` (gradient weights as the
+ * loss normalisation wants them) into the current set; a batch that
+ * gl_batch_buf_prefetch() already brought is taken from there instead,
+ * without touching the host or waiting.  Otherwise the device is
+ * synchronised first (the staging buffers may still feed an earlier
  * upload).  Returns the number of unmasked targets among them (0 on
  * ranks that read no data). */
-double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, int valid, long it,
+double gl_batch_buf_load(gl_batch_buf *bb, gl_batch_source *src, long first, int nmb,
                          int dp_rank);
 
-/* Read training iteration it's batch into the set that is not current
- * and enqueue its upload, without waiting.  The caller guarantees that
- * the device has passed every earlier upload from that set (the training
- * loop's download at the end of each iteration does), and that the next
- * gl_batch_buf_load() of iteration it comes after the stream work that
- * still reads the current set was enqueued. */
-void gl_batch_buf_prefetch(gl_batch_buf *bb, gl_batch_source *src, long it, int dp_rank);
+/* The same for global batch it of the validation split (M micro-batches,
+ * gscale the plain loss mask). */
+double gl_batch_buf_load_valid(gl_batch_buf *bb, gl_batch_source *src, long it, int dp_rank);
+
+/* Read the training batch that starts at `first` (nmb micro-batches) into
+ * the set that is not current and enqueue its upload, without waiting.
+ * The caller guarantees that the device has passed every earlier upload
+ * from that set (the training loop's download at the end of each
+ * iteration does), and that the next gl_batch_buf_load() of that batch
+ * comes after the stream work that still reads the current set was
+ * enqueued. */
+void gl_batch_buf_prefetch(gl_batch_buf *bb, gl_batch_source *src, long first, int nmb,
+                           int dp_rank);
 
 #ifdef __cplusplus
 }

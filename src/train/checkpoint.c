@@ -105,6 +105,26 @@ static gl_ckpt_tensor piece_slab(const gl_param *q, const char *full)
 /* ------------------------------------------------------------------ */
 /* The configuration as JSON.                                           */
 
+static const char *const lr_style_names[] = {
+    [GL_LR_CONSTANT] = "constant", [GL_LR_LINEAR] = "linear", [GL_LR_COSINE] = "cosine",
+    [GL_LR_INVERSE_SQRT] = "inverse-square-root",
+};
+
+static const char *lr_style_name(gl_lr_style s)
+{
+    return (unsigned)s < sizeof lr_style_names / sizeof *lr_style_names ? lr_style_names[s]
+                                                                       : "unknown";
+}
+
+/* -1 when the name is none of them. */
+static int lr_style_from_name(const char *name)
+{
+    for (int k = 0; k < (int)(sizeof lr_style_names / sizeof *lr_style_names); k++)
+        if (!strcmp(name, lr_style_names[k]))
+            return k;
+    return -1;
+}
+
 char *gl_train_config_json(const gl_config *c)
 {
     json_t *j = json_object();
@@ -127,8 +147,7 @@ char *gl_train_config_json(const gl_config *c)
     F("min_lr", c->optim.min_lr);
     I("lr_warmup_iters", c->optim.lr_warmup_iters);
     I("lr_decay_iters", c->optim.lr_decay_iters);
-    S("lr_decay_style", c->optim.lr_decay_style == GL_LR_COSINE ? "cosine"
-      : c->optim.lr_decay_style == GL_LR_LINEAR ? "linear" : "constant");
+    S("lr_decay_style", lr_style_name(c->optim.lr_decay_style));
     F("weight_decay", c->optim.weight_decay);
     F("adam_beta1", c->optim.adam_beta1);
     F("adam_beta2", c->optim.adam_beta2);
@@ -152,12 +171,59 @@ int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err)
     int seq = c->arch.seq_length, padded = c->arch.padded_vocab_size;
     int rc = gl_arch_from_json(&c->arch, j, err);
     json_decref(j);
-    /* The run's sequence length wins (RoPE has no position weights); the
-     * padding follows this run's TP (gl_config_finish). */
+    /* The run's sequence length wins (it shapes no weight; learned
+     * positions bound it by max_position_embeddings, which the checks
+     * after compare); the padding follows this run's TP
+     * (gl_config_finish). */
     if (seq)
         c->arch.seq_length = seq;
     c->arch.padded_vocab_size = padded;
     return rc;
+}
+
+/* An integer root attribute, or dflt when it is missing. */
+static long long attr_i64(gl_ckpt *ck, const char *key, long long dflt)
+{
+    long long v;
+    return gl_ckpt_get_i64(ck, key, &v, NULL) == GL_CKPT_OK ? v : dflt;
+}
+
+int gl_train_peek(const char *load, gl_train_peek_info *info, gl_error *err)
+{
+    gl_ckpt *ck;
+    memset(info, 0, sizeof *info);
+    int rc = gl_ckpt_open_alone(load, &ck, err);
+    if (rc != GL_CKPT_OK)
+        return rc;
+    info->file = gl_strdup(gl_ckpt_path(ck));
+    info->config = gl_ckpt_get_str(ck, "config");
+    info->iteration = gl_ckpt_iteration(ck);
+    info->has_optimizer_state = (int)attr_i64(ck, "has_optimizer_state", 0);
+    gl_ckpt_close(ck);
+    if (!info->config) {
+        gl_errprintf(err, "%s has no \"config\" attribute (the model's shape): it was not "
+                     "written by gridlm-train or gridlm-ckpt import-hf", info->file);
+        gl_train_peek_free(info);
+        return GL_CKPT_ERR;
+    }
+    return GL_CKPT_OK;
+}
+
+void gl_train_peek_free(gl_train_peek_info *info)
+{
+    free(info->config);
+    free(info->file);
+    memset(info, 0, sizeof *info);
+}
+
+void gl_train_check_optim_state(const gl_config *c, int has_optimizer_state,
+                                const char *file)
+{
+    int load_optim = !c->ckpt.finetune && !c->ckpt.no_load_optim;
+    if (load_optim && !has_optimizer_state)
+        gl_die_code(2, "--load %s: the checkpoint has no optimizer state (saved with "
+                    "--no-save-optim, or imported): add --no-load-optim to start AdamW "
+                    "afresh, or --finetune", file);
 }
 
 void gl_train_check_model(const gl_config *c, const char *text, const char *file)
@@ -205,8 +271,12 @@ void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start)
 {
     int rank;
     MPI_Comm_rank(world, &rank);
-    if (rank != 0)
-        return;
+    if (rank == 0)
+        gl_train_check_save_dir(c, start);
+}
+
+void gl_train_check_save_dir(const gl_config *c, long start)
+{
     long *its;
     int n = gl_ckpt_list(c->ckpt.save, &its), newer = 0;
     while (newer < n && its[newer] > start)
@@ -376,6 +446,17 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
         { .key = "rng_seed", .type = GL_CKPT_I64, .i = c->seed },
         { .key = "has_optimizer_state", .type = GL_CKPT_I64, .i = with_optim },
         { .key = "saved_layout", .type = GL_CKPT_STR, .s = layout },
+        { .key = "opt_param_scheduler_num_steps", .type = GL_CKPT_I64, .i = pr->lr_samples },
+        { .key = "opt_param_scheduler_max_lr", .type = GL_CKPT_F64, .f = pr->sched.max_lr },
+        { .key = "opt_param_scheduler_min_lr", .type = GL_CKPT_F64, .f = pr->sched.min_lr },
+        { .key = "opt_param_scheduler_lr_warmup_steps", .type = GL_CKPT_F64,
+          .f = pr->sched.warmup },
+        { .key = "opt_param_scheduler_lr_decay_steps", .type = GL_CKPT_I64,
+          .i = pr->sched.decay },
+        { .key = "opt_param_scheduler_lr_decay_style", .type = GL_CKPT_STR,
+          .s = lr_style_name(pr->sched.style) },
+        { .key = "opt_param_scheduler_weight_decay", .type = GL_CKPT_F64,
+          .f = c->optim.weight_decay },
     };
     int na = (int)(sizeof attrs / sizeof attrs[0]);
 
@@ -527,16 +608,73 @@ static void load_moments(gl_ckpt *ck, gl_optim *o)
     free(tmp);
 }
 
-static long long attr_i64(gl_ckpt *ck, const char *key, long long dflt)
+/* Megatron's _check_and_set for one scheduler value: the command line's
+ * (--override-opt_param-scheduler), the checkpoint's
+ * (--use-checkpoint-opt_param-scheduler), or, by default, both must be
+ * equal.  Returns the value to use. */
+static double sched_value(const gl_config *c, const char *file, const char *what,
+                          double mine, double saved)
 {
-    long long v;
-    return gl_ckpt_get_i64(ck, key, &v, NULL) == GL_CKPT_OK ? v : dflt;
+    if (c->optim.override_opt_param_scheduler || mine == saved)
+        return mine;
+    if (c->optim.use_checkpoint_opt_param_scheduler) {
+        gl_info0("--load: using the checkpoint's %s %.9g (this run's is %.9g)", what, saved,
+                 mine);
+        return saved;
+    }
+    gl_die_code(2, "--load %s: the learning-rate schedule differs from the checkpoint's: "
+                "%s %.9g here, %.9g there%s; add --use-checkpoint-opt_param-scheduler to "
+                "take the checkpoint's, or --override-opt_param-scheduler to take this "
+                "command line's", file, what, mine, saved,
+                strstr(what, "decay (") ? " (the decay defaults to --train-iters or "
+                "--train-samples: a run resumed to train longer keeps it with "
+                "--lr-decay-iters or --lr-decay-samples)" : "");
+    return mine;
+}
+
+/* The schedule's state from the checkpoint (lr.h, checkpoint.h).  Older
+ * checkpoints lack it: the command line's schedule, with the count from
+ * the optimizer steps at the current global batch. */
+static void load_sched(gl_ckpt *ck, const gl_config *c, const char *file, long steps,
+                       gl_train_progress *pr)
+{
+    gl_lr_sched *s = &pr->sched;
+    double f;
+    pr->lr_samples = attr_i64(ck, "opt_param_scheduler_num_steps",
+                              steps * (long long)c->global_batch_size);
+    if (gl_ckpt_get_f64(ck, "opt_param_scheduler_max_lr", &f, NULL) != GL_CKPT_OK)
+        return;
+    s->max_lr = sched_value(c, file, "learning rate", s->max_lr, f);
+    if (gl_ckpt_get_f64(ck, "opt_param_scheduler_min_lr", &f, NULL) == GL_CKPT_OK)
+        s->min_lr = sched_value(c, file, "minimum learning rate", s->min_lr, f);
+    if (gl_ckpt_get_f64(ck, "opt_param_scheduler_lr_warmup_steps", &f, NULL) == GL_CKPT_OK)
+        s->warmup = sched_value(c, file, "warm-up (samples)", s->warmup, f);
+    long long n = attr_i64(ck, "opt_param_scheduler_lr_decay_steps", s->decay);
+    s->decay = (long)sched_value(c, file, "decay (samples)", (double)s->decay, (double)n);
+    char *style = gl_ckpt_get_str(ck, "opt_param_scheduler_lr_decay_style");
+    if (style && strcmp(style, lr_style_name(s->style))) {
+        int k = lr_style_from_name(style);
+        if (k < 0)
+            gl_die_code(2, "--load %s: unknown learning-rate decay style '%s' in the "
+                        "checkpoint", file, style);
+        s->style = (gl_lr_style)sched_value(c, file, "decay style (0 constant, 1 linear, "
+                                            "2 cosine, 3 inverse-square-root)",
+                                            (double)s->style, (double)k);
+    }
+    free(style);
+    if (gl_ckpt_get_f64(ck, "opt_param_scheduler_weight_decay", &f, NULL) == GL_CKPT_OK &&
+        sched_value(c, file, "weight decay", c->optim.weight_decay, f) != c->optim.weight_decay)
+        gl_die_code(2, "--load %s: --use-checkpoint-opt_param-scheduler: the checkpoint's "
+                    "weight decay %g differs from --weight-decay %g, and gridlm takes the "
+                    "weight decay from the command line only: give --weight-decay %g",
+                    file, f, c->optim.weight_decay, f);
 }
 
 int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                   gl_train_progress *pr)
 {
     memset(pr, 0, sizeof *pr);
+    gl_lr_init(&pr->sched, c);
     gl_ckpt *ck = NULL;
     gl_error err;
     int rc = gl_ckpt_open(world, c->ckpt.load, GL_CKPT_VERIFY, &ck, &err);
@@ -552,10 +690,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     free(cfg);
 
     int load_optim = !c->ckpt.finetune && !c->ckpt.no_load_optim;
-    if (load_optim && !attr_i64(ck, "has_optimizer_state", 0))
-        gl_die_code(2, "--load %s: the checkpoint has no optimizer state (saved with "
-                    "--no-save-optim, or imported): add --no-load-optim to start AdamW "
-                    "afresh, or --finetune", file);
+    gl_train_check_optim_state(c, (int)attr_i64(ck, "has_optimizer_state", 0), file);
 
     size_t mb, me;
     float *master = gl_optim_master_target(o, &mb, &me);
@@ -564,6 +699,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     if (load_optim) {
         load_moments(ck, o);
         o->steps = attr_i64(ck, "optimizer_steps", 0);
+        load_sched(ck, c, file, o->steps, pr);
     }
     if (!c->ckpt.finetune) {
         pr->iteration = gl_ckpt_iteration(ck);

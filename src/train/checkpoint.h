@@ -13,7 +13,18 @@
  * configuration as JSON, gl_config's field names), "consumed_train_samples",
  * "optimizer_steps" (AdamW's step count, which also places the learning-
  * rate schedule), "skipped_iterations", "nan_iterations", "rng_seed",
- * "has_optimizer_state", "saved_layout" (text, for people).
+ * "has_optimizer_state", "saved_layout" (text, for people), and the
+ * learning-rate scheduler's state as Megatron's OptimizerParamScheduler
+ * keeps it, in samples: "opt_param_scheduler_num_steps" (samples of the
+ * successful steps), "..._max_lr", "..._min_lr", "..._lr_warmup_steps",
+ * "..._lr_decay_steps", "..._lr_decay_style", "..._weight_decay".
+ *
+ * The schedule on --load, as Megatron: the count is restored; the values
+ * must match the command line's (else the load fails, naming them),
+ * unless --use-checkpoint-opt_param-scheduler (the checkpoint's values
+ * are taken) or --override-opt_param-scheduler (the command line's are).
+ * Checkpoints older than these attributes resume with the command line's
+ * schedule at optimizer_steps x --global-batch-size samples.
  *
  * Saving.  Every rank lists the same tensors in the same order (the
  * model's logical tensors, whatever this rank holds) and gives its slab:
@@ -50,6 +61,7 @@
 #include "model/model.h"
 #include "train/run_config.h"
 #include "train/optim.h"
+#include "train/lr.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +72,8 @@ typedef struct {
     long iteration;             /* iterations completed */
     long consumed_samples;
     long skipped, nan_iters;
+    long lr_samples;            /* the scheduler's count, samples (lr.h) */
+    gl_lr_sched sched;          /* the schedule in force */
 } gl_train_progress;
 
 /* Collective over world: save the model and (unless --no-save-optim) the
@@ -88,8 +102,9 @@ void gl_train_save_guard(const gl_config *c, MPI_Comm world, long start);
 void gl_train_save_wait(gl_ckpt_async **pending);
 
 /* Collective over world: resume from --load (a checkpoint file, or a
- * directory whose tracker names one).  Returns 0, with pr zeroed, when
- * the directory holds no checkpoint yet; 1 when loaded.  Dies naming the
+ * directory whose tracker names one).  Returns 0, with pr zeroed but for
+ * the command line's schedule (pr->sched), when the directory holds no
+ * checkpoint yet; 1 when loaded.  Dies naming the
  * file and the fix when the checkpoint does not fit this model. */
 int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                   gl_train_progress *pr);
@@ -109,6 +124,35 @@ char *gl_train_config_json(const gl_config *c);
  * --seq-length too when c has none.  Returns 0, or -1 with a message in
  * err. */
 int gl_train_config_from_json(const char *text, gl_config *c, gl_error *err);
+
+/* What a checkpoint says about itself, before any model exists. */
+typedef struct {
+    char *config;               /* its "config" attribute (malloc'd) */
+    char *file;                 /* the file's path (malloc'd) */
+    long iteration;             /* iterations completed */
+    int has_optimizer_state;    /* 1 when it holds AdamW's moments */
+} gl_train_peek_info;
+
+/* Without MPI and without reading tensors: what the checkpoint --load
+ * names (load: a file, or a directory whose tracker names one) says
+ * about itself.  Returns GL_CKPT_OK with *info filled (free with
+ * gl_train_peek_free); GL_CKPT_NONE (info zeroed) when the directory
+ * holds no checkpoint yet; GL_CKPT_ERR with err (a Megatron-LM
+ * checkpoint, a missing, unreadable, incomplete or foreign file, no
+ * "config"). */
+int gl_train_peek(const char *load, gl_train_peek_info *info, gl_error *err);
+void gl_train_peek_free(gl_train_peek_info *info);
+
+/* Whether the model's weights and optimizer state of a checkpoint with
+ * has_optimizer_state can start this run (--finetune and --no-load-optim
+ * need no moments); dies (exit 2) naming file and the fix when not. */
+void gl_train_check_optim_state(const gl_config *c, int has_optimizer_state,
+                                const char *file);
+
+/* The refusal of gl_train_save_guard, on this process alone (no MPI):
+ * --save holding a checkpoint beyond start (the iteration this run starts
+ * from) stops the run (exit 2), naming it and the ways on. */
+void gl_train_check_save_dir(const gl_config *c, long start);
 
 /* The model's architecture in c (layers, sizes, heads, query groups,
  * head size, vocabulary, tied or not, norm epsilon, RoPE base and

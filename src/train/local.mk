@@ -3,13 +3,15 @@
 # gradient reduction, norm, clipping and AdamW, plain or distributed
 # (optim.c), batches (batch.c), logging (trainlog.c), the loop
 # (train.c), the run's configuration (run_config.c: the options, their
-# checks) and the plan --dry-run --world-size prints (run_plan.c).
+# checks), the checks of the files it names before anything is built
+# (preflight.c) and the plan --dry-run --world-size prints (run_plan.c).
 libgridlm_a_SOURCES += %reldir%/train.h %reldir%/train.c \
 	%reldir%/run_config.h %reldir%/run_config.c \
 	%reldir%/sched.h %reldir%/sched.c %reldir%/pipeline.h %reldir%/pipeline.c \
 	%reldir%/lr.h %reldir%/lr.c %reldir%/optim.h %reldir%/optim.c \
 	%reldir%/batch.h %reldir%/batch.c %reldir%/trainlog.h %reldir%/trainlog.c \
-	%reldir%/run_plan.h %reldir%/run_plan.c
+	%reldir%/run_plan.h %reldir%/run_plan.c \
+	%reldir%/preflight.h %reldir%/preflight.c
 
 # The schedules simulated for every stage at once.
 check_PROGRAMS += t/train-sched.t
@@ -28,6 +30,11 @@ dist_check_SCRIPTS += t/train-equiv.t
 TESTS += t/train-equiv.t
 dist_check_SCRIPTS += t/train-gpt.t
 TESTS += t/train-gpt.t
+
+# Megatron's loss normalisations (per micro-batch by default, per token)
+# across layouts, and the batch-size ramp-up across a checkpoint (shell).
+dist_check_SCRIPTS += t/train-norm.t
+TESTS += t/train-norm.t
 
 # FP8 training on CPU ranks: each recipe in every layout against one rank,
 # against bf16, and the refusals of bad flags (shell; t/train-lib.sh).
@@ -68,6 +75,13 @@ TESTS += t/train-ckpt.t
 # full file systems, another architecture.
 dist_check_SCRIPTS += t/train-files.t
 TESTS += t/train-files.t
+
+# What runs check before anything is built (preflight.c), --dry-run
+# included: data files, tokenizer, --load (Megatron-LM checkpoints,
+# another model), --use-checkpoint-args, the vocabulary's source,
+# --attention-backend.
+dist_check_SCRIPTS += t/train-load.t
+TESTS += t/train-load.t
 
 # gridlm-eval (src/tools) against a direct computation (t/eval-ref).
 check_PROGRAMS += t/eval-ref

@@ -9,25 +9,52 @@
 
 void gl_lr_init(gl_lr_sched *s, const gl_config *c)
 {
-    s->max_lr = c->optim.lr;
-    s->min_lr = c->optim.min_lr;
-    s->style = c->optim.lr_decay_style;
-    s->decay = c->optim.lr_decay_iters > 0 ? c->optim.lr_decay_iters : c->train_iters;
-    s->warmup = c->optim.lr_warmup_iters;
-    if (c->optim.lr_warmup_fraction > 0)
-        s->warmup = (long)(c->optim.lr_warmup_fraction * (double)s->decay);
+    const gl_optim_opts *o = &c->optim;
+    long G = c->global_batch_size > 0 ? c->global_batch_size : 1;
+    s->max_lr = o->lr;
+    s->min_lr = o->min_lr;
+    s->dec_max_lr = o->decoupled_lr > 0 ? o->decoupled_lr : o->lr;
+    s->dec_min_lr = o->decoupled_lr > 0 && o->decoupled_min_lr >= 0 ? o->decoupled_min_lr
+                                                                    : o->min_lr;
+    s->style = o->lr_decay_style;
+    if (c->train_samples > 0) {
+        s->decay = o->lr_decay_samples > 0 ? o->lr_decay_samples : c->train_samples;
+        s->warmup = (double)o->lr_warmup_samples;
+    } else {
+        s->decay = (o->lr_decay_iters > 0 ? o->lr_decay_iters : c->train_iters) * G;
+        s->warmup = (double)(o->lr_warmup_iters * G);
+    }
+    if (o->lr_warmup_fraction > 0)
+        s->warmup = o->lr_warmup_fraction * (double)s->decay;
 }
 
-double gl_lr_at(const gl_lr_sched *s, long steps)
+/* Megatron's get_lr for a group with peak max_lr and floor min_lr. */
+static double lr_for(const gl_lr_sched *s, double max_lr, double min_lr, long samples)
 {
-    if (s->warmup > 0 && steps <= s->warmup)
-        return s->max_lr * (double)steps / (double)s->warmup;
+    double n = (double)samples;
+    if (s->warmup > 0 && n <= s->warmup)
+        return max_lr * n / s->warmup;
     if (s->style == GL_LR_CONSTANT)
-        return s->max_lr;
-    if (steps > s->decay)
-        return s->min_lr;
-    double r = s->decay > s->warmup
-             ? (double)(steps - s->warmup) / (double)(s->decay - s->warmup) : 1.0;
+        return max_lr;
+    if (samples > s->decay)
+        return min_lr;
+    if (s->style == GL_LR_INVERSE_SQRT) {
+        double w = s->warmup > 1 ? s->warmup : 1, k = n > 1 ? n : 1;
+        double lr = max_lr * sqrt(w) / sqrt(k);
+        return lr > min_lr ? lr : min_lr;
+    }
+    double r = (double)s->decay > s->warmup ? (n - s->warmup) / ((double)s->decay - s->warmup)
+                                            : 1.0;
     double coeff = s->style == GL_LR_COSINE ? 0.5 * (cos(M_PI * r) + 1.0) : 1.0 - r;
-    return s->min_lr + coeff * (s->max_lr - s->min_lr);
+    return min_lr + coeff * (max_lr - min_lr);
+}
+
+double gl_lr_at(const gl_lr_sched *s, long samples)
+{
+    return lr_for(s, s->max_lr, s->min_lr, samples);
+}
+
+double gl_lr_decoupled_at(const gl_lr_sched *s, long samples)
+{
+    return lr_for(s, s->dec_max_lr, s->dec_min_lr, samples);
 }

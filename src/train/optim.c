@@ -29,10 +29,19 @@ static int *params_by_offset(const gl_model_plan *p)
     return order;
 }
 
+/* Megatron's is_embedding_or_output_parameter: the input embedding (and
+ * the last stage's tied copy of it) and the output layer, which
+ * --decoupled-lr gives their own learning rate. */
+static int embedding_or_output(const gl_param *q)
+{
+    return !strcmp(q->name, "embedding.weight") || !strcmp(q->name, "lm_head.weight");
+}
+
 /* Ranges of the flat buffer with one flag value, from the parameter
  * table: each parameter's range is extended over the alignment gap after
  * it (zeros that change nothing), and neighbours with the same flag are
- * merged.  which: 0 = weight decay (1 = decay), 1 = counted. */
+ * merged.  which: 0 = weight decay (1 = decay), 1 = counted, 2 = weight
+ * decay plus 2 for the embedding and the output layer (decoupled_lr). */
 static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
 {
     int n = p->nparams;
@@ -42,7 +51,8 @@ static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
     for (int i = 0; i < n; i++) {
         const gl_param *q = &p->param[order[i]];
         size_t end = i + 1 < n ? p->param[order[i + 1]].offset : p->nflat;
-        int flag = which == 0 ? !q->no_weight_decay : q->counted;
+        int flag = which == 1 ? q->counted
+                 : !q->no_weight_decay + (which == 2 && embedding_or_output(q) ? 2 : 0);
         if (nr && r[nr - 1].flag == flag && r[nr - 1].end == q->offset)
             r[nr - 1].end = end;
         else
@@ -334,8 +344,20 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     }
     free(r);
 
-    /* AdamW segments within the update range */
-    r = flag_ranges(p, 0, &nr);
+    /* AdamW segments within the update range: those of the embedding and
+     * output layer after the others when they have their own rate */
+    int decoupled = c->optim.decoupled_lr > 0;
+    r = flag_ranges(p, decoupled ? 2 : 0, &nr);
+    if (decoupled) {
+        gl_range *sorted = gl_malloc((size_t)(nr ? nr : 1) * sizeof *sorted);
+        int k = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < nr; i++)
+                if ((r[i].flag >= 2) == pass)
+                    sorted[k++] = r[i];
+        free(r);
+        r = sorted;
+    }
     o->seg = gl_malloc((size_t)(nr ? nr : 1) * sizeof *o->seg);
     const float *grad = o->gshard ? o->gshard : m->g;
     size_t gbase = o->gshard ? o->shard_begin : 0;
@@ -351,7 +373,9 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
         s->v = o->mom2 + (a - o->upd_begin);
         s->act_out = o->master_is_w ? NULL : gl_model_weight(m, a);
         s->count = b - a;
-        s->weight_decay = r[i].flag ? (float)c->optim.weight_decay : 0.0f;
+        s->weight_decay = r[i].flag & 1 ? (float)c->optim.weight_decay : 0.0f;
+        if (r[i].flag < 2)
+            o->nseg_main = o->nseg;
     }
     free(r);
     return o;
@@ -425,13 +449,17 @@ void gl_optim_sumsq(gl_optim *o, float *out)
                              o->norm[i].end - o->norm[i].begin);
 }
 
-void gl_optim_step(gl_optim *o, double lr, double grad_scale)
+void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scale)
 {
     gl_adamw_hyper hp = {
         .lr = (float)lr, .beta1 = (float)o->beta1, .beta2 = (float)o->beta2,
         .eps = (float)o->eps, .grad_scale = (float)grad_scale, .step = ++o->steps,
     };
-    o->d->ops->adamw(o->d, o->seg, o->nseg, &hp);
+    o->d->ops->adamw(o->d, o->seg, o->nseg_main, &hp);
+    if (o->nseg > o->nseg_main) {          /* --decoupled-lr: same step, own rate */
+        hp.lr = (float)lr_decoupled;
+        o->d->ops->adamw(o->d, o->seg + o->nseg_main, o->nseg - o->nseg_main, &hp);
+    }
     if (o->gather) {
         /* broadcast bucket by bucket when the forward asks (optim.h) */
         o->d->ops->comm_wait_compute(o->d);

@@ -113,6 +113,9 @@ typedef struct {
     int nnorm;
     gl_adamw_seg *seg;          /* AdamW segments (weight decay or not) */
     int nseg;
+    int nseg_main;              /* the first nseg_main take lr; the rest,
+                                 * the embedding's and output layer's with
+                                 * --decoupled-lr, take lr_decoupled */
     double beta1, beta2, eps;
     long steps;                 /* successful optimizer steps */
     /* --overlap-grad-reduce (DP > 1 only) */
@@ -153,11 +156,12 @@ void gl_optim_reduce(gl_optim *o);
 /* *out += sum of squares of the counted gradients of this rank's shard. */
 void gl_optim_sumsq(gl_optim *o, float *out);
 
-/* One AdamW step with learning rate lr on gradients x grad_scale, then
+/* One AdamW step with learning rate lr (lr_decoupled for the embedding
+ * and output layer under --decoupled-lr) on gradients x grad_scale, then
  * (distributed) the all-gather of the new weights -- or, with
  * --overlap-param-gather, their bucket-by-bucket broadcasts during the
  * next forward. */
-void gl_optim_step(gl_optim *o, double lr, double grad_scale);
+void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scale);
 
 /* Every weight of this rank in place before the compute stream's next
  * op (--overlap-param-gather: the broadcasts not yet done are enqueued

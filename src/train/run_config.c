@@ -8,9 +8,11 @@
  * that does not split into micro-batches, ...).
  *
  * Checks that need only the command line run at the end of
- * gl_config_parse(), before MPI starts, so a typo costs no allocation.
- * Checks that need the world size run in gl_config_finish().  Each one
- * stops the program with one line, exit code 2, that names the flags, the
+ * gl_config_parse(), before MPI starts, so a typo costs no allocation;
+ * their errors are collected with the parser's (base/options.h) and
+ * reported together, one line each, then the program stops, exit code 2.
+ * Checks that need the world size run in gl_config_finish(), one at a
+ * time: the first error stops the job.  Each line names the flags, the
  * values and a way out.  Every rank runs the same checks on the same
  * input, so every rank stops; only rank 0 prints.
  */
@@ -18,6 +20,7 @@
 #include "train/run_config.h"
 #include "base/log.h"
 #include "base/options.h"
+#include "train/checkpoint.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -84,22 +87,48 @@ static void quiet_end(quiet_fds q)
     close(q.err);
 }
 
-/* A usage error found by a check.  Rank 0 prints it and stops the job;
- * once MPI is up, the other ranks give rank 0 time to do so (its abort
- * ends them) and stop silently themselves if it somehow does not. */
-GL_NORETURN GL_PRINTF(1, 2) static void bad(const char *fmt, ...)
+/* A usage error found by a check.  In gl_config_parse() it is recorded
+ * with the parser's errors and bad() returns: the check goes on, and
+ * must not rely on what it refused.  In gl_config_finish() bad() does
+ * not return: rank 0 prints the error and stops the job; once MPI is up,
+ * the other ranks give rank 0 time to do so (its abort ends them) and
+ * stop silently themselves if it somehow does not. */
+GL_PRINTF(1, 2) static void bad(const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (gl_opt_collecting()) {
+        gl_opt_record(NULL, msg);
+        return;
+    }
     if (launcher_rank() > 0) {
         quiet_begin();
         if (gl_log_rank() > 0)
             sleep(10);
     }
     gl_die_code(2, "%s", msg);
+}
+
+/* 1 when the value of one of the options named in names (a list
+ * separated by spaces, without "--") was refused: a check that reads
+ * them is skipped, since what it would judge is the default that stood
+ * in for the refused value, and its error would only echo the first. */
+static int refused_any(const char *names)
+{
+    char name[128];
+    for (const char *p = names; *p;) {
+        size_t n = strcspn(p, " ");
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        if (n && gl_opt_had_error(name))
+            return 1;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    return 0;
 }
 
 /* A warning, printed by rank 0 only. */
@@ -146,8 +175,8 @@ static int opt_model(void *target, const gl_option *o, const char *value, char *
      * gl_config_parse); here the name is only checked. */
     gl_arch probe;
     if (gl_arch_preset(&probe, value) != 0)
-        gl_opt_die(o, value, "is not a known model: use %s, or give the shape with "
-                   "--num-layers, --hidden-size, ...", preset_names);
+        gl_opt_error(o, value, "is not a known model: use %s, or give the shape with "
+                     "--num-layers, --hidden-size, ...", preset_names);
     return 0;
 }
 
@@ -188,6 +217,45 @@ static int opt_rotary(void *target, const gl_option *o, const char *value, char 
  * Weights are normalised to sum to 1; without weights each data_weight is
  * 0 and data_weights_given is 0: Megatron then weights the datasets by
  * their size. */
+/* What is wrong with the n items of a --data-path (item[0] its value),
+ * recorded; 0 when they are a prefix list or a weighted blend.  *weighted
+ * says which. */
+static int data_path_error(const gl_option *o, const char **item, int n, int *weighted)
+{
+    double w;
+    *weighted = n > 1 && !gl_opt_to_double(item[0], &w);
+    int paths = *weighted ? n / 2 : n;
+    if (*weighted && n % 2)
+        return gl_opt_error(o, item[n - 1], "has no dataset after it: weighted blends are "
+                            "--data-path W1 PREFIX1 W2 PREFIX2 ...");
+    if (paths > GL_MAX_DATA_PATHS)
+        return gl_opt_error(o, item[0], "... names %d datasets: at most %d can be blended",
+                            paths, GL_MAX_DATA_PATHS);
+    if (!*weighted)
+        return 0;
+    double sum = 0;
+    for (int k = 0; k < paths; k++) {
+        if (gl_opt_to_double(item[2 * k], &w) || w < 0)
+            return gl_opt_error(o, item[2 * k], "is not a weight: weighted blends are "
+                                "--data-path W1 PREFIX1 W2 PREFIX2 ... with each W >= 0");
+        double dummy;
+        if (!gl_opt_to_double(item[2 * k + 1], &dummy))
+            return gl_opt_error(o, item[2 * k + 1], "is a number where a dataset prefix was "
+                                "expected: weighted blends are --data-path W1 PREFIX1 W2 "
+                                "PREFIX2 ...");
+        sum += w;
+    }
+    if (!(sum > 0))
+        return gl_opt_error(o, item[0], "...: the weights sum to 0: give at least one "
+                            "positive weight");
+    return 0;
+}
+
+/* --data-path PREFIX | --data-path W1 PREFIX1 W2 PREFIX2 ...  (Megatron's
+ * blend syntax).  Takes every following argument up to the next option.
+ * Weights are normalised to sum to 1; without weights each data_weight is
+ * 0 and data_weights_given is 0: Megatron then weights the datasets by
+ * their size.  A bad list is recorded and leaves the paths as they were. */
 static int opt_data_path(void *target, const gl_option *o, const char *value, char **more,
                          int nmore)
 {
@@ -201,40 +269,25 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
     for (int i = 0; i < n; i++)
         item[i + 1] = more[i];
 
+    int weighted;
+    if (data_path_error(o, item, count, &weighted)) {
+        free(item);
+        return n;
+    }
     for (int i = 0; i < c->data.n_data_paths; i++)
         free(c->data.data_path[i]);
-    c->data.n_data_paths = 0;
-
-    double w;
-    int weighted = count > 1 && !gl_opt_to_double(item[0], &w);
     int paths = weighted ? count / 2 : count;
-    if (weighted && count % 2)
-        gl_opt_die(o, item[count - 1], "has no dataset after it: weighted blends are "
-                   "--data-path W1 PREFIX1 W2 PREFIX2 ...");
-    if (paths > GL_MAX_DATA_PATHS)
-        gl_opt_die(o, item[0], "... names %d datasets: at most %d can be blended", paths,
-                   GL_MAX_DATA_PATHS);
     double sum = 0;
     for (int k = 0; k < paths; k++) {
-        const char *path = weighted ? item[2 * k + 1] : item[k];
         double weight = 0;
-        if (weighted) {
-            if (gl_opt_to_double(item[2 * k], &weight) || weight < 0)
-                gl_opt_die(o, item[2 * k], "is not a weight: weighted blends are "
-                           "--data-path W1 PREFIX1 W2 PREFIX2 ... with each W >= 0");
-            double dummy;
-            if (!gl_opt_to_double(path, &dummy))
-                gl_opt_die(o, path, "is a number where a dataset prefix was expected: "
-                           "weighted blends are --data-path W1 PREFIX1 W2 PREFIX2 ...");
-        }
-        c->data.data_path[k] = gl_strdup(path);
+        if (weighted)
+            gl_opt_to_double(item[2 * k], &weight);   /* data_path_error read it */
+        c->data.data_path[k] = gl_strdup(weighted ? item[2 * k + 1] : item[k]);
         c->data.data_weight[k] = weight;
         sum += weight;
     }
     c->data.n_data_paths = paths;
     c->data.data_weights_given = weighted;
-    if (weighted && !(sum > 0))
-        gl_opt_die(o, item[0], "...: the weights sum to 0: give at least one positive weight");
     for (int k = 0; weighted && k < paths; k++)
         c->data.data_weight[k] /= sum;
     if (paths == 1)
@@ -243,9 +296,40 @@ static int opt_data_path(void *target, const gl_option *o, const char *value, ch
     return n;
 }
 
+/* --rampup-batch-size START INCREMENT SAMPLES (Megatron's three values):
+ * each a whole number, START and INCREMENT positive.  A bad one is
+ * recorded and the ramp left as it was (off). */
+static int opt_rampup(void *target, const gl_option *o, const char *value, char **more,
+                      int nmore)
+{
+    gl_config *c = target;
+    const char *item[3] = { value, nmore > 0 ? more[0] : NULL, nmore > 1 ? more[1] : NULL };
+    long v[3];
+    for (int k = 0; k < 3; k++) {
+        if (!item[k] || !strncmp(item[k], "--", 2)) {
+            gl_opt_error(o, value, "needs three numbers: --rampup-batch-size START INCREMENT "
+                         "SAMPLES, e.g. 32 32 1000000");
+            return k > 0 ? k - 1 : 0;
+        }
+        if (gl_opt_to_long(item[k], &v[k]) || v[k] < (k < 2 ? 1 : 0)) {
+            gl_opt_error(o, item[k], "is not a %s: --rampup-batch-size START INCREMENT SAMPLES "
+                         "takes a positive START and INCREMENT and SAMPLES >= 0",
+                         k < 2 ? "positive whole number" : "whole number >= 0");
+            return 2;
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        c->rampup_batch_size[k] = v[k];
+    return 2;
+}
+
 /* --help prints the option table, so it is defined after it. */
 static int opt_help(void *target, const gl_option *o, const char *value, char **more,
                     int nmore);
+
+/* --list-megatron-flags prints the option table, so it is defined after it. */
+static int opt_list_flags(void *target, const gl_option *o, const char *value, char **more,
+                          int nmore);
 
 static int opt_version(void *target, const gl_option *o, const char *value, char **more,
                        int nmore)
@@ -255,13 +339,6 @@ static int opt_version(void *target, const gl_option *o, const char *value, char
     exit(0);
 }
 
-/* Megatron options whose effect gridlm cannot give: refused, with why. */
-static int opt_refuse(void *target, const gl_option *o, const char *value, char **more,
-                      int nmore)
-{
-    gl_opt_die(o, value, "is not supported");
-}
-
 /* --wandb-*: gridlm does not talk to Weights & Biases.  An empty value
  * is Megatron's "no wandb" and is accepted; any other is refused with
  * the way to get the same charts. */
@@ -269,9 +346,9 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
                      int nmore)
 {
     if (value && *value)
-        gl_opt_die(o, value, "is not supported: gridlm does not talk to Weights & Biases; "
-                   "write TensorBoard files with --tensorboard-dir DIR and upload them "
-                   "with `wandb sync --sync-tensorboard DIR`");
+        gl_opt_error(o, value, "is not supported: gridlm does not talk to Weights & Biases; "
+                     "write TensorBoard files with --tensorboard-dir DIR and upload them "
+                     "with `wandb sync --sync-tensorboard DIR`");
     return 0;
 }
 
@@ -292,8 +369,63 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define G_PROG "Program"
 #define G_COMPAT "Accepted for Megatron-LM scripts (gridlm always does this)"
 
-static const char *const lr_styles[] = {"constant", "linear", "cosine", NULL};
-static const int lr_style_values[] = {GL_LR_CONSTANT, GL_LR_LINEAR, GL_LR_COSINE};
+/* Megatron-LM options gridlm accepts without effect or refuses: the
+ * reasons, one string shared by every row it explains. */
+#define R_FUSION "a kernel or loader speed setting: gridlm's kernels need none; results are the same"
+#define R_COMM "a communication tuning setting: gridlm schedules its collectives itself; results are the same"
+#define R_TORCH "a PyTorch memory or start-up setting: does not apply to gridlm"
+#define R_INIT "gridlm initialises the same weights whatever the layout"
+#define R_LAUNCH "set by torchrun: gridlm takes ranks from mpiexec or srun"
+#define R_GRAPH "gridlm does not capture CUDA graphs; speed only, results are the same"
+#define R_RNG_SAVE "checkpoints always hold the random state (as with --no-load-rng, the loader decides)"
+#define R_FP32_GRADS "gridlm accumulates and reduces gradients in fp32 always"
+#define R_CKPT "gridlm writes its own HDF5 checkpoints, loadable under any layout, whatever this says (gridlm-ckpt converts them)"
+#define R_FP32_STATE "the optimizer keeps fp32 master weights, gradients and moments: use fp32 or leave it out"
+#define R_FP16_ONLY "applies to --fp16 only, which gridlm refuses (bf16 needs no loss scale)"
+#define R_OTHER_OPT "applies to --optimizer sgd or muon only; gridlm's optimizer is AdamW"
+#define R_WSD_ONLY "applies to --lr-decay-style WSD only, which gridlm refuses"
+#define R_OFFLOAD_ONLY "applies with --optimizer-cpu-offload only, which gridlm refuses"
+#define R_OTHER_POS "applies to relative position embeddings only; gridlm uses learned absolute positions or RoPE"
+#define R_TIKTOKEN "applies to TikTokenizer only, which --tokenizer-type refuses"
+#define R_TOKENIZER "a Python tokenizer-loading setting: gridlm reads tokenizer.json or vocab.json + merges.txt itself"
+#define R_FSDP_ONLY "applies to FSDP only, which gridlm refuses (--use-distributed-optimizer shards the optimizer)"
+#define R_OTHER_MODEL "applies to BERT, T5, biencoder or vision models only, not to GPT-style pre-training"
+#define R_MAMBA_ONLY "applies to hybrid Mamba models only, which gridlm refuses"
+#define R_INFER "an inference setting: gridlm-train does not serve the model (gridlm-eval evaluates a checkpoint)"
+#define R_SERVICE "an NVIDIA run-time service or tracker: gridlm has none; training is the same"
+#define R_LOGGED "gridlm's log has fixed contents (loss, gradient norm, learning rate, TFLOP/s, MFU): this detail is not logged"
+#define R_STRAGGLER "gridlm reports stragglers always: see --straggler-threshold"
+#define R_INPROCESS "applies with --inprocess-restart only, which gridlm refuses"
+#define R_MOE "mixture of experts is not supported yet: gridlm trains dense models; drop the MoE flags"
+#define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
+#define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
+#define R_ACT "gridlm's MLP is GeLU (tanh approximation, Megatron's fused bias-GeLU) or SwiGLU (--swiglu); other activations are not built"
+#define R_LAYER "gridlm's layer is Megatron's GPT one or the Llama one (pre-norm, no norm inside attention, the residual in the activations' dtype): this variant is not built"
+#define R_ATTN "sliding-window attention is not supported: every layer attends causally over --seq-length"
+#define R_ROPE "gridlm's RoPE rotates halves of every head in every layer (with --use-rope-scaling for Llama 3): this variant is not built"
+#define R_ENCDEC "encoder-decoder models are not built: gridlm trains decoders; use --num-layers and --seq-length"
+#define R_HETERO "heterogeneous layers are not built: every layer has the same shape"
+#define R_MAMBA "hybrid Mamba models are not supported: gridlm's layers are attention and an MLP"
+#define R_RETRO "Retro is not supported: gridlm trains plain decoders"
+#define R_RL "reinforcement learning (GRPO) is not supported: gridlm-train pre-trains"
+#define R_KITCHEN "NVIDIA Kitchen quantization is not supported: use --fp8-format for FP8 training"
+#define R_EVEN_PP "gridlm gives every pipeline stage the same number of layers: --num-layers must divide by --pipeline-model-parallel-size"
+#define R_FSDP "FSDP is not built: --use-distributed-optimizer shards the optimizer state (ZeRO-1)"
+#define R_WD "weight decay is constant: use --weight-decay"
+#define R_CHECKS "this check is not built; gridlm checks every loss and gradient norm for NaN/Inf (--max-nonfinite-iters)"
+#define R_PROFILE "gridlm does not drive a profiler: run the job under nsys profile (or ncu) without a capture range"
+#define R_TOKENIZER_FILE "give the tokenizer with --tokenizer-model tokenizer.json (or --vocab-file and --merge-file)"
+#define R_SPLIT_DATA "one blend is split into train, validation and test: use --data-path with --split"
+#define R_DOCS "samples run across document boundaries as in Megatron's default; per-document positions and masks are not built: drop it"
+#define R_VALID "validation runs --eval-iters batches of the blend's validation split every --eval-interval"
+#define R_CKPT_KEEP "gridlm keeps every checkpoint it writes, on the file system: use --save and --save-interval"
+#define R_CONVERT "convert checkpoints with gridlm-ckpt"
+#define R_RESUME "use --exit-signal-handler or --exit-duration-in-mins, then restart with --load"
+
+static const char *const lr_styles[] = {"constant", "linear", "cosine", "inverse-square-root",
+                                        NULL};
+static const int lr_style_values[] = {GL_LR_CONSTANT, GL_LR_LINEAR, GL_LR_COSINE,
+                                      GL_LR_INVERSE_SQRT};
 static const char *const recompute_names[] = {"selective", "full", NULL};
 static const int recompute_values[] = {GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL};
 static const char *const recompute_methods[] = {"uniform", "block", NULL};
@@ -311,6 +443,14 @@ static const char *const tokenizers[] = {"HuggingFaceTokenizer", "GPT2BPETokeniz
                                          "NullTokenizer", NULL};
 static const char *const impls[] = {"local", "transformer_engine", NULL};
 static const char *const backends[] = {"nccl", NULL};
+static const char *const single_loader[] = {"single", NULL};
+static const char *const rope_types[] = {"rope", NULL};
+static const char *const softmax_types[] = {"vanilla", NULL};
+static const char *const fp32_only[] = {"fp32", NULL};
+static const char *const attn_backends[] = {"flash", "fused", "unfused", "local", "auto", NULL};
+static const int attn_backend_values[] = {GL_ATTN_BACKEND_FLASH, GL_ATTN_BACKEND_FUSED,
+                                          GL_ATTN_BACKEND_UNFUSED, GL_ATTN_BACKEND_LOCAL,
+                                          GL_ATTN_BACKEND_AUTO};
 
 /* Row builders: name, field, group, checks, help, then any further
  * designated initialisers (.defstr, .hint, .min, ...). */
@@ -346,8 +486,19 @@ static const char *const backends[] = {"nccl", NULL};
     {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",         \
      .group = G_TB, .fn = opt_wandb,                                                      \
      .help = "refused unless empty: use --tensorboard-dir and `wandb sync --sync-tensorboard`"}
-#define REFUSE(nm, mv, hnt) \
-    {.name = nm, .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = mv, .fn = opt_refuse, .hint = hnt}
+/* The rest of Megatron-LM's options, outside --help: accepted without
+ * effect (a flag, or an option whose values, a list for some, are not
+ * read), accepted with one value only, or refused.  Why is the row's hint
+ * (which --list-megatron-flags prints) or its refusal. */
+#define ACCEPT(nm, why) \
+    {.name = nm, .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .hint = why}
+#define ACCEPT_V(nm, why) \
+    {.name = nm, .kind = GL_OPT_IGNORE, .offset = GL_OPT_NOWHERE, .metavar = "X", .hint = why}
+#define ONLY(nm, v, why)                                                                     \
+    {.name = nm, .kind = GL_OPT_DOUBLE, .offset = GL_OPT_NOWHERE, .metavar = "X",          \
+     .check = GL_OPT_MIN | GL_OPT_MAX, .min = v, .max = v, .hint = why}
+#define REFUSE(nm, why) \
+    {.name = nm, .kind = GL_OPT_FLAG, .offset = GL_OPT_NOWHERE, .refused = why}
 
 #define POS GL_OPT_POSITIVE
 #define NONNEG GL_OPT_NONNEG
@@ -402,16 +553,17 @@ static const gl_option table[] = {
     CHOICE("position-embedding-type", arch.position_embedding_type, "NAME", G_MODEL,
            gl_arch_position_names, NULL, "learned_absolute, rope or none"),
     {.name = "use-rotary-position-embeddings", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_rotary, .help = "= --position-embedding-type rope"},
+     .group = G_MODEL, .fn = opt_rotary, .sets = 1, .help = "= --position-embedding-type rope"},
     {.name = "no-position-embedding", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_no_position_embedding,
+     .group = G_MODEL, .fn = opt_no_position_embedding, .sets = 1,
      .help = "no learned absolute positions (RoPE, when chosen, stays)"},
     DBL("rotary-percent", arch.rotary_percent, G_MODEL, GL_OPT_MIN | GL_OPT_MAX,
         "share of each head's channels RoPE rotates (only 1 is built)", .min = 0, .max = 1),
     FLAG("add-bias-linear", arch.add_bias_linear, G_MODEL, "biases on the linear layers",
          .defstr = "on"),
     {.name = "disable-bias-linear", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_disable_bias_linear, .help = "no biases on the linear layers"},
+     .group = G_MODEL, .fn = opt_disable_bias_linear, .sets = 1,
+     .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
     DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
         "dropout on the attention probabilities (on CUDA it runs gridlm's attention "
@@ -454,6 +606,13 @@ static const gl_option table[] = {
          .defstr = "required, or --train-samples"),
     LONG("train-samples", train_samples, G_BATCH, POS, "samples to train (instead of iterations)",
          .defstr = "unused"),
+    {.name = "rampup-batch-size", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .metavar = "START INC SAMPLES", .group = G_BATCH, .fn = opt_rampup,
+     .help = "grow the global batch from START by INC over SAMPLES samples (needs "
+             "--train-samples)", .defstr = "none"},
+    FLAG("calculate-per-token-loss", calculate_per_token_loss, G_BATCH,
+         "normalise the loss by the global batch's unmasked tokens (default: each "
+         "micro-batch's token mean, averaged over micro-batches and DP)"),
     INT("seed", seed, G_BATCH, NONNEG, "seed of the weights and the data order"),
 
     /* --- optimizer --- */
@@ -476,12 +635,33 @@ static const gl_option table[] = {
     LONG("lr-decay-iters", optim.lr_decay_iters, G_LR, POS, "iterations over which the rate decays",
          .defstr = "train iters"),
     CHOICE("lr-decay-style", optim.lr_decay_style, "STYLE", G_LR, lr_styles, lr_style_values,
-           "constant, linear or cosine"),
+           "constant, linear, cosine or inverse-square-root (WSD is refused)"),
+    LONG("lr-warmup-samples", optim.lr_warmup_samples, G_LR, NONNEG,
+         "samples of linear warm-up (with --train-samples)"),
+    LONG("lr-decay-samples", optim.lr_decay_samples, G_LR, POS,
+         "samples over which the rate decays (with --train-samples)", .defstr = "train samples"),
+    DBL("decoupled-lr", optim.decoupled_lr, G_LR, POS,
+        "peak learning rate of the embedding and the output layer", .defstr = "--lr"),
+    DBL("decoupled-min-lr", optim.decoupled_min_lr, G_LR, NONNEG,
+        "their rate at the end of the decay", .defstr = "--min-lr"),
+    FLAG("use-checkpoint-opt_param-scheduler", optim.use_checkpoint_opt_param_scheduler, G_LR,
+         "--load: take the schedule (rates, warm-up, decay, style) from the checkpoint"),
+    FLAG("override-opt_param-scheduler", optim.override_opt_param_scheduler, G_LR,
+         "--load: take the schedule from the command line, whatever the checkpoint says"),
+    FLAG("use-checkpoint-opt-param-scheduler", optim.use_checkpoint_opt_param_scheduler, G_LR,
+         "the same (Megatron's other spelling)"),
+    FLAG("override-opt-param-scheduler", optim.override_opt_param_scheduler, G_LR,
+         "the same (Megatron's other spelling)"),
 
     /* --- precision, device, memory --- */
     CHOICE("device", device, "DEV", G_PREC, devices, device_values,
            "cpu (fp32 reference), cuda, or auto (cuda when a GPU is visible)"),
     FLAG("bf16", bf16, G_PREC, "bf16 weights and activations, fp32 master weights"),
+    CHOICE("attention-backend", attention_backend, "NAME", G_PREC, attn_backends,
+           attn_backend_values, "attention on CUDA, as GRIDLM_ATTENTION (which it overrides): "
+           "fused = cuDNN's fused flash attention (cudnn); flash, unfused and local = "
+           "gridlm's own flash-attention kernels (native); auto = cuDNN when it has a plan",
+           .defstr = "GRIDLM_ATTENTION, else auto"),
     CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
            "FP8 products in the decoder layers' linears (needs --bf16): e4m3 everywhere, or "
            "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
@@ -503,7 +683,7 @@ static const gl_option table[] = {
         "with --first-last-layers-bf16: layers at the end kept in bf16"),
     CHOICE("recompute-granularity", layout.recompute_granularity, "KIND", G_PREC, recompute_names,
            recompute_values,
-           "recompute in the backward: selective (norm and SwiGLU outputs) or full (layers)",
+           "recompute in the backward: selective (norm and activation outputs) or full (layers)",
            .defstr = "none"),
     STR("recompute-method", layout.recompute_method, "METHOD", G_PREC,
         "with full: uniform or block", .choices = recompute_methods),
@@ -539,10 +719,14 @@ static const gl_option table[] = {
         .defstr = "start afresh"),
     LONG("save-interval", ckpt.save_interval, G_CKPT, NONNEG, "iterations between checkpoints",
          .defstr = "at the end only"),
+    LONG("persistent-save-interval", ckpt.save_interval, NULL, NONNEG, NULL), /* Megatron's alias */
     FLAG("no-save-optim", ckpt.no_save_optim, G_CKPT, "leave the optimizer state out of checkpoints"),
     FLAG("no-load-optim", ckpt.no_load_optim, G_CKPT, "do not load the optimizer state"),
     FLAG("no-load-rng", ckpt.no_load_rng, G_CKPT, "do not load the random state"),
     FLAG("finetune", ckpt.finetune, G_CKPT, "load weights only; start at iteration 0"),
+    FLAG("use-checkpoint-args", ckpt.use_checkpoint_args, G_CKPT,
+         "take the model's shape (and vocabulary) from the checkpoint --load names; shape "
+         "flags must agree with it"),
     FLAG("async-save", ckpt.async_save, G_CKPT, "write checkpoints in the background"),
 
     /* --- logging --- */
@@ -603,6 +787,10 @@ static const gl_option table[] = {
      .fn = opt_help, .help = "print this help and exit"},
     {.name = "version", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
      .fn = opt_version, .help = "print the version and exit"},
+    {.name = "list-megatron-flags", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
+     .group = G_PROG, .fn = opt_list_flags,
+     .help = "print every option, Megatron-LM's included, as NAME<TAB>STATUS<TAB>WHY "
+             "(honoured, accepted without effect, or refused) and exit"},
 
     /* --- Megatron flags naming what gridlm always does --- */
     SAME("no-masked-softmax-fusion", "causal softmax inside the attention kernel"),
@@ -616,13 +804,390 @@ static const gl_option table[] = {
     SAME("no-bias-dropout-fusion", "fusion is gridlm's choice"),
     SAME("no-rope-fusion", "RoPE kernel"),
 
-    /* --- Megatron options gridlm refuses, with the reason --- */
-    REFUSE("fp16", NULL, "gridlm trains in bf16 (--bf16) or fp32; fp16 loss scaling is not "
-           "implemented"),
-    REFUSE("num-experts", "N", "gridlm's Llama models are dense; mixture-of-experts layers are "
-           "not implemented"),
+    /* --- The rest of Megatron-LM's options (megatron/training/arguments.py),
+     * each accepted without effect or refused, with the reason.  Rows
+     * without help stay out of --help; --list-megatron-flags prints them
+     * all, and doc/megatron-flags.md is that list with the reasons. --- */
+
+    /* Accepted: speed, memory or housekeeping only; what is trained is the same. */
+    ACCEPT("no-bias-gelu-fusion", R_FUSION), ACCEPT("no-persist-layer-norm", R_FUSION),
+    ACCEPT("cross-entropy-loss-fusion", R_FUSION), ACCEPT_V("cross-entropy-fusion-impl", R_FUSION),
+    ACCEPT("use-te-activation-func", R_FUSION), ACCEPT("no-gradient-reduce-div-fusion", R_FUSION),
+    ACCEPT("no-async-tensor-model-parallel-allreduce", R_FUSION),
+    ACCEPT("disable-bf16-reduced-precision-matmul", R_FUSION),
+    ACCEPT("tp-comm-overlap", R_COMM), ACCEPT_V("tp-comm-overlap-cfg", R_COMM),
+    ACCEPT("disable-tp-comm-overlap-ag", R_COMM), ACCEPT("disable-tp-comm-overlap-rs", R_COMM),
+    ACCEPT("tp-comm-overlap-rs-dgrad", R_COMM), ACCEPT("disable-tp-comm-bulk-dgrad", R_COMM),
+    ACCEPT("disable-tp-comm-bulk-wgrad", R_COMM), ACCEPT_V("tp-comm-bootstrap-backend", R_COMM),
+    ACCEPT("disable-tp-comm-split-ag", R_COMM), ACCEPT("disable-tp-comm-split-rs", R_COMM),
+    ACCEPT_V("pipeline-model-parallel-comm-backend", R_COMM),
+    ACCEPT_V("high-priority-stream-groups", R_COMM), ACCEPT("no-overlap-p2p-communication", R_COMM),
+    ACCEPT("overlap-p2p-communication-warmup-flush", R_COMM),
+    ACCEPT("defer-embedding-wgrad-compute", R_COMM), ACCEPT_V("wgrad-deferral-limit", R_COMM),
+    ACCEPT("no-align-grad-reduce", R_COMM), ACCEPT_V("ddp-num-buckets", R_COMM),
+    ACCEPT("ddp-pad-buckets-for-high-nccl-busbw", R_COMM),
+    ACCEPT("ddp-reduce-scatter-with-fp32-accumulation", R_COMM),
+    ACCEPT("ddp-average-in-collective", R_COMM),
+    ACCEPT("overlap-param-gather-with-optimizer-step", R_COMM),
+    ACCEPT("no-align-param-gather", R_COMM), ACCEPT("no-scatter-gather-tensors-in-pipeline", R_COMM),
+    ACCEPT("use-ring-exchange-p2p", R_COMM), ACCEPT("use-nccl-ub", R_COMM),
+    ACCEPT("disable-symmetric-registration", R_COMM), ACCEPT("use-sharp", R_COMM),
+    ACCEPT_V("sharp-enabled-group", R_COMM), ACCEPT_V("nccl-communicator-config-path", R_COMM),
+    ACCEPT("use-tp-pp-dp-mapping", R_COMM), ACCEPT("delay-wgrad-compute", R_COMM),
+    ACCEPT_V("train-sync-interval", R_COMM), ACCEPT("disable-gloo-process-groups", R_TORCH),
+    ACCEPT("manual-gc", R_TORCH), ACCEPT_V("manual-gc-interval", R_TORCH),
+    ACCEPT("no-manual-gc-eval", R_TORCH), ACCEPT_V("empty-unused-memory-level", R_TORCH),
+    ACCEPT("no-clone-scatter-output-in-embedding", R_TORCH), ACCEPT("use-cpu-initialization", R_INIT),
+    ACCEPT("init-model-with-meta-device", R_TORCH), ACCEPT("no-initialization", R_TORCH),
+    ACCEPT_V("local-rank", R_LAUNCH), ACCEPT_V("lazy-mpu-init", R_LAUNCH),
+    ACCEPT("te-rng-tracker", R_TORCH), ACCEPT("inference-rng-tracker", R_TORCH),
+    ACCEPT("enable-cuda-graph", R_GRAPH), ACCEPT_V("cuda-graph-warmup-steps", R_GRAPH),
+    ACCEPT("external-cuda-graph", R_GRAPH), ACCEPT_V("cuda-graph-impl", R_GRAPH),
+    ACCEPT_V("cuda-graph-scope", R_GRAPH), ACCEPT("distribute-saved-activations", R_TORCH),
+    ACCEPT("deterministic-mode", "gridlm has no separate deterministic mode"),
+    ACCEPT_V("cp-comm-type", "context parallelism's exchange method: gridlm's training "
+             "loop does not run context parallelism yet (--context-parallel-size 1)"),
+    ACCEPT_V("hierarchical-context-parallel-sizes", "context parallelism's groups: gridlm's "
+             "training loop does not run context parallelism yet (--context-parallel-size 1)"),
+
+    /* Accepted: gridlm always does this. */
+    ACCEPT("no-save-rng", R_RNG_SAVE),
+    ACCEPT("apply-query-key-layer-scaling", "attention's softmax runs in fp32 already"),
+    ACCEPT("grad-reduce-in-bf16", R_FP32_GRADS), ACCEPT("accumulate-allreduce-grads-in-fp32", R_FP32_GRADS),
+    ACCEPT("no-check-for-nan-in-loss-and-grad", "gridlm always checks the loss and gradients "
+           "for NaN/Inf: --max-nonfinite-iters sets how many such iterations are skipped"),
+    ACCEPT("no-create-attention-mask-in-dataloader", "the causal mask is built inside the "
+           "attention kernel, never by the data loader"),
+    ACCEPT("no-mmap-bin-files", "gridlm maps the .bin files read-only; the flag changes "
+           "only how they are read"),
+    ACCEPT_V("num-dataset-builder-threads", R_FUSION), ACCEPT_V("mid-level-dataset-surplus", R_FUSION),
+    ACCEPT("allow-ambiguous-pad-tokens", "gridlm's samples have no pad tokens"),
+    ACCEPT("fp8-param-gather", "gridlm quantizes the weights to FP8 once per step; the "
+           "gather of the weights is the same"),
+    ACCEPT_V("fp8-interval", "deprecated and ignored by Megatron-LM too"),
+    ACCEPT("keep-fp8-transpose-cache", R_FSDP_ONLY),
+    ACCEPT("reuse-grad-buf-for-mxfp8-param-ag", "applies to --fp8-recipe mxfp8, which needs "
+           "Blackwell and is refused"),
+    ACCEPT_V("ckpt-format", R_CKPT), ACCEPT("use-dist-ckpt", R_CKPT), ACCEPT_V("dist-ckpt-format", R_CKPT),
+    ACCEPT("auto-detect-ckpt-format", R_CKPT), ACCEPT("ckpt-fully-parallel-save", R_CKPT),
+    ACCEPT("no-ckpt-fully-parallel-save", R_CKPT), ACCEPT("ckpt-fully-parallel-load", R_CKPT),
+    ACCEPT("ckpt-assume-constant-structure", R_CKPT), ACCEPT_V("dist-ckpt-strictness", R_CKPT),
+    ACCEPT("dist-ckpt-save-pre-mcore-014", R_CKPT), ACCEPT("dist-ckpt-optim-fully-reshardable", R_CKPT),
+    ACCEPT("distrib-optim-fully-reshardable-mem-efficient", R_CKPT),
+    ACCEPT("use-persistent-ckpt-worker", R_CKPT), ACCEPT("no-strict-fsdp-dtensor-load", R_CKPT),
+    ACCEPT("no-use-tokenizer-model-from-checkpoint-args", "gridlm takes the tokenizer from "
+           "the command line, never from a checkpoint"),
+    SAME_AS_IN("dataloader-type", NULL, single_loader, NULL, "gridlm's loader reads the "
+               "samples in Megatron's single-pass order: use single or leave it out"),
+    SAME_AS_IN("rope-type", NULL, rope_types, NULL, "gridlm's rotary embedding is plain RoPE "
+               "(yarn is for multi-latent attention): use rope or leave it out"),
+    SAME_AS_IN("softmax-type", NULL, softmax_types, NULL, "gridlm's attention has the plain "
+               "softmax: use vanilla or leave it out"),
+    SAME_AS_IN("main-grads-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    SAME_AS_IN("main-params-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    SAME_AS_IN("exp-avg-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    SAME_AS_IN("exp-avg-sq-dtype", NULL, fp32_only, NULL, R_FP32_STATE),
+    ONLY("lr-warmup-init", 0, "the warm-up starts from 0 as in Megatron's default: use 0 or "
+         "leave it out"),
+    ONLY("error-injection-rate", 0, "gridlm injects no errors: use 0 or leave it out"),
+    ACCEPT_V("error-injection-type", "applies with --error-injection-rate above 0 only"),
+    ACCEPT_V("rerun-mode", "gridlm does not re-run iterations to validate them; "
+             "--max-nonfinite-iters handles NaN/Inf steps"),
+
+    /* Accepted: they apply only with an option or a program gridlm refuses. */
+    ACCEPT_V("loss-scale", R_FP16_ONLY), ACCEPT_V("initial-loss-scale", R_FP16_ONLY),
+    ACCEPT_V("min-loss-scale", R_FP16_ONLY), ACCEPT_V("loss-scale-window", R_FP16_ONLY),
+    ACCEPT_V("hysteresis", R_FP16_ONLY), ACCEPT("fp16-lm-cross-entropy", R_FP16_ONLY),
+    ACCEPT_V("sgd-momentum", R_OTHER_OPT), ACCEPT_V("muon-momentum", R_OTHER_OPT),
+    ACCEPT("muon-no-split-qkv", R_OTHER_OPT), ACCEPT("muon-use-nesterov", R_OTHER_OPT),
+    ACCEPT_V("muon-scale-mode", R_OTHER_OPT), ACCEPT_V("muon-fp32-matmul-prec", R_OTHER_OPT),
+    ACCEPT_V("muon-num-ns-steps", R_OTHER_OPT), ACCEPT_V("muon-tp-mode", R_OTHER_OPT),
+    ACCEPT_V("muon-extra-scale-factor", R_OTHER_OPT),
+    ACCEPT_V("lr-wsd-decay-style", R_WSD_ONLY), ACCEPT_V("lr-wsd-decay-samples", R_WSD_ONLY),
+    ACCEPT_V("lr-wsd-decay-iters", R_WSD_ONLY),
+    ACCEPT_V("optimizer-offload-fraction", R_OFFLOAD_ONLY),
+    ACCEPT("use-torch-optimizer-for-cpu-offload", R_OFFLOAD_ONLY),
+    ACCEPT("overlap-cpu-optimizer-d2h-h2d", R_OFFLOAD_ONLY),
+    ACCEPT("no-pin-cpu-grads", R_OFFLOAD_ONLY), ACCEPT("no-pin-cpu-params", R_OFFLOAD_ONLY),
+    ACCEPT_V("relative-attention-num-buckets", R_OTHER_POS),
+    ACCEPT_V("relative-attention-max-distance", R_OTHER_POS),
+    ACCEPT_V("tiktoken-pattern", R_TIKTOKEN), ACCEPT_V("tiktoken-num-special-tokens", R_TIKTOKEN),
+    ACCEPT_V("tiktoken-special-tokens", R_TIKTOKEN), ACCEPT("legacy-tokenizer", R_TOKENIZER),
+    ACCEPT("trust-remote-code", R_TOKENIZER),
+    ACCEPT("fsdp-double-buffer", R_FSDP_ONLY), ACCEPT_V("suggested-communication-unit-size", R_FSDP_ONLY),
+    ACCEPT_V("mask-prob", R_OTHER_MODEL), ACCEPT_V("short-seq-prob", R_OTHER_MODEL),
+    ACCEPT_V("retriever-seq-length", R_OTHER_MODEL), ACCEPT("bert-no-binary-head", R_OTHER_MODEL),
+    ACCEPT_V("onnx-safe", R_OTHER_MODEL), ACCEPT_V("ict-head-size", R_OTHER_MODEL),
+    ACCEPT_V("biencoder-projection-dim", R_OTHER_MODEL),
+    ACCEPT("biencoder-shared-query-context-model", R_OTHER_MODEL), ACCEPT_V("ict-load", R_OTHER_MODEL),
+    ACCEPT_V("bert-load", R_OTHER_MODEL), ACCEPT_V("titles-data-path", R_OTHER_MODEL),
+    ACCEPT_V("query-in-block-prob", R_OTHER_MODEL), ACCEPT("use-one-sent-docs", R_OTHER_MODEL),
+    ACCEPT_V("evidence-data-path", R_OTHER_MODEL),
+    ACCEPT_V("retriever-report-topk-accuracies", R_OTHER_MODEL),
+    ACCEPT("retriever-score-scaling", R_OTHER_MODEL), ACCEPT_V("block-data-path", R_OTHER_MODEL),
+    ACCEPT_V("embedding-path", R_OTHER_MODEL), ACCEPT_V("indexer-batch-size", R_OTHER_MODEL),
+    ACCEPT_V("indexer-log-interval", R_OTHER_MODEL), ACCEPT_V("num-classes", R_OTHER_MODEL),
+    ACCEPT_V("img-h", R_OTHER_MODEL), ACCEPT_V("img-w", R_OTHER_MODEL),
+    ACCEPT_V("num-channels", R_OTHER_MODEL), ACCEPT_V("patch-dim", R_OTHER_MODEL),
+    ACCEPT_V("classes-fraction", R_OTHER_MODEL), ACCEPT_V("data-per-class-fraction", R_OTHER_MODEL),
+    ACCEPT("no-data-sharding", R_OTHER_MODEL), ACCEPT_V("head-lr-mult", R_OTHER_MODEL),
+    ACCEPT("vision-pretraining", R_OTHER_MODEL), ACCEPT_V("vision-pretraining-type", R_OTHER_MODEL),
+    ACCEPT_V("vision-backbone-type", R_OTHER_MODEL), ACCEPT_V("swin-backbone-type", R_OTHER_MODEL),
+    ACCEPT_V("mask-type", R_OTHER_MODEL), ACCEPT_V("mask-factor", R_OTHER_MODEL),
+    ACCEPT_V("iter-per-epoch", R_OTHER_MODEL), ACCEPT_V("dino-local-img-size", R_OTHER_MODEL),
+    ACCEPT_V("dino-local-crops-number", R_OTHER_MODEL), ACCEPT_V("dino-head-hidden-size", R_OTHER_MODEL),
+    ACCEPT_V("dino-bottleneck-size", R_OTHER_MODEL), ACCEPT_V("dino-freeze-last-layer", R_OTHER_MODEL),
+    ACCEPT("dino-norm-last-layer", R_OTHER_MODEL), ACCEPT_V("dino-warmup-teacher-temp", R_OTHER_MODEL),
+    ACCEPT_V("dino-teacher-temp", R_OTHER_MODEL),
+    ACCEPT_V("dino-warmup-teacher-temp-epochs", R_OTHER_MODEL),
+    ACCEPT_V("sft-tokenizer-prompt-format", "applies with --sft only, which is refused"),
+    ACCEPT("disable-mamba-mem-eff-path", R_MAMBA_ONLY),
+
+    /* Accepted: inference, run-time services and logging details gridlm does not have. */
+    ACCEPT_V("inference-batch-times-seqlen-threshold", R_INFER),
+    ACCEPT_V("max-tokens-to-oom", R_INFER), ACCEPT("output-bert-embeddings", R_INFER),
+    ACCEPT_V("bert-embedder-type", R_INFER), ACCEPT("flash-decode", R_INFER),
+    ACCEPT("use-legacy-static-engine", R_INFER), ACCEPT_V("inference-max-requests", R_INFER),
+    ACCEPT_V("inference-max-seq-length", R_INFER), ACCEPT_V("inference-max-batch-size", R_INFER),
+    ACCEPT("inference-dynamic-batching", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-buffer-size-gb", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-block-size", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-buffer-guaranteed-fraction", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-buffer-overflow-factor", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-max-requests-override", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-max-tokens-override", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-num-cuda-graphs", R_INFER),
+    ACCEPT("inference-dynamic-batching-track-paused-request-events", R_INFER),
+    ACCEPT("decode-only-cuda-graphs", R_INFER),
+    ACCEPT_V("inference-dynamic-batching-unified-memory-level", R_INFER),
+    ACCEPT_V("symmetric-ar-type", R_INFER), ACCEPT("nccl-all-reduce-for-prefill", R_INFER),
+    ACCEPT_V("mlp-chunks-for-prefill", R_INFER), ACCEPT("disable-chunked-prefill", R_INFER),
+    ACCEPT_V("inference-wandb-logging-step-interval", R_INFER),
+    ACCEPT("moe-pad-experts-for-cuda-graph-inference", R_INFER), ACCEPT("cache-mla-latents", R_INFER),
+    ACCEPT("no-one-logger", R_SERVICE), ACCEPT_V("one-logger-project", R_SERVICE),
+    ACCEPT_V("one-logger-run-name", R_SERVICE), ACCEPT("one-logger-async", R_SERVICE),
+    ACCEPT_V("app-tag-run-name", R_SERVICE), ACCEPT_V("app-tag-run-version", R_SERVICE),
+    ACCEPT("enable-ft-package", R_SERVICE), ACCEPT("calc-ft-timeouts", R_SERVICE),
+    ACCEPT_V("config-logger-dir", R_SERVICE), ACCEPT("run-workload-inspector-server", R_SERVICE),
+    ACCEPT("disable-msc", R_SERVICE), ACCEPT("enable-experimental", R_SERVICE),
+    ACCEPT("test-mode", R_SERVICE),
+    ACCEPT("log-params-norm", R_LOGGED), ACCEPT("log-num-zeros-in-grad", R_LOGGED),
+    ACCEPT("log-progress", R_LOGGED), ACCEPT_V("timing-log-level", R_LOGGED),
+    ACCEPT("log-energy", R_LOGGED), ACCEPT("no-barrier-with-level-1-timing", R_LOGGED),
+    ACCEPT_V("timing-log-option", R_LOGGED), ACCEPT_V("logging-level", R_LOGGED),
+    ACCEPT("log-straggler", R_STRAGGLER), ACCEPT("disable-straggler-on-startup", R_STRAGGLER),
+    ACCEPT_V("straggler-ctrlr-port", R_STRAGGLER), ACCEPT_V("straggler-minmax-count", R_STRAGGLER),
+    ACCEPT_V("inprocess-max-iterations", R_INPROCESS),
+    ACCEPT_V("inprocess-monitor-thread-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-monitor-process-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-progress-watchdog-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-heartbeat-interval", R_INPROCESS),
+    ACCEPT_V("inprocess-soft-timeout", R_INPROCESS), ACCEPT_V("inprocess-hard-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-heartbeat-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-barrier-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-completion-timeout", R_INPROCESS),
+    ACCEPT_V("inprocess-last-call-wait", R_INPROCESS),
+    ACCEPT_V("inprocess-termination-grace-time", R_INPROCESS),
+    ACCEPT_V("inprocess-granularity", R_INPROCESS),
+    ACCEPT_V("inprocess-active-world-size", R_INPROCESS),
+    ACCEPT("inprocess-empty-cuda-cache", R_INPROCESS),
+
+    /* Refused: another model than gridlm's dense decoder (GPT or Llama form). */
+    REFUSE("num-experts", R_MOE), REFUSE("expert-tensor-parallel-size", R_MOE),
+    REFUSE("moe-layer-freq", R_MOE), REFUSE("moe-ffn-hidden-size", R_MOE),
+    REFUSE("moe-shared-expert-intermediate-size", R_MOE), REFUSE("moe-shared-expert-overlap", R_MOE),
+    REFUSE("moe-grouped-gemm", R_MOE), REFUSE("moe-use-legacy-grouped-gemm", R_MOE),
+    REFUSE("moe-layer-recompute", R_MOE), REFUSE("moe-extended-tp", R_MOE),
+    REFUSE("moe-use-upcycling", R_MOE), REFUSE("moe-router-load-balancing-type", R_MOE),
+    REFUSE("moe-router-dtype", R_MOE), REFUSE("moe-router-fusion", R_MOE),
+    REFUSE("moe-router-score-function", R_MOE), REFUSE("moe-router-topk", R_MOE),
+    REFUSE("moe-router-pre-softmax", R_MOE), REFUSE("moe-router-num-groups", R_MOE),
+    REFUSE("moe-router-group-topk", R_MOE), REFUSE("moe-router-topk-scaling-factor", R_MOE),
+    REFUSE("moe-router-enable-expert-bias", R_MOE), REFUSE("moe-router-bias-update-rate", R_MOE),
+    REFUSE("moe-router-force-load-balancing", R_MOE), REFUSE("moe-router-padding-for-fp8", R_MOE),
+    REFUSE("moe-aux-loss-coeff", R_MOE), REFUSE("moe-z-loss-coeff", R_MOE),
+    REFUSE("moe-input-jitter-eps", R_MOE), REFUSE("moe-per-layer-logging", R_MOE),
+    REFUSE("moe-token-dispatcher-type", R_MOE), REFUSE("moe-enable-deepep", R_MOE),
+    REFUSE("moe-deepep-num-sms", R_MOE), REFUSE("moe-permute-fusion", R_MOE),
+    REFUSE("moe-expert-capacity-factor", R_MOE), REFUSE("moe-pad-expert-input-to-capacity", R_MOE),
+    REFUSE("moe-token-drop-policy", R_MOE), REFUSE("moe-apply-probs-on-input", R_MOE),
+    REFUSE("overlap-moe-expert-parallel-comm", R_MOE), REFUSE("moe-upcycling-granularity", R_MOE),
+    REFUSE("use-fused-weighted-squared-relu", R_MOE),
+    REFUSE("multi-latent-attention", R_MLA), REFUSE("q-lora-rank", R_MLA),
+    REFUSE("kv-lora-rank", R_MLA), REFUSE("qk-head-dim", R_MLA), REFUSE("qk-pos-emb-head-dim", R_MLA),
+    REFUSE("v-head-dim", R_MLA), REFUSE("rotary-scaling-factor", R_MLA), REFUSE("mscale", R_MLA),
+    REFUSE("mscale-all-dim", R_MLA),
+    REFUSE("mtp-num-layers", R_MTP), REFUSE("mtp-loss-scaling-factor", R_MTP),
+    REFUSE("openai-gelu", R_ACT), REFUSE("squared-relu", R_ACT), REFUSE("quick-geglu", R_ACT),
+    REFUSE("activation-func-clamp-value", R_ACT), REFUSE("glu-linear-offset", R_ACT),
+    REFUSE("apply-residual-connection-post-layernorm", R_LAYER),
+    REFUSE("qk-layernorm", R_LAYER), REFUSE("qk-l2-norm", R_LAYER),
+    REFUSE("fp32-residual-connection", R_LAYER),
+    REFUSE("window-size", R_ATTN), REFUSE("window-attn-skip-freq", R_ATTN),
+    REFUSE("rotary-interleaved", R_ROPE), REFUSE("rotary-seq-len-interpolation-factor", R_ROPE),
+    REFUSE("no-rope-freq", R_ROPE), REFUSE("mrope-section", R_ROPE),
+    REFUSE("encoder-num-layers", R_ENCDEC), REFUSE("decoder-num-layers", R_ENCDEC),
+    REFUSE("encoder-seq-length", R_ENCDEC), REFUSE("decoder-seq-length", R_ENCDEC),
+    REFUSE("vocab-extra-ids", R_ENCDEC),
+    REFUSE("heterogeneous-layers-config-path", R_HETERO),
+    REFUSE("heterogeneous-layers-config-encoded-json", R_HETERO),
+    REFUSE("spec", "gridlm builds its layer from the model-form flags (--normalization, "
+           "--swiglu, --position-embedding-type, --add-bias-linear, ...): there is no spec "
+           "to choose"),
+    REFUSE("hybrid-attention-ratio", R_MAMBA), REFUSE("hybrid-mlp-ratio", R_MAMBA),
+    REFUSE("hybrid-override-pattern", R_MAMBA), REFUSE("mamba-state-dim", R_MAMBA),
+    REFUSE("mamba-head-dim", R_MAMBA), REFUSE("mamba-num-groups", R_MAMBA),
+    REFUSE("mamba-num-heads", R_MAMBA), REFUSE("is-hybrid-model", R_MAMBA),
+    REFUSE("retro-project-dir", R_RETRO), REFUSE("retro-add-retriever", R_RETRO),
+    REFUSE("retro-cyclic-train-iters", R_RETRO), REFUSE("retro-encoder-layers", R_RETRO),
+    REFUSE("retro-encoder-hidden-dropout", R_RETRO), REFUSE("retro-encoder-attention-dropout", R_RETRO),
+    REFUSE("retro-num-neighbors", R_RETRO), REFUSE("retro-num-retrieved-chunks", R_RETRO),
+    REFUSE("retro-attention-gate", R_RETRO), REFUSE("retro-no-verify-neighbor-count", R_RETRO),
+    REFUSE("perform-rl-step", R_RL), REFUSE("rl-prompts-per-eval", R_RL),
+    REFUSE("grpo-prompts-per-step", R_RL), REFUSE("grpo-group-size", R_RL),
+    REFUSE("grpo-iterations", R_RL), REFUSE("grpo-clamp-eps-lower", R_RL),
+    REFUSE("grpo-clamp-eps-upper", R_RL), REFUSE("grpo-kl-beta", R_RL),
+    REFUSE("grpo-entropy-term-weight", R_RL), REFUSE("grpo-filter-groups-with-same-reward", R_RL),
+    REFUSE("grpo-default-temperature", R_RL), REFUSE("grpo-default-top-p", R_RL),
+    REFUSE("langrl-inference-server-type", R_RL),
+    REFUSE("langrl-inference-server-conversation-template", R_RL),
+    REFUSE("langrl-external-server", R_RL), REFUSE("no-langrl-external-server", R_RL),
+    REFUSE("langrl-env-config", R_RL), REFUSE("rl-offload-optimizer-during-inference", R_RL),
+    REFUSE("rl-offload-kv-cache-during-training", R_RL),
+    REFUSE("no-rl-offload-kv-cache-during-training", R_RL),
+    REFUSE("rl-remove-kv-cache-during-training", R_RL),
+    REFUSE("no-rl-remove-kv-cache-during-training", R_RL),
+    REFUSE("rl-reset-cuda-graphs", R_RL), REFUSE("no-rl-reset-cuda-graphs", R_RL),
+    REFUSE("rl-partial-rollouts", R_RL), REFUSE("no-rl-partial-rollouts", R_RL),
+    REFUSE("rl-inference-logprobs-is-correction", R_RL),
+    REFUSE("no-rl-inference-logprobs-is-correction", R_RL),
+    REFUSE("rl-importance-sampling-truncation-coef", R_RL),
+    REFUSE("rl-calculate-intra-group-similarity", R_RL),
+    REFUSE("no-rl-calculate-intra-group-similarity", R_RL),
+    REFUSE("rl-use-sequence-packing", R_RL), REFUSE("rl-sequence-packing-bin-size", R_RL),
+    REFUSE("rl-sequence-packing-algo", R_RL),
+    REFUSE("sft", "supervised fine-tuning (prompt formats, answer-only loss) is not built: "
+           "gridlm-train pre-trains; continue a model with --load DIR --finetune"),
+    REFUSE("kitchen-config-file", R_KITCHEN), REFUSE("kitchen-recipe-number", R_KITCHEN),
+    REFUSE("fp4-format", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp4-recipe", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp4-quantizer-factory", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp4-param-gather", "FP4 is not supported (it needs Blackwell): use --fp8-format"),
+    REFUSE("fp8-quantizer-factory", "gridlm's FP8 recipes are built in: use --fp8-recipe "
+           "delayed or tensorwise"),
+    REFUSE("no-fp8-wgrad", "gridlm's FP8 runs the weight-gradient products in FP8 as well; "
+           "higher-precision weight gradients are not built: drop it"),
+
+    /* Refused: gridlm trains otherwise; each says what to use. */
+    REFUSE("fp16", "gridlm trains in bf16 (--bf16) or fp32; fp16 and its loss scaling are "
+           "not implemented: use --bf16"),
+    REFUSE("batch-size", "Megatron-LM's old name: use --micro-batch-size"),
+    REFUSE("model-parallel-size", "Megatron-LM's old name: use --tensor-model-parallel-size"),
+    REFUSE("warmup", "Megatron-LM's old name: use --lr-warmup-iters or --lr-warmup-fraction"),
+    REFUSE("checkpoint-activations", "Megatron-LM's old name: use --recompute-granularity full "
+           "--recompute-method uniform --recompute-num-layers 1"),
+    REFUSE("recompute-activations", "gridlm's selective recomputation keeps other tensors "
+           "than Megatron's (norm and activation outputs, not the attention core): use "
+           "--recompute-granularity selective, or full"),
+    REFUSE("recompute-modules", "gridlm's selective recomputation is fixed (norm and activation "
+           "outputs): use --recompute-granularity selective or full"),
+    REFUSE("use-legacy-models", "gridlm has one model implementation: drop it"),
+    REFUSE("num-virtual-stages-per-pipeline-rank", "give the chunk size instead: "
+           "--num-layers-per-virtual-pipeline-stage = layers / PP / this number"),
+    REFUSE("virtual-pipeline-model-parallel-size", "Megatron-Core's name of the chunks per "
+           "rank: give the chunk size instead, --num-layers-per-virtual-pipeline-stage = "
+           "layers / PP / this number"),
+    REFUSE("microbatch-group-size-per-virtual-pipeline-stage", "gridlm's interleaved "
+           "schedule runs micro-batches in groups of --pipeline-model-parallel-size: drop it"),
+    REFUSE("decoder-first-pipeline-num-layers", R_EVEN_PP),
+    REFUSE("decoder-last-pipeline-num-layers", R_EVEN_PP),
+    REFUSE("pipeline-model-parallel-layout", R_EVEN_PP),
+    REFUSE("account-for-embedding-in-pipeline-split", R_EVEN_PP),
+    REFUSE("account-for-loss-in-pipeline-split", R_EVEN_PP),
+    REFUSE("use-megatron-fsdp", R_FSDP), REFUSE("use-torch-fsdp2", R_FSDP),
+    REFUSE("torch-fsdp2-no-reshard-after-forward", R_FSDP),
+    REFUSE("data-parallel-sharding-strategy", R_FSDP), REFUSE("enable-full-sharding-in-hsdp", R_FSDP),
+    REFUSE("num-distributed-optimizer-instances", "one distributed optimizer spans all "
+           "data-parallel ranks (--use-distributed-optimizer): drop it"),
+    REFUSE("distributed-timeout-seconds-after-init", "use --distributed-timeout-minutes"),
+    REFUSE("cpu-offloading-num-layers", "activations stay on the GPU: use "
+           "--recompute-granularity to save memory"),
+    REFUSE("optimizer-cpu-offload", "the optimizer state stays on the GPU: shard it with "
+           "--use-distributed-optimizer"),
+    REFUSE("use-precision-aware-optimizer", R_FP32_STATE),
+    REFUSE("dump-param-to-param-group-map", "gridlm has two parameter groups (with and without "
+           "weight decay) and no map to dump"),
+    REFUSE("start-weight-decay", R_WD), REFUSE("end-weight-decay", R_WD),
+    REFUSE("weight-decay-incr-style", R_WD),
+    REFUSE("data-parallel-random-init", "every data-parallel rank starts from the same "
+           "weights, set by --seed: drop it"),
+    REFUSE("embedding-init-method-std", "the embeddings are initialised with "
+           "--init-method-std like the other weights"),
+    REFUSE("init-method-xavier-uniform", "weights are initialised from a normal "
+           "distribution: use --init-method-std"),
+    REFUSE("decrease-batch-size-if-needed", "the global batch is fixed: choose "
+           "--global-batch-size for the ranks launched"),
+    REFUSE("check-for-spiky-loss", R_CHECKS), REFUSE("check-for-large-grads", R_CHECKS),
+    REFUSE("check-weight-hash-across-dp-replicas-interval", R_CHECKS),
+    REFUSE("iterations-to-skip", "iterations are not skipped by number: "
+           "--max-nonfinite-iters skips those with NaN/Inf"),
+    REFUSE("result-rejected-tracker-filename", "iterations are not skipped by number: "
+           "--max-nonfinite-iters skips those with NaN/Inf"),
+    REFUSE("profile", R_PROFILE), REFUSE("profile-step-start", R_PROFILE),
+    REFUSE("profile-step-end", R_PROFILE), REFUSE("profile-ranks", R_PROFILE),
+    REFUSE("use-pytorch-profiler", R_PROFILE), REFUSE("record-memory-history", R_PROFILE),
+    REFUSE("memory-snapshot-path", R_PROFILE),
+    REFUSE("padded-vocab-size", "gridlm pads the vocabulary itself: use "
+           "--make-vocab-size-divisible-by"),
+    REFUSE("tokenizer-metadata", R_TOKENIZER_FILE), 
+    REFUSE("train-data-path", R_SPLIT_DATA), REFUSE("valid-data-path", R_SPLIT_DATA),
+    REFUSE("test-data-path", R_SPLIT_DATA), REFUSE("per-split-data-args-path", R_SPLIT_DATA),
+    REFUSE("data-args-path", "give the blend on the command line: --data-path W1 PREFIX1 "
+           "W2 PREFIX2 ..."),
+    REFUSE("object-storage-cache-path", "gridlm reads datasets from files: use --data-path "
+           "and --data-cache-path"),
+    REFUSE("sample-rate", "the data loader reads every sample: drop it"),
+    REFUSE("reset-position-ids", R_DOCS), REFUSE("reset-attention-mask", R_DOCS),
+    REFUSE("full-validation", R_VALID), REFUSE("multiple-validation-sets", R_VALID),
+    REFUSE("skip-train", "gridlm-train trains: evaluate a checkpoint with gridlm-eval"),
+    REFUSE("save-retain-interval", R_CKPT_KEEP),
+    REFUSE("non-persistent-save-interval", R_CKPT_KEEP),
+    REFUSE("non-persistent-ckpt-type", R_CKPT_KEEP),
+    REFUSE("non-persistent-global-ckpt-dir", R_CKPT_KEEP),
+    REFUSE("non-persistent-local-ckpt-dir", R_CKPT_KEEP),
+    REFUSE("non-persistent-local-ckpt-algo", R_CKPT_KEEP),
+    REFUSE("replication", R_CKPT_KEEP), REFUSE("replication-jump", R_CKPT_KEEP),
+    REFUSE("replication-factor", R_CKPT_KEEP),
+    REFUSE("load-main-params-from-ckpt", "the fp32 master weights are always loaded with the "
+           "optimizer state: use --no-load-optim to start the optimizer afresh"),
+    REFUSE("pretrained-checkpoint", "use --load DIR --finetune"),
+    REFUSE("ckpt-step", "gridlm loads the latest checkpoint in --load DIR"),
+    REFUSE("use-mp-args-from-checkpoint-args", "give the layout on the command line: gridlm's "
+           "checkpoints load under any layout"),
+    REFUSE("exit-on-missing-checkpoint", "not built: check that --load DIR holds a "
+           "checkpoint before the run"),
+    REFUSE("ckpt-convert-format", R_CONVERT), REFUSE("ckpt-convert-save", R_CONVERT),
+    REFUSE("ckpt-convert-update-legacy-dist-opt-format", R_CONVERT),
+    REFUSE("adlr-autoresume", R_RESUME), REFUSE("adlr-autoresume-interval", R_RESUME),
+    REFUSE("inprocess-restart", "in-process restart is not built: restart the job with "
+           "--load DIR (and --exit-signal-handler to save first)"),
+    REFUSE("yaml-cfg", "give the options on the command line"),
     {.name = NULL},
 };
+
+static int opt_list_flags(void *target, const gl_option *o, const char *value, char **more,
+                          int nmore)
+{
+    for (const gl_option *r = table; r->name; r++) {
+        gl_opt_status st = gl_opt_status_of(r);
+        const char *why = st == GL_OPT_REFUSED ? r->refused : st == GL_OPT_ACCEPTED
+                                                                  ? (r->hint ? r->hint : r->help)
+                                                                  : NULL;
+        printf("%s\t%s\t%s\n", r->name, gl_opt_status_name(st), why ? why : "");
+    }
+    fflush(stdout);
+    exit(0);
+}
 
 static int opt_help(void *target, const gl_option *o, const char *value, char **more,
                     int nmore)
@@ -668,6 +1233,7 @@ void gl_config_defaults(gl_config *c)
 
     snprintf(c->optim.optimizer, sizeof c->optim.optimizer, "adam");
     c->optim.lr_decay_style = GL_LR_LINEAR;
+    c->optim.decoupled_min_lr = -1;
     c->optim.weight_decay = 0.01;
     c->optim.adam_beta1 = 0.9;
     c->optim.adam_beta2 = 0.999;
@@ -697,16 +1263,30 @@ void gl_config_defaults(gl_config *c)
 /* Checks on the command line alone.                                   */
 
 /* n must be divisible by the parallel size p; the message names both
- * flags and lists the sizes that would work. */
-static void must_divide(const char *pflag, const char *pname, int p, const char *nflag, long n)
+ * flags and lists the sizes that would work.  1 when it is not. */
+static int must_divide(const char *pflag, const char *pname, int p, const char *nflag, long n)
 {
     char list[256];
-    if (n % p)
-        bad("--%s %d does not divide %s %ld: choose a %s size that divides %ld (%s)", pflag, p,
-            nflag, n, pname, n, divisors(n, 64, list, sizeof list));
+    if (n % p == 0)
+        return 0;
+    bad("--%s %d does not divide %s %ld: choose a %s size that divides %ld (%s)", pflag, p,
+        nflag, n, pname, n, divisors(n, 64, list, sizeof list));
+    return 1;
 }
 
-static void check_required(const gl_config *c)
+/* --use-checkpoint-args without --load: that has its own line, and no
+ * checkpoint was read to give the shape and the vocabulary, so their
+ * absence is not worth another. */
+static int checkpoint_unread(const gl_config *c)
+{
+    return c->ckpt.use_checkpoint_args && !c->ckpt.load;
+}
+
+/* The model's shape is known: the options every model needs are given,
+ * here or by --model.  Reports those missing, but not one whose value
+ * was refused (nor any after a refused --model, which was to give them):
+ * that has its own line already. */
+static int shape_known(const gl_config *c)
 {
     static const struct { const char *flag; size_t off; } req[] = {
         {"num-layers", OFF(arch.num_layers)},
@@ -714,10 +1294,91 @@ static void check_required(const gl_config *c)
         {"num-attention-heads", OFF(arch.num_attention_heads)},
         {"seq-length", OFF(arch.seq_length)},
     };
-    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
-        if (*(const int *)((const char *)c + req[i].off) <= 0)
+    int known = 1;
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
+        if (*(const int *)((const char *)c + req[i].off) > 0)
+            continue;
+        known = 0;
+        if (refused_any("model") || refused_any(req[i].flag))
+            continue;
+        if (checkpoint_unread(c))
+            continue;
+        /* A Hugging Face import gives every size but the run's length. */
+        if (c->ckpt.use_checkpoint_args)
+            bad("--%s is required: the checkpoint --load %s names does not give it (an "
+                "import from Hugging Face has no training length): give it, e.g. --%s %d",
+                req[i].flag, c->ckpt.load, req[i].flag,
+                c->arch.max_position_embeddings > 0 && c->arch.max_position_embeddings < 4096
+                    ? c->arch.max_position_embeddings : 4096);
+        else
             bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
                 preset_names);
+    }
+    return known;
+}
+
+/* Whether argv holds the switch --name (looked at before parsing). */
+static int argv_has(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && !strcmp(argv[i] + 2, name))
+            return 1;
+    return 0;
+}
+
+/* A usage error after which nothing more can be checked: it is recorded
+ * with those found so far, and gl_opt_collect_end() reports them all and
+ * stops (exit 2).  Does not return. */
+GL_NORETURN GL_PRINTF(1, 2) static void bad_stop(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    bad("%s", msg);
+    gl_opt_collect_end();
+    gl_die_code(2, "%s", msg);   /* not reached: gl_opt_collect_end() stopped */
+}
+
+/* --use-checkpoint-args, before the flags are read: the shape in the
+ * "config" of the checkpoint --load names becomes the model, as a preset
+ * would (the run's --seq-length may still differ: RoPE has no position
+ * weights).  *there keeps it for check_checkpoint_args; returns the
+ * checkpoint's path (malloc'd).  A checkpoint that cannot be read stops
+ * the parse at once (bad_stop): without its shape, every check after
+ * would judge an empty model and only add noise. */
+static char *checkpoint_shape(gl_config *c, const char *load, gl_arch *there)
+{
+    gl_train_peek_info k;
+    gl_error err;
+    int rc = gl_train_peek(load, &k, &err);
+    if (rc == GL_CKPT_NONE)
+        bad_stop("--use-checkpoint-args: --load %s holds no checkpoint yet, so there is no "
+                 "shape to take: give --load a checkpoint (gridlm-ckpt import-hf HF_DIR OUT "
+                 "writes one), or drop --use-checkpoint-args and give the shape "
+                 "(--num-layers, --hidden-size, ...)", load);
+    if (rc != GL_CKPT_OK)
+        bad_stop("--load %s: %s", load, err.text);
+    if (gl_train_config_from_json(k.config, c, &err) != 0)
+        bad_stop("--load %s: %s", k.file, err.text);
+    *there = c->arch;
+    char *file = gl_strdup(k.file);
+    gl_train_peek_free(&k);
+    return file;
+}
+
+/* --use-checkpoint-args, after the flags: a shape flag that disagrees
+ * with the checkpoint is refused, naming both values (the fields
+ * gl_arch_diff compares are those the load itself checks). */
+static void check_checkpoint_args(const gl_config *c, const gl_arch *there, const char *file)
+{
+    char diffs[2048];
+    int n = gl_arch_diff(there, &c->arch, diffs, sizeof diffs);
+    if (n)
+        bad("--use-checkpoint-args: %d flag%s disagree%s with the checkpoint %s (there) and "
+            "the command line (here): %s: drop %s, the checkpoint gives the model's shape",
+            n, n == 1 ? "" : "s", n == 1 ? "s" : "", file, diffs, n == 1 ? "it" : "them");
 }
 
 /* What the model does not build yet, refused by name rather than trained
@@ -768,20 +1429,24 @@ static void check_layout(gl_config *c)
     int tp = c->layout.tensor_model_parallel_size, pp = c->layout.pipeline_model_parallel_size;
     int cp = c->layout.context_parallel_size;
     if (c->layout.expert_model_parallel_size != 1)
-        bad("--expert-model-parallel-size %d needs a mixture-of-experts model: gridlm's Llama "
+        bad("--expert-model-parallel-size %d needs a mixture-of-experts model: gridlm's "
             "models are dense, use --expert-model-parallel-size 1",
             c->layout.expert_model_parallel_size);
-    must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
-                c->arch.num_attention_heads);
-    must_divide("tensor-model-parallel-size", "TP", tp, "--num-query-groups",
-                c->arch.num_query_groups);
-    must_divide("tensor-model-parallel-size", "TP", tp, "--ffn-hidden-size", c->arch.ffn_hidden_size);
-    must_divide("pipeline-model-parallel-size", "PP", pp, "--num-layers", c->arch.num_layers);
+    /* One line for a TP size: the first width it does not divide names
+     * it, and the others would only refuse the same value again. */
+    if (!must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
+                     c->arch.num_attention_heads) &&
+        !must_divide("tensor-model-parallel-size", "TP", tp, "--num-query-groups",
+                     c->arch.num_query_groups))
+        must_divide("tensor-model-parallel-size", "TP", tp, "--ffn-hidden-size",
+                    c->arch.ffn_hidden_size);
+    int uneven = must_divide("pipeline-model-parallel-size", "PP", pp, "--num-layers",
+                             c->arch.num_layers);
 
     /* Interleaving: each pipeline rank holds V = (layers / PP) / n chunks
      * of n layers.  As in Megatron, it needs a pipeline (PP > 1). */
     int n = c->layout.num_layers_per_virtual_pipeline_stage;
-    if (n) {
+    if (n && !uneven) {   /* (uneven stages: refused above) */
         int per_stage = c->arch.num_layers / pp;
         if (pp < 2)
             bad("--num-layers-per-virtual-pipeline-stage %d needs a pipeline: the interleaved "
@@ -825,19 +1490,22 @@ static void check_layout(gl_config *c)
 
 static void check_recompute(const gl_config *c)
 {
+    if (refused_any("recompute-granularity recompute-method recompute-num-layers"))
+        return;
     int full = c->layout.recompute_granularity == GL_RECOMPUTE_FULL;
     int per_stage = c->arch.num_layers / c->layout.pipeline_model_parallel_size;
+    /* else-if: the first line says what the three need together. */
     if (full && !c->layout.recompute_method[0])
         bad("--recompute-granularity full needs --recompute-method uniform or block "
             "(and --recompute-num-layers N)");
-    if (!full && c->layout.recompute_method[0])
+    else if (!full && c->layout.recompute_method[0])
         bad("--recompute-method %s needs --recompute-granularity full: add it, or drop "
             "--recompute-method", c->layout.recompute_method);
-    if (!full && c->layout.recompute_num_layers)
+    else if (!full && c->layout.recompute_num_layers)
         bad("--recompute-num-layers %d needs --recompute-granularity full and "
             "--recompute-method: add them, or drop --recompute-num-layers",
             c->layout.recompute_num_layers);
-    if (full && !c->layout.recompute_num_layers)
+    else if (full && !c->layout.recompute_num_layers)
         bad("--recompute-method %s needs --recompute-num-layers N: the number of layers per "
             "recomputed group (uniform) or per stage (block), 1 to %d", c->layout.recompute_method,
             per_stage);
@@ -854,14 +1522,36 @@ static void check_schedule(gl_config *c)
     if (c->optim.lr_warmup_iters && c->optim.lr_warmup_fraction > 0)
         bad("--lr-warmup-iters %ld and --lr-warmup-fraction %g both given: choose one",
             c->optim.lr_warmup_iters, c->optim.lr_warmup_fraction);
+    if (c->optim.lr_warmup_samples && c->optim.lr_warmup_fraction > 0)
+        bad("--lr-warmup-samples %ld and --lr-warmup-fraction %g both given: choose one",
+            c->optim.lr_warmup_samples, c->optim.lr_warmup_fraction);
+    /* Megatron's rules: a run counts in iterations or in samples, and
+     * its schedule in the same unit. */
+    if (c->train_iters && (c->optim.lr_decay_samples || c->optim.lr_warmup_samples))
+        bad("--lr-%s-samples with --train-iters: iteration-based training takes "
+            "--lr-decay-iters and --lr-warmup-iters (or give --train-samples)",
+            c->optim.lr_decay_samples ? "decay" : "warmup");
+    if (c->train_iters && c->rampup_batch_size[0])
+        bad("--rampup-batch-size with --train-iters: a batch-size ramp-up needs sample-based "
+            "training, give --train-samples instead");
+    if (c->train_samples && (c->optim.lr_decay_iters || c->optim.lr_warmup_iters))
+        bad("--lr-%s-iters with --train-samples: sample-based training takes "
+            "--lr-decay-samples and --lr-warmup-samples (or --lr-warmup-fraction)",
+            c->optim.lr_decay_iters ? "decay" : "warmup");
+    if (c->optim.use_checkpoint_opt_param_scheduler && c->optim.override_opt_param_scheduler)
+        bad("--use-checkpoint-opt_param-scheduler and --override-opt_param-scheduler both "
+            "given: choose one (the checkpoint's schedule, or the command line's)");
+    if (c->optim.decoupled_min_lr >= 0 && !(c->optim.decoupled_lr > 0))
+        bad("--decoupled-min-lr without --decoupled-lr: give the embedding and output "
+            "layer's peak rate too");
     if (c->optim.min_lr > c->optim.lr && c->optim.lr > 0)
         bad("--min-lr %g is larger than --lr %g: the rate decays from --lr down to --min-lr",
             c->optim.min_lr, c->optim.lr);
-    if (c->dry_run)
+    if (c->dry_run || refused_any("dry-run"))
         return;
-    if (!c->train_iters && !c->train_samples)
+    if (!c->train_iters && !c->train_samples && !refused_any("train-iters train-samples"))
         bad("--train-iters is required: say how long to train (or give --train-samples)");
-    if (!(c->optim.lr > 0))
+    if (!(c->optim.lr > 0) && !refused_any("lr"))
         bad("--lr is required: give the peak learning rate, e.g. --lr 3e-4");
 }
 
@@ -878,38 +1568,60 @@ static void check_split(const gl_config *c)
         while (*tok == ' ')
             tok++;
         double w;
-        if (gl_opt_to_double(tok, &w) || w < 0 || ++n > 3)
-            gl_opt_die(o, c->data.split, "is not a split: give up to three weights for "
-                       "train,valid,test, e.g. --split 969,30,1");
+        if (gl_opt_to_double(tok, &w) || w < 0 || ++n > 3) {
+            gl_opt_error(o, c->data.split, "is not a split: give up to three weights for "
+                         "train,valid,test, e.g. --split 969,30,1");
+            return;
+        }
         sum += w;
     }
     if (n == 0 || !(sum > 0))
-        gl_opt_die(o, c->data.split, "gives no documents to any split: e.g. --split 969,30,1");
+        gl_opt_error(o, c->data.split, "gives no documents to any split: e.g. --split 969,30,1");
 }
 
-static void check_tokenizer(gl_config *c)
+/* The tokenizer options together.  1 when they are refused (or were
+ * refused by the parse): then the tokenizer is unknown, and so may the
+ * vocabulary be, for that reason alone. */
+static int check_tokenizer(gl_config *c)
 {
+    if (refused_any("tokenizer-type vocab-file merge-file tokenizer-model vocab-size"))
+        return 1;
     const char *type = c->data.tokenizer_type;
     int gpt2 = !strcmp(type, "GPT2BPETokenizer");
-    if ((c->data.vocab_file || c->data.merge_file) && !gpt2)
+    if ((c->data.vocab_file || c->data.merge_file) && !gpt2) {
         bad("--%s is for --tokenizer-type GPT2BPETokenizer: add it, or give a tokenizer.json "
             "with --tokenizer-model", c->data.vocab_file ? "vocab-file" : "merge-file");
+        return 1;
+    }
     if (gpt2 && !c->data.tokenizer_model) {
         /* Megatron's --vocab-file/--merge-file become the data room's
          * "VOCAB:MERGES" model name. */
-        if (!c->data.vocab_file || !c->data.merge_file)
+        if (!c->data.vocab_file || !c->data.merge_file) {
             bad("--tokenizer-type GPT2BPETokenizer needs --vocab-file vocab.json and "
                 "--merge-file merges.txt (or --tokenizer-model DIR holding both)");
+            return 1;
+        }
         size_t n = strlen(c->data.vocab_file) + strlen(c->data.merge_file) + 2;
         c->data.tokenizer_model = gl_malloc(n);
         snprintf(c->data.tokenizer_model, n, "%s:%s", c->data.vocab_file, c->data.merge_file);
     }
-    if (!strcmp(type, "HuggingFaceTokenizer") && !c->data.tokenizer_model)
+    if (!strcmp(type, "HuggingFaceTokenizer") && !c->data.tokenizer_model) {
         bad("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model FILE");
+        return 1;
+    }
     if (c->data.tokenizer_model && !type[0])
         snprintf(c->data.tokenizer_type, sizeof c->data.tokenizer_type, "HuggingFaceTokenizer");
-    if (!strcmp(type, "NullTokenizer") && !c->arch.vocab_size)
+    if (!strcmp(type, "NullTokenizer") && !c->arch.vocab_size) {
         bad("--tokenizer-type NullTokenizer needs --vocab-size N");
+        return 1;
+    }
+    /* As in Megatron, a tokenizer sets the vocabulary (--vocab-size is
+     * the NullTokenizer's); the preflight (preflight.h) reads it and
+     * holds --vocab-size and the checkpoint to it. */
+    int reads_tokenizer = c->data.tokenizer_model && strcmp(c->data.tokenizer_type, "NullTokenizer");
+    c->vocab_source = c->ckpt.use_checkpoint_args ? GL_VOCAB_FROM_CHECKPOINT
+                      : reads_tokenizer ? GL_VOCAB_FROM_TOKENIZER : GL_VOCAB_FROM_FLAG;
+    return 0;
 }
 
 static void check_data(gl_config *c)
@@ -917,11 +1629,16 @@ static void check_data(gl_config *c)
     check_split(c);
     if (c->data.mock_data && c->data.n_data_paths)
         bad("--mock-data and --data-path %s both given: choose one", c->data.data_path[0]);
-    if (!c->dry_run && !c->data.mock_data && !c->data.n_data_paths)
+    if (!c->dry_run && !c->data.mock_data && !c->data.n_data_paths &&
+        !refused_any("dry-run mock-data data-path"))
         bad("no training data: give --data-path PREFIX (a Megatron .bin/.idx pair) or "
             "--mock-data");
-    check_tokenizer(c);
-    if (!c->arch.vocab_size && !c->data.tokenizer_model)
+    /* The vocabulary's size comes from --vocab-size, the preset, the
+     * checkpoint or the tokenizer (a --world-size plan reads it too); not
+     * from a tokenizer refused above (its line says enough). */
+    int tokenizer_bad = check_tokenizer(c);
+    if (!c->arch.vocab_size && !c->data.tokenizer_model && !tokenizer_bad &&
+        !checkpoint_unread(c) && !refused_any("model vocab-size"))
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
@@ -930,6 +1647,9 @@ static void check_data(gl_config *c)
 static void check_fp8(const gl_config *c)
 {
     const gl_fp8_opts *f = &c->fp8;
+    if (refused_any("fp8-format fp8-recipe bf16 first-last-layers-bf16 "
+                    "num-layers-at-start-in-bf16 num-layers-at-end-in-bf16"))
+        return;
     if (f->format == GL_FP8_OFF) {
         if (f->first_last_layers_bf16)
             bad("--first-last-layers-bf16 needs --fp8-format e4m3|hybrid: add it, or drop "
@@ -983,9 +1703,10 @@ static void check_fp8_shapes(const gl_config *c)
 
 static void check_misc(const gl_config *c)
 {
-    if (c->ckpt.async_save && !c->ckpt.save)
+    int save_refused = refused_any("save");
+    if (c->ckpt.async_save && !c->ckpt.save && !save_refused)
         bad("--async-save needs --save DIR: add it, or drop --async-save");
-    if (c->faults.exit_signal_handler && !c->ckpt.save)
+    if (c->faults.exit_signal_handler && !c->ckpt.save && !save_refused)
         bad("--exit-signal-handler needs --save DIR (it saves a checkpoint before "
             "exiting): add --save DIR, or drop --exit-signal-handler");
     if (c->ckpt.save_interval && !c->ckpt.save)
@@ -995,15 +1716,68 @@ static void check_misc(const gl_config *c)
         warn0("--finetune without --load: there is nothing to fine-tune from");
     if (c->bf16 && c->device == GL_DEVICE_CPU)
         warn0("--bf16 with --device cpu: the CPU back end computes in fp32");
-    /* --world-size stands for a launcher in a dry run only, and the plan
-     * it prints counts the vocabulary without reading the tokenizer. */
-    if (c->dry_run_world_size && !c->dry_run)
+    /* --world-size stands for a launcher in a dry run only. */
+    if (c->dry_run_world_size && !c->dry_run && !refused_any("dry-run"))
         bad("--world-size %d needs --dry-run: a run takes its world size from the launcher "
             "(mpiexec -n, srun -n); add --dry-run, or drop --world-size",
             c->dry_run_world_size);
-    if (c->dry_run_world_size && !c->arch.vocab_size)
-        bad("--world-size %d plans without reading the tokenizer, so the vocabulary size is "
-            "unknown: give it with --vocab-size N", c->dry_run_world_size);
+}
+
+const char *gl_config_attention_backend_name(gl_attn_backend b)
+{
+    for (int i = 0; attn_backends[i]; i++)
+        if (attn_backend_values[i] == (int)b)
+            return attn_backends[i];
+    return "";
+}
+
+const char *gl_config_attention_impl(const gl_config *c)
+{
+    switch (c->attention_backend) {
+    case GL_ATTN_BACKEND_FUSED:
+        return "cudnn";
+    case GL_ATTN_BACKEND_FLASH:
+    case GL_ATTN_BACKEND_UNFUSED:
+    case GL_ATTN_BACKEND_LOCAL:
+        return "native";
+    case GL_ATTN_BACKEND_AUTO:
+        return "auto";
+    default:
+        return NULL;
+    }
+}
+
+/* --attention-backend against the build and against GRIDLM_ATTENTION,
+ * which the flag overrides (gridlm-train sets it before the device
+ * opens); a disagreement is reported. */
+static void check_attention(const gl_config *c)
+{
+    const char *impl = gl_config_attention_impl(c);
+    if (!impl)
+        return;
+    const char *name = gl_config_attention_backend_name(c->attention_backend);
+#if defined(GL_HAVE_CUDA) && !defined(GL_HAVE_CUDNN)
+    if (!strcmp(impl, "cudnn") && c->device != GL_DEVICE_CPU)
+        bad("--attention-backend %s is cuDNN's fused attention, but this gridlm was built "
+            "without cuDNN: reconfigure with --with-cudnn=DIR, or use --attention-backend "
+            "local (gridlm's own kernels)", name);
+#endif
+    const char *env = getenv("GRIDLM_ATTENTION");
+    if (env && *env && strcmp(env, impl))
+        warn0("--attention-backend %s (gridlm's %s attention) overrides GRIDLM_ATTENTION=%s",
+              name, impl, env);
+}
+
+const char *gl_config_vocab_source_text(const gl_config *c)
+{
+    switch (c->vocab_source) {
+    case GL_VOCAB_FROM_CHECKPOINT:
+        return "the checkpoint (--use-checkpoint-args)";
+    case GL_VOCAB_FROM_FLAG:
+        return "--vocab-size";
+    default:
+        return "the tokenizer";
+    }
 }
 
 /* Before MPI, a rank other than 0 that finds a usage error waits a
@@ -1022,24 +1796,58 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
     if (hooked)
         gl_log_set_abort(quiet_exit);
 
-    /* The preset goes first, wherever --model stands, so that explicit
-     * options override it. */
-    const char *name = gl_opt_find(argc, argv, "model");
-    if (name) {
-        if (gl_arch_preset(&c->arch, name) != 0)
-            opt_model(c, gl_opt_lookup(table, "model"), name, NULL, 0); /* dies */
-    }
-    gl_opt_parse(table, c, argc, argv);
+    /* Every usage error of the command line, the parser's and the
+     * checks', is reported together at the end.  A refused value leaves
+     * its field at the default (or the preset's value), and the checks
+     * run on what was read.  Checks whose inputs were refused are
+     * skipped where the default would draw a confusing second error
+     * (refused_any); the rest run: the defaults of the parallel sizes and
+     * of the model's options are valid values, so what a check says of
+     * them is true of the command line as read, at worst redundant.  Only
+     * a checkpoint that --use-checkpoint-args cannot read stops at once
+     * (checkpoint_shape). */
+    gl_opt_collect_begin();
 
-    check_required(c);
-    gl_arch_resolve(&c->arch);
-    check_model(c);
-    check_layout(c);
-    check_recompute(c);
-    check_fp8(c);
+    /* The model's shape goes first, wherever --model stands, so that
+     * explicit options override it: the preset's, or with
+     * --use-checkpoint-args the checkpoint's, whose shape the flags must
+     * then agree with.  An unknown preset name leaves the shape as it
+     * is; the parse reports it, at --model. */
+    const char *name = gl_opt_find(argc, argv, "model");
+    int from_ckpt = argv_has(argc, argv, "use-checkpoint-args");
+    const char *load = gl_opt_find(argc, argv, "load");
+    char *ckpt_file = NULL;
+    gl_arch there;
+    if (from_ckpt && name)
+        bad("--model %s and --use-checkpoint-args both give the model's shape: drop --model "
+            "(the checkpoint --load names gives it)", name);
+    if (from_ckpt && !load)
+        bad("--use-checkpoint-args needs --load DIR: the model's shape is read from that "
+            "checkpoint");
+    if (from_ckpt && load)
+        ckpt_file = checkpoint_shape(c, load, &there);
+    else if (name && !from_ckpt)
+        gl_arch_preset(&c->arch, name);
+
+    gl_opt_parse(table, c, argc, argv);
+    c->vocab_size_flag = gl_opt_find(argc, argv, "vocab-size") != NULL;
+    if (ckpt_file) {
+        check_checkpoint_args(c, &there, ckpt_file);
+        free(ckpt_file);
+    }
+
+    if (shape_known(c)) {   /* the checks below divide by the shape */
+        gl_arch_resolve(&c->arch);
+        check_model(c);
+        check_layout(c);
+        check_recompute(c);
+        check_fp8(c);
+    }
     check_schedule(c);
     check_data(c);
     check_misc(c);
+    check_attention(c);
+    gl_opt_collect_end();
     if (hooked)
         gl_log_set_abort(NULL);
     quiet_end(q);
@@ -1085,11 +1893,74 @@ static void check_batch(gl_config *c)
             (c->num_micro_batches + pp - 1) / pp * pp * step);
 }
 
-/* Iterations from samples, and the learning-rate schedule's lengths. */
+/* --rampup-batch-size: Megatron's checks of the ramp, then every batch
+ * it passes through must split into micro-batches of micro_batch x DP
+ * (Megatron checks each when it reaches it; gridlm before the first). */
+static void check_rampup(gl_config *c)
+{
+    long start = c->rampup_batch_size[0], inc = c->rampup_batch_size[1];
+    long step = (long)c->layout.micro_batch_size * c->data_parallel_size;
+    if (!start)
+        return;
+    long diff = c->global_batch_size - start;
+    if (diff < 0)
+        bad("--rampup-batch-size: expected global batch size to be greater than or equal "
+            "to start batch size, got %d and %ld", c->global_batch_size, start);
+    if (diff % inc)
+        bad("--rampup-batch-size: expected global batch size interval (%ld) to be divisible "
+            "by global batch size increment (%ld)", diff, inc);
+    if (!diff)
+        bad("--rampup-batch-size: the start batch %ld is already --global-batch-size: "
+            "nothing to ramp, drop --rampup-batch-size", start);
+    if (!c->rampup_batch_size[2])      /* Megatron divides by it */
+        bad("--rampup-batch-size %ld %ld 0: a ramp over 0 samples; give the samples to "
+            "ramp over, or drop --rampup-batch-size", start, inc);
+    int pp = c->layout.pipeline_model_parallel_size;
+    for (long b = start; b <= c->global_batch_size; b += inc) {
+        if (b % step)
+            bad("--rampup-batch-size: current global batch size (%ld) is not divisible by "
+                "micro-batch-size (%d) times data parallel size (%d): choose START and "
+                "INCREMENT multiples of %ld", b, c->layout.micro_batch_size,
+                c->data_parallel_size, step);
+        if (c->layout.virtual_pipeline_size > 1 && (b / step) % pp)
+            bad("--rampup-batch-size: the interleaved schedule needs every batch's "
+                "micro-batches to be a multiple of --pipeline-model-parallel-size %d, and "
+                "batch %ld has %ld: choose START and INCREMENT multiples of %ld", pp, b,
+                b / step, pp * step);
+    }
+}
+
+int gl_config_global_batch(const gl_config *c, long consumed)
+{
+    long start = c->rampup_batch_size[0], inc = c->rampup_batch_size[1];
+    long samples = c->rampup_batch_size[2];
+    if (!start || consumed > samples)
+        return c->global_batch_size;
+    /* Megatron: samples per increment is a real number, the step count
+     * its integer part */
+    double per_inc = (double)samples / (double)((c->global_batch_size - start) / inc);
+    long steps = (long)((double)consumed / per_inc);
+    return (int)(start + steps * inc);
+}
+
+/* Iterations from samples (walking the ramp-up as Megatron does: the
+ * iterations that start at or before its last sample, then whole global
+ * batches; a partial last batch is dropped), and the checks of the
+ * learning-rate schedule's lengths, which lr.h counts in samples. */
 static void finish_schedule(gl_config *c)
 {
+    check_rampup(c);
     if (c->train_samples) {
-        c->train_iters = c->train_samples / c->global_batch_size;
+        long iters = 0, consumed = 0;
+        if (c->rampup_batch_size[0]) {
+            while (consumed <= c->rampup_batch_size[2] && consumed <= c->train_samples) {
+                consumed += gl_config_global_batch(c, consumed);
+                iters++;
+            }
+        }
+        if (c->train_samples > consumed)
+            iters += (c->train_samples - consumed) / c->global_batch_size;
+        c->train_iters = iters;
         if (c->train_iters < 1)
             bad("--train-samples %ld is less than one global batch (%d samples): train for "
                 "at least %d samples", c->train_samples, c->global_batch_size,
@@ -1102,6 +1973,10 @@ static void finish_schedule(gl_config *c)
     if (!c->dry_run && c->optim.lr_warmup_iters > c->optim.lr_decay_iters)
         bad("--lr-warmup-iters %ld is longer than the decay (%ld iterations): shorten the "
             "warm-up or raise --lr-decay-iters", c->optim.lr_warmup_iters, c->optim.lr_decay_iters);
+    long decay = c->optim.lr_decay_samples ? c->optim.lr_decay_samples : c->train_samples;
+    if (!c->dry_run && c->train_samples && c->optim.lr_warmup_samples >= decay)
+        bad("--lr-warmup-samples %ld is not shorter than the decay (%ld samples): shorten the "
+            "warm-up or raise --lr-decay-samples", c->optim.lr_warmup_samples, decay);
 }
 
 void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)

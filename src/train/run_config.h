@@ -5,8 +5,8 @@
  * hidden_size).  gl_config_defaults() fills Megatron's defaults;
  * gl_config_parse() (run_config.c) reads the command line, applies a --model
  * preset first so that explicit flags override it, and validates every
- * value and every combination, stopping with one line that names the
- * flag, the value and the fix.  Derived values (padded vocabulary, layers
+ * value and every combination, reporting each usage error in one line
+ * that names the flag, the value and the fix.  Derived values (padded vocabulary, layers
  * per stage, data-parallel size, ...) are filled by gl_config_finish()
  * once the world size is known.
  */
@@ -24,7 +24,9 @@
 extern "C" {
 #endif
 
-typedef enum { GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE } gl_lr_style;
+typedef enum {
+    GL_LR_CONSTANT = 0, GL_LR_LINEAR, GL_LR_COSINE, GL_LR_INVERSE_SQRT
+} gl_lr_style;
 
 /* The optimizer, its learning-rate schedule and how data parallelism shares its work. */
 typedef struct gl_optim_opts {
@@ -38,7 +40,14 @@ typedef struct gl_optim_opts {
     long lr_warmup_iters;            /* --lr-warmup-iters */
     double lr_warmup_fraction;       /* --lr-warmup-fraction (0: unused) */
     long lr_decay_iters;             /* --lr-decay-iters (0: train_iters) */
+    long lr_warmup_samples;          /* --lr-warmup-samples (with --train-samples) */
+    long lr_decay_samples;           /* --lr-decay-samples (0: train_samples) */
     gl_lr_style lr_decay_style;      /* --lr-decay-style */
+    double decoupled_lr;             /* --decoupled-lr: peak for the embedding
+                                      * and the output layer (0: --lr) */
+    double decoupled_min_lr;         /* --decoupled-min-lr (-1: --min-lr) */
+    int use_checkpoint_opt_param_scheduler; /* --use-checkpoint-opt_param-scheduler */
+    int override_opt_param_scheduler;       /* --override-opt_param-scheduler */
     double weight_decay;             /* --weight-decay (0.01) */
     double adam_beta1, adam_beta2;   /* --adam-beta1 (0.9) --adam-beta2 (0.999) */
     double adam_eps;                 /* --adam-eps (1e-8) */
@@ -52,6 +61,8 @@ typedef struct gl_ckpt_opts {
     long save_interval;              /* --save-interval */
     int no_save_optim, no_load_optim, no_load_rng; /* --no-save-optim ... */
     int finetune;                    /* --finetune */
+    int use_checkpoint_args;         /* --use-checkpoint-args: the model's
+                                      * shape from --load's "config" */
     int async_save;                  /* --async-save */
 } gl_ckpt_opts;
 
@@ -83,6 +94,23 @@ typedef struct gl_fault_opts {
     int max_nonfinite_iters;         /* --max-nonfinite-iters (gridlm, 5) */
 } gl_fault_opts;
 
+/* Where the vocabulary size comes from (Megatron: the tokenizer's, or
+ * --vocab-size for the NullTokenizer; gridlm adds the checkpoint's under
+ * --use-checkpoint-args). */
+typedef enum {
+    GL_VOCAB_FROM_TOKENIZER = 0,     /* --tokenizer-model (the default) */
+    GL_VOCAB_FROM_FLAG,              /* --vocab-size, no tokenizer to read */
+    GL_VOCAB_FROM_CHECKPOINT         /* --use-checkpoint-args */
+} gl_vocab_source;
+
+/* --attention-backend (Megatron's AttnBackend), before gridlm maps it to
+ * an implementation (gl_config_attention_impl). */
+typedef enum {
+    GL_ATTN_BACKEND_UNSET = 0,       /* not given: GRIDLM_ATTENTION decides */
+    GL_ATTN_BACKEND_FLASH, GL_ATTN_BACKEND_FUSED, GL_ATTN_BACKEND_UNFUSED,
+    GL_ATTN_BACKEND_LOCAL, GL_ATTN_BACKEND_AUTO
+} gl_attn_backend;
+
 typedef struct gl_config {
     /* --- model (arch/arch.h) --- */
     gl_arch arch;
@@ -95,6 +123,9 @@ typedef struct gl_config {
     int global_batch_size;           /* --global-batch-size (0: mbs x dp) */
     long train_iters;                /* --train-iters */
     long train_samples;              /* --train-samples (0: unused) */
+    long rampup_batch_size[3];       /* --rampup-batch-size START INCREMENT
+                                      * SAMPLES (START 0: no ramp-up) */
+    int calculate_per_token_loss;    /* --calculate-per-token-loss */
     int seed;                        /* --seed (1234) */
 
     /* --- optimizer and learning rate --- */
@@ -104,6 +135,7 @@ typedef struct gl_config {
     gl_device_kind device;           /* --device cpu|cuda (auto) */
     int bf16;                        /* --bf16 */
     gl_fp8_opts fp8;                 /* --fp8-* (arch/arch.h) */
+    gl_attn_backend attention_backend; /* --attention-backend */
 
     /* --- data --- */
     gl_data_opts data;               /* data/loader.h */
@@ -128,15 +160,30 @@ typedef struct gl_config {
     /* --- derived by gl_config_finish() --- */
     int world_size;
     int data_parallel_size;
-    int num_micro_batches;           /* global / (mbs x dp) */
+    int num_micro_batches;           /* global / (mbs x dp): the most, after
+                                      * any --rampup-batch-size */
+    gl_vocab_source vocab_source;    /* set by gl_config_parse */
+    int vocab_size_flag;             /* 1: --vocab-size was on the command
+                                      * line (not only a --model preset's) */
 } gl_config;
+
+/* The global batch of the iteration that starts after `consumed`
+ * training samples, as Megatron-LM's num-micro-batches calculator gives
+ * it: --global-batch-size, or during --rampup-batch-size START INC
+ * SAMPLES (consumed <= SAMPLES) START + INC floor(consumed / (SAMPLES /
+ * ((global - START) / INC))).  Needs gl_config_finish(). */
+int gl_config_global_batch(const gl_config *c, long consumed);
 
 /* Megatron's defaults. */
 void gl_config_defaults(gl_config *c);
 
-/* Parse argv (after a --model preset is applied); prints --help or
- * --version and exits 0 when asked; dies (exit 2) with a one-line message
- * on a bad flag or value. */
+/* Parse argv, after the model's shape is applied (a --model preset's,
+ * or with --use-checkpoint-args the checkpoint's, which the flags must
+ * agree with), then check every combination that needs only the command
+ * line.  Prints --help or --version and exits 0 when asked.  Every usage
+ * error is collected and reported together, one line each, then their
+ * count (a lone one is one line); the program then exits 2.  A
+ * checkpoint --use-checkpoint-args cannot read stops the parse at once. */
 void gl_config_parse(gl_config *c, int argc, char **argv);
 
 /* Fill the derived fields for a world of world_size ranks and check every
@@ -148,6 +195,19 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node);
  * given) and the padded size: the next multiple of
  * make_vocab_size_divisible_by x TP. */
 void gl_config_set_vocab_size(gl_config *c, int vocab_size);
+
+/* Where the vocabulary size came from, in words ("the tokenizer",
+ * "--vocab-size", "the checkpoint (--use-checkpoint-args)"). */
+const char *gl_config_vocab_source_text(const gl_config *c);
+
+/* --attention-backend as the value of GRIDLM_ATTENTION it stands for
+ * (cuda/attn_cudnn.h): fused -> "cudnn" (cuDNN's fused flash attention,
+ * what Transformer Engine calls FusedAttention); flash, unfused and local
+ * -> "native" (gridlm's own flash-attention kernels); auto -> "auto".  NULL when
+ * the flag was not given. */
+const char *gl_config_attention_impl(const gl_config *c);
+/* The flag's value as written ("fused"); "" for GL_ATTN_BACKEND_UNSET. */
+const char *gl_config_attention_backend_name(gl_attn_backend b);
 
 /* What the run asks of the data loader: the sequence length, the
  * vocabulary, the seed, and the samples of the train split (--train-samples,

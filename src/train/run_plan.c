@@ -51,6 +51,11 @@ void gl_run_plan_print(const gl_config *c, FILE *out)
     fprintf(out, "overlap_grad_reduce=%d\n", c->optim.overlap_grad_reduce);
     fprintf(out, "overlap_param_gather=%d\n", c->optim.overlap_param_gather);
     fprintf(out, "bf16=%d\n", c->bf16);
+    static const char *const vocab_from[] = {"tokenizer", "vocab-size", "checkpoint"};
+    fprintf(out, "vocab_source=%s\n", vocab_from[c->vocab_source]);
+    const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
+    fprintf(out, "attention_backend=%s\n", gl_config_attention_backend_name(c->attention_backend));
+    fprintf(out, "attention=%s\n", impl ? impl : env && *env ? env : "auto");
 
     fprintf(out, "flops_per_token=%.0f\n", gl_config_flops_per_token(c));
     fprintf(out, "layer_flops_per_token=%.0f\n", gl_arch_layer_flops(&c->arch));

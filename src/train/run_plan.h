@@ -26,6 +26,12 @@
  *   use_distributed_optimizer   as asked
  *   distributed_optimizer       as it runs (gl_optim_is_distributed)
  *   overlap_grad_reduce, overlap_param_gather, bf16   as asked
+ *   vocab_source                tokenizer, vocab-size or checkpoint: where
+ *                               vocab_size came from (preflight.h)
+ *   attention_backend           --attention-backend as given (empty: not)
+ *   attention                   what GRIDLM_ATTENTION will be on a CUDA
+ *                               device: cudnn, native or auto (run_config.h:
+ *                               gl_config_attention_impl)
  *   flops_per_token             gl_arch_flops_per_token
  *   layer_flops_per_token       gl_arch_layer_flops
  *   head_flops_per_token        gl_arch_head_flops

@@ -4,7 +4,8 @@
  * Before the first iteration: the model's weights from the counter-based
  * RNG, or from --load (checkpoint.h: resharded to this layout), and the
  * fault handling of faults.h.  One iteration, on every rank:
- *   1. this DP rank's M micro-batches (batch.h), first and last pipeline
+ *   1. this DP rank's M micro-batches (batch.h; M follows the global
+ *      batch, which --rampup-batch-size grows), first and last pipeline
  *      stages only: read and uploaded (asynchronously, from page-locked
  *      memory) while the previous iteration was computing;
  *   2. run the pipeline schedule (pipeline.h): forwards and backwards of
@@ -20,11 +21,14 @@
  *   4. stats = [sum of squared gradients owned here, loss sum, unmasked
  *      tokens, this rank's exit reasons]: one all-reduce over the world
  *      and ONE download, the only host round trip of the iteration;
- *   5. N = tokens, loss = stats[1] / N, grad norm = sqrt(stats[0]) / N;
- *      clip to --clip-grad and step AdamW with grad_scale = clip / N
- *      (optim.h), unless loss or norm is not finite (then the step is
- *      skipped and counted by gl_faults_nonfinite, which stops the job
- *      after too many in a row);
+ *   5. N = tokens, loss = stats[1] / N (the per-token mean, as Megatron
+ *      reports it), D = M x DP micro-batches x B S positions (or N
+ *      under --calculate-per-token-loss: batch.h's loss normalisations), grad
+ *      norm = sqrt(stats[0]) / D; clip to --clip-grad and step AdamW at
+ *      the schedule's rate (lr.h) with grad_scale = clip / D (optim.h);
+ *      the schedule moves by the iteration's global batch; unless loss
+ *      or norm is not finite (then the step is skipped and counted by
+ *      gl_faults_nonfinite, which stops the job after too many in a row);
  *   6. every --log-interval iterations rank 0 prints the Megatron-style
  *      line and appends the JSON record (trainlog.h), and every rank
  *      compares step times (stragglers); with --tensorboard-dir the last
@@ -107,13 +111,10 @@ static gl_comm *group(gl_comm *c)
     return c && gl_comm_size(c) > 1 ? c : NULL;
 }
 
-/* What this loop does not do (yet): say so before any work. */
+/* What this loop does not do (yet): say so before any work (the
+ * settings a dry run refuses too are preflight.h's). */
 static void check_supported(const gl_config *c)
 {
-    if (c->layout.context_parallel_size > 1)
-        gl_die_code(2, "--context-parallel-size %d: context parallelism is not "
-                    "implemented in gridlm's training loop yet; use 1",
-                    c->layout.context_parallel_size);
     if (c->train_iters <= 0)
         gl_die_code(2, "--train-iters %ld: give the number of iterations to train "
                     "(--train-samples is not supported by this loop yet)", c->train_iters);
@@ -200,7 +201,7 @@ static double validate(const gl_config *c, gl_groups *g, gl_model *m, gl_batch_b
     gl_dev *d = m->d;
     double sum[2] = { 0, 0 };          /* loss sum, tokens */
     for (long e = 0; e < c->eval_iters; e++) {
-        double count = gl_batch_buf_load(bb, src, 1, k * c->eval_iters + e, g->me.dp);
+        double count = gl_batch_buf_load_valid(bb, src, k * c->eval_iters + e, g->me.dp);
         float zero = 0, got = 0;
         if (head_here)
             d->ops->upload(d, acc, &zero, sizeof zero);
@@ -290,6 +291,27 @@ static gl_batch_source *open_source(gl_config *cc, gl_groups *g, int pp_rank)
     return gl_batch_loader(cc, L);
 }
 
+/* The pipeline schedules of every batch the run trains on, by_m[Mi] for
+ * Mi micro-batches (M, the full batch's, and those of a ramp-up's
+ * smaller batches), and in slots[c] the most activation slots any of
+ * them needs in chunk c: the model is sized for all of them. */
+static void build_scheds(const gl_config *c, int stage, gl_sched **by_m, int *slots)
+{
+    int pp = c->layout.pipeline_model_parallel_size, V = c->layout.virtual_pipeline_size;
+    long step = (long)c->layout.micro_batch_size * c->data_parallel_size;
+    long start = c->rampup_batch_size[0] ? c->rampup_batch_size[0] : c->global_batch_size;
+    long inc = c->rampup_batch_size[0] ? c->rampup_batch_size[1] : 1;
+    for (long b = start; b <= c->global_batch_size; b += inc) {
+        int Mi = (int)(b / step);
+        if (b % step || by_m[Mi])
+            continue;
+        by_m[Mi] = gl_sched_build(pp, stage, V, Mi);
+        for (int k = 0; k < V; k++)
+            if (by_m[Mi]->slots[k] > slots[k])
+                slots[k] = by_m[Mi]->slots[k];
+    }
+}
+
 int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 {
     gl_config cc = *c0;             /* shallow: the loader may set the vocabulary */
@@ -304,8 +326,12 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
     gl_batch_source *src = open_source(&cc, g, pp_rank);
     gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, c->data_parallel_size);
-    gl_sched *sched = gl_sched_build(pp, pp_rank, V, M);
-    gl_model *m = gl_model_new(plan, d, group(g->tp), sched->slots);
+    /* one schedule per batch size (a ramp-up's several) */
+    gl_sched **by_m = gl_calloc((size_t)M + 1, sizeof *by_m);
+    int *slots = gl_calloc((size_t)V, sizeof *slots);
+    build_scheds(c, pp_rank, by_m, slots);
+    gl_sched *sched = by_m[M];
+    gl_model *m = gl_model_new(plan, d, group(g->tp), slots);
     m->dropout_seed = (uint64_t)(unsigned)c->seed;
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, group(g->dp), c->optim.use_distributed_optimizer);
@@ -313,7 +339,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     float *master = gl_optim_master_target(o, &mb0, &mb1);
     gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, master, mb0, mb1);
     MPI_Comm mpi_world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
-    gl_train_progress pr = { 0, 0, 0, 0 };
+    gl_train_progress pr;
+    memset(&pr, 0, sizeof pr);
+    gl_lr_init(&pr.sched, c);          /* the command line's; --load may change it */
     if (c->ckpt.save)
         gl_train_save_prepare(c, mpi_world);
     if (c->ckpt.load)
@@ -324,8 +352,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
     gl_batch_buf bb;
     gl_batch_buf_init(&bb, c, d, plan, dp_rank);
-    gl_lr_sched lrs;
-    gl_lr_init(&lrs, c);
+    gl_lr_sched lrs = pr.sched;
+    long lr_samples = pr.lr_samples;   /* the scheduler's count (lr.h) */
+    long step_mb = (long)c->layout.micro_batch_size * c->data_parallel_size;
 
     float *stats = d->ops->alloc(d, NSTATS * sizeof(float));
     float *vacc = d->ops->alloc(d, sizeof(float));
@@ -339,8 +368,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     int head_here = bb.has_head && tp_rank == 0;
     float *loss_acc = head_here ? stats + 1 : NULL;
 
-    double tokens_per_iter = (double)c->global_batch_size * c->arch.seq_length;
-    double flops_per_iter = gl_config_flops_per_token(c) * tokens_per_iter;
+    double flops_per_token = gl_config_flops_per_token(c);
     double peak = gl_peak_tflops(c->log.peak_tflops, d->name);
     long nparams = gl_arch_num_params(&c->arch);
     gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d PP %d (x%d virtual) "
@@ -351,6 +379,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
              o->dist ? ", distributed optimizer" : "");
     char form[256];
     gl_info0("model: %s", gl_arch_describe(&c->arch, form, sizeof form));
+    gl_info0("vocabulary: %d from %s, padded to %d", c->arch.vocab_size,
+             gl_config_vocab_source_text(c), c->arch.padded_vocab_size);
 
     if (c->fp8.format != GL_FP8_OFF) {
         char how[160];
@@ -390,11 +420,22 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     if (pr.iteration >= c->train_iters)
         gl_info0("--load: the checkpoint is at iteration %ld, --train-iters is %ld: "
                  "nothing to train", pr.iteration, c->train_iters);
-    double int_loss = 0, int_norm = 0, int_ms = 0;
+    double int_loss = 0, int_norm = 0, int_ms = 0, int_samples = 0;
     int int_n = 0, int_ok = 0;
+    if (c->rampup_batch_size[0] && consumed <= c->rampup_batch_size[2])
+        gl_info0("--rampup-batch-size: global batch %d at %ld consumed samples, growing by "
+                 "%ld up to %d over the first %ld samples", gl_config_global_batch(c, consumed),
+                 consumed, c->rampup_batch_size[1], c->global_batch_size,
+                 c->rampup_batch_size[2]);
     for (long it = pr.iteration; it < c->train_iters; it++) {
         double t0 = gl_now();
-        double count = gl_batch_buf_load(&bb, src, 0, it, dp_rank);
+        /* this iteration's batch: constant, or the ramp-up's */
+        int G = gl_config_global_batch(c, consumed);
+        int Mi = (int)(G / step_mb);
+        gl_sched *si = by_m[Mi];
+        if (!si)
+            gl_die("internal error: no pipeline schedule for %d micro-batches", Mi);
+        double count = gl_batch_buf_load(&bb, src, consumed, Mi, dp_rank);
         /* stats[3 + k] > 0 after the all-reduce: some rank has exit
          * reason bit k (faults.h), so the reasons ride on the iteration's
          * one all-reduce */
@@ -410,7 +451,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         /* the schedule's blocking waits (MPI sends and receives, TP
          * collectives) bracket themselves in the comm layer */
         m->iteration = (uint32_t)it;     /* the dropout masks' key */
-        gl_pipeline_run(sched, m, group(g->pp), bb.mbs, loss_acc);
+        gl_pipeline_run(si, m, group(g->pp), bb.mbs, loss_acc);
         if (rank == 0 && planted_nonfinite(it + 1)) {
             /* before the reduction: every rank's norm sees it */
             float nan = NAN;
@@ -423,8 +464,11 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         gl_optim_sumsq(o, stats);
         if (world > 1)
             gl_all_reduce(g->world, stats, stats, NSTATS, GL_DT_F32, GL_OP_SUM, d->stream);
-        if (it + 1 < c->train_iters)          /* while the device works */
-            gl_batch_buf_prefetch(&bb, src, it + 1, dp_rank);
+        if (it + 1 < c->train_iters) {        /* while the device works */
+            long next = consumed + G;
+            gl_batch_buf_prefetch(&bb, src, next, (int)(gl_config_global_batch(c, next) / step_mb),
+                                  dp_rank);
+        }
         float h[NSTATS];
         /* on a GPU the download waits for every collective queued so far,
          * the world's all-reduce of the statistics last */
@@ -436,9 +480,16 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         for (int k = 0; k < NEXITBITS; k++)
             agreed |= h[3 + k] > 0 ? 1u << k : 0u;
 
+        /* the loss reported is the per-token mean (batch.h); the
+         * gradients are divided by the normalisation's count: the
+         * tokens, or the micro-batches of every DP rank times the B S
+         * positions their weights carry */
         double N = h[2];
+        double Dn = c->calculate_per_token_loss ? N
+                  : (double)Mi * c->data_parallel_size * c->layout.micro_batch_size *
+                    c->arch.seq_length;
         double loss = N > 0 ? h[1] / N : NAN;
-        double norm = N > 0 ? sqrt(h[0]) / N : NAN;
+        double norm = N > 0 ? sqrt(h[0]) / Dn : NAN;
         int bad = !isfinite(loss) || !isfinite(norm);
         skipped = pr.skipped + gl_faults_nonfinite(F, it + 1, bad);   /* may stop the job */
         nan_iters = pr.nan_iters + gl_faults_skipped(F);
@@ -446,18 +497,21 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             double clip = 1.0;
             if (c->optim.clip_grad > 0 && norm > c->optim.clip_grad)
                 clip = c->optim.clip_grad / (norm + 1e-6);
-            gl_optim_step(o, gl_lr_at(&lrs, o->steps), clip / N);
+            gl_optim_step(o, gl_lr_at(&lrs, lr_samples), gl_lr_decoupled_at(&lrs, lr_samples),
+                          clip / Dn);
+            lr_samples += G;               /* Megatron: step(increment=batch) */
             int_loss += loss;
             int_norm += norm;
             int_ok++;
         }
-        consumed += c->global_batch_size;
+        consumed += G;
         if (it + 1 == c->train_iters) {        /* the last step, timed in full */
             gl_watch_begin_comm(F, "device sync", world > 1 ? g->world : NULL);
             d->ops->sync(d);
             gl_watch_end(F);
         }
         int_ms += 1e3 * (gl_now() - t0);
+        int_samples += G;
         int_n++;
 
         long iter = it + 1;
@@ -489,15 +543,19 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                 gl_log_record r = {
                     .iteration = iter, .train_iters = c->train_iters,
                     .consumed_samples = consumed, .elapsed_ms = int_ms / int_n,
-                    .lr = gl_lr_at(&lrs, o->steps), .global_batch_size = c->global_batch_size,
+                    .lr = gl_lr_at(&lrs, lr_samples), .global_batch_size = G,
+                    .decoupled_lr = c->optim.decoupled_lr > 0
+                                  ? gl_lr_decoupled_at(&lrs, lr_samples) : -1,
                     .loss = int_ok ? int_loss / int_ok : NAN,
                     .grad_norm = int_ok ? int_norm / int_ok : NAN,
                     .skipped = skipped, .nan_iters = nan_iters, .mem_gib = mem,
                     .on_cpu = d->index < 0,
                 };
                 double sec = r.elapsed_ms / 1e3;
+                /* the interval's mean batch: a ramp-up changes it */
+                double tokens_per_iter = int_samples / int_n * c->arch.seq_length;
                 r.tokens_per_sec_per_gpu = tokens_per_iter / (sec * world);
-                r.tflops_per_gpu = flops_per_iter / (sec * world * 1e12);
+                r.tflops_per_gpu = flops_per_token * tokens_per_iter / (sec * world * 1e12);
                 r.mfu = peak > 0 ? r.tflops_per_gpu / peak : -1;
                 if (rank == 0) {
                     char line[1024];
@@ -511,7 +569,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                     tensorboard_check(gl_tfevents_flush(tb, &err), &err);
                 }
             }
-            int_loss = int_norm = int_ms = 0;
+            int_loss = int_norm = int_ms = int_samples = 0;
             int_n = int_ok = 0;
         }
         if (do_eval && (iter % c->eval_interval == 0 || iter == c->train_iters) && !stopping) {
@@ -530,7 +588,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         }
         if (c->ckpt.save && ((c->ckpt.save_interval > 0 && iter % c->ckpt.save_interval == 0) ||
                         stopping || iter == c->train_iters)) {
-            gl_train_progress now = { iter, consumed, skipped, nan_iters };
+            gl_train_progress now = { iter, consumed, skipped, nan_iters, lr_samples, lrs };
             gl_optim_weights_ready(o);
             gl_train_save(c, mpi_world, m, o, &now, &pending);
         }
@@ -561,7 +619,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_batch_buf_free(&bb);
     gl_optim_free(o);
     gl_model_free(m);
-    gl_sched_free(sched);
+    for (int k = 0; k <= M; k++)
+        gl_sched_free(by_m[k]);
+    free(by_m);
+    free(slots);
     gl_model_plan_free(plan);
     return 0;
 }

@@ -31,6 +31,8 @@ void gl_log_format_line(char *buf, size_t len, const gl_log_record *r)
     else
         APPEND(" throughput per GPU (TFLOP/s/GPU): %.1f |", r->tflops_per_gpu);
     APPEND(" learning rate: %.6E |", r->lr);
+    if (r->decoupled_lr >= 0)
+        APPEND(" decoupled learning rate: %.6E |", r->decoupled_lr);
     APPEND(" global batch size: %5d |", r->global_batch_size);
     APPEND(" lm loss: %.6E |", r->loss);
     APPEND(" grad norm: %.3f |", r->grad_norm);
@@ -64,6 +66,8 @@ void gl_log_write_json(FILE *f, const gl_log_record *r)
     num(f, "loss", r->loss, 1, 0);
     num(f, "grad_norm", r->grad_norm, 1, 0);
     num(f, "lr", r->lr, 1, 0);
+    if (r->decoupled_lr >= 0)
+        num(f, "decoupled_lr", r->decoupled_lr, 1, 0);
     num(f, "elapsed_ms", r->elapsed_ms, 1, 0);
     num(f, "tokens_per_sec_per_gpu", r->tokens_per_sec_per_gpu, 1, 0);
     num(f, "tflops_per_gpu", r->tflops_per_gpu, 1, 0);

@@ -16,7 +16,9 @@
  * rank", and there is no MFU (the peaks are GPUs').  --log-json FILE gets one JSON object per logged iteration
  * with the keys iteration, consumed_samples, loss, grad_norm, lr,
  * elapsed_ms, tokens_per_sec_per_gpu, tflops_per_gpu, mfu, mem_gib,
- * skipped_iterations, nan_iterations, global_batch_size; numbers that are
+ * skipped_iterations, nan_iterations, global_batch_size (and
+ * decoupled_lr under --decoupled-lr, as Megatron's "decoupled learning
+ * rate" after the learning rate on the line); numbers that are
  * unknown or not finite are written as null.  Loss, grad norm and time
  * are averages over the iterations since the previous log, as Megatron
  * reports them.
@@ -38,6 +40,7 @@ typedef struct {
     long iteration, train_iters, consumed_samples;
     double elapsed_ms;              /* per iteration */
     double lr;
+    double decoupled_lr;            /* --decoupled-lr's current rate; < 0: none */
     int global_batch_size;
     double loss, grad_norm;
     long skipped, nan_iters;
