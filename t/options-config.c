@@ -465,6 +465,9 @@ static void test_arch_form(void)
 
     REFUSED(BASE "--rotary-percent 0.5", 0, "--rotary-percent 0.5 is not built");
     REFUSED(BASE "--attention-dropout 1", 0, "--attention-dropout 1 must be below 1");
+    REFUSED(BASE "--attention-dropout 0.1 --attention-backend fused --device cuda", 0,
+            "--attention-backend fused is cuDNN's fused attention, which cannot apply "
+            "--attention-dropout 0.1", "use --attention-backend auto or local");
     REFUSED(BASE "--normalization BatchNorm", 0, "BatchNorm");
     parse(&c, BASE "--position-embedding-type learned_absolute --use-rotary-position-embeddings "
                    "--no-position-embedding --add-bias-linear --disable-bias-linear --swiglu "

@@ -660,7 +660,8 @@ static const gl_option table[] = {
     CHOICE("attention-backend", attention_backend, "NAME", G_PREC, attn_backends,
            attn_backend_values, "attention on CUDA, as GRIDLM_ATTENTION (which it overrides): "
            "fused = cuDNN's fused flash attention (cudnn); flash, unfused and local = "
-           "gridlm's own flash-attention kernels (native); auto = cuDNN when it has a plan",
+           "gridlm's own flash-attention kernels (native); auto = cuDNN when it has a plan; "
+           "with --attention-dropout above 0 fused is refused and auto runs gridlm's kernels",
            .defstr = "GRIDLM_ATTENTION, else auto"),
     CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
            "FP8 products in the decoder layers' linears (needs --bf16): e4m3 everywhere, or "
@@ -1749,10 +1750,22 @@ const char *gl_config_attention_impl(const gl_config *c)
 
 /* --attention-backend against the build and against GRIDLM_ATTENTION,
  * which the flag overrides (gridlm-train sets it before the device
- * opens); a disagreement is reported. */
+ * opens); a disagreement is reported.  cuDNN asked for by name cannot
+ * apply attention dropout (it draws its own masks, not gridlm's
+ * layout-independent ones): refused; auto falls back to gridlm's kernels
+ * for it (dev_cuda.c says so in the log). */
 static void check_attention(const gl_config *c)
 {
     const char *impl = gl_config_attention_impl(c);
+    const char *env = getenv("GRIDLM_ATTENTION");
+    const char *wanted = impl ? impl : env;
+    if (wanted && !strcmp(wanted, "cudnn") && c->arch.attention_dropout > 0 &&
+        c->device != GL_DEVICE_CPU)
+        bad("%s is cuDNN's fused attention, which cannot apply --attention-dropout %g (cuDNN "
+            "draws its own masks, not gridlm's layout-independent ones): use "
+            "--attention-backend auto or local (gridlm's kernels), or --attention-dropout 0",
+            impl ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn",
+            c->arch.attention_dropout);
     if (!impl)
         return;
     const char *name = gl_config_attention_backend_name(c->attention_backend);
@@ -1762,7 +1775,6 @@ static void check_attention(const gl_config *c)
             "without cuDNN: reconfigure with --with-cudnn=DIR, or use --attention-backend "
             "local (gridlm's own kernels)", name);
 #endif
-    const char *env = getenv("GRIDLM_ATTENTION");
     if (env && *env && strcmp(env, impl))
         warn0("--attention-backend %s (gridlm's %s attention) overrides GRIDLM_ATTENTION=%s",
               name, impl, env);
