@@ -24,6 +24,18 @@
  * written once, by one block, in a fixed order.  Q, dO tiles (kernel 2)
  * and K, V tiles (kernel 3) stream through shared memory with cp.async,
  * two stages deep.
+ *
+ * With attention dropout (DROP), the forward's O = P' V with
+ * P'_tu = keep_tu P_tu, keep = M / (1 - p) (attn_drop, the forward's own
+ * mask, redrawn from the same key).  Then
+ *   dv_u  = sum_t P'_tu do_t
+ *   dP'_tu = do_t . v_u,   dP_tu = keep_tu dP'_tu
+ *   dS_tu = P_tu (dP_tu - sum_w P_tw dP_tw)   (undropped P: the softmax's
+ *                                              own backward)
+ * and sum_w P_tw dP_tw = sum_w P'_tw do_t . v_w = do_t . o_t with o the
+ * forward's (dropped) output: D_t of kernel 1 is unchanged, and only the
+ * two P^T / dS^T (P / dS) steps of kernels 2 and 3 take the keep factor:
+ *   P'^T for dV,   dS = P (keep dP' - D).
  */
 #include <config.h>
 
@@ -68,12 +80,13 @@ __global__ void attn_delta_kernel(float *delta, const bf16 *dout, int lddo,
     }
 }
 
-template <int D>
+template <int D, bool DROP>
 __global__ void __launch_bounds__(ATTN_THREADS)
 attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
                      const float *lse, const float *delta, const bf16 *q,
                      int ldq, const bf16 *k, int ldk, const bf16 *v, int ldv,
-                     int S, int Hq, int group, float scale, float scale_log2)
+                     int S, int Hq, int group, float scale, float scale_log2,
+                     attn_drop dr)
 {
     constexpr int KS = D / 16, NT = D / 8, T = ATTN_TILE;
     extern __shared__ __align__(128) bf16 smem[];
@@ -145,6 +158,7 @@ attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
         const bf16 *tQ = sQ + buf * T * D, *tdO = sdO + buf * T * D;
         const float *tL = sL + buf * T, *tD = sDl + buf * T;
         int q0 = (kt + it % per) * T;
+        int hq = kvh * group + it / per;      /* the query head */
 
         /* S^T = K Q^T and dP^T = V dO^T: 16 keys x 64 queries each */
         float p[8][4], dp[8][4];
@@ -185,11 +199,14 @@ attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
             for (int e = 0; e < 4; e++) {
                 int key = k0 + warp * 16 + g + (e >> 1) * 8;
                 int qi = i * 8 + 2 * t + (e & 1), qg = q0 + qi;
-                float pv = 0;
-                if (key <= qg && qg < S)
+                float pv = 0, kf = 1;
+                if (key <= qg && qg < S) {
                     pv = exp2f(p[i][e] * scale_log2 - tL[qi] * LOG2E);
-                p[i][e] = pv;
-                dp[i][e] = pv * (dp[i][e] - tD[qi]);
+                    if constexpr (DROP)
+                        kf = dr.keep(b, hq, S, qg, key);
+                }
+                p[i][e] = DROP ? pv * kf : pv;
+                dp[i][e] = pv * ((DROP ? kf * dp[i][e] : dp[i][e]) - tD[qi]);
             }
         /* dV += P^T dO, dK += dS^T Q: k runs over the 64 queries */
 #pragma unroll
@@ -242,12 +259,13 @@ struct dq_shape {
     static constexpr int ROWS = ATTN_WARPS * 16 * MT;
 };
 
-template <int D>
+template <int D, bool DROP>
 __global__ void __launch_bounds__(ATTN_THREADS)
 attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
                    const float *lse, const float *delta, const bf16 *q, int ldq,
                    const bf16 *k, int ldk, const bf16 *v, int ldv, int S,
-                   int Hq, int group, float scale, float scale_log2)
+                   int Hq, int group, float scale, float scale_log2,
+                   attn_drop dr)
 {
     constexpr int KS = D / 16, NT = D / 8, T = ATTN_TILE;
     constexpr int MT = dq_shape<D>::MT, ROWS = dq_shape<D>::ROWS;
@@ -344,7 +362,8 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
                     }
                 }
             }
-            /* dS = P (dP - D), P = exp(S scale - lse) where key <= query */
+            /* dS = P (dP - D), P = exp(S scale - lse) where key <= query;
+             * with dropout dP = keep dP' */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -353,10 +372,13 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
                     for (int e = 0; e < 4; e++) {
                         int key = key0 + i * 8 + 2 * t + (e & 1);
                         int row = wrow0 + mt * 16 + (e >> 1) * 8 + g;
-                        float pv = 0;
-                        if (key <= row)
+                        float pv = 0, dpk = dp[mt][i][e];
+                        if (key <= row) {
                             pv = exp2f(p[mt][i][e] * scale_log2 - lse2[mt][e >> 1]);
-                        dp[mt][i][e] = pv * (dp[mt][i][e] - dl[mt][e >> 1]);
+                            if constexpr (DROP)
+                                dpk *= dr.keep(b, h, S, row, key);
+                        }
+                        dp[mt][i][e] = pv * (dpk - dl[mt][e >> 1]);
                     }
             /* dQ += dS K: k runs over the 64 keys */
             mma_p_tile<D, MT>(acc, dp, tK, lane);
@@ -380,35 +402,35 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
         }
 }
 
-template <int D>
+template <int D, bool DROP>
 static void launch(gl_dev *d, float *delta, bf16 *dq, bf16 *dk, bf16 *dv,
                    int ldg, const bf16 *dout, int lddo, const float *lse,
                    const bf16 *q, int ldq, const bf16 *k, int ldk,
                    const bf16 *v, int ldv, int B, int S, int Hq, int Hkv,
-                   float scale)
+                   float scale, const attn_drop &dr)
 {
     cudaStream_t st = gl_cuda_st(d)->stream;
     int group = Hq / Hkv, nt = (S + ATTN_TILE - 1) / ATTN_TILE;
     float sl2 = scale * LOG2E;
 
     size_t smem1 = 6 * ATTN_TILE * D * sizeof(bf16) + 4 * ATTN_TILE * sizeof(float);
-    GL_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dkdv_kernel<D>,
+    GL_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dkdv_kernel<D, DROP>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem1));
-    attn_bwd_dkdv_kernel<D><<<dim3(Hkv, B, nt), ATTN_THREADS, smem1, st>>>(
+    attn_bwd_dkdv_kernel<D, DROP><<<dim3(Hkv, B, nt), ATTN_THREADS, smem1, st>>>(
         dk, dv, ldg, dout, lddo, lse, delta, q, ldq, k, ldk, v, ldv, S, Hq,
-        group, scale, sl2);
+        group, scale, sl2, dr);
     GL_CUDA_LAUNCHED("attn_bwd_dkdv");
 
     constexpr int ROWS = dq_shape<D>::ROWS;
     size_t smem2 = (2 * ROWS + 4 * ATTN_TILE) * D * sizeof(bf16);
-    GL_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dq_kernel<D>,
+    GL_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dq_kernel<D, DROP>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem2));
     int nq = (S + ROWS - 1) / ROWS;
-    attn_bwd_dq_kernel<D><<<dim3(Hq, B, nq), ATTN_THREADS, smem2, st>>>(
+    attn_bwd_dq_kernel<D, DROP><<<dim3(Hq, B, nq), ATTN_THREADS, smem2, st>>>(
         dq, ldg, dout, lddo, lse, delta, q, ldq, k, ldk, v, ldv, S, Hq, group,
-        scale, sl2);
+        scale, sl2, dr);
     GL_CUDA_LAUNCHED("attn_bwd_dq");
 }
 
@@ -416,11 +438,13 @@ void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
                       const bf16 *dout, int lddo, const bf16 *o, int ldo,
                       const float *lse, const bf16 *q, int ldq, const bf16 *k,
                       int ldk, const bf16 *v, int ldv, int B, int S, int Hq,
-                      int Hkv, int D, float scale)
+                      int Hkv, int D, float scale, const gl_attn_dropout *dp)
 {
     const void *p[] = {dq, dk, dv, dout, o, q, k, v};
     const int ld[] = {ldg, ldg, ldg, lddo, ldo, ldq, ldk, ldv};
     gl_cuda_attn_check("attn_bwd", Hq, Hkv, D, scale, p, ld, 8);
+    attn_drop dr;
+    int drop = attn_drop_of(&dr, dp, Hq, "attn_bwd");
     if (B <= 0 || S <= 0 || Hq <= 0)
         return;
     gl_cuda_state *st = gl_cuda_st(d);
@@ -430,10 +454,16 @@ void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
     attn_delta_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, st->stream>>>(
         delta, dout, lddo, o, ldo, S, Hq, D, rows);
     GL_CUDA_LAUNCHED("attn_delta");
-    if (D == 64)
-        launch<64>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k, ldk,
-                   v, ldv, B, S, Hq, Hkv, scale);
+    if (D == 64 && drop)
+        launch<64, true>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
+                         ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    else if (D == 64)
+        launch<64, false>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
+                          ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    else if (drop)
+        launch<128, true>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
+                          ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
     else
-        launch<128>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k, ldk,
-                    v, ldv, B, S, Hq, Hkv, scale);
+        launch<128, false>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
+                           ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
 }

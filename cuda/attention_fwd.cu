@@ -22,6 +22,11 @@
  * the two diagonal tiles need the causal mask.  The grid's slowest index
  * is the query tile, last tile first, so the longest walks of every head
  * start first and the short ones fill the tail.
+ *
+ * Attention dropout (DROP, gl_attn_dropout): l and lse are those of the
+ * undropped softmax, and each exponential is multiplied by its keep
+ * factor (0 or 1/(1-p), attn_drop) after it entered l and before it
+ * enters O, so o_t = sum_u P'_tu v_u with P' = M P / (1 - p).
  */
 #include <config.h>
 
@@ -36,11 +41,11 @@
 #define FWD_MT 2
 #define FWD_ROWS (ATTN_WARPS * 16 * FWD_MT)
 
-template <int D>
+template <int D, bool DROP>
 __global__ void __launch_bounds__(ATTN_THREADS)
 attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
                 const bf16 *k, int ldk, const bf16 *v, int ldv, int S, int Hq,
-                int group, float scale_log2)
+                int group, float scale_log2, attn_drop dr)
 {
     constexpr int KS = D / 16;        /* k-steps over the head dimension */
     constexpr int NT = D / 8;         /* n-tiles of the output */
@@ -192,6 +197,21 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
                     }
                 }
 
+            /* P' = keep P (after l has summed P) */
+            if constexpr (DROP) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            int key = key0 + i * 8 + 2 * t + (e & 1);
+                            int row = wrow0 + mt * 16 + (e >> 1) * 8 + g;
+                            if (s[mt][i][e] != 0.0f)
+                                s[mt][i][e] *= dr.keep(b, h, S, row, key);
+                        }
+            }
+
             /* O += P V: P from registers */
             mma_p_tile<D, MT>(acc, s, tV, lane);
         }
@@ -222,19 +242,19 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
         }
 }
 
-template <int D>
+template <int D, bool DROP>
 static void launch(gl_cuda_state *st, bf16 *o, int ldo, float *lse,
                    const bf16 *q, int ldq, const bf16 *k, int ldk,
                    const bf16 *v, int ldv, int B, int S, int Hq, int Hkv,
-                   float scale)
+                   float scale, const attn_drop &dr)
 {
     size_t smem = (FWD_ROWS + 4 * ATTN_TILE) * D * sizeof(bf16);
-    GL_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<D>,
+    GL_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<D, DROP>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem));
     dim3 grid(Hq, B, (S + FWD_ROWS - 1) / FWD_ROWS);
-    attn_fwd_kernel<D><<<grid, ATTN_THREADS, smem, st->stream>>>(
-        o, ldo, lse, q, ldq, k, ldk, v, ldv, S, Hq, Hq / Hkv, scale * LOG2E);
+    attn_fwd_kernel<D, DROP><<<grid, ATTN_THREADS, smem, st->stream>>>(
+        o, ldo, lse, q, ldq, k, ldk, v, ldv, S, Hq, Hq / Hkv, scale * LOG2E, dr);
     GL_CUDA_LAUNCHED("attn_fwd");
 }
 
@@ -262,16 +282,23 @@ void gl_cuda_attn_check(const char *what, int Hq, int Hkv, int D, float scale,
 
 void gl_cuda_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
                       int ldq, const bf16 *k, int ldk, const bf16 *v, int ldv,
-                      int B, int S, int Hq, int Hkv, int D, float scale)
+                      int B, int S, int Hq, int Hkv, int D, float scale,
+                      const gl_attn_dropout *dp)
 {
     const void *p[] = {o, q, k, v};
     const int ld[] = {ldo, ldq, ldk, ldv};
     gl_cuda_attn_check("attn_fwd", Hq, Hkv, D, scale, p, ld, 4);
+    attn_drop dr;
+    int drop = attn_drop_of(&dr, dp, Hq, "attn_fwd");
     if (B <= 0 || S <= 0 || Hq <= 0)
         return;
     gl_cuda_state *st = gl_cuda_st(d);
-    if (D == 64)
-        launch<64>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale);
+    if (D == 64 && drop)
+        launch<64, true>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    else if (D == 64)
+        launch<64, false>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    else if (drop)
+        launch<128, true>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
     else
-        launch<128>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale);
+        launch<128, false>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
 }

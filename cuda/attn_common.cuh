@@ -23,6 +23,7 @@
 #ifndef GL_CUDA_ATTN_COMMON_CUH
 #define GL_CUDA_ATTN_COMMON_CUH
 
+#include "base/philox.h"
 #include "gl_cuda.h"
 
 #define ATTN_TILE 64          /* tokens per tile, queries and keys */
@@ -175,6 +176,52 @@ __device__ __forceinline__ void mma_p_tile(float (&acc)[MT][D / 8][4],
             }
         }
     }
+}
+
+/*
+ * Attention dropout in the kernels (gl_attn_dropout of device/ops.h):
+ * the call's key, threshold and placement, passed by value.  keep()
+ * is the factor of probability (b, h, i, j) of the call: 1 / (1 - p)
+ * when kept, 0 when dropped, from element
+ *   e = ((b0 + b) heads + h0 + h) S^2 + i S + j
+ * of the full probability tensor, exactly as the CPU reference draws it.
+ * One Philox call per element (its other three words are not reused).
+ */
+struct attn_drop {
+    uint64_t seed;
+    uint32_t iteration, stream, threshold;
+    float scale;                  /* 1 / (1 - p) */
+    long b0, h0, heads;
+
+    __device__ __forceinline__ float keep(int b, int h, int S, int i, int j) const
+    {
+        uint64_t e = ((uint64_t)(b0 + b) * (uint64_t)heads + (uint64_t)(h0 + h)) *
+                         (uint64_t)S * (uint64_t)S +
+                     (uint64_t)i * (uint64_t)S + (uint64_t)j;
+        return gl_dropout_keep(seed, iteration, stream, e, threshold) ? scale : 0.0f;
+    }
+};
+
+/* dp as kernel arguments; returns 0 (no dropout to apply) when dp is NULL
+ * or its p is 0.  Checks dp against a call of Hq heads (dies otherwise). */
+static inline int attn_drop_of(attn_drop *a, const gl_attn_dropout *dp, int Hq,
+                               const char *what)
+{
+    *a = attn_drop{};
+    if (!dp)
+        return 0;
+    gl_attn_dropout_check(dp, Hq, what);
+    if (dp->p <= 0)
+        return 0;
+    a->seed = dp->seed;
+    a->iteration = dp->iteration;
+    a->stream = gl_dropout_stream(dp->layer, dp->site);
+    a->threshold = gl_dropout_threshold(dp->p);
+    a->scale = (float)(1.0 / (1.0 - (double)dp->p));
+    a->b0 = dp->b0;
+    a->h0 = dp->h0;
+    a->heads = dp->heads;
+    return 1;
 }
 
 #endif

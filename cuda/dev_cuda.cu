@@ -290,13 +290,34 @@ static void cu_rope_bwd(gl_dev *d, void *x, int ld, int B, int S, int H,
                  -1.0f);
 }
 
+/* 1 when dp drops attention probabilities.  cuDNN's fused attention
+ * draws its dropout masks from its own generator, which cannot give
+ * gl_attn_dropout's masks, so such calls run the native kernels:
+ * GRIDLM_ATTENTION=cudnn dies here with why, auto falls back (logged
+ * once). */
+static int attn_dropping(gl_cuda_state *st, const gl_attn_dropout *dp)
+{
+    if (!dp || dp->p <= 0)
+        return 0;
+    if (st->attn_impl == GL_ATTN_CUDNN)
+        gl_die("GRIDLM_ATTENTION=cudnn cannot apply attention dropout (cuDNN "
+               "draws its own masks, not gridlm's layout-independent ones); "
+               "unset GRIDLM_ATTENTION or pass --attention-dropout 0");
+    if (st->attn_impl == GL_ATTN_AUTO && !st->attn_drop_logged) {
+        gl_info0("attention dropout %g: attention runs gridlm's kernels, "
+                    "not cuDNN's", (double)dp->p);
+        st->attn_drop_logged = 1;
+    }
+    return 1;
+}
+
 static void cu_attn_fwd(gl_dev *d, void *o, int ldo, float *lse,
                         const void *q, int ldq, const void *k, int ldk,
                         const void *v, int ldv, int B, int S, int Hq, int Hkv,
-                        int D, float scale)
+                        int D, float scale, const gl_attn_dropout *dp)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    if (st->attn_impl != GL_ATTN_NATIVE &&
+    if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
         gl_cudnn_attn_fwd(d, (bf16 *)o, ldo, lse, (const bf16 *)q, ldq,
                           (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, S, Hq,
                           Hkv, D, scale)) {
@@ -306,17 +327,18 @@ static void cu_attn_fwd(gl_dev *d, void *o, int ldo, float *lse,
     st->attn_counts.fwd_native++;
     gl_cuda_attn_fwd(d, (bf16 *)o, ldo, lse, (const bf16 *)q, ldq,
                      (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, S, Hq, Hkv,
-                     D, scale);
+                     D, scale, dp);
 }
 
 static void cu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
                         const void *dout, int lddo, const void *o, int ldo,
                         const float *lse, const void *q, int ldq,
                         const void *k, int ldk, const void *v, int ldv,
-                        int B, int S, int Hq, int Hkv, int D, float scale)
+                        int B, int S, int Hq, int Hkv, int D, float scale,
+                        const gl_attn_dropout *dp)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    if (st->attn_impl != GL_ATTN_NATIVE &&
+    if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
         gl_cudnn_attn_bwd(d, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ldg,
                           (const bf16 *)dout, lddo, (const bf16 *)o, ldo, lse,
                           (const bf16 *)q, ldq, (const bf16 *)k, ldk,
@@ -328,7 +350,7 @@ static void cu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
     gl_cuda_attn_bwd(d, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ldg,
                      (const bf16 *)dout, lddo, (const bf16 *)o, ldo, lse,
                      (const bf16 *)q, ldq, (const bf16 *)k, ldk,
-                     (const bf16 *)v, ldv, B, S, Hq, Hkv, D, scale);
+                     (const bf16 *)v, ldv, B, S, Hq, Hkv, D, scale, dp);
 }
 
 static void cu_swiglu_fwd(gl_dev *d, void *y, const void *gu, int n, int f)

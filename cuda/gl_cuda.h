@@ -110,6 +110,7 @@ typedef struct {
     gl_cudnn *cudnn;
     gl_scratch s_cudnn;
     gl_attn_counts attn_counts;
+    int attn_drop_logged;      /* the cuDNN fallback for dropout was logged */
 
     gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */
 } gl_cuda_state;
@@ -178,15 +179,17 @@ void gl_cuda_ce_bwd(cudaStream_t st, float *loss, bf16 *logits, int ld,
                     const float *stats, const float *gscale, int n, int vl,
                     int valid, long vocab_start);
 
-/* attention_fwd.cu, attention_bwd.cu */
+/* attention_fwd.cu, attention_bwd.cu: the native kernels, with dropout
+ * (dp NULL or p = 0: none); attn_cudnn.cu never drops. */
 void gl_cuda_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
                       int ldq, const bf16 *k, int ldk, const bf16 *v, int ldv,
-                      int B, int S, int Hq, int Hkv, int D, float scale);
+                      int B, int S, int Hq, int Hkv, int D, float scale,
+                      const gl_attn_dropout *dp);
 void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
                       const bf16 *dout, int lddo, const bf16 *o, int ldo,
                       const float *lse, const bf16 *q, int ldq, const bf16 *k,
                       int ldk, const bf16 *v, int ldv, int B, int S, int Hq,
-                      int Hkv, int D, float scale);
+                      int Hkv, int D, float scale, const gl_attn_dropout *dp);
 
 /* The shapes, scale (> 0) and alignment the attention kernels need (dies
  * otherwise):

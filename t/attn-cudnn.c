@@ -90,7 +90,7 @@ static int run_fwd(int impl, void *o, int ldo, float *lse, const void *q,
     gl_cuda_attn_impl(G, impl);
     gl_attn_counts c0 = counts();
     G->ops->attn_fwd(G, o, ldo, lse, q, ld, k, ld, v, ld, B, S, Hq, Hkv, D,
-                     scale);
+                     scale, NULL);
     G->ops->sync(G);
     gl_attn_counts c1 = counts();
     gl_cuda_attn_impl(G, GL_ATTN_AUTO);
@@ -106,7 +106,7 @@ static int run_bwd(int impl, void *dq, void *dk, void *dv, int ld,
     gl_cuda_attn_impl(G, impl);
     gl_attn_counts c0 = counts();
     G->ops->attn_bwd(G, dq, dk, dv, ld, dout, lddo, o, ldo, lse, q, ld, k, ld,
-                     v, ld, B, S, Hq, Hkv, D, scale);
+                     v, ld, B, S, Hq, Hkv, D, scale, NULL);
     G->ops->sync(G);
     gl_attn_counts c1 = counts();
     gl_cuda_attn_impl(G, GL_ATTN_AUTO);
@@ -172,7 +172,7 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq, int must)
     float *cq_ = cqkv, *ck = cq_ + OD, *cv = ck + Hkv * D;
     double t0 = gl_now();
     C->ops->attn_fwd(C, co, OD, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D,
-                     scale);
+                     scale, NULL);
     double tc = gl_now() - t0;
 
     float *o_c = dl_act(go_c, no), *o_n = dl_act(go_n, no);
@@ -212,7 +212,7 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq, int must)
             ok(ran, "attn_bwd %s (%d/%d heads) runs through cuDNN", shape, cq, ckv);
         t0 = gl_now();
         C->ops->attn_bwd(C, cd, cd + OD, cd + OD + Hkv * D, W, cdo, OD, co_bf,
-                         OD, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale);
+                         OD, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale, NULL);
         tc += gl_now() - t0;
         float *dg = dl_act(gd, nqkv);
         if (!ran && !must)
@@ -310,7 +310,7 @@ static void test_profile(void)
     uint16_t *q = qkv, *k = q + Hq * D, *v = k + Hkv * D;
     for (int i = 0; i < 3; i++)
         P->ops->attn_fwd(P, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D,
-                         0.125f);
+                         0.125f, NULL);
     for (int i = 0; i < 2; i++)
         P->ops->gemm(P, 0, 1, S, S, Hq * D, 1, o, Hq * D, o, Hq * D, 0, qkv,
                      GL_DT_BF16, S);
@@ -359,19 +359,19 @@ static void bench(int B, int S, int Hq, int Hkv, int D)
     for (int impl = GL_ATTN_CUDNN; impl <= GL_ATTN_NATIVE; impl++) {
         gl_cuda_attn_impl(G, impl);
         float fms = 0, bms = 0;
-        G->ops->attn_fwd(G, o, OD, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+        G->ops->attn_fwd(G, o, OD, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc, NULL);
         cudaEventRecord(e0, st);
         for (int i = 0; i < reps; i++)
-            G->ops->attn_fwd(G, o, OD, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+            G->ops->attn_fwd(G, o, OD, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc, NULL);
         cudaEventRecord(e1, st);
         cudaEventSynchronize(e1);
         cudaEventElapsedTime(&fms, e0, e1);
         G->ops->attn_bwd(G, dq, dk, dv, W, dout, OD, o, OD, lse, q, W, k, W, v,
-                         W, B, S, Hq, Hkv, D, sc);
+                         W, B, S, Hq, Hkv, D, sc, NULL);
         cudaEventRecord(e0, st);
         for (int i = 0; i < reps; i++)
             G->ops->attn_bwd(G, dq, dk, dv, W, dout, OD, o, OD, lse, q, W, k, W,
-                             v, W, B, S, Hq, Hkv, D, sc);
+                             v, W, B, S, Hq, Hkv, D, sc, NULL);
         cudaEventRecord(e1, st);
         cudaEventSynchronize(e1);
         cudaEventElapsedTime(&bms, e0, e1);

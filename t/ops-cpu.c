@@ -455,13 +455,14 @@ static void test_rope(gl_dev *d)
 typedef struct {
     int B, S, Hq, Hkv, D, ld, ldo, lddo;
     double scale, *qkv, *o, *lse, *r;
+    const gl_attn_dropout *drop;    /* NULL: none */
 } attn_ctx;
 
 static void attn_run(attn_ctx *c, double *o, double *lse, const double *qkv)
 {
     gl_cpu_attn_fwd_f64(o, c->ldo, lse, qkv, c->ld, qkv + c->Hq * c->D, c->ld,
                         qkv + (c->Hq + c->Hkv) * c->D, c->ld, c->B, c->S,
-                        c->Hq, c->Hkv, c->D, c->scale);
+                        c->Hq, c->Hkv, c->D, c->scale, c->drop);
 }
 
 static double attn_loss(void *p)
@@ -544,7 +545,7 @@ static void test_attention(gl_dev *d)
     double *g = dzeros(nqkv);
     gl_cpu_attn_bwd_f64(g, g + HD, g + HD + c.Hkv * D, c.ld, c.r, c.lddo, c.o,
                         c.ldo, c.lse, c.qkv, c.ld, c.qkv + HD, c.ld,
-                        c.qkv + HD + c.Hkv * D, c.ld, c.B, S, c.Hq, c.Hkv, D, c.scale);
+                        c.qkv + HD + c.Hkv * D, c.ld, c.B, S, c.Hq, c.Hkv, D, c.scale, NULL);
     /* check dq, dk, dv separately: pull each part out of the fused rows */
     const char *part[3] = { "dq", "dk", "dv" };
     int off[3] = { 0, HD, HD + c.Hkv * D }, width[3] = { HD, c.Hkv * D, c.Hkv * D };
@@ -581,10 +582,10 @@ static void test_attention(gl_dev *d)
     rc.r = rounded(c.r, nr);
     double *ro = dzeros(no), *rl = dzeros(nl), *rg = dzeros(nqkv);
     gl_cpu_attn_fwd_f64(ro, c.ldo, rl, rc.qkv, c.ld, rc.qkv + HD, c.ld, rc.qkv + HD + c.Hkv * D,
-                        c.ld, c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale);
+                        c.ld, c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale, NULL);
     gl_cpu_attn_bwd_f64(rg, rg + HD, rg + HD + c.Hkv * D, c.ld, rc.r, c.lddo, ro, c.ldo, rl,
                         rc.qkv, c.ld, rc.qkv + HD, c.ld, rc.qkv + HD + c.Hkv * D, c.ld,
-                        c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale);
+                        c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale, NULL);
     float *fq = dev_f(d, c.qkv, nqkv), *fr = dev_f(d, c.r, nr);
     float *fo = d->ops->alloc(d, no * 4), *fl = d->ops->alloc(d, nl * 4);
     double *junk = rnd(nqkv, 1);
@@ -592,10 +593,10 @@ static void test_attention(gl_dev *d)
         junk[(size_t)t * c.ld + c.ld - 1] = 0;
     float *fg = dev_f(d, junk, nqkv);
     d->ops->attn_fwd(d, fo, c.ldo, fl, fq, c.ld, fq + HD, c.ld, fq + HD + c.Hkv * D, c.ld,
-                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale);
+                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale, NULL);
     d->ops->attn_bwd(d, fg, fg + HD, fg + HD + c.Hkv * D, c.ld, fr, c.lddo, fo, c.ldo, fl,
                      fq, c.ld, fq + HD, c.ld, fq + HD + c.Hkv * D, c.ld,
-                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale);
+                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale, NULL);
     ok(relerr_f(fo, ro, no) < F32_TOL && relerr_f(fl, rl, nl) < F32_TOL,
        "attn_fwd f32 device vs f64 (rel %.2g, lse %.2g)", relerr_f(fo, ro, no), relerr_f(fl, rl, nl));
     ok(relerr_f(fg, rg, nqkv) < 1e-5,
@@ -604,6 +605,117 @@ static void test_attention(gl_dev *d)
     d->ops->free(d, fl); d->ops->free(d, fg);
     free(rc.qkv); free(rc.r); free(ro); free(rl); free(rg); free(junk);
     free(c.qkv); free(c.o); free(c.lse); free(c.r); free(g); free(fdg);
+}
+
+/* Attention dropout: the backward against finite differences with p > 0
+ * (the mask is a fixed function of the key, so L is smooth in q, k, v),
+ * the drop rate, and layout independence: calls on a head slice (tensor
+ * parallelism) or on one sample (data parallelism, micro-batches) with
+ * b0 / h0 set give exactly the whole call's outputs. */
+static void test_attention_dropout(gl_dev *d)
+{
+    gl_attn_dropout dp = { .seed = 1234, .iteration = 7, .layer = 3, .site = 2,
+                           .p = 0.3f, .b0 = 5, .h0 = 0, .heads = 4 };
+    attn_ctx c = { .B = 2, .S = 6, .Hq = 4, .Hkv = 2, .D = 4, .drop = &dp };
+    c.ld = (c.Hq + 2 * c.Hkv) * c.D;
+    c.ldo = c.lddo = c.Hq * c.D;
+    c.scale = 1 / sqrt((double)c.D);
+    const int BS = c.B * c.S, HD = c.Hq * c.D, D = c.D, S = c.S;
+    const size_t nqkv = (size_t)BS * c.ld, no = (size_t)BS * c.ldo,
+                 nl = (size_t)c.B * c.Hq * c.S;
+    c.qkv = rnd(nqkv, 1.5);
+    c.o = dzeros(no);
+    c.lse = dzeros(nl);
+    c.r = rnd(no, 1);
+    attn_loss(&c);
+
+    /* o differs from the undropped one, lse does not */
+    double *o0 = dzeros(no), *l0 = dzeros(nl);
+    c.drop = NULL;
+    attn_run(&c, o0, l0, c.qkv);
+    c.drop = &dp;
+    ok(relerr(c.o, o0, no) > 0.01 && relerr(c.lse, l0, nl) == 0,
+       "attn_fwd with dropout: o changes (rel %.2g), lse is the undropped softmax's",
+       relerr(c.o, o0, no));
+
+    /* backward against finite differences of L = sum(o * r) */
+    double *g = dzeros(nqkv);
+    gl_cpu_attn_bwd_f64(g, g + HD, g + HD + c.Hkv * D, c.ld, c.r, c.lddo, c.o,
+                        c.ldo, c.lse, c.qkv, c.ld, c.qkv + HD, c.ld,
+                        c.qkv + HD + c.Hkv * D, c.ld, c.B, S, c.Hq, c.Hkv, D, c.scale, &dp);
+    double *fdg = dzeros(nqkv);
+    for (size_t i = 0; i < nqkv; i++) {
+        double save = c.qkv[i];
+        c.qkv[i] = save + FD_STEP;
+        double lp = attn_loss(&c);
+        c.qkv[i] = save - FD_STEP;
+        double lm = attn_loss(&c);
+        c.qkv[i] = save;
+        fdg[i] = (lp - lm) / (2 * FD_STEP);
+    }
+    attn_loss(&c);
+    ok(relerr(g, fdg, nqkv) < FD_TOL,
+       "attn_bwd f64 with dropout p = 0.3: dq, dk, dv vs finite differences (rel %.2g)",
+       relerr(g, fdg, nqkv));
+
+    /* the whole call, split by heads (2 TP ranks of 2 query heads and 1
+     * kv head each) and by samples (one sample per call) */
+    int same_h = 1, same_b = 1;
+    for (int r = 0; r < 2; r++) {
+        int hq = c.Hq / 2, hk = c.Hkv / 2, ld = (hq + 2 * hk) * D;
+        double *q = dzeros((size_t)BS * ld), *o = dzeros((size_t)BS * hq * D),
+               *l = dzeros((size_t)c.B * hq * S);
+        for (int t = 0; t < BS; t++) {
+            const double *src = c.qkv + (size_t)t * c.ld;
+            memcpy(q + (size_t)t * ld, src + r * hq * D, (size_t)hq * D * sizeof *q);
+            memcpy(q + (size_t)t * ld + hq * D, src + HD + r * hk * D,
+                   (size_t)hk * D * sizeof *q);
+            memcpy(q + (size_t)t * ld + (hq + hk) * D, src + HD + (c.Hkv + r * hk) * D,
+                   (size_t)hk * D * sizeof *q);
+        }
+        gl_attn_dropout part = dp;
+        part.h0 = r * hq;
+        gl_cpu_attn_fwd_f64(o, hq * D, l, q, ld, q + hq * D, ld, q + (hq + hk) * D, ld,
+                            c.B, S, hq, hk, D, c.scale, &part);
+        for (int t = 0; t < BS; t++)
+            same_h &= !memcmp(o + (size_t)t * hq * D, c.o + (size_t)t * c.ldo + r * hq * D,
+                              (size_t)hq * D * sizeof *o);
+        free(q); free(o); free(l);
+    }
+    for (int b = 0; b < c.B; b++) {
+        double *o = dzeros((size_t)S * c.ldo), *l = dzeros((size_t)c.Hq * S);
+        const double *q = c.qkv + (size_t)b * S * c.ld;
+        gl_attn_dropout part = dp;
+        part.b0 = dp.b0 + b;
+        gl_cpu_attn_fwd_f64(o, c.ldo, l, q, c.ld, q + HD, c.ld, q + HD + c.Hkv * D, c.ld,
+                            1, S, c.Hq, c.Hkv, D, c.scale, &part);
+        same_b &= !memcmp(o, c.o + (size_t)b * S * c.ldo, (size_t)S * c.ldo * sizeof *o);
+        free(o); free(l);
+    }
+    ok(same_h, "attention dropout: a head split (h0) gives the whole call's outputs");
+    ok(same_b, "attention dropout: a sample split (b0) gives the whole call's outputs");
+
+    /* the generator's drop rate near p over a large tensor */
+    long kept = 0, all = 0;
+    uint32_t thr = gl_dropout_threshold(dp.p), st = gl_dropout_stream(dp.layer, dp.site);
+    for (uint64_t e = 0; e < 400000; e++, all++)
+        kept += gl_dropout_keep(dp.seed, dp.iteration, st, e, thr);
+    double rate = 1 - (double)kept / all;
+    ok(fabs(rate - 0.3) < 0.005, "attention dropout drops %.4f of a tensor (p = 0.3)", rate);
+
+    /* the f32 device op with the same key: the same mask as f64 */
+    float *fq = dev_f(d, c.qkv, nqkv), *fo = d->ops->alloc(d, no * 4),
+          *fl = d->ops->alloc(d, nl * 4);
+    double *rq = rounded(c.qkv, nqkv), *ro = dzeros(no), *rl = dzeros(nl);
+    gl_cpu_attn_fwd_f64(ro, c.ldo, rl, rq, c.ld, rq + HD, c.ld, rq + HD + c.Hkv * D, c.ld,
+                        c.B, S, c.Hq, c.Hkv, D, (double)(float)c.scale, &dp);
+    d->ops->attn_fwd(d, fo, c.ldo, fl, fq, c.ld, fq + HD, c.ld, fq + HD + c.Hkv * D, c.ld,
+                     c.B, S, c.Hq, c.Hkv, D, (float)c.scale, &dp);
+    ok(relerr_f(fo, ro, no) < F32_TOL, "attn_fwd f32 device with dropout vs f64 (rel %.2g)",
+       relerr_f(fo, ro, no));
+    d->ops->free(d, fq); d->ops->free(d, fo); d->ops->free(d, fl);
+    free(rq); free(ro); free(rl);
+    free(c.qkv); free(c.o); free(c.lse); free(c.r); free(g); free(fdg); free(o0); free(l0);
 }
 
 /* ---- SwiGLU ------------------------------------------------------------ */
@@ -1474,6 +1586,7 @@ int main(void)
     test_rmsnorm(d);
     test_rope(d);
     test_attention(d);
+    test_attention_dropout(d);
     test_swiglu(d);
     test_embedding(d);
     test_cross_entropy(d);

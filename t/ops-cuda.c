@@ -548,7 +548,8 @@ static void test_adamw(void)
  * compared.  Backward: the GPU runs the same heads as the CPU (dk, dv of a
  * kv head sum its query heads', so both must see the same set).
  */
-static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
+static void test_attn_dp(int B, int S, int Hq, int Hkv, int D, int cq,
+                        const gl_attn_dropout *dp)
 {
     int ckv = cq / (Hq / Hkv);
     int W = (Hq + 2 * Hkv) * D;
@@ -565,7 +566,7 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     g_poison(go, no * 2);
     g_poison(glse, (size_t)B * Hq * S * 4);
     G->ops->attn_fwd(G, go, Hq * D, glse, gq, W, gk, W, gv, W, B, S, Hq, Hkv, D,
-                     scale);
+                     scale, dp);
 
     float *cqkv = c_buf(qkv, nqkv), *co = c_buf(NULL, no);
     float *cdo = c_buf(dout, no), *cd = c_buf(NULL, nqkv);
@@ -573,13 +574,13 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     float *cq_ = cqkv, *ck = cq_ + Hq * D, *cv = ck + Hkv * D;
     double t0 = gl_now();
     C->ops->attn_fwd(C, co, Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv,
-                     D, scale);
+                     D, scale, dp);
     double tc = gl_now() - t0;
 
     char name[160];
     float *o = dl_act(go, no), *lse = dl_f32(glse, (size_t)B * Hq * S);
-    snprintf(name, sizeof name, "attn_fwd o   B=%d S=%d Hq=%d Hkv=%d D=%d (%d heads checked)",
-             B, S, Hq, Hkv, D, cq);
+    snprintf(name, sizeof name, "attn_fwd o   B=%d S=%d Hq=%d Hkv=%d D=%d (%d heads checked)%s",
+             B, S, Hq, Hkv, D, cq, dp ? " dropout" : "");
     cmp2d(name, o, Hq * D, co, Hq * D, (long)B * S, cq * D, 0, 1e-2);
     int lse_ok = 1;
     for (int b = 0; b < B && lse_ok; b++) {
@@ -603,23 +604,23 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     g_poison(gd, nqkv * 2);
     uint16_t *gdq = gd, *gdk = gdq + Hq * D, *gdv = gdk + Hkv * D;
     G->ops->attn_bwd(G, gdq, gdk, gdv, W, gdo, Hq * D, go2, Hq * D, glse2, gq, W,
-                     gk, W, gv, W, B, S, cq, ckv, D, scale);
+                     gk, W, gv, W, B, S, cq, ckv, D, scale, dp);
     /* the CPU's o rounded as the GPU saw it */
     float *co_bf = dl_act(go2, no);
     memcpy(co, co_bf, no * 4);
     t0 = gl_now();
     C->ops->attn_bwd(C, cd, cd + Hq * D, cd + (Hq + Hkv) * D, W, cdo, Hq * D, co,
-                     Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale);
+                     Hq * D, clse, cq_, W, ck, W, cv, W, B, S, cq, ckv, D, scale, dp);
     tc += gl_now() - t0;
     float *dg = dl_act(gd, nqkv);
-    snprintf(name, sizeof name, "attn_bwd dq B=%d S=%d Hq=%d Hkv=%d D=%d", B, S,
-             cq, ckv, D);
+    snprintf(name, sizeof name, "attn_bwd dq B=%d S=%d Hq=%d Hkv=%d D=%d%s", B, S,
+             cq, ckv, D, dp ? " dropout" : "");
     cmp2d(name, dg, W, cd, W, (long)B * S, cq * D, 0, 2e-2);
-    snprintf(name, sizeof name, "attn_bwd dk B=%d S=%d Hq=%d Hkv=%d D=%d", B, S,
-             cq, ckv, D);
+    snprintf(name, sizeof name, "attn_bwd dk B=%d S=%d Hq=%d Hkv=%d D=%d%s", B, S,
+             cq, ckv, D, dp ? " dropout" : "");
     cmp2d(name, dg + Hq * D, W, cd + Hq * D, W, (long)B * S, ckv * D, 0, 2e-2);
-    snprintf(name, sizeof name, "attn_bwd dv B=%d S=%d Hq=%d Hkv=%d D=%d", B, S,
-             cq, ckv, D);
+    snprintf(name, sizeof name, "attn_bwd dv B=%d S=%d Hq=%d Hkv=%d D=%d%s", B, S,
+             cq, ckv, D, dp ? " dropout" : "");
     cmp2d(name, dg + (Hq + Hkv) * D, W, cd + (Hq + Hkv) * D, W, (long)B * S,
           ckv * D, 0, 2e-2);
     diag("  (CPU reference took %.1f s)", tc);
@@ -643,6 +644,22 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
     free(lsec);
     free(co_bf);
     free(dg);
+}
+
+static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
+{
+    test_attn_dp(B, S, Hq, Hkv, D, cq, NULL);
+}
+
+/* With attention dropout p = 0.1: the kernels draw gl_attn_dropout's mask
+ * (keyed by global sample b0 + b and head h0 + h, here b0 = 3, h0 = 2 of
+ * Hq + 2 heads), as the CPU does.  Under GRIDLM_ATTENTION=auto this also
+ * runs the fallback from cuDNN to the native kernels. */
+static void test_attn_dropout(int B, int S, int Hq, int Hkv, int D, int cq)
+{
+    gl_attn_dropout dp = { .seed = 42, .iteration = 5, .layer = 7, .site = 2,
+                           .p = 0.1f, .b0 = 3, .h0 = 2, .heads = Hq + 2 };
+    test_attn_dp(B, S, Hq, Hkv, D, cq, &dp);
 }
 
 /* ---- FP8 ---- */
@@ -1375,17 +1392,17 @@ static void bench_attn(int B, int S, int Hq, int Hkv, int D)
     float sc = 1.0f / sqrtf((float)D);
     double flop = 4.0 * B * Hq * (double)S * S * D / 2;   /* causal */
     int reps = 10;
-    G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+    G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc, NULL);
     tic();
     for (int i = 0; i < reps; i++)
-        G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc);
+        G->ops->attn_fwd(G, o, Hq * D, lse, q, W, k, W, v, W, B, S, Hq, Hkv, D, sc, NULL);
     double f = toc(reps);
     G->ops->attn_bwd(G, dq, dk, dv, W, dout, Hq * D, o, Hq * D, lse, q, W, k, W,
-                     v, W, B, S, Hq, Hkv, D, sc);
+                     v, W, B, S, Hq, Hkv, D, sc, NULL);
     tic();
     for (int i = 0; i < reps; i++)
         G->ops->attn_bwd(G, dq, dk, dv, W, dout, Hq * D, o, Hq * D, lse, q, W, k,
-                         W, v, W, B, S, Hq, Hkv, D, sc);
+                         W, v, W, B, S, Hq, Hkv, D, sc, NULL);
     double bw = toc(reps);
     diag("bench attn B=%d S=%d Hq=%d Hkv=%d D=%d: fwd %.3f ms %.0f TFLOP/s, "
          "bwd %.3f ms %.0f TFLOP/s (2.5x fwd flops), fwd+bwd %.0f TFLOP/s",
@@ -1625,6 +1642,8 @@ int main(void)
     test_attn(1, 256, 4, 4, 128, 4);               /* MHA, D=128 */
     test_attn(2, 130, 6, 3, 128, 6);
     test_attn(1, 1, 2, 1, 64, 2);                  /* one token */
+    test_attn_dropout(2, 200, 8, 2, 64, 8);
+    test_attn_dropout(2, 130, 6, 3, 128, 6);
     if (!quick) {
         test_attn(1, 4096, 32, 8, 64, 4);          /* the 1.5B model's shape */
         test_attn(1, 4096, 32, 8, 128, 4);

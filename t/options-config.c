@@ -493,15 +493,10 @@ static void test_arch_form(void)
     gl_config_free(&c);
 
     REFUSED(BASE "--rotary-percent 0.5", 0, "--rotary-percent 0.5 is not built");
-    REFUSED(BASE "--attention-dropout 0.1", 0,
-            "--attention-dropout 0.1: attention dropout is not implemented yet",
-            "pass --attention-dropout 0");
-    /* Megatron's default 0.1, taken by a command line without the flag */
-    REFUSED("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 16 "
-            "--vocab-size 100 --mock-data --train-iters 1 --lr 1", 0,
-            "--attention-dropout 0.1: attention dropout is not implemented yet",
-            "0.1 is Megatron's default, taken when the flag is not given",
-            "pass --attention-dropout 0");
+    REFUSED(BASE "--attention-dropout 1", 0, "--attention-dropout 1 must be below 1");
+    REFUSED(BASE "--attention-dropout 0.1 --attention-backend fused --device cuda", 0,
+            "--attention-backend fused is cuDNN's fused attention, which cannot apply "
+            "--attention-dropout 0.1", "use --attention-backend auto or local");
     REFUSED(BASE "--normalization BatchNorm", 0, "BatchNorm");
     parse(&c, BASE "--position-embedding-type learned_absolute --use-rotary-position-embeddings "
                    "--no-position-embedding --add-bias-linear --disable-bias-linear --swiglu "

@@ -70,9 +70,8 @@ refused "an enum value, with the values listed" \
     "--lr-decay-style exp is not supported" \
     "use one of constant, linear, cosine or inverse-square-root" -- \
     $base --lr-decay-style exp
-refused "attention dropout is refused until the attention kernels drop" \
-    "attention dropout is not implemented yet" "pass --attention-dropout 0" -- \
-    $base --attention-dropout 0.1
+refused "attention dropout of 1 (nothing kept)" \
+    "--attention-dropout 1 must be below 1" -- $base --attention-dropout 1
 refused "a float out of range" \
     "--adam-beta1 1.5 is out of range" "[0, 1)" -- $base --adam-beta1 1.5
 refused "zero where a positive number is needed" \

@@ -17,7 +17,10 @@
 # checkpoint saved at iteration 5 on one rank resumes under TP 2 with
 # sequence parallelism and gives iterations 6-10 of the uninterrupted run.
 # Qwen2's form (--add-qkv-bias on the Llama form) trains on TP 2 as on
-# one rank.
+# one rank.  With --attention-dropout 0.1 as well (masks keyed by global
+# sample, global head, query and key), TP 2 + SP, PP 2, DP 2 with the
+# distributed optimizer, (2,2,2) and full recomputation agree with one
+# rank, and attention dropout changes the run.
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -32,7 +35,7 @@ gpt="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --add-bias-linear --attention-dropout 0"
 base="$gpt --hidden-dropout 0.1"
 
-plan 15
+plan 21
 if ! run ref 1; then
     bail_out "the single-rank GPT run failed"
 fi
@@ -127,6 +130,35 @@ if run full 1 --save "$tmp/ck" --save-interval 5 &&
     fi
 else
     fail "GPT checkpoint: save or resume failed"
+fi
+
+# Attention dropout on: the same masks under every layout.
+base="$gpt --hidden-dropout 0.1 --attention-dropout 0.1"
+if run adrop 1; then
+    ref=adrop
+    # shellcheck disable=SC2086
+    {
+    check adrop-tp2-sp 2 --tensor-model-parallel-size 2 --sequence-parallel
+    check adrop-pp2 2 --pipeline-model-parallel-size 2
+    check adrop-dp2-distopt 2 --use-distributed-optimizer
+    check adrop-222-sp-distopt 8 $L222 --sequence-parallel --use-distributed-optimizer
+    check adrop-recompute-full 1 --recompute-granularity full --recompute-method uniform \
+        --recompute-num-layers 2
+    }
+    ref=ref
+    w=$(worst "$tmp/ref.jsonl" "$tmp/adrop.jsonl")
+    if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w > 1e-3) }'; then
+        pass "attention dropout differs by $w"
+    else
+        fail "attention dropout gives the same losses ($w)"
+    fi
+else
+    fail "the single-rank run with attention dropout failed"
+    n=0
+    while [ $n -lt 5 ]; do
+        fail "attention dropout: no single-rank reference to compare with"
+        n=$((n + 1))
+    done
 fi
 
 # Qwen2's form: the Llama form with QKV biases.

@@ -62,7 +62,7 @@ static void run_fwd(void *arg)
     attn_call *a = arg;
     int ldo = a->Hq * a->D;
     a->d->ops->attn_fwd(a->d, a->o, ldo, a->lse, q_of(a, a->qkv), a->W, k_of(a, a->qkv), a->W,
-                        v_of(a, a->qkv), a->W, a->B, a->S, a->Hq, a->Hkv, a->D, a->scale);
+                        v_of(a, a->qkv), a->W, a->B, a->S, a->Hq, a->Hkv, a->D, a->scale, NULL);
 }
 
 static void run_bwd(void *arg)
@@ -72,7 +72,7 @@ static void run_bwd(void *arg)
     a->d->ops->attn_bwd(a->d, q_of(a, a->dqkv), k_of(a, a->dqkv), v_of(a, a->dqkv), a->W,
                         a->dout, ldo, a->o, ldo, a->lse, q_of(a, a->qkv), a->W,
                         k_of(a, a->qkv), a->W, v_of(a, a->qkv), a->W, a->B, a->S, a->Hq,
-                        a->Hkv, a->D, a->scale);
+                        a->Hkv, a->D, a->scale, NULL);
 }
 
 /* Element col of token (b, t) of the fused QKV buffer, as the device

@@ -42,6 +42,19 @@ void gl_dropout_check(const gl_dropout *dp, int n, int w, const char *what)
                dp->width);
 }
 
+void gl_attn_dropout_check(const gl_attn_dropout *dp, int Hq, const char *what)
+{
+    if (!(dp->p >= 0 && dp->p < 1))
+        gl_die("%s: attention dropout probability %g is not in [0, 1)", what,
+               (double)dp->p);
+    if (dp->site >= 16 || dp->layer >= (1u << 28))
+        gl_die("%s: dropout site %u of layer %u is out of range (sites < 16, "
+               "layers < 2^28)", what, dp->site, dp->layer);
+    if (Hq < 0 || dp->b0 < 0 || dp->h0 < 0 || dp->h0 + Hq > dp->heads)
+        gl_die("%s: heads %ld .. %ld (from sample %ld) are not among %ld heads",
+               what, dp->h0, dp->h0 + Hq - 1, dp->b0, dp->heads);
+}
+
 void gl_dev_close(gl_dev *d)
 {
     if (d)

@@ -85,6 +85,34 @@ typedef struct {
  * an [n, w] piece is out of range (every back end checks with it). */
 void gl_dropout_check(const gl_dropout *dp, int n, int w, const char *what);
 
+/* Attention dropout (Megatron's core-attention dropout): dropout on the
+ * softmax probabilities P [B, Hq, S, S] of one attn_fwd / attn_bwd call,
+ * from the same generator as gl_dropout.  Element (b, h, i, j) of the
+ * call's P (sample b, query head h, query position i, key position j) is
+ * element
+ *   e = ((b0 + b) heads + h0 + h) S^2 + i S + j
+ * of the full logical probability tensor [global sample, global head,
+ * query, key] of (seed, iteration, layer, site): the row-major index with
+ * the global batch's samples outermost, then all heads of the model.
+ * Tensor parallelism (a call holds heads h0 .. h0 + Hq - 1 of `heads`),
+ * data parallelism and micro-batches (a call holds samples b0 .. b0 +
+ * B - 1 of the global batch) thus draw the same mask as the whole; S is
+ * the full sequence (sequence parallelism gathers it before attention).
+ * Kept probabilities are scaled by 1 / (1 - p); p in [0, 1). */
+typedef struct {
+    uint64_t seed;          /* the run's --seed */
+    uint32_t iteration;     /* the training iteration */
+    uint32_t layer;         /* < 2^28: the layer key */
+    uint32_t site;          /* < 16: the layer's attention-dropout site */
+    float p;                /* drop probability */
+    long b0;                /* the call's first sample in the global batch */
+    long h0;                /* the call's first query head among all */
+    long heads;             /* the model's query heads (>= h0 + Hq) */
+} gl_attn_dropout;
+
+/* Dies, naming `what`, when dp does not fit a call of Hq query heads. */
+void gl_attn_dropout_check(const gl_attn_dropout *dp, int Hq, const char *what);
+
 struct gl_ops {
     const char *name;
 
@@ -136,18 +164,24 @@ struct gl_ops {
      * ldq/ldk/ldv (so they may be views into one fused QKV buffer); o is
      * [B, S, Hq, D] with stride ldo.  Query head j uses kv head
      * j / (Hq/Hkv).  lse [B, Hq, S] (f32) is the log-sum-exp of each
-     * softmax row, kept for backward.  scale is usually 1/sqrt(D). */
+     * softmax row, kept for backward.  scale is usually 1/sqrt(D).
+     * dp (NULL or p = 0: none) drops probabilities after the softmax:
+     *   P = softmax(scale Q K^T + causal mask),  O = P' V,
+     *   P' = M P / (1 - p), M the 0/1 mask of gl_attn_dropout;
+     * lse stays that of the undropped softmax. */
     void (*attn_fwd)(gl_dev *d, void *o, int ldo, float *lse,
                      const void *q, int ldq, const void *k, int ldk,
                      const void *v, int ldv, int B, int S, int Hq, int Hkv,
-                     int D, float scale);
+                     int D, float scale, const gl_attn_dropout *dp);
     /* dq, dk, dv (overwritten) with the same layouts and strides as q, k,
-     * v; they may be views into one fused buffer. */
+     * v; they may be views into one fused buffer.  dp must be the
+     * forward's (the same key redraws the same mask). */
     void (*attn_bwd)(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
                      const void *dout, int lddo, const void *o, int ldo,
                      const float *lse, const void *q, int ldq,
                      const void *k, int ldk, const void *v, int ldv,
-                     int B, int S, int Hq, int Hkv, int D, float scale);
+                     int B, int S, int Hq, int Hkv, int D, float scale,
+                     const gl_attn_dropout *dp);
 
     /* SwiGLU.  gu is [n, 2f] with each row [gate (f) | up (f)];
      * y[n, f] = silu(gate) * up.  bwd writes dgu [n, 2f]. */

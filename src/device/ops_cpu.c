@@ -139,20 +139,22 @@ static void cpu_rope_bwd(gl_dev *d, void *x, int ld, int B, int S, int H,
 static void cpu_attn_fwd(gl_dev *d, void *o, int ldo, float *lse,
                          const void *q, int ldq, const void *k, int ldk,
                          const void *v, int ldv, int B, int S, int Hq,
-                         int Hkv, int D, float scale)
+                         int Hkv, int D, float scale,
+                         const gl_attn_dropout *dp)
 {
     gl_cpu_attn_fwd_f32(o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv,
-                        D, scale);
+                        D, scale, dp);
 }
 
 static void cpu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
                          const void *dout, int lddo, const void *o, int ldo,
                          const float *lse, const void *q, int ldq,
                          const void *k, int ldk, const void *v, int ldv,
-                         int B, int S, int Hq, int Hkv, int D, float scale)
+                         int B, int S, int Hq, int Hkv, int D, float scale,
+                         const gl_attn_dropout *dp)
 {
     gl_cpu_attn_bwd_f32(dq, dk, dv, ldg, dout, lddo, o, ldo, lse, q, ldq, k,
-                        ldk, v, ldv, B, S, Hq, Hkv, D, scale);
+                        ldk, v, ldv, B, S, Hq, Hkv, D, scale, dp);
 }
 
 static void cpu_swiglu_fwd(gl_dev *d, void *y, const void *gu, int n, int f)

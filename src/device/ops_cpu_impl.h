@@ -156,11 +156,30 @@ static void GL_K(attn_check)(int Hq, int Hkv, const char *what)
                what, Hq, Hkv);
 }
 
+/* The dropout factor of probability (b, h, t, u) of an attention call:
+ * 1 / (1 - p) when kept, 0 when dropped, 1 without dropout (dp NULL or
+ * p = 0).  The element index is gl_attn_dropout's. */
+static double GL_K(attn_keep)(const gl_attn_dropout *dp, int b, int h, int S,
+                              int t, int u)
+{
+    if (!dp || dp->p <= 0)
+        return 1;
+    uint64_t e = ((uint64_t)(dp->b0 + b) * (uint64_t)dp->heads + (uint64_t)(dp->h0 + h)) *
+                 (uint64_t)S * (uint64_t)S + (uint64_t)t * (uint64_t)S + (uint64_t)u;
+    uint32_t stream = gl_dropout_stream(dp->layer, dp->site);
+    if (!gl_dropout_keep(dp->seed, dp->iteration, stream, e, gl_dropout_threshold(dp->p)))
+        return 0;
+    return 1.0 / (1.0 - (double)dp->p);
+}
+
 void GL_K(attn_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                     const real *k, int ldk, const real *v, int ldv,
-                    int B, int S, int Hq, int Hkv, int D, real scale)
+                    int B, int S, int Hq, int Hkv, int D, real scale,
+                    const gl_attn_dropout *drop)
 {
     GL_K(attn_check)(Hq, Hkv, "attn_fwd");
+    if (drop)
+        gl_attn_dropout_check(drop, Hq, "attn_fwd");
     int group = Hq / Hkv;
     double *p = gl_malloc((size_t)(S > 0 ? S : 1) * sizeof *p);
     for (int b = 0; b < B; b++)
@@ -182,8 +201,9 @@ void GL_K(attn_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                 for (int u = 0; u <= t; u++)
                     sum += exp(p[u] - mx);
                 double l = mx + log(sum);
+                /* p = P' = M P / (1 - p), the dropped probabilities */
                 for (int u = 0; u <= t; u++)
-                    p[u] = exp(p[u] - l);
+                    p[u] = exp(p[u] - l) * GL_K(attn_keep)(drop, b, j, S, t, u);
                 real *ot = o + ((size_t)b * S + t) * ldo + (size_t)j * D;
                 for (int e = 0; e < D; e++) {
                     double acc = 0;
@@ -204,13 +224,29 @@ static void GL_K(zero_heads)(real *x, int ld, int BS, int heads, int D)
         memset(x + (size_t)r * ld, 0, (size_t)heads * D * sizeof(real));
 }
 
+/*
+ * The backward of attn_fwd, with dropout.  Per row t of one head, with
+ * s_u = scale q_t.k_u, P_u = exp(s_u - lse_t), keep_u = M_u / (1 - p)
+ * (1 without dropout) and P'_u = keep_u P_u:
+ *   O_t   = sum_u P'_u v_u
+ *   dv_u += P'_u dO_t
+ *   dP'_u = dO_t.v_u,   dP_u = keep_u dP'_u
+ *   ds_u  = P_u (dP_u - sum_w P_w dP_w)       (the softmax's backward,
+ *                                              with the undropped P)
+ * and the row sum is sum_w P_w keep_w dP'_w = sum_w P'_w dO_t.v_w
+ * = dO_t.O_t with O the (dropped) output: the usual Dt, unchanged.
+ * dq_t += scale ds_u k_u, dk_u += scale ds_u q_t.
+ */
 void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
                     const real *dout, int lddo, const real *o, int ldo,
                     const real *lse, const real *q, int ldq,
                     const real *k, int ldk, const real *v, int ldv,
-                    int B, int S, int Hq, int Hkv, int D, real scale)
+                    int B, int S, int Hq, int Hkv, int D, real scale,
+                    const gl_attn_dropout *drop)
 {
     GL_K(attn_check)(Hq, Hkv, "attn_bwd");
+    if (drop)
+        gl_attn_dropout_check(drop, Hq, "attn_bwd");
     int group = Hq / Hkv;
     GL_K(zero_heads)(dq, ldg, B * S, Hq, D);
     GL_K(zero_heads)(dk, ldg, B * S, Hkv, D);
@@ -239,12 +275,15 @@ void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
                         s += (double)qt[e] * ku[e];
                         dp += (double)dot_[e] * vu[e];
                     }
+                    /* dp = dO.V_u is dP' of the dropped probability
+                     * P' = keep P; dP = keep dP' (keep: attn_keep) */
+                    double keep = GL_K(attn_keep)(drop, b, j, S, t, u);
                     double p = exp(scale * s - l);
-                    real ds = (real)(p * (dp - Dt) * scale);
+                    real ds = (real)(p * (keep * dp - Dt) * scale);
                     for (int e = 0; e < D; e++) {
                         dqt[e] += ds * ku[e];
                         dku[e] += ds * qt[e];
-                        dvu[e] += (real)p * dot_[e];
+                        dvu[e] += (real)(keep * p) * dot_[e];
                     }
                 }
             }

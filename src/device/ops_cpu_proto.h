@@ -28,12 +28,14 @@ void GL_K(rope_bwd)(real *x, int ld, int B, int S, int H, int D,
 
 void GL_K(attn_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                     const real *k, int ldk, const real *v, int ldv,
-                    int B, int S, int Hq, int Hkv, int D, real scale);
+                    int B, int S, int Hq, int Hkv, int D, real scale,
+                    const gl_attn_dropout *drop);
 void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
                     const real *dout, int lddo, const real *o, int ldo,
                     const real *lse, const real *q, int ldq,
                     const real *k, int ldk, const real *v, int ldv,
-                    int B, int S, int Hq, int Hkv, int D, real scale);
+                    int B, int S, int Hq, int Hkv, int D, real scale,
+                    const gl_attn_dropout *drop);
 
 void GL_K(swiglu_fwd)(real *y, const real *gu, int n, int f);
 void GL_K(swiglu_bwd)(real *dgu, const real *dy, const real *gu, int n, int f);

@@ -203,9 +203,10 @@ static void norm_gathered(gl_model *m, void *full, float *mean, float *rstd, con
     gather_rows(m, full);
 }
 
-/* Dropout sites of a layer (gl_dropout's site); the embedding's output
- * is site 0 of layer key 0, decoder layer l's are of layer key l + 1. */
-enum { SITE_ATTENTION_OUT = 0, SITE_MLP_OUT = 1 };
+/* Dropout sites of a layer (gl_dropout's and gl_attn_dropout's site);
+ * the embedding's output is site 0 of layer key 0, decoder layer l's are
+ * of layer key l + 1. */
+enum { SITE_ATTENTION_OUT = 0, SITE_MLP_OUT = 1, SITE_ATTENTION_PROBS = 2 };
 
 /* Fill dp for hidden dropout on the rank's own [nl, h] rows of micro-
  * batch mb at (key, site); NULL when nothing is dropped (rate 0, or a
@@ -237,6 +238,35 @@ static const gl_dropout *hidden_dp(gl_model *m, const gl_mb *mb, int key, int si
     dp->row0 = mb->row0 + (dm->sp ? (long)dm->tp_rank * dm->nl : 0);
     dp->col0 = 0;
     dp->width = dm->h;
+    return dp;
+}
+
+/* Fill dp for attention dropout (--attention-dropout) on the softmax
+ * probabilities of layer `layer` for micro-batch mb; NULL when nothing is
+ * dropped (rate 0, or a forward-only pass).
+ *
+ * The mask's element is (sample, head, query, key) of the iteration's
+ * full probability tensor (gl_attn_dropout): the micro-batch's first
+ * sample is mb->row0 / S among the global batch's samples (placing it
+ * among data-parallel ranks and micro-batches, as for hidden dropout),
+ * and this rank's query heads are tp_rank hq .. of the model's tp hq.
+ * Attention sees whole sequences (sequence parallelism gathers them
+ * first), the key holds the global layer, and recomputation redraws the
+ * same mask from the same key. */
+static const gl_attn_dropout *attn_dp(gl_model *m, const gl_mb *mb, int layer,
+                                      gl_attn_dropout *dp)
+{
+    const gl_model_dims *dm = DIMS;
+    if (m->no_dropout || dm->attention_dropout <= 0)
+        return NULL;
+    dp->seed = m->dropout_seed;
+    dp->iteration = m->iteration;
+    dp->layer = (uint32_t)(layer + 1);
+    dp->site = SITE_ATTENTION_PROBS;
+    dp->p = dm->attention_dropout;
+    dp->b0 = mb->row0 / dm->S;
+    dp->h0 = (long)dm->tp_rank * dm->hq;
+    dp->heads = (long)dm->tp * dm->hq;
     return dp;
 }
 
@@ -294,6 +324,7 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                       gl_layer_acts *A, const void *x, void *out)
 {
     gl_dropout dpa, dpm;
+    gl_attn_dropout adp;
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
     int n = dm->n, h = dm->h, D = dm->D;
@@ -322,7 +353,8 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
                   act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
-                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
+                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
+                  attn_dp(m, mb, layer, &adp));
     dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
     sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
                  hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
@@ -349,6 +381,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                       gl_layer_acts *A, const void *x, void *dy)
 {
     gl_dropout dp;
+    gl_attn_dropout adp;
     const void *dsub;
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
@@ -409,7 +442,8 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                   m->d_o, qw, A->o, qw, A->lse,
                   A->qkv, dm->qkvw, act(m, A->qkv, (size_t)qw), dm->qkvw,
                   act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
-                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)));
+                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
+                  attn_dp(m, mb, layer, &adp));
     if (dm->rope)
         OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos,
                       m->sin);

@@ -175,6 +175,7 @@ typedef struct {
     int rope;                   /* rotary positions */
     int P;                      /* their rows: --max-position-embeddings */
     float hidden_dropout;       /* --hidden-dropout */
+    float attention_dropout;    /* --attention-dropout */
 } gl_model_dims;
 
 /* Offsets in the flat buffer of one layer's tensors.  The biases and the

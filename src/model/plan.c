@@ -85,6 +85,7 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
     dm->learned_pos = a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE;
     dm->rope = a->position_embedding_type == GL_POS_ROPE;
     dm->hidden_dropout = (float)a->hidden_dropout;
+    dm->attention_dropout = (float)a->attention_dropout;
     dm->P = a->max_position_embeddings ? a->max_position_embeddings : a->seq_length;
 }
 

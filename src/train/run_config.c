@@ -571,7 +571,8 @@ static const gl_option table[] = {
      .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
     DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
-        "dropout on the attention probabilities", .min = 0, .max = 1),
+        "dropout on the attention probabilities (on CUDA it runs gridlm's attention "
+        "kernels, not cuDNN's)", .min = 0, .max = 1),
     DBL("hidden-dropout", arch.hidden_dropout, G_MODEL, UNIT,
         "dropout on the embedding, attention and MLP outputs", .min = 0, .max = 1),
     DBL("init-method-std", arch.init_method_std, G_MODEL, POS,
@@ -664,7 +665,8 @@ static const gl_option table[] = {
     CHOICE("attention-backend", attention_backend, "NAME", G_PREC, attn_backends,
            attn_backend_values, "attention on CUDA, as GRIDLM_ATTENTION (which it overrides): "
            "fused = cuDNN's fused flash attention (cudnn); flash, unfused and local = "
-           "gridlm's own flash-attention kernels (native); auto = cuDNN when it has a plan",
+           "gridlm's own flash-attention kernels (native); auto = cuDNN when it has a plan; "
+           "with --attention-dropout above 0 fused is refused and auto runs gridlm's kernels",
            .defstr = "GRIDLM_ATTENTION, else auto"),
     CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
            "FP8 products in the decoder layers' linears (needs --bf16): e4m3 everywhere, or "
@@ -1393,12 +1395,9 @@ static void check_model_form(const gl_config *c)
     if (a->rotary_percent != 1 && a->position_embedding_type == GL_POS_ROPE)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
-    /* Megatron's default is 0.1: a script that does not give the flag
-     * asks for it as well, and is told so with the other errors. */
-    if (a->attention_dropout > 0)
-        bad("--attention-dropout %g: attention dropout is not implemented yet (0.1 is "
-            "Megatron's default, taken when the flag is not given): pass "
-            "--attention-dropout 0", a->attention_dropout);
+    if (a->attention_dropout >= 1)
+        bad("--attention-dropout %g must be below 1 (it would drop every probability)",
+            a->attention_dropout);
 }
 
 static void check_model(const gl_config *c)
@@ -1763,10 +1762,22 @@ const char *gl_config_attention_impl(const gl_config *c)
 
 /* --attention-backend against the build and against GRIDLM_ATTENTION,
  * which the flag overrides (gridlm-train sets it before the device
- * opens); a disagreement is reported. */
+ * opens); a disagreement is reported.  cuDNN asked for by name cannot
+ * apply attention dropout (it draws its own masks, not gridlm's
+ * layout-independent ones): refused; auto falls back to gridlm's kernels
+ * for it (dev_cuda.c says so in the log). */
 static void check_attention(const gl_config *c)
 {
     const char *impl = gl_config_attention_impl(c);
+    const char *env = getenv("GRIDLM_ATTENTION");
+    const char *wanted = impl ? impl : env;
+    if (wanted && !strcmp(wanted, "cudnn") && c->arch.attention_dropout > 0 &&
+        c->device != GL_DEVICE_CPU)
+        bad("%s is cuDNN's fused attention, which cannot apply --attention-dropout %g (cuDNN "
+            "draws its own masks, not gridlm's layout-independent ones): use "
+            "--attention-backend auto or local (gridlm's kernels), or --attention-dropout 0",
+            impl ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn",
+            c->arch.attention_dropout);
     if (!impl)
         return;
     const char *name = gl_config_attention_backend_name(c->attention_backend);
@@ -1776,7 +1787,6 @@ static void check_attention(const gl_config *c)
             "without cuDNN: reconfigure with --with-cudnn=DIR, or use --attention-backend "
             "local (gridlm's own kernels)", name);
 #endif
-    const char *env = getenv("GRIDLM_ATTENTION");
     if (env && *env && strcmp(env, impl))
         warn0("--attention-backend %s (gridlm's %s attention) overrides GRIDLM_ATTENTION=%s",
               name, impl, env);
