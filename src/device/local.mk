@@ -4,6 +4,8 @@ libgridlm_a_SOURCES += \
 	%reldir%/dev.c \
 	%reldir%/ops_cpu.c %reldir%/ops_cpu.h \
 	%reldir%/ops_cpu_kern.c %reldir%/ops_cpu_impl.h %reldir%/ops_cpu_proto.h \
+	%reldir%/ops_cpu_moe.c %reldir%/ops_cpu_moe.h \
+	%reldir%/ops_cpu_moe_impl.h %reldir%/ops_cpu_moe_proto.h \
 	%reldir%/fp8.c %reldir%/fp8.h
 
 # Every operation of the CPU back end against finite differences (in
