@@ -15,6 +15,14 @@ t_ops_cpu_t_SOURCES = t/ops-cpu.c
 t_ops_cpu_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-cpu.t
 
+# The mixture-of-experts ops: routing by hand, every backward against
+# finite differences (in double), the float device against the double
+# kernels.
+check_PROGRAMS += t/ops-moe.t
+t_ops_moe_t_SOURCES = t/ops-moe.c
+t_ops_moe_t_LDADD = $(TAP_LIBS)
+TESTS += t/ops-moe.t
+
 # E4M3 and E5M2 against their definition and a brute-force nearest value.
 check_PROGRAMS += t/fp8.t
 t_fp8_t_SOURCES = t/fp8.c
