@@ -624,20 +624,20 @@ static void cu_moe_unpermute_bwd(gl_dev *, void *, float *, const void *,
     cu_moe_not_yet("moe_unpermute_bwd");
 }
 
-static void cu_moe_gemm(gl_dev *, void *, const void *, const void *, int, int,
-                        const gl_moe_map *)
+static void cu_moe_gemm(gl_dev *, void *, int, const void *, const void *, int,
+                        int, const gl_moe_map *)
 {
     cu_moe_not_yet("moe_gemm");
 }
 
-static void cu_moe_gemm_dgrad(gl_dev *, void *, const void *, const void *,
-                              int, int, const gl_moe_map *)
+static void cu_moe_gemm_dgrad(gl_dev *, void *, const void *, int,
+                              const void *, int, int, const gl_moe_map *, int)
 {
     cu_moe_not_yet("moe_gemm_dgrad");
 }
 
-static void cu_moe_gemm_wgrad(gl_dev *, float *, const void *, const void *,
-                              int, int, const gl_moe_map *)
+static void cu_moe_gemm_wgrad(gl_dev *, float *, const void *, int,
+                              const void *, int, int, const gl_moe_map *)
 {
     cu_moe_not_yet("moe_gemm_wgrad");
 }
