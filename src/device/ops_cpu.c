@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "device/fp8.h"
 #include "device/ops_cpu.h"
+#include "device/ops_cpu_moe.h"
 
 /* The header before each block: its size, padded so that the block
  * itself stays 64-byte aligned (a cache line, enough for any SIMD). */
@@ -455,6 +456,147 @@ static void cpu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
     gl_cpu_pos_embed_fwd_f32(y, pos, positions, n, h, max_pos);
 }
 
+/* ---- Mixture of experts: ops_cpu_moe_impl.h's float kernels on the
+ * arrays of the map ---- */
+
+/* Dies unless map and cfg describe the same routing. */
+static void cpu_moe_map_check(const gl_moe_map *map, const gl_moe_route_cfg *cfg,
+                              const char *what)
+{
+    gl_moe_route_check(cfg, what);
+    if (map->k != cfg->k || map->E != cfg->E || map->n < 0)
+        gl_die("%s: the map routes %d tokens to %d of %d experts, the "
+               "options %d of %d", what, map->n, map->k, map->E, cfg->k,
+               cfg->E);
+}
+
+static void cpu_moe_route(gl_dev *d, gl_moe_map *map, const float *logits,
+                          const float *bias, const gl_moe_route_cfg *cfg,
+                          float *tokens_per_expert, float *dropped)
+{
+    (void)d;
+    cpu_moe_map_check(map, cfg, "moe_route");
+    gl_cpu_moe_route_f32(map->expert, map->weight, map->rows, map->row_tok,
+                         map->offsets, tokens_per_expert, dropped, logits,
+                         bias, map->n, map->rows_max, cfg);
+    if (map->offsets_host)
+        memcpy(map->offsets_host, map->offsets,
+               (size_t)(map->E + 1) * sizeof *map->offsets);
+}
+
+static void cpu_moe_route_bwd(gl_dev *d, float *dlogits, const float *dweight,
+                              const float *logits, const gl_moe_map *map,
+                              const gl_moe_route_cfg *cfg)
+{
+    (void)d;
+    cpu_moe_map_check(map, cfg, "moe_route_bwd");
+    gl_cpu_moe_route_bwd_f32(dlogits, dweight, logits, map->expert, map->rows,
+                             map->n, cfg);
+}
+
+static void cpu_moe_permute(gl_dev *d, void *xp, const void *x, int h,
+                            const gl_moe_map *map)
+{
+    (void)d;
+    gl_cpu_moe_permute_f32(xp, x, h, map->row_tok, map->offsets, map->E,
+                           map->rows_max);
+}
+
+static void cpu_moe_permute_bwd(gl_dev *d, void *dx, const void *dxp, int h,
+                                const gl_moe_map *map, int accumulate_dx)
+{
+    (void)d;
+    gl_cpu_moe_permute_bwd_f32(dx, dxp, h, map->rows, map->n, map->k,
+                               accumulate_dx);
+}
+
+static void cpu_moe_unpermute(gl_dev *d, void *out, const void *yp, int h,
+                              const gl_moe_map *map)
+{
+    (void)d;
+    gl_cpu_moe_unpermute_f32(out, yp, h, map->weight, map->rows, map->n,
+                             map->k);
+}
+
+static void cpu_moe_unpermute_bwd(gl_dev *d, void *dyp, float *dweight,
+                                  const void *dout, const void *yp, int h,
+                                  const gl_moe_map *map)
+{
+    (void)d;
+    gl_cpu_moe_unpermute_bwd_f32(dyp, dweight, dout, yp, h, map->weight,
+                                 map->rows, map->row_tok, map->offsets,
+                                 map->n, map->k, map->E, map->rows_max);
+}
+
+/* ldY >= out, or the blocks of the out side would overlap. */
+static void cpu_moe_ld_check(int ldY, int out, const char *what)
+{
+    if (ldY < out)
+        gl_die("%s: row stride %d is less than the %d output columns", what,
+               ldY, out);
+}
+
+static void cpu_moe_gemm(gl_dev *d, void *Y, int ldY, const void *X,
+                         const void *W, int in, int out, const gl_moe_map *map)
+{
+    (void)d;
+    cpu_moe_ld_check(ldY, out, "moe_gemm");
+    gl_cpu_moe_gemm_f32(Y, ldY, X, W, in, out, map->offsets, map->E,
+                        map->rows_max);
+}
+
+static void cpu_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
+                               const void *W, int in, int out,
+                               const gl_moe_map *map, int accumulate_dx)
+{
+    (void)d;
+    cpu_moe_ld_check(ldY, out, "moe_gemm_dgrad");
+    gl_cpu_moe_gemm_dgrad_f32(dX, dY, ldY, W, in, out, map->offsets, map->E,
+                              map->rows_max, accumulate_dx);
+}
+
+static void cpu_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
+                               const void *X, int in, int out,
+                               const gl_moe_map *map)
+{
+    (void)d;
+    cpu_moe_ld_check(ldY, out, "moe_gemm_wgrad");
+    gl_cpu_moe_gemm_wgrad_f32(dW, dY, ldY, X, in, out, map->offsets, map->E);
+}
+
+static void cpu_moe_aux_counts(gl_dev *d, float *counts, const float *logits,
+                               int n, long row0, int seq_len,
+                               const gl_moe_route_cfg *cfg)
+{
+    (void)d;
+    gl_cpu_moe_aux_counts_f32(counts, logits, n, row0, seq_len, cfg);
+}
+
+static void cpu_moe_aux_loss(gl_dev *d, float *loss, float *dlogits,
+                             const float *logits, const float *counts, int n,
+                             long row0, int seq_len, float scale, float gscale,
+                             const gl_moe_route_cfg *cfg)
+{
+    (void)d;
+    gl_cpu_moe_aux_loss_f32(loss, dlogits, logits, counts, n, row0, seq_len,
+                            scale, gscale, cfg);
+}
+
+static void cpu_moe_z_loss(gl_dev *d, float *loss, float *dlogits,
+                           const float *logits, int n, int E, float scale,
+                           float gscale)
+{
+    (void)d;
+    gl_cpu_moe_z_loss_f32(loss, dlogits, logits, n, E, scale, gscale);
+}
+
+static void cpu_moe_bias_update(gl_dev *d, float *bias, const float *counts,
+                                int E, float rate)
+{
+    (void)d;
+    gl_cpu_moe_bias_update_f32(bias, counts, E, rate);
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -509,4 +651,17 @@ const gl_ops gl_ops_cpu = {
     .dropout = cpu_dropout,
     .bias_dropout_add = cpu_bias_dropout_add,
     .pos_embed_fwd = cpu_pos_embed_fwd,
+    .moe_route = cpu_moe_route,
+    .moe_route_bwd = cpu_moe_route_bwd,
+    .moe_permute = cpu_moe_permute,
+    .moe_permute_bwd = cpu_moe_permute_bwd,
+    .moe_unpermute = cpu_moe_unpermute,
+    .moe_unpermute_bwd = cpu_moe_unpermute_bwd,
+    .moe_gemm = cpu_moe_gemm,
+    .moe_gemm_dgrad = cpu_moe_gemm_dgrad,
+    .moe_gemm_wgrad = cpu_moe_gemm_wgrad,
+    .moe_aux_counts = cpu_moe_aux_counts,
+    .moe_aux_loss = cpu_moe_aux_loss,
+    .moe_z_loss = cpu_moe_z_loss,
+    .moe_bias_update = cpu_moe_bias_update,
 };
