@@ -493,7 +493,9 @@ static void test_arch_form(void)
     gl_config_free(&c);
 
     REFUSED(BASE "--rotary-percent 0.5", 0, "--rotary-percent 0.5 is not built");
-    REFUSED(BASE "--attention-dropout 1", 0, "--attention-dropout 1 must be below 1");
+    REFUSED(BASE "--attention-dropout 1", 0, "--attention-dropout 1 is out of range",
+            "[0, 1)");
+    REFUSED(BASE "--hidden-dropout 1", 0, "--hidden-dropout 1 is out of range", "[0, 1)");
     REFUSED(BASE "--attention-dropout 0.1 --attention-backend fused --device cuda", 0,
             "--attention-backend fused is cuDNN's fused attention, which cannot apply "
             "--attention-dropout 0.1", "use --attention-backend auto or local");

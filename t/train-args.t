@@ -29,7 +29,11 @@ refused "an enum value, with the values listed" \
     "use one of constant, linear, cosine or inverse-square-root" -- \
     $base --lr-decay-style exp
 refused "attention dropout of 1 (nothing kept)" \
-    "--attention-dropout 1 must be below 1" -- $base --attention-dropout 1
+    "--attention-dropout 1 is out of range" "[0, 1)" -- $base --attention-dropout 1
+refused "hidden dropout of 1 (nothing kept): a usage error, not a failing op" \
+    "--hidden-dropout 1 is out of range" "[0, 1)" -- $base --hidden-dropout 1
+refused "a negative hidden dropout" \
+    "--hidden-dropout -0.1 is out of range" "[0, 1)" -- $base --hidden-dropout -0.1
 refused "a float out of range" \
     "--adam-beta1 1.5 is out of range" "[0, 1)" -- $base --adam-beta1 1.5
 refused "zero where a positive number is needed" \

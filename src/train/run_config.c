@@ -162,11 +162,6 @@ static const char *divisors(long n, long limit, char *buf, size_t size)
 }
 
 /* ------------------------------------------------------------------ */
-/* Presets.                                                            */
-
-static const char *const preset_names = gl_arch_preset_names;
-
-/* ------------------------------------------------------------------ */
 /* Handlers for options that are more than a value.                    */
 
 static int opt_model(void *target, const gl_option *o, const char *value, char **more, int nmore)
@@ -176,7 +171,7 @@ static int opt_model(void *target, const gl_option *o, const char *value, char *
     gl_arch probe;
     if (gl_arch_preset(&probe, value) != 0)
         gl_opt_error(o, value, "is not a known model: use %s, or give the shape with "
-                     "--num-layers, --hidden-size, ...", preset_names);
+                     "--num-layers, --hidden-size, ...", gl_arch_preset_names);
     return 0;
 }
 
@@ -570,11 +565,13 @@ static const gl_option table[] = {
      .group = G_MODEL, .fn = opt_disable_bias_linear,
      .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
-    DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
+    DBL("attention-dropout", arch.attention_dropout, G_MODEL, GL_OPT_MIN | GL_OPT_MAX_OPEN,
         "dropout on the attention probabilities (on CUDA it runs gridlm's attention "
-        "kernels, not cuDNN's)", .min = 0, .max = 1),
-    DBL("hidden-dropout", arch.hidden_dropout, G_MODEL, UNIT,
-        "dropout on the embedding, attention and MLP outputs", .min = 0, .max = 1),
+        "kernels, not cuDNN's)", .min = 0, .max = 1,
+        .hint = "1 would drop every probability"),
+    DBL("hidden-dropout", arch.hidden_dropout, G_MODEL, GL_OPT_MIN | GL_OPT_MAX_OPEN,
+        "dropout on the embedding, attention and MLP outputs", .min = 0, .max = 1,
+        .hint = "1 would drop every activation"),
     DBL("init-method-std", arch.init_method_std, G_MODEL, POS,
         "standard deviation of the initial weights"),
 
@@ -1318,7 +1315,7 @@ static int shape_known(const gl_config *c)
                     ? c->arch.max_position_embeddings : 4096);
         else
             bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
-                preset_names);
+                gl_arch_preset_names);
     }
     return known;
 }
@@ -1395,9 +1392,14 @@ static void check_model_form(const gl_config *c)
     if (a->rotary_percent != 1 && a->position_embedding_type == GL_POS_ROPE)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
+    /* The option table refuses 1 and above on the command line; these
+     * catch a value read elsewhere (--use-checkpoint-args). */
     if (a->attention_dropout >= 1)
-        bad("--attention-dropout %g must be below 1 (it would drop every probability)",
-            a->attention_dropout);
+        bad("--attention-dropout %g is out of range: give a number in [0, 1) (1 would drop "
+            "every probability)", a->attention_dropout);
+    if (a->hidden_dropout >= 1)
+        bad("--hidden-dropout %g is out of range: give a number in [0, 1) (1 would drop "
+            "every activation)", a->hidden_dropout);
 }
 
 static void check_model(const gl_config *c)
