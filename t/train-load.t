@@ -29,7 +29,9 @@
 # 5. --attention-backend: each of Megatron's values in the plan as
 #    gridlm's implementation (fused: cudnn; flash, unfused, local:
 #    native; auto), over GRIDLM_ATTENTION with a warning when they
-#    disagree; GRIDLM_ATTENTION alone as before; a bad value refused.
+#    disagree; GRIDLM_ATTENTION alone as before; a bad value refused.  The
+#    start-up summary names the attention that runs (on the CPU here;
+#    the GPU's wording: t/options-config.c).
 : "${top_builddir:=.}"
 . "$(dirname "$0")/train-lib.sh"     # $tmp, refused, collected, corpus
 prog="$top_builddir/src/tools/gridlm-train"
@@ -250,6 +252,11 @@ if grep -q "vocab 400 (padded 512, from the tokenizer)" "$tmp"/out "$tmp"/err; t
     pass "the start-up summary says where the vocabulary came from"
 else
     fail_run "the start-up summary says where the vocabulary came from"
+fi
+if grep -q "attention: the CPU back end's reference attention" "$tmp"/out "$tmp"/err; then
+    pass "the start-up summary says which attention runs (--device cpu: the CPU's)"
+else
+    fail_run "the start-up summary says which attention runs (--device cpu: the CPU's)"
 fi
 
 # --- 5. --attention-backend ---

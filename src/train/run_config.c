@@ -1762,6 +1762,43 @@ const char *gl_config_attention_impl(const gl_config *c)
     }
 }
 
+char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, size_t n)
+{
+    static const char cudnn[] = "cuDNN's fused flash attention";
+    static const char native[] = "gridlm's flash-attention kernels";
+    const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
+    char why[96];
+    if (impl)
+        snprintf(why, sizeof why, "--attention-backend %s",
+                 gl_config_attention_backend_name(c->attention_backend));
+    else if (env && *env)
+        snprintf(why, sizeof why, "GRIDLM_ATTENTION=%s", env);
+    else
+        snprintf(why, sizeof why, "auto, the default");
+    const char *wanted = impl ? impl : env && *env ? env : "auto";
+#ifdef GL_HAVE_CUDNN
+    const int have_cudnn = 1;
+#else
+    const int have_cudnn = 0;
+#endif
+
+    if (!on_gpu)
+        snprintf(buf, n, "the CPU back end's reference attention");
+    else if (!strcmp(wanted, "cudnn"))
+        snprintf(buf, n, "%s (%s)", cudnn, why);
+    else if (!strcmp(wanted, "native"))
+        snprintf(buf, n, "%s (%s)", native, why);
+    else if (!have_cudnn)
+        snprintf(buf, n, "%s (%s; this gridlm was built without cuDNN)", native, why);
+    else if (c->arch.attention_dropout > 0)
+        snprintf(buf, n, "%s (%s; cuDNN cannot apply gridlm's attention dropout)", native,
+                 why);
+    else
+        snprintf(buf, n, "%s where it builds a plan for the shape, else %s (%s)", cudnn,
+                 native, why);
+    return buf;
+}
+
 /* --attention-backend against the build and against GRIDLM_ATTENTION,
  * which the flag overrides (gridlm-train sets it before the device
  * opens); a disagreement is reported.  cuDNN asked for by name cannot
