@@ -11,8 +11,10 @@
  *
  * All segments go in one launch: the host cuts each segment into chunks
  * of CHUNK elements and uploads the segment list and a chunk table
- * (segment, first element) to scratch memory, stream-ordered; block b
- * updates chunk b.  Each element is read and written once: 4 fp32 loads,
+ * (segment, first element) to device memory, stream-ordered; block b
+ * updates chunk b.  The last GL_ADAMW_TABLES lists stay uploaded, so the
+ * optimizer's steps, which pass the same list (or, with --decoupled-lr,
+ * the same two in turn), copy nothing from the host.  Each element is read and written once: 4 fp32 loads,
  * 3 fp32 stores and one bf16 store.
  */
 #include <config.h>
@@ -70,16 +72,21 @@ void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,
     gl_cuda_state *st = gl_cuda_st(d);
     size_t seg_bytes = ((size_t)nseg * sizeof(gl_adamw_seg) + 255) / 256 * 256;
     size_t chunk_bytes = nchunks * sizeof(adamw_chunk);
-    /* The optimizer passes the same segments every step: their tables
-     * are uploaded once and reused while the list is unchanged, so a step
-     * copies nothing from the host. */
     size_t list_bytes = (size_t)nseg * sizeof *segs;
-    int same = st->adamw_segs && st->adamw_nseg == nseg &&
-               st->adamw_nchunks == nchunks &&
-               !memcmp(st->adamw_segs, segs, list_bytes);
-    char *buf = (char *)st->s_adamw.p;
-    if (!same) {
-        buf = (char *)gl_cuda_scratch(d, &st->s_adamw, seg_bytes + chunk_bytes);
+    /* The table holding this list, else the least recently used one,
+     * which takes it. */
+    gl_adamw_table *t = NULL, *lru = &st->adamw[0];
+    for (int i = 0; i < GL_ADAMW_TABLES && !t; i++) {
+        gl_adamw_table *u = &st->adamw[i];
+        if (u->segs && u->nseg == nseg && u->nchunks == nchunks &&
+            !memcmp(u->segs, segs, list_bytes))
+            t = u;
+        else if (u->used < lru->used)
+            lru = u;
+    }
+    if (!t) {
+        t = lru;
+        char *buf = (char *)gl_cuda_scratch(d, &t->mem, seg_bytes + chunk_bytes);
         adamw_chunk *host = (adamw_chunk *)gl_malloc(chunk_bytes);
         size_t c = 0;
         for (int s = 0; s < nseg; s++)
@@ -96,12 +103,14 @@ void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,
         GL_CUDA_CHECK(cudaMemcpyAsync(buf + seg_bytes, host, chunk_bytes,
                                       cudaMemcpyHostToDevice, st->stream));
         free(host);
-        free(st->adamw_segs);
-        st->adamw_segs = (gl_adamw_seg *)gl_malloc(list_bytes);
-        memcpy(st->adamw_segs, segs, list_bytes);
-        st->adamw_nseg = nseg;
-        st->adamw_nchunks = nchunks;
+        free(t->segs);
+        t->segs = (gl_adamw_seg *)gl_malloc(list_bytes);
+        memcpy(t->segs, segs, list_bytes);
+        t->nseg = nseg;
+        t->nchunks = nchunks;
     }
+    t->used = ++st->adamw_calls;
+    const char *buf = (const char *)t->mem.p;
     float bc1 = (float)(1 - pow((double)hp->beta1, (double)hp->step));
     float bc2 = (float)(1 - pow((double)hp->beta2, (double)hp->step));
     adamw_kernel<<<(unsigned)nchunks, THREADS, 0, st->stream>>>(

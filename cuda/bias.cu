@@ -25,18 +25,14 @@ template <int V>
 __global__ void bias_add_kernel(bf16 *y, const bf16 *bias, int w,
                                 size_t total)
 {
-    int per_row = w / V;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
-         t += (size_t)gridDim.x * blockDim.x) {
-        size_t row = t / per_row;
-        int c = (int)(t % per_row) * V;
+    for_row_chunks<V>(w, total, [&](size_t row, int c) {
         float f[V], b[V];
         load_bf16<V>(f, y + row * w + c);
         load_bf16<V>(b, bias + c);
         for (int i = 0; i < V; i++)
             f[i] += b[i];
         store_bf16<V>(y + row * w + c, f);
-    }
+    });
 }
 
 #define CS_COLS 32

@@ -560,10 +560,13 @@ static void cu_close(gl_dev *d)
     gl_cuda_gemm_close(d);
     gl_cudnn_close(d);
     gl_scratch *sc[] = {&st->s_reduce, &st->s_attn, &st->s_embed,
-                        &st->s_adamw, &st->s_norm, &st->s_cudnn, &st->s_fp8,
-                        &st->s_bias};
+                        &st->s_norm, &st->s_cudnn, &st->s_fp8, &st->s_bias};
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         gl_cuda_free_counted(d, sc[i]->p);
+    for (int i = 0; i < GL_ADAMW_TABLES; i++) {
+        gl_cuda_free_counted(d, st->adamw[i].mem.p);
+        free(st->adamw[i].segs);
+    }
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));
     GL_CUBLAS_CHECK(cublasLtDestroy(st->lt));
     GL_CUDA_CHECK(cudaEventDestroy(st->ev_compute));
@@ -572,7 +575,6 @@ static void cu_close(gl_dev *d)
     GL_CUDA_CHECK(cudaStreamDestroy(st->comm_stream));
     GL_CUDA_CHECK(cudaStreamDestroy(st->p2p_stream));
     GL_CUDA_CHECK(cudaStreamDestroy(st->stream));
-    free(st->adamw_segs);
     free(st->alloc_ptr);
     free(st->alloc_size);
     free(st);

@@ -31,11 +31,7 @@ __global__ void dropout_kernel(bf16 *out, const bf16 *residual, const bf16 *y,
                                const bf16 *bias, int w, size_t total,
                                mask_args m)
 {
-    int per_row = w / V;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
-         t += (size_t)gridDim.x * blockDim.x) {
-        size_t row = t / per_row;
-        int c = (int)(t % per_row) * V;
+    for_row_chunks<V>(w, total, [&](size_t row, int c) {
         float v[V], b[V], r[V];
         load_bf16<V>(v, y + row * w + c);
         if (bias)
@@ -66,7 +62,7 @@ __global__ void dropout_kernel(bf16 *out, const bf16 *residual, const bf16 *y,
                 v[i] += r[i];
         }
         store_bf16<V>(out + row * w + c, v);
-    }
+    });
 }
 
 static void launch(cudaStream_t st, bf16 *out, const bf16 *residual,

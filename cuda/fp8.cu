@@ -240,11 +240,13 @@ void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
 
 #define A_THREADS 256
 
-/* max |x_i| over a grid-stride share of n, V elements at a time, folded
- * into amax[0] per block as in quantize_kernel. */
+/*
+ * The block's max |x_i| over its grid-stride share of n, V elements at a
+ * time, returned to every thread as block_reduce does.  The block is A_THREADS threads and must call this
+ * uniformly (block_reduce has barriers).
+ */
 template <int V>
-__global__ void __launch_bounds__(A_THREADS)
-amax_kernel(float *amax, const bf16 *x, size_t n)
+__device__ float block_amax(const bf16 *x, size_t n)
 {
     unsigned am = 0;
     for (size_t i = (blockIdx.x * (size_t)A_THREADS + threadIdx.x) * V; i < n;
@@ -255,7 +257,16 @@ amax_kernel(float *amax, const bf16 *x, size_t n)
         for (int j = 0; j < V; j++)
             am = max(am, abs_bits(f[j]));
     }
-    float m = block_reduce<A_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+    return block_reduce<A_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+}
+
+/* max |x_i| over a grid-stride share of n (block_amax), folded into
+ * amax[0] per block as in quantize_kernel. */
+template <int V>
+__global__ void __launch_bounds__(A_THREADS)
+amax_kernel(float *amax, const bf16 *x, size_t n)
+{
+    float m = block_amax<V>(x, n);
     if (threadIdx.x == 0)
         amax_fold_global(amax, __float_as_uint(m));
 }
@@ -348,7 +359,7 @@ __global__ void scale_current_kernel(const float *amax, float *scale,
 /* ---- amax and current scale in one launch ---- */
 
 /*
- * Each block reduces its grid-stride share of x as amax_kernel does, and
+ * Each block reduces its grid-stride share of x (block_amax), and
  * thread 0 stores the block's amax (bits) in as_part[block], makes it
  * visible device-wide (__threadfence) and takes a ticket from as_done.
  * The block that draws the last ticket has seen every other block's
@@ -376,16 +387,7 @@ amax_scale_kernel(float *amax, float *scale, float *scale_inv, const bf16 *x,
                   size_t n, float top)
 {
     __shared__ bool last;
-    unsigned am = 0;
-    for (size_t i = (blockIdx.x * (size_t)A_THREADS + threadIdx.x) * V; i < n;
-         i += (size_t)gridDim.x * A_THREADS * V) {
-        float f[V];
-        load_bf16<V>(f, x + i);
-#pragma unroll
-        for (int j = 0; j < V; j++)
-            am = max(am, abs_bits(f[j]));
-    }
-    float m = block_reduce<A_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+    float m = block_amax<V>(x, n);
     if (threadIdx.x == 0) {
         as_part[blockIdx.x] = __float_as_uint(m);
         __threadfence();
@@ -396,7 +398,7 @@ amax_scale_kernel(float *amax, float *scale, float *scale_inv, const bf16 *x,
         return;
 
     const volatile unsigned *part = as_part;
-    am = 0;
+    unsigned am = 0;
     for (unsigned b = threadIdx.x; b < gridDim.x; b += A_THREADS)
         am = max(am, part[b]);
     am = __float_as_uint(block_reduce<A_THREADS>(__uint_as_float(am),

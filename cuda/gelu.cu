@@ -22,11 +22,7 @@ template <int V>
 __global__ void gelu_fwd_kernel(bf16 *y, const bf16 *x, const bf16 *bias,
                                 int f, size_t total)
 {
-    int per_row = f / V;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
-         t += (size_t)gridDim.x * blockDim.x) {
-        size_t row = t / per_row;
-        int c = (int)(t % per_row) * V;
+    for_row_chunks<V>(f, total, [&](size_t row, int c) {
         float u[V], b[V];
         load_bf16<V>(u, x + row * f + c);
         if (bias)
@@ -38,18 +34,14 @@ __global__ void gelu_fwd_kernel(bf16 *y, const bf16 *x, const bf16 *bias,
             u[i] = 0.5f * u[i] * (1.0f + th);
         }
         store_bf16<V>(y + row * f + c, u);
-    }
+    });
 }
 
 template <int V>
 __global__ void gelu_bwd_kernel(bf16 *dx, const bf16 *dy, const bf16 *x,
                                 const bf16 *bias, int f, size_t total)
 {
-    int per_row = f / V;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
-         t += (size_t)gridDim.x * blockDim.x) {
-        size_t row = t / per_row;
-        int c = (int)(t % per_row) * V;
+    for_row_chunks<V>(f, total, [&](size_t row, int c) {
         float u[V], g[V], b[V];
         load_bf16<V>(u, x + row * f + c);
         load_bf16<V>(g, dy + row * f + c);
@@ -64,7 +56,7 @@ __global__ void gelu_bwd_kernel(bf16 *dx, const bf16 *dy, const bf16 *x,
             g[i] *= d;
         }
         store_bf16<V>(dx + row * f + c, g);
-    }
+    });
 }
 
 void gl_cuda_gelu_fwd(cudaStream_t st, bf16 *y, const bf16 *x,

@@ -70,6 +70,18 @@ typedef struct {
     size_t bytes;
 } gl_scratch;
 
+/* adamw.cu: a segment list whose tables (the list, then the chunk table)
+ * are in device memory, so that a step with the same list uploads
+ * nothing. */
+typedef struct {
+    gl_scratch mem;
+    gl_adamw_seg *segs;        /* the list's host copy; NULL: unused */
+    int nseg;
+    size_t nchunks;
+    unsigned long used;        /* adamw_calls when last used */
+} gl_adamw_table;
+#define GL_ADAMW_TABLES 2
+
 typedef struct {
     int ordinal;
     cudaStream_t stream;
@@ -95,14 +107,13 @@ typedef struct {
     size_t in_use, peak;
 
     /* scratch: reductions' partials, attention's row statistics, embed's
-     * sorted ids, the AdamW chunk table, FP8 products' aligned scales */
-    gl_scratch s_reduce, s_attn, s_embed, s_adamw, s_norm, s_fp8;
+     * sorted ids, norms' partials, FP8 products' aligned scales */
+    gl_scratch s_reduce, s_attn, s_embed, s_norm, s_fp8;
     gl_scratch s_bias;         /* bias.cu: column sums' partials */
-    /* adamw.cu: the segment list whose tables s_adamw holds now (a step
-     * with the same list uploads nothing) */
-    gl_adamw_seg *adamw_segs;
-    int adamw_nseg;
-    size_t adamw_nchunks;
+    /* adamw.cu: the last segment lists used, two as --decoupled-lr steps
+     * two lists in turn (src/train/optim.c), and the calls so far */
+    gl_adamw_table adamw[GL_ADAMW_TABLES];
+    unsigned long adamw_calls;
 
     /* attention: the implementation in use (GL_ATTN_*), cuDNN's handle,
      * plans and workspace, and how calls ran */

@@ -33,6 +33,7 @@
 #include <config.h>
 
 #include "gl_cuda.h"
+#include "norm_common.cuh"
 #include "vec.cuh"
 #include "warp.cuh"
 
@@ -79,19 +80,16 @@ __global__ void layernorm_fwd_kernel(bf16 *y, float *mean, float *rstd,
     }
 }
 
-#define LN_WARPS 8
-#define LN_THREADS (32 * LN_WARPS)
-
 template <int V>
-__global__ void __launch_bounds__(LN_THREADS)
+__global__ void __launch_bounds__(NORM_THREADS)
 layernorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
                    const bf16 *w, const float *mean, const float *rstd, int n,
                    int h, int rows_per_block, int one_plus, int accumulate_dx)
 {
     extern __shared__ float acc[];          /* [2h]: dw terms, db terms */
-    __shared__ float warp_part[2][2][LN_WARPS];
+    __shared__ float warp_part[2][2][NORM_WARPS];
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    for (int c = tid * V; c < h; c += LN_THREADS * V)
+    for (int c = tid * V; c < h; c += NORM_THREADS * V)
         for (int i = 0; i < V; i++)
             acc[c + i] = acc[h + c + i] = 0;
     int r0 = blockIdx.x * rows_per_block;
@@ -100,7 +98,7 @@ layernorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         const bf16 *xr = x + (size_t)row * h, *dyr = dy + (size_t)row * h;
         float mu = mean[row], r = rstd[row];
         float sg = 0, sgx = 0;
-        for (int c = tid * V; c < h; c += LN_THREADS * V) {
+        for (int c = tid * V; c < h; c += NORM_THREADS * V) {
             float fx[V], fd[V], fw[V];
             load_bf16<V>(fx, xr + c);
             load_bf16<V>(fd, dyr + c);
@@ -122,13 +120,13 @@ layernorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         }
         __syncthreads();
         sg = sgx = 0;
-        for (int i = 0; i < LN_WARPS; i++) {
+        for (int i = 0; i < NORM_WARPS; i++) {
             sg += warp_part[row & 1][0][i];
             sgx += warp_part[row & 1][1][i];
         }
         float mg = sg / h, mgx = sgx / h;
         bf16 *dxr = dx + (size_t)row * h;
-        for (int c = tid * V; c < h; c += LN_THREADS * V) {
+        for (int c = tid * V; c < h; c += NORM_THREADS * V) {
             float fx[V], fd[V], fw[V], o[V];
             load_bf16<V>(fx, xr + c);
             load_bf16<V>(fd, dyr + c);
@@ -148,7 +146,7 @@ layernorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
     }
     __syncthreads();
     float *pr = partial + (size_t)blockIdx.x * 2 * h;
-    for (int c = tid; c < 2 * h; c += LN_THREADS)
+    for (int c = tid; c < 2 * h; c += NORM_THREADS)
         pr[c] = acc[c];
 }
 
@@ -165,19 +163,19 @@ layernorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
  * registers.  The block's teams take rows blockIdx.x * TEAMS + team, then
  * grid-stride on; at the end the teams add their accumulators into one
  * shared-memory row [h] in team order, written to partial[block].  Every
- * order is fixed by the shapes and the grid.
+ * order is fixed by the shapes and the grid.  norm_common.cuh has the
+ * parts shared with RMSNorm's backward.
  */
 template <int V, int CH, int T>
-__global__ void __launch_bounds__(LN_THREADS)
+__global__ void __launch_bounds__(NORM_THREADS)
 layernorm_bwd_teams(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
                     const bf16 *w, const float *mean, const float *rstd,
                     int n, int h, int rows_per_block, int one_plus,
                     int accumulate_dx)
 {
-    constexpr int TEAMS = LN_WARPS / T;
+    constexpr int TEAMS = NORM_WARPS / T;
     (void)rows_per_block;        /* the general kernel's; teams stride */
     extern __shared__ float acc_block[];              /* [h] */
-    __shared__ float team_sum[2][2][LN_WARPS];
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int team = warp / T, q = warp % T;
     float aw[CH][V];
@@ -201,19 +199,11 @@ layernorm_bwd_teams(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         if (live) {
             mu = mean[row];
             r = rstd[row];
+            norm_load_chunks<V, CH, T>(xv, dv, ov, xr, dyr, dxr, h, q, lane,
+                                       accumulate_dx);
             #pragma unroll
             for (int k = 0; k < CH; k++) {
-                int c = ((k * T + q) * 32 + lane) * V;
-                if (c < h) {
-                    xv[k] = load_raw<V>(xr + c);
-                    dv[k] = load_raw<V>(dyr + c);
-                    if (accumulate_dx)
-                        ov[k] = load_raw<V>(dxr + c);
-                }
-            }
-            #pragma unroll
-            for (int k = 0; k < CH; k++) {
-                int c = ((k * T + q) * 32 + lane) * V;
+                int c = norm_col<V, T>(k, q, lane);
                 if (c < h) {
                     float fx[V], fd[V], fw[V];
                     unpack_bf16<V>(fx, xv[k]);
@@ -228,27 +218,14 @@ layernorm_bwd_teams(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
                 }
             }
         }
-        sg = warp_sum(sg);
-        sgx = warp_sum(sgx);
-        if constexpr (T > 1) {
-            /* two slots by iteration parity, as in layernorm_bwd_rows */
-            if (lane == 0) {
-                team_sum[it & 1][0][warp] = sg;
-                team_sum[it & 1][1][warp] = sgx;
-            }
-            __syncthreads();
-            sg = sgx = 0;
-            for (int j = 0; j < T; j++) {
-                sg += team_sum[it & 1][0][team * T + j];
-                sgx += team_sum[it & 1][1][team * T + j];
-            }
-        }
+        float sums[2] = {sg, sgx};
+        norm_row_sums<T>(sums, it);
         if (!live)
             continue;
-        float mg = sg / h, mgx = sgx / h;
+        float mg = sums[0] / h, mgx = sums[1] / h;
         #pragma unroll
         for (int k = 0; k < CH; k++) {
-            int c = ((k * T + q) * 32 + lane) * V;
+            int c = norm_col<V, T>(k, q, lane);
             if (c < h) {
                 float fx[V], fd[V], fw[V], o[V];
                 unpack_bf16<V>(fx, xv[k]);
@@ -269,24 +246,9 @@ layernorm_bwd_teams(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         }
     }
 
-    /* the block's row of sums: team 0 writes its accumulators, the others
-     * add theirs in team order (each team covers every column once) */
-    for (int t = 0; t < TEAMS; t++) {
-        if (team == t)
-            #pragma unroll
-            for (int k = 0; k < CH; k++) {
-                int c = ((k * T + q) * 32 + lane) * V;
-                if (c < h)
-                    #pragma unroll
-                    for (int i = 0; i < V; i++)
-                        acc_block[c + i] =
-                            (t ? acc_block[c + i] : 0.0f) + aw[k][i];
-            }
-        __syncthreads();
-    }
-    float *pr = partial + (size_t)blockIdx.x * h;
-    for (int c = threadIdx.x; c < h; c += LN_THREADS)
-        pr[c] = acc_block[c];
+    /* the block's row of dw sums, the teams' added in team order */
+    norm_block_row<V, CH, T>(acc_block, partial + (size_t)blockIdx.x * h, aw,
+                             h, team, q, lane);
 }
 
 void gl_cuda_layernorm_fwd(cudaStream_t st, bf16 *y, float *mean, float *rstd,
@@ -311,28 +273,14 @@ typedef void (*bwd_kernel)(bf16 *, float *, const bf16 *, const bf16 *,
                            int, int, int, int);
 
 /* The layernorm_bwd_teams instance for rows of h elements moved V (8 or
- * 1) at a time: the fewest chunks per lane that cover a row, up to 8, then
- * teams of more warps; sets the rows a block takes at once.  NULL where
- * the rows are too wide for it. */
+ * 1) at a time (norm_pick_team); sets the rows a block takes at once.
+ * NULL where the rows are too wide for it. */
 template <int V>
 static bwd_kernel pick_teams(int h, int *teams)
 {
-    int chunks = (h + 32 * V - 1) / (32 * V);   /* per warp-wide pass */
-    struct { int chunks; bwd_kernel k; int teams; } table[] = {
-        {1, layernorm_bwd_teams<V, 1, 1>, LN_WARPS},
-        {2, layernorm_bwd_teams<V, 2, 1>, LN_WARPS},
-        {4, layernorm_bwd_teams<V, 4, 1>, LN_WARPS},
-        {8, layernorm_bwd_teams<V, 8, 1>, LN_WARPS},
-        {16, layernorm_bwd_teams<V, 8, 2>, LN_WARPS / 2},
-        {32, layernorm_bwd_teams<V, 8, 4>, LN_WARPS / 4},
-        {64, layernorm_bwd_teams<V, 8, 8>, 1},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (chunks <= table[i].chunks) {
-            *teams = table[i].teams;
-            return table[i].k;
-        }
-    return NULL;
+    const norm_team_entry<bwd_kernel> table[] =
+        NORM_TEAM_TABLE(layernorm_bwd_teams, V);
+    return norm_pick_team<V>(table, h, teams);
 }
 
 void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
@@ -358,7 +306,7 @@ void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
         k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0;
     GL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, k, LN_THREADS, smem));
+        &per_sm, k, NORM_THREADS, smem));
     per_sm = per_sm < 1 ? 1 : per_sm;
     /* as many blocks as fit on the GPU at once (the general kernel: up to
      * 4 per SM, each block adding a row of partial sums), fewer for few
@@ -372,7 +320,7 @@ void gl_cuda_layernorm_bwd(gl_dev *d, bf16 *dx, float *dw, float *db,
         G = (n + rpb - 1) / rpb;
     float *partial = (float *)gl_cuda_scratch(d, &st->s_norm,
                                               (size_t)G * ld * sizeof(float));
-    k<<<G, LN_THREADS, smem, st->stream>>>(dx, partial, dy, x, w, mean, rstd,
+    k<<<G, NORM_THREADS, smem, st->stream>>>(dx, partial, dy, x, w, mean, rstd,
                                            n, h, rpb, one_plus, accumulate_dx);
     GL_CUDA_LAUNCHED(general ? "layernorm_bwd_rows" : "layernorm_bwd_teams");
     gl_cuda_colsum_final(st->stream, dw, partial, G, h, ld);

@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include "gl_cuda.h"
+#include "norm_common.cuh"
 #include "vec.cuh"
 #include "warp.cuh"
 
@@ -64,7 +65,8 @@ __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
  * with 16-byte loads; wider rows take teams of 2, 4 or 8 warps).  A lane
  * owns the same columns in every row: CH chunks of V elements, chunk k at
  * column ((k T + q) 32 + lane) V for warp q of the team, so each load
- * instruction of a warp reads 32 consecutive chunks.  The lane loads its
+ * instruction of a warp reads 32 consecutive chunks (norm_common.cuh has
+ * the parts shared with LayerNorm's backward).  The lane loads its
  * chunks of x, dy (and the old dx) once, keeps them in registers as bf16,
  * adds up its part of the dot sum g x, and the warp sums it with
  * shuffles (a team of several warps adds the warps' sums through shared
@@ -91,9 +93,6 @@ __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
  * h = 16384, V = 1 beyond 2048) take rmsnorm_bwd_general, which keeps the
  * block's dw row in shared memory.
  */
-#define NORM_WARPS 8
-#define NORM_THREADS (32 * NORM_WARPS)
-
 template <int V, int CH, int T>
 __global__ void __launch_bounds__(NORM_THREADS)
 rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
@@ -102,7 +101,6 @@ rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
 {
     constexpr int TEAMS = NORM_WARPS / T;
     extern __shared__ float dw_block[];               /* [h] */
-    __shared__ float team_dot[2][NORM_WARPS];
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int team = warp / T, q = warp % T;
     float acc[CH][V];
@@ -123,17 +121,10 @@ rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         bf16 *dxr = dx + (size_t)row * h;
         if (live) {
             r = rstd[row];
+            norm_load_chunks<V, CH, T>(xv, dv, ov, xr, dyr, dxr, h, q, lane,
+                                       accumulate_dx);
             for (int k = 0; k < CH; k++) {
-                int c = ((k * T + q) * 32 + lane) * V;
-                if (c < h) {
-                    xv[k] = load_raw<V>(xr + c);
-                    dv[k] = load_raw<V>(dyr + c);
-                    if (accumulate_dx)
-                        ov[k] = load_raw<V>(dxr + c);
-                }
-            }
-            for (int k = 0; k < CH; k++) {
-                int c = ((k * T + q) * 32 + lane) * V;
+                int c = norm_col<V, T>(k, q, lane);
                 if (c < h) {
                     float fx[V], fd[V], fw[V];
                     unpack_bf16<V>(fx, xv[k]);
@@ -144,23 +135,13 @@ rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
                 }
             }
         }
-        dot = warp_sum(dot);
-        if constexpr (T > 1) {
-            /* Two slots by iteration parity: a warp can write the next
-             * row's sum before a slower one has read this row's, but not
-             * the one after, which the next barrier holds back. */
-            if (lane == 0)
-                team_dot[it & 1][warp] = dot;
-            __syncthreads();
-            dot = 0;
-            for (int j = 0; j < T; j++)
-                dot += team_dot[it & 1][team * T + j];
-        }
+        float sums[1] = {dot};
+        norm_row_sums<T>(sums, it);
         if (!live)
             continue;
-        float cc = dot / h * r * r;
+        float cc = sums[0] / h * r * r;
         for (int k = 0; k < CH; k++) {
-            int c = ((k * T + q) * 32 + lane) * V;
+            int c = norm_col<V, T>(k, q, lane);
             if (c < h) {
                 float fx[V], fd[V], fw[V], o[V];
                 unpack_bf16<V>(fx, xv[k]);
@@ -178,22 +159,9 @@ rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x,
         }
     }
 
-    /* The block's dw row: team 0 writes its sums, the others add theirs
-     * in team order (each team covers every column once). */
-    for (int t = 0; t < TEAMS; t++) {
-        if (team == t)
-            for (int k = 0; k < CH; k++) {
-                int c = ((k * T + q) * 32 + lane) * V;
-                if (c < h)
-                    for (int i = 0; i < V; i++)
-                        dw_block[c + i] = (t ? dw_block[c + i] : 0.0f) +
-                                          acc[k][i];
-            }
-        __syncthreads();
-    }
-    float *pr = partial + (size_t)blockIdx.x * h;
-    for (int c = threadIdx.x; c < h; c += NORM_THREADS)
-        pr[c] = dw_block[c];
+    /* the block's dw row, the teams' sums added in team order */
+    norm_block_row<V, CH, T>(dw_block, partial + (size_t)blockIdx.x * h, acc,
+                             h, team, q, lane);
 }
 
 /* The fallback for rows wider than rmsnorm_bwd_rows covers: the block
@@ -307,28 +275,14 @@ typedef void (*rows_kernel)(bf16 *, float *, const bf16 *, const bf16 *,
                             const bf16 *, const float *, int, int, int);
 
 /* The rmsnorm_bwd_rows instance for rows of h elements moved V (8 or 1)
- * at a time: the fewest chunks per lane that cover a row, up to 8, then
- * teams of more warps; sets its teams per block.  NULL where the rows are
- * too wide for it. */
+ * at a time (norm_pick_team); sets its teams per block.  NULL where the
+ * rows are too wide for it. */
 template <int V>
 static rows_kernel pick_rows(int h, int *teams)
 {
-    int chunks = (h + 32 * V - 1) / (32 * V);   /* per warp-wide pass */
-    struct { int chunks; rows_kernel k; int teams; } table[] = {
-        {1, rmsnorm_bwd_rows<V, 1, 1>, NORM_WARPS},
-        {2, rmsnorm_bwd_rows<V, 2, 1>, NORM_WARPS},
-        {4, rmsnorm_bwd_rows<V, 4, 1>, NORM_WARPS},
-        {8, rmsnorm_bwd_rows<V, 8, 1>, NORM_WARPS},
-        {16, rmsnorm_bwd_rows<V, 8, 2>, NORM_WARPS / 2},
-        {32, rmsnorm_bwd_rows<V, 8, 4>, NORM_WARPS / 4},
-        {64, rmsnorm_bwd_rows<V, 8, 8>, 1},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (chunks <= table[i].chunks) {
-            *teams = table[i].teams;
-            return table[i].k;
-        }
-    return NULL;
+    const norm_team_entry<rows_kernel> table[] =
+        NORM_TEAM_TABLE(rmsnorm_bwd_rows, V);
+    return norm_pick_team<V>(table, h, teams);
 }
 
 /* Launches the first pass into partial (scratch) and returns its row

@@ -14,11 +14,7 @@
 template <int V>
 __global__ void swiglu_fwd_kernel(bf16 *y, const bf16 *gu, int f, size_t total)
 {
-    int per_row = f / V;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
-         t += (size_t)gridDim.x * blockDim.x) {
-        size_t row = t / per_row;
-        int c = (int)(t % per_row) * V;
+    for_row_chunks<V>(f, total, [&](size_t row, int c) {
         const bf16 *a = gu + row * 2 * f + c;
         float fa[V], fb[V], o[V];
         load_bf16<V>(fa, a);
@@ -28,18 +24,14 @@ __global__ void swiglu_fwd_kernel(bf16 *y, const bf16 *gu, int f, size_t total)
             o[i] = fa[i] * sg * fb[i];
         }
         store_bf16<V>(y + row * f + c, o);
-    }
+    });
 }
 
 template <int V>
 __global__ void swiglu_bwd_kernel(bf16 *dgu, const bf16 *dy, const bf16 *gu,
                                   int f, size_t total)
 {
-    int per_row = f / V;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
-         t += (size_t)gridDim.x * blockDim.x) {
-        size_t row = t / per_row;
-        int c = (int)(t % per_row) * V;
+    for_row_chunks<V>(f, total, [&](size_t row, int c) {
         const bf16 *a = gu + row * 2 * f + c;
         float fa[V], fb[V], fd[V], da[V], db[V];
         load_bf16<V>(fa, a);
@@ -53,7 +45,7 @@ __global__ void swiglu_bwd_kernel(bf16 *dgu, const bf16 *dy, const bf16 *gu,
         bf16 *o = dgu + row * 2 * f + c;
         store_bf16<V>(o, da);
         store_bf16<V>(o + f, db);
-    }
+    });
 }
 
 void gl_cuda_swiglu_fwd(cudaStream_t st, bf16 *y, const bf16 *gu, int n, int f)

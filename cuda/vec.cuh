@@ -75,6 +75,20 @@ __device__ __forceinline__ void load_bf16(float (&f)[V], const bf16 *p)
     unpack_bf16(f, load_raw<V>(p));
 }
 
+/* The grid-stride loop of the elementwise kernels over rows of w
+ * elements, cut into chunks of V consecutive columns (w a multiple of V):
+ * total = rows x (w / V) chunks, chunk t the (t mod w / V)-th of row
+ * t / (w / V).  Thread i of the grid takes chunks i, i + the grid's
+ * thread count, ...: body(row, c) for each, c the chunk's first column. */
+template <int V, class Body>
+__device__ __forceinline__ void for_row_chunks(int w, size_t total, Body body)
+{
+    int per_row = w / V;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
+         t += (size_t)gridDim.x * blockDim.x)
+        body(t / per_row, (int)(t % per_row) * V);
+}
+
 /* Whether rows of `elems` bf16 elements starting at each pointer can be
  * moved 8 at a time. */
 static inline bool gl_vec8_ok(long elems, const void *a, const void *b = 0,

@@ -497,6 +497,18 @@ static void test_adamw(void)
     gl_adamw_hyper hp = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.5f, 3};
     G->ops->adamw(G, gs, NS, &hp);
     C->ops->adamw(C, cs, NS, &hp);
+    /* --decoupled-lr's steps (src/train/optim.c): two lists in turn, each
+     * with its rest rate, the second round reusing the tables the first
+     * uploaded (adamw.cu keeps the last two) */
+    for (long step = 4; step <= 5; step++) {
+        gl_adamw_hyper first = hp, rest = hp;
+        first.step = rest.step = step;
+        rest.lr = 1e-3f;
+        G->ops->adamw(G, gs, 1, &first);
+        C->ops->adamw(C, cs, 1, &first);
+        G->ops->adamw(G, gs + 1, NS - 1, &rest);
+        C->ops->adamw(C, cs + 1, NS - 1, &rest);
+    }
     for (int s = 0; s < NS; s++) {
         size_t n = cnt[s];
         char name[96];

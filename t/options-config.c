@@ -493,7 +493,9 @@ static void test_arch_form(void)
     gl_config_free(&c);
 
     REFUSED(BASE "--rotary-percent 0.5", 0, "--rotary-percent 0.5 is not built");
-    REFUSED(BASE "--attention-dropout 1", 0, "--attention-dropout 1 must be below 1");
+    REFUSED(BASE "--attention-dropout 1", 0, "--attention-dropout 1 is out of range",
+            "[0, 1)");
+    REFUSED(BASE "--hidden-dropout 1", 0, "--hidden-dropout 1 is out of range", "[0, 1)");
     REFUSED(BASE "--attention-dropout 0.1 --attention-backend fused --device cuda", 0,
             "--attention-backend fused is cuDNN's fused attention, which cannot apply "
             "--attention-dropout 0.1", "use --attention-backend auto or local");
@@ -670,6 +672,52 @@ static void test_warnings(void)
         diag("exit %d: %s", code, err);
 }
 
+/* The start-up summary's attention line (gl_config_attention_describe):
+ * what runs on a GPU, and what chose it.  --device cpu in the command
+ * lines only keeps a build without cuDNN from refusing fused; on_gpu is
+ * the argument. */
+static void test_attention_text(void)
+{
+    char buf[256];
+    gl_config c;
+    unsetenv("GRIDLM_ATTENTION");
+    parse(&c, BASE "--device cpu");
+    ok(!strcmp(gl_config_attention_describe(&c, 0, buf, sizeof buf),
+               "the CPU back end's reference attention"), "attention on a CPU: %s", buf);
+    gl_config_attention_describe(&c, 1, buf, sizeof buf);
+#ifdef GL_HAVE_CUDNN
+    ok(strstr(buf, "cuDNN's fused flash attention where it builds a plan for the shape, else "
+                   "gridlm's flash-attention kernels (auto, the default)") != NULL,
+       "auto on a GPU: %s", buf);
+#else
+    ok(!strcmp(buf, "gridlm's flash-attention kernels (auto, the default; this gridlm was "
+                    "built without cuDNN)"), "auto on a GPU, no cuDNN: %s", buf);
+#endif
+    gl_config_free(&c);
+    parse(&c, BASE "--device cpu --attention-backend fused");
+    ok(!strcmp(gl_config_attention_describe(&c, 1, buf, sizeof buf),
+               "cuDNN's fused flash attention (--attention-backend fused)"),
+       "--attention-backend fused: %s", buf);
+    gl_config_free(&c);
+    parse(&c, BASE "--device cpu --attention-backend local");
+    ok(!strcmp(gl_config_attention_describe(&c, 1, buf, sizeof buf),
+               "gridlm's flash-attention kernels (--attention-backend local)"),
+       "--attention-backend local: %s", buf);
+    gl_config_free(&c);
+    setenv("GRIDLM_ATTENTION", "native", 1);
+    parse(&c, BASE "--device cpu");
+    ok(!strcmp(gl_config_attention_describe(&c, 1, buf, sizeof buf),
+               "gridlm's flash-attention kernels (GRIDLM_ATTENTION=native)"),
+       "GRIDLM_ATTENTION=native: %s", buf);
+    gl_config_free(&c);
+    unsetenv("GRIDLM_ATTENTION");
+    parse(&c, BASE "--device cpu --attention-dropout 0.1");
+    gl_config_attention_describe(&c, 1, buf, sizeof buf);
+    ok(!strncmp(buf, "gridlm's flash-attention kernels (auto, the default; ", 52),
+       "auto with attention dropout: gridlm's kernels: %s", buf);
+    gl_config_free(&c);
+}
+
 /* Sample-based schedules and the batch-size ramp-up: Megatron's rules on
  * which options go together (arguments.py), and the iterations of a
  * ramp-up worked out by hand. */
@@ -749,5 +797,6 @@ int main(void)
     test_refusals();
     test_samples();
     test_warnings();
+    test_attention_text();
     return done_testing();
 }

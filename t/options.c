@@ -41,7 +41,7 @@ static int stop_here(void *target, const gl_option *o, const char *value, char *
     exit(0);
 }
 
-/* A handler without a value that only sets a field: a switch (.sets). */
+/* A handler without a value that only sets a field: a switch (no .exits). */
 static int set_flag(void *target, const gl_option *o, const char *value, char **more, int nmore)
 {
     ((opts *)target)->flag = 1;
@@ -77,9 +77,9 @@ static const gl_option table[] = {
     {.name = "skip", .kind = GL_OPT_IGNORE, .offset = GL_OPT_NOWHERE, .metavar = "X ..."},
     {.name = "old-num", .kind = GL_OPT_INT, .offset = GL_OPT_NOWHERE, .metavar = "N",
      .refused = "renamed: use --num"},
-    {.name = "stop", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = stop_here},
-    {.name = "switch", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = set_flag,
-     .sets = 1},
+    {.name = "stop", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = stop_here,
+     .exits = 1},
+    {.name = "switch", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .fn = set_flag},
     {.name = NULL},
 };
 
@@ -267,7 +267,7 @@ static void test_names_first(void)
                                       "prog: error: 4 usage errors above", NULL});
     fails((const char *const[]){"--rest", "a", "--old-num", NULL}, "a refused name after a "
           "handler's arguments", "--old-num is not supported", NULL);
-    /* a switch handler (.sets) is no --help: the scan and the values go on */
+    /* a switch handler (no .exits) is no --help: the scan and the values go on */
     fails_lines((const char *const[]){"--switch", "--old-num", "3", "--num", "abc", NULL},
                 "a switch handler does not end the name scan", 3,
                 (const char *const[]){"prog: error: --old-num is not supported: renamed: "

@@ -3,52 +3,10 @@
 # single process with no launcher.  Bad flags and values exit 2 with one
 # line naming the flag, the value and a fix; --help and --version exit 0.
 
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/train-lib.sh"     # $tmp, refused, refused_n
 prog=./src/tools/gridlm-train
 [ -x "$prog" ] || skip_all "$prog not built"
-tmp=${TMPDIR:-/tmp}/train-args.$$
-trap 'rm -f "$tmp".out "$tmp".err' EXIT INT TERM
 base="--model tiny --mock-data --train-iters 10 --lr 1e-3"
-
-# fail_run DESCRIPTION: a failed result, the program's output as comments
-fail_run() {
-    fail "$1"
-    sed 's/^/# stdout: /' "$tmp".out; sed 's/^/# stderr: /' "$tmp".err
-}
-
-# refused "description" "needle" ["needle" ...] -- args...
-# The program must exit 2, print nothing on stdout and exactly one line
-# on stderr, starting "gridlm-train: error: " and containing every needle.
-refused() { refused_n 1 "$@"; }
-
-# refused_n LINES "description" "needle" ... -- args...: as refused, with
-# LINES lines on stderr (several errors: one line each, then the count),
-# every one starting "gridlm-train: error: ".
-refused_n() {
-    nlines=$1 what=$2; shift 2
-    needles=
-    while [ "$1" != "--" ]; do
-        needles="$needles
-$1"
-        shift
-    done
-    shift
-    "$prog" "$@" >"$tmp".out 2>"$tmp".err
-    code=$?
-    good=yes
-    [ $code -eq 2 ] || good=no
-    [ -s "$tmp".out ] && good=no
-    [ "$(wc -l <"$tmp".err)" -eq "$nlines" ] || good=no
-    [ "$(grep -c '^gridlm-train: error: ' "$tmp".err)" -eq "$nlines" ] || good=no
-    old_ifs=$IFS
-    IFS='
-'
-    for needle in $needles; do
-        grep -qF -e "$needle" "$tmp".err || good=no
-    done
-    IFS=$old_ifs
-    if [ $good = yes ]; then pass "$what"; else echo "# exit $code"; fail_run "$what"; fi
-}
 
 refused "an integer flag given letters" \
     "--hidden-size abc is not an integer" "give a whole number" -- $base --hidden-size abc
@@ -71,7 +29,11 @@ refused "an enum value, with the values listed" \
     "use one of constant, linear, cosine or inverse-square-root" -- \
     $base --lr-decay-style exp
 refused "attention dropout of 1 (nothing kept)" \
-    "--attention-dropout 1 must be below 1" -- $base --attention-dropout 1
+    "--attention-dropout 1 is out of range" "[0, 1)" -- $base --attention-dropout 1
+refused "hidden dropout of 1 (nothing kept): a usage error, not a failing op" \
+    "--hidden-dropout 1 is out of range" "[0, 1)" -- $base --hidden-dropout 1
+refused "a negative hidden dropout" \
+    "--hidden-dropout -0.1 is out of range" "[0, 1)" -- $base --hidden-dropout -0.1
 refused "a float out of range" \
     "--adam-beta1 1.5 is out of range" "[0, 1)" -- $base --adam-beta1 1.5
 refused "zero where a positive number is needed" \
@@ -91,9 +53,9 @@ gpt="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --v
 refused "--no-bias-gelu-fusion alone, with the GeLU MLP: exact GeLU is refused" \
     "--no-bias-gelu-fusion makes Megatron's GeLU the exact erf form" "--openai-gelu" -- \
     $gpt --no-bias-gelu-fusion
-"$prog" $gpt --no-bias-gelu-fusion --openai-gelu --dry-run --world-size 1 >"$tmp".out 2>"$tmp".err
+"$prog" $gpt --no-bias-gelu-fusion --openai-gelu --dry-run --world-size 1 >"$tmp"/out 2>"$tmp"/err
 ok $? "--no-bias-gelu-fusion with --openai-gelu: the tanh GeLU, accepted"
-"$prog" $gpt --no-bias-gelu-fusion --swiglu --dry-run --world-size 1 >"$tmp".out 2>"$tmp".err
+"$prog" $gpt --no-bias-gelu-fusion --swiglu --dry-run --world-size 1 >"$tmp"/out 2>"$tmp"/err
 ok $? "--no-bias-gelu-fusion with --swiglu: no GeLU, accepted"
 refused "full recomputation without a method" \
     "--recompute-granularity full needs --recompute-method" -- \
@@ -153,20 +115,20 @@ refused "--world-size that TP x PP does not divide" \
     $base --dry-run --world-size 3 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 "$prog" $base --dry-run --world-size 8 --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 --global-batch-size 8 --use-distributed-optimizer \
-    >"$tmp".out 2>"$tmp".err
+    >"$tmp"/out 2>"$tmp"/err
 code=$?
-key() { sed -n "s/^$1=//p" "$tmp".out; }
+key() { sed -n "s/^$1=//p" "$tmp"/out; }
 plan_ok() {     # plan_ok NAME KEY=VALUE...: each key printed once, with that value
     what=$1; shift
     good=yes
     for kv in "$@"; do
-        [ "$(grep -c "^${kv%%=*}=" "$tmp".out)" = 1 ] && [ "$(key "${kv%%=*}")" = "${kv#*=}" ] ||
+        [ "$(grep -c "^${kv%%=*}=" "$tmp"/out)" = 1 ] && [ "$(key "${kv%%=*}")" = "${kv#*=}" ] ||
             { echo "# ${kv%%=*}: '$(key "${kv%%=*}")', expected '${kv#*=}'"; good=no; }
     done
     if [ $good = yes ]; then pass "$what"; else fail "$what"; fi
 }
-if [ $code -eq 0 ] && [ ! -s "$tmp".err ] && [ -s "$tmp".out ] &&
-    [ "$(grep -cv '^[a-z0-9_]*=' "$tmp".out)" -eq 0 ]; then
+if [ $code -eq 0 ] && [ ! -s "$tmp"/err ] && [ -s "$tmp"/out ] &&
+    [ "$(grep -cv '^[a-z0-9_]*=' "$tmp"/out)" -eq 0 ]; then
     pass "--dry-run --world-size 8: exit 0, key=value lines only, nothing on stderr"
 else
     echo "# exit $code"; fail "--dry-run --world-size 8: exit 0, key=value lines only"
@@ -185,25 +147,25 @@ plan_ok "FLOPs per token: the model, a layer, the LM head" flops_per_token=14008
 plan_ok "parameters: the model's, and a rank's of each stage" num_params=250432 \
     "stage_rank_params=62720 62784" max_rank_params=62784
 flags=$(key model_flags)
-"$prog" --dry-run --world-size 1 $flags >"$tmp".out 2>"$tmp".err
+"$prog" --dry-run --world-size 1 $flags >"$tmp"/out 2>"$tmp"/err
 plan_ok "model_flags give the same model on one rank" model= num_layers=4 \
     ffn_hidden_size=176 num_query_groups=4 flops_per_token=1400832 num_params=250432 \
     max_rank_params=250432 data_parallel_size=1 distributed_optimizer=0
-"$prog" $base --dry-run --world-size 1 --use-distributed-optimizer >"$tmp".out 2>"$tmp".err
+"$prog" $base --dry-run --world-size 1 --use-distributed-optimizer >"$tmp"/out 2>"$tmp"/err
 plan_ok "one rank: the distributed optimizer asked for, the plain one runs" \
     use_distributed_optimizer=1 distributed_optimizer=0
 
 # --help: exit 0, every group, defaults shown.
-"$prog" --help >"$tmp".out 2>"$tmp".err
+"$prog" --help >"$tmp"/out 2>"$tmp"/err
 code=$?
 good=yes
-[ $code -eq 0 ] && [ ! -s "$tmp".err ] || good=no
+[ $code -eq 0 ] && [ ! -s "$tmp"/err ] || good=no
 for group in "Model:" "Parallelism:" "Batch and schedule:" "Optimizer:" "Learning rate:" \
     "Precision, device and memory:" "Data:" "Checkpoints:" "Logging:" "Faults:" "Program:"; do
-    grep -q "^$group\$" "$tmp".out || { echo "# no group $group"; good=no; }
+    grep -q "^$group\$" "$tmp"/out || { echo "# no group $group"; good=no; }
 done
 # (help text wraps: compare with the lines joined)
-flat=$(tr '\n' ' ' <"$tmp".out | tr -s ' ')
+flat=$(tr '\n' ' ' <"$tmp"/out | tr -s ' ')
 for want in "--seed N seed of the weights and the data order [default: 1234]" \
     "--lr-decay-style STYLE constant, linear, cosine or inverse-square-root (WSD is refused) [default: linear]" \
     "--tensor-model-parallel-size N TP: ranks that split each layer's matrices [default: 1]" \
@@ -213,11 +175,11 @@ for want in "--seed N seed of the weights and the data order [default: 1234]" \
     *) echo "# help lacks: $want"; good=no ;;
     esac
 done
-[ "$(awk 'length > 79' "$tmp".out | wc -l)" -eq 0 ] || { echo "# lines over 79"; good=no; }
+[ "$(awk 'length > 79' "$tmp"/out | wc -l)" -eq 0 ] || { echo "# lines over 79"; good=no; }
 if [ $good = yes ]; then pass "--help lists every group with defaults"; else fail_run "--help"; fi
 
-"$prog" $base --help --bogus >"$tmp".out 2>"$tmp".err
-if [ $? -eq 0 ] && grep -q "^Usage: gridlm-train" "$tmp".out; then
+"$prog" $base --help --bogus >"$tmp"/out 2>"$tmp"/err
+if [ $? -eq 0 ] && grep -q "^Usage: gridlm-train" "$tmp"/out; then
     pass "--help wins over what follows it"
 else
     fail_run "--help wins over what follows it"
@@ -225,9 +187,9 @@ fi
 
 # --version: the package's version, from the build's config.h.
 version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "${top_builddir:-.}/config.h")
-"$prog" --version >"$tmp".out 2>"$tmp".err
+"$prog" --version >"$tmp"/out 2>"$tmp"/err
 if [ $? -eq 0 ] && [ -n "$version" ] &&
-    [ "$(cat "$tmp".out)" = "gridlm-train (gridlm) $version" ]; then
+    [ "$(cat "$tmp"/out)" = "gridlm-train (gridlm) $version" ]; then
     pass "--version"
 else
     fail_run "--version"
@@ -236,13 +198,13 @@ fi
 # Under a launcher: each rank reads the command line, only rank 0
 # prints, and every rank stops (no hang).  Two ranks, so MPICH copes.
 if [ -n "$MPIEXEC" ]; then
-    mpirun() { timeout 120 $MPIEXEC $MPIEXEC_FLAGS -n 2 "$prog" "$@" >"$tmp".out 2>"$tmp".err; }
-    errors() { grep -c '^gridlm-train: error: ' "$tmp".err; }
+    mpirun() { timeout 120 $MPIEXEC $MPIEXEC_FLAGS -n 2 "$prog" "$@" >"$tmp"/out 2>"$tmp"/err; }
+    errors() { grep -c '^gridlm-train: error: ' "$tmp"/err; }
 
     mpirun $base --hidden-size abc
     code=$?
     if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$(errors)" -eq 1 ] &&
-        grep -q -- "--hidden-size abc is not an integer" "$tmp".err; then
+        grep -q -- "--hidden-size abc is not an integer" "$tmp"/err; then
         pass "2 ranks, a bad value: one error line, the job stops (exit $code)"
     else
         echo "# exit $code"; fail_run "2 ranks, a bad value"
@@ -252,7 +214,7 @@ if [ -n "$MPIEXEC" ]; then
     code=$?
     if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$(errors)" -eq 1 ] &&
         grep -q "2 ranks are not divisible by TP x CP x PP = 4 x 1 x 1 = 4: launch 4 ranks" \
-            "$tmp".err; then
+            "$tmp"/err; then
         pass "2 ranks for TP 4: one error line from rank 0, the job stops (exit $code)"
     else
         echo "# exit $code"; fail_run "2 ranks for TP 4"
@@ -260,7 +222,7 @@ if [ -n "$MPIEXEC" ]; then
 
     mpirun $base --tensor-model-parallel-size 2 --device cpu --dry-run --help
     code=$?
-    if [ $code -eq 0 ] && [ "$(grep -c '^Usage: ' "$tmp".out)" -eq 1 ]; then
+    if [ $code -eq 0 ] && [ "$(grep -c '^Usage: ' "$tmp"/out)" -eq 1 ]; then
         pass "2 ranks, --help: printed once"
     else
         echo "# exit $code"; fail_run "2 ranks, --help: printed once"
@@ -268,7 +230,7 @@ if [ -n "$MPIEXEC" ]; then
 
     mpirun $base --tensor-model-parallel-size 2 --device cpu --dry-run
     code=$?
-    if [ $code -eq 0 ] && grep -q "layout: world 2 = TP 2 x CP 1 x PP 1 x DP 1" "$tmp".out; then
+    if [ $code -eq 0 ] && grep -q "layout: world 2 = TP 2 x CP 1 x PP 1 x DP 1" "$tmp"/out; then
         pass "2 ranks, --dry-run at TP 2 succeeds"
     else
         echo "# exit $code"; fail_run "2 ranks, --dry-run at TP 2 succeeds"

@@ -105,12 +105,7 @@ else
 fi
 
 # Real data through the loader, with masked end-of-document targets.
-prep="$top_builddir/src/tools/gridlm-prep"
-if "$prep" --synthetic-corpus 400 --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 2>&1 &&
-   "$prep" --train-tokenizer --input "$tmp/corpus.jsonl" --vocab-size 600 \
-       --output "$tmp/tok.json" --quiet >>"$tmp/prep.log" 2>&1 &&
-   "$prep" --input "$tmp/corpus.jsonl" --output-prefix "$tmp/ds" \
-       --tokenizer-model "$tmp/tok.json" --append-eod --quiet >>"$tmp/prep.log" 2>&1; then
+if corpus 400 600; then
     base="$llama_form --device cpu --data-path $tmp/ds_text_document --tokenizer-model $tmp/tok.json
  --split 98,2,0 --eod-mask-loss --seed 1234 --num-layers 4 --hidden-size 64
  --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176 --seq-length 64

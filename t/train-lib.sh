@@ -17,6 +17,34 @@
 #                             from the run named $ref under $tol (1e-4
 #                             unless set); skipped beyond 2 ranks under
 #                             MPICH (busy polling)
+#   corpus DOCS VOCAB         a synthetic corpus of DOCS documents
+#                             ($tmp/corpus.jsonl), a tokenizer of VOCAB
+#                             entries trained on it ($tmp/tok.json) and
+#                             the Megatron dataset of its tokens with
+#                             end-of-document tokens
+#                             ($tmp/ds_text_document.bin/.idx), made by
+#                             gridlm-prep; its output in $tmp/prep.log;
+#                             non-zero when a step fails
+#
+# Usage errors: gridlm-train run once, in this process, its stdout in
+# $tmp/out and its stderr in $tmp/err, then one result:
+#
+#   refused_n LINES WHAT NEEDLE... -- ARGS...
+#                             exit 2, nothing on stdout and LINES lines on
+#                             stderr (several errors: one line each, then
+#                             their count), every one starting
+#                             "gridlm-train: error: ", holding every
+#                             NEEDLE between them
+#   refused WHAT NEEDLE... -- ARGS...
+#                             refused_n with one line
+#   collected WHAT N NEEDLE... -- ARGS...
+#                             exit 2, nothing on stdout, N usage errors
+#                             reported together: N lines
+#                             "gridlm-train: error: ...", each NEEDLE on
+#                             exactly one of them, then the count, "N
+#                             usage errors above"
+#   fail_run WHAT             a failed result, the last run's stdout and
+#                             stderr as comments
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -84,4 +112,77 @@ check() {
     else
         fail "$name: worst relative difference $w from $ref"
     fi
+}
+
+corpus() {
+    prep="$top_builddir/src/tools/gridlm-prep"
+    "$prep" --synthetic-corpus "$1" --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 2>&1 &&
+        "$prep" --train-tokenizer --input "$tmp/corpus.jsonl" --vocab-size "$2" \
+            --output "$tmp/tok.json" --quiet >>"$tmp/prep.log" 2>&1 &&
+        "$prep" --input "$tmp/corpus.jsonl" --output-prefix "$tmp/ds" \
+            --tokenizer-model "$tmp/tok.json" --append-eod --quiet >>"$tmp/prep.log" 2>&1
+}
+
+# usage_run NEEDLE... -- ARGS...: gridlm-train ARGS, its output in $tmp/out
+# and $tmp/err and its exit status in $code; the needles in $needles, one
+# a line.
+usage_run() {
+    needles=
+    while [ "$1" != "--" ]; do
+        needles="$needles
+$1"
+        shift
+    done
+    shift
+    "$train" "$@" >"$tmp"/out 2>"$tmp"/err
+    code=$?
+}
+
+# needles_found ONCE: 0 when each of $needles is on a line of $tmp/err
+# (ONCE = once: on exactly one line).
+needles_found() {
+    found=0
+    old_ifs=$IFS
+    IFS='
+'
+    for needle in $needles; do
+        if [ "$1" = once ]; then
+            [ "$(grep -cF -e "$needle" "$tmp"/err)" -eq 1 ] || found=1
+        else
+            grep -qF -e "$needle" "$tmp"/err || found=1
+        fi
+    done
+    IFS=$old_ifs
+    return $found
+}
+
+fail_run() {
+    fail "$1"
+    sed 's/^/# stdout: /' "$tmp"/out; sed 's/^/# stderr: /' "$tmp"/err
+}
+
+refused_n() {
+    nlines=$1 what=$2; shift 2
+    usage_run "$@"
+    good=yes
+    [ $code -eq 2 ] || good=no
+    [ -s "$tmp"/out ] && good=no
+    [ "$(wc -l <"$tmp"/err)" -eq "$nlines" ] || good=no
+    [ "$(grep -c '^gridlm-train: error: ' "$tmp"/err)" -eq "$nlines" ] || good=no
+    needles_found any || good=no
+    if [ $good = yes ]; then pass "$what"; else echo "# exit $code"; fail_run "$what"; fi
+}
+
+refused() { refused_n 1 "$@"; }
+
+collected() {
+    what=$1 n=$2; shift 2
+    usage_run "$@"
+    good=yes
+    [ $code -eq 2 ] || good=no
+    [ -s "$tmp"/out ] && good=no
+    [ "$(grep -c '^gridlm-train: error: ' "$tmp"/err)" -eq $((n + 1)) ] || good=no
+    tail -n1 "$tmp"/err | grep -q ": $n usage errors above: " || good=no
+    needles_found once || good=no
+    if [ $good = yes ]; then pass "$what"; else echo "# exit $code"; fail_run "$what"; fi
 }

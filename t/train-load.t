@@ -29,13 +29,14 @@
 # 5. --attention-backend: each of Megatron's values in the plan as
 #    gridlm's implementation (fused: cudnn; flash, unfused, local:
 #    native; auto), over GRIDLM_ATTENTION with a warning when they
-#    disagree; GRIDLM_ATTENTION alone as before; a bad value refused.
+#    disagree; GRIDLM_ATTENTION alone as before; a bad value refused.  The
+#    start-up summary names the attention that runs (on the CPU here;
+#    the GPU's wording: t/options-config.c).
 : "${top_builddir:=.}"
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/train-lib.sh"     # $tmp, refused, collected, corpus
 prog="$top_builddir/src/tools/gridlm-train"
 prep="$top_builddir/src/tools/gridlm-prep"
 [ -x "$prog" ] || skip_all "$prog not built"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/train-load.XXXXXX") || exit 1
 trap 'umount "$tmp/ro" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 unset GRIDLM_ATTENTION
 
@@ -45,71 +46,6 @@ shape="$llama_form --num-layers 2 --hidden-size 32 --num-attention-heads 4
 run="--device cpu --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --train-iters 2
  --log-interval 1 --eval-iters 0"
 plan1="--dry-run --world-size 1"
-
-# fail_run DESCRIPTION: a failed result, the program's output as comments
-fail_run() {
-    fail "$1"
-    sed 's/^/# stdout: /' "$tmp"/out; sed 's/^/# stderr: /' "$tmp"/err
-}
-
-# refused "description" "needle" ["needle" ...] -- args...
-# Exit 2, nothing on stdout, one line on stderr starting
-# "gridlm-train: error: " and holding every needle.
-refused() {
-    what=$1; shift
-    needles=
-    while [ "$1" != "--" ]; do
-        needles="$needles
-$1"
-        shift
-    done
-    shift
-    "$prog" "$@" >"$tmp"/out 2>"$tmp"/err
-    code=$?
-    good=yes
-    [ $code -eq 2 ] || good=no
-    [ -s "$tmp"/out ] && good=no
-    [ "$(wc -l <"$tmp"/err)" -eq 1 ] || good=no
-    grep -q '^gridlm-train: error: ' "$tmp"/err || good=no
-    old_ifs=$IFS
-    IFS='
-'
-    for needle in $needles; do
-        grep -qF -e "$needle" "$tmp"/err || good=no
-    done
-    IFS=$old_ifs
-    if [ $good = yes ]; then pass "$what"; else echo "# exit $code"; fail_run "$what"; fi
-}
-
-# collected "description" N "needle" ... -- args...
-# Exit 2, nothing on stdout, N usage errors reported together: N lines
-# "gridlm-train: error: ..." holding the needles, one line each, then
-# the count, "N usage errors above".
-collected() {
-    what=$1 n=$2; shift 2
-    good=yes
-    needles=
-    while [ "$1" != "--" ]; do
-        needles="$needles
-$1"
-        shift
-    done
-    shift
-    "$prog" "$@" >"$tmp"/out 2>"$tmp"/err
-    code=$?
-    [ $code -eq 2 ] || good=no
-    [ -s "$tmp"/out ] && good=no
-    [ "$(grep -c '^gridlm-train: error: ' "$tmp"/err)" -eq $((n + 1)) ] || good=no
-    tail -n1 "$tmp"/err | grep -q ": $n usage errors above: " || good=no
-    old_ifs=$IFS
-    IFS='
-'
-    for needle in $needles; do
-        [ "$(grep -cF -e "$needle" "$tmp"/err)" -eq 1 ] || good=no
-    done
-    IFS=$old_ifs
-    if [ $good = yes ]; then pass "$what"; else echo "# exit $code"; fail_run "$what"; fi
-}
 
 # planned "description" KEY=VALUE... -- args...: a --dry-run --world-size
 # plan (exit 0) holding every KEY=VALUE line.
@@ -133,11 +69,7 @@ planned() {
 
 # A tokenizer of 400 entries and a dataset (gridlm-prep), and a gridlm
 # checkpoint of the small model (one iteration on the CPU).
-if ! { "$prep" --synthetic-corpus 200 --output "$tmp/c.jsonl" &&
-       "$prep" --train-tokenizer --input "$tmp/c.jsonl" --vocab-size 400 \
-           --output "$tmp/tok.json" --quiet &&
-       "$prep" --input "$tmp/c.jsonl" --output-prefix "$tmp/ds" \
-           --tokenizer-model "$tmp/tok.json" --append-eod --quiet; } >"$tmp/prep.log" 2>&1; then
+if ! corpus 200 400; then
     sed 's/^/# /' "$tmp/prep.log"
     bail_out "gridlm-prep could not make the tokenizer and the dataset"
 fi
@@ -182,8 +114,8 @@ refused "dry run: --save holding another run's later checkpoint" \
     $shape $run --mock-data --vocab-size 256 --save "$tmp/ck" $plan1
 planned "dry run: --save of the checkpoint the run resumes from passes" vocab_size=256 -- \
     $shape $run --mock-data --vocab-size 256 --save "$tmp/ck" --load "$tmp/ck" $plan1
-refused "dry run: --save under a file" "--save $tmp/c.jsonl/ck: $tmp/c.jsonl is a file, not a directory" -- \
-    $shape $run --mock-data --vocab-size 256 --save "$tmp/c.jsonl/ck" $plan1
+refused "dry run: --save under a file" "--save $tmp/corpus.jsonl/ck: $tmp/corpus.jsonl is a file, not a directory" -- \
+    $shape $run --mock-data --vocab-size 256 --save "$tmp/corpus.jsonl/ck" $plan1
 planned "dry run: a missing --save passes, and is not created" vocab_size=256 -- \
     $shape $run --mock-data --vocab-size 256 --save "$tmp/new/sub" $plan1
 test ! -e "$tmp/new"; ok $? "the dry run created nothing"
@@ -320,6 +252,11 @@ if grep -q "vocab 400 (padded 512, from the tokenizer)" "$tmp"/out "$tmp"/err; t
     pass "the start-up summary says where the vocabulary came from"
 else
     fail_run "the start-up summary says where the vocabulary came from"
+fi
+if grep -q "attention: the CPU back end's reference attention" "$tmp"/out "$tmp"/err; then
+    pass "the start-up summary says which attention runs (--device cpu: the CPU's)"
+else
+    fail_run "the start-up summary says which attention runs (--device cpu: the CPU's)"
 fi
 
 # --- 5. --attention-backend ---

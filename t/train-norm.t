@@ -54,12 +54,7 @@ else
     fail "mock data runs failed"
 fi
 
-prep="$top_builddir/src/tools/gridlm-prep"
-if "$prep" --synthetic-corpus 400 --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 2>&1 &&
-   "$prep" --train-tokenizer --input "$tmp/corpus.jsonl" --vocab-size 600 \
-       --output "$tmp/tok.json" --quiet >>"$tmp/prep.log" 2>&1 &&
-   "$prep" --input "$tmp/corpus.jsonl" --output-prefix "$tmp/ds" \
-       --tokenizer-model "$tmp/tok.json" --append-eod --quiet >>"$tmp/prep.log" 2>&1; then
+if corpus 400 600; then
     base="$model --data-path $tmp/ds_text_document --tokenizer-model $tmp/tok.json
  --split 98,2,0 --eod-mask-loss --global-batch-size 16 --train-iters 8 --lr-warmup-iters 2"
     if run data 1 && run data-tok 1 --calculate-per-token-loss; then

@@ -398,8 +398,8 @@ static int name_problem(const gl_option *table, const char *name, char *buf, siz
 /* The first pass: every unknown or refused option of argv, recorded one
  * line each.  Values are skipped, not read: an option's value and
  * whatever follows it up to the next --option are the second pass's to
- * judge.  --help and --version (handlers that take no value and are
- * not switches: .sets) act at once, so the scan stops there. */
+ * judge.  --help and --version (handlers that exit: .exits) act at
+ * once, so the scan stops there. */
 static void check_names(const gl_option *table, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -409,7 +409,7 @@ static void check_names(const gl_option *table, int argc, char **argv)
         char name[128], line[1024];
         option_name(arg, name, sizeof name);
         const gl_option *o = gl_opt_lookup(table, name);
-        if (o && o->kind == GL_OPT_CALL && !o->metavar && !o->refused && !o->sets)
+        if (o && o->exits && !o->refused)
             break;
         if (name_problem(table, name, line, sizeof line))
             gl_opt_record(name, line);
@@ -460,7 +460,7 @@ static void read_values(const gl_option *table, void *target, int argc, char **a
                      o->name, eq + 1, o->name);
             gl_opt_record(o->name, line);
             continue;
-        } else if (o->kind == GL_OPT_CALL && !o->sets && errors.n) {
+        } else if (o->exits && errors.n) {
             /* --help and the like act at once and exit 0: the errors
              * before them are reported instead (and what follows them
              * was not looked at, as for a successful --help). */

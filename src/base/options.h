@@ -96,9 +96,10 @@ typedef struct gl_option {
     gl_opt_fn fn;          /* GL_OPT_CALL */
     const char *refused;   /* non-NULL: the option is known but refused; this
                               says why and what to use instead */
-    int sets;              /* GL_OPT_CALL without metavar: 1 when fn only sets
-                              fields (a switch such as --disable-bias-linear),
-                              0 when it acts at once (--help, --version) */
+    int exits;             /* GL_OPT_CALL without metavar: 1 when fn acts at
+                              once and exits (--help, --version): the parse
+                              looks at nothing after it; 0 when fn only sets
+                              fields (a switch such as --disable-bias-linear) */
 } gl_option;
 
 /* What a row does with its option, for tables that document it:
@@ -113,7 +114,7 @@ const char *gl_opt_status_name(gl_opt_status s);
 /* Parse argv[1..argc-1] into target.  First every option name is looked
  * up, and each unknown or refused one is recorded as an error (with a
  * suggestion for a plain typo, or the refusal's reason); the scan ends at
- * a handler without a value (--help, --version), which acts before
+ * a handler that exits (.exits: --help, --version), which acts before
  * anything after it.  Then the values are read in order; a bad one is
  * recorded and its field keeps its value.  Reaching --help (or the like)
  * with errors recorded reports them instead.  Unless the caller is

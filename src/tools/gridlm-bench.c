@@ -93,7 +93,7 @@ static int opt_help(void *target, const gl_option *opt, const char *value, char 
     {.name = "json", .kind = GL_OPT_FLAG, .offset = OFF(json), .group = "Output",         \
      .help = "one JSON object per measurement and line, instead of the table"},           \
     {.name = "help", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = "Output",    \
-     .fn = opt_help, .help = "print this help and exit"}
+     .fn = opt_help, .exits = 1, .help = "print this help and exit"}
 
 static const gl_option gemm_table[] = {
     {.name = "shapes", .kind = GL_OPT_DUP, .offset = OFF(shapes), .metavar = "LIST",

@@ -18,8 +18,8 @@
 
 #include <stdlib.h>
 
-/* --dry-run: what the run would be, on rank 0. */
-static void summary(const gl_config *c)
+/* --dry-run: what the run would be on device d, on rank 0. */
+static void summary(const gl_config *c, const gl_dev *d)
 {
     gl_info0("model: %s%s%d layers, hidden %d, ffn %d, heads %d/%d (head size %d), "
              "vocab %d (padded %d, from %s), seq %d",
@@ -35,6 +35,9 @@ static void summary(const gl_config *c)
     gl_info0("batch: global %d = micro %d x DP %d x %d micro-batches; %.4g GFLOP per token",
              c->global_batch_size, c->layout.micro_batch_size, c->data_parallel_size,
              c->num_micro_batches, gl_config_flops_per_token(c) / 1e9);
+    char attn[256];
+    gl_info0("attention: %s",
+             gl_config_attention_describe(c, d->index >= 0, attn, sizeof attn));
 }
 
 int main(int argc, char **argv)
@@ -85,7 +88,7 @@ int main(int argc, char **argv)
 
     int status = 0;
     if (c.dry_run) {
-        summary(&c);
+        summary(&c, d);
         gl_dry_run_report(&b, g, stdout);
     } else {
         status = gl_train_run(&c, &b, g, d);

@@ -162,11 +162,6 @@ static const char *divisors(long n, long limit, char *buf, size_t size)
 }
 
 /* ------------------------------------------------------------------ */
-/* Presets.                                                            */
-
-static const char *const preset_names = gl_arch_preset_names;
-
-/* ------------------------------------------------------------------ */
 /* Handlers for options that are more than a value.                    */
 
 static int opt_model(void *target, const gl_option *o, const char *value, char **more, int nmore)
@@ -176,7 +171,7 @@ static int opt_model(void *target, const gl_option *o, const char *value, char *
     gl_arch probe;
     if (gl_arch_preset(&probe, value) != 0)
         gl_opt_error(o, value, "is not a known model: use %s, or give the shape with "
-                     "--num-layers, --hidden-size, ...", preset_names);
+                     "--num-layers, --hidden-size, ...", gl_arch_preset_names);
     return 0;
 }
 
@@ -558,23 +553,25 @@ static const gl_option table[] = {
     CHOICE("position-embedding-type", arch.position_embedding_type, "NAME", G_MODEL,
            gl_arch_position_names, NULL, "learned_absolute, rope or none"),
     {.name = "use-rotary-position-embeddings", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_rotary, .sets = 1, .help = "= --position-embedding-type rope"},
+     .group = G_MODEL, .fn = opt_rotary, .help = "= --position-embedding-type rope"},
     {.name = "no-position-embedding", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_no_position_embedding, .sets = 1,
+     .group = G_MODEL, .fn = opt_no_position_embedding,
      .help = "no learned absolute positions (RoPE, when chosen, stays)"},
     DBL("rotary-percent", arch.rotary_percent, G_MODEL, GL_OPT_MIN | GL_OPT_MAX,
         "share of each head's channels RoPE rotates (only 1 is built)", .min = 0, .max = 1),
     FLAG("add-bias-linear", arch.add_bias_linear, G_MODEL, "biases on the linear layers",
          .defstr = "on"),
     {.name = "disable-bias-linear", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_MODEL, .fn = opt_disable_bias_linear, .sets = 1,
+     .group = G_MODEL, .fn = opt_disable_bias_linear,
      .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
-    DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
+    DBL("attention-dropout", arch.attention_dropout, G_MODEL, GL_OPT_MIN | GL_OPT_MAX_OPEN,
         "dropout on the attention probabilities (on CUDA it runs gridlm's attention "
-        "kernels, not cuDNN's)", .min = 0, .max = 1),
-    DBL("hidden-dropout", arch.hidden_dropout, G_MODEL, UNIT,
-        "dropout on the embedding, attention and MLP outputs", .min = 0, .max = 1),
+        "kernels, not cuDNN's)", .min = 0, .max = 1,
+        .hint = "1 would drop every probability"),
+    DBL("hidden-dropout", arch.hidden_dropout, G_MODEL, GL_OPT_MIN | GL_OPT_MAX_OPEN,
+        "dropout on the embedding, attention and MLP outputs", .min = 0, .max = 1,
+        .hint = "1 would drop every activation"),
     DBL("init-method-std", arch.init_method_std, G_MODEL, POS,
         "standard deviation of the initial weights"),
 
@@ -790,11 +787,11 @@ static const gl_option table[] = {
         "with --dry-run: plan for N ranks in this one process (no launcher, GPU or "
         "communicators) and print the plan as key=value lines", .defstr = "the launcher's"),
     {.name = "help", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
-     .fn = opt_help, .help = "print this help and exit"},
+     .fn = opt_help, .exits = 1, .help = "print this help and exit"},
     {.name = "version", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .group = G_PROG,
-     .fn = opt_version, .help = "print the version and exit"},
+     .fn = opt_version, .exits = 1, .help = "print the version and exit"},
     {.name = "list-megatron-flags", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE,
-     .group = G_PROG, .fn = opt_list_flags,
+     .group = G_PROG, .fn = opt_list_flags, .exits = 1,
      .help = "print every option, Megatron-LM's included, as NAME<TAB>STATUS<TAB>WHY "
              "(honoured, accepted without effect, or refused) and exit"},
 
@@ -1318,7 +1315,7 @@ static int shape_known(const gl_config *c)
                     ? c->arch.max_position_embeddings : 4096);
         else
             bad("--%s is required: give it, or choose a model with --model (%s)", req[i].flag,
-                preset_names);
+                gl_arch_preset_names);
     }
     return known;
 }
@@ -1395,9 +1392,14 @@ static void check_model_form(const gl_config *c)
     if (a->rotary_percent != 1 && a->position_embedding_type == GL_POS_ROPE)
         bad("--rotary-percent %g is not built: RoPE rotates every channel of a head; pass "
             "--rotary-percent 1", a->rotary_percent);
+    /* The option table refuses 1 and above on the command line; these
+     * catch a value read elsewhere (--use-checkpoint-args). */
     if (a->attention_dropout >= 1)
-        bad("--attention-dropout %g must be below 1 (it would drop every probability)",
-            a->attention_dropout);
+        bad("--attention-dropout %g is out of range: give a number in [0, 1) (1 would drop "
+            "every probability)", a->attention_dropout);
+    if (a->hidden_dropout >= 1)
+        bad("--hidden-dropout %g is out of range: give a number in [0, 1) (1 would drop "
+            "every activation)", a->hidden_dropout);
 }
 
 static void check_model(const gl_config *c)
@@ -1758,6 +1760,43 @@ const char *gl_config_attention_impl(const gl_config *c)
     default:
         return NULL;
     }
+}
+
+char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, size_t n)
+{
+    static const char cudnn[] = "cuDNN's fused flash attention";
+    static const char native[] = "gridlm's flash-attention kernels";
+    const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
+    char why[96];
+    if (impl)
+        snprintf(why, sizeof why, "--attention-backend %s",
+                 gl_config_attention_backend_name(c->attention_backend));
+    else if (env && *env)
+        snprintf(why, sizeof why, "GRIDLM_ATTENTION=%s", env);
+    else
+        snprintf(why, sizeof why, "auto, the default");
+    const char *wanted = impl ? impl : env && *env ? env : "auto";
+#ifdef GL_HAVE_CUDNN
+    const int have_cudnn = 1;
+#else
+    const int have_cudnn = 0;
+#endif
+
+    if (!on_gpu)
+        snprintf(buf, n, "the CPU back end's reference attention");
+    else if (!strcmp(wanted, "cudnn"))
+        snprintf(buf, n, "%s (%s)", cudnn, why);
+    else if (!strcmp(wanted, "native"))
+        snprintf(buf, n, "%s (%s)", native, why);
+    else if (!have_cudnn)
+        snprintf(buf, n, "%s (%s; this gridlm was built without cuDNN)", native, why);
+    else if (c->arch.attention_dropout > 0)
+        snprintf(buf, n, "%s (%s; cuDNN cannot apply gridlm's attention dropout)", native,
+                 why);
+    else
+        snprintf(buf, n, "%s where it builds a plan for the shape, else %s (%s)", cudnn,
+                 native, why);
+    return buf;
 }
 
 /* --attention-backend against the build and against GRIDLM_ATTENTION,

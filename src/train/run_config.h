@@ -212,6 +212,14 @@ const char *gl_config_vocab_source_text(const gl_config *c);
 const char *gl_config_attention_impl(const gl_config *c);
 /* The flag's value as written ("fused"); "" for GL_ATTN_BACKEND_UNSET. */
 const char *gl_config_attention_backend_name(gl_attn_backend b);
+/* The attention implementation the run's attention ops will run, in
+ * words, for the start-up summary, into buf[n] (returned): the CPU's
+ * reference on a CPU device (on_gpu 0); on a GPU cuDNN's fused attention,
+ * gridlm's flash-attention kernels, or, for auto, what auto resolves to
+ * (gridlm's kernels without cuDNN in the build or with attention dropout,
+ * else cuDNN where it builds a plan for the shape), followed by what
+ * chose it (--attention-backend, GRIDLM_ATTENTION or the default). */
+char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, size_t n);
 
 /* What the run asks of the data loader: the sequence length, the
  * vocabulary, the seed, and the samples of the train split (--train-samples,

@@ -381,6 +381,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_info0("model: %s", gl_arch_describe(&c->arch, form, sizeof form));
     gl_info0("vocabulary: %d from %s, padded to %d", c->arch.vocab_size,
              gl_config_vocab_source_text(c), c->arch.padded_vocab_size);
+    char attn[256];
+    gl_info0("attention: %s",
+             gl_config_attention_describe(c, d->index >= 0, attn, sizeof attn));
 
     if (c->fp8.format != GL_FP8_OFF) {
         char how[160];
