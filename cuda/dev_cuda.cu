@@ -701,6 +701,9 @@ static const gl_ops gl_ops_cuda = {
     cu_moe_gemm, cu_moe_gemm_dgrad, cu_moe_gemm_wgrad,
     cu_moe_aux_counts, cu_moe_aux_loss, cu_moe_z_loss,
     cu_moe_bias_update,
+    /* context parallelism's block attention: not on CUDA yet (the model
+     * refuses CP > 1 while attn_block_fwd is NULL) */
+    NULL, NULL, NULL, NULL, NULL,
 };
 
 /* ---- opening ---- */

@@ -28,3 +28,11 @@ check_PROGRAMS += t/fp8.t
 t_fp8_t_SOURCES = t/fp8.c
 t_fp8_t_LDADD = $(TAP_LIBS)
 TESTS += t/fp8.t
+
+# Context parallelism's block attention: blocks merged in ring order
+# against attn_fwd / attn_bwd, the block backward against finite
+# differences, causal, full and empty blocks.
+check_PROGRAMS += t/ops-blockattn.t
+t_ops_blockattn_t_SOURCES = t/ops-blockattn.c
+t_ops_blockattn_t_LDADD = $(TAP_LIBS)
+TESTS += t/ops-blockattn.t

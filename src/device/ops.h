@@ -180,6 +180,25 @@ typedef struct {
     int32_t *offsets;
     int32_t *offsets_host;
 } gl_moe_map;
+/* Context parallelism's block attention (the ops at the end of gl_ops):
+ * where the rows of a block of queries or keys lie in the full sequence.
+ * Row i of a block of n rows has position
+ *   pos(i) = start[0] + i               for i <  split,
+ *            start[1] + (i - split)     for split <= i < n,
+ * two contiguous runs, as Megatron's CP layout gives each rank (chunks r
+ * and 2 CP - 1 - r of the sequence); one run is split = n (start[1] is
+ * then not read).  Every sample of the batch has the same positions.
+ * Runs rather than a position array, so that a kernel knows the positions
+ * of a tile from two numbers and skips the tiles the mask removes without
+ * reading memory. */
+typedef struct {
+    int split;              /* rows of the first run, 0 <= split <= n */
+    long start[2];          /* the positions of rows 0 and split */
+} gl_attn_pos;
+
+/* Which (query, key) pairs a block attends: causal, key allowed iff its
+ * position <= the query's; full, every pair. */
+typedef enum { GL_ATTN_CAUSAL = 0, GL_ATTN_FULL = 1 } gl_attn_mask;
 
 struct gl_ops {
     const char *name;
@@ -738,6 +757,86 @@ struct gl_ops {
      *   bias_e += rate sign(m - counts_e)      (sign 0 at 0). */
     void (*moe_bias_update)(gl_dev *d, float *bias, const float *counts,
                             int E, float rate);
+    /* ---- context parallelism: attention of a block of queries against a
+     * block of keys, the merge of blocks, and the block backward (ring
+     * attention; keep CP ops below) ----
+     *
+     * Ring attention computes causal attention of a rank's queries over
+     * the whole sequence as CP blocks, one per K/V chunk that travels
+     * round the ring.  Each block gives an output and its log-sum-exp; the
+     * merge folds it into the running pair; the final (o, lse) equal
+     * attn_fwd's on the whole sequence.  The backward recomputes every
+     * block's probabilities from the FINAL lse (flash-attention style), so
+     * the blocks' gradients simply add.  Shapes, GQA and strides are
+     * attn_fwd's, with Sq query and Sk key rows; q, k, v, dout are act,
+     * and the running output, the lse and every gradient accumulator are
+     * f32 (summed over CP blocks without act rounding in between; the
+     * model converts them once, with convert_2d).  No dropout: attention
+     * dropout with CP > 1 is refused by the model (its mask is keyed by
+     * full-sequence positions that the block ops would have to draw). */
+
+    /* One block: for query row i (position qpos(i)) and key row u
+     * (position kpos(u)) allowed by mask (gl_attn_mask),
+     *   s_iu = scale q_i . k_u,   lse_i = log sum_u exp(s_iu),
+     *   o_i  = sum_u exp(s_iu - lse_i) v_u,
+     * o f32 [B, Sq, Hq, D] (row stride ldo, f32 elements, overwritten),
+     * lse f32 [B, Hq, Sq] (overwritten).  A row with no allowed key (a
+     * causal block whose keys all lie after the query) gets o_i = 0 and
+     * lse_i = -inf; a block may be entirely so.  Query head j reads K/V
+     * head j / (Hq / Hkv). */
+    void (*attn_block_fwd)(gl_dev *d, float *o, int ldo, float *lse,
+                           const void *q, int ldq, const void *k, int ldk,
+                           const void *v, int ldv, int B, int Sq, int Sk,
+                           int Hq, int Hkv, int D, float scale,
+                           const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                           gl_attn_mask mask);
+
+    /* Fold a block (o_b, lse_b) into the running (o, lse), all f32, o and
+     * o_b contiguous [B, S, Hq, D], lse and lse_b [B, Hq, S]:
+     *   lse' = log(exp lse + exp lse_b),
+     *   o'   = o exp(lse - lse') + o_b exp(lse_b - lse'),
+     * where a term whose lse is -inf contributes 0 (both -inf: o' = 0,
+     * lse' = -inf; never a NaN).  first != 0 starts the pair: o = o_b,
+     * lse = lse_b (o and lse are then not read). */
+    void (*attn_merge)(gl_dev *d, float *o, float *lse, const float *o_b,
+                       const float *lse_b, int B, int S, int Hq, int D,
+                       int first);
+
+    /* delta [B, Hq, S] (f32, overwritten) = the row sums of dout * o over
+     * each head's D elements, o the FINAL attention output (act, as the
+     * next layer read it): the D_t of attn_bwd, computed once for all
+     * blocks of the backward. */
+    void (*attn_delta)(gl_dev *d, float *delta, const void *dout, int lddo,
+                       const void *o, int ldo, int B, int S, int Hq, int D);
+
+    /* The backward of one block, accumulating (+=) into f32 dq [B, Sq,
+     * Hq, D] (row stride lddq), dk and dv [B, Sk, Hkv, D] (row stride
+     * lddkv): with the FINAL lse (the merge's) and delta (attn_delta),
+     * for each allowed pair (mask, positions as attn_block_fwd),
+     *   P_iu  = exp(scale q_i . k_u - lse_i),   dP_iu = dout_i . v_u,
+     *   dS_iu = P_iu (dP_iu - delta_i),
+     *   dq_i += scale dS_iu k_u,  dk_u += scale dS_iu q_i,
+     *   dv_u += P_iu dout_i,
+     * summed over the query heads of each K/V head.  Rows whose lse is
+     * -inf add nothing. */
+    void (*attn_block_bwd)(gl_dev *d, float *dq, int lddq, float *dk,
+                           float *dv, int lddkv, const void *dout, int lddo,
+                           const float *lse, const float *delta,
+                           const void *q, int ldq, const void *k, int ldk,
+                           const void *v, int ldv, int B, int Sq, int Sk,
+                           int Hq, int Hkv, int D, float scale,
+                           const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                           gl_attn_mask mask);
+
+    /* A strided 2-D copy with conversion: dst[r, c] = src[r, c] for
+     * rows x cols elements, dst of type dt and src of type st (each
+     * d->act or GL_DT_F32), row strides lddst and ldsrc in elements of
+     * their own type; no overlap.  Moves K/V out of the fused QKV buffer
+     * into the ring's contiguous chunks, and the f32 accumulators of the
+     * ops above back into act views. */
+    void (*convert_2d)(gl_dev *d, void *dst, gl_dtype dt, int lddst,
+                       const void *src, gl_dtype st, int ldsrc, int rows,
+                       int cols);
 };
 
 struct gl_dev {

@@ -158,6 +158,58 @@ static void cpu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
                         ldk, v, ldv, B, S, Hq, Hkv, D, scale, dp);
 }
 
+/* Context parallelism's block attention: act and f32 are both float
+ * here. */
+static void cpu_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
+                               const void *q, int ldq, const void *k, int ldk,
+                               const void *v, int ldv, int B, int Sq, int Sk,
+                               int Hq, int Hkv, int D, float scale,
+                               const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                               gl_attn_mask mask)
+{
+    gl_cpu_attn_block_fwd_f32(o, ldo, lse, q, ldq, k, ldk, v, ldv, B, Sq, Sk,
+                              Hq, Hkv, D, scale, qpos, kpos, mask);
+}
+
+static void cpu_attn_merge(gl_dev *d, float *o, float *lse, const float *o_b,
+                           const float *lse_b, int B, int S, int Hq, int D,
+                           int first)
+{
+    gl_cpu_attn_merge_f32(o, lse, o_b, lse_b, B, S, Hq, D, first);
+}
+
+static void cpu_attn_delta(gl_dev *d, float *delta, const void *dout, int lddo,
+                           const void *o, int ldo, int B, int S, int Hq, int D)
+{
+    gl_cpu_attn_delta_f32(delta, dout, lddo, o, ldo, B, S, Hq, D);
+}
+
+static void cpu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
+                               float *dv, int lddkv, const void *dout, int lddo,
+                               const float *lse, const float *delta,
+                               const void *q, int ldq, const void *k, int ldk,
+                               const void *v, int ldv, int B, int Sq, int Sk,
+                               int Hq, int Hkv, int D, float scale,
+                               const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                               gl_attn_mask mask)
+{
+    gl_cpu_attn_block_bwd_f32(dq, lddq, dk, dv, lddkv, dout, lddo, lse, delta,
+                              q, ldq, k, ldk, v, ldv, B, Sq, Sk, Hq, Hkv, D,
+                              scale, qpos, kpos, mask);
+}
+
+/* Every buffer is float on the CPU, so the conversion is a strided copy. */
+static void cpu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
+                           const void *src, gl_dtype st, int ldsrc, int rows,
+                           int cols)
+{
+    if (dt != GL_DT_F32 || st != GL_DT_F32)
+        gl_die("convert_2d: the CPU device holds only f32 buffers");
+    for (int r = 0; r < rows; r++)
+        memcpy((float *)dst + (size_t)r * lddst,
+               (const float *)src + (size_t)r * ldsrc, (size_t)cols * sizeof(float));
+}
+
 static void cpu_swiglu_fwd(gl_dev *d, void *y, const void *gu, int n, int f)
 {
     gl_cpu_swiglu_fwd_f32(y, gu, n, f);
@@ -664,4 +716,9 @@ const gl_ops gl_ops_cpu = {
     .moe_aux_loss = cpu_moe_aux_loss,
     .moe_z_loss = cpu_moe_z_loss,
     .moe_bias_update = cpu_moe_bias_update,
+    .attn_block_fwd = cpu_attn_block_fwd,
+    .attn_merge = cpu_attn_merge,
+    .attn_delta = cpu_attn_delta,
+    .attn_block_bwd = cpu_attn_block_bwd,
+    .convert_2d = cpu_convert_2d,
 };

@@ -291,6 +291,209 @@ void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
 }
 
 /*
+ * Context parallelism's block attention (see ops.h): attention of Sq
+ * queries against Sk keys that may be any part of the sequence, each row
+ * carrying its position (two contiguous runs, gl_attn_pos).  With the
+ * allowed keys A_i of query i (causal: kpos(u) <= qpos(i); full: all):
+ *   s_iu = scale q_i . k_u,  lse_i = log sum_{u in A_i} exp(s_iu),
+ *   o_i  = sum_{u in A_i} exp(s_iu - lse_i) v_u;
+ * an empty A_i gives o_i = 0 and lse_i = -inf.  Blocks over a partition
+ * of the keys merge exactly (attn_merge) into attention over all of
+ * them, and the backward of each block from the final lse and delta is
+ * attn_bwd's restricted to the block's pairs, so the blocks' gradients
+ * add up to attn_bwd's.
+ */
+static long GL_K(block_pos)(const gl_attn_pos *p, int i)
+{
+    return i < p->split ? p->start[0] + i : p->start[1] + (i - p->split);
+}
+
+static void GL_K(block_check)(const gl_attn_pos *qpos, int Sq,
+                              const gl_attn_pos *kpos, int Sk,
+                              gl_attn_mask mask, const char *what)
+{
+    if (qpos->split < 0 || qpos->split > Sq || kpos->split < 0 || kpos->split > Sk)
+        gl_die("%s: a position run splits at row %d of %d queries or %d of %d "
+               "keys: split must lie in [0, rows]", what, qpos->split, Sq,
+               kpos->split, Sk);
+    if (mask != GL_ATTN_CAUSAL && mask != GL_ATTN_FULL)
+        gl_die("%s: unknown mask %d", what, (int)mask);
+}
+
+static int GL_K(block_allowed)(gl_attn_mask mask, long qp, long kp)
+{
+    return mask == GL_ATTN_FULL || kp <= qp;
+}
+
+void GL_K(attn_block_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
+                          const real *k, int ldk, const real *v, int ldv,
+                          int B, int Sq, int Sk, int Hq, int Hkv, int D,
+                          real scale, const gl_attn_pos *qpos,
+                          const gl_attn_pos *kpos, gl_attn_mask mask)
+{
+    GL_K(attn_check)(Hq, Hkv, "attn_block_fwd");
+    GL_K(block_check)(qpos, Sq, kpos, Sk, mask, "attn_block_fwd");
+    int group = Hq / Hkv;
+    double *p = gl_malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof *p);
+    double *acc = gl_malloc((size_t)(D > 0 ? D : 1) * sizeof *acc);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Hq; j++) {
+            int g = j / group;
+            for (int t = 0; t < Sq; t++) {
+                const real *qt = q + ((size_t)b * Sq + t) * ldq + (size_t)j * D;
+                real *ot = o + ((size_t)b * Sq + t) * ldo + (size_t)j * D;
+                long qp = GL_K(block_pos)(qpos, t);
+                double mx = -INFINITY;
+                for (int u = 0; u < Sk; u++) {
+                    if (!GL_K(block_allowed)(mask, qp, GL_K(block_pos)(kpos, u))) {
+                        p[u] = -INFINITY;
+                        continue;
+                    }
+                    const real *ku = k + ((size_t)b * Sk + u) * ldk + (size_t)g * D;
+                    double dot = 0;
+                    for (int e = 0; e < D; e++)
+                        dot += (double)qt[e] * ku[e];
+                    p[u] = scale * dot;
+                    if (p[u] > mx)
+                        mx = p[u];
+                }
+                real *lt = lse + ((size_t)b * Hq + j) * Sq + t;
+                if (mx == -INFINITY) {           /* no allowed key */
+                    memset(ot, 0, (size_t)D * sizeof *ot);
+                    *lt = -INFINITY;
+                    continue;
+                }
+                double sum = 0;
+                for (int u = 0; u < Sk; u++)
+                    if (p[u] != -INFINITY)
+                        sum += exp(p[u] - mx);
+                double l = mx + log(sum);
+                for (int e = 0; e < D; e++)
+                    acc[e] = 0;
+                for (int u = 0; u < Sk; u++) {
+                    if (p[u] == -INFINITY)
+                        continue;
+                    double w = exp(p[u] - l);
+                    const real *vu = v + ((size_t)b * Sk + u) * ldv + (size_t)g * D;
+                    for (int e = 0; e < D; e++)
+                        acc[e] += w * vu[e];
+                }
+                for (int e = 0; e < D; e++)
+                    ot[e] = (real)acc[e];
+                *lt = (real)l;
+            }
+        }
+    free(acc);
+    free(p);
+}
+
+/*
+ * The merge of two partial softmaxes over disjoint key sets: with
+ * lse' = log(e^lse + e^lse_b), each part's weights were normalised by its
+ * own sum, so rescaling by e^(lse - lse') and e^(lse_b - lse') renormalises
+ * them to the union.  Computed from the larger lse m so that neither
+ * exponential overflows: lse' = m + log(e^(lse-m) + e^(lse_b-m)).  A part
+ * with lse = -inf has no keys and weight 0.
+ */
+void GL_K(attn_merge)(real *o, real *lse, const real *o_b, const real *lse_b,
+                      int B, int S, int Hq, int D, int first)
+{
+    if (first) {
+        memcpy(o, o_b, (size_t)B * S * Hq * D * sizeof *o);
+        memcpy(lse, lse_b, (size_t)B * Hq * S * sizeof *lse);
+        return;
+    }
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Hq; j++)
+            for (int t = 0; t < S; t++) {
+                real *lt = lse + ((size_t)b * Hq + j) * S + t;
+                double la = *lt, lb = lse_b[((size_t)b * Hq + j) * S + t];
+                real *ot = o + (((size_t)b * S + t) * Hq + j) * D;
+                const real *obt = o_b + (((size_t)b * S + t) * Hq + j) * D;
+                if (lb == -INFINITY)           /* nothing to add */
+                    continue;
+                if (la == -INFINITY) {         /* nothing yet: take the block */
+                    memcpy(ot, obt, (size_t)D * sizeof *ot);
+                    *lt = (real)lb;
+                    continue;
+                }
+                double m = la > lb ? la : lb;
+                double l = m + log(exp(la - m) + exp(lb - m));
+                double wa = exp(la - l), wb = exp(lb - l);
+                for (int e = 0; e < D; e++)
+                    ot[e] = (real)(wa * ot[e] + wb * obt[e]);
+                *lt = (real)l;
+            }
+}
+
+/* delta_i = dout_i . o_i per head: attn_bwd's D_t. */
+void GL_K(attn_delta)(real *delta, const real *dout, int lddo, const real *o,
+                      int ldo, int B, int S, int Hq, int D)
+{
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Hq; j++)
+            for (int t = 0; t < S; t++) {
+                const real *dt = dout + ((size_t)b * S + t) * lddo + (size_t)j * D;
+                const real *ot = o + ((size_t)b * S + t) * ldo + (size_t)j * D;
+                double s = 0;
+                for (int e = 0; e < D; e++)
+                    s += (double)dt[e] * ot[e];
+                delta[((size_t)b * Hq + j) * S + t] = (real)s;
+            }
+}
+
+/* attn_bwd's inner loop over the block's allowed pairs, with P from the
+ * final lse and the row sum delta given (see attn_bwd for the math). */
+void GL_K(attn_block_bwd)(real *dq, int lddq, real *dk, real *dv, int lddkv,
+                          const real *dout, int lddo, const real *lse,
+                          const real *delta, const real *q, int ldq,
+                          const real *k, int ldk, const real *v, int ldv,
+                          int B, int Sq, int Sk, int Hq, int Hkv, int D,
+                          real scale, const gl_attn_pos *qpos,
+                          const gl_attn_pos *kpos, gl_attn_mask mask)
+{
+    GL_K(attn_check)(Hq, Hkv, "attn_block_bwd");
+    GL_K(block_check)(qpos, Sq, kpos, Sk, mask, "attn_block_bwd");
+    int group = Hq / Hkv;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Hq; j++) {
+            int g = j / group;
+            for (int t = 0; t < Sq; t++) {
+                size_t row = (size_t)b * Sq + t;
+                double l = lse[((size_t)b * Hq + j) * Sq + t];
+                if (l == -INFINITY)            /* a row without keys */
+                    continue;
+                double Dt = delta[((size_t)b * Hq + j) * Sq + t];
+                const real *qt = q + row * ldq + (size_t)j * D;
+                const real *dot_ = dout + row * lddo + (size_t)j * D;
+                real *dqt = dq + row * lddq + (size_t)j * D;
+                long qp = GL_K(block_pos)(qpos, t);
+                for (int u = 0; u < Sk; u++) {
+                    if (!GL_K(block_allowed)(mask, qp, GL_K(block_pos)(kpos, u)))
+                        continue;
+                    size_t ru = (size_t)b * Sk + u;
+                    const real *ku = k + ru * ldk + (size_t)g * D;
+                    const real *vu = v + ru * ldv + (size_t)g * D;
+                    real *dku = dk + ru * lddkv + (size_t)g * D;
+                    real *dvu = dv + ru * lddkv + (size_t)g * D;
+                    double s = 0, dp = 0;
+                    for (int e = 0; e < D; e++) {
+                        s += (double)qt[e] * ku[e];
+                        dp += (double)dot_[e] * vu[e];
+                    }
+                    double p = exp(scale * s - l);
+                    real ds = (real)(p * (dp - Dt) * scale);
+                    for (int e = 0; e < D; e++) {
+                        dqt[e] += ds * ku[e];
+                        dku[e] += ds * qt[e];
+                        dvu[e] += (real)p * dot_[e];
+                    }
+                }
+            }
+        }
+}
+
+/*
  * SwiGLU on rows [gate (f) | up (f)]:
  *   y = silu(a) b,  silu(a) = a sigmoid(a),
  *   silu'(a) = sigmoid(a) (1 + a (1 - sigmoid(a))),

@@ -350,11 +350,14 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         OPS->bias_add(d, A->qkv, W(m, lo->bqkv), n, dm->qkvw);
     if (dm->rope)
         OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
-    OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
-                  act(m, A->qkv, (size_t)qw), dm->qkvw,
-                  act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
-                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
-                  attn_dp(m, mb, layer, &adp));
+    if (m->cp)                  /* the other ranks' keys too (cp.c) */
+        gl_model_cp_attn_fwd(m, A->o, A->lse, A->qkv);
+    else
+        OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
+                      act(m, A->qkv, (size_t)qw), dm->qkvw,
+                      act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+                      dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
+                      attn_dp(m, mb, layer, &adp));
     dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
     sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
                  hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
@@ -437,13 +440,16 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     }
     dec_bwd(m, A, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
     ready(m, lo->wo, (size_t)h * qw);
-    OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
-                  act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
-                  m->d_o, qw, A->o, qw, A->lse,
-                  A->qkv, dm->qkvw, act(m, A->qkv, (size_t)qw), dm->qkvw,
-                  act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
-                  dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
-                  attn_dp(m, mb, layer, &adp));
+    if (m->cp)
+        gl_model_cp_attn_bwd(m, m->dqkv, m->d_o, A->o, A->lse, A->qkv);
+    else
+        OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
+                      act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+                      m->d_o, qw, A->o, qw, A->lse,
+                      A->qkv, dm->qkvw, act(m, A->qkv, (size_t)qw), dm->qkvw,
+                      act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+                      dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
+                      attn_dp(m, mb, layer, &adp));
     if (dm->rope)
         OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos,
                       m->sin);

@@ -30,6 +30,7 @@ typedef struct gl_layout {
     gl_recompute recompute_granularity; /* --recompute-granularity */
     char recompute_method[16];       /* --recompute-method uniform|block */
     int recompute_num_layers;        /* --recompute-num-layers */
+    char cp_comm_type[16];           /* --cp-comm-type p2p|all_gather (p2p) */
 } gl_layout;
 
 /* Megatron's defaults: one of everything, no recomputation. */
@@ -42,6 +43,7 @@ static inline void gl_layout_defaults(gl_layout *l)
         .expert_model_parallel_size = 1,
         .virtual_pipeline_size = 1,
         .micro_batch_size = 1,
+        .cp_comm_type = "p2p",
     };
 }
 

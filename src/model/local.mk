@@ -4,7 +4,7 @@
 # (layer.c) and their FP8 products (fp8.c), written against ops.h and
 # comm.h.
 libgridlm_a_SOURCES += %reldir%/model.h %reldir%/layout.h %reldir%/plan.c %reldir%/model.c \
-	%reldir%/layer.c %reldir%/fp8.c
+	%reldir%/layer.c %reldir%/fp8.c %reldir%/cp.c
 
 # The model against an independent double-precision forward and against
 # finite differences of its loss (one rank, CPU device).

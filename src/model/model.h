@@ -153,7 +153,11 @@ typedef struct {
 
 /* Sizes of the model and of this rank's share. */
 typedef struct {
-    int L, h, Hq, Hkv, D, f, V, Vpad, S, B;
+    int L, h, Hq, Hkv, D, f, V, Vpad, S, B;   /* S: tokens of a sequence on
+                                 * this rank (Sfull / cp) */
+    int Sfull;                  /* --seq-length */
+    int cp;                     /* --context-parallel-size */
+    int cp_all_gather;          /* --cp-comm-type all_gather, else p2p */
     double eps;
     int tied;
     int tp, tp_rank, pp, pp_rank, vpp, sp;
@@ -330,6 +334,17 @@ typedef struct {
     uint64_t dropout_seed;
     uint32_t iteration;
     int no_dropout;             /* set while a forward-only pass runs */
+    /* Context parallelism (cp.c), set by gl_model_set_cp(): the CP group
+     * (NULL for CP = 1), this rank's place in it, and the scratch of the
+     * block attention: K/V chunks (act) and their gradients (f32) as they
+     * travel round the ring, [n, 2 hkv D] each (all_gather: kv[0] and
+     * dkv[0] hold every rank's, [cp n, 2 hkv D]), the running output,
+     * a block's output and lse, dq and attn_delta's rows (f32). */
+    gl_comm *cp;
+    int cp_rank;
+    void *kv[2];
+    float *dkv[2];
+    float *o_acc, *o_blk, *lse_blk, *dq_acc, *delta;
 } gl_model;
 
 typedef struct gl_fp8_state gl_fp8_state;
@@ -455,6 +470,33 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 int gl_model_fp8_state_dims(const gl_model *m, int *len, int *nf, int *nb);
 float *gl_model_fp8_state_get(gl_model *m);
 void gl_model_fp8_state_set(gl_model *m, const float *host);
+
+/* Context parallelism (cp.c).  gl_model_set_cp() makes the model run
+ * its share of each sequence as rank cp_rank of the group cp (size
+ * dm.cp; NULL and rank 0 for CP = 1), under Megatron's layout: the
+ * sequence cut into 2 CP chunks of Sfull / (2 CP) tokens, rank r holding
+ * chunks r and 2 CP - 1 - r (the causal mask's work balanced), in that
+ * order, as its S = Sfull / CP rows of each sample.  It sets the RoPE
+ * tables and learned positions of those rows and allocates the block
+ * attention's scratch; the caller gives each rank the tokens, targets
+ * and loss mask of its rows (gl_model_cp_position).  Attention then sees
+ * the whole sequence: with --cp-comm-type p2p the K/V chunks travel round
+ * the ring (CP steps, each block merged by its log-sum-exp; the backward
+ * sends dK/dV round after them back to their owners); with all_gather
+ * every rank's K/V is gathered first and dK/dV reduce-scattered back.
+ * Dies when the device lacks the block attention ops (the CUDA back end
+ * today) or with dropout.  Call once, after gl_model_new(). */
+void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank);
+
+/* The position in the full sequence of row t (0 <= t < S) of a sample on
+ * context-parallel rank cp_rank of cp ranks, for a sequence of Sfull. */
+int gl_model_cp_position(int Sfull, int cp, int cp_rank, int t);
+
+/* The attention of one layer under CP > 1, in place of attn_fwd /
+ * attn_bwd (layer.c): o, lse from qkv; dqkv from d_o, o, lse, qkv. */
+void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv);
+void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
+                          const float *lse, const void *qkv);
 
 /* RoPE inverse frequencies (D/2 of them) with optional Llama 3.1 scaling,
  * and the cos/sin tables [S, D/2] they give (host). */

@@ -37,7 +37,13 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
     dm->f = a->ffn_hidden_size;
     dm->V = a->vocab_size;
     dm->Vpad = a->padded_vocab_size ? a->padded_vocab_size : a->vocab_size;
-    dm->S = a->seq_length;
+    dm->Sfull = a->seq_length;
+    dm->cp = l->context_parallel_size > 0 ? l->context_parallel_size : 1;
+    if (a->seq_length % (dm->cp > 1 ? 2 * dm->cp : 1))
+        gl_die_code(2, "--seq-length %d is not divisible by 2 x --context-parallel-size = %d",
+                    a->seq_length, 2 * dm->cp);
+    dm->S = a->seq_length / dm->cp;
+    dm->cp_all_gather = !strcmp(l->cp_comm_type, "all_gather");
     dm->B = l->micro_batch_size;
     dm->eps = a->norm_epsilon;
     dm->tied = !a->untie_embeddings_and_output_weights;

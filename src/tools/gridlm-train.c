@@ -32,6 +32,15 @@ static void summary(const gl_config *c, const gl_dev *d)
              c->layout.pipeline_model_parallel_size, c->data_parallel_size,
              c->layout.virtual_pipeline_size > 1 ? ", interleaved" : "",
              c->layout.sequence_parallel ? ", sequence parallel" : "");
+    int cp = c->layout.context_parallel_size, S = c->arch.seq_length, ch = S / (2 * cp);
+    if (cp > 1) {
+        gl_info0("context parallelism: CP %d (--cp-comm-type %s), each sequence of %d tokens "
+                 "in %d chunks of %d; activations hold %d tokens of each sequence per rank",
+                 cp, c->layout.cp_comm_type, S, 2 * cp, ch, S / cp);
+        for (int r = 0; r < cp; r++)
+            gl_info0("  CP rank %d: positions [%d, %d) and [%d, %d)", r, r * ch, (r + 1) * ch,
+                     (2 * cp - 1 - r) * ch, (2 * cp - r) * ch);
+    }
     gl_info0("batch: global %d = micro %d x DP %d x %d micro-batches; %.4g GFLOP per token",
              c->global_batch_size, c->layout.micro_batch_size, c->data_parallel_size,
              c->num_micro_batches, gl_config_flops_per_token(c) / 1e9);

@@ -139,6 +139,8 @@ void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
     bb->M = c->num_micro_batches;
     bb->n = p->dm.n;
     bb->S = p->dm.S;
+    bb->Sfull = p->dm.Sfull;
+    bb->cp = p->dm.cp;
     bb->B = p->dm.B;
     for (int i = 0; i < p->nchunks; i++) {
         bb->has_embed |= p->chunk[i].has_embed;
@@ -151,8 +153,8 @@ void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
     if (!bb->has_embed && !bb->has_head)
         return;
     size_t tot = (size_t)bb->M * bb->n;
-    bb->tok = gl_malloc((size_t)bb->B * ((size_t)bb->S + 1) * sizeof(int32_t));
-    bb->mask_tmp = gl_malloc((size_t)bb->B * (size_t)bb->S * sizeof(float));
+    bb->tok = gl_malloc((size_t)bb->B * ((size_t)bb->Sfull + 1) * sizeof(int32_t));
+    bb->mask_tmp = gl_malloc((size_t)bb->B * (size_t)bb->Sfull * sizeof(float));
     for (int k = 0; k < 2; k++) {
         gl_batch_set *st = &bb->set[k];
         st->ids_h = d->ops->alloc_host(d, tot * sizeof(int32_t));
@@ -214,26 +216,30 @@ static double fill_set(gl_batch_buf *bb, gl_batch_set *st, gl_batch_source *src,
             src->valid_batch(src, s0, bb->B, bb->tok, bb->mask_tmp);
         else
             src->batch(src, s0, bb->B, bb->tok, bb->mask_tmp);
-        double mb_count = 0;
+        double mb_count = 0, own = 0;   /* whole sequences', this rank's */
         for (int b = 0; b < bb->B; b++) {
-            const int32_t *tok = bb->tok + (size_t)b * (bb->S + 1);
-            const float *mk = bb->mask_tmp + (size_t)b * bb->S;
+            const int32_t *tok = bb->tok + (size_t)b * (bb->Sfull + 1);
+            const float *mk = bb->mask_tmp + (size_t)b * bb->Sfull;
             size_t row = (size_t)j * bb->n + (size_t)b * bb->S;
-            for (int t = 0; t < bb->S; t++) {
-                st->ids_h[row + t] = tok[t];
-                st->tg_h[row + t] = tok[t + 1];
-                st->mask_h[row + t] = mk[t];
+            for (int t = 0; t < bb->Sfull; t++)
                 mb_count += mk[t];
+            for (int t = 0; t < bb->S; t++) {
+                int pos = gl_model_cp_position(bb->Sfull, bb->cp, bb->cp_rank, t);
+                st->ids_h[row + t] = tok[pos];
+                st->tg_h[row + t] = tok[pos + 1];
+                st->mask_h[row + t] = mk[pos];
+                own += mk[pos];
             }
         }
         /* the micro-batch's token mean, times its B S positions: B S /
-         * its tokens (at least 1), exactly 1 when nothing is masked */
-        float w = per_mb ? (float)((double)bb->B * bb->S / (mb_count > 1 ? mb_count : 1))
+         * its tokens (at least 1), exactly 1 when nothing is masked (S
+         * and the tokens those of the whole sequences) */
+        float w = per_mb ? (float)((double)bb->B * bb->Sfull / (mb_count > 1 ? mb_count : 1))
                          : 1.0f;
         size_t row = (size_t)j * bb->n;
         for (int t = 0; t < bb->n; t++)
             st->gscale_h[row + t] = st->mask_h[row + t] * w;
-        count += mb_count;
+        count += own;
     }
     size_t tot = (size_t)nmb * bb->n;
     d->ops->upload(d, st->ids, st->ids_h, tot * sizeof(int32_t));

@@ -110,7 +110,13 @@ typedef struct {
 typedef struct {
     const struct gl_config *c;
     struct gl_dev *d;
-    int M, n, S, B;             /* M: the most micro-batches of an iteration */
+    int M, n, S, B;             /* M: the most micro-batches of an iteration;
+                                 * S: the tokens of a sequence this rank
+                                 * holds (Sfull / CP) */
+    int Sfull, cp;              /* --seq-length, --context-parallel-size */
+    int cp_rank;                /* which chunks of each sequence this rank
+                                 * holds (model.h, gl_model_set_cp); 0
+                                 * unless the caller sets it after init */
     int has_embed, has_head;
     int32_t *tok;
     float *mask_tmp;
@@ -129,7 +135,13 @@ typedef struct {
 } gl_batch_buf;
 
 /* Buffers for the micro-batches of data-parallel rank dp_rank (every
- * stage's mbs carry their row0, the ones without data too). */
+ * stage's mbs carry their row0, the ones without data too).  Under
+ * context parallelism each rank reads whole samples and keeps the rows
+ * of its chunks (gl_model_cp_position): ids, targets and loss mask
+ * follow, and a micro-batch's loss normalisation counts the unmasked
+ * targets of the whole sequences, so the gradient weights are those of
+ * CP = 1 (the returned counts are this rank's own targets: their sum over
+ * the ranks is the batch's). */
 void gl_batch_buf_init(gl_batch_buf *bb, const gl_config *c, gl_dev *d,
                        const gl_model_plan *p, int dp_rank);
 void gl_batch_buf_free(gl_batch_buf *bb);

@@ -31,6 +31,11 @@ TESTS += t/train-equiv.t
 dist_check_SCRIPTS += t/train-gpt.t
 TESTS += t/train-gpt.t
 
+# Context parallelism (CP 2 and 4, p2p and all_gather, with TP + SP, PP,
+# DP, the distributed optimizer, checkpoints) against one rank (shell).
+dist_check_SCRIPTS += t/train-cp.t
+TESTS += t/train-cp.t
+
 # Megatron's loss normalisations (per micro-batch by default, per token)
 # across layouts, and the batch-size ramp-up across a checkpoint (shell).
 dist_check_SCRIPTS += t/train-norm.t

@@ -14,15 +14,6 @@
 #include "train/checkpoint.h"
 #include "train/preflight.h"
 
-/* What the training loop does not do (yet). */
-static void check_supported(const gl_config *c)
-{
-    if (c->layout.context_parallel_size > 1)
-        gl_die_code(2, "--context-parallel-size %d: context parallelism is not "
-                    "implemented in gridlm's training loop yet; use 1",
-                    c->layout.context_parallel_size);
-}
-
 /* Each --data-path prefix opens as the loader will open it. */
 static void check_data_files(const gl_config *c)
 {
@@ -132,7 +123,6 @@ void gl_train_preflight(gl_config *c, MPI_Comm world)
         MPI_Comm_rank(world, &rank);
     int vocab = c->arch.vocab_size;
     if (rank == 0) {
-        check_supported(c);
         check_data_files(c);
         gl_tokenizer *t = open_tokenizer(c);
         check_eod(c, t);

@@ -6,7 +6,6 @@
  * refuses whatever the real run would refuse before its first iteration,
  * and the real run refuses it before the model, the optimizer or the
  * device memory exist:
- *   - settings the training loop does not support (--context-parallel-size);
  *   - each --data-path prefix: its .idx and .bin exist, are readable and
  *     valid (data/indexed.h's checks);
  *   - the tokenizer: it loads, and it sets the vocabulary size, as in

@@ -424,6 +424,7 @@ static const int lr_style_values[] = {GL_LR_CONSTANT, GL_LR_LINEAR, GL_LR_COSINE
 static const char *const recompute_names[] = {"selective", "full", NULL};
 static const int recompute_values[] = {GL_RECOMPUTE_SELECTIVE, GL_RECOMPUTE_FULL};
 static const char *const recompute_methods[] = {"uniform", "block", NULL};
+static const char *const cp_comm_types[] = {"p2p", "all_gather", "a2a", "a2a+p2p", NULL};
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
 static const int device_values[] = {GL_DEVICE_AUTO, GL_DEVICE_CPU, GL_DEVICE_CUDA};
 static const char *const fp8_formats[] = {"e4m3", "hybrid", NULL};
@@ -582,6 +583,9 @@ static const gl_option table[] = {
         "PP: ranks that split the layers into stages"),
     INT("context-parallel-size", layout.context_parallel_size, G_PAR, POS,
         "CP: ranks that split each sequence"),
+    STR("cp-comm-type", layout.cp_comm_type, "TYPE", G_PAR,
+        "with CP > 1, how attention sees the other ranks' keys: p2p (ring) or all_gather",
+        .choices = cp_comm_types, .defstr = "p2p"),
     INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
         "EP: for mixture-of-experts models; must be 1"),
     INT("num-layers-per-virtual-pipeline-stage", layout.num_layers_per_virtual_pipeline_stage, G_PAR,
@@ -848,10 +852,8 @@ static const gl_option table[] = {
     ACCEPT("external-cuda-graph", R_GRAPH), ACCEPT_V("cuda-graph-impl", R_GRAPH),
     ACCEPT_V("cuda-graph-scope", R_GRAPH), ACCEPT("distribute-saved-activations", R_TORCH),
     ACCEPT("deterministic-mode", "gridlm has no separate deterministic mode"),
-    ACCEPT_V("cp-comm-type", "context parallelism's exchange method: gridlm's training "
-             "loop does not run context parallelism yet (--context-parallel-size 1)"),
-    ACCEPT_V("hierarchical-context-parallel-sizes", "context parallelism's groups: gridlm's "
-             "training loop does not run context parallelism yet (--context-parallel-size 1)"),
+    ACCEPT_V("hierarchical-context-parallel-sizes", "context parallelism's groups for "
+             "--cp-comm-type a2a+p2p, which gridlm refuses"),
 
     /* Accepted: gridlm always does this. */
     ACCEPT("no-save-rng", R_RNG_SAVE),
@@ -1230,6 +1232,7 @@ void gl_config_defaults(gl_config *c)
     c->layout.pipeline_model_parallel_size = 1;
     c->layout.context_parallel_size = 1;
     c->layout.expert_model_parallel_size = 1;
+    snprintf(c->layout.cp_comm_type, sizeof c->layout.cp_comm_type, "p2p");
 
     c->layout.micro_batch_size = 1;
     c->seed = 1234;
@@ -1484,6 +1487,17 @@ static void check_layout(gl_config *c)
         bad("--seq-length %d is not divisible by 2 x --context-parallel-size = %d: context "
             "parallelism cuts each sequence into 2 x CP equal chunks; choose a sequence "
             "length that is a multiple of %d", c->arch.seq_length, 2 * cp, 2 * cp);
+    if (cp > 1 && (!strcmp(c->layout.cp_comm_type, "a2a") ||
+                   !strcmp(c->layout.cp_comm_type, "a2a+p2p")))
+        bad("--cp-comm-type %s: gridlm has no all-to-all collective yet (Ulysses needs one "
+            "to trade heads for sequence); use --cp-comm-type p2p or all_gather",
+            c->layout.cp_comm_type);
+    if (cp > 1 && (c->arch.attention_dropout > 0 || c->arch.hidden_dropout > 0))
+        bad("--context-parallel-size %d with dropout (--attention-dropout %g, "
+            "--hidden-dropout %g): dropout masks are keyed by full-sequence positions, which "
+            "context parallelism's block attention does not draw yet; add "
+            "--attention-dropout 0 --hidden-dropout 0", cp, c->arch.attention_dropout,
+            c->arch.hidden_dropout);
     if (c->layout.sequence_parallel && (c->arch.seq_length / cp) % tp)
         bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
             "--sequence-parallel: choose a sequence length that is a multiple of %d",

@@ -38,6 +38,21 @@ void gl_run_plan_print(const gl_config *c, FILE *out)
 
     fprintf(out, "tensor_model_parallel_size=%d\n", tp);
     fprintf(out, "context_parallel_size=%d\n", l->context_parallel_size);
+    /* context parallelism: how attention reaches the other chunks, the
+     * positions [a, b) each CP rank holds (model.h's layout), and the
+     * tokens of a sequence each rank's activations hold */
+    int cp = l->context_parallel_size, S = c->arch.seq_length;
+    fprintf(out, "cp_comm_type=%s\n", l->cp_comm_type);
+    fprintf(out, "cp_sequence_chunks=");
+    for (int r = 0; r < cp; r++) {
+        int ch = S / (2 * cp);
+        if (cp > 1)
+            fprintf(out, "%s%d:[%d,%d)+[%d,%d)", r ? " " : "", r, r * ch, (r + 1) * ch,
+                    (2 * cp - 1 - r) * ch, (2 * cp - r) * ch);
+        else
+            fprintf(out, "0:[0,%d)", S);
+    }
+    fprintf(out, "\nsequence_tokens_per_rank=%d\n", S / (cp > 0 ? cp : 1));
     fprintf(out, "pipeline_model_parallel_size=%d\n", pp);
     fprintf(out, "virtual_pipeline_size=%d\n", l->virtual_pipeline_size);
     fprintf(out, "data_parallel_size=%d\n", c->data_parallel_size);

@@ -159,9 +159,13 @@ static void report_activations(const gl_config *c, const gl_model *m, const gl_s
         snprintf(how, sizeof how, "every activation kept; --recompute-granularity "
                  "reduces it");
     }
+    char cpnote[96] = "";
+    if (m->plan->dm.cp > 1)
+        snprintf(cpnote, sizeof cpnote, "; %d of each sequence's %d tokens (CP %d)",
+                 m->plan->dm.S, m->plan->dm.Sfull, m->plan->dm.cp);
     gl_info0("activations (rank 0): %.2f MiB per micro-batch in flight x %d in flight, "
-             "%.2f MiB shared (%s)", m->act_slot_bytes / mib, inflight,
-             m->act_shared_bytes / mib, how);
+             "%.2f MiB shared (%s%s)", m->act_slot_bytes / mib, inflight,
+             m->act_shared_bytes / mib, how, cpnote);
 }
 
 /* Step 3: gradients of replicated parameters and the DP reduction. */
@@ -325,16 +329,23 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
         gl_die("pipeline group of size %d, expected %d", g->pp ? gl_comm_size(g->pp) : 0, pp);
 
     gl_batch_source *src = open_source(&cc, g, pp_rank);
-    gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, c->data_parallel_size);
+    /* gradients are reduced, and the distributed optimizer shards, over
+     * DP x CP: context-parallel ranks hold the same weights and each
+     * the gradient of its part of the sequences */
+    int cp = c->layout.context_parallel_size;
+    gl_comm *gradg = group(cp > 1 ? g->dp_cp : g->dp);
+    gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank,
+                                            c->data_parallel_size * cp);
     /* one schedule per batch size (a ramp-up's several) */
     gl_sched **by_m = gl_calloc((size_t)M + 1, sizeof *by_m);
     int *slots = gl_calloc((size_t)V, sizeof *slots);
     build_scheds(c, pp_rank, by_m, slots);
     gl_sched *sched = by_m[M];
     gl_model *m = gl_model_new(plan, d, group(g->tp), slots);
+    gl_model_set_cp(m, group(g->cp), g->me.cp);
     m->dropout_seed = (uint64_t)(unsigned)c->seed;
     gl_model_fp8_enable(m, &c->fp8);
-    gl_optim *o = gl_optim_new(c, m, group(g->dp), c->optim.use_distributed_optimizer);
+    gl_optim *o = gl_optim_new(c, m, gradg, c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
     float *master = gl_optim_master_target(o, &mb0, &mb1);
     gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, master, mb0, mb1);
@@ -352,6 +363,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
 
     gl_batch_buf bb;
     gl_batch_buf_init(&bb, c, d, plan, dp_rank);
+    bb.cp_rank = g->me.cp;
     gl_lr_sched lrs = pr.sched;
     long lr_samples = pr.lr_samples;   /* the scheduler's count (lr.h) */
     long step_mb = (long)c->layout.micro_batch_size * c->data_parallel_size;
@@ -371,9 +383,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     double flops_per_token = gl_config_flops_per_token(c);
     double peak = gl_peak_tflops(c->log.peak_tflops, d->name);
     long nparams = gl_arch_num_params(&c->arch);
-    gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d PP %d (x%d virtual) "
+    gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d CP %d PP %d (x%d virtual) "
              "DP %d, %d micro-batches of %d x %d tokens per iteration%s%s", nparams,
-             nparams / 1e6, c->arch.num_layers, c->layout.tensor_model_parallel_size, pp, V,
+             nparams / 1e6, c->arch.num_layers, c->layout.tensor_model_parallel_size, cp, pp, V,
              c->data_parallel_size, M, c->layout.micro_batch_size, c->arch.seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
@@ -463,7 +475,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                     "(GRIDLM_TEST_NONFINITE)", it + 1);
         }
         finish_grads(c, g, m, o);
-        gl_model_fp8_step_end(m, group(g->dp));
+        gl_model_fp8_step_end(m, gradg);
         gl_optim_sumsq(o, stats);
         if (world > 1)
             gl_all_reduce(g->world, stats, stats, NSTATS, GL_DT_F32, GL_OP_SUM, d->stream);

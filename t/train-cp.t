@@ -1,0 +1,142 @@
+#!/bin/sh
+# train-cp: context parallelism trains the same model as one rank.
+#
+# The tiny model for 20 iterations at --context-parallel-size 2 and 4 with
+# each --cp-comm-type (p2p: the ring; all_gather), alone and with TP 2 +
+# sequence parallelism, PP 2, DP 2 (with full recomputation: the ring runs
+# again in the backward) and the distributed optimizer: the loss
+# and gradient norm of every iteration, and the validation losses, within
+# 1e-5 of the single rank's.  Sequence lengths at the edges of
+# divisibility (chunks of one token; 2 x CP dividing the length exactly,
+# and not: refused with the fix).  Real data with --eod-mask-loss, so
+# documents end inside a chunk and targets are masked.  A checkpoint saved
+# at CP 2 resumes at CP 1.  --cp-comm-type a2a and dropout are refused.
+# Ranks beyond two are skipped under MPICH (busy polling).
+#
+# Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
+
+. "$(dirname "$0")/train-lib.sh"
+. "$(dirname "$0")/model-flags.sh"
+
+tol=1e-5
+tiny="$llama_form --device cpu --seed 1234 --num-layers 2 --hidden-size 64
+ --num-attention-heads 8 --num-query-groups 4 --ffn-hidden-size 176
+ --micro-batch-size 2 --global-batch-size 8 --train-iters 20 --lr 1e-3
+ --lr-warmup-iters 2 --log-interval 1 --eval-interval 10 --eval-iters 2"
+base="$tiny --mock-data --vocab-size 512 --seq-length 32"
+
+plan 16
+if ! run ref 1; then
+    bail_out "the single-rank reference run failed"
+fi
+ref=ref
+CP2="--context-parallel-size 2"
+CP4="--context-parallel-size 4"
+AG="--cp-comm-type all_gather"
+# shellcheck disable=SC2086
+{
+check cp2 2 $CP2
+check cp2-all-gather 2 $CP2 $AG
+check cp4 4 $CP4
+check cp2-tp2-sp 4 $CP2 --tensor-model-parallel-size 2 --sequence-parallel
+check cp2-tp2-sp-all-gather 4 $CP2 $AG --tensor-model-parallel-size 2 --sequence-parallel
+check cp2-pp2 4 $CP2 --pipeline-model-parallel-size 2
+check cp2-dp2-full-recompute 4 $CP2 --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 1
+check cp2-dp2-distopt 4 $CP2 --use-distributed-optimizer
+}
+
+# Sequence lengths at the edges: chunks of one token (8 = 2 x CP 4), and
+# 36, which 2 x CP 2 divides and 2 x CP 4 does not.
+# shellcheck disable=SC2086
+{
+base="$tiny --mock-data --vocab-size 512 --seq-length 8"
+if run ref8 1; then
+    ref=ref8
+    check seq8-cp4 4 $CP4
+else
+    fail "seq 8: the single-rank run failed"
+fi
+base="$tiny --mock-data --vocab-size 512 --seq-length 36"
+if run ref36 1; then
+    ref=ref36
+    check seq36-cp2 2 $CP2
+else
+    fail "seq 36: the single-rank run failed"
+fi
+}
+out=$("$train" $base $CP4 --dry-run --world-size 4 2>&1)
+case $out in
+*"not divisible by 2 x --context-parallel-size = 8"*"multiple of 8"*)
+    pass "seq 36 at CP 4 is refused with the fix" ;;
+*) fail "seq 36 at CP 4: $out" ;;
+esac
+
+# Refusals: Ulysses needs an all-to-all; dropout masks are keyed by the
+# full sequence.
+base="$tiny --mock-data --vocab-size 512 --seq-length 32"
+out=$("$train" $base $CP2 --cp-comm-type a2a --dry-run --world-size 2 2>&1)
+case $out in
+*"--cp-comm-type a2a"*"use --cp-comm-type p2p or all_gather"*) pass "a2a is refused with a reason" ;;
+*) fail "a2a: $out" ;;
+esac
+out=$("$train" $base $CP2 --attention-dropout 0.1 --dry-run --world-size 2 2>&1)
+case $out in
+*"with dropout"*"--attention-dropout 0 --hidden-dropout 0"*) pass "dropout with CP is refused" ;;
+*) fail "dropout: $out" ;;
+esac
+
+# A checkpoint saved at CP 2 after 10 iterations (of a 20-iteration
+# schedule) resumes at CP 1: the last 10 iterations as the uninterrupted
+# run's.
+if run save-cp2 2 $CP2 --save "$tmp/ck" --save-interval 10 --train-iters 10 \
+       --lr-decay-iters 20 &&
+   run resume-cp1 1 --load "$tmp/ck"; then
+    w=$(awk '
+    function val(line, key,   s) {
+        if (!match(line, "\"" key "\": [^,}]*")) return "null"
+        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
+    }
+    function rel(a, b,   d) { d = (a - b) / b; return d < 0 ? -d : d }
+    /valid_loss/ { next }
+    FNR == NR { rl[val($0, "iteration")] = val($0, "loss"); next }
+    { i = val($0, "iteration"); if (!(i in rl) || i < 11) bad = 1
+      d = rel(val($0, "loss"), rl[i]); if (d > w) w = d; n++ }
+    END { if (bad || n != 10) print "mismatch"; else printf "%.3g\n", w }
+    ' "$tmp/ref.jsonl" "$tmp/resume-cp1.jsonl")
+    if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+        pass "saved at CP 2, resumed at CP 1: iterations 11-20 within $w"
+    else
+        fail "saved at CP 2, resumed at CP 1: worst relative difference $w"
+    fi
+else
+    fail "checkpoint at CP 2 / resume at CP 1 failed"
+fi
+
+# Real data: documents of the synthetic corpus end inside chunks (of 8
+# tokens at CP 4), --eod-mask-loss masks their targets.
+prep="$top_builddir/src/tools/gridlm-prep"
+if "$prep" --synthetic-corpus 200 --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 2>&1 &&
+   "$prep" --train-tokenizer --input "$tmp/corpus.jsonl" --vocab-size 600 \
+       --output "$tmp/tok.json" --quiet >>"$tmp/prep.log" 2>&1 &&
+   "$prep" --input "$tmp/corpus.jsonl" --output-prefix "$tmp/ds" \
+       --tokenizer-model "$tmp/tok.json" --append-eod --quiet >>"$tmp/prep.log" 2>&1; then
+    base="$tiny --data-path $tmp/ds_text_document --tokenizer-model $tmp/tok.json
+ --split 98,2,0 --eod-mask-loss --seq-length 64"
+    if run data 1; then
+        ref=data
+        # shellcheck disable=SC2086
+        check data-cp4 4 $CP4
+        check data-cp4-all-gather 4 $CP4 $AG
+    else
+        fail "real data: single-rank run failed"
+        fail "real data: CP 4 not compared"
+        fail "real data: CP 4 all_gather not compared"
+    fi
+else
+    sed 's/^/#   /' "$tmp/prep.log" | tail -5
+    fail "real data: gridlm-prep could not build the dataset"
+    fail "real data: CP 4 not compared"
+    fail "real data: CP 4 all_gather not compared"
+fi
+done_testing
