@@ -1763,6 +1763,58 @@ static void bench_attn(int B, int S, int Hq, int Hkv, int D)
     free(h);
 }
 
+/* One ring of CP 2 on rank 0 at the model's shape (S tokens per rank):
+ * the two blocks' forward and merge, delta, the two blocks' backward;
+ * the rate counts only the causal pairs (the whole ring does the work of
+ * a causal attention of 2 S tokens, split over 2 ranks). */
+static void bench_attn_ring(int B, int S, int Hq, int Hkv, int D)
+{
+    int W = (Hq + 2 * Hkv) * D, Wo = Hq * D, c = S / 2;
+    size_t nqkv = (size_t)B * S * W, no = (size_t)B * S * Wo;
+    size_t nl = (size_t)B * Hq * S, nkv = (size_t)B * S * Hkv * D;
+    float *h = rand_bf(nqkv, -1, 1);
+    void *qkv = g_act(h, nqkv), *dout = g_act(h, no), *oact = g_act(h, no);
+    float *o = g_f32(NULL, no), *ob = g_f32(NULL, no), *dq = g_f32(NULL, no);
+    float *lse = g_f32(NULL, nl), *lb = g_f32(NULL, nl), *delta = g_f32(NULL, nl);
+    float *dk = g_f32(NULL, nkv), *dv = g_f32(NULL, nkv);
+    uint16_t *q = qkv, *k = q + Hq * D, *v = k + Hkv * D;
+    float sc = 1.0f / sqrtf((float)D);
+    gl_attn_pos p0 = cp_pos(2, 0, c), p1 = cp_pos(2, 1, c);
+    /* rank 0's work of the ring: its own block, then rank 1's keys (the
+     * same buffer stands in for them) */
+    double flop = 4.0 * B * Hq * (double)(2 * S) * (2 * S) * D / 2 / 2;
+    int reps = 5;
+    double f = 0, bw = 0;
+    for (int it = 0; it <= reps; it++) {     /* the first is a warm-up */
+        tic();
+        G->ops->attn_block_fwd(G, ob, Wo, lb, q, W, k, W, v, W, B, S, S, Hq,
+                               Hkv, D, sc, &p0, &p0, GL_ATTN_CAUSAL);
+        G->ops->attn_merge(G, o, lse, ob, lb, B, S, Hq, D, 1);
+        G->ops->attn_block_fwd(G, ob, Wo, lb, q, W, k, W, v, W, B, S, S, Hq,
+                               Hkv, D, sc, &p0, &p1, GL_ATTN_CAUSAL);
+        G->ops->attn_merge(G, o, lse, ob, lb, B, S, Hq, D, 0);
+        double t = toc(1);
+        tic();
+        G->ops->attn_delta(G, delta, dout, Wo, oact, Wo, B, S, Hq, D);
+        G->ops->attn_block_bwd(G, dq, Wo, dk, dv, Hkv * D, dout, Wo, lse, delta,
+                               q, W, k, W, v, W, B, S, S, Hq, Hkv, D, sc, &p0,
+                               &p0, GL_ATTN_CAUSAL);
+        G->ops->attn_block_bwd(G, dq, Wo, dk, dv, Hkv * D, dout, Wo, lse, delta,
+                               q, W, k, W, v, W, B, S, S, Hq, Hkv, D, sc, &p0,
+                               &p1, GL_ATTN_CAUSAL);
+        double tb = toc(1);
+        if (it > 0)
+            f += t / reps, bw += tb / reps;
+    }
+    diag("bench CP 2 ring, rank 0, B=%d S=%d per rank Hq=%d Hkv=%d D=%d: fwd "
+         "%.3f ms %.1f TFLOP/s, bwd %.3f ms %.1f TFLOP/s", B, S, Hq, Hkv, D, f,
+         flop / f / 1e9, bw, 2.5 * flop / bw / 1e9);
+    void *bufs[] = {qkv, dout, oact, o, ob, dq, lse, lb, delta, dk, dv};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        G->ops->free(G, bufs[i]);
+    free(h);
+}
+
 static void bench(void)
 {
     cudaEventCreate(&ev0);
@@ -1770,6 +1822,7 @@ static void bench(void)
     bench_attn(2, 4096, 32, 8, 64);
     bench_attn(2, 4096, 16, 4, 128);
     bench_attn(1, 4096, 32, 8, 128);
+    bench_attn_ring(1, 2048, 32, 8, 128);
 
     int n = 8192, h = 2048, f = 8192, reps = 20;
     void *x = G->ops->alloc(G, (size_t)n * 2 * f * 2);
