@@ -159,9 +159,13 @@ static void report_activations(const gl_config *c, const gl_model *m, const gl_s
         snprintf(how, sizeof how, "every activation kept; --recompute-granularity "
                  "reduces it");
     }
+    char cpnote[96] = "";
+    if (m->plan->dm.cp > 1)
+        snprintf(cpnote, sizeof cpnote, "; %d of each sequence's %d tokens (CP %d)",
+                 m->plan->dm.S, m->plan->dm.Sfull, m->plan->dm.cp);
     gl_info0("activations (rank 0): %.2f MiB per micro-batch in flight x %d in flight, "
-             "%.2f MiB shared (%s)", m->act_slot_bytes / mib, inflight,
-             m->act_shared_bytes / mib, how);
+             "%.2f MiB shared (%s%s)", m->act_slot_bytes / mib, inflight,
+             m->act_shared_bytes / mib, how, cpnote);
 }
 
 /* Step 3: gradients of replicated parameters and the DP reduction. */
@@ -379,9 +383,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     double flops_per_token = gl_config_flops_per_token(c);
     double peak = gl_peak_tflops(c->log.peak_tflops, d->name);
     long nparams = gl_arch_num_params(&c->arch);
-    gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d PP %d (x%d virtual) "
+    gl_info0("training: %ld parameters (%.2f M), %d layers, TP %d CP %d PP %d (x%d virtual) "
              "DP %d, %d micro-batches of %d x %d tokens per iteration%s%s", nparams,
-             nparams / 1e6, c->arch.num_layers, c->layout.tensor_model_parallel_size, pp, V,
+             nparams / 1e6, c->arch.num_layers, c->layout.tensor_model_parallel_size, cp, pp, V,
              c->data_parallel_size, M, c->layout.micro_batch_size, c->arch.seq_length,
              plan->dm.sp ? ", sequence parallel" : "",
              o->dist ? ", distributed optimizer" : "");
