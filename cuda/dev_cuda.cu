@@ -666,6 +666,53 @@ static void cu_moe_z_loss(gl_dev *, float *, float *, const float *, int, int,
 static void cu_moe_bias_update(gl_dev *, float *, const float *, int, float)
 {
     cu_moe_not_yet("moe_bias_update");
+/* Context parallelism's block attention (attn_block.cu): act is bf16. */
+static void cu_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
+                              const void *q, int ldq, const void *k, int ldk,
+                              const void *v, int ldv, int B, int Sq, int Sk,
+                              int Hq, int Hkv, int D, float scale,
+                              const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                              gl_attn_mask mask)
+{
+    gl_cuda_attn_block_fwd(d, o, ldo, lse, (const bf16 *)q, ldq,
+                           (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, Sq,
+                           Sk, Hq, Hkv, D, scale, qpos, kpos, mask);
+}
+
+static void cu_attn_merge(gl_dev *d, float *o, float *lse, const float *o_b,
+                          const float *lse_b, int B, int S, int Hq, int D,
+                          int first)
+{
+    gl_cuda_attn_merge(d, o, lse, o_b, lse_b, B, S, Hq, D, first);
+}
+
+static void cu_attn_delta(gl_dev *d, float *delta, const void *dout, int lddo,
+                          const void *o, int ldo, int B, int S, int Hq, int D)
+{
+    gl_cuda_attn_delta(d, delta, (const bf16 *)dout, lddo, (const bf16 *)o,
+                       ldo, B, S, Hq, D);
+}
+
+static void cu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
+                              float *dv, int lddkv, const void *dout, int lddo,
+                              const float *lse, const float *delta,
+                              const void *q, int ldq, const void *k, int ldk,
+                              const void *v, int ldv, int B, int Sq, int Sk,
+                              int Hq, int Hkv, int D, float scale,
+                              const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                              gl_attn_mask mask)
+{
+    gl_cuda_attn_block_bwd(d, dq, lddq, dk, dv, lddkv, (const bf16 *)dout,
+                           lddo, lse, delta, (const bf16 *)q, ldq,
+                           (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, Sq,
+                           Sk, Hq, Hkv, D, scale, qpos, kpos, mask);
+}
+
+static void cu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
+                          const void *src, gl_dtype st, int ldsrc, int rows,
+                          int cols)
+{
+    gl_cuda_convert_2d(d, dst, dt, lddst, src, st, ldsrc, rows, cols);
 }
 
 static const gl_ops gl_ops_cuda = {
@@ -701,9 +748,8 @@ static const gl_ops gl_ops_cuda = {
     cu_moe_gemm, cu_moe_gemm_dgrad, cu_moe_gemm_wgrad,
     cu_moe_aux_counts, cu_moe_aux_loss, cu_moe_z_loss,
     cu_moe_bias_update,
-    /* context parallelism's block attention: not on CUDA yet (the model
-     * refuses CP > 1 while attn_block_fwd is NULL) */
-    NULL, NULL, NULL, NULL, NULL,
+    cu_attn_block_fwd, cu_attn_merge, cu_attn_delta, cu_attn_block_bwd,
+    cu_convert_2d,
 };
 
 /* ---- opening ---- */

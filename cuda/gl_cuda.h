@@ -202,6 +202,31 @@ void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
                       int ldk, const bf16 *v, int ldv, int B, int S, int Hq,
                       int Hkv, int D, float scale, const gl_attn_dropout *dp);
 
+/* attn_block.cu: context parallelism's block attention, merge, delta,
+ * block backward and strided conversion (ops.h's contracts). */
+void gl_cuda_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
+                            const bf16 *q, int ldq, const bf16 *k, int ldk,
+                            const bf16 *v, int ldv, int B, int Sq, int Sk,
+                            int Hq, int Hkv, int D, float scale,
+                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                            gl_attn_mask mask);
+void gl_cuda_attn_merge(gl_dev *d, float *o, float *lse, const float *o_b,
+                        const float *lse_b, int B, int S, int Hq, int D,
+                        int first);
+void gl_cuda_attn_delta(gl_dev *d, float *delta, const bf16 *dout, int lddo,
+                        const bf16 *o, int ldo, int B, int S, int Hq, int D);
+void gl_cuda_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
+                            float *dv, int lddkv, const bf16 *dout, int lddo,
+                            const float *lse, const float *delta,
+                            const bf16 *q, int ldq, const bf16 *k, int ldk,
+                            const bf16 *v, int ldv, int B, int Sq, int Sk,
+                            int Hq, int Hkv, int D, float scale,
+                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                            gl_attn_mask mask);
+void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
+                        const void *src, gl_dtype st, int ldsrc, int rows,
+                        int cols);
+
 /* The shapes, scale (> 0) and alignment the attention kernels need (dies
  * otherwise):
  * p[i] are the np q/k/v/o views, ld[i] their token row strides. */

@@ -17,6 +17,7 @@ libgridlm_a_SOURCES += \
 	%reldir%/crossentropy.cu \
 	%reldir%/attention_fwd.cu \
 	%reldir%/attention_bwd.cu \
+	%reldir%/attn_block.cu \
 	%reldir%/attn_cudnn.cu \
 	%reldir%/adamw.cu \
 	%reldir%/layernorm.cu \

@@ -1375,6 +1375,353 @@ static void test_pos_embed(int n, int h, int max_pos)
 
 /* ---- timings (GL_OPS_CUDA_BENCH=1) ---- */
 
+/* ---- context parallelism's block attention ---- */
+
+/* lse arrays of n rows that may hold -inf (rows without keys): the -inf
+ * rows must be the same on both sides, the finite ones within tolerance. */
+static void cmp_lse(const char *what, const float *got, const float *want,
+                    long n)
+{
+    float *g = gl_malloc((size_t)n * sizeof *g + 1);
+    float *w = gl_malloc((size_t)n * sizeof *w + 1);
+    long differ = 0, empty = 0;
+    for (long i = 0; i < n; i++) {
+        int gi = isinf(got[i]) && got[i] < 0, wi = isinf(want[i]) && want[i] < 0;
+        differ += gi != wi;
+        empty += wi;
+        g[i] = gi ? 0 : got[i];
+        w[i] = wi ? 0 : want[i];
+    }
+    ok(differ == 0, "%s: the same %ld rows without keys (%ld differ)", what,
+       empty, differ);
+    char name[240];
+    snprintf(name, sizeof name, "%.200s: finite values", what);
+    cmp(name, g, w, n, 1e-5, 1e-5);
+    free(g);
+    free(w);
+}
+
+/* Random f32 accumulators (the block backward adds to them). */
+static float *rand_acc(size_t n)
+{
+    return rand_f32(n, -0.5f, 0.5f);
+}
+
+/*
+ * One block: Sq queries (q, dout: [B, Sq, Hq D] with a row gap) against
+ * Sk keys of a fused K/V buffer [B, Sk, 2 Hkv D] (strided views), the
+ * positions and mask given.  attn_block_fwd, attn_delta (from the CPU's
+ * output rounded to act) and attn_block_bwd (from the CPU's lse and delta,
+ * into random accumulators) against the CPU.  Both sides see the same
+ * bf16 inputs and compute in fp32, so the tolerances are tighter than
+ * attn_fwd's (no rounding of probabilities to bf16 here).
+ */
+static void test_attn_block(const char *what, int B, int Sq, int Sk, int Hq,
+                            int Hkv, int D, gl_attn_pos qpos, gl_attn_pos kpos,
+                            gl_attn_mask mask)
+{
+    int Wq = Hq * D + 8, Wkv = 2 * Hkv * D;     /* q, dout rows; fused K/V */
+    int Wo = Hq * D + 4;                        /* f32 output rows, a gap */
+    size_t nq = (size_t)B * Sq * Wq, nkv = (size_t)B * Sk * Wkv;
+    size_t no = (size_t)B * Sq * Wo, nl = (size_t)B * Hq * Sq;
+    size_t ndk = (size_t)B * Sk * Hkv * D;
+    float scale = 1.0f / sqrtf((float)D);
+    float *q = rand_bf(nq, -1, 1), *kv = rand_bf(nkv, -1, 1);
+    float *dout = rand_bf(nq, -1, 1);
+    for (size_t i = 0; i < nq; i++)              /* sharper softmax */
+        q[i] = round_bf(q[i] * 4);
+    void *gq = g_act(q, nq), *gkv = g_act(kv, nkv), *gdo = g_act(dout, nq);
+    uint16_t *gk = gkv, *gv = gk + Hkv * D;
+    float *go = g_f32(NULL, no), *glse = g_f32(NULL, nl);
+    g_poison(go, no * 4);
+    g_poison(glse, nl * 4);
+    G->ops->attn_block_fwd(G, go, Wo, glse, gq, Wq, gk, Wkv, gv, Wkv, B, Sq,
+                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask);
+
+    float *cq = c_buf(q, nq), *ckv = c_buf(kv, nkv), *cdo = c_buf(dout, nq);
+    float *ck = ckv, *cv = ckv + Hkv * D;
+    float *co = c_buf(NULL, no), *clse = c_buf(NULL, nl);
+    C->ops->attn_block_fwd(C, co, Wo, clse, cq, Wq, ck, Wkv, cv, Wkv, B, Sq,
+                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask);
+
+    char name[200];
+    float *o = dl_f32(go, no), *lse = dl_f32(glse, nl);
+    snprintf(name, sizeof name, "attn_block_fwd o   %s", what);
+    cmp2d(name, o, Wo, co, Wo, (long)B * Sq, Hq * D, 0, 1e-3);
+    snprintf(name, sizeof name, "attn_block_fwd lse %s", what);
+    cmp_lse(name, lse, clse, (long)nl);
+
+    /* delta from the CPU's output as act (row stride Wo) */
+    float *co_bf = gl_malloc(no * sizeof *co_bf);
+    for (size_t i = 0; i < no; i++)
+        co_bf[i] = round_bf(co[i]);
+    void *go_act = g_act(co_bf, no);
+    float *gdelta = g_f32(NULL, nl), *cdelta = c_buf(NULL, nl);
+    g_poison(gdelta, nl * 4);
+    G->ops->attn_delta(G, gdelta, gdo, Wq, go_act, Wo, B, Sq, Hq, D);
+    C->ops->attn_delta(C, cdelta, cdo, Wq, co_bf, Wo, B, Sq, Hq, D);
+    float *delta = dl_f32(gdelta, nl);
+    snprintf(name, sizeof name, "attn_delta %s", what);
+    cmp(name, delta, cdelta, (long)nl, 1e-5, 1e-5);
+
+    /* backward into random accumulators, from the CPU's lse and delta */
+    float *dq0 = rand_acc(no), *dk0 = rand_acc(ndk), *dv0 = rand_acc(ndk);
+    float *gdq = g_f32(dq0, no), *gdk = g_f32(dk0, ndk), *gdv = g_f32(dv0, ndk);
+    float *glse2 = g_f32(clse, nl), *gdelta2 = g_f32(cdelta, nl);
+    float *cdq = c_buf(dq0, no), *cdk = c_buf(dk0, ndk), *cdv = c_buf(dv0, ndk);
+    G->ops->attn_block_bwd(G, gdq, Wo, gdk, gdv, Hkv * D, gdo, Wq, glse2,
+                           gdelta2, gq, Wq, gk, Wkv, gv, Wkv, B, Sq, Sk, Hq,
+                           Hkv, D, scale, &qpos, &kpos, mask);
+    C->ops->attn_block_bwd(C, cdq, Wo, cdk, cdv, Hkv * D, cdo, Wq, clse,
+                           cdelta, cq, Wq, ck, Wkv, cv, Wkv, B, Sq, Sk, Hq,
+                           Hkv, D, scale, &qpos, &kpos, mask);
+    float *dq = dl_f32(gdq, no), *dk = dl_f32(gdk, ndk), *dv = dl_f32(gdv, ndk);
+    snprintf(name, sizeof name, "attn_block_bwd dq %s", what);
+    cmp2d(name, dq, Wo, cdq, Wo, (long)B * Sq, Hq * D, 0, 1e-3);
+    snprintf(name, sizeof name, "attn_block_bwd dk %s", what);
+    cmp(name, dk, cdk, (long)ndk, 0, 1e-3);
+    snprintf(name, sizeof name, "attn_block_bwd dv %s", what);
+    cmp(name, dv, cdv, (long)ndk, 0, 1e-3);
+
+    void *gbufs[] = {gq, gkv, gdo, go, glse, go_act, gdelta, gdq, gdk, gdv,
+                     glse2, gdelta2};
+    for (size_t i = 0; i < sizeof gbufs / sizeof gbufs[0]; i++)
+        G->ops->free(G, gbufs[i]);
+    float *cbufs[] = {cq, ckv, cdo, co, clse, cdelta, cdq, cdk, cdv};
+    for (size_t i = 0; i < sizeof cbufs / sizeof cbufs[0]; i++)
+        C->ops->free(C, cbufs[i]);
+    float *hbufs[] = {q, kv, dout, o, lse, co_bf, delta, dq0, dk0, dv0, dq, dk,
+                      dv};
+    for (size_t i = 0; i < sizeof hbufs / sizeof hbufs[0]; i++)
+        free(hbufs[i]);
+}
+
+/* Megatron's CP layout: 2 CP chunks of c tokens, rank r holding chunks r
+ * and 2 CP - 1 - r (two runs). */
+static gl_attn_pos cp_pos(int CP, int r, int c)
+{
+    gl_attn_pos p = { .split = c,
+                      .start = { (long)r * c, (long)(2 * CP - 1 - r) * c } };
+    return p;
+}
+
+/* The blocks a ring of CP ranks computes, each alone: rank r's queries
+ * against the keys of ranks r (the causal diagonal), r - 1 and r + 1
+ * (mixed: one chunk seen whole, the other not at all, or rows without
+ * keys), a one-run query block against one-run keys (full and empty). */
+static void test_attn_block_shapes(int B, int c, int Hq, int Hkv, int D)
+{
+    char what[160];
+    int CP = 2;
+    for (int r = 0; r < CP; r++)
+        for (int rk = 0; rk < CP; rk++) {
+            snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP chunk %d "
+                     "queries of rank %d, keys of rank %d, causal", B, Hq, Hkv,
+                     D, c, r, rk);
+            test_attn_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, cp_pos(CP, r, c),
+                            cp_pos(CP, rk, c), GL_ATTN_CAUSAL);
+        }
+    gl_attn_pos q1 = { .split = c + 3, .start = { 0, 0 } };
+    gl_attn_pos k1 = { .split = c - 1, .start = { 100, 0 } };
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d full",
+             B, Hq, Hkv, D, c + 3, c - 1);
+    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k1, GL_ATTN_FULL);
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d causal, "
+             "every key after every query (empty)", B, Hq, Hkv, D, c + 3, c - 1);
+    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k1, GL_ATTN_CAUSAL);
+    gl_attn_pos k0 = { .split = 0, .start = { 0, 0 } };  /* run 1 only */
+    k0.start[1] = 2;
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d causal, "
+             "keys from position 2 in run 1", B, Hq, Hkv, D, c + 3, c - 1);
+    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k0, GL_ATTN_CAUSAL);
+}
+
+/*
+ * The ring: a sequence of 2 CP c tokens on CP ranks of Megatron's layout;
+ * each rank's queries against every rank's K/V in ring order, merged
+ * (attn_merge), must give attn_fwd's output and lse on the whole sequence
+ * (the CPU's); the f32 output converted to act (convert_2d), attn_delta,
+ * and every block's backward from the final lse summed into f32 dq, dk,
+ * dv per rank must give attn_bwd's gradients.  Fused QKV rows [B, S,
+ * (Hq + 2 Hkv) D] as the model lays them out; the CPU runs on the whole
+ * sequence, the GPU on each rank's rows gathered.
+ */
+static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D)
+{
+    int S = 2 * CP * c, n = 2 * c;               /* tokens; per rank */
+    int W = (Hq + 2 * Hkv) * D, Wo = Hq * D;
+    float scale = 1.0f / sqrtf((float)D);
+    size_t nqkv = (size_t)B * S * W, nout = (size_t)B * S * Wo;
+    float *qkv = rand_bf(nqkv, -1, 1), *dout = rand_bf(nout, -1, 1);
+    for (size_t r = 0; r < (size_t)B * S; r++)
+        for (int i = 0; i < Hq * D; i++)
+            qkv[r * W + i] = round_bf(qkv[r * W + i] * 4);
+
+    /* the CPU on the whole sequence */
+    float *cqkv = c_buf(qkv, nqkv), *cdo = c_buf(dout, nout);
+    float *co = c_buf(NULL, nout), *clse = c_buf(NULL, (size_t)B * Hq * S);
+    float *cd = c_buf(NULL, nqkv);
+    C->ops->attn_fwd(C, co, Wo, clse, cqkv, W, cqkv + Hq * D, W,
+                     cqkv + (Hq + Hkv) * D, W, B, S, Hq, Hkv, D, scale, NULL);
+
+    /* each rank's rows gathered: local row t of rank r is token tok(r, t) */
+    size_t rq = (size_t)B * n * W, ro = (size_t)B * n * Wo;
+    size_t rl = (size_t)B * Hq * n, rkv = (size_t)B * n * Hkv * D;
+    void **gqkv = gl_malloc(CP * sizeof *gqkv), **gdo = gl_malloc(CP * sizeof *gdo);
+    float **go = gl_malloc(CP * sizeof *go), **glse = gl_malloc(CP * sizeof *glse);
+    float **gdq = gl_malloc(CP * sizeof *gdq), **gdk = gl_malloc(CP * sizeof *gdk);
+    float **gdv = gl_malloc(CP * sizeof *gdv);
+    float *hq = gl_malloc(rq * sizeof *hq), *hd = gl_malloc(ro * sizeof *hd);
+#define TOK(r, t) ((t) < c ? (r) * c + (t) : (2 * CP - 1 - (r)) * c + (t) - c)
+    for (int r = 0; r < CP; r++) {
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < n; t++) {
+                size_t src = (size_t)b * S + TOK(r, t), dst = (size_t)b * n + t;
+                memcpy(hq + dst * W, qkv + src * W, (size_t)W * sizeof *hq);
+                memcpy(hd + dst * Wo, dout + src * Wo, (size_t)Wo * sizeof *hd);
+            }
+        gqkv[r] = g_act(hq, rq);
+        gdo[r] = g_act(hd, ro);
+        go[r] = g_f32(NULL, ro);
+        glse[r] = g_f32(NULL, rl);
+        gdq[r] = g_f32(NULL, ro);
+        gdk[r] = g_f32(NULL, rkv);
+        gdv[r] = g_f32(NULL, rkv);
+        g_poison(go[r], ro * 4);
+        g_poison(glse[r], rl * 4);
+    }
+    float *gob = g_f32(NULL, ro), *glb = g_f32(NULL, rl);
+    float *gdelta = g_f32(NULL, rl);
+    void *goact = G->ops->alloc(G, ro * 2);
+
+    /* forward: rank r meets the K/V of ranks r, r - 1, ... */
+    for (int r = 0; r < CP; r++)
+        for (int j = 0; j < CP; j++) {
+            int rk = (r - j + CP) % CP;
+            uint16_t *q = gqkv[r], *kv = gqkv[rk];
+            gl_attn_pos qp = cp_pos(CP, r, c), kp = cp_pos(CP, rk, c);
+            G->ops->attn_block_fwd(G, gob, Wo, glb, q, W, kv + Hq * D, W,
+                                   kv + (Hq + Hkv) * D, W, B, n, n, Hq, Hkv, D,
+                                   scale, &qp, &kp, GL_ATTN_CAUSAL);
+            G->ops->attn_merge(G, go[r], glse[r], gob, glb, B, n, Hq, D, j == 0);
+        }
+
+    /* backward: delta per rank from its output as act, then every block */
+    for (int r = 0; r < CP; r++) {
+        G->ops->convert_2d(G, goact, G->act, Wo, go[r], GL_DT_F32, Wo, B * n,
+                           Wo);
+        G->ops->attn_delta(G, gdelta, gdo[r], Wo, goact, Wo, B, n, Hq, D);
+        for (int j = 0; j < CP; j++) {
+            int rk = (r - j + CP) % CP;
+            uint16_t *q = gqkv[r], *kv = gqkv[rk];
+            gl_attn_pos qp = cp_pos(CP, r, c), kp = cp_pos(CP, rk, c);
+            G->ops->attn_block_bwd(G, gdq[r], Wo, gdk[rk], gdv[rk], Hkv * D,
+                                   gdo[r], Wo, glse[r], gdelta, q, W,
+                                   kv + Hq * D, W, kv + (Hq + Hkv) * D, W, B,
+                                   n, n, Hq, Hkv, D, scale, &qp, &kp,
+                                   GL_ATTN_CAUSAL);
+        }
+    }
+
+    /* the GPU's results scattered back to the whole sequence */
+    float *o = gl_malloc(nout * sizeof *o), *dg = gl_malloc(nqkv * sizeof *dg);
+    float *lse = gl_malloc((size_t)B * Hq * S * sizeof *lse);
+    for (int r = 0; r < CP; r++) {
+        float *ro_ = dl_f32(go[r], ro), *rls = dl_f32(glse[r], rl);
+        float *rdq = dl_f32(gdq[r], ro), *rdk = dl_f32(gdk[r], rkv);
+        float *rdv = dl_f32(gdv[r], rkv);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < n; t++) {
+                size_t src = (size_t)b * n + t, dst = (size_t)b * S + TOK(r, t);
+                memcpy(o + dst * Wo, ro_ + src * Wo, (size_t)Wo * sizeof *o);
+                memcpy(dg + dst * W, rdq + src * Wo, (size_t)Wo * sizeof *dg);
+                memcpy(dg + dst * W + Hq * D, rdk + src * Hkv * D,
+                       (size_t)Hkv * D * sizeof *dg);
+                memcpy(dg + dst * W + (Hq + Hkv) * D, rdv + src * Hkv * D,
+                       (size_t)Hkv * D * sizeof *dg);
+                for (int h = 0; h < Hq; h++)
+                    lse[((size_t)b * Hq + h) * S + TOK(r, t)] =
+                        rls[((size_t)b * Hq + h) * n + t];
+            }
+        free(ro_), free(rls), free(rdq), free(rdk), free(rdv);
+    }
+#undef TOK
+
+    char name[200];
+    snprintf(name, sizeof name, "ring of %d (attn_block_fwd + attn_merge) o "
+             "= attn_fwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP, B, S, Hq, Hkv, D);
+    cmp2d(name, o, Wo, co, Wo, (long)B * S, Wo, 0, 1e-3);
+    snprintf(name, sizeof name, "ring of %d lse = attn_fwd's, B=%d S=%d D=%d",
+             CP, B, S, D);
+    cmp(name, lse, clse, (long)B * Hq * S, 1e-5, 1e-5);
+
+    /* the CPU's backward from the GPU's output as act (the o the delta
+     * was computed from) */
+    for (size_t i = 0; i < nout; i++)
+        o[i] = round_bf(o[i]);
+    C->ops->attn_bwd(C, cd, cd + Hq * D, cd + (Hq + Hkv) * D, W, cdo, Wo, o,
+                     Wo, clse, cqkv, W, cqkv + Hq * D, W, cqkv + (Hq + Hkv) * D,
+                     W, B, S, Hq, Hkv, D, scale, NULL);
+    snprintf(name, sizeof name, "ring of %d (attn_delta + attn_block_bwd) dq "
+             "= attn_bwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP, B, S, Hq, Hkv, D);
+    cmp2d(name, dg, W, cd, W, (long)B * S, Hq * D, 0, 2e-3);
+    snprintf(name, sizeof name, "ring of %d dk = attn_bwd's, D=%d", CP, D);
+    cmp2d(name, dg + Hq * D, W, cd + Hq * D, W, (long)B * S, Hkv * D, 0, 2e-3);
+    snprintf(name, sizeof name, "ring of %d dv = attn_bwd's, D=%d", CP, D);
+    cmp2d(name, dg + (Hq + Hkv) * D, W, cd + (Hq + Hkv) * D, W, (long)B * S,
+          Hkv * D, 0, 2e-3);
+
+    for (int r = 0; r < CP; r++) {
+        void *gb[] = {gqkv[r], gdo[r], go[r], glse[r], gdq[r], gdk[r], gdv[r]};
+        for (size_t i = 0; i < sizeof gb / sizeof gb[0]; i++)
+            G->ops->free(G, gb[i]);
+    }
+    G->ops->free(G, gob);
+    G->ops->free(G, glb);
+    G->ops->free(G, gdelta);
+    G->ops->free(G, goact);
+    C->ops->free(C, cqkv);
+    C->ops->free(C, cdo);
+    C->ops->free(C, co);
+    C->ops->free(C, clse);
+    C->ops->free(C, cd);
+    free(gqkv), free(gdo), free(go), free(glse), free(gdq), free(gdk), free(gdv);
+    free(hq), free(hd), free(qkv), free(dout), free(o), free(dg), free(lse);
+}
+
+/* convert_2d: act <-> f32 and each to itself, between strided views. */
+static void test_convert_2d(int rows, int cols, int ld_src, int ld_dst)
+{
+    gl_dtype types[2] = { GL_DT_BF16, GL_DT_F32 };
+    size_t ns = (size_t)rows * ld_src, nd = (size_t)rows * ld_dst;
+    float *x = rand_f32(ns, -3, 3);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            gl_dtype st = types[a], dt = types[b];
+            void *src = st == GL_DT_F32 ? (void *)g_f32(x, ns) : g_act(x, ns);
+            void *dst = G->ops->alloc(G, nd * (dt == GL_DT_F32 ? 4 : 2));
+            g_poison(dst, nd * (dt == GL_DT_F32 ? 4 : 2));
+            G->ops->convert_2d(G, dst, dt, ld_dst, src, st, ld_src, rows, cols);
+            float *got = dt == GL_DT_F32 ? dl_f32(dst, nd) : dl_act(dst, nd);
+            long bad = 0;
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) {
+                    float v = x[(size_t)r * ld_src + c];
+                    if (st == GL_DT_BF16 || dt == GL_DT_BF16)
+                        v = round_bf(v);       /* once: exact either way */
+                    bad += got[(size_t)r * ld_dst + c] != v;
+                }
+            ok(bad == 0, "convert_2d %s -> %s, %d x %d, strides %d -> %d "
+               "(%ld wrong)", st == GL_DT_F32 ? "f32" : "act",
+               dt == GL_DT_F32 ? "f32" : "act", rows, cols, ld_src, ld_dst, bad);
+            G->ops->free(G, src);
+            G->ops->free(G, dst);
+            free(got);
+        }
+    free(x);
+}
+
+
 static cudaEvent_t ev0, ev1;
 
 static void tic(void)
@@ -1428,6 +1775,58 @@ static void bench_attn(int B, int S, int Hq, int Hkv, int D)
     free(h);
 }
 
+/* One ring of CP 2 on rank 0 at the model's shape (S tokens per rank):
+ * the two blocks' forward and merge, delta, the two blocks' backward;
+ * the rate counts only the causal pairs (the whole ring does the work of
+ * a causal attention of 2 S tokens, split over 2 ranks). */
+static void bench_attn_ring(int B, int S, int Hq, int Hkv, int D)
+{
+    int W = (Hq + 2 * Hkv) * D, Wo = Hq * D, c = S / 2;
+    size_t nqkv = (size_t)B * S * W, no = (size_t)B * S * Wo;
+    size_t nl = (size_t)B * Hq * S, nkv = (size_t)B * S * Hkv * D;
+    float *h = rand_bf(nqkv, -1, 1);
+    void *qkv = g_act(h, nqkv), *dout = g_act(h, no), *oact = g_act(h, no);
+    float *o = g_f32(NULL, no), *ob = g_f32(NULL, no), *dq = g_f32(NULL, no);
+    float *lse = g_f32(NULL, nl), *lb = g_f32(NULL, nl), *delta = g_f32(NULL, nl);
+    float *dk = g_f32(NULL, nkv), *dv = g_f32(NULL, nkv);
+    uint16_t *q = qkv, *k = q + Hq * D, *v = k + Hkv * D;
+    float sc = 1.0f / sqrtf((float)D);
+    gl_attn_pos p0 = cp_pos(2, 0, c), p1 = cp_pos(2, 1, c);
+    /* rank 0's work of the ring: its own block, then rank 1's keys (the
+     * same buffer stands in for them) */
+    double flop = 4.0 * B * Hq * (double)(2 * S) * (2 * S) * D / 2 / 2;
+    int reps = 5;
+    double f = 0, bw = 0;
+    for (int it = 0; it <= reps; it++) {     /* the first is a warm-up */
+        tic();
+        G->ops->attn_block_fwd(G, ob, Wo, lb, q, W, k, W, v, W, B, S, S, Hq,
+                               Hkv, D, sc, &p0, &p0, GL_ATTN_CAUSAL);
+        G->ops->attn_merge(G, o, lse, ob, lb, B, S, Hq, D, 1);
+        G->ops->attn_block_fwd(G, ob, Wo, lb, q, W, k, W, v, W, B, S, S, Hq,
+                               Hkv, D, sc, &p0, &p1, GL_ATTN_CAUSAL);
+        G->ops->attn_merge(G, o, lse, ob, lb, B, S, Hq, D, 0);
+        double t = toc(1);
+        tic();
+        G->ops->attn_delta(G, delta, dout, Wo, oact, Wo, B, S, Hq, D);
+        G->ops->attn_block_bwd(G, dq, Wo, dk, dv, Hkv * D, dout, Wo, lse, delta,
+                               q, W, k, W, v, W, B, S, S, Hq, Hkv, D, sc, &p0,
+                               &p0, GL_ATTN_CAUSAL);
+        G->ops->attn_block_bwd(G, dq, Wo, dk, dv, Hkv * D, dout, Wo, lse, delta,
+                               q, W, k, W, v, W, B, S, S, Hq, Hkv, D, sc, &p0,
+                               &p1, GL_ATTN_CAUSAL);
+        double tb = toc(1);
+        if (it > 0)
+            f += t / reps, bw += tb / reps;
+    }
+    diag("bench CP 2 ring, rank 0, B=%d S=%d per rank Hq=%d Hkv=%d D=%d: fwd "
+         "%.3f ms %.1f TFLOP/s, bwd %.3f ms %.1f TFLOP/s", B, S, Hq, Hkv, D, f,
+         flop / f / 1e9, bw, 2.5 * flop / bw / 1e9);
+    void *bufs[] = {qkv, dout, oact, o, ob, dq, lse, lb, delta, dk, dv};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        G->ops->free(G, bufs[i]);
+    free(h);
+}
+
 static void bench(void)
 {
     cudaEventCreate(&ev0);
@@ -1435,6 +1834,7 @@ static void bench(void)
     bench_attn(2, 4096, 32, 8, 64);
     bench_attn(2, 4096, 16, 4, 128);
     bench_attn(1, 4096, 32, 8, 128);
+    bench_attn_ring(1, 2048, 32, 8, 128);
 
     int n = 8192, h = 2048, f = 8192, reps = 20;
     void *x = G->ops->alloc(G, (size_t)n * 2 * f * 2);
@@ -1660,6 +2060,22 @@ int main(void)
         test_attn(1, 4096, 32, 8, 64, 4);          /* the 1.5B model's shape */
         test_attn(1, 4096, 32, 8, 128, 4);
     }
+
+    /* context parallelism's block attention: each block of a ring alone
+     * (CP 2: causal diagonal, mixed and keyless rows), full and empty
+     * blocks, ragged sizes, D = 64 and 128, GQA and MHA; whole rings (CP 2
+     * and 4, one-token chunks) against attn_fwd/attn_bwd on the whole
+     * sequence; convert_2d */
+    test_attn_block_shapes(2, 40, 8, 2, 64);
+    test_attn_block_shapes(1, 33, 4, 4, 128);
+    test_attn_block_shapes(2, 17, 6, 3, 128);
+    test_attn_ring(2, 2, 48, 8, 2, 64);
+    test_attn_ring(1, 4, 20, 4, 1, 128);
+    test_attn_ring(2, 4, 1, 4, 2, 64);
+    if (!quick)
+        test_attn_ring(1, 4, 128, 8, 2, 128);  /* S = 1024 */
+    test_convert_2d(37, 45, 50, 48);
+    test_convert_2d(256, 1024, 3072, 1024);
 
     /* FP8: quantization in the 16-byte path (rows % 16 == 0, cols % 8 ==
      * 0), with partial tiles, in the general path, each output alone;

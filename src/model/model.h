@@ -484,8 +484,9 @@ void gl_model_fp8_state_set(gl_model *m, const float *host);
  * the ring (CP steps, each block merged by its log-sum-exp; the backward
  * sends dK/dV round after them back to their owners); with all_gather
  * every rank's K/V is gathered first and dK/dV reduce-scattered back.
- * Dies when the device lacks the block attention ops (the CUDA back end
- * today) or with dropout.  Call once, after gl_model_new(). */
+ * Dies when the device lacks the block attention ops (ops.h's
+ * attn_block_fwd ...; the CPU and CUDA back ends have them) or with
+ * dropout.  Call once, after gl_model_new(). */
 void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank);
 
 /* The position in the full sequence of row t (0 <= t < S) of a sample on
