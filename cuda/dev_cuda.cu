@@ -535,6 +535,19 @@ static void cu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
                           positions, n, h, max_pos);
 }
 
+static void cu_bda_layernorm(gl_dev *d, void *out, void *ln, float *mean,
+                             float *rstd, const void *residual, const void *y,
+                             const void *bias, const gl_dropout *dp,
+                             const void *w, const void *b, int n, int h,
+                             float eps, int one_plus)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_cuda_bda_layernorm(st->stream, st->fused_norm, (bf16 *)out, (bf16 *)ln,
+                          mean, rstd, (const bf16 *)residual, (const bf16 *)y,
+                          (const bf16 *)bias, dp, (const bf16 *)w,
+                          (const bf16 *)b, n, h, eps, one_plus);
+}
+
 static void cu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,
                         size_t *total)
 {
@@ -606,6 +619,7 @@ static const gl_ops gl_ops_cuda = {
     cu_bias_add, cu_bias_grad,
     cu_dropout, cu_bias_dropout_add,
     cu_pos_embed_fwd,
+    cu_bda_layernorm,
 };
 
 /* ---- opening ---- */
@@ -669,6 +683,8 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
     GL_CUDA_CHECK(e);
 
     st->attn_impl = gl_cuda_attn_impl_from_env();
+    const char *fn = getenv("GRIDLM_FUSED_NORM");
+    st->fused_norm = !(fn && !strcmp(fn, "0"));
 
     gl_dev *d = (gl_dev *)gl_calloc(1, sizeof *d);
     d->ops = &gl_ops_cuda;

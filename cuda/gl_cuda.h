@@ -113,6 +113,8 @@ typedef struct {
     int attn_drop_logged;      /* the cuDNN fallback for dropout was logged */
 
     gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */
+    int fused_norm;            /* bda_layernorm in one kernel: 1 unless
+                                * GRIDLM_FUSED_NORM=0 */
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)
@@ -277,6 +279,13 @@ void gl_cuda_bias_dropout_add(cudaStream_t st, bf16 *out,
                               const bf16 *residual, const bf16 *y,
                               const bf16 *bias, int n, int w,
                               const gl_dropout *dp);
+/* ops.h's bda_layernorm: one kernel when fused is non-zero (and the
+ * pointers allow), else bias_dropout_add and layernorm_fwd */
+void gl_cuda_bda_layernorm(cudaStream_t st, int fused, bf16 *out, bf16 *ln,
+                           float *mean, float *rstd, const bf16 *residual,
+                           const bf16 *y, const bf16 *bias,
+                           const gl_dropout *dp, const bf16 *w, const bf16 *b,
+                           int n, int h, float eps, int one_plus);
 
 /* embed.cu: learned positions */
 void gl_cuda_pos_embed_fwd(cudaStream_t st, bf16 *y, const bf16 *pos,

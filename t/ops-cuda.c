@@ -1333,6 +1333,68 @@ static void test_dropout(int n, int w, float p, long row0, long col0,
         free(hp[i]);
 }
 
+/* bda_layernorm (bias-dropout-add, then LayerNorm of its result) against
+ * the CPU's, and bit for bit against the GPU's two ops one after the
+ * other (which recomputation relies on), with out aliasing y (as under
+ * sequence parallelism) or apart from residual and y. */
+static void test_bda_layernorm(int n, int h, float p, int with_bias, int one_plus,
+                               int alias_y)
+{
+    size_t nh = (size_t)n * h;
+    gl_dropout dp = { .seed = 0x5eed, .iteration = 77, .layer = 3, .site = 0,
+                      .p = p, .row0 = 5 * (long)n, .col0 = 0, .width = h };
+    const gl_dropout *dpp = p > 0 ? &dp : NULL;
+    float *y = rand_bf(nh, -1, 1), *res = rand_bf(nh, -2, 2);
+    for (size_t i = 0; i < nh; i++)        /* rows off zero mean */
+        res[i] = round_bf(res[i] + (float)(i / h % 5) - 2);
+    float *bias = rand_bf(h, -0.5f, 0.5f), *w = rand_bf(h, 0.5f, 1.5f);
+    float *b = rand_bf(h, -0.5f, 0.5f);
+    void *gy = g_act(y, nh), *gres = g_act(res, nh), *gbias = g_act(bias, h);
+    void *gw = g_act(w, h), *gb = g_act(b, h);
+    void *gout = G->ops->alloc(G, nh * 2), *gln = G->ops->alloc(G, nh * 2);
+    float *gm = g_f32(NULL, n), *grs = g_f32(NULL, n);
+    /* the two ops */
+    void *gy2 = g_act(y, nh), *gout2 = G->ops->alloc(G, nh * 2), *gln2 = G->ops->alloc(G, nh * 2);
+    float *gm2 = g_f32(NULL, n), *grs2 = g_f32(NULL, n);
+    float *cy = c_buf(y, nh), *cres = c_buf(res, nh), *cbias = c_buf(bias, h);
+    float *cw = c_buf(w, h), *cb = c_buf(b, h), *cout = c_buf(NULL, nh), *cln = c_buf(NULL, nh);
+    float *cm = c_buf(NULL, n), *crs = c_buf(NULL, n);
+    void *go = alias_y ? gy : gout, *go2 = alias_y ? gy2 : gout2;
+    float *co = alias_y ? cy : cout;
+    const void *gbi = with_bias ? gbias : NULL;
+    g_poison(gln, nh * 2);
+    g_poison(gm, n * 4);
+    g_poison(grs, n * 4);
+    G->ops->bda_layernorm(G, go, gln, gm, grs, gres, gy, gbi, dpp, gw, gb, n, h, 1e-5f,
+                          one_plus);
+    C->ops->bda_layernorm(C, co, cln, cm, crs, cres, cy, with_bias ? cbias : NULL, dpp, cw,
+                          cb, n, h, 1e-5f, one_plus);
+    G->ops->bias_dropout_add(G, go2, gres, gy2, gbi, n, h, dpp);
+    G->ops->layernorm_fwd(G, gln2, gm2, grs2, go2, gw, gb, n, h, 1e-5f, one_plus);
+    float *out = dl_act(go, nh), *ln = dl_act(gln, nh), *m = dl_f32(gm, n), *rs = dl_f32(grs, n);
+    float *out2 = dl_act(go2, nh), *ln2 = dl_act(gln2, nh), *m2 = dl_f32(gm2, n);
+    float *rs2 = dl_f32(grs2, n);
+    char name[160];
+    snprintf(name, sizeof name, "bda_layernorm n=%d h=%d p=%g%s%s%s", n, h, (double)p,
+             with_bias ? "" : " no bias", one_plus ? " 1p" : "", alias_y ? " (out = y)" : "");
+    cmp(name, out, co, (long)nh, BF_RTOL, 1e-3);
+    cmp(name, ln, cln, (long)nh, BF_RTOL, 2e-3);
+    cmp(name, m, cm, n, 1e-5, 1e-5);
+    cmp(name, rs, crs, n, 1e-4, 0);
+    ok(!memcmp(out, out2, nh * 4) && !memcmp(ln, ln2, nh * 4) && !memcmp(m, m2, (size_t)n * 4) &&
+       !memcmp(rs, rs2, (size_t)n * 4),
+       "%s: the bits of bias_dropout_add then layernorm_fwd", name);
+    void *gp[] = {gy, gres, gbias, gw, gb, gout, gln, gm, grs, gy2, gout2, gln2, gm2, grs2};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cy, cres, cbias, cw, cb, cout, cln, cm, crs};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {y, res, bias, w, b, out, ln, m, rs, out2, ln2, m2, rs2};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
 static void test_pos_embed(int n, int h, int max_pos)
 {
     size_t nh = (size_t)n * h, np = (size_t)max_pos * h;
@@ -1743,6 +1805,15 @@ int main(void)
     test_dropout(3, 5, 0.0f, 0, 0, 5);
     test_pos_embed(quick ? 64 : 4096, 2048, 2048);
     test_pos_embed(30, 45, 7);
+    /* bias-dropout-add fused with the next LayerNorm: 16-byte rows and
+     * scalar ones (odd h), with and without bias and dropout, 1p, out
+     * over y */
+    test_bda_layernorm(quick ? 64 : 4096, 768, 0.1f, 1, 0, 0);
+    test_bda_layernorm(301, 2048, 0.1f, 1, 1, 1);
+    test_bda_layernorm(37, 100, 0.3f, 0, 0, 0);
+    test_bda_layernorm(9, 45, 0.1f, 1, 0, 1);
+    test_bda_layernorm(64, 1024, 0.0f, 1, 0, 0);
+    test_bda_layernorm(5, 8192, 0.5f, 1, 0, 0);
 
     if (getenv("GL_OPS_CUDA_BENCH"))
         bench();

@@ -450,6 +450,25 @@ struct gl_ops {
     void (*pos_embed_fwd)(gl_dev *d, void *y, const void *pos,
                           const int32_t *positions, int n, int h,
                           int max_pos);
+
+    /* ---- fused GPT-form ops (issue 16's speed work) ----
+     *
+     * Bias-dropout-add, then LayerNorm of its result, in one call:
+     *   out = residual + dropout(y + bias)        (bias_dropout_add)
+     *   ln  = LayerNorm(out) w' + b, mean, rstd   (layernorm_fwd of out)
+     * over [n, h], with the same results as the two calls one after the
+     * other: the norm reads out as stored (in the act dtype), so
+     * layernorm_fwd on out later (recomputation) writes the same bits.  A
+     * sublayer's end and the next sublayer's norm: a back end may make it
+     * one pass over y, bias and residual.  bias and dp may be NULL (as in
+     * bias_dropout_add); out may alias residual or y; ln aliases none of
+     * the others.  (The CUDA back end runs the two kernels instead when
+     * GRIDLM_FUSED_NORM=0, to compare.) */
+    void (*bda_layernorm)(gl_dev *d, void *out, void *ln, float *mean,
+                          float *rstd, const void *residual, const void *y,
+                          const void *bias, const gl_dropout *dp,
+                          const void *w, const void *b, int n, int h,
+                          float eps, int one_plus);
 };
 
 struct gl_dev {

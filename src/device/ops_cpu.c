@@ -455,6 +455,18 @@ static void cpu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
     gl_cpu_pos_embed_fwd_f32(y, pos, positions, n, h, max_pos);
 }
 
+/* The reference is the two ops, one after the other. */
+static void cpu_bda_layernorm(gl_dev *d, void *out, void *ln, float *mean,
+                              float *rstd, const void *residual,
+                              const void *y, const void *bias,
+                              const gl_dropout *dp, const void *w,
+                              const void *b, int n, int h, float eps,
+                              int one_plus)
+{
+    cpu_bias_dropout_add(d, out, residual, y, bias, n, h, dp);
+    cpu_layernorm_fwd(d, ln, mean, rstd, out, w, b, n, h, eps, one_plus);
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -509,4 +521,5 @@ const gl_ops gl_ops_cpu = {
     .dropout = cpu_dropout,
     .bias_dropout_add = cpu_bias_dropout_add,
     .pos_embed_fwd = cpu_pos_embed_fwd,
+    .bda_layernorm = cpu_bda_layernorm,
 };
