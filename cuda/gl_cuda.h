@@ -239,6 +239,17 @@ void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
                               const float *b);
 
 /* gemm.cu: ops.h's gemm_fp8 */
+/* gemm.cu: a bf16 product C[m, n] (ldc) with a cuBLASLt epilogue on
+ * C's columns, beta 0: GL_EPI_GELU_AUX_BIAS writes C = gelu(op(A) op(B) +
+ * bias) (bias bf16 [n]) and aux = op(A) op(B) + bias [m, n] (ldc);
+ * GL_EPI_DGELU_BGRAD writes C = op(A) op(B) gelu'(aux) and bias = the
+ * column sums of C (fp32 [n], overwritten).  Returns -1 (writing
+ * nothing) when cuBLASLt has no algorithm for it or the pointers are not
+ * 16-byte aligned. */
+enum { GL_EPI_NONE = 0, GL_EPI_GELU_AUX_BIAS, GL_EPI_DGELU_BGRAD };
+int gl_cuda_gemm_epilogue(gl_dev *d, int epi, int transa, int transb, int m,
+                          int n, int k, const void *A, int lda, const void *B,
+                          int ldb, void *C, int ldc, void *bias, void *aux);
 void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                       const uint8_t *A, gl_fp8_format fa,
                       const float *a_scale_inv, const uint8_t *B,

@@ -1395,6 +1395,66 @@ static void test_bda_layernorm(int n, int h, float p, int with_bias, int one_plu
         free(hp[i]);
 }
 
+/* linear_gelu_fwd and linear_dgelu_bwd (cuBLASLt's GELU_AUX_BIAS and
+ * DGELU_BGRAD epilogues where it has them) against the CPU's products,
+ * bias and GeLU: pre = X W^T + bias, s = gelu(pre); dpre = (dY Wd)
+ * gelu'(pre), dbias += its column sums.  The GPU's own pre feeds both
+ * backwards, and the GPU's dbias is also checked against the column sums
+ * of its own dpre. */
+static void test_linear_gelu(int n, int f, int k)
+{
+    size_t nf = (size_t)n * f, nk = (size_t)n * k, fk = (size_t)f * k;
+    float sc = (float)(1.5 / sqrt((double)k));
+    float *x = rand_bf(nk, -1, 1), *w = rand_bf(fk, -sc, sc), *bias = rand_bf(f, -1, 1);
+    float *dy = rand_bf(nk, -1, 1), *wd = rand_bf(fk, -sc, sc), *db0 = rand_f32(f, -1, 1);
+    void *gx = g_act(x, nk), *gw = g_act(w, fk), *gbias = g_act(bias, f);
+    void *gdy = g_act(dy, nk), *gwd = g_act(wd, fk);
+    void *gs = G->ops->alloc(G, nf * 2), *gpre = G->ops->alloc(G, nf * 2);
+    void *gdpre = G->ops->alloc(G, nf * 2);
+    float *gdb = g_f32(db0, f);
+    g_poison(gs, nf * 2);
+    g_poison(gpre, nf * 2);
+    g_poison(gdpre, nf * 2);
+    G->ops->linear_gelu_fwd(G, gs, gpre, gx, gw, gbias, n, f, k);
+    float *s1 = dl_act(gs, nf), *pre = dl_act(gpre, nf);
+    float *cx = c_buf(x, nk), *cw = c_buf(w, fk), *cbias = c_buf(bias, f);
+    float *cdy = c_buf(dy, nk), *cwd = c_buf(wd, fk), *cdb = c_buf(db0, f);
+    float *cs = c_buf(NULL, nf), *cpre = c_buf(NULL, nf), *cdpre = c_buf(NULL, nf);
+    C->ops->linear_gelu_fwd(C, cs, cpre, cx, cw, cbias, n, f, k);
+    char name[128];
+    snprintf(name, sizeof name, "linear_gelu_fwd n=%d f=%d k=%d: pre", n, f, k);
+    cmp(name, pre, cpre, (long)nf, BF_RTOL, 1e-2);
+    snprintf(name, sizeof name, "linear_gelu_fwd n=%d f=%d k=%d: gelu", n, f, k);
+    cmp(name, s1, cs, (long)nf, BF_RTOL, 1e-2);
+    /* the backward from the GPU's pre on both sides */
+    float *cpre2 = c_buf(pre, nf);
+    G->ops->linear_dgelu_bwd(G, gdpre, gdb, gdy, gwd, gpre, n, f, k);
+    C->ops->linear_dgelu_bwd(C, cdpre, cdb, cdy, cwd, cpre2, n, f, k);
+    float *dpre = dl_act(gdpre, nf), *db = dl_f32(gdb, f);
+    snprintf(name, sizeof name, "linear_dgelu_bwd n=%d f=%d k=%d: dpre", n, f, k);
+    cmp(name, dpre, cdpre, (long)nf, BF_RTOL, 1e-2);
+    snprintf(name, sizeof name, "linear_dgelu_bwd n=%d f=%d k=%d: dbias (+=)", n, f, k);
+    cmp(name, db, cdb, f, 1e-2, 1e-2);
+    float *own = gl_malloc((size_t)f * sizeof *own);
+    for (int j = 0; j < f; j++) {
+        double t = db0[j];
+        for (int i = 0; i < n; i++)
+            t += dpre[(size_t)i * f + j];
+        own[j] = (float)t;
+    }
+    snprintf(name, sizeof name, "linear_dgelu_bwd n=%d f=%d k=%d: dbias = sums of dpre", n, f, k);
+    cmp(name, db, own, f, 1e-2, 1e-2);
+    void *gp[] = {gx, gw, gbias, gdy, gwd, gs, gpre, gdpre, gdb};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cx, cw, cbias, cdy, cwd, cdb, cs, cpre, cdpre, cpre2};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {x, w, bias, dy, wd, db0, s1, pre, dpre, db, own};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
 static void test_pos_embed(int n, int h, int max_pos)
 {
     size_t nh = (size_t)n * h, np = (size_t)max_pos * h;
@@ -1814,6 +1874,11 @@ int main(void)
     test_bda_layernorm(9, 45, 0.1f, 1, 0, 1);
     test_bda_layernorm(64, 1024, 0.0f, 1, 0, 0);
     test_bda_layernorm(5, 8192, 0.5f, 1, 0, 0);
+    /* the GeLU MLP's products with their epilogues (GPT-2's shape at 512
+     * tokens, and small odd ones that may take the plain kernels) */
+    test_linear_gelu(quick ? 64 : 512, 3072, 768);
+    test_linear_gelu(100, 256, 64);
+    test_linear_gelu(9, 40, 24);
 
     if (getenv("GL_OPS_CUDA_BENCH"))
         bench();

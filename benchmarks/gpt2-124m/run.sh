@@ -19,7 +19,8 @@
 #          alone sets 0, as an import of GPT-2 has it), bf16, batch 16 x
 #          1024, 300 iterations, lr 6e-4 cosine to 6e-5 after 30 warm-up,
 #          validation every 100; then 40 iterations without dropout (the
-#          peer's second shape)
+#          peer's second shape), and 40 with dropout and the GPT form's
+#          fusions off (GRIDLM_FUSED_NORM=0 GRIDLM_GEMM_EPILOGUE=0)
 #   peer   benchmarks/torch_peer_gpt.py on the same shape and batch, with
 #          dropout 0.1 and without
 #   cpu    the same 124M run on the CPU ranks of the machine (fp32, TP 4 x
@@ -31,6 +32,8 @@
 #          the same data at seq 1024, batch 4, on the GPU (bf16) and on
 #          the CPU ranks (fp32, TP 4 x DP 4; at most $SMALL_SECONDS,
 #          default 420: what it reached is compared)
+#   gputest  t/ops-cuda.t and t/train-cuda.t of the build (make check
+#          builds them), before the runs
 # Writes OUT_DIR/*.jsonl (--log-json), *.log and summary.txt (also printed).
 set -u
 build=$1 out=$2
@@ -114,12 +117,27 @@ for s in $steps; do
             --attention-dropout 0 --hidden-dropout 0 --train-iters 40 --eval-iters 0 \
             --log-json "$out/gpu-nodrop.jsonl" > "$out/gpu-nodrop.log" 2>&1
         say "gpu (124M, no dropout, 40 iterations): exit $?; $(rate "$out/gpu-nodrop.jsonl")"
+        # the GPT form's fusions off: bias-dropout-add + LayerNorm and the
+        # GeLU MLP's cuBLASLt epilogues as separate kernels
+        GRIDLM_FUSED_NORM=0 GRIDLM_GEMM_EPILOGUE=0 timeout 120 mpiexec -n 1 $train --device cuda --bf16 \
+            $model $dataflags $opt --micro-batch-size 16 --train-iters 40 --eval-iters 0 \
+            --log-json "$out/gpu-unfused.jsonl" > "$out/gpu-unfused.log" 2>&1
+        say "gpu (124M, dropout 0.1, fusions off, 40 iterations): exit $?; $(rate "$out/gpu-unfused.jsonl")"
+        say "  loss $(losses "$out/gpu-unfused.jsonl" 1 10 20 30 40) (fused: $(losses "$out/gpu.jsonl" 1 10 20 30 40))"
         ;;
     peer)
         for d in 0.1 0; do
             r=$(env -u LD_LIBRARY_PATH timeout 300 python3 "$here/../torch_peer_gpt.py" --mbs 16 \
                     --attention-dropout $d --hidden-dropout $d 2>&1 | grep -E '^torch|Error|error' | tail -3)
             say "peer (dropout $d): $r"
+        done
+        ;;
+    gputest)
+        # the GPU test programs of the build (every op against the CPU)
+        for t in ops-cuda train-cuda; do
+            timeout 300 "$build/t/$t.t" > "$out/$t.log" 2>&1
+            say "$t: exit $?, $(grep -c '^ok' "$out/$t.log") ok, $(grep -c '^not ok' "$out/$t.log") not ok"
+            grep '^not ok' "$out/$t.log" | head -8 | tee -a "$summary"
         done
         ;;
     cpu)

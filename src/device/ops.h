@@ -469,6 +469,24 @@ struct gl_ops {
                           const void *bias, const gl_dropout *dp,
                           const void *w, const void *b, int n, int h,
                           float eps, int one_plus);
+
+    /* The GeLU MLP's first product with its bias and GeLU:
+     *   pre = X W^T + bias,  s = gelu(pre)   (gelu_fwd of pre, no bias)
+     * X [n, k], W [f, k], bias [f], pre and s [n, f] (act); and the
+     * backward through the GeLU from the second product's input gradient:
+     *   dpre = (dY Wd) gelu'(pre),  dbias += column sums of dpre (f32)
+     * dY [n, k2], Wd [k2, f], dpre [n, f].  The CPU runs gemm, bias_add
+     * and gelu_fwd (gemm and gelu_bwd with bias NULL); a GPU runs each as
+     * one cuBLASLt product with an epilogue (GELU_AUX_BIAS, DGELU_BGRAD),
+     * which takes X W^T + bias and dY Wd to the GeLU in fp32: the same
+     * values up to bf16 rounding, one pass over [n, f] fewer each way
+     * (the plain kernels where cuBLASLt has no such product). */
+    void (*linear_gelu_fwd)(gl_dev *d, void *s, void *pre, const void *X,
+                            const void *W, const void *bias, int n, int f,
+                            int k);
+    void (*linear_dgelu_bwd)(gl_dev *d, void *dpre, float *dbias,
+                             const void *dY, const void *Wd, const void *pre,
+                             int n, int f, int k2);
 };
 
 struct gl_dev {

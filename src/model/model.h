@@ -330,6 +330,10 @@ typedef struct {
     uint64_t dropout_seed;
     uint32_t iteration;
     int no_dropout;             /* set while a forward-only pass runs */
+    /* The GeLU MLP through ops->linear_gelu_fwd / linear_dgelu_bwd (one
+     * product with its epilogue on a GPU; layer.c: gelu_fused): 1 unless
+     * GRIDLM_GEMM_EPILOGUE=0 asks for the separate kernels, to compare. */
+    int gelu_epilogue;
 } gl_model;
 
 typedef struct gl_fp8_state gl_fp8_state;
