@@ -535,6 +535,55 @@ static void cu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
                           positions, n, h, max_pos);
 }
 
+static void cu_bda_layernorm(gl_dev *d, void *out, void *ln, float *mean,
+                             float *rstd, const void *residual, const void *y,
+                             const void *bias, const gl_dropout *dp,
+                             const void *w, const void *b, int n, int h,
+                             float eps, int one_plus)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_cuda_bda_layernorm(st->stream, st->fused_norm, (bf16 *)out, (bf16 *)ln,
+                          mean, rstd, (const bf16 *)residual, (const bf16 *)y,
+                          (const bf16 *)bias, dp, (const bf16 *)w,
+                          (const bf16 *)b, n, h, eps, one_plus);
+}
+
+/* One cuBLASLt product with its epilogue where cuBLASLt has one, else
+ * the plain kernels (gemm.cu: gl_cuda_gemm_epilogue). */
+static void cu_linear_gelu_fwd(gl_dev *d, void *s, void *pre, const void *X,
+                               const void *W, const void *bias, int n, int f,
+                               int k)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (gl_cuda_gemm_epilogue(d, GL_EPI_GELU_AUX_BIAS, 0, 1, n, f, k, X, k, W,
+                              k, s, f, (void *)bias, pre) == 0)
+        return;
+    gl_cuda_gemm(d, 0, 1, n, f, k, 1.0f, X, k, W, k, 0.0f, pre, GL_DT_BF16,
+                 f);
+    gl_cuda_bias_add(st->stream, (bf16 *)pre, (const bf16 *)bias, n, f);
+    gl_cuda_gelu_fwd(st->stream, (bf16 *)s, (const bf16 *)pre, NULL, n, f);
+}
+
+static void cu_linear_dgelu_bwd(gl_dev *d, void *dpre, float *dbias,
+                                const void *dY, const void *Wd,
+                                const void *pre, int n, int f, int k2)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    /* cuBLASLt writes the bias gradient; it is added into dbias after */
+    float *bg = (float *)gl_cuda_scratch(d, &st->s_bias,
+                                         (size_t)f * sizeof(float));
+    if (dbias && gl_cuda_gemm_epilogue(d, GL_EPI_DGELU_BGRAD, 0, 0, n, f, k2,
+                                       dY, k2, Wd, f, dpre, f, bg,
+                                       (void *)pre) == 0) {
+        gl_cuda_colsum_final(st->stream, dbias, bg, 1, f, f);
+        return;
+    }
+    gl_cuda_gemm(d, 0, 0, n, f, k2, 1.0f, dY, k2, Wd, f, 0.0f, dpre,
+                 GL_DT_BF16, f);
+    gl_cuda_gelu_bwd(d, (bf16 *)dpre, dbias, (const bf16 *)dpre,
+                     (const bf16 *)pre, NULL, n, f);
+}
+
 static void cu_mem_info(gl_dev *d, size_t *in_use, size_t *peak,
                         size_t *total)
 {
@@ -666,6 +715,8 @@ static void cu_moe_z_loss(gl_dev *, float *, float *, const float *, int, int,
 static void cu_moe_bias_update(gl_dev *, float *, const float *, int, float)
 {
     cu_moe_not_yet("moe_bias_update");
+}
+
 /* Context parallelism's block attention (attn_block.cu): act is bf16. */
 static void cu_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                               const void *q, int ldq, const void *k, int ldk,
@@ -750,6 +801,8 @@ static const gl_ops gl_ops_cuda = {
     cu_moe_bias_update,
     cu_attn_block_fwd, cu_attn_merge, cu_attn_delta, cu_attn_block_bwd,
     cu_convert_2d,
+    cu_bda_layernorm,
+    cu_linear_gelu_fwd, cu_linear_dgelu_bwd,
 };
 
 /* ---- opening ---- */
@@ -813,6 +866,8 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
     GL_CUDA_CHECK(e);
 
     st->attn_impl = gl_cuda_attn_impl_from_env();
+    const char *fn = getenv("GRIDLM_FUSED_NORM");
+    st->fused_norm = !(fn && !strcmp(fn, "0"));
 
     gl_dev *d = (gl_dev *)gl_calloc(1, sizeof *d);
     d->ops = &gl_ops_cuda;

@@ -15,6 +15,7 @@
 
 #include "base/philox.h"
 #include "gl_cuda.h"
+#include "layernorm.cuh"
 #include "vec.cuh"
 
 /* What a kernel needs of a gl_dropout, by value. */
@@ -26,51 +27,93 @@ typedef struct {
     int on;                      /* 0: no dropout at all */
 } mask_args;
 
+/* Element i of v[V] (y's V elements of row `row` from column c) becomes
+ * residual + m (y + bias) / (1 - p), each part as the call has it; fp32. */
+template <int V>
+__device__ inline void bda_chunk(float (&v)[V], const bf16 *residual,
+                                 const bf16 *y, const bf16 *bias, int w,
+                                 size_t row, int c, const mask_args &m)
+{
+    float b[V], r[V];
+    load_bf16<V>(v, y + row * w + c);
+    if (bias)
+        load_bf16<V>(b, bias + c);
+    if (residual)
+        load_bf16<V>(r, residual + row * w + c);
+    uint64_t e0 = (uint64_t)(m.row0 + (long)row) * (uint64_t)m.width +
+                  (uint64_t)(m.col0 + c);
+    uint64_t group = ~0ull;
+    uint32_t words[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        if (bias)
+            v[i] += b[i];
+        if (m.on) {
+            uint64_t e = e0 + i;
+            if (e >> 2 != group) {
+                group = e >> 2;
+                gl_dropout_words(words, m.seed, m.iteration, m.stream, group);
+            }
+            uint32_t k = (uint32_t)(e & 3);
+            uint32_t word = k == 0 ? words[0] : k == 1 ? words[1]
+                          : k == 2 ? words[2] : words[3];
+            v[i] = word >= m.threshold ? v[i] * m.scale : 0.0f;
+        }
+        if (residual)
+            v[i] += r[i];
+    }
+}
+
 template <int V>
 __global__ void dropout_kernel(bf16 *out, const bf16 *residual, const bf16 *y,
                                const bf16 *bias, int w, size_t total,
                                mask_args m)
 {
     for_row_chunks<V>(w, total, [&](size_t row, int c) {
-        float v[V], b[V], r[V];
-        load_bf16<V>(v, y + row * w + c);
-        if (bias)
-            load_bf16<V>(b, bias + c);
-        if (residual)
-            load_bf16<V>(r, residual + row * w + c);
-        uint64_t e0 = (uint64_t)(m.row0 + (long)row) * (uint64_t)m.width +
-                      (uint64_t)(m.col0 + c);
-        uint64_t group = ~0ull;
-        uint32_t words[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int i = 0; i < V; i++) {
-            if (bias)
-                v[i] += b[i];
-            if (m.on) {
-                uint64_t e = e0 + i;
-                if (e >> 2 != group) {
-                    group = e >> 2;
-                    gl_dropout_words(words, m.seed, m.iteration, m.stream,
-                                     group);
-                }
-                uint32_t k = (uint32_t)(e & 3);
-                uint32_t word = k == 0 ? words[0] : k == 1 ? words[1]
-                              : k == 2 ? words[2] : words[3];
-                v[i] = word >= m.threshold ? v[i] * m.scale : 0.0f;
-            }
-            if (residual)
-                v[i] += r[i];
-        }
+        float v[V];
+        bda_chunk<V>(v, residual, y, bias, w, row, c, m);
         store_bf16<V>(out + row * w + c, v);
     });
 }
 
-static void launch(cudaStream_t st, bf16 *out, const bf16 *residual,
-                   const bf16 *y, const bf16 *bias, int n, int w,
-                   const gl_dropout *dp, const char *what)
+/*
+ * Bias-dropout-add and the LayerNorm of its result (ops.h: bda_layernorm),
+ * one warp per row as layernorm.cu's forward: pass 1 makes the lane's
+ * elements of out (bda_chunk), stores them and adds them as stored (bf16)
+ * in layernorm_fwd_kernel's order; layernorm_row_finish then reads the
+ * row back (from cache) as that kernel reads its input.  So out is
+ * bias_dropout_add's and ln layernorm_fwd's of out, bit for bit, and y,
+ * bias and residual are read once instead of out being written, then read
+ * again by a second kernel.  A lane reads back only what it wrote.
+ */
+template <int V>
+__global__ void bda_layernorm_kernel(bf16 *out, bf16 *ln, float *mean,
+                                     float *rstd, const bf16 *residual,
+                                     const bf16 *y, const bf16 *bias,
+                                     const bf16 *w, const bf16 *b, int n,
+                                     int h, float eps, int one_plus,
+                                     mask_args m)
 {
-    if (n <= 0 || w <= 0)
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= n)
         return;
+    bf16 *outr = out + (size_t)row * h;
+    float s = 0;
+    for (int c = lane * V; c < h; c += 32 * V) {
+        float v[V];
+        bda_chunk<V>(v, residual, y, bias, h, (size_t)row, c, m);
+        store_bf16<V>(outr + c, v);
+        for (int i = 0; i < V; i++)
+            s += __bfloat162float(__float2bfloat16_rn(v[i]));
+    }
+    layernorm_row_finish<V>(ln + (size_t)row * h, mean, rstd, row, outr, w, b,
+                            h, eps, one_plus, lane, s);
+}
+
+/* The kernels' view of dp (NULL: no dropout), checked against [n, w]. */
+static mask_args mask_of(const gl_dropout *dp, int n, int w, const char *what)
+{
     mask_args m = {};
     if (dp) {
         gl_dropout_check(dp, n, w, what);
@@ -84,6 +127,16 @@ static void launch(cudaStream_t st, bf16 *out, const bf16 *residual,
         m.width = dp->width;
         m.on = 1;
     }
+    return m;
+}
+
+static void launch(cudaStream_t st, bf16 *out, const bf16 *residual,
+                   const bf16 *y, const bf16 *bias, int n, int w,
+                   const gl_dropout *dp, const char *what)
+{
+    if (n <= 0 || w <= 0)
+        return;
+    mask_args m = mask_of(dp, n, w, what);
     if (gl_vec8_ok(w, out, residual, y, bias)) {
         size_t total = (size_t)n * (w / 8);
         dropout_kernel<8><<<gl_cuda_grid(total, 256), 256, 0, st>>>(
@@ -108,4 +161,36 @@ void gl_cuda_bias_dropout_add(cudaStream_t st, bf16 *out,
                               const gl_dropout *dp)
 {
     launch(st, out, residual, y, bias, n, w, dp, "bias_dropout_add");
+}
+
+void gl_cuda_bda_layernorm(cudaStream_t st, int fused, bf16 *out, bf16 *ln,
+                           float *mean, float *rstd, const bf16 *residual,
+                           const bf16 *y, const bf16 *bias,
+                           const gl_dropout *dp, const bf16 *w, const bf16 *b,
+                           int n, int h, float eps, int one_plus)
+{
+    if (n <= 0 || h <= 0)
+        return;
+    /* One kernel when asked and when it moves 8 elements at a time exactly
+     * where layernorm_fwd would (its sums' order depends on that); else
+     * the two kernels. */
+    bool v8 = gl_vec8_ok(h, ln, out, w, b);
+    if (!fused || v8 != gl_vec8_ok(h, out, residual, y, bias)) {
+        gl_cuda_bias_dropout_add(st, out, residual, y, bias, n, h, dp);
+        gl_cuda_layernorm_fwd(st, ln, mean, rstd, out, w, b, n, h, eps,
+                              one_plus);
+        return;
+    }
+    mask_args m = mask_of(dp, n, h, "bda_layernorm");
+    int warps = 8;
+    unsigned blocks = (unsigned)((n + warps - 1) / warps);
+    if (v8)
+        bda_layernorm_kernel<8><<<blocks, warps * 32, 0, st>>>(
+            out, ln, mean, rstd, residual, y, bias, w, b, n, h, eps, one_plus,
+            m);
+    else
+        bda_layernorm_kernel<1><<<blocks, warps * 32, 0, st>>>(
+            out, ln, mean, rstd, residual, y, bias, w, b, n, h, eps, one_plus,
+            m);
+    GL_CUDA_LAUNCHED("bda_layernorm");
 }

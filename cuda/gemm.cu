@@ -16,7 +16,19 @@
  * cached.  The key is everything that defines one: m, n, k, the two
  * transposes, lda/ldb/ldc, the input and output types (and for FP8
  * inputs the fast-accumulation flag), whether beta is 0, and the alignment of the three pointers, which the
- * heuristic depends on.  There is no epilogue (ops.h has none).
+ * heuristic depends on, and the epilogue.
+ *
+ * Epilogues (gl_cuda_gemm_epilogue, for ops.h's linear_gelu_fwd and
+ * linear_dgelu_bwd).  Our C[m, n] is cuBLASLt's D [n rows, m columns],
+ * so a bias over our columns (the n features) is cuBLASLt's bias over
+ * D's rows, as its epilogues want it.  GELU_AUX_BIAS writes D = gelu(AB
+ * + bias) and the pre-activation AB + bias as the auxiliary matrix (bf16,
+ * C's leading dimension); DGELU_BGRAD writes D = AB gelu'(aux) and the
+ * bias gradient, the sums of D's rows, as fp32.  The bias and auxiliary
+ * pointers change from call to call and are set on the plan's descriptor
+ * before each call, as FP8's scales.  Such plans are not tuned; when
+ * cuBLASLt has no algorithm for one (or refuses them all), the call
+ * returns -1 and the caller runs the plain kernels.
  *
  * FP8 (gemm_fp8).  The same plans with FP8 operand types: ops.h's one
  * layout C = A B^T (A [m, k], B [n, k] row-major) is transa = 0,
@@ -123,6 +135,8 @@ struct gl_gemm_plan {
     gl_dtype ctype;
     int beta_zero;
     unsigned align_a, align_b, align_c;
+    int epi;                            /* GL_EPI_*: none, or an epilogue
+                                           of gl_cuda_gemm_epilogue */
     /* plan */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -184,6 +198,26 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
             p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
         set_scales(p, p->lt_scale_a, p->lt_scale_b);
     }
+    if (p->epi != GL_EPI_NONE) {
+        /* the pre-activation (aux) as bf16 with the output's leading
+         * dimension; the bias bf16 (forward) or its gradient fp32 */
+        cublasLtEpilogue_t e = p->epi == GL_EPI_GELU_AUX_BIAS
+                                   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                   : CUBLASLT_EPILOGUE_DGELU_BGRAD;
+        cudaDataType_t bt = p->epi == GL_EPI_GELU_AUX_BIAS ? CUDA_R_16BF
+                                                            : CUDA_R_32F;
+        cudaDataType_t at = CUDA_R_16BF;
+        int64_t ld = p->ldc;
+        GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+        GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+        GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &at,
+            sizeof at));
+        GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    }
     /* cuBLASLt's A is our B, its B is our A (see the top of the file). */
     cublasOperation_t opa = p->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opb = p->transa ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -231,14 +265,22 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
     int tune = tune_from_env();
     cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
     int found = 0;
-    GL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
         st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, TUNE_MAX, res,
-        &found));
+        &found);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED && p->epi != GL_EPI_NONE)
+        found = 0;                   /* no algorithm with this epilogue */
+    else
+        GL_CUBLAS_CHECK(hs);
     GL_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->ncand = 0;
     for (int i = 0; i < found; i++)
         if (res[i].state == CUBLAS_STATUS_SUCCESS)
             p->cand[p->ncand++] = res[i].algo;
+    if (p->ncand < 1 && p->epi != GL_EPI_NONE) {
+        p->tune = TUNE_OFF;          /* the caller takes the plain path */
+        return;
+    }
     if (p->ncand < 1)
         gl_die("gemm: cuBLASLt has no algorithm for m=%d n=%d k=%d "
                "(transa=%d transb=%d lda=%d ldb=%d ldc=%d, inputs %s x %s, "
@@ -246,7 +288,10 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
                p->ldb, p->ldc, type_name(p->atype), type_name(p->btype),
                gl_dtype_name(p->ctype));
     p->algo = p->cand[0];
-    p->tune = tune && p->ncand > 1 ? TUNE_WANTED : TUNE_OFF;
+    /* epilogue plans are not tuned: their candidates would write the
+     * auxiliary outputs too */
+    p->tune = tune && p->ncand > 1 && p->epi == GL_EPI_NONE ? TUNE_WANTED
+                                                             : TUNE_OFF;
     p->verbose = tune == 2;
 }
 
@@ -261,7 +306,7 @@ static gl_gemm_plan *plan_find(gl_cuda_state *st, const gl_gemm_plan *key)
             p->fast_accum == key->fast_accum &&
             p->ctype == key->ctype && p->beta_zero == key->beta_zero &&
             p->align_a == key->align_a && p->align_b == key->align_b &&
-            p->align_c == key->align_c)
+            p->align_c == key->align_c && p->epi == key->epi)
             return p;
     }
     if (st->nplans == st->cap_plans) {
@@ -507,6 +552,50 @@ void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
     gl_gemm_plan key = plan_key(transa, transb, m, n, k, A, lda, CUDA_R_16BF,
                                 B, ldb, CUDA_R_16BF, beta, C, ctype, ldc);
     plan_run(st, plan_find(st, &key), alpha, A, B, beta, C);
+}
+
+/* A bf16 product C[m, n] = op(A) op(B) with a cuBLASLt epilogue over
+ * C's columns (our n: the features; see gl_cuda.h).  0 when it ran, -1
+ * when cuBLASLt has nothing for it (nothing was written: the caller runs
+ * the plain kernels). */
+int gl_cuda_gemm_epilogue(gl_dev *d, int epi, int transa, int transb, int m,
+                          int n, int k, const void *A, int lda, const void *B,
+                          int ldb, void *C, int ldc, void *bias, void *aux)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (m <= 0 || n <= 0 || k <= 0 || ldc % 8 || align_of(aux) < 16 ||
+        align_of(bias) < 16)
+        return -1;
+    gl_gemm_plan key = plan_key(transa, transb, m, n, k, A, lda, CUDA_R_16BF,
+                                B, ldb, CUDA_R_16BF, 0.0f, C, GL_DT_BF16,
+                                ldc);
+    key.epi = epi;
+    gl_gemm_plan *p = plan_find(st, &key);
+    if (p->ncand < 1)
+        return -1;
+    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+        sizeof aux));
+    float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t s = matmul(st, p, &p->algo, &alpha, A, B, &beta, C);
+    for (int i = 0; s == CUBLAS_STATUS_NOT_SUPPORTED && i < p->ncand; i++)
+        if (memcmp(&p->cand[i], &p->algo, sizeof p->algo) &&
+            (s = matmul(st, p, &p->cand[i], &alpha, A, B, &beta, C)) ==
+                CUBLAS_STATUS_SUCCESS)
+            p->algo = p->cand[i];
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+        p->ncand = 0;                /* the plain path from now on */
+        return -1;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        char nm[96];
+        plan_name(p, nm, sizeof nm);
+        gl_die("gemm %s with epilogue %d: status %d (%s)", nm, epi, (int)s,
+               cublasLtGetStatusString(s));
+    }
+    return 0;
 }
 
 static cudaDataType_t fp8_type(gl_fp8_format f)

@@ -124,6 +124,8 @@ typedef struct {
     int attn_drop_logged;      /* the cuDNN fallback for dropout was logged */
 
     gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */
+    int fused_norm;            /* bda_layernorm in one kernel: 1 unless
+                                * GRIDLM_FUSED_NORM=0 */
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)
@@ -273,6 +275,17 @@ void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
                               const float *b);
 
 /* gemm.cu: ops.h's gemm_fp8 */
+/* gemm.cu: a bf16 product C[m, n] (ldc) with a cuBLASLt epilogue on
+ * C's columns, beta 0: GL_EPI_GELU_AUX_BIAS writes C = gelu(op(A) op(B) +
+ * bias) (bias bf16 [n]) and aux = op(A) op(B) + bias [m, n] (ldc);
+ * GL_EPI_DGELU_BGRAD writes C = op(A) op(B) gelu'(aux) and bias = the
+ * column sums of C (fp32 [n], overwritten).  Returns -1 (writing
+ * nothing) when cuBLASLt has no algorithm for it or the pointers are not
+ * 16-byte aligned. */
+enum { GL_EPI_NONE = 0, GL_EPI_GELU_AUX_BIAS, GL_EPI_DGELU_BGRAD };
+int gl_cuda_gemm_epilogue(gl_dev *d, int epi, int transa, int transb, int m,
+                          int n, int k, const void *A, int lda, const void *B,
+                          int ldb, void *C, int ldc, void *bias, void *aux);
 void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                       const uint8_t *A, gl_fp8_format fa,
                       const float *a_scale_inv, const uint8_t *B,
@@ -313,6 +326,13 @@ void gl_cuda_bias_dropout_add(cudaStream_t st, bf16 *out,
                               const bf16 *residual, const bf16 *y,
                               const bf16 *bias, int n, int w,
                               const gl_dropout *dp);
+/* ops.h's bda_layernorm: one kernel when fused is non-zero (and the
+ * pointers allow), else bias_dropout_add and layernorm_fwd */
+void gl_cuda_bda_layernorm(cudaStream_t st, int fused, bf16 *out, bf16 *ln,
+                           float *mean, float *rstd, const bf16 *residual,
+                           const bf16 *y, const bf16 *bias,
+                           const gl_dropout *dp, const bf16 *w, const bf16 *b,
+                           int n, int h, float eps, int one_plus);
 
 /* embed.cu: learned positions */
 void gl_cuda_pos_embed_fwd(cudaStream_t st, bf16 *y, const bf16 *pos,

@@ -34,6 +34,7 @@
 
 #include "gl_cuda.h"
 #include "norm_common.cuh"
+#include "layernorm.cuh"
 #include "vec.cuh"
 #include "warp.cuh"
 
@@ -56,28 +57,8 @@ __global__ void layernorm_fwd_kernel(bf16 *y, float *mean, float *rstd,
         for (int i = 0; i < V; i++)
             s += f[i];
     }
-    float mu = warp_sum(s) / h;
-    float ss = 0;
-    for (int c = lane * V; c < h; c += 32 * V) {
-        float f[V];
-        load_bf16<V>(f, xr + c);
-        for (int i = 0; i < V; i++)
-            ss += (f[i] - mu) * (f[i] - mu);
-    }
-    float r = 1.0f / sqrtf(warp_sum(ss) / h + eps);
-    for (int c = lane * V; c < h; c += 32 * V) {
-        float f[V], g[V], bb[V];
-        load_bf16<V>(f, xr + c);
-        load_bf16<V>(g, w + c);
-        load_bf16<V>(bb, b + c);
-        for (int i = 0; i < V; i++)
-            f[i] = (f[i] - mu) * r * (one_plus ? 1.0f + g[i] : g[i]) + bb[i];
-        store_bf16<V>(yr + c, f);
-    }
-    if (lane == 0) {
-        mean[row] = mu;
-        rstd[row] = r;
-    }
+    layernorm_row_finish<V>(yr, mean, rstd, row, xr, w, b, h, eps, one_plus,
+                            lane, s);
 }
 
 template <int V>

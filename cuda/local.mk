@@ -4,6 +4,7 @@ if HAVE_CUDA
 libgridlm_a_SOURCES += \
 	%reldir%/gl_cuda.h %reldir%/vec.cuh %reldir%/warp.cuh %reldir%/attn_common.cuh \
 	%reldir%/norm_common.cuh \
+	%reldir%/layernorm.cuh \
 	%reldir%/attn_cudnn.h \
 	%reldir%/dev_cuda.cu \
 	%reldir%/profile.cu \

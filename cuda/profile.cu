@@ -32,7 +32,8 @@
     X(fp8_scale_delayed) X(fp8_scale_current) X(gemm_fp8) X(layernorm_fwd)   \
     X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(bias_add) X(bias_grad)       \
     X(dropout) X(bias_dropout_add) X(pos_embed_fwd) X(attn_block_fwd)          \
-    X(attn_merge) X(attn_delta) X(attn_block_bwd) X(convert_2d)
+    X(attn_merge) X(attn_delta) X(attn_block_bwd) X(convert_2d)              \
+    X(bda_layernorm) X(linear_gelu_fwd) X(linear_dgelu_bwd)
 
 #define AS_ENUM(op) OP_##op,
 enum { TIMED_OPS(AS_ENUM) NOPS };

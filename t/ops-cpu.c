@@ -1524,6 +1524,35 @@ static void test_dropout(gl_dev *d)
     free(c.res); free(c.bias); free(c.out);
 }
 
+/* bda_layernorm is bias_dropout_add then layernorm_fwd of its result,
+ * bit for bit, also with out over y (as under sequence parallelism). */
+static void test_bda_layernorm(gl_dev *d)
+{
+    const int N = 6, H = 20;
+    const size_t nh = (size_t)N * H;
+    gl_dropout dp = { .seed = 7, .iteration = 3, .layer = 2, .site = 0, .p = 0.25f,
+                      .row0 = 12, .col0 = 0, .width = H };
+    double *y = rnd(nh, 1), *res = rnd(nh, 2), *bias = rnd(H, 1), *w = rnd(H, 1), *b = rnd(H, 1);
+    float *fy = dev_f(d, y, nh), *fy2 = dev_f(d, y, nh), *fres = dev_f(d, res, nh);
+    float *fbias = dev_f(d, bias, H), *fw = dev_f(d, w, H), *fb = dev_f(d, b, H);
+    float *ln = d->ops->alloc(d, nh * 4), *ln2 = d->ops->alloc(d, nh * 4);
+    float *m = d->ops->alloc(d, N * 4), *m2 = d->ops->alloc(d, N * 4);
+    float *r = d->ops->alloc(d, N * 4), *r2 = d->ops->alloc(d, N * 4);
+    for (int k = 0; k < 2; k++) {
+        const gl_dropout *dpp = k ? NULL : &dp;
+        d->ops->bda_layernorm(d, fy, ln, m, r, fres, fy, fbias, dpp, fw, fb, N, H, 1e-5f, k);
+        d->ops->bias_dropout_add(d, fy2, fres, fy2, fbias, N, H, dpp);
+        d->ops->layernorm_fwd(d, ln2, m2, r2, fy2, fw, fb, N, H, 1e-5f, k);
+        ok(!memcmp(fy, fy2, nh * 4) && !memcmp(ln, ln2, nh * 4) && !memcmp(m, m2, N * 4) &&
+           !memcmp(r, r2, N * 4), "bda_layernorm%s: bias_dropout_add then layernorm_fwd, bit for bit",
+           k ? " (no dropout, 1p)" : "");
+    }
+    float *fp[] = {fy, fy2, fres, fbias, fw, fb, ln, ln2, m, m2, r, r2};
+    for (size_t i = 0; i < sizeof fp / sizeof fp[0]; i++)
+        d->ops->free(d, fp[i]);
+    free(y); free(res); free(bias); free(w); free(b);
+}
+
 /* y += pos[positions]; the backward is embed_bwd into dpos. */
 typedef struct {
     int n, h, max_pos;
@@ -1599,6 +1628,7 @@ int main(void)
     test_bias(d);
     test_dropout(d);
     test_pos_embed(d);
+    test_bda_layernorm(d);
     size_t use1;
     d->ops->mem_info(d, &use1, NULL, NULL);
     is_int((long long)use1, (long long)use0, "every device allocation of the tests was freed");

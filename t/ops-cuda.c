@@ -1345,6 +1345,128 @@ static void test_dropout(int n, int w, float p, long row0, long col0,
         free(hp[i]);
 }
 
+/* bda_layernorm (bias-dropout-add, then LayerNorm of its result) against
+ * the CPU's, and bit for bit against the GPU's two ops one after the
+ * other (which recomputation relies on), with out aliasing y (as under
+ * sequence parallelism) or apart from residual and y. */
+static void test_bda_layernorm(int n, int h, float p, int with_bias, int one_plus,
+                               int alias_y)
+{
+    size_t nh = (size_t)n * h;
+    gl_dropout dp = { .seed = 0x5eed, .iteration = 77, .layer = 3, .site = 0,
+                      .p = p, .row0 = 5 * (long)n, .col0 = 0, .width = h };
+    const gl_dropout *dpp = p > 0 ? &dp : NULL;
+    float *y = rand_bf(nh, -1, 1), *res = rand_bf(nh, -2, 2);
+    for (size_t i = 0; i < nh; i++)        /* rows off zero mean */
+        res[i] = round_bf(res[i] + (float)(i / h % 5) - 2);
+    float *bias = rand_bf(h, -0.5f, 0.5f), *w = rand_bf(h, 0.5f, 1.5f);
+    float *b = rand_bf(h, -0.5f, 0.5f);
+    void *gy = g_act(y, nh), *gres = g_act(res, nh), *gbias = g_act(bias, h);
+    void *gw = g_act(w, h), *gb = g_act(b, h);
+    void *gout = G->ops->alloc(G, nh * 2), *gln = G->ops->alloc(G, nh * 2);
+    float *gm = g_f32(NULL, n), *grs = g_f32(NULL, n);
+    /* the two ops */
+    void *gy2 = g_act(y, nh), *gout2 = G->ops->alloc(G, nh * 2), *gln2 = G->ops->alloc(G, nh * 2);
+    float *gm2 = g_f32(NULL, n), *grs2 = g_f32(NULL, n);
+    float *cy = c_buf(y, nh), *cres = c_buf(res, nh), *cbias = c_buf(bias, h);
+    float *cw = c_buf(w, h), *cb = c_buf(b, h), *cout = c_buf(NULL, nh), *cln = c_buf(NULL, nh);
+    float *cm = c_buf(NULL, n), *crs = c_buf(NULL, n);
+    void *go = alias_y ? gy : gout, *go2 = alias_y ? gy2 : gout2;
+    float *co = alias_y ? cy : cout;
+    const void *gbi = with_bias ? gbias : NULL;
+    g_poison(gln, nh * 2);
+    g_poison(gm, n * 4);
+    g_poison(grs, n * 4);
+    G->ops->bda_layernorm(G, go, gln, gm, grs, gres, gy, gbi, dpp, gw, gb, n, h, 1e-5f,
+                          one_plus);
+    C->ops->bda_layernorm(C, co, cln, cm, crs, cres, cy, with_bias ? cbias : NULL, dpp, cw,
+                          cb, n, h, 1e-5f, one_plus);
+    G->ops->bias_dropout_add(G, go2, gres, gy2, gbi, n, h, dpp);
+    G->ops->layernorm_fwd(G, gln2, gm2, grs2, go2, gw, gb, n, h, 1e-5f, one_plus);
+    float *out = dl_act(go, nh), *ln = dl_act(gln, nh), *m = dl_f32(gm, n), *rs = dl_f32(grs, n);
+    float *out2 = dl_act(go2, nh), *ln2 = dl_act(gln2, nh), *m2 = dl_f32(gm2, n);
+    float *rs2 = dl_f32(grs2, n);
+    char name[160];
+    snprintf(name, sizeof name, "bda_layernorm n=%d h=%d p=%g%s%s%s", n, h, (double)p,
+             with_bias ? "" : " no bias", one_plus ? " 1p" : "", alias_y ? " (out = y)" : "");
+    cmp(name, out, co, (long)nh, BF_RTOL, 1e-3);
+    cmp(name, ln, cln, (long)nh, BF_RTOL, 2e-3);
+    cmp(name, m, cm, n, 1e-5, 1e-5);
+    cmp(name, rs, crs, n, 1e-4, 0);
+    ok(!memcmp(out, out2, nh * 4) && !memcmp(ln, ln2, nh * 4) && !memcmp(m, m2, (size_t)n * 4) &&
+       !memcmp(rs, rs2, (size_t)n * 4),
+       "%s: the bits of bias_dropout_add then layernorm_fwd", name);
+    void *gp[] = {gy, gres, gbias, gw, gb, gout, gln, gm, grs, gy2, gout2, gln2, gm2, grs2};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cy, cres, cbias, cw, cb, cout, cln, cm, crs};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {y, res, bias, w, b, out, ln, m, rs, out2, ln2, m2, rs2};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
+/* linear_gelu_fwd and linear_dgelu_bwd (cuBLASLt's GELU_AUX_BIAS and
+ * DGELU_BGRAD epilogues where it has them) against the CPU's products,
+ * bias and GeLU: pre = X W^T + bias, s = gelu(pre); dpre = (dY Wd)
+ * gelu'(pre), dbias += its column sums.  The GPU's own pre feeds both
+ * backwards, and the GPU's dbias is also checked against the column sums
+ * of its own dpre. */
+static void test_linear_gelu(int n, int f, int k)
+{
+    size_t nf = (size_t)n * f, nk = (size_t)n * k, fk = (size_t)f * k;
+    float sc = (float)(1.5 / sqrt((double)k));
+    float *x = rand_bf(nk, -1, 1), *w = rand_bf(fk, -sc, sc), *bias = rand_bf(f, -1, 1);
+    float *dy = rand_bf(nk, -1, 1), *wd = rand_bf(fk, -sc, sc), *db0 = rand_f32(f, -1, 1);
+    void *gx = g_act(x, nk), *gw = g_act(w, fk), *gbias = g_act(bias, f);
+    void *gdy = g_act(dy, nk), *gwd = g_act(wd, fk);
+    void *gs = G->ops->alloc(G, nf * 2), *gpre = G->ops->alloc(G, nf * 2);
+    void *gdpre = G->ops->alloc(G, nf * 2);
+    float *gdb = g_f32(db0, f);
+    g_poison(gs, nf * 2);
+    g_poison(gpre, nf * 2);
+    g_poison(gdpre, nf * 2);
+    G->ops->linear_gelu_fwd(G, gs, gpre, gx, gw, gbias, n, f, k);
+    float *s1 = dl_act(gs, nf), *pre = dl_act(gpre, nf);
+    float *cx = c_buf(x, nk), *cw = c_buf(w, fk), *cbias = c_buf(bias, f);
+    float *cdy = c_buf(dy, nk), *cwd = c_buf(wd, fk), *cdb = c_buf(db0, f);
+    float *cs = c_buf(NULL, nf), *cpre = c_buf(NULL, nf), *cdpre = c_buf(NULL, nf);
+    C->ops->linear_gelu_fwd(C, cs, cpre, cx, cw, cbias, n, f, k);
+    char name[128];
+    snprintf(name, sizeof name, "linear_gelu_fwd n=%d f=%d k=%d: pre", n, f, k);
+    cmp(name, pre, cpre, (long)nf, BF_RTOL, 1e-2);
+    snprintf(name, sizeof name, "linear_gelu_fwd n=%d f=%d k=%d: gelu", n, f, k);
+    cmp(name, s1, cs, (long)nf, BF_RTOL, 1e-2);
+    /* the backward from the GPU's pre on both sides */
+    float *cpre2 = c_buf(pre, nf);
+    G->ops->linear_dgelu_bwd(G, gdpre, gdb, gdy, gwd, gpre, n, f, k);
+    C->ops->linear_dgelu_bwd(C, cdpre, cdb, cdy, cwd, cpre2, n, f, k);
+    float *dpre = dl_act(gdpre, nf), *db = dl_f32(gdb, f);
+    snprintf(name, sizeof name, "linear_dgelu_bwd n=%d f=%d k=%d: dpre", n, f, k);
+    cmp(name, dpre, cdpre, (long)nf, BF_RTOL, 1e-2);
+    snprintf(name, sizeof name, "linear_dgelu_bwd n=%d f=%d k=%d: dbias (+=)", n, f, k);
+    cmp(name, db, cdb, f, 1e-2, 1e-2);
+    float *own = gl_malloc((size_t)f * sizeof *own);
+    for (int j = 0; j < f; j++) {
+        double t = db0[j];
+        for (int i = 0; i < n; i++)
+            t += dpre[(size_t)i * f + j];
+        own[j] = (float)t;
+    }
+    snprintf(name, sizeof name, "linear_dgelu_bwd n=%d f=%d k=%d: dbias = sums of dpre", n, f, k);
+    cmp(name, db, own, f, 1e-2, 1e-2);
+    void *gp[] = {gx, gw, gbias, gdy, gwd, gs, gpre, gdpre, gdb};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cx, cw, cbias, cdy, cwd, cdb, cs, cpre, cdpre, cpre2};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {x, w, bias, dy, wd, db0, s1, pre, dpre, db, own};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+}
+
 static void test_pos_embed(int n, int h, int max_pos)
 {
     size_t nh = (size_t)n * h, np = (size_t)max_pos * h;
@@ -2171,6 +2293,20 @@ int main(void)
     test_dropout(3, 5, 0.0f, 0, 0, 5);
     test_pos_embed(quick ? 64 : 4096, 2048, 2048);
     test_pos_embed(30, 45, 7);
+    /* bias-dropout-add fused with the next LayerNorm: 16-byte rows and
+     * scalar ones (odd h), with and without bias and dropout, 1p, out
+     * over y */
+    test_bda_layernorm(quick ? 64 : 4096, 768, 0.1f, 1, 0, 0);
+    test_bda_layernorm(301, 2048, 0.1f, 1, 1, 1);
+    test_bda_layernorm(37, 100, 0.3f, 0, 0, 0);
+    test_bda_layernorm(9, 45, 0.1f, 1, 0, 1);
+    test_bda_layernorm(64, 1024, 0.0f, 1, 0, 0);
+    test_bda_layernorm(5, 8192, 0.5f, 1, 0, 0);
+    /* the GeLU MLP's products with their epilogues (GPT-2's shape at 512
+     * tokens, and small odd ones that may take the plain kernels) */
+    test_linear_gelu(quick ? 64 : 512, 3072, 768);
+    test_linear_gelu(100, 256, 64);
+    test_linear_gelu(9, 40, 24);
 
     if (getenv("GL_OPS_CUDA_BENCH"))
         bench();

@@ -837,6 +837,42 @@ struct gl_ops {
     void (*convert_2d)(gl_dev *d, void *dst, gl_dtype dt, int lddst,
                        const void *src, gl_dtype st, int ldsrc, int rows,
                        int cols);
+    /* ---- fused GPT-form ops (issue 16's speed work) ----
+     *
+     * Bias-dropout-add, then LayerNorm of its result, in one call:
+     *   out = residual + dropout(y + bias)        (bias_dropout_add)
+     *   ln  = LayerNorm(out) w' + b, mean, rstd   (layernorm_fwd of out)
+     * over [n, h], with the same results as the two calls one after the
+     * other: the norm reads out as stored (in the act dtype), so
+     * layernorm_fwd on out later (recomputation) writes the same bits.  A
+     * sublayer's end and the next sublayer's norm: a back end may make it
+     * one pass over y, bias and residual.  bias and dp may be NULL (as in
+     * bias_dropout_add); out may alias residual or y; ln aliases none of
+     * the others.  (The CUDA back end runs the two kernels instead when
+     * GRIDLM_FUSED_NORM=0, to compare.) */
+    void (*bda_layernorm)(gl_dev *d, void *out, void *ln, float *mean,
+                          float *rstd, const void *residual, const void *y,
+                          const void *bias, const gl_dropout *dp,
+                          const void *w, const void *b, int n, int h,
+                          float eps, int one_plus);
+
+    /* The GeLU MLP's first product with its bias and GeLU:
+     *   pre = X W^T + bias,  s = gelu(pre)   (gelu_fwd of pre, no bias)
+     * X [n, k], W [f, k], bias [f], pre and s [n, f] (act); and the
+     * backward through the GeLU from the second product's input gradient:
+     *   dpre = (dY Wd) gelu'(pre),  dbias += column sums of dpre (f32)
+     * dY [n, k2], Wd [k2, f], dpre [n, f].  The CPU runs gemm, bias_add
+     * and gelu_fwd (gemm and gelu_bwd with bias NULL); a GPU runs each as
+     * one cuBLASLt product with an epilogue (GELU_AUX_BIAS, DGELU_BGRAD),
+     * which takes X W^T + bias and dY Wd to the GeLU in fp32: the same
+     * values up to bf16 rounding, one pass over [n, f] fewer each way
+     * (the plain kernels where cuBLASLt has no such product). */
+    void (*linear_gelu_fwd)(gl_dev *d, void *s, void *pre, const void *X,
+                            const void *W, const void *bias, int n, int f,
+                            int k);
+    void (*linear_dgelu_bwd)(gl_dev *d, void *dpre, float *dbias,
+                             const void *dY, const void *Wd, const void *pre,
+                             int n, int f, int k2);
 };
 
 struct gl_dev {

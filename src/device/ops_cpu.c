@@ -647,6 +647,34 @@ static void cpu_moe_bias_update(gl_dev *d, float *bias, const float *counts,
 {
     (void)d;
     gl_cpu_moe_bias_update_f32(bias, counts, E, rate);
+/* The reference is the two ops, one after the other. */
+static void cpu_bda_layernorm(gl_dev *d, void *out, void *ln, float *mean,
+                              float *rstd, const void *residual,
+                              const void *y, const void *bias,
+                              const gl_dropout *dp, const void *w,
+                              const void *b, int n, int h, float eps,
+                              int one_plus)
+{
+    cpu_bias_dropout_add(d, out, residual, y, bias, n, h, dp);
+    cpu_layernorm_fwd(d, ln, mean, rstd, out, w, b, n, h, eps, one_plus);
+}
+
+/* The reference: the products, then the bias and the GeLU. */
+static void cpu_linear_gelu_fwd(gl_dev *d, void *s, void *pre, const void *X,
+                                const void *W, const void *bias, int n, int f,
+                                int k)
+{
+    cpu_gemm(d, 0, 1, n, f, k, 1.0f, X, k, W, k, 0.0f, pre, d->act, f);
+    cpu_bias_add(d, pre, bias, n, f);
+    cpu_gelu_fwd(d, s, pre, NULL, n, f);
+}
+
+static void cpu_linear_dgelu_bwd(gl_dev *d, void *dpre, float *dbias,
+                                 const void *dY, const void *Wd,
+                                 const void *pre, int n, int f, int k2)
+{
+    cpu_gemm(d, 0, 0, n, f, k2, 1.0f, dY, k2, Wd, f, 0.0f, dpre, d->act, f);
+    cpu_gelu_bwd(d, dpre, dbias, dpre, pre, NULL, n, f);
 }
 
 const gl_ops gl_ops_cpu = {
@@ -721,4 +749,7 @@ const gl_ops gl_ops_cpu = {
     .attn_delta = cpu_attn_delta,
     .attn_block_bwd = cpu_attn_block_bwd,
     .convert_2d = cpu_convert_2d,
+    .bda_layernorm = cpu_bda_layernorm,
+    .linear_gelu_fwd = cpu_linear_gelu_fwd,
+    .linear_dgelu_bwd = cpu_linear_dgelu_bwd,
 };

@@ -29,7 +29,14 @@
  *     after the TP reduction, and hidden dropout's masks are keyed by the
  *     element's place in the iteration's global batch (hidden_dp);
  *   - the embedding's output gets the learned positions of its own rows,
- *     then dropout.
+ *     then dropout;
+ *   - the attention's bias-dropout-add and the MLP's LayerNorm are one op,
+ *     bda_layernorm (the same results as the two, one pass fewer on a GPU);
+ *   - with biases, the MLP's first product, bias and GeLU are one op,
+ *     linear_gelu_fwd, and gu is kept with its bias added; the backward
+ *     from the down projection's input gradient through the GeLU is
+ *     linear_dgelu_bwd (gelu_fused says when; cuBLASLt epilogues on a
+ *     GPU).
  *
  * Backward runs the same steps in reverse.  The gradient of a row-parallel
  * output is all-gathered (SP) or used as is (it is already the full
@@ -286,6 +293,26 @@ static void sublayer_end(gl_model *m, void *out, const void *residual, const voi
         OPS->add(m->d, out, y, residual, (size_t)dm->nl * dm->h);
 }
 
+/* sublayer_end into out, then norm_gathered of out into full (mean and
+ * rstd written too): in one op, bda_layernorm, where the form has
+ * LayerNorm and the end is a bias-dropout-add -- the same results as the
+ * two steps, one pass fewer over the rows on a GPU. */
+static void sublayer_end_norm(gl_model *m, void *out, const void *residual, const void *y,
+                              size_t bias_off, const gl_dropout *dp, void *full, float *mean,
+                              float *rstd, size_t w_off, size_t b_off)
+{
+    const gl_model_dims *dm = DIMS;
+    if (!dm->layernorm || !(dm->lin_bias || dp)) {
+        sublayer_end(m, out, residual, y, bias_off, dp);
+        norm_gathered(m, full, mean, rstd, out, w_off, b_off);
+        return;
+    }
+    OPS->bda_layernorm(m->d, out, own_rows(m, full), mean, rstd, residual, y,
+                       dm->lin_bias ? W(m, bias_off) : NULL, dp, W(m, w_off), W(m, b_off),
+                       dm->nl, dm->h, (float)dm->eps, dm->one_p);
+    gather_rows(m, full);
+}
+
 /* The backward of sublayer_end from dout [nl, h] (the residual's
  * gradient, which stays as it is): returns the gradient of y, dout itself
  * or dropout(dout) in m->tmp, and adds the bias's gradient. */
@@ -314,6 +341,19 @@ static void act_fwd(gl_model *m, const gl_layer_offs *lo, void *s, const void *g
         OPS->swiglu_fwd(m->d, s, gu, dm->n, dm->fl);
     else
         OPS->gelu_fwd(m->d, s, gu, dm->lin_bias ? W(m, lo->bgu) : NULL, dm->n, dm->fl);
+}
+
+/* Whether the layer's GeLU MLP runs through linear_gelu_fwd and
+ * linear_dgelu_bwd, its first product, bias and GeLU in one op (A->gu then
+ * holds gu + bias): in the GeLU form with biases, unless the layer is in
+ * FP8, or selective recomputation rebuilds s from A->gu with gelu_fwd
+ * (whose bits a GPU's fused product need not give), or the model was
+ * asked for the separate kernels (gelu_epilogue). */
+static int gelu_fused(const gl_model *m, int layer)
+{
+    const gl_model_dims *dm = DIMS;
+    return !dm->swiglu && dm->lin_bias && m->gelu_epilogue &&
+           m->recompute != GL_RECOMPUTE_SELECTIVE && !gl_model_fp8_layer(m, layer);
 }
 
 /* One layer's forward: out [nl, h] from x [nl, h], keeping A.  With out
@@ -359,15 +399,21 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                       dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
                       attn_dp(m, mb, layer, &adp));
     dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
-    sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
-                 hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
+    /* ... its end, and the MLP's norm */
+    sublayer_end_norm(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
+                      hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa), A->mg, A->mean2,
+                      A->rstd2, lo->mlp_norm, lo->mlp_norm_b);
 
     /* MLP */
-    norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
-    dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
-    if (dm->swiglu && dm->lin_bias)
-        OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
-    act_fwd(m, lo, A->s, A->gu);
+    if (gelu_fused(m, layer)) {
+        OPS->linear_gelu_fwd(d, A->s, A->gu, A->mg, W(m, lo->gate_up), W(m, lo->bgu), n,
+                             dm->fl, h);
+    } else {
+        dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
+        if (dm->swiglu && dm->lin_bias)
+            OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
+        act_fwd(m, lo, A->s, A->gu);
+    }
     if (!out) {
         /* an FP8 down projection's backward reads s as FP8 X^T */
         if (gl_model_fp8_layer(m, layer))
@@ -410,9 +456,16 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    dec_bwd(m, A, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
+    /* the down projection; fused: its weight gradient alone here, its
+     * input gradient with the GeLU's backward and the bias's next */
+    int fused = gelu_fused(m, layer);
+    dec_bwd(m, A, layer, 3, fused ? NULL : m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n,
+            h, dm->fl);
     ready(m, lo->down, (size_t)h * dm->fl);
-    if (dm->swiglu) {
+    if (fused) {
+        OPS->linear_dgelu_bwd(d, m->dgu, G(m, lo->bgu), dz, W(m, lo->down), A->gu, n, dm->fl,
+                              h);
+    } else if (dm->swiglu) {
         OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
         if (dm->lin_bias)
             OPS->bias_grad(d, G(m, lo->bgu), m->dgu, n, dm->guw);

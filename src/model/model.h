@@ -345,6 +345,10 @@ typedef struct {
     void *kv[2];
     float *dkv[2];
     float *o_acc, *o_blk, *lse_blk, *dq_acc, *delta;
+    /* The GeLU MLP through ops->linear_gelu_fwd / linear_dgelu_bwd (one
+     * product with its epilogue on a GPU; layer.c: gelu_fused): 1 unless
+     * GRIDLM_GEMM_EPILOGUE=0 asks for the separate kernels, to compare. */
+    int gelu_epilogue;
 } gl_model;
 
 typedef struct gl_fp8_state gl_fp8_state;
