@@ -647,6 +647,8 @@ static void cpu_moe_bias_update(gl_dev *d, float *bias, const float *counts,
 {
     (void)d;
     gl_cpu_moe_bias_update_f32(bias, counts, E, rate);
+}
+
 /* The reference is the two ops, one after the other. */
 static void cpu_bda_layernorm(gl_dev *d, void *out, void *ln, float *mean,
                               float *rstd, const void *residual,
