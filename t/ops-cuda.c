@@ -1744,6 +1744,58 @@ static void bench_attn(int B, int S, int Hq, int Hkv, int D)
     free(h);
 }
 
+/* The grouped products of one expert layer at the issue's shapes: n
+ * tokens of width h, E experts top-k, expert FFN f (W1 [E, 2f, h], W2
+ * [E, h, f]), routed by moe_route from random logits. */
+static void bench_moe(int n, int h, int E, int k, int f)
+{
+    gl_moe_route_cfg cfg = {.E = E, .k = k};
+    int R = gl_moe_rows_max(n, &cfg);
+    gl_moe_map m;
+    moe_map_alloc(G, &m, n, k, E, R, 1);
+    float *lg = rand_f32((size_t)n * E, -1, 1);
+    float *glg = g_f32(lg, (size_t)n * E);
+    void *x = G->ops->alloc(G, (size_t)R * h * 2), *gu = G->ops->alloc(G, (size_t)R * 2 * f * 2);
+    void *w1 = G->ops->alloc(G, (size_t)E * 2 * f * h * 2);
+    float *dw1 = G->ops->alloc(G, (size_t)E * 2 * f * h * 4);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_route(G, &m, glg, NULL, &cfg, NULL, NULL);
+    double t = toc(10);
+    diag("bench moe_route n=%d E=%d top-%d (with its host wait): %.1f us", n, E, k, t * 1e3);
+    double fl = 2.0 * R * h * 2 * f;
+    G->ops->moe_gemm(G, gu, x, w1, h, 2 * f, &m);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_gemm(G, gu, x, w1, h, 2 * f, &m);
+    t = toc(10);
+    diag("bench moe_gemm W1 n=%d h=%d E=%d top-%d f=%d: %.3f ms, %.0f TFLOP/s", n, h, E, k, f, t, fl / t / 1e9);
+    G->ops->moe_gemm_dgrad(G, x, gu, w1, h, 2 * f, &m);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_gemm_dgrad(G, x, gu, w1, h, 2 * f, &m);
+    t = toc(10);
+    diag("bench moe_gemm_dgrad W1: %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
+    G->ops->moe_gemm_wgrad(G, dw1, gu, x, h, 2 * f, &m);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_gemm_wgrad(G, dw1, gu, x, h, 2 * f, &m);
+    t = toc(10);
+    diag("bench moe_gemm_wgrad W1 (fp32 +=): %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_permute(G, x, gu, h, &m);
+    t = toc(10);
+    diag("bench moe_permute %d rows h=%d: %.1f us, %.0f GB/s", R, h, t * 1e3, 4.0 * R * h / t / 1e6);
+    G->ops->free(G, x);
+    G->ops->free(G, gu);
+    G->ops->free(G, w1);
+    G->ops->free(G, dw1);
+    G->ops->free(G, glg);
+    free(lg);
+    moe_map_free(G, &m);
+}
+
 static void bench(void)
 {
     cudaEventCreate(&ev0);
@@ -1884,6 +1936,8 @@ static void bench(void)
         G->ops->adamw(G, sg, 200, &hp);
     t = toc(5);
     diag("bench adamw %zu params: %.3f ms, %.0f GB/s", P, t, 30.0 * P / t / 1e6);
+    bench_moe(8192, 2048, 8, 2, 5632);     /* issue 13's two MoE shapes */
+    bench_moe(8192, 2048, 128, 8, 768);
     G->ops->free(G, buf);
     G->ops->free(G, act);
     free(sg);
