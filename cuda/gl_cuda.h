@@ -120,6 +120,8 @@ typedef struct {
      * handle of cublasGemmGroupedBatchedEx (created at first use) */
     gl_scratch s_moe, s_moe_ptr;
     cublasHandle_t blas;
+    int moe_loop;              /* bit per product form (fwd, dgrad, wgrad)
+                                  that cuBLAS's grouped call refused */
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)

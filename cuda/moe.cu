@@ -44,6 +44,7 @@
 #include <config.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gl_cuda.h"
@@ -794,6 +795,63 @@ static const int32_t *host_offsets(gl_dev *d, const gl_moe_map *map,
     return buf;
 }
 
+/* The grouped products as one cublasGemmEx per expert with rows (the
+ * same column-major forms as grouped(), host pointers from off). */
+static cublasStatus_t loop_gemm(gl_dev *d, int form, void *C, const void *A,
+                                const void *B, int in, int out,
+                                const int32_t *off, int E)
+{
+    float one = 1, zero = 0;
+    for (int e = 0; e < E; e++) {
+        long r0 = off[e];
+        int me = off[e + 1] - off[e];
+        if (me <= 0)
+            continue;
+        const bf16 *W = (const bf16 *)A, *R = (const bf16 *)B;
+        cublasStatus_t s;
+        if (form == GP_FWD)
+            s = cublasGemmEx(moe_blas(d), CUBLAS_OP_T, CUBLAS_OP_N, out, me,
+                             in, &one, W + (long)e * out * in, CUDA_R_16BF,
+                             in, R + r0 * in, CUDA_R_16BF, in, &zero,
+                             (bf16 *)C + r0 * out, CUDA_R_16BF, out,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        else if (form == GP_DGRAD)
+            s = cublasGemmEx(moe_blas(d), CUBLAS_OP_N, CUBLAS_OP_N, in, me,
+                             out, &one, W + (long)e * out * in, CUDA_R_16BF,
+                             in, R + r0 * out, CUDA_R_16BF, out, &zero,
+                             (bf16 *)C + r0 * in, CUDA_R_16BF, in,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        else    /* A is dY, B is X */
+            s = cublasGemmEx(moe_blas(d), CUBLAS_OP_N, CUBLAS_OP_T, in, out,
+                             me, &one, R + r0 * in, CUDA_R_16BF, in,
+                             W + r0 * out, CUDA_R_16BF, out, &one,
+                             (float *)C + (long)e * out * in, CUDA_R_32F, in,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return s;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Whether to loop over the experts rather than make one grouped call:
+ * GRIDLM_MOE_GEMM=loop or grouped, else by the mean rows per expert (at
+ * LOOP_ROWS and more, one full-size product per expert runs faster than
+ * cuBLAS's grouped kernels; see t/ops-cuda.c's GL_OPS_CUDA_BENCH). */
+#define LOOP_ROWS 1024
+
+static int loop_wanted(int total, int ng)
+{
+    const char *e = getenv("GRIDLM_MOE_GEMM");
+    if (e && !strcmp(e, "loop"))
+        return 1;
+    if (e && !strcmp(e, "grouped"))
+        return 0;
+    if (e && *e)
+        gl_die("GRIDLM_MOE_GEMM=%s: use loop (a product per expert) or "
+               "grouped (cuBLAS's grouped call), or leave it unset", e);
+    return total >= (long)LOOP_ROWS * ng;
+}
+
 /* One grouped call of the given form; see the top of the file and
  * gemm.cu for the row-major to column-major mapping.  Column-major per
  * expert with m_e rows:
@@ -846,12 +904,22 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
             map->offsets, E, form, (const bf16 *)B, (const bf16 *)A, C, in,
             out);
         GL_CUDA_LAUNCHED("moe group_ptrs_kernel");
-        cublasStatus_t s = cublasGemmGroupedBatchedEx(
-            moe_blas(d), ta, tb, mm, nn, kk, alpha,
-            (const void *const *)ptrs, CUDA_R_16BF, lda,
-            (const void *const *)(ptrs + E), CUDA_R_16BF, ldb, beta,
-            ptrs + 2 * E, form == GP_WGRAD ? CUDA_R_32F : CUDA_R_16BF, ldc,
-            ng, gs, CUBLAS_COMPUTE_32F);
+        cudaDataType_t ct = form == GP_WGRAD ? CUDA_R_32F : CUDA_R_16BF;
+        cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
+        if (!(st->moe_loop & (1 << form)) && !loop_wanted(total, ng))
+            s = cublasGemmGroupedBatchedEx(
+                moe_blas(d), ta, tb, mm, nn, kk, alpha,
+                (const void *const *)ptrs, CUDA_R_16BF, lda,
+                (const void *const *)(ptrs + E), CUDA_R_16BF, ldb, beta,
+                ptrs + 2 * E, ct, ldc, ng, gs, CUBLAS_COMPUTE_32F);
+        if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+            /* a loop was wanted, or this cuBLAS has no grouped kernel for
+             * these types (CUDA 13.0's has none for an fp32 output: the
+             * weight gradient), which is then not asked again */
+            if (!loop_wanted(total, ng))
+                st->moe_loop |= 1 << form;
+            s = loop_gemm(d, form, C, A, B, in, out, off, E);
+        }
         if (s != CUBLAS_STATUS_SUCCESS)
             gl_die("%s: cublasGemmGroupedBatchedEx over %d experts (in %d, "
                    "out %d, %d rows) failed: status %d (%s)", what, ng, in,
