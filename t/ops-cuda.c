@@ -18,6 +18,11 @@
  * subnormals, ties, saturation); FP8 products are compared within a
  * bound that follows from the tensor cores' accumulation (test_gemm_fp8).
  *
+ * Mixture of experts (test_moe): the routing's integer arrays must match
+ * the CPU's exactly (ties, capacity, padding included), its weights to
+ * fp32 rounding; every later op runs on the CPU's map uploaded, so that
+ * each failure names its own op.
+ *
  * With GL_OPS_CUDA_BENCH=1 in the environment it also times the main
  * kernels at the model's shapes and prints the rates as diagnostics;
  * GL_OPS_CUDA_QUICK=1 leaves out the large shapes (for runs under
