@@ -308,12 +308,12 @@ void gl_cuda_moe_unpermute(gl_dev *d, void *out, const void *yp, int h,
 void gl_cuda_moe_unpermute_bwd(gl_dev *d, void *dyp, float *dweight,
                                const void *dout, const void *yp, int h,
                                const gl_moe_map *map);
-void gl_cuda_moe_gemm(gl_dev *d, void *Y, const void *X, const void *W,
-                      int in, int out, const gl_moe_map *map);
-void gl_cuda_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY,
+void gl_cuda_moe_gemm(gl_dev *d, void *Y, int ldY, const void *X,
+                      const void *W, int in, int out, const gl_moe_map *map);
+void gl_cuda_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
                             const void *W, int in, int out,
-                            const gl_moe_map *map);
-void gl_cuda_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY,
+                            const gl_moe_map *map, int accumulate_dx);
+void gl_cuda_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
                             const void *X, int in, int out,
                             const gl_moe_map *map);
 void gl_cuda_moe_aux_counts(gl_dev *d, float *counts, const float *logits,

@@ -750,7 +750,7 @@ enum { GP_FWD, GP_DGRAD, GP_WGRAD };
 __global__ void group_ptrs_kernel(const void **pa, const void **pb, void **pc,
                                   const int32_t *offsets, int E, int form,
                                   const bf16 *X, const bf16 *W, void *Y,
-                                  int in, int out)
+                                  int in, int out, int ldY)
 {
     int g = 0;
     for (int e = 0; e < E; e++) {
@@ -760,14 +760,14 @@ __global__ void group_ptrs_kernel(const void **pa, const void **pb, void **pc,
         if (form == GP_FWD) {            /* Y = X W^T */
             pa[g] = W + (long)e * out * in;
             pb[g] = X + r0 * in;
-            pc[g] = (bf16 *)Y + r0 * out;
+            pc[g] = (bf16 *)Y + r0 * ldY;
         } else if (form == GP_DGRAD) {   /* X here is dY, Y is dX */
             pa[g] = W + (long)e * out * in;
-            pb[g] = X + r0 * out;
+            pb[g] = X + r0 * ldY;
             pc[g] = (bf16 *)Y + r0 * in;
         } else {                         /* X is X, W is dY, Y is dW f32 */
             pa[g] = X + r0 * in;
-            pb[g] = W + r0 * out;
+            pb[g] = W + r0 * ldY;
             pc[g] = (float *)Y + (long)e * out * in;
         }
         g++;
@@ -805,10 +805,10 @@ static const int32_t *host_offsets(gl_dev *d, const gl_moe_map *map,
 /* The grouped products as one cublasGemmEx per expert with rows (the
  * same column-major forms as grouped(), host pointers from off). */
 static cublasStatus_t loop_gemm(gl_dev *d, int form, void *C, const void *A,
-                                const void *B, int in, int out,
-                                const int32_t *off, int E)
+                                const void *B, int in, int out, int ldY,
+                                float beta, const int32_t *off, int E)
 {
-    float one = 1, zero = 0;
+    float one = 1;
     for (int e = 0; e < E; e++) {
         long r0 = off[e];
         int me = off[e + 1] - off[e];
@@ -819,19 +819,19 @@ static cublasStatus_t loop_gemm(gl_dev *d, int form, void *C, const void *A,
         if (form == GP_FWD)
             s = cublasGemmEx(moe_blas(d), CUBLAS_OP_T, CUBLAS_OP_N, out, me,
                              in, &one, W + (long)e * out * in, CUDA_R_16BF,
-                             in, R + r0 * in, CUDA_R_16BF, in, &zero,
-                             (bf16 *)C + r0 * out, CUDA_R_16BF, out,
+                             in, R + r0 * in, CUDA_R_16BF, in, &beta,
+                             (bf16 *)C + r0 * ldY, CUDA_R_16BF, ldY,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         else if (form == GP_DGRAD)
             s = cublasGemmEx(moe_blas(d), CUBLAS_OP_N, CUBLAS_OP_N, in, me,
                              out, &one, W + (long)e * out * in, CUDA_R_16BF,
-                             in, R + r0 * out, CUDA_R_16BF, out, &zero,
+                             in, R + r0 * ldY, CUDA_R_16BF, ldY, &beta,
                              (bf16 *)C + r0 * in, CUDA_R_16BF, in,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         else    /* A is dY, B is X */
             s = cublasGemmEx(moe_blas(d), CUBLAS_OP_N, CUBLAS_OP_T, in, out,
                              me, &one, R + r0 * in, CUDA_R_16BF, in,
-                             W + r0 * out, CUDA_R_16BF, out, &one,
+                             W + r0 * ldY, CUDA_R_16BF, ldY, &beta,
                              (float *)C + (long)e * out * in, CUDA_R_32F, in,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (s != CUBLAS_STATUS_SUCCESS)
@@ -866,8 +866,8 @@ static int loop_wanted(int total, int ng)
  *   dgrad: dX^T [in, m_e]  = W_e^T (stored [in, out], N) dY_e^T [out, m_e]
  *   wgrad: dW_e^T [in, out] += X_e^T [in, m_e] (dY_e^T)^T [m_e, out] */
 static void grouped(gl_dev *d, int form, void *C, const void *A,
-                    const void *B, int in, int out, const gl_moe_map *map,
-                    const char *what)
+                    const void *B, int in, int out, int ldY, float beta0,
+                    const gl_moe_map *map, const char *what)
 {
     gl_cuda_state *st = gl_cuda_st(d);
     int E = map->E;
@@ -886,19 +886,19 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
             continue;
         gs[ng] = 1;
         alpha[ng] = 1;
-        beta[ng] = form == GP_WGRAD ? 1.0f : 0.0f;
+        beta[ng] = beta0;
         if (form == GP_FWD) {
             ta[ng] = CUBLAS_OP_T; tb[ng] = CUBLAS_OP_N;
             mm[ng] = out; nn[ng] = me; kk[ng] = in;
-            lda[ng] = in; ldb[ng] = in; ldc[ng] = out;
+            lda[ng] = in; ldb[ng] = in; ldc[ng] = ldY;
         } else if (form == GP_DGRAD) {
             ta[ng] = CUBLAS_OP_N; tb[ng] = CUBLAS_OP_N;
             mm[ng] = in; nn[ng] = me; kk[ng] = out;
-            lda[ng] = in; ldb[ng] = out; ldc[ng] = in;
+            lda[ng] = in; ldb[ng] = ldY; ldc[ng] = in;
         } else {
             ta[ng] = CUBLAS_OP_N; tb[ng] = CUBLAS_OP_T;
             mm[ng] = in; nn[ng] = out; kk[ng] = me;
-            lda[ng] = in; ldb[ng] = out; ldc[ng] = in;
+            lda[ng] = in; ldb[ng] = ldY; ldc[ng] = in;
         }
         ng++;
     }
@@ -909,7 +909,7 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
         group_ptrs_kernel<<<1, 1, 0, st->stream>>>(
             (const void **)ptrs, (const void **)(ptrs + E), ptrs + 2 * E,
             map->offsets, E, form, (const bf16 *)B, (const bf16 *)A, C, in,
-            out);
+            out, ldY);
         GL_CUDA_LAUNCHED("moe group_ptrs_kernel");
         cudaDataType_t ct = form == GP_WGRAD ? CUDA_R_32F : CUDA_R_16BF;
         cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
@@ -925,18 +925,20 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
              * weight gradient), which is then not asked again */
             if (!loop_wanted(total, ng))
                 st->moe_loop |= 1 << form;
-            s = loop_gemm(d, form, C, A, B, in, out, off, E);
+            s = loop_gemm(d, form, C, A, B, in, out, ldY, beta0, off, E);
         }
         if (s != CUBLAS_STATUS_SUCCESS)
             gl_die("%s: cublasGemmGroupedBatchedEx over %d experts (in %d, "
                    "out %d, %d rows) failed: status %d (%s)", what, ng, in,
                    out, total, (int)s, cublasGetStatusString(s));
     }
-    if (form != GP_WGRAD && map->rows_max > total) {
-        int w = form == GP_FWD ? out : in;
-        GL_CUDA_CHECK(cudaMemsetAsync(
-            (bf16 *)C + (size_t)total * w, 0,
-            (size_t)(map->rows_max - total) * w * sizeof(bf16), st->stream));
+    /* rows past the last: Y's out columns, dX unless accumulated */
+    if (form != GP_WGRAD && beta0 == 0 && map->rows_max > total) {
+        int w = form == GP_FWD ? out : in, ld = form == GP_FWD ? ldY : in;
+        GL_CUDA_CHECK(cudaMemset2DAsync(
+            (bf16 *)C + (size_t)total * ld, (size_t)ld * sizeof(bf16), 0,
+            (size_t)w * sizeof(bf16), (size_t)(map->rows_max - total),
+            st->stream));
     }
     free(hbuf);
     free(ta);
@@ -945,25 +947,38 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
     free(alpha);
 }
 
-/* A is W for fwd/dgrad (passed as the kernel's W), B the row operand. */
-void gl_cuda_moe_gemm(gl_dev *d, void *Y, const void *X, const void *W,
-                      int in, int out, const gl_moe_map *map)
+/* A is W for fwd/dgrad (passed as the kernel's W), B the row operand;
+ * for wgrad A is dY, B is X. */
+static void ld_check(int ldY, int out, const char *what)
 {
-    grouped(d, GP_FWD, Y, W, X, in, out, map, "moe_gemm");
+    if (ldY < out)
+        gl_die("%s: the out side's row stride %d is below its %d columns",
+               what, ldY, out);
 }
 
-void gl_cuda_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY,
+void gl_cuda_moe_gemm(gl_dev *d, void *Y, int ldY, const void *X,
+                      const void *W, int in, int out, const gl_moe_map *map)
+{
+    ld_check(ldY, out, "moe_gemm");
+    grouped(d, GP_FWD, Y, W, X, in, out, ldY, 0.0f, map, "moe_gemm");
+}
+
+void gl_cuda_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
                             const void *W, int in, int out,
-                            const gl_moe_map *map)
+                            const gl_moe_map *map, int accumulate_dx)
 {
-    grouped(d, GP_DGRAD, dX, W, dY, in, out, map, "moe_gemm_dgrad");
+    ld_check(ldY, out, "moe_gemm_dgrad");
+    grouped(d, GP_DGRAD, dX, W, dY, in, out, ldY, accumulate_dx ? 1.0f : 0.0f,
+            map, "moe_gemm_dgrad");
 }
 
-void gl_cuda_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY,
+void gl_cuda_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
                             const void *X, int in, int out,
                             const gl_moe_map *map)
 {
-    grouped(d, GP_WGRAD, dW, dY, X, in, out, map, "moe_gemm_wgrad");
+    ld_check(ldY, out, "moe_gemm_wgrad");
+    grouped(d, GP_WGRAD, dW, dY, X, in, out, ldY, 1.0f, map,
+            "moe_gemm_wgrad");
 }
 
 /* ---- auxiliary losses ---- */

@@ -1534,17 +1534,22 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
     g_poison(gout, nh * 2);
     G->ops->moe_permute(G, gxp, gx, h, &gm);
     C->ops->moe_permute(C, cxp, cx, h, &cm);
-    G->ops->moe_gemm(G, ggu, gxp, gw1, h, 2 * f, &gm);
-    C->ops->moe_gemm(C, cgu, cxp, cw1, h, 2 * f, &cm);
-    G->ops->moe_gemm(G, gyp, ga, gw2, f, h, &gm);
-    C->ops->moe_gemm(C, cyp, ca, cw2, f, h, &cm);
+    /* the gate and up halves of gu [rows, 2f] from W1's two halves
+     * [E, f, h] each (row stride 2f), as the model runs them */
+    size_t wh = (size_t)E * f * h;
+    G->ops->moe_gemm(G, ggu, 2 * f, gxp, gw1, h, f, &gm);
+    G->ops->moe_gemm(G, (uint16_t *)ggu + f, 2 * f, gxp, (uint16_t *)gw1 + wh, h, f, &gm);
+    C->ops->moe_gemm(C, cgu, 2 * f, cxp, cw1, h, f, &cm);
+    C->ops->moe_gemm(C, cgu + f, 2 * f, cxp, cw1 + wh, h, f, &cm);
+    G->ops->moe_gemm(G, gyp, h, ga, gw2, f, h, &gm);
+    C->ops->moe_gemm(C, cyp, h, ca, cw2, f, h, &cm);
     G->ops->moe_unpermute(G, gout, gyp, h, &gm);
     C->ops->moe_unpermute(C, cout, cyp, h, &cm);
     float *hxp = dl_act(gxp, rh), *hgu = dl_act(ggu, r2f);
     float *hyp = dl_act(gyp, rh), *hout = dl_act(gout, nh);
     snprintf(name, sizeof name, "moe_permute %s h=%d (%d of %d rows)", tag, h, R, rows_max);
     cmp(name, hxp, cxp, (long)rh, 0, 0);
-    snprintf(name, sizeof name, "moe_gemm %s: X [%d, %d] W1 [%d, %d, %d]", tag, rows_max, h, E, 2 * f, h);
+    snprintf(name, sizeof name, "moe_gemm %s: X [%d, %d] into the halves of gu [%d, %d] by W1's halves [%d, %d, %d]", tag, rows_max, h, rows_max, 2 * f, E, f, h);
     cmp(name, hgu, cgu, (long)r2f, BF_RTOL, 1e-5 * sqrt(h));
     snprintf(name, sizeof name, "moe_gemm %s: A [%d, %d] W2 [%d, %d, %d]", tag, rows_max, f, E, h, f);
     cmp(name, hyp, cyp, (long)rh, BF_RTOL, 1e-5 * sqrt(f));
@@ -1570,10 +1575,40 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
     g_poison(gdw, nk * 4);
     G->ops->moe_unpermute_bwd(G, gdyp, gdw, gdout, gyp2, h, &gm);
     C->ops->moe_unpermute_bwd(C, cdyp, cdw, cdout, cyp2, h, &cm);
-    G->ops->moe_gemm_dgrad(G, gda, gdxp, gw2, f, h, &gm);
-    C->ops->moe_gemm_dgrad(C, cda, cdxp, cw2, f, h, &cm);
-    G->ops->moe_gemm_wgrad(G, gdW2, gdxp, ga, f, h, &gm);
-    C->ops->moe_gemm_wgrad(C, cdW2, cdxp, ca, f, h, &cm);
+    G->ops->moe_gemm_dgrad(G, gda, gdxp, h, gw2, f, h, &gm, 0);
+    C->ops->moe_gemm_dgrad(C, cda, cdxp, h, cw2, f, h, &cm, 0);
+    G->ops->moe_gemm_wgrad(G, gdW2, gdxp, h, ga, f, h, &gm);
+    C->ops->moe_gemm_wgrad(C, cdW2, cdxp, h, ca, f, h, &cm);
+    /* the gate and up data gradients into one dX (the second added),
+     * and the up weight's gradient from gu's right half (stride 2f) */
+    float *dgu = rand_bf(r2f, -1, 1), *dWu = rand_f32(wh, -1, 1);
+    void *gdgu = g_act(dgu, r2f), *gdxh = G->ops->alloc(G, rh * 2);
+    float *gdWu = g_f32(dWu, wh);
+    float *cdgu = c_buf(dgu, r2f), *cdxh = c_buf(NULL, rh), *cdWu = c_buf(dWu, wh);
+    g_poison(gdxh, rh * 2);
+    G->ops->moe_gemm_dgrad(G, gdxh, gdgu, 2 * f, gw1, h, f, &gm, 0);
+    G->ops->moe_gemm_dgrad(G, gdxh, (uint16_t *)gdgu + f, 2 * f, (uint16_t *)gw1 + wh, h, f, &gm, 1);
+    C->ops->moe_gemm_dgrad(C, cdxh, cdgu, 2 * f, cw1, h, f, &cm, 0);
+    C->ops->moe_gemm_dgrad(C, cdxh, cdgu + f, 2 * f, cw1 + wh, h, f, &cm, 1);
+    G->ops->moe_gemm_wgrad(G, gdWu, (uint16_t *)gdgu + f, 2 * f, gxp, h, f, &gm);
+    C->ops->moe_gemm_wgrad(C, cdWu, cdgu + f, 2 * f, cxp, h, f, &cm);
+    float *hdxh = dl_act(gdxh, rh), *hdWu = dl_f32(gdWu, wh);
+    snprintf(name, sizeof name, "moe_gemm_dgrad %s: dX [%d, %d] = gate's + up's (accumulate_dx, dY stride %d)", tag, rows_max, h, 2 * f);
+    /* the rows past offsets[E]: the first call zeroes them, the second
+     * leaves them */
+    cmp(name, hdxh, cdxh, (long)rh, BF_RTOL, 2e-5 * sqrt(2 * f));
+    snprintf(name, sizeof name, "moe_gemm_wgrad %s: dWu [%d, %d, %d] += from gu's right half", tag, E, f, h);
+    cmp(name, hdWu, cdWu, (long)wh, 1e-5, 1e-5 * sqrt(n));
+    G->ops->free(G, gdgu);
+    G->ops->free(G, gdxh);
+    G->ops->free(G, gdWu);
+    C->ops->free(C, cdgu);
+    C->ops->free(C, cdxh);
+    C->ops->free(C, cdWu);
+    free(dgu);
+    free(dWu);
+    free(hdxh);
+    free(hdWu);
     G->ops->moe_permute_bwd(G, gdx, gdxp, h, &gm, 1);
     C->ops->moe_permute_bwd(C, cdx, cdxp, h, &cm, 1);
     float *hdyp = dl_act(gdyp, rh), *hda = dl_act(gda, rf);
@@ -1780,22 +1815,22 @@ static void bench_moe(int n, int h, int E, int k, int f)
     for (int mode = 0; mode < 2; mode++) {
     setenv("GRIDLM_MOE_GEMM", mode ? "loop" : "grouped", 1);
     diag("GRIDLM_MOE_GEMM=%s", mode ? "loop" : "grouped");
-    G->ops->moe_gemm(G, gu, x, w1, h, 2 * f, &m);
+    G->ops->moe_gemm(G, gu, 2 * f, x, w1, h, 2 * f, &m);
     tic();
     for (int i = 0; i < 10; i++)
-        G->ops->moe_gemm(G, gu, x, w1, h, 2 * f, &m);
+        G->ops->moe_gemm(G, gu, 2 * f, x, w1, h, 2 * f, &m);
     t = toc(10);
     diag("bench moe_gemm W1 n=%d h=%d E=%d top-%d f=%d: %.3f ms, %.0f TFLOP/s", n, h, E, k, f, t, fl / t / 1e9);
-    G->ops->moe_gemm_dgrad(G, x, gu, w1, h, 2 * f, &m);
+    G->ops->moe_gemm_dgrad(G, x, gu, 2 * f, w1, h, 2 * f, &m, 0);
     tic();
     for (int i = 0; i < 10; i++)
-        G->ops->moe_gemm_dgrad(G, x, gu, w1, h, 2 * f, &m);
+        G->ops->moe_gemm_dgrad(G, x, gu, 2 * f, w1, h, 2 * f, &m, 0);
     t = toc(10);
     diag("bench moe_gemm_dgrad W1: %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
-    G->ops->moe_gemm_wgrad(G, dw1, gu, x, h, 2 * f, &m);
+    G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m);
     tic();
     for (int i = 0; i < 10; i++)
-        G->ops->moe_gemm_wgrad(G, dw1, gu, x, h, 2 * f, &m);
+        G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m);
     t = toc(10);
     diag("bench moe_gemm_wgrad W1 (fp32 +=): %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
     }
