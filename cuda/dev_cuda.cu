@@ -682,6 +682,28 @@ static void cu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
     gl_cuda_convert_2d(d, dst, dt, lddst, src, st, ldsrc, rows, cols);
 }
 
+static void cu_rmsnorm_fwd_fp8(gl_dev *d, void *y, float *rstd, const void *x,
+                               const void *w, int n, int h, float eps,
+                               const gl_fp8_out *o)
+{
+    gl_cuda_rmsnorm_fwd_fp8(d, (bf16 *)y, rstd, (const bf16 *)x, (const bf16 *)w,
+                            n, h, eps, o);
+}
+
+static void cu_swiglu_fwd_fp8(gl_dev *d, void *y, const void *gu, int n, int f,
+                              const gl_fp8_out *o)
+{
+    gl_cuda_swiglu_fwd_fp8(gl_cuda_st(d)->stream, (bf16 *)y, (const bf16 *)gu, n,
+                           f, o);
+}
+
+static void cu_swiglu_bwd_fp8(gl_dev *d, void *dgu, const void *dy,
+                              const void *gu, int n, int f, const gl_fp8_out *o)
+{
+    gl_cuda_swiglu_bwd_fp8(gl_cuda_st(d)->stream, (bf16 *)dgu, (const bf16 *)dy,
+                           (const bf16 *)gu, n, f, o);
+}
+
 static const gl_ops gl_ops_cuda = {
     /* .name */ "cuda",
     cu_alloc, cu_free, cu_upload, cu_download, cu_copy, cu_zero, cu_sync,
@@ -719,6 +741,7 @@ static const gl_ops gl_ops_cuda = {
     cu_convert_2d,
     cu_bda_layernorm,
     cu_linear_gelu_fwd, cu_linear_dgelu_bwd,
+    cu_rmsnorm_fwd_fp8, cu_swiglu_fwd_fp8, cu_swiglu_bwd_fp8,
 };
 
 /* ---- opening ---- */

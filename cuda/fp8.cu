@@ -3,7 +3,8 @@
  * fp8_amax, fp8_amax_scale, fp8_scale_delayed, fp8_scale_current), bit
  * for bit what
  * src/device/fp8.c computes on the host.  The FP8 products themselves are
- * in gemm.cu.
+ * in gemm.cu; the quantization kernel is fp8_tile.cuh's, which rmsnorm.cu
+ * and swiglu.cu also run with their own math as its source.
  *
  * Exactness under --use_fast_math.  The back end is compiled with
  * -ftz=true -prec-div=false, under which plain f32 arithmetic flushes
@@ -26,18 +27,12 @@
 #include <float.h>
 #include <cuda_fp8.h>
 
+#include "fp8_tile.cuh"
 #include "gl_cuda.h"
 #include "vec.cuh"
 #include "warp.cuh"
 
 /* ---- exact arithmetic (see the top of the file) ---- */
-
-__device__ __forceinline__ float mul_rn(float a, float b)
-{
-    float r;
-    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-    return r;
-}
 
 __device__ __forceinline__ float div_rn(float a, float b)
 {
@@ -46,33 +41,11 @@ __device__ __forceinline__ float div_rn(float a, float b)
     return r;
 }
 
-/* Bits of |v|: an amax in the integer order above. */
-__device__ __forceinline__ unsigned abs_bits(float v)
-{
-    return __float_as_uint(v) & 0x7FFFFFFFu;
-}
-
 /* A value is a usable amax, finite and > 0, when its bits, sign clear,
  * lie strictly between those of 0 and of +infinity. */
 __device__ __forceinline__ bool amax_usable(unsigned u)
 {
     return u != 0 && u < 0x7F800000u;
-}
-
-/* max of two amaxes by their bits, for block_reduce. */
-struct op_amax {
-    __device__ float operator()(float a, float b) const
-    {
-        return __uint_as_float(max(__float_as_uint(a), __float_as_uint(b)));
-    }
-};
-
-/* amax[0] = the larger of amax[0] and a (bits of a non-negative value or
- * NaN).  As signed integers, a's bits are >= 0 and compare as above, and
- * whatever amax[0] holds that is negative loses, as on the host. */
-__device__ __forceinline__ void amax_fold_global(float *amax, unsigned a)
-{
-    atomicMax((int *)amax, (int)a);
 }
 
 /* The scale that maps amax a (usable) to top: an IEEE quotient, FLT_MAX
@@ -83,143 +56,17 @@ __device__ __forceinline__ float scale_for(float top, float a)
     return __float_as_uint(s) == 0x7F800000u ? FLT_MAX : s;
 }
 
-/* ---- quantization ---- */
+/* ---- quantization: fp8_tile.cuh's kernel over a bf16 tensor ---- */
 
-template <int FMT>
-__device__ __forceinline__ __nv_fp8_interpretation_t interp()
-{
-    return FMT == GL_FP8_E4M3 ? __NV_E4M3 : __NV_E5M2;
-}
-
-/* b[j] = fp8(f[j] * s) for W values; pairs go through one conversion. */
-template <int W, int FMT>
-__device__ __forceinline__ void encode(uint8_t (&b)[W], const float (&f)[W],
-                                       float s)
-{
-    if constexpr (W % 2 == 0) {
-#pragma unroll
-        for (int j = 0; j < W; j += 2) {
-            float2 p = make_float2(mul_rn(f[j], s), mul_rn(f[j + 1], s));
-            __nv_fp8x2_storage_t two =
-                __nv_cvt_float2_to_fp8x2(p, __NV_SATFINITE, interp<FMT>());
-            b[j] = (uint8_t)(two & 0xFF);         /* p.x in the low byte */
-            b[j + 1] = (uint8_t)(two >> 8);
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < W; j++)
-            b[j] = __nv_cvt_float_to_fp8(mul_rn(f[j], s), __NV_SATFINITE,
-                                         interp<FMT>());
+struct plain_src {
+    const bf16 *x;
+    int cols;
+    template <int W>
+    __device__ __forceinline__ void load(float (&f)[W], int r, int c) const
+    {
+        load_bf16<W>(f, x + (size_t)r * cols + c);
     }
-}
-
-/* W bytes to p: one 8- or 16-byte store when W is 8 or 16. */
-template <int W>
-__device__ __forceinline__ void store_bytes(uint8_t *p, const uint8_t (&b)[W])
-{
-    if constexpr (W == 8 || W == 16) {
-        union { uint8_t b[W]; uint2 u2; uint4 u4; } w;
-#pragma unroll
-        for (int j = 0; j < W; j++)
-            w.b[j] = b[j];
-        if constexpr (W == 8)
-            *(uint2 *)p = w.u2;
-        else
-            *(uint4 *)p = w.u4;
-    } else {
-#pragma unroll
-        for (int j = 0; j < W; j++)
-            p[j] = b[j];
-    }
-}
-
-#define TILE 64          /* a block quantizes a TILE x TILE tile of x */
-#define Q_THREADS 256
-
-/*
- * One TILE x TILE tile of x [rows, cols] per block, in two passes:
- *   1. along rows: each thread takes chunks of RW consecutive elements of a
- *      row (RW = 8: one 16-byte load), scales and rounds them, writes the
- *      bytes to q, keeps them in the shared tile, and folds |x| into its
- *      amax;
- *   2. along columns (qt only): each thread takes CW consecutive bytes of
- *      one tile column (rows r .. r+CW-1) from the shared tile and writes
- *      them as one run of qt's row c (CW = 16: one 16-byte store).
- *      Threads next to each other take neighbouring columns, so a warp
- *      reads 32 consecutive bytes of a tile row: no bank conflicts.
- * Then the block's amax (a block reduction of the bit patterns) is folded
- * into amax[0] with one atomic max: max is exact in any order, so the
- * result does not depend on which block comes first.
- * RW = 8 and CW = 16 need cols % 8 == 0, rows % 16 == 0 and aligned
- * buffers (then a chunk is wholly inside x or wholly outside); RW = CW = 1
- * is the fallback for any shape.
- */
-template <int RW, int CW, int FMT>
-__global__ void __launch_bounds__(Q_THREADS)
-quantize_kernel(uint8_t *q, uint8_t *qt, float *amax, const bf16 *x,
-                int rows, int cols, const float *scale)
-{
-    __shared__ __align__(16) uint8_t tile[TILE][TILE];   /* 8-byte row stores */
-    const float s = *scale;
-    const int r0 = blockIdx.y * TILE, c0 = blockIdx.x * TILE;
-    unsigned am = 0;
-
-    for (int i = threadIdx.x; i < TILE * TILE / RW; i += Q_THREADS) {
-        int r = i / (TILE / RW), c = i % (TILE / RW) * RW;
-        if (r0 + r >= rows || c0 + c >= cols)
-            continue;
-        size_t at = (size_t)(r0 + r) * cols + c0 + c;
-        float f[RW];
-        load_bf16<RW>(f, x + at);
-        uint8_t b[RW];
-        encode<RW, FMT>(b, f, s);
-#pragma unroll
-        for (int j = 0; j < RW; j++)
-            am = max(am, abs_bits(f[j]));
-        if (q)
-            store_bytes<RW>(q + at, b);
-        if (qt)
-            store_bytes<RW>(&tile[r][c], b);
-    }
-
-    if (qt) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < TILE * TILE / CW; i += Q_THREADS) {
-            int c = i % TILE, r = i / TILE * CW;
-            if (r0 + r >= rows || c0 + c >= cols)
-                continue;
-            uint8_t b[CW];
-#pragma unroll
-            for (int j = 0; j < CW; j++)
-                b[j] = tile[r + j][c];
-            store_bytes<CW>(qt + (size_t)(c0 + c) * rows + r0 + r, b);
-        }
-    }
-
-    if (amax) {
-        float m = block_reduce<Q_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
-        if (threadIdx.x == 0)
-            amax_fold_global(amax, __float_as_uint(m));
-    }
-}
-
-template <int FMT>
-static void quantize_launch(cudaStream_t st, uint8_t *q, uint8_t *qt,
-                            float *amax, const bf16 *x, int rows, int cols,
-                            const float *scale)
-{
-    dim3 grid((cols + TILE - 1) / TILE, (rows + TILE - 1) / TILE);
-    uintptr_t qa = (uintptr_t)q, ta = (uintptr_t)qt;
-    bool vec = cols % 8 == 0 && rows % 16 == 0 && gl_vec8_ok(cols, x) &&
-               qa % 8 == 0 && ta % 16 == 0;
-    if (vec)
-        quantize_kernel<8, 16, FMT><<<grid, Q_THREADS, 0, st>>>(
-            q, qt, amax, x, rows, cols, scale);
-    else
-        quantize_kernel<1, 1, FMT><<<grid, Q_THREADS, 0, st>>>(
-            q, qt, amax, x, rows, cols, scale);
-    GL_CUDA_LAUNCHED("fp8 quantize");
-}
+};
 
 void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
                           float *amax, const bf16 *x, int rows, int cols,
@@ -227,13 +74,9 @@ void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
 {
     if (rows <= 0 || cols <= 0 || (!q && !qt && !amax))
         return;
-    if ((rows + TILE - 1) / TILE > 65535)
-        gl_die("fp8_quantize: %d rows; at most %d in one call", rows,
-               65535 * TILE);
-    if (f == GL_FP8_E4M3)
-        quantize_launch<GL_FP8_E4M3>(st, q, qt, amax, x, rows, cols, scale);
-    else
-        quantize_launch<GL_FP8_E5M2>(st, q, qt, amax, x, rows, cols, scale);
+    bool vec = quantize_tile_vec_ok(q, qt, rows, cols) && gl_vec8_ok(cols, x);
+    quantize_tile_launch(st, "fp8 quantize", q, qt, amax, plain_src{x, cols},
+                         rows, cols, scale, f, vec);
 }
 
 /* ---- amax alone ---- */

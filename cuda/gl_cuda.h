@@ -169,6 +169,9 @@ void gl_cuda_nonfinite(gl_dev *d, float *out, const float *x, size_t n);
 /* rmsnorm.cu */
 void gl_cuda_rmsnorm_fwd(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
                          const bf16 *w, int n, int h, float eps);
+void gl_cuda_rmsnorm_fwd_fp8(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
+                             const bf16 *w, int n, int h, float eps,
+                             const gl_fp8_out *o);
 void gl_cuda_rmsnorm_bwd(gl_dev *d, bf16 *dx, float *dw, const bf16 *dy,
                          const bf16 *x, const bf16 *w, const float *rstd,
                          int n, int h, int accumulate_dx);
@@ -181,6 +184,10 @@ void gl_cuda_rope(cudaStream_t st, bf16 *x, int ld, int B, int S, int H, int D,
 void gl_cuda_swiglu_fwd(cudaStream_t st, bf16 *y, const bf16 *gu, int n, int f);
 void gl_cuda_swiglu_bwd(cudaStream_t st, bf16 *dgu, const bf16 *dy,
                         const bf16 *gu, int n, int f);
+void gl_cuda_swiglu_fwd_fp8(cudaStream_t st, bf16 *y, const bf16 *gu, int n,
+                            int f, const gl_fp8_out *o);
+void gl_cuda_swiglu_bwd_fp8(cudaStream_t st, bf16 *dgu, const bf16 *dy,
+                            const bf16 *gu, int n, int f, const gl_fp8_out *o);
 
 /* embed.cu */
 void gl_cuda_embed_fwd(cudaStream_t st, bf16 *y, const bf16 *table,

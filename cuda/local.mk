@@ -2,7 +2,7 @@
 # cuBLASLt matrix products and one .cu file per kernel family.
 if HAVE_CUDA
 libgridlm_a_SOURCES += \
-	%reldir%/gl_cuda.h %reldir%/vec.cuh %reldir%/warp.cuh %reldir%/attn_common.cuh \
+	%reldir%/gl_cuda.h %reldir%/fp8_tile.cuh %reldir%/vec.cuh %reldir%/warp.cuh %reldir%/attn_common.cuh \
 	%reldir%/norm_common.cuh \
 	%reldir%/layernorm.cuh \
 	%reldir%/attn_cudnn.h \

@@ -10,10 +10,34 @@
  */
 #include <config.h>
 
+#include "fp8_tile.cuh"
 #include "gl_cuda.h"
 #include "norm_common.cuh"
 #include "vec.cuh"
 #include "warp.cuh"
+
+/* The row's rstd, summed by the warp (lane's chunks of V, then shuffles):
+ * one order for rmsnorm_fwd and rmsnorm_fwd_fp8, so the same bits. */
+template <int V>
+static __device__ __forceinline__ float row_rstd(const bf16 *xr, int h,
+                                                 float eps, int lane)
+{
+    float ss = 0;
+    for (int c = lane * V; c < h; c += 32 * V) {
+        float f[V];
+        load_bf16<V>(f, xr + c);
+        for (int i = 0; i < V; i++)
+            ss += f[i] * f[i];
+    }
+    ss = warp_sum(ss);
+    return 1.0f / sqrtf(ss / h + eps);
+}
+
+/* y_j of a row with rstd r: one expression for both forward paths. */
+static __device__ __forceinline__ float norm_y(float x, float r, float w)
+{
+    return x * r * w;
+}
 
 template <int V>
 __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
@@ -25,26 +49,54 @@ __global__ void rmsnorm_fwd_kernel(bf16 *y, float *rstd, const bf16 *x,
         return;
     const bf16 *xr = x + (size_t)row * h;
     bf16 *yr = y + (size_t)row * h;
-    float ss = 0;
-    for (int c = lane * V; c < h; c += 32 * V) {
-        float f[V];
-        load_bf16<V>(f, xr + c);
-        for (int i = 0; i < V; i++)
-            ss += f[i] * f[i];
-    }
-    ss = warp_sum(ss);
-    float r = 1.0f / sqrtf(ss / h + eps);
+    float r = row_rstd<V>(xr, h, eps, lane);
     for (int c = lane * V; c < h; c += 32 * V) {
         float f[V], g[V];
         load_bf16<V>(f, xr + c);
         load_bf16<V>(g, w + c);
         for (int i = 0; i < V; i++)
-            f[i] = f[i] * r * g[i];
+            f[i] = norm_y(f[i], r, g[i]);
         store_bf16<V>(yr + c, f);
     }
     if (lane == 0)
         rstd[row] = r;
 }
+
+/* rstd alone, a warp per row: the first half of rmsnorm_fwd_fp8. */
+template <int V>
+__global__ void rmsnorm_rstd_kernel(float *rstd, const bf16 *x, int n, int h,
+                                    float eps)
+{
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= n)
+        return;
+    float r = row_rstd<V>(x + (size_t)row * h, h, eps, lane);
+    if (lane == 0)
+        rstd[row] = r;
+}
+
+/* The second half: y as rmsnorm_fwd_kernel makes it (rounded to bf16,
+ * stored when y is given), the source of fp8_tile.cuh's kernel. */
+struct norm_src {
+    bf16 *y;
+    const float *rstd;
+    const bf16 *x, *w;
+    int h;
+    template <int W>
+    __device__ __forceinline__ void load(float (&o)[W], int r, int c) const
+    {
+        float g[W];
+        float rs = rstd[r];
+        load_bf16<W>(o, x + (size_t)r * h + c);
+        load_bf16<W>(g, w + c);
+#pragma unroll
+        for (int i = 0; i < W; i++)
+            o[i] = bf16_round(norm_y(o[i], rs, g[i]));
+        if (y)
+            store_bf16<W>(y + (size_t)r * h + c, o);
+    }
+};
 
 /*
  * Backward.  With g = w * dy (elementwise) and rstd = r of the row,
@@ -269,6 +321,35 @@ void gl_cuda_rmsnorm_fwd(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
         rmsnorm_fwd_kernel<1><<<blocks, warps * 32, 0, st>>>(y, rstd, x, w, n,
                                                              h, eps);
     GL_CUDA_LAUNCHED("rmsnorm_fwd");
+}
+
+/* rmsnorm_fwd_fp8 (ops.h): rstd by rows as rmsnorm_fwd sums them (the
+ * same V for the same x, w and y), then y quantized by tiles, made from
+ * x, w and rstd as rmsnorm_fwd makes it: two launches, x read twice (the
+ * plain forward reads it twice too), y's bf16 write and fp8_quantize's
+ * read of it gone. */
+void gl_cuda_rmsnorm_fwd_fp8(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
+                             const bf16 *w, int n, int h, float eps,
+                             const gl_fp8_out *o)
+{
+    if (n <= 0)
+        return;
+    cudaStream_t st = gl_cuda_st(d)->stream;
+    if (y && !o->q && !o->qt && !o->amax) {
+        gl_cuda_rmsnorm_fwd(d, y, rstd, x, w, n, h, eps);
+        return;
+    }
+    int warps = 8;
+    unsigned blocks = (unsigned)((n + warps - 1) / warps);
+    bool v8 = gl_vec8_ok(h, y, x, w);
+    if (v8)
+        rmsnorm_rstd_kernel<8><<<blocks, warps * 32, 0, st>>>(rstd, x, n, h, eps);
+    else
+        rmsnorm_rstd_kernel<1><<<blocks, warps * 32, 0, st>>>(rstd, x, n, h, eps);
+    GL_CUDA_LAUNCHED("rmsnorm_fwd_fp8 rstd");
+    bool vec = v8 && quantize_tile_vec_ok(o->q, o->qt, n, h);
+    quantize_tile_launch(st, "rmsnorm_fwd_fp8", o->q, o->qt, o->amax,
+                         norm_src{y, rstd, x, w, h}, n, h, o->scale, o->f, vec);
 }
 
 typedef void (*rows_kernel)(bf16 *, float *, const bf16 *, const bf16 *,

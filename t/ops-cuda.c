@@ -792,6 +792,99 @@ static void test_fp8_quantize(int rows, int cols, gl_fp8_format f, float scale,
     free(qt);
 }
 
+/*
+ * The FP8-producing ops (ops.h: rmsnorm_fwd_fp8, swiglu_fwd_fp8,
+ * swiglu_bwd_fp8; op 0, 1, 2) on the GPU, fused, against the CPU's
+ * fp8_quantize of what the GPU's plain op writes (rmsnorm_fwd,
+ * swiglu_fwd, swiglu_bwd): q, qt and the amax bit for bit, and the op's
+ * own bf16 output (with_y) and rmsnorm's rstd equal to the plain op's.
+ * rows x cols is the quantized tensor: [n, h], [n, f], [n, 2 f]; alias
+ * runs swiglu_bwd_fp8 in place (dgu = gu).
+ */
+static void test_fp8_fused(int op, int rows, int cols, gl_fp8_format f, float scale,
+                           int with_y, int alias)
+{
+    static const char *const names[] = {"rmsnorm_fwd_fp8", "swiglu_fwd_fp8",
+                                        "swiglu_bwd_fp8"};
+    int fw = op == 2 ? cols / 2 : cols;           /* swiglu's f */
+    size_t n = (size_t)rows * cols;
+    size_t nin = op == 0 ? n : (size_t)rows * 2 * fw;
+    float *x = rand_bf(nin, -4, 4), *w = rand_bf((size_t)cols, 0.5f, 1.5f);
+    float *dy = rand_bf((size_t)rows * fw, -2, 2);
+    void *gx = g_act(x, nin), *gw = g_act(w, (size_t)cols), *gdy = g_act(dy, (size_t)rows * fw);
+    void *gy = g_act(x, n > nin ? n : nin);                     /* plain output */
+    void *gy2 = g_act(x, n > nin ? n : nin);                    /* fused output */
+    float *grs = g_f32(NULL, (size_t)rows), *grs2 = g_f32(NULL, (size_t)rows);
+    uint8_t *gq = G->ops->alloc(G, n), *gqt = G->ops->alloc(G, n);
+    float a0 = 0.0f;
+    float *gs = g_f32(&scale, 1), *ga = g_f32(&a0, 1);
+    g_poison(gq, n);
+    g_poison(gqt, n);
+    g_poison(grs2, (size_t)rows * 4);
+    gl_fp8_out o = {gq, gqt, ga, gs, f};
+    void *gx2 = alias ? g_act(x, nin) : NULL;    /* in place: a copy of gu */
+    switch (op) {
+    case 0:
+        G->ops->rmsnorm_fwd(G, gy, grs, gx, gw, rows, cols, 1e-5f);
+        G->ops->rmsnorm_fwd_fp8(G, with_y ? gy2 : NULL, grs2, gx, gw, rows, cols, 1e-5f, &o);
+        break;
+    case 1:
+        G->ops->swiglu_fwd(G, gy, gx, rows, fw);
+        G->ops->swiglu_fwd_fp8(G, with_y ? gy2 : NULL, gx, rows, fw, &o);
+        break;
+    default:
+        G->ops->swiglu_bwd(G, gy, gdy, gx, rows, fw);
+        if (alias)
+            G->ops->swiglu_bwd_fp8(G, gx2, gdy, gx2, rows, fw, &o);
+        else
+            G->ops->swiglu_bwd_fp8(G, with_y ? gy2 : NULL, gdy, gx, rows, fw, &o);
+        break;
+    }
+    float *y = dl_act(gy, n);
+    uint8_t *cq = gl_malloc(n), *cqt = gl_malloc(n);
+    float ca = a0;
+    C->ops->fp8_quantize(C, cq, cqt, &ca, y, rows, cols, &scale, f);
+    uint8_t *q = dl_bytes(gq, n), *qt = dl_bytes(gqt, n);
+    float ga_h;
+    G->ops->download(G, &ga_h, ga, 4);
+    long bad_q = 0, bad_t = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad_q += q[i] != cq[i];
+        bad_t += qt[i] != cqt[i];
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s %dx%d %s scale %g%s%s", names[op], rows, cols,
+             f == GL_FP8_E4M3 ? "E4M3" : "E5M2", scale, with_y || alias ? ", output too" : "",
+             alias ? " (in place)" : "");
+    ok(bad_q == 0, "%s: q bit-exact (%ld bytes differ)", what, bad_q);
+    ok(bad_t == 0, "%s: qt bit-exact (%ld bytes differ)", what, bad_t);
+    ok(same_amax(ga_h, ca), "%s: amax %g (CPU %g)", what, ga_h, ca);
+    if (with_y || alias) {
+        float *y2 = dl_act(alias ? gx2 : gy2, n);
+        ok(memcmp(y, y2, n * sizeof *y) == 0, "%s: its output as the plain op's", what);
+        free(y2);
+    }
+    if (op == 0) {
+        float *rs = dl_f32(grs, (size_t)rows), *rs2 = dl_f32(grs2, (size_t)rows);
+        ok(memcmp(rs, rs2, (size_t)rows * 4) == 0, "%s: rstd as rmsnorm_fwd's", what);
+        free(rs);
+        free(rs2);
+    }
+    void *gp[] = {gx, gw, gdy, gy, gy2, grs, grs2, gq, gqt, gs, ga};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    if (gx2)
+        G->ops->free(G, gx2);
+    free(x);
+    free(w);
+    free(dy);
+    free(y);
+    free(cq);
+    free(cqt);
+    free(q);
+    free(qt);
+}
+
 /* fp8_amax of n elements at an offset (the scalar path when unaligned). */
 static void test_fp8_amax(size_t n, size_t off, int nan)
 {
@@ -2659,6 +2752,24 @@ int main(void)
         test_fp8_quantize(8192, 2048, GL_FP8_E4M3, 1.0f, 0, 7);  /* X of the 1.5B model */
         test_fp8_quantize(3072, 2048, GL_FP8_E4M3, 1.0f, 1, 7);  /* its QKV weight */
         test_fp8_quantize(8192, 3072, GL_FP8_E5M2, 1.0f, 1, 7);  /* dY of QKV */
+    }
+    /* the FP8-producing ops: 16-byte path, partial tiles, the general
+     * path (rows % 16 != 0, odd widths), with and without their bf16
+     * output, saturating scales */
+    for (int op = 0; op < 3; op++) {
+        int w2 = op == 2 ? 2 : 1;                 /* swiglu_bwd: [n, 2 f] */
+        test_fp8_fused(op, 256, 512 * w2, GL_FP8_E4M3, 100.0f, 0, 0);
+        test_fp8_fused(op, 256, 512 * w2, GL_FP8_E5M2, 3.7f, 1, 0);
+        test_fp8_fused(op, 80, 72 * w2, GL_FP8_E4M3, 448.0f, 1, 0);
+        test_fp8_fused(op, 37, 45 * w2, GL_FP8_E4M3, 30.0f, 1, 0);
+        test_fp8_fused(op, 24, 40 * w2, GL_FP8_E5M2, 1.0f, 0, 0);
+    }
+    test_fp8_fused(2, 64, 128, GL_FP8_E4M3, 50.0f, 0, 1);
+    test_fp8_fused(0, 8, 4096, GL_FP8_E4M3, 50.0f, 0, 0);
+    if (!quick) {
+        test_fp8_fused(0, 8192, 2048, GL_FP8_E4M3, 60.0f, 0, 0);   /* the 1.5B model */
+        test_fp8_fused(1, 8192, 5632, GL_FP8_E4M3, 60.0f, 0, 0);
+        test_fp8_fused(2, 8192, 2 * 5632, GL_FP8_E5M2, 6000.0f, 1, 0);
     }
     test_fp8_amax(quick ? 100000 : 1 << 24, 0, 0);
     test_fp8_amax(1 << 20, 0, 1);

@@ -41,6 +41,16 @@ extern "C" {
 typedef struct gl_dev gl_dev;
 typedef struct gl_ops gl_ops;
 
+/* Where an FP8-producing op writes its output quantized (ops.h's
+ * "FP8 operands out of the kernels that produce them"): the arguments of
+ * fp8_quantize other than x and the shape. */
+typedef struct {
+    uint8_t *q, *qt;           /* [rows, cols] and its transpose; or NULL */
+    float *amax;               /* max |Y| folded in; or NULL */
+    const float *scale;        /* device scalar: q = fp8(Y scale) */
+    gl_fp8_format f;
+} gl_fp8_out;
+
 /* One segment of a multi-tensor AdamW update: count fp32 elements of
  * master weights, their gradient and moments, and where the updated
  * weights go in act dtype (NULL: nowhere). */
@@ -873,6 +883,33 @@ struct gl_ops {
     void (*linear_dgelu_bwd)(gl_dev *d, void *dpre, float *dbias,
                              const void *dY, const void *Wd, const void *pre,
                              int n, int f, int k2);
+    /* ---- FP8 operands out of the kernels that produce them ----
+     *
+     * Under delayed scaling the scale of an FP8 tensor is known before
+     * the kernel that makes the tensor runs, so that kernel can write the
+     * tensor quantized at once: one pass where the producer's bf16 write
+     * and fp8_quantize's read of it took two.  Each op below is, bit for
+     * bit, its plain op followed by
+     *     fp8_quantize(o->q, o->qt, o->amax, Y, rows, cols, o->scale, o->f)
+     * of its output Y (act values, so on CUDA the bf16-rounded ones), and
+     * Y itself may be NULL: then only the FP8 forms are written (o->q,
+     * o->qt, o->amax each NULL as fp8_quantize allows).  The back end
+     * may fall back to the two ops for shapes or alignments its fused
+     * kernels do not take; the bits are the same either way. */
+
+    /* rmsnorm_fwd(y, rstd, x, w, n, h, eps) (rstd always written), then
+     * its y [n, h] quantized.  With y NULL the CUDA back end sums the
+     * squares as rmsnorm_fwd does into an aligned y. */
+    void (*rmsnorm_fwd_fp8)(gl_dev *d, void *y, float *rstd, const void *x,
+                            const void *w, int n, int h, float eps,
+                            const gl_fp8_out *o);
+    /* swiglu_fwd(y, gu, n, f), then y [n, f] quantized. */
+    void (*swiglu_fwd_fp8)(gl_dev *d, void *y, const void *gu, int n, int f,
+                           const gl_fp8_out *o);
+    /* swiglu_bwd(dgu, dy, gu, n, f), then dgu [n, 2 f] quantized (dgu
+     * may alias gu, or be NULL). */
+    void (*swiglu_bwd_fp8)(gl_dev *d, void *dgu, const void *dy,
+                           const void *gu, int n, int f, const gl_fp8_out *o);
 };
 
 struct gl_dev {

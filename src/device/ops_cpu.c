@@ -344,6 +344,47 @@ static void cpu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
         amax[0] = gl_fp8_amax_fold(amax[0], a);
 }
 
+/* The FP8-producing ops (ops.h): the plain op into y (or a scratch row
+ * block when y is NULL), then cpu_fp8_quantize of it, which is what the
+ * definition says. */
+static float *out_or_scratch(void *y, size_t count)
+{
+    return y ? y : gl_malloc(count * sizeof(float) + 1);
+}
+
+static void quantize_out(gl_dev *d, const gl_fp8_out *o, void *y, float *buf, int rows,
+                         int cols)
+{
+    cpu_fp8_quantize(d, o->q, o->qt, o->amax, buf, rows, cols, o->scale, o->f);
+    if (!y)
+        free(buf);
+}
+
+static void cpu_rmsnorm_fwd_fp8(gl_dev *d, void *y, float *rstd, const void *x,
+                                const void *w, int n, int h, float eps,
+                                const gl_fp8_out *o)
+{
+    float *buf = out_or_scratch(y, (size_t)n * h);
+    gl_cpu_rmsnorm_fwd_f32(buf, rstd, x, w, n, h, eps);
+    quantize_out(d, o, y, buf, n, h);
+}
+
+static void cpu_swiglu_fwd_fp8(gl_dev *d, void *y, const void *gu, int n, int f,
+                               const gl_fp8_out *o)
+{
+    float *buf = out_or_scratch(y, (size_t)n * f);
+    gl_cpu_swiglu_fwd_f32(buf, gu, n, f);
+    quantize_out(d, o, y, buf, n, f);
+}
+
+static void cpu_swiglu_bwd_fp8(gl_dev *d, void *dgu, const void *dy, const void *gu, int n,
+                               int f, const gl_fp8_out *o)
+{
+    float *buf = out_or_scratch(dgu, (size_t)n * 2 * f);
+    gl_cpu_swiglu_bwd_f32(buf, dy, gu, n, f);
+    quantize_out(d, o, dgu, buf, n, 2 * f);
+}
+
 static void cpu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
 {
     (void)d;
@@ -754,4 +795,7 @@ const gl_ops gl_ops_cpu = {
     .bda_layernorm = cpu_bda_layernorm,
     .linear_gelu_fwd = cpu_linear_gelu_fwd,
     .linear_dgelu_bwd = cpu_linear_dgelu_bwd,
+    .rmsnorm_fwd_fp8 = cpu_rmsnorm_fwd_fp8,
+    .swiglu_fwd_fp8 = cpu_swiglu_fwd_fp8,
+    .swiglu_bwd_fp8 = cpu_swiglu_bwd_fp8,
 };

@@ -33,6 +33,12 @@
  * micro-batch's own, kept with A->xt in A->xrec (another micro-batch's
  * forward may run before this one's backward).
  *
+ * Under delayed scaling the kernels that make some of these operands
+ * write them quantized themselves (model.h: gl_model_fp8_fused; layer.c
+ * says which): gl_model_fp8_x_out() and gl_model_fp8_dy_out() give them
+ * the places, scales and amaxes that quant() would use, and
+ * gl_model_fp8_fwd_made() / gl_model_fp8_bwd_made() run the products.
+ *
  * Tensor parallelism: a TP rank holds a slice of W, of the output
  * projection's and the down projection's inputs (o, s) and of the QKV
  * and gate/up output gradients; their amaxes are reduced with MAX over
@@ -341,22 +347,33 @@ static float *x_amax(gl_model *m, gl_layer_acts *A, int layer, int lin)
     return st->hist_f + fwd_x(layer, lin);
 }
 
-void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
-                      const void *X, int n, int out, int in)
+/* Y = X W^T from the X that st->xq holds (quantized with x_rec's scale). */
+static void fwd_product(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y, int n,
+                        int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     int wi = fwd_w(layer, lin);
-    float *xr = x_rec(m, A, layer, lin);
     check_fresh(st, layer);
-    /* X^T for the weight gradient in the same pass; not for evaluation,
-     * nor when recomputation will write it again */
-    uint8_t *keep = m->fp8_eval || m->fp8_nokeep ? NULL : A->xt[lin];
-    quant(m, x_amax(m, A, layer, lin), xr, st->ffwd, st->xq, keep, X, n, in, x_sliced(lin),
-          !m->fp8_eval);
-    d->ops->gemm_fp8(d, n, out, in, 1.0f, st->xq, st->ffwd, xr + R_SINV,
+    d->ops->gemm_fp8(d, n, out, in, 1.0f, st->xq, st->ffwd, x_rec(m, A, layer, lin) + R_SINV,
                      st->wq[4 * layer + lin], st->ffwd, rec(st->rec_f, wi) + R_SINV, 0.0f, Y,
                      d->act, out, 1);
+}
+
+/* X^T for the weight gradient in the forward's pass; not for evaluation,
+ * nor when recomputation will write it again */
+static uint8_t *x_keep(gl_model *m, gl_layer_acts *A, int lin)
+{
+    return m->fp8_eval || m->fp8_nokeep ? NULL : A->xt[lin];
+}
+
+void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
+                      const void *X, int n, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    quant(m, x_amax(m, A, layer, lin), x_rec(m, A, layer, lin), st->ffwd, st->xq,
+          x_keep(m, A, lin), X, n, in, x_sliced(lin), !m->fp8_eval);
+    fwd_product(m, A, layer, lin, Y, n, out, in);
 }
 
 void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, const void *X,
@@ -367,15 +384,15 @@ void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, cons
           n, in, x_sliced(lin), !m->fp8_eval);
 }
 
-void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
-                      const void *dY, int n, int out, int in)
+/* dX = dY W and dW += dY^T X from the dY that st->dyq, st->dyqt hold. */
+static void bwd_products(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
+                         float *dW, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
-    int wi = fwd_w(layer, lin), gi = bwd_dy(layer, lin);
-    float *gr = rec(st->rec_b, gi);
+    int wi = fwd_w(layer, lin);
+    float *gr = rec(st->rec_b, bwd_dy(layer, lin));
     check_fresh(st, layer);
-    quant(m, st->hist_b + gi, gr, st->fbwd, st->dyq, st->dyqt, dY, n, out, dy_sliced(lin), 1);
     if (dX)     /* dX [n, in] = dY [n, out] W: A = dY, B = W^T [in, out] */
         d->ops->gemm_fp8(d, n, in, out, 1.0f, st->dyq, st->fbwd, gr + R_SINV,
                          st->wqt[4 * layer + lin], st->ffwd, rec(st->rec_f, wi) + R_SINV, 0.0f,
@@ -384,6 +401,72 @@ void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *d
      * the forward with X's scale */
     d->ops->gemm_fp8(d, out, in, n, 1.0f, st->dyqt, st->fbwd, gr + R_SINV, A->xt[lin],
                      st->ffwd, x_rec(m, A, layer, lin) + R_SINV, 1.0f, dW, GL_DT_F32, in, 0);
+}
+
+void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                      const void *dY, int n, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    int gi = bwd_dy(layer, lin);
+    quant(m, st->hist_b + gi, rec(st->rec_b, gi), st->fbwd, st->dyq, st->dyqt, dY, n, out,
+          dy_sliced(lin), 1);
+    bwd_products(m, A, layer, lin, dX, dW, n, out, in);
+}
+
+/* ---- operands quantized by the kernels that make them ---- */
+
+int gl_model_fp8_fused(const gl_model *m, int layer)
+{
+    return gl_model_fp8_layer(m, layer) && m->fp8->o.recipe == GL_FP8_DELAYED;
+}
+
+/* Delayed scaling only: the step's scale is in the table before the
+ * producer runs, and the amaxes go to the history's row 0, reduced over
+ * TP and DP at the step's end, so a TP slice needs nothing more here. */
+static void check_fused(const gl_model *m, int layer)
+{
+    if (!gl_model_fp8_fused(m, layer))
+        gl_die("internal error: FP8 operands of layer %d made fused without delayed "
+               "scaling", layer);
+}
+
+void gl_model_fp8_x_out(gl_model *m, gl_layer_acts *A, int layer, int lin, int keep_only,
+                        gl_fp8_out *o)
+{
+    gl_fp8_state *st = m->fp8;
+    check_fused(m, layer);
+    /* as gl_model_fp8_fwd's quant, or gl_model_fp8_keep_x's */
+    o->q = keep_only ? NULL : st->xq;
+    o->qt = keep_only ? A->xt[lin] : x_keep(m, A, lin);
+    o->amax = m->fp8_eval ? NULL : x_amax(m, A, layer, lin);
+    o->scale = x_rec(m, A, layer, lin) + R_SCALE;
+    o->f = st->ffwd;
+}
+
+void gl_model_fp8_fwd_made(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y, int n,
+                           int out, int in)
+{
+    check_fused(m, layer);
+    fwd_product(m, A, layer, lin, Y, n, out, in);
+}
+
+void gl_model_fp8_dy_out(gl_model *m, int layer, int lin, gl_fp8_out *o)
+{
+    gl_fp8_state *st = m->fp8;
+    int gi = bwd_dy(layer, lin);
+    check_fused(m, layer);
+    o->q = st->dyq;
+    o->qt = st->dyqt;
+    o->amax = st->hist_b + gi;
+    o->scale = rec(st->rec_b, gi) + R_SCALE;
+    o->f = st->fbwd;
+}
+
+void gl_model_fp8_bwd_made(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
+                           float *dW, int n, int out, int in)
+{
+    check_fused(m, layer);
+    bwd_products(m, A, layer, lin, dX, dW, n, out, in);
 }
 
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)

@@ -356,6 +356,46 @@ static int gelu_fused(const gl_model *m, int layer)
            m->recompute != GL_RECOMPUTE_SELECTIVE && !gl_model_fp8_layer(m, layer);
 }
 
+/*
+ * FP8 operands made by their producers (model.h: gl_model_fp8_fused):
+ * under delayed scaling an FP8 layer's RMSNorms write the QKV and gate/up
+ * products' X already quantized, and SwiGLU the down projection's X (and
+ * in the backward the gate/up product's dY), instead of a bf16 tensor
+ * that fp8_quantize reads again.  Those bf16 tensors (a, mg, s) are then
+ * not written: an FP8 layer's backward reads the FP8 X^T its forward
+ * kept, and selective recomputation rebuilds nothing for it.  The norms
+ * fuse only without SP (under SP the bf16 rows are gathered between the
+ * norm and the product); LayerNorm and GeLU models take the two passes.
+ */
+static int fused_norm(gl_model *m, int layer)
+{
+    return gl_model_fp8_fused(m, layer) && !DIMS->layernorm && !DIMS->sp;
+}
+
+static int fused_act(gl_model *m, int layer)
+{
+    return gl_model_fp8_fused(m, layer) && DIMS->swiglu;
+}
+
+/* Y [n, out] = linear lin of norm(x) (full [n, h] the norm's output,
+ * gathered under SP; see norm_gathered and dec_fwd). */
+static void norm_linear_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
+                            void *full, float *mean, float *rstd, const void *x, size_t w_off,
+                            size_t b_off, const void *Wt, int out)
+{
+    const gl_model_dims *dm = DIMS;
+    if (fused_norm(m, layer)) {
+        gl_fp8_out o;
+        gl_model_fp8_x_out(m, A, layer, lin, 0, &o);
+        OPS->rmsnorm_fwd_fp8(m->d, NULL, rstd, x, W(m, w_off), dm->nl, dm->h, (float)dm->eps,
+                             &o);
+        gl_model_fp8_fwd_made(m, A, layer, lin, Y, dm->n, out, dm->h);
+        return;
+    }
+    norm_gathered(m, full, mean, rstd, x, w_off, b_off);
+    dec_fwd(m, A, layer, lin, Y, full, Wt, dm->n, out, dm->h);
+}
+
 /* One layer's forward: out [nl, h] from x [nl, h], keeping A.  With out
  * NULL (the last layer of a group that full recomputation re-runs) it
  * stops once A is complete: the down projection and its reduction only
@@ -384,8 +424,8 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
 
     /* attention; the biases are added outside the products (FP8 ones
      * included) */
-    norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
-    dec_fwd(m, A, layer, 0, A->qkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    norm_linear_fwd(m, A, layer, 0, A->qkv, A->a, A->mean1, A->rstd1, x, lo->attn_norm,
+                    lo->attn_norm_b, W(m, lo->qkv), dm->qkvw);
     if (dm->qkv_bias)
         OPS->bias_add(d, A->qkv, W(m, lo->bqkv), n, dm->qkvw);
     if (dm->rope)
@@ -399,28 +439,48 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                       dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
                       attn_dp(m, mb, layer, &adp));
     dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
-    /* ... its end, and the MLP's norm */
-    sublayer_end_norm(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
-                      hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa), A->mg, A->mean2,
-                      A->rstd2, lo->mlp_norm, lo->mlp_norm_b);
+    /* ... its end and the MLP's norm: after the bias-dropout-add (one
+     * kernel with it on GPUs in the GPT form), or, where the norm writes
+     * the MLP's FP8 operand itself, with the MLP's first product */
+    if (fused_norm(m, layer)) {
+        sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
+                     hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
+        norm_linear_fwd(m, A, layer, 2, A->gu, A->mg, A->mean2, A->rstd2, A->xm,
+                        lo->mlp_norm, lo->mlp_norm_b, W(m, lo->gate_up), dm->guw);
+    } else {
+        sublayer_end_norm(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
+                          hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa), A->mg,
+                          A->mean2, A->rstd2, lo->mlp_norm, lo->mlp_norm_b);
+        if (gelu_fused(m, layer))       /* the product, its bias and GeLU: s */
+            OPS->linear_gelu_fwd(d, A->s, A->gu, A->mg, W(m, lo->gate_up), W(m, lo->bgu), n,
+                                 dm->fl, h);
+        else
+            dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
+    }
 
     /* MLP */
-    if (gelu_fused(m, layer)) {
-        OPS->linear_gelu_fwd(d, A->s, A->gu, A->mg, W(m, lo->gate_up), W(m, lo->bgu), n,
-                             dm->fl, h);
+    if (dm->swiglu && dm->lin_bias)
+        OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
+    if (fused_act(m, layer)) {
+        /* s made in FP8 only: X of the down projection, or (without out)
+         * its X^T alone */
+        gl_fp8_out o;
+        gl_model_fp8_x_out(m, A, layer, 3, !out, &o);
+        OPS->swiglu_fwd_fp8(d, NULL, A->gu, n, dm->fl, &o);
+        if (!out)
+            return;
+        gl_model_fp8_fwd_made(m, A, layer, 3, m->y, n, h, dm->fl);
     } else {
-        dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
-        if (dm->swiglu && dm->lin_bias)
-            OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
-        act_fwd(m, lo, A->s, A->gu);
+        if (!gelu_fused(m, layer))
+            act_fwd(m, lo, A->s, A->gu);
+        if (!out) {
+            /* an FP8 down projection's backward reads s as FP8 X^T */
+            if (gl_model_fp8_layer(m, layer))
+                gl_model_fp8_keep_x(m, A, layer, 3, A->s, n, dm->fl);
+            return;
+        }
+        dec_fwd(m, A, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
     }
-    if (!out) {
-        /* an FP8 down projection's backward reads s as FP8 X^T */
-        if (gl_model_fp8_layer(m, layer))
-            gl_model_fp8_keep_x(m, A, layer, 3, A->s, n, dm->fl);
-        return;
-    }
-    dec_fwd(m, A, layer, 3, m->y, A->s, W(m, lo->down), n, h, dm->fl);
     sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown,
                  hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dpm));
 }
@@ -465,6 +525,13 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     if (fused) {
         OPS->linear_dgelu_bwd(d, m->dgu, G(m, lo->bgu), dz, W(m, lo->down), A->gu, n, dm->fl,
                               h);
+    } else if (fused_act(m, layer)) {
+        /* dgu made in FP8 (and in act only for its bias's gradient) */
+        gl_fp8_out o;
+        gl_model_fp8_dy_out(m, layer, 2, &o);
+        OPS->swiglu_bwd_fp8(d, dm->lin_bias ? m->dgu : NULL, m->ds, A->gu, n, dm->fl, &o);
+        if (dm->lin_bias)
+            OPS->bias_grad(d, G(m, lo->bgu), m->dgu, n, dm->guw);
     } else if (dm->swiglu) {
         OPS->swiglu_bwd(d, m->dgu, m->ds, A->gu, n, dm->fl);
         if (dm->lin_bias)
@@ -475,8 +542,11 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     }
     if (dm->lin_bias)
         ready(m, lo->bgu, (size_t)dm->guw);
-    dec_bwd(m, A, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
-            n, dm->guw, h);
+    if (fused_act(m, layer))
+        gl_model_fp8_bwd_made(m, A, layer, 2, m->y, G(m, lo->gate_up), n, dm->guw, h);
+    else
+        dec_bwd(m, A, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
+                n, dm->guw, h);
     ready(m, lo->gate_up, (size_t)dm->guw * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
              lo->mlp_norm_b, nl, 1);

@@ -460,6 +460,25 @@ void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *d
                       const void *dY, int n, int out, int in);
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 
+/* FP8 operands made by the kernels that produce them (ops.h: "FP8
+ * operands out of the kernels that produce them"), under delayed scaling
+ * only, where the scale is known before the producer runs:
+ * gl_model_fp8_fused() says whether layer `layer` takes them.  Then, in
+ * place of gl_model_fp8_fwd (or gl_model_fp8_keep_x: keep_only), the
+ * caller fills o with gl_model_fp8_x_out(), runs the producer of X with
+ * it, and calls gl_model_fp8_fwd_made() (not after keep_only); in place
+ * of gl_model_fp8_bwd, gl_model_fp8_dy_out() for the producer of dY, then
+ * gl_model_fp8_bwd_made().  The FP8 operands land in the same places with
+ * the same bits, so the products are the same. */
+int gl_model_fp8_fused(const gl_model *m, int layer);
+void gl_model_fp8_x_out(gl_model *m, gl_layer_acts *A, int layer, int lin, int keep_only,
+                        gl_fp8_out *o);
+void gl_model_fp8_fwd_made(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y, int n,
+                           int out, int in);
+void gl_model_fp8_dy_out(gl_model *m, int layer, int lin, gl_fp8_out *o);
+void gl_model_fp8_bwd_made(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
+                           float *dW, int n, int out, int in);
+
 /* The state a checkpoint keeps: delayed scaling's amax histories, scales
  * and inverse scales (tensorwise scaling has none: 0).  They are numbered
  * by global layer (fp8.c), so they are logical tensors whatever the
