@@ -31,7 +31,8 @@
     X(dot_f32) X(adamw) X(fp8_quantize) X(fp8_amax) X(fp8_amax_scale)      \
     X(fp8_scale_delayed) X(fp8_scale_current) X(gemm_fp8) X(layernorm_fwd)   \
     X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(bias_add) X(bias_grad)       \
-    X(dropout) X(bias_dropout_add) X(pos_embed_fwd)
+    X(dropout) X(bias_dropout_add) X(pos_embed_fwd)          \
+    X(head_rmsnorm_fwd) X(head_rmsnorm_bwd)
 
 #define AS_ENUM(op) OP_##op,
 enum { TIMED_OPS(AS_ENUM) NOPS };

@@ -455,6 +455,23 @@ static void cpu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
     gl_cpu_pos_embed_fwd_f32(y, pos, positions, n, h, max_pos);
 }
 
+static void cpu_head_rmsnorm_fwd(gl_dev *d, void *y, int ldy, float *rstd,
+                                 const void *x, int ldx, const void *w, int n,
+                                 int heads, int D, float eps)
+{
+    (void)d;
+    gl_cpu_head_rmsnorm_fwd_f32(y, ldy, rstd, x, ldx, w, n, heads, D, eps);
+}
+
+static void cpu_head_rmsnorm_bwd(gl_dev *d, void *dx, int ldg, float *dw,
+                                 const void *dy, const void *x, int ldx,
+                                 const void *w, const float *rstd, int n,
+                                 int heads, int D)
+{
+    (void)d;
+    gl_cpu_head_rmsnorm_bwd_f32(dx, ldg, dw, dy, x, ldx, w, rstd, n, heads, D);
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -509,4 +526,6 @@ const gl_ops gl_ops_cpu = {
     .dropout = cpu_dropout,
     .bias_dropout_add = cpu_bias_dropout_add,
     .pos_embed_fwd = cpu_pos_embed_fwd,
+    .head_rmsnorm_fwd = cpu_head_rmsnorm_fwd,
+    .head_rmsnorm_bwd = cpu_head_rmsnorm_bwd,
 };

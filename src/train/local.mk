@@ -30,6 +30,9 @@ dist_check_SCRIPTS += t/train-equiv.t
 TESTS += t/train-equiv.t
 dist_check_SCRIPTS += t/train-gpt.t
 TESTS += t/train-gpt.t
+# --qk-layernorm (Qwen3) under every layout and recomputation.
+dist_check_SCRIPTS += t/train-qknorm.t
+TESTS += t/train-qknorm.t
 
 # Megatron's loss normalisations (per micro-batch by default, per token)
 # across layouts, and the batch-size ramp-up across a checkpoint (shell).

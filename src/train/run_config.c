@@ -400,7 +400,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
 #define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
 #define R_ACT "gridlm's MLP is GeLU (tanh approximation, Megatron's fused bias-GeLU) or SwiGLU (--swiglu); other activations are not built"
-#define R_LAYER "gridlm's layer is Megatron's GPT one or the Llama one (pre-norm, no norm inside attention, the residual in the activations' dtype): this variant is not built"
+#define R_LAYER "gridlm's layer is Megatron's GPT one or the Llama one (pre-norm, no norm inside attention but --qk-layernorm's RMSNorm, the residual in the activations' dtype): this variant is not built"
 #define R_ATTN "sliding-window attention is not supported: every layer attends causally over --seq-length"
 #define R_ROPE "gridlm's RoPE rotates halves of every head in every layer (with --use-rope-scaling for Llama 3): this variant is not built"
 #define R_ENCDEC "encoder-decoder models are not built: gridlm trains decoders; use --num-layers and --seq-length"
@@ -570,6 +570,9 @@ static const gl_option table[] = {
      .group = G_MODEL, .fn = opt_disable_bias_linear, .sets = 1,
      .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
+    FLAG("qk-layernorm", arch.qk_layernorm, G_MODEL,
+         "RMSNorm over each head of Q and of K before RoPE (Qwen3; with --normalization "
+         "RMSNorm)"),
     DBL("attention-dropout", arch.attention_dropout, G_MODEL, UNIT,
         "dropout on the attention probabilities (on CUDA it runs gridlm's attention "
         "kernels, not cuDNN's)", .min = 0, .max = 1),
@@ -1027,7 +1030,7 @@ static const gl_option table[] = {
     REFUSE("squared-relu", R_ACT), REFUSE("quick-geglu", R_ACT),
     REFUSE("activation-func-clamp-value", R_ACT), REFUSE("glu-linear-offset", R_ACT),
     REFUSE("apply-residual-connection-post-layernorm", R_LAYER),
-    REFUSE("qk-layernorm", R_LAYER), REFUSE("qk-l2-norm", R_LAYER),
+    REFUSE("qk-l2-norm", R_LAYER),
     REFUSE("fp32-residual-connection", R_LAYER),
     REFUSE("window-size", R_ATTN), REFUSE("window-attn-skip-freq", R_ATTN),
     REFUSE("rotary-interleaved", R_ROPE), REFUSE("rotary-seq-len-interpolation-factor", R_ROPE),
@@ -1398,6 +1401,11 @@ static void check_model_form(const gl_config *c)
     if (a->attention_dropout >= 1)
         bad("--attention-dropout %g must be below 1 (it would drop every probability)",
             a->attention_dropout);
+    if (a->qk_layernorm && (a->normalization != GL_NORM_RMSNORM || a->apply_layernorm_1p))
+        bad("--qk-layernorm with --normalization %s%s is not built: gridlm's QK norm is "
+            "RMSNorm over each head (Qwen3's); pass --normalization RMSNorm",
+            gl_arch_norm_names[a->normalization], a->apply_layernorm_1p ?
+            " --apply-layernorm-1p" : "");
 }
 
 static void check_model(const gl_config *c)
