@@ -28,7 +28,7 @@ shape="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --eval-interval 10 --eval-iters 2"
 base="$llama_form --qk-layernorm $shape"
 
-plan 12
+plan 11
 run ref 1 || bail_out "the single-rank reference run failed"
 ref=ref
 check tp2 2 --tensor-model-parallel-size 2
