@@ -11,7 +11,8 @@
 # --overlap-grad-reduce and small buckets (the QK-norm bucket deferred
 # until its TP sum), and under selective and full recomputation; the loss
 # and gradient norm of every iteration and the validation losses must
-# agree with the one-rank run within 1e-5 relative.  The same model
+# agree with the one-rank run within 1e-5 relative.  FP8 (tensorwise)
+# trains with it, TP 2 with sequence parallelism near one rank.  The same model
 # without --qk-layernorm must differ (the norm is really there), and
 # --qk-layernorm with LayerNorm is refused.
 #
@@ -28,7 +29,7 @@ shape="--device cpu --mock-data --seed 1234 --num-layers 4 --hidden-size 64
  --eval-interval 10 --eval-iters 2"
 base="$llama_form --qk-layernorm $shape"
 
-plan 11
+plan 12
 run ref 1 || bail_out "the single-rank reference run failed"
 ref=ref
 check tp2 2 --tensor-model-parallel-size 2
@@ -45,6 +46,24 @@ check 222-overlap 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-siz
     --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 5000
 grep -q "QK RMSNorm" "$tmp/ref.log"
 ok $? "the start-up summary names the QK norm"
+
+# FP8 (the norm sits between the products, which quantize as before):
+# one rank and TP 2 with sequence parallelism train, within FP8's
+# layout tolerance of each other (t/train-fp8.t: 2e-4 on the loss).
+base="$llama_form --qk-layernorm $shape --bf16 --ffn-hidden-size 192"
+fp8="--fp8-format hybrid --fp8-recipe tensorwise"
+# shellcheck disable=SC2086
+if run fp8 1 $fp8 && run fp8-tp2-sp 2 $fp8 --tensor-model-parallel-size 2 --sequence-parallel
+then
+    w=$(worst "$tmp/fp8.jsonl" "$tmp/fp8-tp2-sp.jsonl")
+    if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w < 2e-4) }'; then
+        pass "FP8: TP 2 with sequence parallelism within $w of one rank"
+    else
+        fail "FP8: TP 2 with sequence parallelism differs from one rank by $w"
+    fi
+else
+    fail "FP8 runs with --qk-layernorm failed"
+fi
 
 # Without the norm: another model.
 base="$llama_form $shape"

@@ -19,6 +19,10 @@
  *   final_norm.weight                    [h]         replicated
  *   lm_head.weight                       [Vpad, h]   rows split (untied only)
  *
+ * (and the rows of the GPT form and of --qk-layernorm: arch/tensors.h;
+ * the QK-norm weights layers.N.attention.q_norm/k_norm.weight [D] are
+ * replicated and placed last, see gl_model_tp_sum_range).
+ *
  * Vpad is the vocabulary padded to a multiple of
  * --make-vocab-size-divisible-by x TP; padding rows are never predicted
  * (the cross-entropy ignores their logits) and never looked up.
