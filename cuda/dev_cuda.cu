@@ -276,6 +276,24 @@ static void cu_rmsnorm_bwd(gl_dev *d, void *dx, float *dw, const void *dy,
                         (const bf16 *)w, rstd, n, h, accumulate_dx);
 }
 
+static void cu_head_rmsnorm_fwd(gl_dev *d, void *y, int ldy, float *rstd,
+                                const void *x, int ldx, const void *w, int n,
+                                int heads, int D, float eps)
+{
+    gl_cuda_head_rmsnorm_fwd(d, (bf16 *)y, ldy, rstd, (const bf16 *)x, ldx,
+                             (const bf16 *)w, n, heads, D, eps);
+}
+
+static void cu_head_rmsnorm_bwd(gl_dev *d, void *dx, int ldg, float *dw,
+                                const void *dy, const void *x, int ldx,
+                                const void *w, const float *rstd, int n,
+                                int heads, int D)
+{
+    gl_cuda_head_rmsnorm_bwd(d, (bf16 *)dx, ldg, dw, (const bf16 *)dy,
+                             (const bf16 *)x, ldx, (const bf16 *)w, rstd, n,
+                             heads, D);
+}
+
 static void cu_rope_fwd(gl_dev *d, void *x, int ld, int B, int S, int H,
                         int D, const float *cos, const float *sin)
 {
@@ -742,6 +760,7 @@ static const gl_ops gl_ops_cuda = {
     cu_bda_layernorm,
     cu_linear_gelu_fwd, cu_linear_dgelu_bwd,
     cu_rmsnorm_fwd_fp8, cu_swiglu_fwd_fp8, cu_swiglu_bwd_fp8,
+    cu_head_rmsnorm_fwd, cu_head_rmsnorm_bwd,
 };
 
 /* ---- opening ---- */

@@ -175,6 +175,13 @@ void gl_cuda_rmsnorm_fwd_fp8(gl_dev *d, bf16 *y, float *rstd, const bf16 *x,
 void gl_cuda_rmsnorm_bwd(gl_dev *d, bf16 *dx, float *dw, const bf16 *dy,
                          const bf16 *x, const bf16 *w, const float *rstd,
                          int n, int h, int accumulate_dx);
+void gl_cuda_head_rmsnorm_fwd(gl_dev *d, bf16 *y, int ldy, float *rstd,
+                              const bf16 *x, int ldx, const bf16 *w, int n,
+                              int heads, int D, float eps);
+void gl_cuda_head_rmsnorm_bwd(gl_dev *d, bf16 *dx, int ldg, float *dw,
+                              const bf16 *dy, const bf16 *x, int ldx,
+                              const bf16 *w, const float *rstd, int n,
+                              int heads, int D);
 
 /* rope.cu */
 void gl_cuda_rope(cudaStream_t st, bf16 *x, int ld, int B, int S, int H, int D,

@@ -436,3 +436,170 @@ void gl_cuda_rmsnorm_bwd(gl_dev *d, bf16 *dx, float *dw, const bf16 *dy,
         dw, partial, G, h);
     GL_CUDA_LAUNCHED("rmsnorm_bwd_dw");
 }
+
+/*
+ * RMSNorm of each head (--qk-layernorm): the rows are the heads of a
+ * [n, heads, D] view into the fused QKV buffer (head j of token i at
+ * i ld + j D), all normalised with one weight [D].  A head is short (D =
+ * 128 in Qwen3), so a warp takes a whole head: a lane holds pairs of
+ * elements (bf16x2 loads; D is even, as RoPE needs) at columns 2 (lane +
+ * 32 k), k < HEAD_CH, in registers between the two passes.  The math is
+ * rmsnorm_fwd_kernel's and rmsnorm_bwd_rows' with h = D.
+ *
+ * Backward: a block of NORM_WARPS warps takes heads blockIdx.x NORM_WARPS
+ * + warp, then grid-stride on; a lane adds the dw terms of its columns
+ * into registers, the block adds its warps' sums in warp order into a
+ * shared row and writes it to partial[blockIdx.x][D]; rmsnorm_bwd_dw then
+ * adds the G rows into dw.  Fixed orders throughout: the same bits every
+ * run.  dx may alias dy: a lane reads its elements of dy before the warp's
+ * sum and writes dx only to those elements after it.
+ */
+#define HEAD_CH 8                       /* D <= 2 x 32 x HEAD_CH = 512 */
+
+__global__ void head_rmsnorm_fwd_kernel(bf16 *y, int ldy, float *rstd,
+                                        const bf16 *x, int ldx, const bf16 *w,
+                                        long rows, int heads, int D, float eps)
+{
+    long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= rows)
+        return;
+    long i = row / heads;
+    int j = (int)(row % heads);
+    const bf16 *xr = x + i * ldx + (long)j * D;
+    bf16 *yr = y + i * ldy + (long)j * D;
+    float2 v[HEAD_CH];
+    float ss = 0;
+#pragma unroll
+    for (int k = 0; k < HEAD_CH; k++) {
+        int c = 2 * (lane + 32 * k);
+        if (c < D) {
+            v[k] = __bfloat1622float2(*(const __nv_bfloat162 *)(xr + c));
+            ss += v[k].x * v[k].x + v[k].y * v[k].y;
+        }
+    }
+    ss = warp_sum(ss);
+    float r = 1.0f / sqrtf(ss / D + eps);
+#pragma unroll
+    for (int k = 0; k < HEAD_CH; k++) {
+        int c = 2 * (lane + 32 * k);
+        if (c < D) {
+            float2 g = __bfloat1622float2(*(const __nv_bfloat162 *)(w + c));
+            *(__nv_bfloat162 *)(yr + c) =
+                __floats2bfloat162_rn(v[k].x * r * g.x, v[k].y * r * g.y);
+        }
+    }
+    if (lane == 0)
+        rstd[row] = r;
+}
+
+__global__ void __launch_bounds__(NORM_THREADS)
+head_rmsnorm_bwd_kernel(bf16 *dx, int ldg, float *partial, const bf16 *dy,
+                        const bf16 *x, int ldx, const bf16 *w,
+                        const float *rstd, long rows, int heads, int D)
+{
+    __shared__ float dw_block[2 * 32 * HEAD_CH];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float2 acc[HEAD_CH];
+#pragma unroll
+    for (int k = 0; k < HEAD_CH; k++)
+        acc[k] = make_float2(0, 0);
+    for (long row = (long)blockIdx.x * NORM_WARPS + warp; row < rows;
+         row += (long)gridDim.x * NORM_WARPS) {
+        long i = row / heads;
+        int j = (int)(row % heads);
+        const bf16 *xr = x + i * ldx + (long)j * D;
+        const bf16 *dyr = dy + i * ldg + (long)j * D;
+        bf16 *dxr = dx + i * ldg + (long)j * D;
+        float r = rstd[row], dot = 0;
+        float2 xv[HEAD_CH], dv[HEAD_CH];
+#pragma unroll
+        for (int k = 0; k < HEAD_CH; k++) {
+            int c = 2 * (lane + 32 * k);
+            if (c < D) {
+                xv[k] = __bfloat1622float2(*(const __nv_bfloat162 *)(xr + c));
+                dv[k] = __bfloat1622float2(*(const __nv_bfloat162 *)(dyr + c));
+                float2 g = __bfloat1622float2(*(const __nv_bfloat162 *)(w + c));
+                dot += g.x * dv[k].x * xv[k].x + g.y * dv[k].y * xv[k].y;
+            }
+        }
+        dot = warp_sum(dot);
+        float cc = dot / D * r * r;
+#pragma unroll
+        for (int k = 0; k < HEAD_CH; k++) {
+            int c = 2 * (lane + 32 * k);
+            if (c < D) {
+                float2 g = __bfloat1622float2(*(const __nv_bfloat162 *)(w + c));
+                *(__nv_bfloat162 *)(dxr + c) = __floats2bfloat162_rn(
+                    r * (g.x * dv[k].x - xv[k].x * cc),
+                    r * (g.y * dv[k].y - xv[k].y * cc));
+                acc[k].x += dv[k].x * xv[k].x * r;
+                acc[k].y += dv[k].y * xv[k].y * r;
+            }
+        }
+    }
+    for (int t = 0; t < NORM_WARPS; t++) {
+        if (warp == t)
+#pragma unroll
+            for (int k = 0; k < HEAD_CH; k++) {
+                int c = 2 * (lane + 32 * k);
+                if (c < D) {
+                    dw_block[c] = (t ? dw_block[c] : 0.0f) + acc[k].x;
+                    dw_block[c + 1] = (t ? dw_block[c + 1] : 0.0f) + acc[k].y;
+                }
+            }
+        __syncthreads();
+    }
+    float *pr = partial + (size_t)blockIdx.x * D;
+    for (int c = threadIdx.x; c < D; c += NORM_THREADS)
+        pr[c] = dw_block[c];
+}
+
+/* D even (bf16x2 accesses, 4-byte aligned: ld and the views' starts are
+ * even too) and at most 512 (the registers of a lane). */
+static void check_head_dim(const char *op, int D, int ldx, int ldy)
+{
+    if (D % 2 || D > 2 * 32 * HEAD_CH || ldx % 2 || ldy % 2)
+        gl_die("%s: head size %d (row strides %d, %d) is not an even size of at "
+               "most %d", op, D, ldx, ldy, 2 * 32 * HEAD_CH);
+}
+
+void gl_cuda_head_rmsnorm_fwd(gl_dev *d, bf16 *y, int ldy, float *rstd,
+                              const bf16 *x, int ldx, const bf16 *w, int n,
+                              int heads, int D, float eps)
+{
+    long rows = (long)n * heads;
+    if (rows <= 0)
+        return;
+    check_head_dim("head_rmsnorm_fwd", D, ldx, ldy);
+    int warps = 8;
+    unsigned blocks = (unsigned)((rows + warps - 1) / warps);
+    head_rmsnorm_fwd_kernel<<<blocks, warps * 32, 0, gl_cuda_st(d)->stream>>>(
+        y, ldy, rstd, x, ldx, w, rows, heads, D, eps);
+    GL_CUDA_LAUNCHED("head_rmsnorm_fwd");
+}
+
+void gl_cuda_head_rmsnorm_bwd(gl_dev *d, bf16 *dx, int ldg, float *dw,
+                              const bf16 *dy, const bf16 *x, int ldx,
+                              const bf16 *w, const float *rstd, int n,
+                              int heads, int D)
+{
+    long rows = (long)n * heads;
+    if (rows <= 0)
+        return;
+    check_head_dim("head_rmsnorm_bwd", D, ldx, ldg);
+    gl_cuda_state *st = gl_cuda_st(d);
+    long G = 4L * st->prop.multiProcessorCount;
+    long most = (rows + NORM_WARPS - 1) / NORM_WARPS;  /* a head per warp */
+    if (G > most)
+        G = most;
+    float *partial = (float *)gl_cuda_scratch(d, &st->s_norm,
+                                              (size_t)G * D * sizeof(float));
+    head_rmsnorm_bwd_kernel<<<(unsigned)G, NORM_THREADS, 0, st->stream>>>(
+        dx, ldg, partial, dy, x, ldx, w, rstd, rows, heads, D);
+    GL_CUDA_LAUNCHED("head_rmsnorm_bwd");
+    dim3 block(DW_COLS, DW_ROWS);
+    rmsnorm_bwd_dw<<<(D + DW_COLS - 1) / DW_COLS, block, 0, st->stream>>>(
+        dw, partial, (int)G, D);
+    GL_CUDA_LAUNCHED("rmsnorm_bwd_dw");
+}

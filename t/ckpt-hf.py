@@ -1,11 +1,12 @@
 """ckpt-hf.py: the Hugging Face side of t/ckpt-hf.t.
 
-  ckpt-hf.py make DIR DTYPE TIED SHARDED [qwen2]
+  ckpt-hf.py make DIR DTYPE TIED SHARDED [qwen2|qwen3]
                                            a tiny LlamaForCausalLM directory
                                            (config.json, safetensors written
                                            by the safetensors library); with
                                            qwen2 a Qwen2ForCausalLM (q, k, v
-                                           biases)
+                                           biases), with qwen3 a
+                                           Qwen3ForCausalLM (q_norm, k_norm)
   ckpt-hf.py compare ORIG EXPORTED DTYPE   every tensor and config field of an
                                            export equals the original
   ckpt-hf.py transformers EXPORTED ORIG    transformers loads the export with
@@ -32,7 +33,7 @@ def value(name, n):
     return (k / 8.0).astype(np.float32)
 
 
-def weights(tied, qwen2=False):
+def weights(tied, qwen2=False, qwen3=False):
     shapes = {"model.embed_tokens.weight": (V, H), "model.norm.weight": (H,)}
     for l in range(L):
         p = f"model.layers.{l}."
@@ -49,12 +50,27 @@ def weights(tied, qwen2=False):
             shapes[p + "self_attn.q_proj.bias"] = (HQ * D,)
             shapes[p + "self_attn.k_proj.bias"] = (HKV * D,)
             shapes[p + "self_attn.v_proj.bias"] = (HKV * D,)
+        if qwen3:
+            shapes[p + "self_attn.q_norm.weight"] = (D,)
+            shapes[p + "self_attn.k_norm.weight"] = (D,)
     if not tied:
         shapes["lm_head.weight"] = (V, H)
     return {n: value(n, int(np.prod(s))).reshape(s) for n, s in shapes.items()}
 
 
-def config(tied, dtype, qwen2=False):
+def config(tied, dtype, qwen2=False, qwen3=False):
+    if qwen3:   # Qwen3Config's keys (attention_bias, no mlp_bias; head_dim)
+        return {
+            "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+            "hidden_size": H, "intermediate_size": F, "num_hidden_layers": L,
+            "num_attention_heads": HQ, "num_key_value_heads": HKV, "head_dim": D,
+            "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "rope_scaling": None,
+            "vocab_size": V, "max_position_embeddings": 64, "tie_word_embeddings": tied,
+            "torch_dtype": dtype, "hidden_act": "silu", "attention_bias": False,
+            "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
+            "layer_types": ["full_attention"] * L, "attention_dropout": 0.0,
+            "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.02,
+        }
     if qwen2:   # Qwen2Config's keys (no attention_bias, mlp_bias)
         return {
             "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
@@ -99,11 +115,11 @@ def save(path, tensors, dtype):
                            path, metadata={"format": "pt"})
 
 
-def make(d, dtype, tied, sharded, qwen2=False):
+def make(d, dtype, tied, sharded, qwen2=False, qwen3=False):
     os.makedirs(d, exist_ok=True)
-    w = weights(tied, qwen2)
+    w = weights(tied, qwen2, qwen3)
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(config(tied, dtype, qwen2), f, indent=2)
+        json.dump(config(tied, dtype, qwen2, qwen3), f, indent=2)
     if not sharded:
         save(os.path.join(d, "model.safetensors"), w, dtype)
         return
@@ -197,7 +213,8 @@ def load_transformers(exported, orig):
 if __name__ == "__main__":
     a = sys.argv[1:]
     if len(a) in (5, 6) and a[0] == "make":
-        make(a[1], a[2], a[3] == "tied", a[4] == "sharded", a[5:] == ["qwen2"])
+        make(a[1], a[2], a[3] == "tied", a[4] == "sharded", a[5:] == ["qwen2"],
+             a[5:] == ["qwen3"])
     elif len(a) == 4 and a[0] == "compare":
         sys.exit(compare(a[1], a[2], a[3]))
     elif len(a) == 3 and a[0] == "transformers":

@@ -5,7 +5,8 @@
 # holds every weight exactly under gridlm's name (t/ckpt-hf-check, with
 # its own name table) with the vocabulary padded by zero rows, and the
 # export gives back every tensor bit for bit and every config.json field;
-# the same round trip for Qwen2ForCausalLM (q, k, v biases).
+# the same round trip for Qwen2ForCausalLM (q, k, v biases) and
+# Qwen3ForCausalLM (q_norm, k_norm).
 # Where transformers and torch are installed, transformers loads the
 # export.  Bad directories are refused with a message.  Skipped without
 # python3, safetensors and numpy.
@@ -71,6 +72,22 @@ for case in "bfloat16 tied single" "float32 untied sharded"; do
         "$PYTHON3" "$py" compare "$d/$name" "$d/$name.out" $exp
 done
 
+# Qwen3ForCausalLM (the Llama form with q_norm and k_norm): the same.
+for case in "bfloat16 untied sharded" "float32 tied single"; do
+    set -- $case
+    dt=$1 tie=$2 shard=$3
+    name="qwen3-$dt-$tie-$shard"
+    exp=bf16
+    test $dt = float32 && exp=fp32
+    run "$name: the library writes a Qwen3 directory" \
+        "$PYTHON3" "$py" make "$d/$name" $dt $tie $shard qwen3
+    run "$name: import-hf" $tool import-hf --quiet "$d/$name" "$d/$name.h5"
+    run "$name: export-hf --dtype $exp" $tool export-hf --dtype $exp --max-shard-size 1500 \
+        "$d/$name.h5" "$d/$name.out"
+    run "$name: the export equals the original, tensors and config.json" \
+        "$PYTHON3" "$py" compare "$d/$name" "$d/$name.out" $exp
+done
+
 # A directory of its own: OUT/iter_0000000.h5 and the tracker.
 mkdir -p "$d/asdir"
 run "import-hf into a directory" $tool import-hf --quiet "$d/bfloat16-untied-single" "$d/asdir"
@@ -103,7 +120,8 @@ cp -r "$d/float32-untied-sharded" "$bad"
 sed 's/"llama"/"mistral"/; s/LlamaForCausalLM/MistralForCausalLM/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
 refuse "a Mistral config is refused, naming what is imported" \
-    "LlamaForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel" $tool import-hf "$bad" "$d/x.h5"
+    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or GPT2LMHeadModel" \
+    $tool import-hf "$bad" "$d/x.h5"
 sed 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
 refuse "a missing layer is named" "has no tensor model.layers.2" $tool import-hf "$bad" "$d/x.h5"
@@ -129,6 +147,17 @@ sed 's/"use_sliding_window": false/"use_sliding_window": true/' \
     "$d/qwen2-float32-untied-sharded/config.json" >"$qb/config.json"
 refuse "Qwen2 with use_sliding_window true" "use_sliding_window" \
     $tool import-hf "$qb" "$d/x.h5"
+# A Llama config over Qwen3 weights would drop the QK norm; a Qwen3 with
+# sliding-window layers is not computed.
+q3="$d/q3bad"
+cp -r "$d/qwen3-float32-tied-single" "$q3"
+sed 's/"qwen3"/"llama"/; s/Qwen3ForCausalLM/LlamaForCausalLM/' \
+    "$d/qwen3-float32-tied-single/config.json" >"$q3/config.json"
+refuse "a Llama config over Qwen3 weights: q_norm is named, not dropped" \
+    "self_attn.[qk]_norm.weight, which is not a weight" $tool import-hf "$q3" "$d/x.h5"
+sed 's/"full_attention"/"sliding_attention"/' \
+    "$d/qwen3-float32-tied-single/config.json" >"$q3/config.json"
+refuse "Qwen3 with a sliding_attention layer" "layer_types" $tool import-hf "$q3" "$d/x.h5"
 refuse "a directory without config.json" "config.json" $tool import-hf "$d/nowhere" "$d/x.h5"
 rm -f "$bad/config.json" && mkdir "$bad/config.json"
 refuse "a config.json that is a directory" "config.json is a directory" \

@@ -107,6 +107,12 @@ VARIANTS = {
     "q": dict(dtype="float32", tied=True, shards=1, hidden=64, inter=96, layers=2,
               heads=4, kv=2, head_dim=None, vocab=1000, eps=1e-6, theta=1000000.0,
               scaling=None, qwen2=True),
+    # Qwen3ForCausalLM: the Llama form with an RMSNorm over each head of q
+    # and k before RoPE (q_norm, k_norm [head_dim]); fp32, untied, GQA 4:2,
+    # head_dim 32 != 64 / 4, RoPE theta 1e6, RMSNorm epsilon 1e-6
+    "w": dict(dtype="float32", tied=False, shards=1, hidden=64, inter=96, layers=2,
+              heads=4, kv=2, head_dim=32, vocab=1000, eps=1e-6, theta=1000000.0,
+              scaling=None, qwen3=True),
     # GPT2LMHeadModel: LayerNorm with biases, GeLU (tanh) MLP of 4h,
     # learned positions, biases everywhere, Conv1D weights ([in, out]),
     # q, k, v packed in attn.c_attn, tied head; bf16, two shards
@@ -154,6 +160,12 @@ def config_json(v):
         del c["attention_bias"], c["mlp_bias"], c["rope_scaling"]
         c.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
                  use_sliding_window=False, sliding_window=4096, max_window_layers=28)
+    if v.get("qwen3"):
+        # Qwen3Config's keys: attention_bias, no mlp_bias; head_dim given
+        del c["mlp_bias"]
+        c.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3",
+                 use_sliding_window=False, sliding_window=None, max_window_layers=2,
+                 attention_dropout=0.0)
     if v.get("v5"):
         del c["rope_theta"], c["rope_scaling"]
         c["rope_parameters"] = dict(v["scaling"] or {"rope_type": "default"},
@@ -219,6 +231,12 @@ def random_weights(v, seed):
         if v.get("qwen2"):
             for k, n in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
                 w[p + f"self_attn.{k}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
+        if v.get("qwen3"):
+            # weights far from 1, so that a norm put elsewhere (after
+            # RoPE, or k's weight on q) shows in the loss
+            for k in ("q_norm", "k_norm"):
+                w[p + f"self_attn.{k}.weight"] = \
+                    (1.0 + 0.8 * rng.standard_normal(d)).astype(np.float32)
     if v["scaling"]:
         # llama3 scaling changes only the slow channels, which hardly turn
         # over a short sequence: give them more weight in q and k so that
@@ -523,7 +541,18 @@ def forward(cfg, W, ids, mutant=None):
         q = q.reshape(n, Hq, d).transpose(1, 0, 2)
         k = k.reshape(n, Hkv, d).transpose(1, 0, 2)
         v = v.reshape(n, Hkv, d).transpose(1, 0, 2)
+        # Qwen3: RMSNorm over each head (its last axis, head_dim) of q and
+        # k, with the model's epsilon, before RoPE
+        qk_norm = p + "self_attn.q_norm.weight" in W and mutant != "no-qk-norm"
+        wq = W.get(p + "self_attn.q_norm.weight")
+        wk = W.get(p + "self_attn.k_norm.weight")
+        if mutant == "qk-norm-weights-swapped":
+            wq, wk = wk, wq
+        if qk_norm and mutant != "qk-norm-after-rope":
+            q, k = rms_norm(q, wq, eps), rms_norm(k, wk, eps)
         q, k = rope(q, cos, sin, mutant), rope(k, cos, sin, mutant)
+        if qk_norm and mutant == "qk-norm-after-rope":
+            q, k = rms_norm(q, wq, eps), rms_norm(k, wk, eps)
         rep = Hq // Hkv
         group = [i % Hkv if mutant == "kv-heads-cycled" else i // rep for i in range(Hq)]
         k, v = k[group], v[group]                      # repeat_kv

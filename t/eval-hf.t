@@ -48,6 +48,10 @@
 #      compute the model with theta 10000 and no scaling.
 #   q  Qwen2ForCausalLM: the Llama form with biases on q, k and v
 #      (fp32, tied, theta 1e6); the oracle without the biases must miss.
+#   w  Qwen3ForCausalLM: the Llama form with an RMSNorm over each head of
+#      q and k before RoPE (q_norm, k_norm), head_dim 32 != hidden / heads,
+#      fp32, untied, theta 1e6; the oracles without the QK norm, with it
+#      after RoPE, or with q's and k's weights swapped must miss.
 #   g  GPT2LMHeadModel: LayerNorm with biases, GeLU (tanh), learned
 #      positions, Conv1D weights ([in, out]) with q, k, v packed in
 #      attn.c_attn, tied, bf16 in two shards, with the attn.bias mask
@@ -183,6 +187,32 @@ check q "PP 2" 2 --pipeline-model-parallel-size 2
 run "q: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/q.h5" "$tmp/q.out"
 run "q: the export equals the original bit for bit, config.json too" \
     "$PYTHON3" "$py" same "$tmp/q" "$tmp/q.out"
+
+# --- w: Qwen3, QK norm ---------------------------------------------------
+prepare w 1000
+sensitive w no-qk-norm qk-norm-after-rope qk-norm-weights-swapped
+run "w: import-hf (Qwen3ForCausalLM)" "$ckpt" import-hf --quiet "$tmp/w" "$tmp/w.h5"
+check w "1 rank" 1
+check w "TP 2" 2 --tensor-model-parallel-size 2
+check w "TP 2, sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+check w "PP 2" 2 --pipeline-model-parallel-size 2
+run "w: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/w.h5" "$tmp/w.out"
+run "w: the export equals the original bit for bit, config.json too" \
+    "$PYTHON3" "$py" same "$tmp/w" "$tmp/w.out"
+cp "$tmp/w/config.json" "$tmp/w.orig"
+sed 's/"attention_bias": false/"attention_bias": true/' "$tmp/w.orig" >"$tmp/w/config.json"
+"$ckpt" import-hf --quiet "$tmp/w" "$tmp/w2.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'attention_bias' "$tmp/out"
+ok $? "w: Qwen3 with attention_bias true is refused by name"
+grep -v '"head_dim"' "$tmp/w.orig" >"$tmp/w/config.json"
+"$ckpt" import-hf --quiet "$tmp/w" "$tmp/w3.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'no "head_dim"' "$tmp/out"
+ok $? "w: a Qwen3 config.json without head_dim is refused (Qwen3Config's default is 128)"
+cp "$tmp/w.orig" "$tmp/w/config.json"
 
 # --- g: GPT-2 -----------------------------------------------------------
 # A tighter tolerance: exact GeLU moves the loss by only ~1.4e-6 relative

@@ -15,7 +15,8 @@
  * Both for tied and untied embeddings, with a padded vocabulary, GQA, a
  * loss mask, and Llama 3.1 RoPE scaling in one case; and for Megatron's
  * GPT form (LayerNorm with its bias and 1p, GeLU, biases on every linear,
- * learned positions) and Qwen2's (QKV biases).
+ * learned positions), Qwen2's (QKV biases) and Qwen3's (RMSNorm over each
+ * head of q and k: --qk-layernorm).
  */
 #include <config.h>
 
@@ -36,7 +37,8 @@ typedef struct {
     int tied, rope_scaling;
     int gpt;            /* 1: Megatron's GPT form (LayerNorm 1p, GeLU, every
                          * bias, learned positions); 2: Qwen2's (RMSNorm,
-                         * SwiGLU, RoPE, QKV biases) */
+                         * SwiGLU, RoPE, QKV biases); 3: Qwen3's (the
+                         * Llama form with --qk-layernorm) */
     double dropout;     /* --hidden-dropout: the masks are fixed by their key,
                          * so finite differences see one function */
 } variant;
@@ -73,6 +75,8 @@ static void micro_config(model_cfg *c, const variant *v)
         c->arch.add_bias_linear = 1;
     } else if (v->gpt == 2) {
         c->arch.add_qkv_bias = 1;
+    } else if (v->gpt == 3) {
+        c->arch.qk_layernorm = 1;
     }
     c->arch.hidden_dropout = v->dropout;
 }
@@ -129,6 +133,9 @@ static void run_variant(const variant *v)
             (q->ndim == 1 && c.arch.apply_layernorm_1p))
             for (size_t e = 0; e < q->count; e++)
                 w[q->offset + e] = (float)(0.2 * sin(1.0 + 0.7 * (double)(e + 13 * i)));
+        if (strstr(q->name, "q_norm") || strstr(q->name, "k_norm"))   /* not all ones */
+            for (size_t e = 0; e < q->count; e++)
+                w[q->offset + e] = (float)(1.0 + 0.5 * sin(1.0 + 0.7 * (double)(e + 13 * i)));
     }
 
     int n = p->dm.n;
@@ -295,6 +302,8 @@ int main(void)
         { "GPT: LayerNorm 1p, GeLU, biases, learned positions, tied", 1, 0, 1, 0 },
         { "GPT, untied", 0, 0, 1, 0 },
         { "Qwen2: QKV biases", 0, 0, 2, 0 },
+        { "Qwen3: QK norm, head size != hidden / heads", 0, 0, 3, 0 },
+        { "Qwen3, tied, rope scaling", 1, 1, 3, 0 },
         { "GPT, hidden dropout 0.3", 0, 0, 1, 0.3 },
         { "Llama form, hidden dropout 0.2", 1, 0, 0, 0.2 },
     };

@@ -14,7 +14,11 @@
  *     only parameters without weight decay, counted in the gradient norm
  *     on TP rank 0 only; tied copies are never counted;
  *   - the parameters counted once over all ranks number
- *     gl_arch_num_params().
+ *     gl_arch_num_params();
+ *   - with --qk-layernorm (with and without sequence parallelism) the
+ *     q_norm / k_norm weights lie at the end of the replicated range, and
+ *     gl_model_tp_sum_range() names that range's end without sequence
+ *     parallelism, all of it with, nothing for TP 1.
  */
 #include <config.h>
 
@@ -69,7 +73,10 @@ static logical *find(logical *ls, int *nl, const gl_param *q)
     return l;
 }
 
-static void test_layout(int tp, int pp, int vpp, int dp, int tied)
+/* qk: --qk-layernorm, whose weights sit at the end of the replicated
+ * range, all of them (and only them) in gl_model_tp_sum_range's range
+ * without sequence parallelism (sp: TP > 1 with it). */
+static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int sp)
 {
     model_cfg c;
     model_cfg_defaults(&c);
@@ -87,10 +94,11 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
     c.layout.tensor_model_parallel_size = tp;
     c.layout.pipeline_model_parallel_size = pp;
     c.layout.virtual_pipeline_size = vpp;
-    c.layout.sequence_parallel = tp > 1;
+    c.layout.sequence_parallel = sp && tp > 1;
+    c.arch.qk_layernorm = qk;
     char what[80];
-    snprintf(what, sizeof what, "TP %d PP %d V %d DP %d %s", tp, pp, vpp, dp,
-             tied ? "tied" : "untied");
+    snprintf(what, sizeof what, "TP %d PP %d V %d DP %d %s%s%s", tp, pp, vpp, dp,
+             tied ? "tied" : "untied", qk ? ", QK norm" : "", sp && tp > 1 ? ", SP" : "");
 
     logical ls[256];
     int nl = 0, bad = 0;
@@ -99,6 +107,12 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
         for (int s = 0; s < pp; s++) {
             gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, r, s, dp);
             unsigned char *used = calloc(p->nflat, 1);
+            size_t tb, te;
+            gl_model_tp_sum_range(p, &tb, &te);
+            size_t want_tb = tp == 1 ? p->rep_end : sp ? p->rep_begin : p->qk_norm_begin;
+            if (tb != want_tb || te != p->rep_end || p->qk_norm_begin < p->rep_begin)
+                bad = 1, diag("%s: TP-sum range [%zu, %zu) in [%zu, %zu)", what, tb, te,
+                              p->rep_begin, p->rep_end);
             if (p->nflat % (GL_MODEL_ALIGN * (size_t)dp))
                 bad = 1, diag("%s: nflat %zu not aligned", what, p->nflat);
             for (int i = 0; i < p->nparams; i++) {
@@ -111,11 +125,15 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied)
                 int rep = q->offset >= p->rep_begin && q->offset < p->rep_end;
                 if (rep != (q->ndim == 1) || q->no_weight_decay != (q->ndim == 1))
                     bad = 1, diag("%s: %s in the wrong region", what, q->name);
+                int qkn = strstr(q->name, "q_norm") || strstr(q->name, "k_norm");
+                if (qkn != (q->offset >= p->qk_norm_begin && q->offset < p->rep_end))
+                    bad = 1, diag("%s: %s inside or outside the QK-norm range", what, q->name);
                 if (q->ndim == 1 && q->counted != (r == 0))
                     bad = 1, diag("%s: %s counted wrongly", what, q->name);
                 if (q->tied_copy && q->counted)
                     bad = 1, diag("%s: tied copy counted", what);
-                if (strstr(q->name, "wk.") || strstr(q->name, "wv.") || strstr(q->name, "w_up.")) {
+                if (strstr(q->name, "wk.") || strstr(q->name, "wv.") || strstr(q->name, "w_up.") ||
+                    strstr(q->name, "k_norm")) {
                     if (q->offset != p->param[i - 1].offset + p->param[i - 1].count)
                         bad = 1, diag("%s: %s not fused with its neighbour", what, q->name);
                 } else if (q->offset % GL_MODEL_ALIGN) {
@@ -264,11 +282,16 @@ int main(void)
     test_rng();
     test_init();
     test_rope_scaling();
-    test_layout(1, 1, 1, 1, 1);
-    test_layout(1, 1, 1, 1, 0);
-    test_layout(2, 2, 2, 2, 1);
-    test_layout(2, 2, 2, 3, 0);
-    test_layout(4, 2, 1, 1, 1);
-    test_layout(2, 4, 1, 2, 1);
+    test_layout(1, 1, 1, 1, 1, 0, 1);
+    test_layout(1, 1, 1, 1, 0, 0, 1);
+    test_layout(2, 2, 2, 2, 1, 0, 1);
+    test_layout(2, 2, 2, 3, 0, 0, 1);
+    test_layout(4, 2, 1, 1, 1, 0, 1);
+    test_layout(2, 4, 1, 2, 1, 0, 1);
+    test_layout(2, 1, 1, 1, 1, 0, 0);
+    test_layout(1, 1, 1, 1, 0, 1, 0);
+    test_layout(2, 2, 2, 2, 1, 1, 0);
+    test_layout(2, 2, 2, 3, 0, 1, 1);
+    test_layout(4, 1, 1, 2, 1, 1, 0);
     return done_testing();
 }

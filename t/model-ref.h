@@ -3,7 +3,8 @@
  * the formulas (embedding, RMSNorm, GQA attention with rotate-half RoPE,
  * SwiGLU, final norm, LM head over the real vocabulary only,
  * cross-entropy; and the GPT form's LayerNorm with its bias and 1p,
- * linear biases, GeLU with the tanh approximation, learned positions), reading the logical weights of a single-rank model
+ * linear biases, GeLU with the tanh approximation, learned positions;
+ * Qwen3's RMSNorm over each head of q and k before RoPE), reading the logical weights of a single-rank model
  * (TP = PP = 1, CPU device: the flat buffer is fp32 host memory) through
  * its parameter table.  Shared by t/model-grad.c, t/train-eval-ref.c and
  * t/eval-ref.c; functions are static (one copy per test program).
@@ -147,6 +148,7 @@ static inline double ref_loss_sum(const gl_arch *arch, const ref_model *r, const
         const float *bv = B("attention.wv.bias"), *bo = B("attention.wo.bias");
         const float *bg = B("mlp.w_gate.bias"), *bu = B("mlp.w_up.bias");
         const float *bd = B("mlp.w_down.bias");
+        const float *qn = B("attention.q_norm.weight"), *kn = B("attention.k_norm.weight");
 #undef B
         for (int t = 0; t < n; t++) {
             NORM(&a[(size_t)t * h], &x[(size_t)t * h], wn1, bn1);
@@ -156,6 +158,12 @@ static inline double ref_loss_sum(const gl_arch *arch, const ref_model *r, const
             ref_bias(&q[(size_t)t * Hq * D], bq, Hq * D);
             ref_bias(&k[(size_t)t * Hkv * D], bk, Hkv * D);
             ref_bias(&v[(size_t)t * Hkv * D], bv, Hkv * D);
+            for (int j = 0; qn && j < Hq; j++)         /* QK norm, before RoPE */
+                ref_rmsnorm(&q[((size_t)t * Hq + j) * D], &q[((size_t)t * Hq + j) * D], qn, D,
+                            dm->eps);
+            for (int j = 0; kn && j < Hkv; j++)
+                ref_rmsnorm(&k[((size_t)t * Hkv + j) * D], &k[((size_t)t * Hkv + j) * D], kn, D,
+                            dm->eps);
             for (int j = 0; rope && j < Hq; j++)
                 ref_rope(&q[((size_t)t * Hq + j) * D], D, t % S, fr);
             for (int j = 0; rope && j < Hkv; j++)

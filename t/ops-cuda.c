@@ -1964,6 +1964,57 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
         free(hp[i]);
     moe_map_free(G, &gm);
     moe_map_free(C, &cm);
+/* head_rmsnorm (--qk-layernorm): H heads of D per token, read from a view
+ * of row stride ldx (a fused QKV buffer: gap columns after the heads),
+ * written to a view of row stride ldy; the backward in place on a
+ * gradient of stride ldx, as the model runs it (the gap columns must come
+ * back untouched), dw accumulated. */
+static void test_head_rmsnorm(int n, int H, int D, int ldx, int ldy)
+{
+    size_t nx = (size_t)n * ldx, ny = (size_t)n * ldy, nr = (size_t)n * H;
+    float *x = rand_bf(nx, -2, 2), *w = rand_bf(D, 0.2f, 1.8f);
+    float *y0 = rand_bf(ny, -1, 1), *dy = rand_bf(nx, -1, 1);
+    float *dw0 = rand_f32(D, -1, 1);
+    void *gx = g_act(x, nx), *gw = g_act(w, D), *gy = g_act(y0, ny), *gg = g_act(dy, nx);
+    float *grs = g_f32(NULL, nr), *gdw = g_f32(dw0, D);
+    float *cx = c_buf(x, nx), *cw = c_buf(w, D), *cy = c_buf(y0, ny), *cg = c_buf(dy, nx);
+    float *crs = c_buf(NULL, nr), *cdw = c_buf(dw0, D);
+    g_poison(grs, nr * 4);
+    G->ops->head_rmsnorm_fwd(G, gy, ldy, grs, gx, ldx, gw, n, H, D, 1e-6f);
+    C->ops->head_rmsnorm_fwd(C, cy, ldy, crs, cx, ldx, cw, n, H, D, 1e-6f);
+    char name[128];
+    float *y = dl_act(gy, ny), *rs = dl_f32(grs, nr);
+    snprintf(name, sizeof name, "head_rmsnorm_fwd n=%d H=%d D=%d ldx=%d ldy=%d", n, H, D, ldx,
+             ldy);
+    cmp(name, y, cy, (long)ny, BF_RTOL, 1e-3);
+    snprintf(name, sizeof name, "head_rmsnorm_fwd rstd n=%d H=%d D=%d", n, H, D);
+    cmp(name, rs, crs, (long)nr, 1e-5, 0);
+    /* backward from the CPU's rstd on both sides, in place */
+    G->ops->upload(G, grs, crs, nr * 4);
+    G->ops->head_rmsnorm_bwd(G, gg, ldx, gdw, gg, gx, ldx, gw, grs, n, H, D);
+    C->ops->head_rmsnorm_bwd(C, cg, ldx, cdw, cg, cx, ldx, cw, crs, n, H, D);
+    float *dx = dl_act(gg, nx), *dw = dl_f32(gdw, D);
+    snprintf(name, sizeof name, "head_rmsnorm_bwd dx in place n=%d H=%d D=%d ldx=%d", n, H, D,
+             ldx);
+    cmp(name, dx, cg, (long)nx, BF_RTOL, 2e-3);
+    snprintf(name, sizeof name, "head_rmsnorm_bwd dw n=%d H=%d D=%d (fp32, +=)", n, H, D);
+    cmp(name, dw, cdw, D, 1e-4, 1e-5);
+    /* again on fresh buffers: the same bits (dw's sums in a fixed order) */
+    void *gg2 = g_act(dy, nx);
+    float *gdw2 = g_f32(dw0, D);
+    G->ops->head_rmsnorm_bwd(G, gg2, ldx, gdw2, gg2, gx, ldx, gw, grs, n, H, D);
+    float *dx2 = dl_act(gg2, nx), *dw2 = dl_f32(gdw2, D);
+    ok(!memcmp(dx2, dx, nx * 4) && !memcmp(dw2, dw, (size_t)D * 4),
+       "head_rmsnorm_bwd n=%d H=%d D=%d: the same bits again", n, H, D);
+    void *gp[] = {gx, gw, gy, gg, grs, gdw, gg2, gdw2};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {cx, cw, cy, cg, crs, cdw};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    float *hp[] = {x, w, y0, dy, dw0, y, rs, dx, dw, dx2, dw2};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
 }
 
 /* ---- timings (GL_OPS_CUDA_BENCH=1) ---- */
@@ -2679,6 +2730,16 @@ int main(void)
     test_rmsnorm(50, 700, 1);                      /* odd h: teams of 4 */
     test_rmsnorm(6, 1500, 1);                      /* odd h: teams of 8 */
     test_rmsnorm(3, 2500, 0);                      /* odd h: general */
+
+    /* head_rmsnorm: Qwen3-8B's q (32 heads of 128 in a row of 48 heads)
+     * and k (8 heads after them), written to a row of 40 heads; small
+     * and odd head sizes; a single token */
+    test_head_rmsnorm(quick ? 64 : 4096, 32, 128, 48 * 128, 40 * 128);
+    test_head_rmsnorm(quick ? 64 : 4096, 8, 128, 48 * 128, 40 * 128);
+    test_head_rmsnorm(300, 4, 64, 8 * 64, 6 * 64);
+    test_head_rmsnorm(77, 3, 6, 5 * 6, 3 * 6);
+    test_head_rmsnorm(5, 2, 256, 4 * 256, 3 * 256);
+    test_head_rmsnorm(1, 1, 512, 512, 512);
 
     test_rope(2, 64, 4, 64, 0);
     if (!quick)

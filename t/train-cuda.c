@@ -29,6 +29,11 @@
  * default attention, compared with the first, says in a diag line how
  * much (nothing is asserted there).
  *
+ * Then the Qwen3 form (--qk-layernorm: an RMSNorm over each head of q and
+ * k, head_rmsnorm's kernels) with a head size of 128, not hidden / heads
+ * (--kv-channels 128), on the GPU against the CPU with the same bounds as
+ * the first comparison.
+ *
  * cuBLASLt tuning is off (GRIDLM_GEMM_TUNE=0) so that every run takes
  * the same algorithms.  Prints "1..0 # SKIP" without a GPU.  MPI is initialised (a world of
  * one) because the loop makes a few host-side MPI calls of its own
@@ -99,17 +104,25 @@ static const char *const recompute_names[] = {
     "full uniform 1", "full block 2", "selective",
 };
 
-/* tiny plus the flags of extra (NULL entries end it) on a freshly opened
- * GPU, logging to json; native: with GRIDLM_ATTENTION=native (the
- * variable is read when the device opens). */
+/* argv = tiny plus the flags of extra (at most 8; NULL entries end it);
+ * returns its length. */
+static int tiny_plus(const char **argv, const char *const *extra, int nextra)
+{
+    int n = (int)(sizeof tiny / sizeof tiny[0]);
+    memcpy(argv, tiny, sizeof tiny);
+    for (int i = 0; i < nextra && i < 8 && extra[i]; i++)
+        argv[n++] = extra[i];
+    return n;
+}
+
+/* tiny plus the flags of extra on a freshly opened GPU, logging to json;
+ * native: with GRIDLM_ATTENTION=native (the variable is read when the
+ * device opens). */
 static void gpu_run(const char *const *extra, int nextra, int native,
                     const char *json)
 {
-    int n = (int)(sizeof tiny / sizeof tiny[0]);
     const char *argv[sizeof tiny / sizeof tiny[0] + 8];
-    memcpy(argv, tiny, sizeof tiny);
-    for (int i = 0; i < nextra && extra[i]; i++)
-        argv[n++] = extra[i];
+    int n = tiny_plus(argv, extra, nextra);
     const char *env = getenv("GRIDLM_ATTENTION");
     char *old = env ? gl_strdup(env) : NULL;
     if (native)
@@ -186,7 +199,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    plan(7);
+    plan(9);
     char dir[] = "/tmp/train-cuda.XXXXXX", jg[64], jc[64];
     if (!mkdtemp(dir))
         bail_out("mkdtemp failed");
@@ -232,6 +245,24 @@ int main(int argc, char **argv)
         diag("%s: largest relative difference %.3e", recompute_names[k], r);
         unlink(jr);
     }
+    /* the Qwen3 form, GPU against CPU */
+    static const char *const qwen3[] = {"--qk-layernorm", "--kv-channels", "128"};
+    char jqg[64], jqc[64];
+    snprintf(jqg, sizeof jqg, "%s/qwen3-gpu.jsonl", dir);
+    snprintf(jqc, sizeof jqc, "%s/qwen3-cpu.jsonl", dir);
+    gpu_run(qwen3, 3, 0, jqg);
+    const char *qargv[sizeof tiny / sizeof tiny[0] + 8];
+    int qn = tiny_plus(qargv, qwen3, 3);
+    cpu = gl_dev_open_cpu();
+    train(qn, (char **)qargv, cpu, jqc);
+    gl_dev_close(cpu);
+    double ql = log_diff(jqg, jqc, "loss", 20), qv = log_diff(jqg, jqc, "valid_loss", 2);
+    ok(ql < 1e-3, "Qwen3 form (QK norm, head size 128): bf16 GPU losses within %.2e of the "
+       "fp32 CPU ones", ql);
+    ok(qv < 1e-3, "Qwen3 form: validation losses within %.2e of the CPU's", qv);
+    unlink(jqg);
+    unlink(jqc);
+
     /* the default attention twice: is it repeatable? */
     snprintf(jr, sizeof jr, "%s/repeat.jsonl", dir);
     gpu_run(NULL, 0, 0, jr);

@@ -27,6 +27,7 @@ void gl_arch_llama(gl_arch *a)
     a->rotary_percent = 1;
     a->add_bias_linear = 0;
     a->add_qkv_bias = 0;
+    a->qk_layernorm = 0;
     a->attention_dropout = 0;
     a->hidden_dropout = 0;
 }
@@ -38,7 +39,7 @@ int gl_arch_is_llama(const gl_arch *a)
     return a->normalization == l.normalization && a->apply_layernorm_1p == l.apply_layernorm_1p &&
            a->swiglu == l.swiglu && a->position_embedding_type == l.position_embedding_type &&
            a->rotary_percent == l.rotary_percent && a->add_bias_linear == l.add_bias_linear &&
-           a->add_qkv_bias == l.add_qkv_bias;
+           a->add_qkv_bias == l.add_qkv_bias && a->qk_layernorm == l.qk_layernorm;
 }
 
 int gl_arch_is_qwen2(const gl_arch *a)
@@ -46,6 +47,13 @@ int gl_arch_is_qwen2(const gl_arch *a)
     gl_arch l = *a;
     l.add_qkv_bias = 0;
     return a->add_qkv_bias && !a->add_bias_linear && gl_arch_is_llama(&l);
+}
+
+int gl_arch_is_qwen3(const gl_arch *a)
+{
+    gl_arch l = *a;
+    l.qk_layernorm = 0;
+    return a->qk_layernorm && gl_arch_is_llama(&l);
 }
 
 int gl_arch_is_gpt2(const gl_arch *a)
@@ -58,9 +66,11 @@ const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
 {
     gl_arch d;
     gl_arch_defaults(&d);
-    const char *form = gl_arch_is_llama(a) ? "Llama-style" : "GPT-style";
+    const char *form = gl_arch_is_llama(a) ? "Llama-style"
+                       : gl_arch_is_qwen3(a) ? "Qwen3-style"
+                                             : "GPT-style";
     /* "(Megatron defaults)" only when the form is the defaults' GPT one. */
-    int defaults = !gl_arch_is_llama(&d) && !gl_arch_is_llama(a) &&
+    int defaults = !gl_arch_is_llama(&d) && !gl_arch_is_llama(a) && !a->qk_layernorm &&
                    a->normalization == d.normalization && a->swiglu == d.swiglu &&
                    a->position_embedding_type == d.position_embedding_type &&
                    a->add_bias_linear == d.add_bias_linear;
@@ -75,10 +85,11 @@ const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
                  a->position_embedding_type == GL_POS_ROPE ? "RoPE"
                  : a->position_embedding_type == GL_POS_NONE ? "no positions"
                                                              : "learned absolute positions");
-    snprintf(out, n, "%s%s (%s%s, %s, %s, %s, attention dropout %g, hidden dropout %g)", form,
+    snprintf(out, n, "%s%s (%s%s, %s, %s, %s%s, attention dropout %g, hidden dropout %g)", form,
              defaults ? " (Megatron defaults)" : "",
              gl_arch_norm_names[a->normalization], a->apply_layernorm_1p ? " 1p" : "",
-             a->swiglu ? "SwiGLU" : "GeLU", pos, bias, a->attention_dropout, a->hidden_dropout);
+             a->swiglu ? "SwiGLU" : "GeLU", pos, bias, a->qk_layernorm ? ", QK RMSNorm" : "",
+             a->attention_dropout, a->hidden_dropout);
     return out;
 }
 
@@ -114,37 +125,44 @@ typedef struct {
     int rope_scaling;
     double rope_factor;
     int untie;
-    int form;                   /* PRESET_LLAMA, PRESET_QWEN2, PRESET_GPT2 */
+    int form;                   /* PRESET_LLAMA, PRESET_QWEN2, PRESET_QWEN3, PRESET_GPT2 */
     double eps;                 /* the norms' epsilon */
+    int head_dim;               /* --kv-channels (0: hidden / heads) */
 } preset;
 
 /* The model forms of the presets: the Llama form (gl_arch_llama), Qwen2's
- * (that with QKV biases), GPT-2's (LayerNorm, GeLU, learned positions,
+ * (that with QKV biases), Qwen3's (that with QK norm), GPT-2's (LayerNorm, GeLU, learned positions,
  * linear biases; no dropout, as the others). */
-enum { PRESET_LLAMA = 0, PRESET_QWEN2, PRESET_GPT2 };
+enum { PRESET_LLAMA = 0, PRESET_QWEN2, PRESET_QWEN3, PRESET_GPT2 };
 
-/* The published shapes of the Llama 3, Qwen2.5 and GPT-2 models
+/* The published shapes of the Llama 3, Qwen2.5, Qwen3 and GPT-2 models
  * (config.json of each), and the small model the tests train.  Columns:
  * layers, hidden, FFN, heads, query groups, vocabulary, sequence, max
  * positions, RoPE base, RoPE scaling (and factor), untied embeddings,
- * form, norm epsilon.  (GPT-2's RoPE columns are unused: its positions
- * are learned, n_positions of them.) */
+ * form, norm epsilon, head size (0: hidden / heads; Qwen3's is 128
+ * whatever its hidden size).  (GPT-2's RoPE columns are unused: its
+ * positions are learned, n_positions of them.) */
 static const preset presets[] = {
-    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 8192, 500000, 0, 8, 1, PRESET_LLAMA, 1e-5},
+    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 8192, 500000, 0, 8, 1, PRESET_LLAMA,
+     1e-5, 0},
     {"llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192, 8192, 500000, 0, 8, 1, PRESET_LLAMA,
-     1e-5},
+     1e-5, 0},
     {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 8192, 131072, 500000, 1, 32, 0, PRESET_LLAMA,
-     1e-5},
+     1e-5, 0},
     {"qwen2.5-1.5b", 28, 1536, 8960, 12, 2, 151936, 4096, 131072, 1000000, 0, 8, 0, PRESET_QWEN2,
-     1e-6},
-    {"gpt2", 12, 768, 3072, 12, 12, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
-    {"gpt2-medium", 24, 1024, 4096, 16, 16, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
-    {"gpt2-xl", 48, 1600, 6400, 25, 25, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
-    {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1, PRESET_LLAMA, 1e-5},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     1e-6, 0},
+    {"qwen3-8b", 36, 4096, 12288, 32, 8, 151936, 4096, 40960, 1000000, 0, 8, 1, PRESET_QWEN3,
+     1e-6, 128},
+    {"gpt2", 12, 768, 3072, 12, 12, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5, 0},
+    {"gpt2-medium", 24, 1024, 4096, 16, 16, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2,
+     1e-5, 0},
+    {"gpt2-xl", 48, 1600, 6400, 25, 25, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5, 0},
+    {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1, PRESET_LLAMA, 1e-5, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
-const char gl_arch_preset_names[] = "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny";
+const char gl_arch_preset_names[] =
+    "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl or tiny";
 
 int gl_arch_preset(gl_arch *a, const char *name)
 {
@@ -159,7 +177,7 @@ int gl_arch_preset(gl_arch *a, const char *name)
     a->ffn_hidden_size = p->ffn;
     a->num_attention_heads = p->heads;
     a->num_query_groups = p->groups;
-    a->kv_channels = 0;
+    a->kv_channels = p->head_dim;
     a->vocab_size = p->vocab;
     a->seq_length = p->seq;
     a->max_position_embeddings = p->max_pos;
@@ -171,6 +189,8 @@ int gl_arch_preset(gl_arch *a, const char *name)
     gl_arch_llama(a);
     if (p->form == PRESET_QWEN2)
         a->add_qkv_bias = 1;
+    if (p->form == PRESET_QWEN3)
+        a->qk_layernorm = 1;
     if (p->form == PRESET_GPT2) {
         a->normalization = GL_NORM_LAYERNORM;
         a->swiglu = 0;
@@ -244,6 +264,8 @@ long gl_arch_num_params(const gl_arch *a)
         layer += q + 2 * kv;                                  /* Q, K, V biases */
     if (a->add_bias_linear)
         layer += h + (a->swiglu ? 2 : 1) * f + h;             /* proj, fc1, fc2 biases */
+    if (a->qk_layernorm)
+        layer += 2 * D;                                       /* q_norm, k_norm */
     long n = a->num_layers * layer + V * h + norm;
     if (a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE)
         n += (long)(a->max_position_embeddings ? a->max_position_embeddings : a->seq_length) * h;
@@ -336,6 +358,7 @@ static const struct field {
     FORM(rotary_percent, F_NUM, COMPARED, NULL, NULL),
     FORM(add_bias_linear, F_BOOL, COMPARED, NULL, "disable-bias-linear"),
     FORM(add_qkv_bias, F_BOOL, COMPARED, NULL, NULL),
+    FORM(qk_layernorm, F_BOOL, COMPARED, NULL, NULL),
     FORM(attention_dropout, F_NUM, NOT_COMPARED, NULL, NULL),
     FORM(hidden_dropout, F_NUM, NOT_COMPARED, NULL, NULL),
     F(rotary_base, F_NUM, COMPARED, 0),

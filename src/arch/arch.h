@@ -72,6 +72,9 @@ typedef struct gl_arch {
     double rotary_percent;           /* --rotary-percent (1: every channel of a head) */
     int add_bias_linear;             /* --add-bias-linear / --disable-bias-linear */
     int add_qkv_bias;                /* --add-qkv-bias: Q, K, V biases only (Qwen2) */
+    int qk_layernorm;                /* --qk-layernorm: RMSNorm over each head's q and k,
+                                      * before RoPE, one weight [head size] for q's heads
+                                      * and one for k's (Qwen3) */
     double attention_dropout;        /* --attention-dropout */
     double hidden_dropout;           /* --hidden-dropout */
     double rotary_base;              /* --rotary-base (10000) */
@@ -129,7 +132,7 @@ void gl_arch_defaults(gl_arch *a);
 
 /* Set the fields that make a the Llama form of Megatron's model, over
  * whatever they were: RMSNorm, SwiGLU, RoPE over every channel, no
- * biases, no dropout, no 1p.  The presets apply it, and a checkpoint's
+ * biases, no QK norm, no dropout, no 1p.  The presets apply it, and a checkpoint's
  * "config" that lacks one of these keys (every checkpoint written before
  * they existed) reads it as this value. */
 void gl_arch_llama(gl_arch *a);
@@ -142,6 +145,10 @@ int gl_arch_is_llama(const gl_arch *a);
  * with biases on q, k and v (--add-qkv-bias). */
 int gl_arch_is_qwen2(const gl_arch *a);
 
+/* Whether a is the Qwen3 form: the Llama form (as gl_arch_is_llama) but
+ * with --qk-layernorm. */
+int gl_arch_is_qwen3(const gl_arch *a);
+
 /* Whether a is GPT-2's form: LayerNorm (not 1p), GeLU (tanh), learned
  * positions, biases on every linear layer.  (Its shape -- query groups,
  * head size -- is not looked at.) */
@@ -153,11 +160,12 @@ int gl_arch_is_gpt2(const gl_arch *a);
 const char *gl_arch_describe(const gl_arch *a, char *out, size_t n);
 
 /* Apply preset `name` (shape, RoPE, vocabulary, sequence, tying, and the
- * form: Llama's, Qwen2's or GPT-2's, without dropout) over a;
+ * form: Llama's, Qwen2's, Qwen3's or GPT-2's, without dropout) over a;
  * -1 (a unchanged) when there is no such preset. */
 int gl_arch_preset(gl_arch *a, const char *name);
 
-/* "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny":
+/* "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl
+ * or tiny":
  * for messages and --help. */
 extern const char gl_arch_preset_names[];
 

@@ -117,40 +117,52 @@ static int rope_from_hf(json_t *j, gl_arch *a, const char *path, gl_error *err)
 }
 
 /* The families gridlm reads from config.json. */
-typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2, HF_GPT2 } hf_family;
+typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_GPT2 } hf_family;
 
-/* Which family j is: model_type "llama" / "qwen2", or LlamaForCausalLM /
- * Qwen2ForCausalLM among the architectures. */
+/* The families' model_type and class names. */
+static const struct {
+    hf_family fam;
+    const char *model_type, *class_name;
+} families[] = {
+    {HF_LLAMA, "llama", "LlamaForCausalLM"},
+    {HF_QWEN2, "qwen2", "Qwen2ForCausalLM"},
+    {HF_QWEN3, "qwen3", "Qwen3ForCausalLM"},
+    {HF_GPT2, "gpt2", "GPT2LMHeadModel"},
+};
+enum { NFAMILIES = sizeof families / sizeof families[0] };
+
+/* Which family j is: its model_type, or else a class among the
+ * architectures. */
 static hf_family family_of(json_t *j)
 {
     json_t *mt = json_object_get(j, "model_type");
-    if (json_is_string(mt) && !strcmp(json_string_value(mt), "llama"))
-        return HF_LLAMA;
-    if (json_is_string(mt) && !strcmp(json_string_value(mt), "qwen2"))
-        return HF_QWEN2;
-    if (json_is_string(mt) && !strcmp(json_string_value(mt), "gpt2"))
-        return HF_GPT2;
+    for (int k = 0; k < NFAMILIES; k++)
+        if (json_is_string(mt) && !strcmp(json_string_value(mt), families[k].model_type))
+            return families[k].fam;
     size_t i;
     json_t *a;
-    json_array_foreach(json_object_get(j, "architectures"), i, a) {
-        if (json_is_string(a) && !strcmp(json_string_value(a), "LlamaForCausalLM"))
-            return HF_LLAMA;
-        if (json_is_string(a) && !strcmp(json_string_value(a), "Qwen2ForCausalLM"))
-            return HF_QWEN2;
-        if (json_is_string(a) && !strcmp(json_string_value(a), "GPT2LMHeadModel"))
-            return HF_GPT2;
-    }
+    json_array_foreach(json_object_get(j, "architectures"), i, a)
+        for (int k = 0; k < NFAMILIES; k++)
+            if (json_is_string(a) && !strcmp(json_string_value(a), families[k].class_name))
+                return families[k].fam;
     return HF_OTHER;
 }
 
-/* Qwen2's own keys: sliding-window attention (use_sliding_window; gridlm's
- * attention is full causal) is refused. */
-static int qwen2_from_hf(json_t *j, const char *path, gl_error *err)
+/* Qwen2's and Qwen3's own keys: sliding-window attention
+ * (use_sliding_window, or a layer_types entry other than
+ * "full_attention"; gridlm's attention is full causal) is refused. */
+static int qwen_from_hf(json_t *j, const char *path, gl_error *err)
 {
     json_t *sw = json_object_get(j, "use_sliding_window");
     if (sw && json_is_true(sw))
         return gl_errprintf(err, "%s: use_sliding_window is true; gridlm's attention is full "
                             "causal attention, not sliding-window", path);
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(j, "layer_types"), i, t)
+        if (!json_is_string(t) || strcmp(json_string_value(t), "full_attention") != 0)
+            return gl_errprintf(err, "%s: layer_types[%zu] is not \"full_attention\"; gridlm's "
+                                "attention is full causal attention in every layer", path, i);
     return 0;
 }
 
@@ -224,31 +236,34 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     hf_family fam = family_of(j);
     if (fam == HF_OTHER) {
         json_t *mt = json_object_get(j, "model_type");
-        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM, Qwen2ForCausalLM "
-                            "or GPT2LMHeadModel (model_type \"%s\"): gridlm imports those "
-                            "only", path,
+        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM, Qwen2ForCausalLM, "
+                            "Qwen3ForCausalLM or GPT2LMHeadModel (model_type \"%s\"): gridlm "
+                            "imports those only", path,
                             json_is_string(mt) ? json_string_value(mt) : "?");
     }
     if (fam == HF_GPT2)
         return gpt2_from_hf(a, j, path, err);
-    if (fam == HF_QWEN2) {
+    if (fam == HF_QWEN2)
         a->add_qkv_bias = 1;    /* Qwen2 = Llama + biases on q, k and v */
-        if (qwen2_from_hf(j, path, err))
-            return -1;
-    }
+    if (fam == HF_QWEN3)
+        a->qk_layernorm = 1;    /* Qwen3 = Llama + RMSNorm on each head of q and k */
+    int qwen = fam == HF_QWEN2 || fam == HF_QWEN3;
+    if (qwen && qwen_from_hf(j, path, err))
+        return -1;
     if (get_int(j, "hidden_size", &a->hidden_size, 1, 0, path, err) ||
         get_int(j, "intermediate_size", &a->ffn_hidden_size, 1, 0, path, err) ||
         get_int(j, "num_hidden_layers", &a->num_layers, 1, 0, path, err) ||
         get_int(j, "num_attention_heads", &a->num_attention_heads, 1, 0, path, err) ||
         get_int(j, "vocab_size", &a->vocab_size, 1, 0, path, err) ||
-        /* Qwen2Config's default is 32 key/value heads, not "= heads":
-         * required there rather than guessed. */
-        get_int(j, "num_key_value_heads", &a->num_query_groups, fam == HF_QWEN2,
+        /* Qwen2Config's and Qwen3Config's default is 32 key/value heads,
+         * not "= heads", and Qwen3Config's head size is 128, not hidden /
+         * heads: required there rather than guessed. */
+        get_int(j, "num_key_value_heads", &a->num_query_groups, qwen,
                 a->num_attention_heads, path, err) ||
-        get_int(j, "head_dim", &a->kv_channels, 0, a->hidden_size / a->num_attention_heads,
-                path, err) ||
+        get_int(j, "head_dim", &a->kv_channels, fam == HF_QWEN3,
+                a->hidden_size / a->num_attention_heads, path, err) ||
         get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0,
-                fam == HF_QWEN2 ? 32768 : 2048, path, err) ||
+                qwen ? 32768 : 2048, path, err) ||
         get_double(j, "rms_norm_eps", &a->norm_epsilon, 1e-6, path, err))
         return -1;
     if (a->num_attention_heads % a->num_query_groups)
@@ -260,8 +275,8 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     json_t *bias = json_object_get(j, "attention_bias");
     json_t *mbias = json_object_get(j, "mlp_bias");
     if ((bias && json_is_true(bias)) || (mbias && json_is_true(mbias)))
-        return gl_errprintf(err, "%s: attention_bias or mlp_bias is set; gridlm's Llama has "
-                            "no biases (and Qwen2 biases on q, k and v only)", path);
+        return gl_errprintf(err, "%s: attention_bias or mlp_bias is set; gridlm's Llama and "
+                            "Qwen3 have no biases (and Qwen2 biases on q, k and v only)", path);
     json_t *act = json_object_get(j, "hidden_act");
     if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return gl_errprintf(err, "%s: hidden_act \"%s\"; gridlm's MLP is SwiGLU (silu)", path,
@@ -319,12 +334,17 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
         json_decref(j);
         return s;
     }
-    /* Qwen2 is the Llama form with QKV biases (gl_arch_is_qwen2). */
-    int qwen2 = gl_arch_is_qwen2(a);
+    /* Qwen2 is the Llama form with QKV biases (gl_arch_is_qwen2), Qwen3
+     * the Llama form with QK norm (gl_arch_is_qwen3). */
+    int qwen2 = gl_arch_is_qwen2(a), qwen3 = gl_arch_is_qwen3(a);
+    hf_family fam = qwen2 ? HF_QWEN2 : qwen3 ? HF_QWEN3 : HF_LLAMA;
+    int k = 0;
+    while (families[k].fam != fam)
+        k++;
     json_t *arch = json_array();
-    json_array_append_new(arch, json_string(qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
+    json_array_append_new(arch, json_string(families[k].class_name));
     json_object_set_new(j, "architectures", arch);
-    json_object_set_new(j, "model_type", json_string(qwen2 ? "qwen2" : "llama"));
+    json_object_set_new(j, "model_type", json_string(families[k].model_type));
     json_object_set_new(j, "hidden_act", json_string("silu"));
     json_object_set_new(j, "hidden_size", json_integer(a->hidden_size));
     json_object_set_new(j, "intermediate_size", json_integer(a->ffn_hidden_size));
@@ -360,6 +380,10 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
     if (qwen2) {
         /* Qwen2Config has no attention_bias / mlp_bias keys: its biases
          * are fixed (q, k, v); its sliding window is off. */
+        json_object_set_new(j, "use_sliding_window", json_false());
+    } else if (qwen3) {
+        /* Qwen3Config has attention_bias (q, k, v and o), no mlp_bias. */
+        json_object_set_new(j, "attention_bias", json_false());
         json_object_set_new(j, "use_sliding_window", json_false());
     } else {
         json_object_set_new(j, "attention_bias", json_false());

@@ -1,5 +1,6 @@
 /*
- * hf_config.h: Hugging Face's config.json <-> gl_arch (Llama, Qwen2, GPT-2).
+ * hf_config.h: Hugging Face's config.json <-> gl_arch (Llama, Qwen2, Qwen3,
+ * GPT-2).
  *
  * A LlamaForCausalLM's config.json names the architecture with
  * transformers' keys:
@@ -28,6 +29,13 @@
  * The export writes a Qwen2ForCausalLM for that form, a LlamaForCausalLM
  * for the Llama form.
  *
+ * A Qwen3ForCausalLM (model_type "qwen3") has the same keys too and is the
+ * Llama form with an RMSNorm over each head of q and k (qk_layernorm);
+ * Qwen3Config's head_dim (default 128, not hidden / heads) and
+ * num_key_value_heads (default 32) are required, attention_bias true (q,
+ * k, v and o biases) is refused, and so are use_sliding_window true and a
+ * layer_types entry other than "full_attention" (as for Qwen2).
+ *
  * A GPT2LMHeadModel (model_type "gpt2") has GPT2Config's keys: n_embd,
  * n_layer, n_head, n_positions (1024), n_inner (null: 4 n_embd),
  * layer_norm_epsilon (1e-5), activation_function ("gelu_new"; only the
@@ -51,13 +59,13 @@ extern "C" {
 #endif
 
 /* Fill a (from gl_arch_defaults) from config.json's object j (a Llama, a
- * Qwen2 or a GPT-2); path names
+ * Qwen2, a Qwen3 or a GPT-2); path names
  * the file in messages.  -1 with err filled when gridlm cannot run the
  * model exactly as transformers would. */
 int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *err);
 
-/* config.json text for a (the Llama, Qwen2 or GPT-2 form: gl_arch_is_llama,
- * gl_arch_is_qwen2, gl_arch_is_gpt2): starts from original (an imported config.json's
+/* config.json text for a (the Llama, Qwen2, Qwen3 or GPT-2 form:
+ * gl_arch_is_llama, gl_arch_is_qwen2, gl_arch_is_qwen3, gl_arch_is_gpt2): starts from original (an imported config.json's
  * text, may be NULL) so that the keys gridlm does not use (token ids,
  * ...) survive, then sets every architecture key; torch_dtype is dtype.
  * NULL when out of memory. */

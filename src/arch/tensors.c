@@ -36,6 +36,10 @@ static const gl_tensor_info table[GL_T_COUNT] = {
                  2, GL_SHARD_COLS, GL_INIT_SCALED_NORMAL},
     [GL_T_BO] = {"layers.%d.attention.wo.bias", "model.layers.%d.self_attn.o_proj.bias", 1, 1,
                  GL_SHARD_NONE, GL_INIT_ZEROS},
+    [GL_T_Q_NORM] = {"layers.%d.attention.q_norm.weight", "model.layers.%d.self_attn.q_norm.weight",
+                     1, 1, GL_SHARD_NONE, GL_INIT_ONES},
+    [GL_T_K_NORM] = {"layers.%d.attention.k_norm.weight", "model.layers.%d.self_attn.k_norm.weight",
+                     1, 1, GL_SHARD_NONE, GL_INIT_ONES},
     [GL_T_MLP_NORM] = {"layers.%d.mlp_norm.weight",
                        "model.layers.%d.post_attention_layernorm.weight", 1, 1, GL_SHARD_NONE,
                        GL_INIT_ONES},
@@ -80,6 +84,8 @@ static const struct {
     [GL_T_BV] = {"transformer.h.%d.attn.c_attn.bias", 2},
     [GL_T_WO] = {"transformer.h.%d.attn.c_proj.weight", -1},
     [GL_T_BO] = {"transformer.h.%d.attn.c_proj.bias", -1},
+    [GL_T_Q_NORM] = {NULL, -1},
+    [GL_T_K_NORM] = {NULL, -1},
     [GL_T_MLP_NORM] = {"transformer.h.%d.ln_2.weight", -1},
     [GL_T_MLP_NORM_BIAS] = {"transformer.h.%d.ln_2.bias", -1},
     [GL_T_W_GATE] = {NULL, -1},
@@ -137,6 +143,8 @@ int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long sha
     case GL_T_W_GATE:
     case GL_T_W_UP: rows = f; cols = h; break;
     case GL_T_W_DOWN: rows = h; cols = f; break;
+    case GL_T_Q_NORM:
+    case GL_T_K_NORM: rows = D; break;
     default: break;                     /* the norms, their biases, bo, b_down: [h] */
     }
     shape[0] = rows;
@@ -170,6 +178,8 @@ int gl_tensor_present(gl_tensor_id id, const gl_arch *a)
     case GL_T_B_DOWN: return a->add_bias_linear;
     case GL_T_W_GATE: return a->swiglu;
     case GL_T_B_GATE: return a->swiglu && a->add_bias_linear;
+    case GL_T_Q_NORM:
+    case GL_T_K_NORM: return a->qk_layernorm;
     default: return 1;
     }
 }

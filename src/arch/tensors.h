@@ -34,6 +34,11 @@
  * names and layout (Conv1D, q, k and v packed in attn.c_attn) are
  * gl_tensor_gpt2's.
  *
+ * --qk-layernorm (Qwen3) adds the RMSNorm weights of each head's q and k,
+ * layers.N.attention.q_norm.weight and k_norm.weight [D] (Hugging Face's
+ * model.layers.N.self_attn.q_norm.weight, k_norm.weight), replicated over
+ * TP: every rank's heads use the same weight.
+ *
  * Every matrix is [out, in] in both (PyTorch's Linear layout).  Hugging
  * Face stores the vocabulary's V rows where gridlm stores Vpad (the
  * padding rows are zero); gl_tensor_shape takes the row count to use.
@@ -73,6 +78,8 @@ typedef enum {
     GL_T_BV,
     GL_T_WO,
     GL_T_BO,
+    GL_T_Q_NORM,
+    GL_T_K_NORM,
     GL_T_MLP_NORM,
     GL_T_MLP_NORM_BIAS,
     GL_T_W_GATE,
@@ -115,7 +122,8 @@ void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n);
 
 /* Is tensor id stored for a: the head when untied, w_gate with SwiGLU,
  * positions when learned, norm biases with LayerNorm, linear biases as
- * add_bias_linear and add_qkv_bias say; every other tensor always. */
+ * add_bias_linear and add_qkv_bias say, q_norm and k_norm with
+ * qk_layernorm; every other tensor always. */
 int gl_tensor_present(gl_tensor_id id, const gl_arch *a);
 
 /* Tensor id's name at layer l in a GPT2LMHeadModel (transformer.wte.weight,

@@ -1,4 +1,4 @@
-/* hf.c: Hugging Face Llama, Qwen2 and GPT-2 directories <-> gridlm checkpoints (hf.h). */
+/* hf.c: Hugging Face Llama, Qwen2, Qwen3 and GPT-2 directories <-> gridlm checkpoints (hf.h). */
 #include <config.h>
 #include "ckpt/hf.h"
 #include "arch/hf_config.h"
@@ -127,11 +127,13 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
     json_decref(j);
     if (rc)
         return gl_errprintf(err, "%s: %s", file, e.text);
-    if (!gl_arch_is_llama(a) && !gl_arch_is_qwen2(a) && !gl_arch_is_gpt2(a)) {
+    if (!gl_arch_is_llama(a) && !gl_arch_is_qwen2(a) && !gl_arch_is_qwen3(a) &&
+        !gl_arch_is_gpt2(a)) {
         char form[256];
-        return gl_errprintf(err, "%s holds a %s model: gridlm exports the Llama, Qwen2 and "
-                            "GPT-2 forms only (LlamaForCausalLM, Qwen2ForCausalLM, "
-                            "GPT2LMHeadModel)", file, gl_arch_describe(a, form, sizeof form));
+        return gl_errprintf(err, "%s holds a %s model: gridlm exports the Llama, Qwen2, Qwen3 "
+                            "and GPT-2 forms only (LlamaForCausalLM, Qwen2ForCausalLM, "
+                            "Qwen3ForCausalLM, GPT2LMHeadModel)", file,
+                            gl_arch_describe(a, form, sizeof form));
     }
     if (!a->max_position_embeddings)
         a->max_position_embeddings = a->seq_length;
@@ -349,7 +351,8 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
                 gl_errprintf(err, "%s holds tensor %s, which is not a weight of a %d-layer "
                      "%s", hf_dir, name, c.num_layers,
                      gl_arch_is_gpt2(&c) ? "GPT2LMHeadModel" :
-                     gl_arch_is_qwen2(&c) ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+                     gl_arch_is_qwen2(&c) ? "Qwen2ForCausalLM" :
+                     gl_arch_is_qwen3(&c) ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
                 gl_st_model_close(m);
                 free(text);
                 return -1;

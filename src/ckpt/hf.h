@@ -1,5 +1,6 @@
 /*
- * hf.h: Hugging Face Llama checkpoints <-> gridlm checkpoints.
+ * hf.h: Hugging Face Llama checkpoints <-> gridlm checkpoints (and
+ * Qwen2's, Qwen3's and GPT-2's: arch/hf_config.h names the forms).
  *
  * A Hugging Face LlamaForCausalLM directory holds config.json and the
  * weights in safetensors (model.safetensors, or shards listed by

@@ -910,6 +910,27 @@ struct gl_ops {
      * may alias gu, or be NULL). */
     void (*swiglu_bwd_fp8)(gl_dev *d, void *dgu, const void *dy,
                            const void *gu, int n, int f, const gl_fp8_out *o);
+    /* ---- QK normalisation (--qk-layernorm: Qwen3's q_norm and k_norm)
+     * ---- */
+
+    /* RMSNorm over each head of a [n, heads, D] view: head j of token i
+     * is x[i ldx + j D .. + D) and goes to y[i ldy + j D .. + D) (ld in
+     * elements: strided views into the fused QKV buffer), with w [D]
+     * shared by every head:
+     *   rstd = 1 / sqrt(mean(x^2) + eps),   y = x rstd w,
+     * rstd[i heads + j] (f32) kept for the backward.  fp32 math, the sum
+     * of squares in double on the CPU.  y may alias x (with ldy = ldx). */
+    void (*head_rmsnorm_fwd)(gl_dev *d, void *y, int ldy, float *rstd,
+                             const void *x, int ldx, const void *w, int n,
+                             int heads, int D, float eps);
+    /* Its backward (rmsnorm_bwd's formulas on each head): dx (overwritten)
+     * and dy share the row stride ldg and may alias; x has the forward's
+     * ldx; dw [D] += the sum over every token and head (f32, in an order
+     * fixed by the shapes). */
+    void (*head_rmsnorm_bwd)(gl_dev *d, void *dx, int ldg, float *dw,
+                             const void *dy, const void *x, int ldx,
+                             const void *w, const float *rstd, int n,
+                             int heads, int D);
 };
 
 struct gl_dev {

@@ -720,6 +720,23 @@ static void cpu_linear_dgelu_bwd(gl_dev *d, void *dpre, float *dbias,
     cpu_gelu_bwd(d, dpre, dbias, dpre, pre, NULL, n, f);
 }
 
+static void cpu_head_rmsnorm_fwd(gl_dev *d, void *y, int ldy, float *rstd,
+                                 const void *x, int ldx, const void *w, int n,
+                                 int heads, int D, float eps)
+{
+    (void)d;
+    gl_cpu_head_rmsnorm_fwd_f32(y, ldy, rstd, x, ldx, w, n, heads, D, eps);
+}
+
+static void cpu_head_rmsnorm_bwd(gl_dev *d, void *dx, int ldg, float *dw,
+                                 const void *dy, const void *x, int ldx,
+                                 const void *w, const float *rstd, int n,
+                                 int heads, int D)
+{
+    (void)d;
+    gl_cpu_head_rmsnorm_bwd_f32(dx, ldg, dw, dy, x, ldx, w, rstd, n, heads, D);
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -798,4 +815,6 @@ const gl_ops gl_ops_cpu = {
     .rmsnorm_fwd_fp8 = cpu_rmsnorm_fwd_fp8,
     .swiglu_fwd_fp8 = cpu_swiglu_fwd_fp8,
     .swiglu_bwd_fp8 = cpu_swiglu_bwd_fp8,
+    .head_rmsnorm_fwd = cpu_head_rmsnorm_fwd,
+    .head_rmsnorm_bwd = cpu_head_rmsnorm_bwd,
 };

@@ -898,3 +898,49 @@ void GL_K(pos_embed_fwd)(real *y, const real *pos, const int32_t *positions,
             yi[e] += p[e];
     }
 }
+
+/*
+ * RMSNorm of each head (--qk-layernorm): row (i, j) of a [n, heads, D]
+ * view is head j of token i, at x + i ldx + j D; the math is
+ * rmsnorm_fwd's and rmsnorm_bwd's with h = D and one weight [D] for every
+ * head.  The backward reads the whole row of dy before it writes dx, so
+ * dx may alias dy.
+ */
+void GL_K(head_rmsnorm_fwd)(real *y, int ldy, real *rstd, const real *x,
+                            int ldx, const real *w, int n, int heads, int D,
+                            real eps)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < heads; j++) {
+            const real *xr = x + (size_t)i * ldx + (size_t)j * D;
+            real *yr = y + (size_t)i * ldy + (size_t)j * D;
+            double ss = 0;
+            for (int k = 0; k < D; k++)
+                ss += (double)xr[k] * xr[k];
+            real r = (real)(1 / sqrt(ss / D + eps));
+            for (int k = 0; k < D; k++)
+                yr[k] = xr[k] * r * w[k];
+            rstd[(size_t)i * heads + j] = r;
+        }
+}
+
+void GL_K(head_rmsnorm_bwd)(real *dx, int ldg, real *dw, const real *dy,
+                            const real *x, int ldx, const real *w,
+                            const real *rstd, int n, int heads, int D)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < heads; j++) {
+            const real *xr = x + (size_t)i * ldx + (size_t)j * D;
+            const real *dyr = dy + (size_t)i * ldg + (size_t)j * D;
+            real *dxr = dx + (size_t)i * ldg + (size_t)j * D;
+            real r = rstd[(size_t)i * heads + j];
+            double gx = 0;
+            for (int k = 0; k < D; k++) {
+                gx += (double)w[k] * dyr[k] * xr[k];
+                dw[k] += dyr[k] * xr[k] * r;
+            }
+            real c = (real)(gx / D) * r * r;
+            for (int k = 0; k < D; k++)
+                dxr[k] = r * (w[k] * dyr[k] - xr[k] * c);
+        }
+}

@@ -106,3 +106,10 @@ void GL_K(bias_dropout_add)(real *out, const real *residual, const real *y,
 
 void GL_K(pos_embed_fwd)(real *y, const real *pos, const int32_t *positions,
                          int n, int h, int max_pos);
+
+void GL_K(head_rmsnorm_fwd)(real *y, int ldy, real *rstd, const real *x,
+                            int ldx, const real *w, int n, int heads, int D,
+                            real eps);
+void GL_K(head_rmsnorm_bwd)(real *dx, int ldg, real *dw, const real *dy,
+                            const real *x, int ldx, const real *w,
+                            const real *rstd, int n, int heads, int D);

@@ -65,6 +65,9 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
     if (dm->hidden_dropout > 0 || dm->attention_dropout > 0)
         gl_die_code(2, "--context-parallel-size %d with dropout: add --attention-dropout 0 "
                     "--hidden-dropout 0", dm->cp);
+    if (dm->qk_norm)
+        gl_die_code(2, "--context-parallel-size %d with --qk-layernorm is not built yet",
+                    dm->cp);
 
     /* RoPE tables of this rank's rows: the rows of the full table at
      * their positions */

@@ -38,6 +38,15 @@
  *     linear_dgelu_bwd (gelu_fused says when; cuBLASLt epilogues on a
  *     GPU).
  *
+ * --qk-layernorm (Qwen3; Megatron's q_layernorm and k_layernorm) puts an
+ * RMSNorm over each head of q and of k between the QKV product (and its
+ * bias) and RoPE: qn = headnorm(q) w_q, kn = headnorm(k) w_k, written
+ * apart from qkv (which keeps the normalised inputs for the backward)
+ * into qkn [n, (hq + hkv) D]; RoPE turns qkn, and attention reads q and k
+ * there, v in qkv.  The weights are replicated over TP, each rank's
+ * heads adding their share of the gradients (summed over TP by the
+ * caller: gl_model_tp_sum_range).
+ *
  * Backward runs the same steps in reverse.  The gradient of a row-parallel
  * output is all-gathered (SP) or used as is (it is already the full
  * gradient on every TP rank); the gradient of a column-parallel input is
@@ -396,6 +405,37 @@ static void norm_linear_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, v
     dec_fwd(m, A, layer, lin, Y, full, Wt, dm->n, out, dm->h);
 }
 
+/* QK norm (the top of this file): A->qkn from the q and k heads of
+ * A->qkv, q's rstd at A->rstd_qk [n, hq] and k's after them [n, hkv]. */
+static void qk_norm_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A)
+{
+    const gl_model_dims *dm = DIMS;
+    int n = dm->n, D = dm->D;
+    size_t qw = (size_t)dm->hq * D;
+    OPS->head_rmsnorm_fwd(m->d, A->qkn, dm->qkw, A->rstd_qk, A->qkv, dm->qkvw,
+                          W(m, lo->qk_norm), n, dm->hq, D, (float)dm->eps);
+    OPS->head_rmsnorm_fwd(m->d, act(m, A->qkn, qw), dm->qkw, A->rstd_qk + (size_t)n * dm->hq,
+                          act(m, A->qkv, qw), dm->qkvw, W(m, lo->qk_norm + D), n, dm->hkv, D,
+                          (float)dm->eps);
+}
+
+/* Its backward, in place on the q and k heads of m->dqkv (the gradient
+ * w.r.t. qkn in, w.r.t. the norm's input out); the weights' gradients
+ * are added. */
+static void qk_norm_bwd(gl_model *m, const gl_layer_offs *lo, const gl_layer_acts *A)
+{
+    const gl_model_dims *dm = DIMS;
+    int n = dm->n, D = dm->D;
+    size_t qw = (size_t)dm->hq * D;
+    OPS->head_rmsnorm_bwd(m->d, m->dqkv, dm->qkvw, G(m, lo->qk_norm), m->dqkv, A->qkv,
+                          dm->qkvw, W(m, lo->qk_norm), A->rstd_qk, n, dm->hq, D);
+    OPS->head_rmsnorm_bwd(m->d, act(m, m->dqkv, qw), dm->qkvw, G(m, lo->qk_norm + D),
+                          act(m, m->dqkv, qw), act(m, A->qkv, qw), dm->qkvw,
+                          W(m, lo->qk_norm + D), A->rstd_qk + (size_t)n * dm->hq, n, dm->hkv,
+                          D);
+    ready(m, lo->qk_norm, 2 * (size_t)D);
+}
+
 /* One layer's forward: out [nl, h] from x [nl, h], keeping A.  With out
  * NULL (the last layer of a group that full recomputation re-runs) it
  * stops once A is complete: the down projection and its reduction only
@@ -417,6 +457,8 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         need(m, lo->bo, (size_t)h);
         need(m, lo->bdown, (size_t)h);
     }
+    if (dm->qk_norm)
+        need(m, lo->qk_norm, 2 * (size_t)D);
     if (gl_model_fp8_layer(m, layer)) {
         const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), W(m, lo->gate_up), W(m, lo->down)};
         gl_model_fp8_weights(m, layer, w4);
@@ -428,13 +470,19 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                     lo->attn_norm_b, W(m, lo->qkv), dm->qkvw);
     if (dm->qkv_bias)
         OPS->bias_add(d, A->qkv, W(m, lo->bqkv), n, dm->qkvw);
+    void *q = A->qkv;               /* q and k heads, row stride ldq */
+    int ldq = dm->qkvw;
+    if (dm->qk_norm) {
+        qk_norm_fwd(m, lo, A);
+        q = A->qkn;
+        ldq = dm->qkw;
+    }
     if (dm->rope)
-        OPS->rope_fwd(d, A->qkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
-    if (m->cp)                  /* the other ranks' keys too (cp.c) */
+        OPS->rope_fwd(d, q, ldq, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
+    if (m->cp)                  /* the other ranks' keys too (cp.c; no QK norm) */
         gl_model_cp_attn_fwd(m, A->o, A->lse, A->qkv);
     else
-        OPS->attn_fwd(d, A->o, qw, A->lse, A->qkv, dm->qkvw,
-                      act(m, A->qkv, (size_t)qw), dm->qkvw,
+        OPS->attn_fwd(d, A->o, qw, A->lse, q, ldq, act(m, q, (size_t)qw), ldq,
                       act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
                       attn_dp(m, mb, layer, &adp));
@@ -563,19 +611,23 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     }
     dec_bwd(m, A, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
     ready(m, lo->wo, (size_t)h * qw);
+    const void *q = dm->qk_norm ? A->qkn : A->qkv;     /* as the forward's */
+    int ldq = dm->qk_norm ? dm->qkw : dm->qkvw;
     if (m->cp)
         gl_model_cp_attn_bwd(m, m->dqkv, m->d_o, A->o, A->lse, A->qkv);
     else
         OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
                       act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       m->d_o, qw, A->o, qw, A->lse,
-                      A->qkv, dm->qkvw, act(m, A->qkv, (size_t)qw), dm->qkvw,
+                      q, ldq, act(m, (void *)q, (size_t)qw), ldq,
                       act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
                       attn_dp(m, mb, layer, &adp));
     if (dm->rope)
         OPS->rope_bwd(d, m->dqkv, dm->qkvw, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos,
                       m->sin);
+    if (dm->qk_norm)
+        qk_norm_bwd(m, lo, A);
     if (dm->qkv_bias) {
         OPS->bias_grad(d, G(m, lo->bqkv), m->dqkv, n, dm->qkvw);
         ready(m, lo->bqkv, (size_t)dm->qkvw);

@@ -46,6 +46,10 @@ static void layout_layer_acts(gl_model *m, carver *cv, gl_layer_acts *A,
     A->xm = carve(cv, nl * h * ab);
     A->a = sel ? sel->a : carve(cv, n * h * ab);
     A->qkv = carve(cv, n * (size_t)dm->qkvw * ab);
+    if (dm->qk_norm) {
+        A->qkn = carve(cv, n * (size_t)dm->qkw * ab);
+        A->rstd_qk = carve(cv, n * (size_t)(dm->hq + dm->hkv) * fb);
+    }
     A->o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
     A->mg = sel ? sel->mg : carve(cv, n * h * ab);
     A->gu = carve(cv, n * (size_t)dm->guw * ab);

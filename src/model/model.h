@@ -19,6 +19,10 @@
  *   final_norm.weight                    [h]         replicated
  *   lm_head.weight                       [Vpad, h]   rows split (untied only)
  *
+ * (and the rows of the GPT form and of --qk-layernorm: arch/tensors.h;
+ * the QK-norm weights layers.N.attention.q_norm/k_norm.weight [D] are
+ * replicated and placed last, see gl_model_tp_sum_range).
+ *
  * Vpad is the vocabulary padded to a multiple of
  * --make-vocab-size-divisible-by x TP; padding rows are never predicted
  * (the cross-entropy ignores their logits) and never looked up.
@@ -177,6 +181,9 @@ typedef struct {
     int qkv_bias;               /* the QKV linear has a bias (either flag) */
     int learned_pos;            /* learned absolute positions [P, h] */
     int rope;                   /* rotary positions */
+    int qk_norm;                /* --qk-layernorm: RMSNorm over each head of q
+                                 * and k, after the bias, before RoPE */
+    int qkw;                    /* (hq + hkv) D: a token's q and k heads */
     int P;                      /* their rows: --max-position-embeddings */
     float hidden_dropout;       /* --hidden-dropout */
     float attention_dropout;    /* --attention-dropout */
@@ -189,6 +196,7 @@ typedef struct {
 typedef struct {
     size_t attn_norm, qkv, wo, mlp_norm, gate_up, down;
     size_t attn_norm_b, mlp_norm_b, bqkv, bo, bgu, bdown;
+    size_t qk_norm;             /* q_norm [D] then k_norm [D] (qk_norm dims) */
 } gl_layer_offs;
 
 typedef struct {
@@ -210,6 +218,8 @@ typedef struct {
     gl_param *param;
     size_t nflat;
     size_t rep_begin, rep_end;  /* the TP-replicated range */
+    size_t qk_norm_begin;       /* [qk_norm_begin, rep_end): its QK-norm
+                                 * weights (empty without --qk-layernorm) */
     int embed_param, head_param;/* indexes into param, -1 when absent here
                                  * (head_param is -1 when the head shares
                                  * the embedding's range) */
@@ -222,6 +232,14 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *l, int tp_ra
                                  int dp);
 void gl_model_plan_free(gl_model_plan *p);
 
+/* The flat range [*begin, *end) whose gradients the backward leaves as
+ * partial sums over the TP group, for the caller to all-reduce over TP
+ * before the DP reduction: under sequence parallelism every replicated
+ * weight (each rank saw its own rows of tokens), otherwise only the
+ * QK-norm weights (each rank saw its own heads); empty (begin = end)
+ * when TP is 1. */
+void gl_model_tp_sum_range(const gl_model_plan *p, size_t *begin, size_t *end);
+
 /* The initial value of element e (row-major in the FULL logical tensor)
  * of parameter p: normal(seed, key(name), e) x init_std, or 1. */
 double gl_param_init_value(const gl_param *p, uint64_t seed, long e);
@@ -233,7 +251,13 @@ double gl_param_init_value(const gl_param *p, uint64_t seed, long e);
 typedef struct {
     void *xm;                   /* [nl, h] residual after attention */
     void *a;                    /* [n, h] attention-norm output (gathered) */
-    void *qkv;                  /* [n, qkvw] q, k after RoPE, v */
+    void *qkv;                  /* [n, qkvw] q, k after RoPE, v; with QK
+                                 * norm, q and k before the norm (the
+                                 * product, and its bias) */
+    void *qkn;                  /* QK norm: [n, qkw] q and k normalised,
+                                 * then turned by RoPE (what attention
+                                 * reads); NULL without it */
+    float *rstd_qk;             /* QK norm: [n, hq + hkv] per head */
     void *o;                    /* [n, hq D] attention output */
     void *mg;                   /* [n, h] mlp-norm output (gathered) */
     void *gu;                   /* [n, 2 fl] gate | up */

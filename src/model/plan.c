@@ -90,6 +90,8 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
     dm->qkv_bias = a->add_bias_linear || a->add_qkv_bias;
     dm->learned_pos = a->position_embedding_type == GL_POS_LEARNED_ABSOLUTE;
     dm->rope = a->position_embedding_type == GL_POS_ROPE;
+    dm->qk_norm = a->qk_layernorm;
+    dm->qkw = (dm->hq + dm->hkv) * dm->D;
     dm->hidden_dropout = (float)a->hidden_dropout;
     dm->attention_dropout = (float)a->attention_dropout;
     dm->P = a->max_position_embeddings ? a->max_position_embeddings : a->seq_length;
@@ -277,6 +279,19 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
             }
         }
     }
+    /* The QK-norm weights last: under TP their gradients are partial
+     * sums over the ranks' heads, with or without sequence parallelism
+     * (gl_model_tp_sum_range). */
+    p->qk_norm_begin = dm->qk_norm ? start_group(&b) : b.cursor;
+    for (int ci = 0; ci < p->nchunks && dm->qk_norm; ci++) {
+        gl_chunk_plan *ch = &p->chunk[ci];
+        for (int i = 0; i < dm->Lc; i++) {
+            int l = ch->first_layer + i;
+            ch->layer[i].qk_norm = start_group(&b);
+            add_param(&b, GL_T_Q_NORM, l, ci);
+            add_param(&b, GL_T_K_NORM, l, ci);
+        }
+    }
     p->rep_end = b.cursor;
     p->nflat = align_up(b.cursor, (size_t)GL_MODEL_ALIGN * (size_t)(dp > 0 ? dp : 1));
     if (p->nflat == 0)
@@ -293,6 +308,13 @@ void gl_model_plan_free(gl_model_plan *p)
     free(p->chunk);
     free(p->param);
     free(p);
+}
+
+void gl_model_tp_sum_range(const gl_model_plan *p, size_t *begin, size_t *end)
+{
+    *begin = *end = p->rep_end;
+    if (p->dm.tp > 1)
+        *begin = p->dm.sp ? p->rep_begin : p->qk_norm_begin;
 }
 
 double gl_param_init_value(const gl_param *p, uint64_t seed, long e)

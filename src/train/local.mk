@@ -30,6 +30,9 @@ dist_check_SCRIPTS += t/train-equiv.t
 TESTS += t/train-equiv.t
 dist_check_SCRIPTS += t/train-gpt.t
 TESTS += t/train-gpt.t
+# --qk-layernorm (Qwen3) under every layout and recomputation.
+dist_check_SCRIPTS += t/train-qknorm.t
+TESTS += t/train-qknorm.t
 
 # Context parallelism (CP 2 and 4, p2p and all_gather, with TP + SP, PP,
 # DP, the distributed optimizer, checkpoints) against one rank (shell).

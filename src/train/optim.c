@@ -265,10 +265,9 @@ static void build_buckets(gl_optim *o, const gl_config *c)
     /* buckets reduced only after finish_grads' other sums (train.c) */
     size_t dbeg[2], dend[2];
     int nd = 0;
-    if (dm->sp && dm->tp > 1 && p->rep_end > p->rep_begin) {
-        dbeg[nd] = p->rep_begin;
-        dend[nd++] = p->rep_end;
-    }
+    gl_model_tp_sum_range(p, &dbeg[nd], &dend[nd]);
+    if (dend[nd] > dbeg[nd])
+        nd++;
     if (dm->tied && dm->pp > 1) {
         int i = p->embed_param >= 0 ? p->embed_param : p->head_param;
         if (i >= 0) {

@@ -395,7 +395,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
 #define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
 #define R_ACT "gridlm's MLP is GeLU (tanh approximation, Megatron's fused bias-GeLU) or SwiGLU (--swiglu); other activations are not built"
-#define R_LAYER "gridlm's layer is Megatron's GPT one or the Llama one (pre-norm, no norm inside attention, the residual in the activations' dtype): this variant is not built"
+#define R_LAYER "gridlm's layer is Megatron's GPT one or the Llama one (pre-norm, no norm inside attention but --qk-layernorm's RMSNorm, the residual in the activations' dtype): this variant is not built"
 #define R_ATTN "sliding-window attention is not supported: every layer attends causally over --seq-length"
 #define R_ROPE "gridlm's RoPE rotates halves of every head in every layer (with --use-rope-scaling for Llama 3): this variant is not built"
 #define R_ENCDEC "encoder-decoder models are not built: gridlm trains decoders; use --num-layers and --seq-length"
@@ -504,7 +504,7 @@ static const gl_option table[] = {
     /* --- model --- */
     {.name = "model", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",
      .group = G_MODEL, .fn = opt_model,
-     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny (applied first)"},
+     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl or tiny (applied first)"},
     INT("num-layers", arch.num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
     INT("hidden-size", arch.hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
     INT("ffn-hidden-size", arch.ffn_hidden_size, G_MODEL, POS, "MLP inner width",
@@ -566,6 +566,9 @@ static const gl_option table[] = {
      .group = G_MODEL, .fn = opt_disable_bias_linear,
      .help = "no biases on the linear layers"},
     FLAG("add-qkv-bias", arch.add_qkv_bias, G_MODEL, "biases on Q, K and V only (Qwen2)"),
+    FLAG("qk-layernorm", arch.qk_layernorm, G_MODEL,
+         "RMSNorm over each head of Q and of K before RoPE (Qwen3; with --normalization "
+         "RMSNorm)"),
     DBL("attention-dropout", arch.attention_dropout, G_MODEL, GL_OPT_MIN | GL_OPT_MAX_OPEN,
         "dropout on the attention probabilities (on CUDA it runs gridlm's attention "
         "kernels, not cuDNN's)", .min = 0, .max = 1,
@@ -1026,7 +1029,7 @@ static const gl_option table[] = {
     REFUSE("squared-relu", R_ACT), REFUSE("quick-geglu", R_ACT),
     REFUSE("activation-func-clamp-value", R_ACT), REFUSE("glu-linear-offset", R_ACT),
     REFUSE("apply-residual-connection-post-layernorm", R_LAYER),
-    REFUSE("qk-layernorm", R_LAYER), REFUSE("qk-l2-norm", R_LAYER),
+    REFUSE("qk-l2-norm", R_LAYER),
     REFUSE("fp32-residual-connection", R_LAYER),
     REFUSE("window-size", R_ATTN), REFUSE("window-attn-skip-freq", R_ATTN),
     REFUSE("rotary-interleaved", R_ROPE), REFUSE("rotary-seq-len-interpolation-factor", R_ROPE),
@@ -1403,6 +1406,11 @@ static void check_model_form(const gl_config *c)
     if (a->hidden_dropout >= 1)
         bad("--hidden-dropout %g is out of range: give a number in [0, 1) (1 would drop "
             "every activation)", a->hidden_dropout);
+    if (a->qk_layernorm && (a->normalization != GL_NORM_RMSNORM || a->apply_layernorm_1p))
+        bad("--qk-layernorm with --normalization %s%s is not built: gridlm's QK norm is "
+            "RMSNorm over each head (Qwen3's); pass --normalization RMSNorm",
+            gl_arch_norm_names[a->normalization], a->apply_layernorm_1p ?
+            " --apply-layernorm-1p" : "");
 }
 
 static void check_model(const gl_config *c)
@@ -1498,6 +1506,9 @@ static void check_layout(gl_config *c)
             "context parallelism's block attention does not draw yet; add "
             "--attention-dropout 0 --hidden-dropout 0", cp, c->arch.attention_dropout,
             c->arch.hidden_dropout);
+    if (cp > 1 && c->arch.qk_layernorm)
+        bad("--context-parallel-size %d with --qk-layernorm is not built yet: the ring "
+            "attention reads q and k before the QK norm; use --context-parallel-size 1", cp);
     if (c->layout.sequence_parallel && (c->arch.seq_length / cp) % tp)
         bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
             "--sequence-parallel: choose a sequence length that is a multiple of %d",

@@ -173,9 +173,10 @@ static void finish_grads(const gl_config *c, gl_groups *g, gl_model *m, gl_optim
 {
     const gl_model_plan *p = m->plan;
     gl_dev *d = m->d;
-    if (p->dm.sp && group(g->tp) && p->rep_end > p->rep_begin)
-        gl_all_reduce(g->tp, m->g + p->rep_begin, m->g + p->rep_begin,
-                      p->rep_end - p->rep_begin, GL_DT_F32, GL_OP_SUM, d->stream);
+    size_t tb, te;
+    gl_model_tp_sum_range(p, &tb, &te);
+    if (group(g->tp) && te > tb)
+        gl_all_reduce(g->tp, m->g + tb, m->g + tb, te - tb, GL_DT_F32, GL_OP_SUM, d->stream);
     if (p->dm.tied && p->dm.pp > 1 && group(g->embd)) {
         int i = p->embed_param >= 0 ? p->embed_param : p->head_param;
         if (i >= 0) {
