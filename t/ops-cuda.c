@@ -1964,6 +1964,8 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
         free(hp[i]);
     moe_map_free(G, &gm);
     moe_map_free(C, &cm);
+}
+
 /* head_rmsnorm (--qk-layernorm): H heads of D per token, read from a view
  * of row stride ldx (a fused QKV buffer: gap columns after the heads),
  * written to a view of row stride ldy; the backward in place on a

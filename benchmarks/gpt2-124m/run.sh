@@ -30,8 +30,11 @@
 #   small  the curve over 300 iterations on the CPU too: a 2-layer GPT (h
 #          256, 4 heads, ffn 1024) with GPT-2's tokenizer and vocabulary on
 #          the same data at seq 1024, batch 4, on the GPU (bf16) and on
-#          the CPU ranks (fp32, TP 4 x DP 4; at most $SMALL_SECONDS,
-#          default 420: what it reached is compared)
+#          $CPU_RANKS CPU ranks (default 16; fp32, TP 4 x DP the rest; at
+#          most $SMALL_SECONDS, default 420: what it reached is compared);
+#          small-gpu and small-cpu are its two halves, for running the CPU
+#          half on another machine (small-cpu compares with the
+#          small-gpu.jsonl found in OUT_DIR)
 #   gputest  t/ops-cuda.t and t/train-cuda.t of the build (make check
 #          builds them), before the runs
 # Writes OUT_DIR/*.jsonl (--log-json), *.log and summary.txt (also printed).
@@ -62,6 +65,7 @@ opt="--global-batch-size 16 --train-iters 300 --lr 6e-4 --min-lr 6e-5 --lr-decay
 small="--num-layers 2 --hidden-size 256 --num-attention-heads 4 --num-query-groups 4 --ffn-hidden-size 1024
   --global-batch-size 4 --log-interval 10 --eval-interval 300"
 cpulayout="--tensor-model-parallel-size 4"   # x DP 4 on 16 ranks
+cpuranks=${CPU_RANKS:-16}                     # a multiple of 4
 
 # rate LOG [FIRST]: tokens/s (harmonic mean) and MFU of the training
 # records from iteration FIRST (default 6) on, leaving out the two after
@@ -148,16 +152,20 @@ for s in $steps; do
         say "cpu (124M, fp32, TP 4 x DP 4, first $n iterations): exit $?"
         compare "$out/gpu.jsonl" "$out/cpu.jsonl" | tee -a "$summary"
         ;;
-    small)
-        timeout 120 mpiexec -n 1 $train --device cuda --bf16 $model $dataflags $opt $small --micro-batch-size 4 \
-            --log-json "$out/small-gpu.jsonl" > "$out/small-gpu.log" 2>&1
-        say "small (2 layers, h 256) on the GPU, bf16: exit $?"
-        OPENBLAS_NUM_THREADS=1 timeout "${SMALL_SECONDS:-420}" mpiexec -n 16 $train --device cpu $cpulayout \
-            $model $dataflags $opt $small --micro-batch-size 1 \
-            --log-json "$out/small-cpu.jsonl" > "$out/small-cpu.log" 2>&1
-        say "small on the CPU, fp32, TP 4 x DP 4: exit $?"
-        compare "$out/small-gpu.jsonl" "$out/small-cpu.jsonl" | tee -a "$summary"
-        say "  validation GPU $(valid "$out/small-gpu.jsonl") CPU $(valid "$out/small-cpu.jsonl")"
+    small|small-gpu|small-cpu)
+        if [ $s != small-cpu ]; then
+            timeout 120 mpiexec -n 1 $train --device cuda --bf16 $model $dataflags $opt $small --micro-batch-size 4 \
+                --log-json "$out/small-gpu.jsonl" > "$out/small-gpu.log" 2>&1
+            say "small (2 layers, h 256) on the GPU, bf16: exit $?"
+        fi
+        if [ $s != small-gpu ]; then
+            OPENBLAS_NUM_THREADS=1 timeout "${SMALL_SECONDS:-420}" mpiexec -n $cpuranks $train --device cpu \
+                $cpulayout $model $dataflags $opt $small --micro-batch-size 1 \
+                --log-json "$out/small-cpu.jsonl" > "$out/small-cpu.log" 2>&1
+            say "small on the CPU, fp32, TP 4 x DP $((cpuranks / 4)): exit $?"
+            compare "$out/small-gpu.jsonl" "$out/small-cpu.jsonl" | tee -a "$summary"
+            say "  validation GPU $(valid "$out/small-gpu.jsonl") CPU $(valid "$out/small-cpu.jsonl")"
+        fi
         ;;
     *) say "unknown step $s"; exit 2 ;;
     esac
