@@ -37,7 +37,7 @@ static int in_step(const gl_arch *a, int l, gl_tensor_id id)
         return 0;
     if (!per_layer && (l == -1) != (id == GL_T_EMBEDDING))
         return 0;
-    return gl_tensor_present(id, a);
+    return gl_tensor_present_at(id, a, l);
 }
 
 /* Where tensor id at layer l lives in a Hugging Face directory of a's
@@ -127,6 +127,10 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
     json_decref(j);
     if (rc)
         return gl_errprintf(err, "%s: %s", file, e.text);
+    if (a->num_experts > 0)
+        return gl_errprintf(err, "%s holds a mixture-of-experts model (%d experts): its "
+                            "Hugging Face export (Mixtral, Qwen3-MoE) is not built yet", file,
+                            a->num_experts);
     if (!gl_arch_is_llama(a) && !gl_arch_is_qwen2(a) && !gl_arch_is_gpt2(a)) {
         char form[256];
         return gl_errprintf(err, "%s holds a %s model: gridlm exports the Llama, Qwen2 and "
@@ -387,7 +391,7 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
             char full[300];
             step_names(&c, k, l, &p, full);
             const char *hf = p.name;
-            long want[2], vshape[2], hs[2];
+            long want[GL_TENSOR_MAXDIM], vshape[GL_TENSOR_MAXDIM], hs[2];
             int nd = gl_tensor_shape(k, &c, c.vocab_size, want);
             gl_tensor_shape(k, &c, vpad, vshape);
             hf_shape(&p, nd, want, hs);
@@ -553,7 +557,7 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                 break;
             }
             const gl_ckpt_info *in = gl_ckpt_tensor_info(ck, i);
-            long want[2];
+            long want[GL_TENSOR_MAXDIM];
             int nd = gl_tensor_shape(k, &c, vocab_rows(k) ? in->shape[0] : 0, want);
             if (in->ndim != nd || in->shape[0] != want[0] || (nd == 2 && in->shape[1] != want[1])) {
                 rc = gl_errprintf(err, "%s: tensor %s has shape [%ld, %ld], its config implies [%ld, %ld]",

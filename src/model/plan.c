@@ -111,7 +111,13 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
     gl_param *q = &p->param[p->nparams++];
     memset(q, 0, sizeof *q);
     gl_tensor_name(id, layer, 0, q->name, sizeof q->name);
-    q->ndim = gl_tensor_shape(id, b->arch, p->dm.Vpad, q->shape);
+    long shape[GL_TENSOR_MAXDIM];
+    q->ndim = gl_tensor_shape(id, b->arch, p->dm.Vpad, shape);
+    if (q->ndim > 2)        /* gridlm-train refuses MoE models before this */
+        gl_die_code(2, "%s: stacked expert tensors are not built into the parameter plan yet",
+                    q->name);
+    q->shape[0] = shape[0];
+    q->shape[1] = shape[1];
     gl_shard shard = q->shard = t->shard;
     double std = b->arch->init_method_std;
     if (t->init == GL_INIT_SCALED_NORMAL)

@@ -58,10 +58,13 @@ static logical *logical_list(const gl_model_plan *p, int *n)
                 const gl_tensor_info *ti = gl_tensor((gl_tensor_id)id);
                 int here = pass == 1 ? ti->per_layer
                                      : !ti->per_layer && (id < first_layer_id) == (pass == 0);
-                if (!here || !gl_tensor_present((gl_tensor_id)id, a))
+                if (!here || !gl_tensor_present_at((gl_tensor_id)id, a, l))
                     continue;
+                long shape[GL_TENSOR_MAXDIM];
                 gl_tensor_name((gl_tensor_id)id, l, 0, t[k].name, sizeof t[k].name);
-                t[k].ndim = gl_tensor_shape((gl_tensor_id)id, a, p->dm.Vpad, t[k].shape);
+                t[k].ndim = gl_tensor_shape((gl_tensor_id)id, a, p->dm.Vpad, shape);
+                t[k].shape[0] = shape[0];
+                t[k].shape[1] = shape[1];
                 if (t[k].ndim == 1)
                     t[k].shape[1] = 1;
                 k++;
