@@ -1071,7 +1071,8 @@ static const gl_option table[] = {
     SAME_AS_IN("moe-token-dispatcher-type", G_MOE, moe_dispatchers,
                "allgather or alltoall (accepted: with one expert group both give the same "
                "tokens to the same experts)",
-               "flex (DeepEP, HybridEP) dispatches across expert-parallel ranks, which "
+               "allgather and alltoall give the same tokens to the same experts with one "
+               "expert group; flex (DeepEP, HybridEP) is for expert parallelism, which "
                "gridlm does not build yet"),
     REFUSE("expert-tensor-parallel-size", R_MOE_ETP),
     REFUSE("moe-extended-tp", R_MOE_ETP),
