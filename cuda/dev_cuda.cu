@@ -579,6 +579,93 @@ static void cu_close(gl_dev *d)
     free(d);
 }
 
+/* ---- Mixture of experts: ops.h's contract, CUDA kernels to come.  Each
+ * entry stops the job with one line until then. ---- */
+
+static void cu_moe_not_yet(const char *what)
+{
+    gl_die("%s: mixture-of-experts ops are not yet implemented on CUDA "
+           "devices; train MoE models with --device cpu for now", what);
+}
+
+static void cu_moe_route(gl_dev *, gl_moe_map *, const float *, const float *,
+                         const gl_moe_route_cfg *, float *, float *)
+{
+    cu_moe_not_yet("moe_route");
+}
+
+static void cu_moe_route_bwd(gl_dev *, float *, const float *, const float *,
+                             const gl_moe_map *, const gl_moe_route_cfg *)
+{
+    cu_moe_not_yet("moe_route_bwd");
+}
+
+static void cu_moe_permute(gl_dev *, void *, const void *, int,
+                           const gl_moe_map *)
+{
+    cu_moe_not_yet("moe_permute");
+}
+
+static void cu_moe_permute_bwd(gl_dev *, void *, const void *, int,
+                               const gl_moe_map *, int)
+{
+    cu_moe_not_yet("moe_permute_bwd");
+}
+
+static void cu_moe_unpermute(gl_dev *, void *, const void *, int,
+                             const gl_moe_map *)
+{
+    cu_moe_not_yet("moe_unpermute");
+}
+
+static void cu_moe_unpermute_bwd(gl_dev *, void *, float *, const void *,
+                                 const void *, int, const gl_moe_map *)
+{
+    cu_moe_not_yet("moe_unpermute_bwd");
+}
+
+static void cu_moe_gemm(gl_dev *, void *, const void *, const void *, int, int,
+                        const gl_moe_map *)
+{
+    cu_moe_not_yet("moe_gemm");
+}
+
+static void cu_moe_gemm_dgrad(gl_dev *, void *, const void *, const void *,
+                              int, int, const gl_moe_map *)
+{
+    cu_moe_not_yet("moe_gemm_dgrad");
+}
+
+static void cu_moe_gemm_wgrad(gl_dev *, float *, const void *, const void *,
+                              int, int, const gl_moe_map *)
+{
+    cu_moe_not_yet("moe_gemm_wgrad");
+}
+
+static void cu_moe_aux_counts(gl_dev *, float *, const float *, int, long, int,
+                              const gl_moe_route_cfg *)
+{
+    cu_moe_not_yet("moe_aux_counts");
+}
+
+static void cu_moe_aux_loss(gl_dev *, float *, float *, const float *,
+                            const float *, int, long, int, float, float,
+                            const gl_moe_route_cfg *)
+{
+    cu_moe_not_yet("moe_aux_loss");
+}
+
+static void cu_moe_z_loss(gl_dev *, float *, float *, const float *, int, int,
+                          float, float)
+{
+    cu_moe_not_yet("moe_z_loss");
+}
+
+static void cu_moe_bias_update(gl_dev *, float *, const float *, int, float)
+{
+    cu_moe_not_yet("moe_bias_update");
+}
+
 static const gl_ops gl_ops_cuda = {
     /* .name */ "cuda",
     cu_alloc, cu_free, cu_upload, cu_download, cu_copy, cu_zero, cu_sync,
@@ -606,6 +693,12 @@ static const gl_ops gl_ops_cuda = {
     cu_bias_add, cu_bias_grad,
     cu_dropout, cu_bias_dropout_add,
     cu_pos_embed_fwd,
+    cu_moe_route, cu_moe_route_bwd,
+    cu_moe_permute, cu_moe_permute_bwd,
+    cu_moe_unpermute, cu_moe_unpermute_bwd,
+    cu_moe_gemm, cu_moe_gemm_dgrad, cu_moe_gemm_wgrad,
+    cu_moe_aux_counts, cu_moe_aux_loss, cu_moe_z_loss,
+    cu_moe_bias_update,
 };
 
 /* ---- opening ---- */

@@ -5,6 +5,8 @@
  */
 #include <config.h>
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -53,6 +55,50 @@ void gl_attn_dropout_check(const gl_attn_dropout *dp, int Hq, const char *what)
     if (Hq < 0 || dp->b0 < 0 || dp->h0 < 0 || dp->h0 + Hq > dp->heads)
         gl_die("%s: heads %ld .. %ld (from sample %ld) are not among %ld heads",
                what, dp->h0, dp->h0 + Hq - 1, dp->b0, dp->heads);
+}
+
+/* Megatron's get_capacity(n k, E, factor): ceil((n k / E) factor) in
+ * double, as Python computes it. */
+int gl_moe_capacity(int n, int k, int E, double factor)
+{
+    if (n < 0 || k < 1 || E < 1 || !(factor > 0))
+        gl_die("expert capacity of %d tokens, top-%d of %d experts, factor "
+               "%g: the sizes must be positive", n, k, E, factor);
+    double c = ceil((double)n * k / E * factor);
+    if (c > INT32_MAX)
+        gl_die("expert capacity %.0f (%d tokens, top-%d of %d experts, "
+               "factor %g) does not fit in 32 bits", c, n, k, E, factor);
+    return (int)c;
+}
+
+int gl_moe_rows_max(int n, const gl_moe_route_cfg *cfg)
+{
+    long all = (long)n * cfg->k;
+    if (cfg->capacity > 0) {
+        long c = cfg->capacity < n ? cfg->capacity : n;
+        long cap = (long)cfg->E * c;
+        all = cfg->pad ? cap : (cap < all ? cap : all);
+    }
+    if (all > INT32_MAX)
+        gl_die("%d tokens routed to %d of %d experts make %ld rows, more "
+               "than 32-bit indices hold; shorten the micro-batch",
+               n, cfg->k, cfg->E, all);
+    return (int)all;
+}
+
+void gl_moe_route_check(const gl_moe_route_cfg *cfg, const char *what)
+{
+    if (!cfg)
+        gl_die("%s: no routing options (NULL)", what);
+    if (cfg->E < 1 || cfg->k < 1 || cfg->k > cfg->E)
+        gl_die("%s: top-%d of %d experts; --moe-router-topk must be between "
+               "1 and --num-experts", what, cfg->k, cfg->E);
+    if (cfg->score != GL_MOE_SOFTMAX && cfg->score != GL_MOE_SIGMOID)
+        gl_die("%s: unknown score function %d", what, (int)cfg->score);
+    if (cfg->drop != GL_MOE_DROP_PROBS && cfg->drop != GL_MOE_DROP_POSITION)
+        gl_die("%s: unknown token drop policy %d", what, (int)cfg->drop);
+    if (cfg->capacity < 0)
+        gl_die("%s: negative expert capacity %d", what, cfg->capacity);
 }
 
 void gl_dev_close(gl_dev *d)

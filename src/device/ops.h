@@ -113,6 +113,74 @@ typedef struct {
 /* Dies, naming `what`, when dp does not fit a call of Hq query heads. */
 void gl_attn_dropout_check(const gl_attn_dropout *dp, int Hq, const char *what);
 
+/* ---- Mixture of experts (issue 13): the types of the moe_* ops at the
+ * end of struct gl_ops, whose comment says what they compute. ---- */
+
+/* Score function of the router (--moe-router-score-function). */
+typedef enum { GL_MOE_SOFTMAX = 0, GL_MOE_SIGMOID = 1 } gl_moe_score;
+
+/* Which routed (token, slot) pairs an expert over its capacity keeps
+ * (--moe-token-drop-policy): those of the highest weights, or those of
+ * the first tokens. */
+typedef enum { GL_MOE_DROP_PROBS = 0, GL_MOE_DROP_POSITION = 1 } gl_moe_drop;
+
+/* The router's options, Megatron's flags.  Host memory, read at the call. */
+typedef struct {
+    int E;                 /* --num-experts */
+    int k;                 /* --moe-router-topk, 1 <= k <= E */
+    gl_moe_score score;    /* --moe-router-score-function */
+    int pre_softmax;       /* --moe-router-pre-softmax; no effect with
+                              sigmoid, element-wise (as in Megatron) */
+    float scaling;         /* --moe-router-topk-scaling-factor; 0: none */
+    int capacity;          /* rows per expert in this call, from
+                              gl_moe_capacity(); 0: no capacity (no
+                              --moe-expert-capacity-factor), nothing dropped */
+    gl_moe_drop drop;      /* --moe-token-drop-policy (with a capacity) */
+    int pad;               /* --moe-pad-expert-input-to-capacity */
+} gl_moe_route_cfg;
+
+/* Megatron's expert capacity of a call routing n tokens:
+ * ceil(n k / E * factor) (its get_capacity over n k slots), in double. */
+int gl_moe_capacity(int n, int k, int E, double factor);
+
+/* The rows a routing of n tokens can dispatch (the size of the permuted
+ * buffers): n k without a capacity; with capacity c' = min(c, n),
+ * E c' when padding, else min(n k, E c'). */
+int gl_moe_rows_max(int n, const gl_moe_route_cfg *cfg);
+
+/* Dies, naming `what`, when cfg is not a routing gridlm computes (no
+ * experts, k out of [1, E], an unknown score function or drop policy, a
+ * negative capacity). */
+void gl_moe_route_check(const gl_moe_route_cfg *cfg, const char *what);
+
+/* One routing of n tokens to E experts, k slots per token: moe_route's
+ * outputs, what the permutation, the combination and the grouped products
+ * read.  All arrays are device memory of the caller, sized as shown;
+ * offsets_host is host memory (alloc_host) or NULL.
+ *   expert   i32 [n, k]  slot j of token t: its expert; the k slots in
+ *                        decreasing order of the selection score, equal
+ *                        scores by lower expert index
+ *   weight   f32 [n, k]  its routing weight (0 for a dropped slot)
+ *   rows     i32 [n, k]  its row in the permuted buffers, -1 when dropped
+ *   row_tok  i32 [rows_max]  the token of each permuted row; -1 past the
+ *                        last row (offsets[E])
+ *   offsets  i32 [E + 1] expert e's rows are [offsets[e], offsets[e+1]),
+ *                        offsets[0] = 0: the rows are grouped by expert,
+ *                        expert 0's first, and within an expert in
+ *                        increasing token order
+ *   offsets_host         the same E + 1 values on the host, when not NULL
+ */
+typedef struct {
+    int n, k, E;
+    int rows_max;          /* >= gl_moe_rows_max(n, cfg) */
+    int32_t *expert;
+    float *weight;
+    int32_t *rows;
+    int32_t *row_tok;
+    int32_t *offsets;
+    int32_t *offsets_host;
+} gl_moe_map;
+
 struct gl_ops {
     const char *name;
 
@@ -450,6 +518,215 @@ struct gl_ops {
     void (*pos_embed_fwd)(gl_dev *d, void *y, const void *pos,
                           const int32_t *positions, int n, int h,
                           int max_pos);
+
+    /* ---- Mixture of experts (issue 13), Megatron's MoE layer with its
+     * router options ----
+     *
+     * One MoE layer of n tokens x [n, h] (act), E experts, top-k:
+     *   logits [n, E] = x Wr^T          gemm (the model's choice of act
+     *                                   or f32 output), then to_f32:
+     *                                   the router's maths is fp32, as
+     *                                   Megatron's (its logits are cast
+     *                                   to fp32 for the score function,
+     *                                   whatever --moe-router-dtype)
+     *   moe_route                       -> gl_moe_map: experts, weights,
+     *                                   rows, per-expert offsets
+     *   moe_permute  x -> xp [rows, h]  grouped by expert
+     *   moe_gemm     xp -> gu [rows, 2f]    (W1 stacked [E, 2f, h])
+     *   swiglu_fwd   gu -> a [rows, f]      the existing op, on the rows
+     *   moe_gemm     a -> yp [rows, h]      (W2 stacked [E, h, f])
+     *   moe_unpermute yp -> out [n, h]  out[t] = sum_j w[t,j] yp[row(t,j)]
+     * and backward: moe_unpermute_bwd (dyp, dweight), moe_gemm_dgrad /
+     * moe_gemm_wgrad, swiglu_bwd, moe_permute_bwd (dx), moe_route_bwd
+     * (dweight -> dlogits), moe_aux_loss / moe_z_loss (+= into dlogits),
+     * then gemm for dx += dlogits Wr and dWr += dlogits^T x.
+     *
+     * Buffers.  x, xp, gu, a, yp, out, their gradients and the stacked
+     * expert weights are act; logits, dlogits, weights, dweights, counts,
+     * losses and the expert bias are f32; the map's indices are i32.
+     * "+=" marks accumulated outputs; every other output is overwritten.
+     * Permuted buffers have map->rows_max rows; rows past offsets[E] are
+     * never read and are zeroed where an op writes a permuted buffer, so
+     * whole-buffer ops (swiglu on rows_max rows) stay finite; the model
+     * may instead pass offsets_host[E] rows to them.
+     *
+     * Determinism.  Every output is a function of the inputs alone: each
+     * sum runs in an order fixed by the shapes and the map (slot order j
+     * = 0..k-1 for a token's sums, increasing token order for an expert's,
+     * fp32 on CUDA, double on the CPU), never by timing or atomics; ties
+     * are broken by the lower index everywhere (expert, then token).
+     *
+     * Host synchronisation.  moe_route fills map->offsets_host when it is
+     * not NULL: on CUDA, the one wait of the host for the GPU of a MoE
+     * layer (the grouped products need the per-expert row counts on the
+     * host; the backward reuses the same host copy).  No other moe_* op
+     * waits for the GPU.
+     *
+     * Communication is the model's: these ops compute the local part
+     * (the tokens of this call); counts that Megatron sums over TP/CP/DP
+     * ranks are summed by the model between moe_aux_counts and
+     * moe_aux_loss, and before moe_bias_update.
+     *
+     * Not here: FP8 forms of the grouped products, group-limited routing
+     * (--moe-router-num-groups), sinkhorn, expert parallelism. */
+
+    /* Routing of n tokens (map->n, k = cfg->k, E = cfg->E, all three
+     * equal in map and cfg) from logits f32 [n, E] and, with sigmoid,
+     * the expert bias f32 [E] (--moe-router-enable-expert-bias; NULL:
+     * none; bias with softmax dies, as Megatron refuses it).  Per token,
+     * in fp32 (double on the CPU):
+     *   softmax, pre_softmax: p = softmax(logits) over the E experts;
+     *       select the top k of p; w_j = p[e_j]            (Mixtral's
+     *       "softmax, top-k" without renormalisation; Qwen3-MoE with
+     *       norm_topk_prob false)
+     *   softmax (Megatron's default): select the top k of the logits;
+     *       w = softmax over the k selected logits         (= softmax over
+     *       all, top-k, renormalised: Mixtral, Qwen3-MoE norm_topk_prob)
+     *   sigmoid: s = sigmoid(logits); select the top k of s + bias (the
+     *       bias selects only); w_j = s[e_j] / (sum_i s[e_i] + 1e-20)
+     *       when k > 1, w = s[e_0] when k = 1            (DeepSeek-V3)
+     * then w *= scaling when scaling != 0.  Selection order: decreasing
+     * score, equal scores by lower expert index; slot j holds the j-th.
+     * Capacity (cfg->capacity = c > 0, c' = min(c, n)), per expert
+     * (Megatron's apply_router_token_dropping on this call's tokens):
+     *   probs:    the expert keeps the c' routed slots of highest weight
+     *             (equal weights: lower token first);
+     *   position: the c' routed slots of the lowest tokens;
+     * the other slots are dropped (weight 0, row -1, not dispatched).  With
+     * pad, an expert with fewer than c' kept slots gets padding rows, the
+     * lowest tokens not routed to it, until it has c' rows: they are
+     * dispatched with weight 0 (in no slot: rows[] never names them) and
+     * contribute nothing to out or to any gradient.
+     * Outputs: every array of map (see gl_moe_map); tokens_per_expert f32
+     * [E] += the rows of each expert (Megatron's routing_map.sum(0) after
+     * dropping and padding: the counts of the expert-bias update and of
+     * the log; NULL: not wanted); dropped f32 [1] += the number of
+     * dropped slots (NULL: not wanted).  Dies (gl_moe_route_check) on a
+     * bad cfg, or when map->rows_max < gl_moe_rows_max(n, cfg). */
+    void (*moe_route)(gl_dev *d, gl_moe_map *map, const float *logits,
+                      const float *bias, const gl_moe_route_cfg *cfg,
+                      float *tokens_per_expert, float *dropped);
+
+    /* dlogits f32 [n, E] (overwritten) from dweight f32 [n, k], the
+     * gradient of the loss with respect to map->weight, through the
+     * forward's weight formula with the selection held fixed (a piecewise
+     * constant choice: no gradient).  Dropped slots (rows -1) are constant
+     * 0 and their dweight is ignored.  With s the selected values and
+     * g_j = scaling dweight_j (scaling 1 when 0):
+     *   softmax:      dl[e_j] = w'_j (g_j - sum_i w'_i g_i), w' the
+     *                 softmax over the k, others 0
+     *   pre_softmax:  dl_e = p_e (G_e - sum_j p[e_j] g_j), G_e = g_j for
+     *                 e = e_j, else 0
+     *   sigmoid:      ds_j = g_j / S - sum_i g_i s_i / S^2 (S = sum s +
+     *                 1e-20; ds_j = g_j when k = 1), dl[e_j] = ds_j s_j
+     *                 (1 - s_j), others 0.
+     * logits, map and cfg are the forward's. */
+    void (*moe_route_bwd)(gl_dev *d, float *dlogits, const float *dweight,
+                          const float *logits, const gl_moe_map *map,
+                          const gl_moe_route_cfg *cfg);
+
+    /* xp[r] = x[row_tok[r]] for the rows r < offsets[E] of map (xp
+     * [rows_max, h], x [n, h]), rows past them zeroed. */
+    void (*moe_permute)(gl_dev *d, void *xp, const void *x, int h,
+                        const gl_moe_map *map);
+    /* dx[t] (+)= sum over j = 0..k-1 with rows[t, j] >= 0 of
+     * dxp[rows[t, j]], summed in that order (accumulate_dx: += for the
+     * residual-stream sum, as rmsnorm_bwd's).  Padding rows are no slot's:
+     * their gradient, zero when dyp came from moe_unpermute_bwd, is not
+     * gathered. */
+    void (*moe_permute_bwd)(gl_dev *d, void *dx, const void *dxp, int h,
+                            const gl_moe_map *map, int accumulate_dx);
+
+    /* out[t] = sum over j = 0..k-1 with rows[t, j] >= 0 of
+     * weight[t, j] yp[rows[t, j]], in that order (out [n, h]; a token
+     * whose slots are all dropped gets 0).  Linear in yp: under tensor
+     * parallelism yp may be a partial sum over ranks, and so is out. */
+    void (*moe_unpermute)(gl_dev *d, void *out, const void *yp, int h,
+                          const gl_moe_map *map);
+    /* The backward of moe_unpermute from dout [n, h]:
+     *   dyp[r] = weight of r's slot times dout[row_tok[r]] for r <
+     *            offsets[E] (0 for padding rows; rows past them zeroed);
+     *   dweight[t, j] = <dout[t], yp[rows[t, j]]> (f32 [n, k]; 0 for a
+     *            dropped slot), summed in fp32 (double on the CPU).
+     * When yp is a partial sum over TP ranks, so is dweight: the model
+     * all-reduces it before moe_route_bwd. */
+    void (*moe_unpermute_bwd)(gl_dev *d, void *dyp, float *dweight,
+                              const void *dout, const void *yp, int h,
+                              const gl_moe_map *map);
+
+    /* Grouped products, all E experts in one call, expert e on its rows
+     * [offsets[e], offsets[e+1]) of map (experts without rows are skipped),
+     * with the stacked weights W [E, out, in] (act, expert-major, each
+     * [out, in] as a linear layer's):
+     *   moe_gemm:       Y[r] = X[r] W_e^T      X [rows, in] -> Y [rows, out]
+     *   moe_gemm_dgrad: dX[r] = dY[r] W_e      dY [rows, out] -> dX [rows, in]
+     *   moe_gemm_wgrad: dW_e += dY_e^T X_e     dW f32 [E, out, in], as
+     *                   gemm's weight gradients (fp32 accumulation, beta 1)
+     * Y and dX are overwritten on every row < offsets[E] and zeroed past
+     * it.  Tensor parallelism shards in/out of every expert alike. */
+    void (*moe_gemm)(gl_dev *d, void *Y, const void *X, const void *W,
+                     int in, int out, const gl_moe_map *map);
+    void (*moe_gemm_dgrad)(gl_dev *d, void *dX, const void *dY,
+                           const void *W, int in, int out,
+                           const gl_moe_map *map);
+    void (*moe_gemm_wgrad)(gl_dev *d, float *dW, const void *dY,
+                           const void *X, int in, int out,
+                           const gl_moe_map *map);
+
+    /* Auxiliary load-balancing losses, Megatron's switch loss
+     *   aux = scale sum_t sum_e sc[t, e] counts[g(t), e]
+     * in two steps around the model's all-reduce of the counts.  sc are
+     * the scores over all E experts: softmax(logits), or with sigmoid
+     * s_e / (sum_i s_i + 1e-20), s = sigmoid(logits) (the bias plays no
+     * part, nor the capacity); counts[g, e] the number of tokens of group g
+     * whose top k of sc holds e (ties: lower expert).  A token's group is
+     * g(t) = (row0 + t) / seq_len, t the call's row, row0 the global row
+     * of its first token in [B, S] order: its sequence for seq_aux_loss
+     * (seq_len = S, G = B groups); seq_len = 0 puts every token in group 0
+     * (aux_loss, global_aux_loss; G = 1).  counts is f32 [G, E].
+     * Megatron's three losses are then (T the tokens of the micro-batch,
+     * n_loc the call's tokens, |grp| a group's ranks):
+     *   aux_loss:        counts summed over TP x CP; scale = coeff E /
+     *                    (k T^2), T = n_loc |TP x CP|
+     *   seq_aux_loss:    the same per sequence, divided by the B
+     *                    sequences: scale = coeff E / (k S^2 B)
+     *   global_aux_loss: counts summed over TP x CP x DP and over the
+     *                    micro-batches of the step so far, divided by
+     *                    their number; T = n_loc |TP x CP x DP|
+     * each rank's loss its local share (the logged loss is their sum). */
+    /* counts f32 [G, E] += the local top-k counts of the call's tokens. */
+    void (*moe_aux_counts)(gl_dev *d, float *counts, const float *logits,
+                           int n, long row0, int seq_len,
+                           const gl_moe_route_cfg *cfg);
+    /* loss f32 [1] += scale sum_t sum_e sc[t, e] counts[g(t), e] (NULL:
+     * skipped), and dlogits f32 [n, E] += gscale times its gradient with
+     * respect to logits (NULL: skipped; gscale = scale times the loss's
+     * backward scale): with c = counts[g(t)] and f = sum_e sc_e c_e,
+     *   softmax: dl_e = sc_e (c_e - f)
+     *   sigmoid: dl_e = (c_e - f) / (sum_i s_i + 1e-20) s_e (1 - s_e). */
+    void (*moe_aux_loss)(gl_dev *d, float *loss, float *dlogits,
+                         const float *logits, const float *counts, int n,
+                         long row0, int seq_len, float scale, float gscale,
+                         const gl_moe_route_cfg *cfg);
+
+    /* Router z-loss (ST-MoE; Megatron's z_loss_func): with z_t =
+     * logsumexp(logits[t]) over the E experts,
+     *   loss f32 [1] += scale sum_t z_t^2            (NULL: skipped)
+     *   dlogits[t, e] += gscale 2 z_t softmax(logits[t])_e (NULL: skipped)
+     * Megatron's mean over tokens and --moe-z-loss-coeff divided by the
+     * TP x CP size: scale = coeff / (n |TP x CP|). */
+    void (*moe_z_loss)(gl_dev *d, float *loss, float *dlogits,
+                       const float *logits, int n, int E, float scale,
+                       float gscale);
+
+    /* Aux-loss-free balancing (DeepSeek-V3, Megatron's
+     * get_updated_expert_bias), after the optimizer step: with counts f32
+     * [E] the step's tokens per expert (moe_route's tokens_per_expert,
+     * summed over the micro-batches and all-reduced over TP x CP x DP by
+     * the model) and m their mean,
+     *   bias_e += rate sign(m - counts_e)      (sign 0 at 0). */
+    void (*moe_bias_update)(gl_dev *d, float *bias, const float *counts,
+                            int E, float rate);
 };
 
 struct gl_dev {

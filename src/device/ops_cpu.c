@@ -455,6 +455,120 @@ static void cpu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
     gl_cpu_pos_embed_fwd_f32(y, pos, positions, n, h, max_pos);
 }
 
+/* ---- Mixture of experts: the contract of ops.h, implementation to come
+ * (the model refuses --num-experts until then) ---- */
+
+static void cpu_moe_not_yet(const char *what)
+{
+    gl_die("%s: mixture-of-experts ops are not yet implemented on the CPU "
+           "device", what);
+}
+
+static void cpu_moe_route(gl_dev *d, gl_moe_map *map, const float *logits,
+                          const float *bias, const gl_moe_route_cfg *cfg,
+                          float *tokens_per_expert, float *dropped)
+{
+    (void)d, (void)map, (void)logits, (void)bias, (void)cfg;
+    (void)tokens_per_expert, (void)dropped;
+    cpu_moe_not_yet("moe_route");
+}
+
+static void cpu_moe_route_bwd(gl_dev *d, float *dlogits, const float *dweight,
+                              const float *logits, const gl_moe_map *map,
+                              const gl_moe_route_cfg *cfg)
+{
+    (void)d, (void)dlogits, (void)dweight, (void)logits, (void)map, (void)cfg;
+    cpu_moe_not_yet("moe_route_bwd");
+}
+
+static void cpu_moe_permute(gl_dev *d, void *xp, const void *x, int h,
+                            const gl_moe_map *map)
+{
+    (void)d, (void)xp, (void)x, (void)h, (void)map;
+    cpu_moe_not_yet("moe_permute");
+}
+
+static void cpu_moe_permute_bwd(gl_dev *d, void *dx, const void *dxp, int h,
+                                const gl_moe_map *map, int accumulate_dx)
+{
+    (void)d, (void)dx, (void)dxp, (void)h, (void)map, (void)accumulate_dx;
+    cpu_moe_not_yet("moe_permute_bwd");
+}
+
+static void cpu_moe_unpermute(gl_dev *d, void *out, const void *yp, int h,
+                              const gl_moe_map *map)
+{
+    (void)d, (void)out, (void)yp, (void)h, (void)map;
+    cpu_moe_not_yet("moe_unpermute");
+}
+
+static void cpu_moe_unpermute_bwd(gl_dev *d, void *dyp, float *dweight,
+                                  const void *dout, const void *yp, int h,
+                                  const gl_moe_map *map)
+{
+    (void)d, (void)dyp, (void)dweight, (void)dout, (void)yp, (void)h;
+    (void)map;
+    cpu_moe_not_yet("moe_unpermute_bwd");
+}
+
+static void cpu_moe_gemm(gl_dev *d, void *Y, const void *X, const void *W,
+                         int in, int out, const gl_moe_map *map)
+{
+    (void)d, (void)Y, (void)X, (void)W, (void)in, (void)out, (void)map;
+    cpu_moe_not_yet("moe_gemm");
+}
+
+static void cpu_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY,
+                               const void *W, int in, int out,
+                               const gl_moe_map *map)
+{
+    (void)d, (void)dX, (void)dY, (void)W, (void)in, (void)out, (void)map;
+    cpu_moe_not_yet("moe_gemm_dgrad");
+}
+
+static void cpu_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY,
+                               const void *X, int in, int out,
+                               const gl_moe_map *map)
+{
+    (void)d, (void)dW, (void)dY, (void)X, (void)in, (void)out, (void)map;
+    cpu_moe_not_yet("moe_gemm_wgrad");
+}
+
+static void cpu_moe_aux_counts(gl_dev *d, float *counts, const float *logits,
+                               int n, long row0, int seq_len,
+                               const gl_moe_route_cfg *cfg)
+{
+    (void)d, (void)counts, (void)logits, (void)n, (void)row0, (void)seq_len;
+    (void)cfg;
+    cpu_moe_not_yet("moe_aux_counts");
+}
+
+static void cpu_moe_aux_loss(gl_dev *d, float *loss, float *dlogits,
+                             const float *logits, const float *counts, int n,
+                             long row0, int seq_len, float scale, float gscale,
+                             const gl_moe_route_cfg *cfg)
+{
+    (void)d, (void)loss, (void)dlogits, (void)logits, (void)counts, (void)n;
+    (void)row0, (void)seq_len, (void)scale, (void)gscale, (void)cfg;
+    cpu_moe_not_yet("moe_aux_loss");
+}
+
+static void cpu_moe_z_loss(gl_dev *d, float *loss, float *dlogits,
+                           const float *logits, int n, int E, float scale,
+                           float gscale)
+{
+    (void)d, (void)loss, (void)dlogits, (void)logits, (void)n, (void)E;
+    (void)scale, (void)gscale;
+    cpu_moe_not_yet("moe_z_loss");
+}
+
+static void cpu_moe_bias_update(gl_dev *d, float *bias, const float *counts,
+                                int E, float rate)
+{
+    (void)d, (void)bias, (void)counts, (void)E, (void)rate;
+    cpu_moe_not_yet("moe_bias_update");
+}
+
 const gl_ops gl_ops_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -509,4 +623,17 @@ const gl_ops gl_ops_cpu = {
     .dropout = cpu_dropout,
     .bias_dropout_add = cpu_bias_dropout_add,
     .pos_embed_fwd = cpu_pos_embed_fwd,
+    .moe_route = cpu_moe_route,
+    .moe_route_bwd = cpu_moe_route_bwd,
+    .moe_permute = cpu_moe_permute,
+    .moe_permute_bwd = cpu_moe_permute_bwd,
+    .moe_unpermute = cpu_moe_unpermute,
+    .moe_unpermute_bwd = cpu_moe_unpermute_bwd,
+    .moe_gemm = cpu_moe_gemm,
+    .moe_gemm_dgrad = cpu_moe_gemm_dgrad,
+    .moe_gemm_wgrad = cpu_moe_gemm_wgrad,
+    .moe_aux_counts = cpu_moe_aux_counts,
+    .moe_aux_loss = cpu_moe_aux_loss,
+    .moe_z_loss = cpu_moe_z_loss,
+    .moe_bias_update = cpu_moe_bias_update,
 };
