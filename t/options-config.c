@@ -853,14 +853,14 @@ static void test_moe(void)
        !back.moe_router_enable_expert_bias, "a config without MoE keys reads as dense");
     json_decref(j);
     j = json_object();
-    a.moe_router_score_function = GL_MOE_SCORE_SIGMOID;
+    a.moe_router_score_function = GL_ROUTER_SIGMOID;
     a.moe_router_topk_scaling_factor = 2.5;
     gl_arch_to_json(&a, j);
     gl_arch_defaults(&back);
     ok(gl_arch_from_json(&back, j, &err) == 0 && back.num_experts == 8 &&
        back.moe_ffn_hidden_size == 96 && back.moe_shared_expert_intermediate_size == 32 &&
        !strcmp(back.moe_layer_freq, "2") && back.moe_router_enable_expert_bias &&
-       back.moe_router_score_function == GL_MOE_SCORE_SIGMOID &&
+       back.moe_router_score_function == GL_ROUTER_SIGMOID &&
        back.moe_router_topk_scaling_factor == 2.5, "an MoE model's config JSON reads back");
     json_decref(j);
     char diff[1024];

@@ -112,7 +112,7 @@ void gl_arch_defaults(gl_arch *a)
     a->num_experts = 0;
     a->moe_router_topk = 2;
     snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "1");
-    a->moe_router_score_function = GL_MOE_SCORE_SOFTMAX;
+    a->moe_router_score_function = GL_ROUTER_SOFTMAX;
 }
 
 void gl_moe_defaults(gl_moe_opts *o)
@@ -120,7 +120,7 @@ void gl_moe_defaults(gl_moe_opts *o)
     memset(o, 0, sizeof *o);
     o->load_balancing_type = GL_MOE_LB_AUX_LOSS;
     o->router_dtype = GL_MOE_DTYPE_ACT;
-    o->token_drop_policy = GL_MOE_DROP_PROBS;
+    o->token_drop_policy = GL_DROP_BY_PROBS;
     o->router_bias_update_rate = 1e-3;
 }
 

@@ -50,8 +50,10 @@ extern "C" {
 /* --normalization and --position-embedding-type (Megatron's spellings in
  * gl_arch_norm_names and gl_arch_position_names). */
 typedef enum { GL_NORM_LAYERNORM = 0, GL_NORM_RMSNORM } gl_norm;
-/* --moe-router-score-function (spellings in gl_arch_moe_score_names). */
-typedef enum { GL_MOE_SCORE_SOFTMAX = 0, GL_MOE_SCORE_SIGMOID } gl_moe_score;
+/* --moe-router-score-function (spellings in gl_arch_moe_score_names).
+ * (device/ops.h has its own gl_moe_score for the router op, with the
+ * same values; model/ passes one as the other.) */
+typedef enum { GL_ROUTER_SOFTMAX = 0, GL_ROUTER_SIGMOID } gl_router_score;
 extern const char *const gl_arch_moe_score_names[];  /* "softmax", "sigmoid", NULL */
 typedef enum { GL_POS_LEARNED_ABSOLUTE = 0, GL_POS_ROPE, GL_POS_NONE } gl_position;
 extern const char *const gl_arch_norm_names[];       /* "LayerNorm", "RMSNorm", NULL */
@@ -101,7 +103,7 @@ typedef struct gl_arch {
                                       * are MoE layers) or "[0,1,1,1]", one digit a layer
                                       * (gl_moe_layer_freq_parse writes this form) */
     int moe_shared_expert_intermediate_size; /* --moe-shared-expert-intermediate-size (0: none) */
-    int moe_router_score_function;   /* --moe-router-score-function: gl_moe_score (softmax) */
+    int moe_router_score_function;   /* --moe-router-score-function: gl_router_score (softmax) */
     int moe_router_pre_softmax;      /* --moe-router-pre-softmax: softmax over all experts
                                       * before top-k (Mixtral), else over the k chosen */
     double moe_router_topk_scaling_factor; /* --moe-router-topk-scaling-factor (0: none) */
@@ -160,7 +162,8 @@ typedef enum {
 } gl_moe_lb;
 extern const char *const gl_moe_lb_names[];   /* Megatron's spellings, NULL-terminated */
 typedef enum { GL_MOE_DTYPE_ACT = 0, GL_MOE_DTYPE_FP32, GL_MOE_DTYPE_FP64 } gl_moe_dtype;
-typedef enum { GL_MOE_DROP_PROBS = 0, GL_MOE_DROP_POSITION } gl_moe_drop;
+/* --moe-token-drop-policy (ops.h's gl_moe_drop has the same values). */
+typedef enum { GL_DROP_BY_PROBS = 0, GL_DROP_BY_POSITION } gl_drop_policy;
 
 typedef struct gl_moe_opts {
     gl_moe_lb load_balancing_type;   /* --moe-router-load-balancing-type (aux_loss) */
@@ -168,7 +171,7 @@ typedef struct gl_moe_opts {
     double z_loss_coeff;             /* --moe-z-loss-coeff (0: none) */
     gl_moe_dtype router_dtype;       /* --moe-router-dtype fp32|fp64 (the activations') */
     double capacity_factor;          /* --moe-expert-capacity-factor (0: no dropping) */
-    gl_moe_drop token_drop_policy;   /* --moe-token-drop-policy (probs) */
+    gl_drop_policy token_drop_policy;/* --moe-token-drop-policy (probs) */
     int pad_expert_input_to_capacity;/* --moe-pad-expert-input-to-capacity */
     double router_bias_update_rate;  /* --moe-router-bias-update-rate (1e-3) */
 } gl_moe_opts;
