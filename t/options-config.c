@@ -870,6 +870,18 @@ static void test_moe(void)
     ok(gl_arch_diff(&a, &dense, diff, sizeof diff) >= 1 &&
        strstr(diff, "--num-experts 8 there, 0 here") && !strstr(diff, "topk"),
        "dense against MoE: the experts' count, not their settings: %s", diff);
+    back = a;
+    snprintf(back.moe_layer_freq, sizeof back.moe_layer_freq, "[1,0,1,0]");
+    is_int(gl_arch_diff(&a, &back, diff, sizeof diff), 0,
+           "--moe-layer-freq 2 and [1,0,1,0] are the same layers");
+    snprintf(back.moe_layer_freq, sizeof back.moe_layer_freq, "[0,1,1,1]");
+    ok(gl_arch_diff(&a, &back, diff, sizeof diff) == 1 &&
+       !strcmp(diff, "--moe-layer-freq [1,0,1,0] there, [0,1,1,1] here"),
+       "other layers: named as lists: %s", diff);
+    char form[256];
+    gl_arch_describe(&back, form, sizeof form);
+    ok(strstr(form, "SwiGLU experts: 8, top-2, on 3 of 4 layers, with a shared expert") != NULL,
+       "the summary names the experts: %s", form);
     char flags[4096];
     gl_arch_to_flags(&a, flags, sizeof flags);
     ok(strstr(flags, "--num-experts 8 --moe-ffn-hidden-size 96 --moe-router-topk 2 "
@@ -883,6 +895,17 @@ static void test_moe(void)
     /* The flags: checked, then refused last (the layer is not built). */
     REFUSED(BASE MOE_OK, 0, "--num-experts 4: mixture-of-experts training is not built yet",
             "drop --num-experts");
+    REFUSED_N(BASE MOE_OK "--moe-router-enable-expert-bias", 0, 3,
+              "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid",
+              "mixture-of-experts training is not built yet", "2 usage errors above");
+    REFUSED(BASE MOE_OK "--moe-router-enable-expert-bias --moe-router-score-function sigmoid "
+            "--moe-router-topk-scaling-factor 2.5 --moe-layer-freq ([0]+[1]*3) "
+            "--moe-shared-expert-intermediate-size 64 --moe-expert-capacity-factor 1.5 "
+            "--moe-token-drop-policy position --moe-pad-expert-input-to-capacity "
+            "--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-2 "
+            "--moe-z-loss-coeff 1e-3 --moe-router-dtype fp32 --moe-grouped-gemm "
+            "--moe-permute-fusion --moe-token-dispatcher-type alltoall", 0,
+            "mixture-of-experts training is not built yet");
     REFUSED_N(BASE "--num-experts 4 --moe-router-topk 6 --moe-layer-freq [0,1]", 0, 4,
               "--moe-router-topk 6 is more than --num-experts 4",
               "--moe-layer-freq [0,1]: the list has 2 entries for --num-layers 4",

@@ -78,10 +78,18 @@ const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
                  a->position_embedding_type == GL_POS_ROPE ? "RoPE"
                  : a->position_embedding_type == GL_POS_NONE ? "no positions"
                                                              : "learned absolute positions");
+    char mlp[160];
+    if (a->num_experts > 0)
+        snprintf(mlp, sizeof mlp, "%s experts: %d, top-%d, on %d of %d layers%s",
+                 a->swiglu ? "SwiGLU" : "GeLU", a->num_experts, a->moe_router_topk,
+                 gl_arch_num_moe_layers(a), a->num_layers,
+                 a->moe_shared_expert_intermediate_size ? ", with a shared expert" : "");
+    else
+        snprintf(mlp, sizeof mlp, "%s", a->swiglu ? "SwiGLU" : "GeLU");
     snprintf(out, n, "%s%s (%s%s, %s, %s, %s, attention dropout %g, hidden dropout %g)", form,
              defaults ? " (Megatron defaults)" : "",
              gl_arch_norm_names[a->normalization], a->apply_layernorm_1p ? " 1p" : "",
-             a->swiglu ? "SwiGLU" : "GeLU", pos, bias, a->attention_dropout, a->hidden_dropout);
+             mlp, pos, bias, a->attention_dropout, a->hidden_dropout);
     return out;
 }
 
@@ -848,6 +856,21 @@ static void normalise(gl_arch *a)
     a->num_query_groups = gl_arch_groups(a);
     a->kv_channels = gl_arch_head_dim(a);
     a->moe_ffn_hidden_size = gl_arch_moe_ffn(a);
+    /* --moe-layer-freq as the list it stands for: 1 = [1,1,1,1] */
+    if (a->num_experts > 0 && a->moe_layer_freq[0] != '[' && a->num_layers > 0 &&
+        (size_t)(2 * a->num_layers + 2) <= sizeof a->moe_layer_freq) {
+        char list[GL_MOE_FREQ_MAX];
+        size_t k = 0;
+        list[k++] = '[';
+        for (int l = 0; l < a->num_layers; l++) {
+            if (l)
+                list[k++] = ',';
+            list[k++] = gl_arch_is_moe_layer(a, l) ? '1' : '0';
+        }
+        list[k++] = ']';
+        list[k] = '\0';
+        memcpy(a->moe_layer_freq, list, k + 1);
+    }
 }
 
 int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n)

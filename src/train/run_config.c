@@ -1585,6 +1585,10 @@ static void check_moe(gl_config *c)
     if (a->add_bias_linear)
         bad("--num-experts %d: gridlm's experts have no biases (Mixtral's and Qwen3-MoE's "
             "have none): add --disable-bias-linear", E);
+    if (a->moe_router_enable_expert_bias && a->moe_router_score_function != GL_ROUTER_SIGMOID)
+        bad("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid (the "
+            "expert bias is DeepSeek-V3's, on sigmoid scores; Megatron refuses it with "
+            "softmax): add it, or drop the expert bias");
     if (m->pad_expert_input_to_capacity && m->capacity_factor <= 0)
         bad("--moe-pad-expert-input-to-capacity pads to the experts' capacity, which "
             "--moe-expert-capacity-factor sets: add it, or drop the padding");
