@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "device/fp8.h"
 #include "device/ops_cpu.h"
+#include "device/ops_cpu_moe.h"
 
 /* The header before each block: its size, padded so that the block
  * itself stays 64-byte aligned (a cache line, enough for any SIMD). */
@@ -455,92 +456,109 @@ static void cpu_pos_embed_fwd(gl_dev *d, void *y, const void *pos,
     gl_cpu_pos_embed_fwd_f32(y, pos, positions, n, h, max_pos);
 }
 
-/* ---- Mixture of experts: the contract of ops.h, implementation to come
- * (the model refuses --num-experts until then) ---- */
+/* ---- Mixture of experts: ops_cpu_moe_impl.h's float kernels on the
+ * arrays of the map ---- */
 
-static void cpu_moe_not_yet(const char *what)
+/* Dies unless map and cfg describe the same routing. */
+static void cpu_moe_map_check(const gl_moe_map *map, const gl_moe_route_cfg *cfg,
+                              const char *what)
 {
-    gl_die("%s: mixture-of-experts ops are not yet implemented on the CPU "
-           "device", what);
+    gl_moe_route_check(cfg, what);
+    if (map->k != cfg->k || map->E != cfg->E || map->n < 0)
+        gl_die("%s: the map routes %d tokens to %d of %d experts, the "
+               "options %d of %d", what, map->n, map->k, map->E, cfg->k,
+               cfg->E);
 }
 
 static void cpu_moe_route(gl_dev *d, gl_moe_map *map, const float *logits,
                           const float *bias, const gl_moe_route_cfg *cfg,
                           float *tokens_per_expert, float *dropped)
 {
-    (void)d, (void)map, (void)logits, (void)bias, (void)cfg;
-    (void)tokens_per_expert, (void)dropped;
-    cpu_moe_not_yet("moe_route");
+    (void)d;
+    cpu_moe_map_check(map, cfg, "moe_route");
+    gl_cpu_moe_route_f32(map->expert, map->weight, map->rows, map->row_tok,
+                         map->offsets, tokens_per_expert, dropped, logits,
+                         bias, map->n, map->rows_max, cfg);
+    if (map->offsets_host)
+        memcpy(map->offsets_host, map->offsets,
+               (size_t)(map->E + 1) * sizeof *map->offsets);
 }
 
 static void cpu_moe_route_bwd(gl_dev *d, float *dlogits, const float *dweight,
                               const float *logits, const gl_moe_map *map,
                               const gl_moe_route_cfg *cfg)
 {
-    (void)d, (void)dlogits, (void)dweight, (void)logits, (void)map, (void)cfg;
-    cpu_moe_not_yet("moe_route_bwd");
+    (void)d;
+    cpu_moe_map_check(map, cfg, "moe_route_bwd");
+    gl_cpu_moe_route_bwd_f32(dlogits, dweight, logits, map->expert, map->rows,
+                             map->n, cfg);
 }
 
 static void cpu_moe_permute(gl_dev *d, void *xp, const void *x, int h,
                             const gl_moe_map *map)
 {
-    (void)d, (void)xp, (void)x, (void)h, (void)map;
-    cpu_moe_not_yet("moe_permute");
+    (void)d;
+    gl_cpu_moe_permute_f32(xp, x, h, map->row_tok, map->offsets, map->E,
+                           map->rows_max);
 }
 
 static void cpu_moe_permute_bwd(gl_dev *d, void *dx, const void *dxp, int h,
                                 const gl_moe_map *map, int accumulate_dx)
 {
-    (void)d, (void)dx, (void)dxp, (void)h, (void)map, (void)accumulate_dx;
-    cpu_moe_not_yet("moe_permute_bwd");
+    (void)d;
+    gl_cpu_moe_permute_bwd_f32(dx, dxp, h, map->rows, map->n, map->k,
+                               accumulate_dx);
 }
 
 static void cpu_moe_unpermute(gl_dev *d, void *out, const void *yp, int h,
                               const gl_moe_map *map)
 {
-    (void)d, (void)out, (void)yp, (void)h, (void)map;
-    cpu_moe_not_yet("moe_unpermute");
+    (void)d;
+    gl_cpu_moe_unpermute_f32(out, yp, h, map->weight, map->rows, map->n,
+                             map->k);
 }
 
 static void cpu_moe_unpermute_bwd(gl_dev *d, void *dyp, float *dweight,
                                   const void *dout, const void *yp, int h,
                                   const gl_moe_map *map)
 {
-    (void)d, (void)dyp, (void)dweight, (void)dout, (void)yp, (void)h;
-    (void)map;
-    cpu_moe_not_yet("moe_unpermute_bwd");
+    (void)d;
+    gl_cpu_moe_unpermute_bwd_f32(dyp, dweight, dout, yp, h, map->weight,
+                                 map->rows, map->row_tok, map->offsets,
+                                 map->n, map->k, map->E, map->rows_max);
 }
 
 static void cpu_moe_gemm(gl_dev *d, void *Y, const void *X, const void *W,
                          int in, int out, const gl_moe_map *map)
 {
-    (void)d, (void)Y, (void)X, (void)W, (void)in, (void)out, (void)map;
-    cpu_moe_not_yet("moe_gemm");
+    (void)d;
+    gl_cpu_moe_gemm_f32(Y, X, W, in, out, map->offsets, map->E,
+                        map->rows_max);
 }
 
 static void cpu_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY,
                                const void *W, int in, int out,
                                const gl_moe_map *map)
 {
-    (void)d, (void)dX, (void)dY, (void)W, (void)in, (void)out, (void)map;
-    cpu_moe_not_yet("moe_gemm_dgrad");
+    (void)d;
+    gl_cpu_moe_gemm_dgrad_f32(dX, dY, W, in, out, map->offsets, map->E,
+                              map->rows_max);
 }
 
 static void cpu_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY,
                                const void *X, int in, int out,
                                const gl_moe_map *map)
 {
-    (void)d, (void)dW, (void)dY, (void)X, (void)in, (void)out, (void)map;
-    cpu_moe_not_yet("moe_gemm_wgrad");
+    (void)d;
+    gl_cpu_moe_gemm_wgrad_f32(dW, dY, X, in, out, map->offsets, map->E);
 }
 
 static void cpu_moe_aux_counts(gl_dev *d, float *counts, const float *logits,
                                int n, long row0, int seq_len,
                                const gl_moe_route_cfg *cfg)
 {
-    (void)d, (void)counts, (void)logits, (void)n, (void)row0, (void)seq_len;
-    (void)cfg;
-    cpu_moe_not_yet("moe_aux_counts");
+    (void)d;
+    gl_cpu_moe_aux_counts_f32(counts, logits, n, row0, seq_len, cfg);
 }
 
 static void cpu_moe_aux_loss(gl_dev *d, float *loss, float *dlogits,
@@ -548,25 +566,24 @@ static void cpu_moe_aux_loss(gl_dev *d, float *loss, float *dlogits,
                              long row0, int seq_len, float scale, float gscale,
                              const gl_moe_route_cfg *cfg)
 {
-    (void)d, (void)loss, (void)dlogits, (void)logits, (void)counts, (void)n;
-    (void)row0, (void)seq_len, (void)scale, (void)gscale, (void)cfg;
-    cpu_moe_not_yet("moe_aux_loss");
+    (void)d;
+    gl_cpu_moe_aux_loss_f32(loss, dlogits, logits, counts, n, row0, seq_len,
+                            scale, gscale, cfg);
 }
 
 static void cpu_moe_z_loss(gl_dev *d, float *loss, float *dlogits,
                            const float *logits, int n, int E, float scale,
                            float gscale)
 {
-    (void)d, (void)loss, (void)dlogits, (void)logits, (void)n, (void)E;
-    (void)scale, (void)gscale;
-    cpu_moe_not_yet("moe_z_loss");
+    (void)d;
+    gl_cpu_moe_z_loss_f32(loss, dlogits, logits, n, E, scale, gscale);
 }
 
 static void cpu_moe_bias_update(gl_dev *d, float *bias, const float *counts,
                                 int E, float rate)
 {
-    (void)d, (void)bias, (void)counts, (void)E, (void)rate;
-    cpu_moe_not_yet("moe_bias_update");
+    (void)d;
+    gl_cpu_moe_bias_update_f32(bias, counts, E, rate);
 }
 
 const gl_ops gl_ops_cpu = {
