@@ -527,8 +527,11 @@ struct gl_ops {
      *                                   or f32 output), then to_f32:
      *                                   the router's maths is fp32, as
      *                                   Megatron's (its logits are cast
-     *                                   to fp32 for the score function,
-     *                                   whatever --moe-router-dtype)
+     *                                   to fp32 for the score function
+     *                                   whatever --moe-router-dtype; it
+     *                                   casts the weights back to the
+     *                                   logits' dtype, gridlm keeps them
+     *                                   fp32)
      *   moe_route                       -> gl_moe_map: experts, weights,
      *                                   rows, per-expert offsets
      *   moe_permute  x -> xp [rows, h]  grouped by expert
@@ -576,12 +579,12 @@ struct gl_ops {
      * none; bias with softmax dies, as Megatron refuses it).  Per token,
      * in fp32 (double on the CPU):
      *   softmax, pre_softmax: p = softmax(logits) over the E experts;
-     *       select the top k of p; w_j = p[e_j]            (Mixtral's
-     *       "softmax, top-k" without renormalisation; Qwen3-MoE with
-     *       norm_topk_prob false)
+     *       select the top k of p; w_j = p[e_j], not renormalised
+     *       (Qwen3-MoE with norm_topk_prob false)
      *   softmax (Megatron's default): select the top k of the logits;
      *       w = softmax over the k selected logits         (= softmax over
-     *       all, top-k, renormalised: Mixtral, Qwen3-MoE norm_topk_prob)
+     *       all, top k, renormalised over the k: Mixtral, and Qwen3-MoE
+     *       with norm_topk_prob true)
      *   sigmoid: s = sigmoid(logits); select the top k of s + bias (the
      *       bias selects only); w_j = s[e_j] / (sum_i s[e_i] + 1e-20)
      *       when k > 1, w = s[e_0] when k = 1            (DeepSeek-V3)
