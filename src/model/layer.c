@@ -50,6 +50,7 @@
 
 #include "base/log.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 #define OPS (m->d->ops)
 #define DIMS (&m->plan->dm)
@@ -332,7 +333,11 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
 
     need_norm(m, lo->attn_norm, lo->attn_norm_b);
     need_norm(m, lo->mlp_norm, lo->mlp_norm_b);
-    need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);  /* with the split biases */
+    /* the split tensors with their biases */
+    need(m, lo->qkv, (lo->moe ? gl_moe_split_end(m, lo) : lo->down + (size_t)h * dm->fl) -
+                     lo->qkv);
+    if (lo->moe)
+        gl_moe_need(m, lo);
     if (dm->lin_bias) {
         need(m, lo->bo, (size_t)h);
         need(m, lo->bdown, (size_t)h);
@@ -361,6 +366,13 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
 
     /* MLP */
     norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
+    if (lo->moe) {              /* the experts' partial sums into y (moe.c) */
+        gl_moe_fwd(m, mb, layer, lo, A, A->mg, m->y);
+        if (out)
+            sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown,
+                         hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dpm));
+        return;
+    }
     dec_fwd(m, A, layer, 2, A->gu, A->mg, W(m, lo->gate_up), n, dm->guw, h);
     if (dm->swiglu && dm->lin_bias)
         OPS->bias_add(d, A->gu, W(m, lo->bgu), n, dm->guw);
@@ -397,7 +409,8 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     /* MLP; selective: s and mg again (rstd2 is rewritten with its own
      * value) */
     if (sel) {
-        act_fwd(m, lo, A->s, A->gu);
+        if (!lo->moe)           /* an MoE layer keeps its own (moe.c) */
+            act_fwd(m, lo, A->s, A->gu);
         norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
     }
     dsub = sublayer_end_bwd(m, dy, lo->bdown, hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dp));
@@ -406,6 +419,13 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         OPS->copy(d, own_rows(m, m->dfull), dsub, (size_t)nl * h * d->act_bytes);
         gather_rows(m, m->dfull);
         dz = m->dfull;
+    }
+    if (lo->moe) {
+        gl_moe_bwd(m, mb, layer, lo, A, A->mg, dz, m->y);
+        void *dmg = reduce_rows(m, m->y, m->tmp);
+        gl_moe_router_dx(m, lo, dmg);
+        norm_bwd(m, dy, dmg, A->xm, A->mean2, A->rstd2, lo->mlp_norm, lo->mlp_norm_b, nl, 1);
+        goto attention;
     }
     dec_bwd(m, A, layer, 3, m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n, h, dm->fl);
     ready(m, lo->down, (size_t)h * dm->fl);
@@ -425,6 +445,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
              lo->mlp_norm_b, nl, 1);
 
+attention:
     /* attention; selective: a again */
     if (sel)
         norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
@@ -598,11 +619,13 @@ void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
      * stopping before its output. */
     for (int i = dm->Lc - 1; i >= 0;) {
         int f = m->rc_first[i];
+        m->in_recompute = 1;
         if (f >= 0)
             for (int k = f; k <= i; k++)
                 layer_fwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
                           k < i ? sl->x[k + 1] : NULL);
-        else
+        m->in_recompute = 0;
+        if (f < 0)
             f = i;
         for (int k = i; k >= f; k--)
             layer_bwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
