@@ -1536,10 +1536,9 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
     return k;
 }
 
-/* Mixture of experts: the flags against each other and the layout.
- * The model is described in full (arch, parameter table, counts), but
- * the MoE layer itself is not built yet: a run with experts stops here,
- * after every other check has had its say. */
+/* Mixture of experts: the flags against each other and the layout, and
+ * what gridlm does not train yet (expert parallelism, FP8 experts,
+ * global_aux_loss, the CUDA device). */
 static void check_moe(gl_config *c)
 {
     gl_arch *a = &c->arch;
@@ -1600,11 +1599,17 @@ static void check_moe(gl_config *c)
     if (c->fp8.format != GL_FP8_OFF)
         bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
             "--fp8-format, or train a dense model in FP8");
-    /* Last: the one thing missing. */
-    bad("--num-experts %d: mixture-of-experts training is not built yet: gridlm reads and "
-        "checks the MoE flags and describes the model (parameters, FLOPs, checkpoint "
-        "tensors), and the MoE layer lands with issue 13's next step; to train now, drop "
-        "--num-experts and the --moe-* flags (a dense model)", E);
+    if (m->load_balancing_type == GL_MOE_LB_GLOBAL_AUX_LOSS && m->aux_loss_coeff > 0)
+        bad("--moe-router-load-balancing-type global_aux_loss is not built yet (its counts "
+            "run over the data-parallel ranks and the step's micro-batches): use aux_loss or "
+            "seq_aux_loss");
+    if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
+        bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
+            "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
+            "--calculate-per-token-loss, or the MoE losses");
+    if (c->device == GL_DEVICE_CUDA)
+        bad("--num-experts %d --device cuda: the MoE ops have no CUDA kernels yet: train "
+            "mixture-of-experts models on --device cpu", E);
 }
 
 static void check_layout(gl_config *c)
