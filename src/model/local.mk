@@ -33,3 +33,11 @@ check_PROGRAMS += t/model-moe.t
 t_model_moe_t_SOURCES = t/model-moe.c t/model-cfg.h
 t_model_moe_t_LDADD = $(TAP_LIBS)
 TESTS += t/model-moe.t
+
+# Mixture-of-experts training: Mixtral-, Qwen3-MoE- and DeepSeek-like
+# models give the single-rank numbers under TP, SP, PP, DP and the
+# distributed optimizer, with and without dropping; a TP 2 checkpoint
+# resumes at TP 1 (shell; t/train-lib.sh, t/train-moe-lib.sh).
+dist_check_SCRIPTS += t/train-moe.t t/train-moe-qwen.t
+TESTS += t/train-moe.t t/train-moe-qwen.t
+EXTRA_DIST += t/train-moe-lib.sh
