@@ -533,12 +533,14 @@ double gl_arch_layer_flops(const gl_arch *a)
 double gl_arch_moe_layer_flops(const gl_arch *a)
 {
     double h = a->hidden_size, f = a->swiglu ? 3 : 2;
-    /* Megatron's count: the topk routed experts and the shared experts in
-     * place of the dense MLP; the router's [E, h] product is left out. */
+    /* flops.md's count: the topk routed experts, the shared experts and
+     * the router's [E, h] product in place of the dense MLP (Megatron's
+     * code leaves the router out: doc/flops-moe.md) */
     double dense_mlp = 6 * h * (f * a->ffn_hidden_size);
     double routed = 6 * h * (f * gl_arch_moe_ffn(a)) * a->moe_router_topk;
     double shared = 6 * h * (f * a->moe_shared_expert_intermediate_size);
-    return gl_arch_layer_flops(a) - dense_mlp + routed + shared;
+    double router = 6 * h * a->num_experts;
+    return gl_arch_layer_flops(a) - dense_mlp + routed + shared + router;
 }
 
 double gl_arch_head_flops(const gl_arch *a, int tp)

@@ -281,8 +281,9 @@ long gl_arch_num_active_params(const gl_arch *a);
  *                            Megatron, biases and norms are not counted);
  *   gl_arch_moe_layer_flops: one MoE layer: the same with the MLP term
  *                            for the topk routed experts of width
- *                            gl_arch_moe_ffn and the shared experts, as
- *                            Megatron's count (the router is not counted:
+ *                            gl_arch_moe_ffn, the shared experts and the
+ *                            router (6 h E), as flops.md counts them
+ *                            (Megatron's code omits the router:
  *                            doc/flops-moe.md);
  *   gl_arch_head_flops:      the LM head, over the padded vocabulary
  *                            (padded for tp ranks when padded_vocab_size
