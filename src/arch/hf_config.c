@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "arch/hf_config.h"
@@ -117,7 +118,7 @@ static int rope_from_hf(json_t *j, gl_arch *a, const char *path, gl_error *err)
 }
 
 /* The families gridlm reads from config.json. */
-typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2, HF_GPT2 } hf_family;
+typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2, HF_GPT2, HF_MIXTRAL, HF_QWEN3_MOE } hf_family;
 
 /* Which family j is: model_type "llama" / "qwen2", or LlamaForCausalLM /
  * Qwen2ForCausalLM among the architectures. */
@@ -130,6 +131,10 @@ static hf_family family_of(json_t *j)
         return HF_QWEN2;
     if (json_is_string(mt) && !strcmp(json_string_value(mt), "gpt2"))
         return HF_GPT2;
+    if (json_is_string(mt) && !strcmp(json_string_value(mt), "mixtral"))
+        return HF_MIXTRAL;
+    if (json_is_string(mt) && !strcmp(json_string_value(mt), "qwen3_moe"))
+        return HF_QWEN3_MOE;
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(j, "architectures"), i, a) {
@@ -139,6 +144,10 @@ static hf_family family_of(json_t *j)
             return HF_QWEN2;
         if (json_is_string(a) && !strcmp(json_string_value(a), "GPT2LMHeadModel"))
             return HF_GPT2;
+        if (json_is_string(a) && !strcmp(json_string_value(a), "MixtralForCausalLM"))
+            return HF_MIXTRAL;
+        if (json_is_string(a) && !strcmp(json_string_value(a), "Qwen3MoeForCausalLM"))
+            return HF_QWEN3_MOE;
     }
     return HF_OTHER;
 }
@@ -159,6 +168,37 @@ static int is_true(json_t *o, const char *key)
 {
     json_t *x = json_object_get(o, key);
     return x && json_is_true(x);
+}
+
+/* MixtralConfig's own keys (after the Llama ones): every layer a sparse
+ * MoE block of num_local_experts SwiGLU experts of intermediate_size,
+ * num_experts_per_tok of them per token.  Its router is a softmax over
+ * all experts, the top k kept and renormalised to sum 1: the same weights
+ * as Megatron's default (top k of the logits, softmax over those k), so
+ * no router option is set.  router_aux_loss_coef and output_router_logits
+ * are training settings (--moe-aux-loss-coeff), not the model's.
+ * Sliding-window attention is refused (gridlm's is full causal). */
+static int mixtral_from_hf(gl_arch *a, json_t *j, const char *path, gl_error *err)
+{
+    json_t *sw = json_object_get(j, "sliding_window");
+    if (sw && !json_is_null(sw))
+        return gl_errprintf(err, "%s: sliding_window is set; gridlm's attention is full "
+                            "causal attention, not sliding-window (Mixtral's default is null)",
+                            path);
+    if (get_int(j, "num_local_experts", &a->num_experts, 0, 8, path, err) ||
+        get_int(j, "num_experts_per_tok", &a->moe_router_topk, 0, 2, path, err))
+        return -1;
+    if (a->moe_router_topk > a->num_experts)
+        return gl_errprintf(err, "%s: num_experts_per_tok %d exceeds num_local_experts %d",
+                            path, a->moe_router_topk, a->num_experts);
+    a->moe_ffn_hidden_size = a->ffn_hidden_size;
+    snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "1");
+    a->moe_shared_expert_intermediate_size = 0;
+    a->moe_router_score_function = GL_ROUTER_SOFTMAX;
+    a->moe_router_pre_softmax = 0;
+    a->moe_router_topk_scaling_factor = 0;
+    a->moe_router_enable_expert_bias = 0;
+    return 0;
 }
 
 /* GPT-2's activations that are GeLU's tanh approximation, which gridlm
@@ -224,13 +264,18 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     hf_family fam = family_of(j);
     if (fam == HF_OTHER) {
         json_t *mt = json_object_get(j, "model_type");
-        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM, Qwen2ForCausalLM "
-                            "or GPT2LMHeadModel (model_type \"%s\"): gridlm imports those "
+        return gl_errprintf(err, "%s does not describe a LlamaForCausalLM, Qwen2ForCausalLM, "
+                            "MixtralForCausalLM or GPT2LMHeadModel (model_type \"%s\"): gridlm imports those "
                             "only", path,
                             json_is_string(mt) ? json_string_value(mt) : "?");
     }
     if (fam == HF_GPT2)
         return gpt2_from_hf(a, j, path, err);
+    if (fam == HF_QWEN3_MOE)
+        return gl_errprintf(err, "%s describes a Qwen3MoeForCausalLM: its import is not built "
+                            "yet (it needs Qwen3's per-head q_norm/k_norm weights, QK "
+                            "normalisation, in gridlm's Hugging Face import); gridlm imports "
+                            "MixtralForCausalLM's mixture of experts", path);
     if (fam == HF_QWEN2) {
         a->add_qkv_bias = 1;    /* Qwen2 = Llama + biases on q, k and v */
         if (qwen2_from_hf(j, path, err))
@@ -248,8 +293,11 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
         get_int(j, "head_dim", &a->kv_channels, 0, a->hidden_size / a->num_attention_heads,
                 path, err) ||
         get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0,
-                fam == HF_QWEN2 ? 32768 : 2048, path, err) ||
-        get_double(j, "rms_norm_eps", &a->norm_epsilon, 1e-6, path, err))
+                fam == HF_QWEN2 ? 32768 : fam == HF_MIXTRAL ? 4096 * 32 : 2048, path, err) ||
+        get_double(j, "rms_norm_eps", &a->norm_epsilon, fam == HF_MIXTRAL ? 1e-5 : 1e-6,
+                   path, err))
+        return -1;
+    if (fam == HF_MIXTRAL && mixtral_from_hf(a, j, path, err))
         return -1;
     if (a->num_attention_heads % a->num_query_groups)
         return gl_errprintf(err, "%s: num_attention_heads %d is not a multiple of "
@@ -266,7 +314,14 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return gl_errprintf(err, "%s: hidden_act \"%s\"; gridlm's MLP is SwiGLU (silu)", path,
                             json_string_value(act));
-    return rope_from_hf(j, a, path, err);
+    if (rope_from_hf(j, a, path, err))
+        return -1;
+    /* MixtralConfig's rope_theta default is 1e6, not Llama's 10000. */
+    json_t *theta = json_object_get(j, "rope_theta");
+    if (fam == HF_MIXTRAL && (!theta || json_is_null(theta)) &&
+        !json_is_object(json_object_get(j, "rope_parameters")))
+        a->rotary_base = 1e6;
+    return 0;
 }
 
 /* The llama3 RoPE scaling parameters, config.json's names, into o
@@ -278,6 +333,31 @@ static void llama3_to_hf(const gl_arch *a, json_t *o)
     json_object_set_new(o, "high_freq_factor", json_real(a->rope_scaling_high_freq_factor));
     json_object_set_new(o, "original_max_position_embeddings",
                         json_integer(a->rope_scaling_original_max_position_embeddings));
+}
+
+int gl_hf_mixtral_ok(const gl_arch *a, char *why, size_t n)
+{
+    const char *no = NULL;
+    char buf[160];
+    if (!gl_arch_is_llama(a))
+        no = "it is not of the Llama form (RMSNorm, SwiGLU, RoPE, no biases)";
+    else if (a->moe_shared_expert_intermediate_size > 0)
+        no = "it has shared experts";
+    else if (a->moe_router_score_function != GL_ROUTER_SOFTMAX || a->moe_router_pre_softmax)
+        no = "its router is not Megatron's default softmax (Mixtral renormalises the top k)";
+    else if (a->moe_router_topk_scaling_factor > 0)
+        no = "its router scales the top-k weights (--moe-router-topk-scaling-factor)";
+    else if (a->moe_router_enable_expert_bias)
+        no = "its router has an expert bias";
+    else if (gl_arch_num_moe_layers(a) != a->num_layers) {
+        snprintf(buf, sizeof buf, "%d of its %d layers are dense (--moe-layer-freq); "
+                 "every Mixtral layer is an MoE layer", a->num_layers - gl_arch_num_moe_layers(a),
+                 a->num_layers);
+        no = buf;
+    }
+    if (no)
+        snprintf(why, n, "%s", no);
+    return !no;
 }
 
 /* GPT2Config's keys for a into j.  Two spellings of an original survive
@@ -319,15 +399,24 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
         json_decref(j);
         return s;
     }
-    /* Qwen2 is the Llama form with QKV biases (gl_arch_is_qwen2). */
-    int qwen2 = gl_arch_is_qwen2(a);
+    /* Qwen2 is the Llama form with QKV biases (gl_arch_is_qwen2); Mixtral
+     * the Llama form with experts (gl_hf_mixtral_ok). */
+    int qwen2 = gl_arch_is_qwen2(a), mixtral = a->num_experts > 0;
     json_t *arch = json_array();
-    json_array_append_new(arch, json_string(qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
+    json_array_append_new(arch, json_string(mixtral ? "MixtralForCausalLM" :
+                                            qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
     json_object_set_new(j, "architectures", arch);
-    json_object_set_new(j, "model_type", json_string(qwen2 ? "qwen2" : "llama"));
+    json_object_set_new(j, "model_type",
+                        json_string(mixtral ? "mixtral" : qwen2 ? "qwen2" : "llama"));
     json_object_set_new(j, "hidden_act", json_string("silu"));
     json_object_set_new(j, "hidden_size", json_integer(a->hidden_size));
-    json_object_set_new(j, "intermediate_size", json_integer(a->ffn_hidden_size));
+    json_object_set_new(j, "intermediate_size",
+                        json_integer(mixtral ? gl_arch_moe_ffn(a) : a->ffn_hidden_size));
+    if (mixtral) {
+        json_object_set_new(j, "num_local_experts", json_integer(a->num_experts));
+        json_object_set_new(j, "num_experts_per_tok", json_integer(a->moe_router_topk));
+        json_object_set_new(j, "sliding_window", json_null());
+    }
     json_object_set_new(j, "num_hidden_layers", json_integer(a->num_layers));
     json_object_set_new(j, "num_attention_heads", json_integer(a->num_attention_heads));
     json_object_set_new(j, "num_key_value_heads", json_integer(gl_arch_groups(a)));
@@ -357,7 +446,9 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
     json_object_set_new(j, "max_position_embeddings", json_integer(a->max_position_embeddings));
     json_object_set_new(j, "tie_word_embeddings",
                         json_boolean(!a->untie_embeddings_and_output_weights));
-    if (qwen2) {
+    if (mixtral) {
+        /* MixtralConfig has no attention_bias / mlp_bias keys. */
+    } else if (qwen2) {
         /* Qwen2Config has no attention_bias / mlp_bias keys: its biases
          * are fixed (q, k, v); its sliding window is off. */
         json_object_set_new(j, "use_sliding_window", json_false());
