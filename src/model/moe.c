@@ -487,6 +487,8 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     OPS->gemm(d, 1, 0, E, h, nown, 1.0f, dl, E, at(m, (void *)mg, (size_t)r0 * h), h, 1.0f,
               G(m, lo->router), GL_DT_F32, h);
     ready(m, lo->router, (size_t)E * h);
+    if (m->plan->arch.moe_router_enable_expert_bias)
+        ready(m, lo->ebias, (size_t)E);     /* a buffer: its zero gradient is final */
 }
 
 void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own)
