@@ -2,7 +2,7 @@
  * dev_cuda.cu: the CUDA device: opening a GPU, its memory, and the
  * operation table of ops.h, whose entries hand their bf16/fp32 buffers to
  * the kernels of this directory (one .cu file per kernel family) and to
- * cuBLASLt (gemm.cu).
+ * cuBLASLt (gemm.cu); the mixture-of-experts ops are moe.cu's.
  *
  * Everything is enqueued on one compute stream created here (d->stream);
  * download() and sync() wait for it.  Memory is plain cudaMalloc (never
@@ -561,9 +561,11 @@ static void cu_close(gl_dev *d)
     gl_cudnn_close(d);
     gl_scratch *sc[] = {&st->s_reduce, &st->s_attn, &st->s_embed,
                         &st->s_adamw, &st->s_norm, &st->s_cudnn, &st->s_fp8,
-                        &st->s_bias};
+                        &st->s_bias, &st->s_moe, &st->s_moe_ptr};
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         gl_cuda_free_counted(d, sc[i]->p);
+    if (st->blas)
+        GL_CUBLAS_CHECK(cublasDestroy(st->blas));
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));
     GL_CUBLAS_CHECK(cublasLtDestroy(st->lt));
     GL_CUDA_CHECK(cudaEventDestroy(st->ev_compute));
@@ -577,93 +579,6 @@ static void cu_close(gl_dev *d)
     free(st->alloc_size);
     free(st);
     free(d);
-}
-
-/* ---- Mixture of experts: ops.h's contract, CUDA kernels to come.  Each
- * entry stops the job with one line until then. ---- */
-
-static void cu_moe_not_yet(const char *what)
-{
-    gl_die("%s: mixture-of-experts ops are not yet implemented on CUDA "
-           "devices; train MoE models with --device cpu for now", what);
-}
-
-static void cu_moe_route(gl_dev *, gl_moe_map *, const float *, const float *,
-                         const gl_moe_route_cfg *, float *, float *)
-{
-    cu_moe_not_yet("moe_route");
-}
-
-static void cu_moe_route_bwd(gl_dev *, float *, const float *, const float *,
-                             const gl_moe_map *, const gl_moe_route_cfg *)
-{
-    cu_moe_not_yet("moe_route_bwd");
-}
-
-static void cu_moe_permute(gl_dev *, void *, const void *, int,
-                           const gl_moe_map *)
-{
-    cu_moe_not_yet("moe_permute");
-}
-
-static void cu_moe_permute_bwd(gl_dev *, void *, const void *, int,
-                               const gl_moe_map *, int)
-{
-    cu_moe_not_yet("moe_permute_bwd");
-}
-
-static void cu_moe_unpermute(gl_dev *, void *, const void *, int,
-                             const gl_moe_map *)
-{
-    cu_moe_not_yet("moe_unpermute");
-}
-
-static void cu_moe_unpermute_bwd(gl_dev *, void *, float *, const void *,
-                                 const void *, int, const gl_moe_map *)
-{
-    cu_moe_not_yet("moe_unpermute_bwd");
-}
-
-static void cu_moe_gemm(gl_dev *, void *, const void *, const void *, int, int,
-                        const gl_moe_map *)
-{
-    cu_moe_not_yet("moe_gemm");
-}
-
-static void cu_moe_gemm_dgrad(gl_dev *, void *, const void *, const void *,
-                              int, int, const gl_moe_map *)
-{
-    cu_moe_not_yet("moe_gemm_dgrad");
-}
-
-static void cu_moe_gemm_wgrad(gl_dev *, float *, const void *, const void *,
-                              int, int, const gl_moe_map *)
-{
-    cu_moe_not_yet("moe_gemm_wgrad");
-}
-
-static void cu_moe_aux_counts(gl_dev *, float *, const float *, int, long, int,
-                              const gl_moe_route_cfg *)
-{
-    cu_moe_not_yet("moe_aux_counts");
-}
-
-static void cu_moe_aux_loss(gl_dev *, float *, float *, const float *,
-                            const float *, int, long, int, float, float,
-                            const gl_moe_route_cfg *)
-{
-    cu_moe_not_yet("moe_aux_loss");
-}
-
-static void cu_moe_z_loss(gl_dev *, float *, float *, const float *, int, int,
-                          float, float)
-{
-    cu_moe_not_yet("moe_z_loss");
-}
-
-static void cu_moe_bias_update(gl_dev *, float *, const float *, int, float)
-{
-    cu_moe_not_yet("moe_bias_update");
 }
 
 static const gl_ops gl_ops_cuda = {
@@ -693,12 +608,12 @@ static const gl_ops gl_ops_cuda = {
     cu_bias_add, cu_bias_grad,
     cu_dropout, cu_bias_dropout_add,
     cu_pos_embed_fwd,
-    cu_moe_route, cu_moe_route_bwd,
-    cu_moe_permute, cu_moe_permute_bwd,
-    cu_moe_unpermute, cu_moe_unpermute_bwd,
-    cu_moe_gemm, cu_moe_gemm_dgrad, cu_moe_gemm_wgrad,
-    cu_moe_aux_counts, cu_moe_aux_loss, cu_moe_z_loss,
-    cu_moe_bias_update,
+    gl_cuda_moe_route, gl_cuda_moe_route_bwd,
+    gl_cuda_moe_permute, gl_cuda_moe_permute_bwd,
+    gl_cuda_moe_unpermute, gl_cuda_moe_unpermute_bwd,
+    gl_cuda_moe_gemm, gl_cuda_moe_gemm_dgrad, gl_cuda_moe_gemm_wgrad,
+    gl_cuda_moe_aux_counts, gl_cuda_moe_aux_loss, gl_cuda_moe_z_loss,
+    gl_cuda_moe_bias_update,
 };
 
 /* ---- opening ---- */

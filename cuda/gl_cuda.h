@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include "base/log.h"
 #include "device/ops.h"
@@ -113,6 +114,14 @@ typedef struct {
     int attn_drop_logged;      /* the cuDNN fallback for dropout was logged */
 
     gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */
+
+    /* moe.cu: routing's counts and the losses' per-token terms (s_moe),
+     * the grouped products' operand pointers (s_moe_ptr), and the cuBLAS
+     * handle of cublasGemmGroupedBatchedEx (created at first use) */
+    gl_scratch s_moe, s_moe_ptr;
+    cublasHandle_t blas;
+    int moe_loop;              /* bit per product form (fwd, dgrad, wgrad)
+                                  that cuBLAS's grouped call refused */
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)
@@ -282,6 +291,43 @@ void gl_cuda_bias_dropout_add(cudaStream_t st, bf16 *out,
 void gl_cuda_pos_embed_fwd(cudaStream_t st, bf16 *y, const bf16 *pos,
                            const int32_t *positions, int n, int h,
                            int max_pos);
+
+/* moe.cu: ops.h's mixture-of-experts ops */
+void gl_cuda_moe_route(gl_dev *d, gl_moe_map *map, const float *logits,
+                       const float *bias, const gl_moe_route_cfg *cfg,
+                       float *tokens_per_expert, float *dropped);
+void gl_cuda_moe_route_bwd(gl_dev *d, float *dlogits, const float *dweight,
+                           const float *logits, const gl_moe_map *map,
+                           const gl_moe_route_cfg *cfg);
+void gl_cuda_moe_permute(gl_dev *d, void *xp, const void *x, int h,
+                         const gl_moe_map *map);
+void gl_cuda_moe_permute_bwd(gl_dev *d, void *dx, const void *dxp, int h,
+                             const gl_moe_map *map, int accumulate_dx);
+void gl_cuda_moe_unpermute(gl_dev *d, void *out, const void *yp, int h,
+                           const gl_moe_map *map);
+void gl_cuda_moe_unpermute_bwd(gl_dev *d, void *dyp, float *dweight,
+                               const void *dout, const void *yp, int h,
+                               const gl_moe_map *map);
+void gl_cuda_moe_gemm(gl_dev *d, void *Y, int ldY, const void *X,
+                      const void *W, int in, int out, const gl_moe_map *map);
+void gl_cuda_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
+                            const void *W, int in, int out,
+                            const gl_moe_map *map, int accumulate_dx);
+void gl_cuda_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
+                            const void *X, int in, int out,
+                            const gl_moe_map *map);
+void gl_cuda_moe_aux_counts(gl_dev *d, float *counts, const float *logits,
+                            int n, long row0, int seq_len,
+                            const gl_moe_route_cfg *cfg);
+void gl_cuda_moe_aux_loss(gl_dev *d, float *loss, float *dlogits,
+                          const float *logits, const float *counts, int n,
+                          long row0, int seq_len, float scale, float gscale,
+                          const gl_moe_route_cfg *cfg);
+void gl_cuda_moe_z_loss(gl_dev *d, float *loss, float *dlogits,
+                        const float *logits, int n, int E, float scale,
+                        float gscale);
+void gl_cuda_moe_bias_update(gl_dev *d, float *bias, const float *counts,
+                             int E, float rate);
 
 /* Blocks for a grid-stride loop over n items, at most a few per SM. */
 static inline unsigned gl_cuda_grid(size_t n, int threads)

@@ -22,7 +22,8 @@ libgridlm_a_SOURCES += \
 	%reldir%/gelu.cu \
 	%reldir%/bias.cu \
 	%reldir%/dropout.cu \
-	%reldir%/fp8.cu
+	%reldir%/fp8.cu \
+	%reldir%/moe.cu
 
 # Every operation against the CPU reference back end, on a GPU (skips
 # where there is none).

@@ -31,7 +31,10 @@
     X(dot_f32) X(adamw) X(fp8_quantize) X(fp8_amax) X(fp8_amax_scale)      \
     X(fp8_scale_delayed) X(fp8_scale_current) X(gemm_fp8) X(layernorm_fwd)   \
     X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(bias_add) X(bias_grad)       \
-    X(dropout) X(bias_dropout_add) X(pos_embed_fwd)
+    X(dropout) X(bias_dropout_add) X(pos_embed_fwd) X(moe_route)             \
+    X(moe_route_bwd) X(moe_permute) X(moe_permute_bwd) X(moe_unpermute)      \
+    X(moe_unpermute_bwd) X(moe_gemm) X(moe_gemm_dgrad) X(moe_gemm_wgrad)     \
+    X(moe_aux_counts) X(moe_aux_loss) X(moe_z_loss) X(moe_bias_update)
 
 #define AS_ENUM(op) OP_##op,
 enum { TIMED_OPS(AS_ENUM) NOPS };

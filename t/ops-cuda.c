@@ -18,6 +18,11 @@
  * subnormals, ties, saturation); FP8 products are compared within a
  * bound that follows from the tensor cores' accumulation (test_gemm_fp8).
  *
+ * Mixture of experts (test_moe): the routing's integer arrays must match
+ * the CPU's exactly (ties, capacity, padding included), its weights to
+ * fp32 rounding; every later op runs on the CPU's map uploaded, so that
+ * each failure names its own op.
+ *
  * With GL_OPS_CUDA_BENCH=1 in the environment it also times the main
  * kernels at the model's shapes and prints the rates as diagnostics;
  * GL_OPS_CUDA_QUICK=1 leaves out the large shapes (for runs under
@@ -1361,6 +1366,377 @@ static void test_pos_embed(int n, int h, int max_pos)
     free(y);
 }
 
+/* ---- Mixture of experts (issue 13) ---- */
+
+
+static void moe_map_alloc(gl_dev *d, gl_moe_map *m, int n, int k, int E,
+                          int rows_max, int with_host)
+{
+    memset(m, 0, sizeof *m);
+    m->n = n;
+    m->k = k;
+    m->E = E;
+    m->rows_max = rows_max;
+    size_t nk = (size_t)n * k + 1;
+    m->expert = d->ops->alloc(d, nk * 4);
+    m->weight = d->ops->alloc(d, nk * 4);
+    m->rows = d->ops->alloc(d, nk * 4);
+    m->row_tok = d->ops->alloc(d, ((size_t)rows_max + 1) * 4);
+    m->offsets = d->ops->alloc(d, ((size_t)E + 1) * 4);
+    if (with_host)
+        m->offsets_host = d->ops->alloc_host(d, ((size_t)E + 1) * 4);
+}
+
+static void moe_map_free(gl_dev *d, gl_moe_map *m)
+{
+    d->ops->free(d, m->expert);
+    d->ops->free(d, m->weight);
+    d->ops->free(d, m->rows);
+    d->ops->free(d, m->row_tok);
+    d->ops->free(d, m->offsets);
+    if (m->offsets_host)
+        d->ops->free_host(d, m->offsets_host);
+}
+
+static int32_t *dl_i32(const void *p, size_t n)
+{
+    int32_t *h = gl_malloc(n * 4 + 4);
+    G->ops->download(G, h, p, n * 4);
+    return h;
+}
+
+/* ints equal; on failure the first difference */
+static int cmp_i32(const char *what, const int32_t *got, const int32_t *want,
+                   long n)
+{
+    long bad = -1;
+    for (long i = 0; i < n && bad < 0; i++)
+        if (got[i] != want[i])
+            bad = i;
+    if (bad >= 0)
+        return ok(0, "%s: element %ld of %ld is %d, the CPU's %d", what, bad,
+                  n, got[bad], want[bad]);
+    return ok(1, "%s (%ld equal)", what, n);
+}
+
+static const char *score_name(const gl_moe_route_cfg *c)
+{
+    return c->score == GL_MOE_SIGMOID ? "sigmoid"
+           : c->pre_softmax           ? "pre-softmax"
+                                      : "softmax";
+}
+
+/*
+ * One MoE layer on both devices: routing (every map array exact, the
+ * weights to fp32 rounding), then every op on the CPU's map uploaded to
+ * the GPU, so that a routing difference does not hide the others.
+ * ties: every 5th token repeats two logits (equal scores: lower expert
+ * first).  cap_factor 0: no capacity.
+ */
+static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
+                     int pre, float scaling, double cap_factor,
+                     gl_moe_drop drop, int pad, int use_bias, int ties)
+{
+    gl_moe_route_cfg cfg = {.E = E, .k = k, .score = score,
+                            .pre_softmax = pre, .scaling = scaling,
+                            .drop = drop, .pad = pad};
+    if (cap_factor > 0)
+        cfg.capacity = gl_moe_capacity(n, k, E, cap_factor);
+    int rows_max = gl_moe_rows_max(n, &cfg);
+    char tag[160];
+    snprintf(tag, sizeof tag, "n=%d E=%d top-%d %s%s scale %g, %s%s%s%s", n,
+             E, k, score_name(&cfg), use_bias ? " with bias" : "",
+             (double)scaling, cap_factor > 0 ? "capacity" : "no capacity",
+             cap_factor > 0 ? (drop == GL_MOE_DROP_PROBS ? " by probs"
+                                                         : " by position")
+                            : "",
+             cap_factor > 0 && pad ? ", padded" : "", ties ? ", ties" : "");
+    char name[256];
+    size_t nE = (size_t)n * E, nk = (size_t)n * k;
+
+    /* logits with a few experts favoured, so that some get many tokens
+     * and (E = 64) some none */
+    float *logits = rand_f32(nE, -3, 3);
+    for (int t = 0; t < n; t++) {
+        for (int e = 0; e < E; e++)
+            if (E > 16 && e % 4 == 3)
+                logits[(size_t)t * E + e] -= 8;   /* a quarter rarely chosen */
+        if (ties && t % 5 == 0 && E > 3) {
+            logits[(size_t)t * E + 3] = logits[(size_t)t * E + 1];
+            logits[(size_t)t * E + 2] = 5.0f;
+            logits[(size_t)t * E + 0] = 5.0f;
+        }
+    }
+    float *bias = rand_f32(E, -0.2f, 0.2f);
+    float *glog = g_f32(logits, nE), *gbias = g_f32(bias, E);
+    float *clog = c_buf(logits, nE), *cbias = c_buf(bias, E);
+    float *gtpe = g_f32(NULL, E), *ctpe = c_buf(NULL, E);
+    float *gdrop = g_f32(NULL, 1), *cdrop = c_buf(NULL, 1);
+    gl_moe_map gm, cm;
+    moe_map_alloc(G, &gm, n, k, E, rows_max, 1);
+    moe_map_alloc(C, &cm, n, k, E, rows_max, 0);
+    g_poison(gm.expert, nk * 4);
+    g_poison(gm.weight, nk * 4);
+    g_poison(gm.rows, nk * 4);
+    g_poison(gm.row_tok, (size_t)rows_max * 4);
+    G->ops->moe_route(G, &gm, glog, use_bias ? gbias : NULL, &cfg, gtpe, gdrop);
+    C->ops->moe_route(C, &cm, clog, use_bias ? cbias : NULL, &cfg, ctpe, cdrop);
+    int32_t *ge = dl_i32(gm.expert, nk), *gr = dl_i32(gm.rows, nk);
+    int32_t *grt = dl_i32(gm.row_tok, rows_max), *go = dl_i32(gm.offsets, E + 1);
+    float *gw = dl_f32(gm.weight, nk), *gt = dl_f32(gtpe, E), *gd = dl_f32(gdrop, 1);
+    snprintf(name, sizeof name, "moe_route %s: experts", tag);
+    cmp_i32(name, ge, cm.expert, (long)nk);
+    snprintf(name, sizeof name, "moe_route %s: offsets", tag);
+    cmp_i32(name, go, cm.offsets, E + 1);
+    snprintf(name, sizeof name, "moe_route %s: offsets_host", tag);
+    cmp_i32(name, gm.offsets_host, cm.offsets, E + 1);
+    snprintf(name, sizeof name, "moe_route %s: rows", tag);
+    cmp_i32(name, gr, cm.rows, (long)nk);
+    snprintf(name, sizeof name, "moe_route %s: row_tok", tag);
+    cmp_i32(name, grt, cm.row_tok, rows_max);
+    snprintf(name, sizeof name, "moe_route %s: weights (fp32)", tag);
+    cmp(name, gw, cm.weight, (long)nk, 1e-5, 1e-6);
+    snprintf(name, sizeof name, "moe_route %s: tokens_per_expert", tag);
+    cmp(name, gt, ctpe, E, 0, 0);
+    int empty = 0;
+    for (int e = 0; e < E; e++)
+        empty += cm.offsets[e + 1] == cm.offsets[e];
+    ok(gd[0] == cdrop[0], "moe_route %s: dropped %g, the CPU's %g (%d of %d "
+       "experts without rows, %d rows)", tag, (double)gd[0],
+       (double)cdrop[0], empty, E, cm.offsets[E]);
+
+    /* the CPU's map on the GPU for the rest */
+    G->ops->upload(G, gm.expert, cm.expert, nk * 4);
+    G->ops->upload(G, gm.weight, cm.weight, nk * 4);
+    G->ops->upload(G, gm.rows, cm.rows, nk * 4);
+    G->ops->upload(G, gm.row_tok, cm.row_tok, (size_t)rows_max * 4);
+    G->ops->upload(G, gm.offsets, cm.offsets, ((size_t)E + 1) * 4);
+    memcpy(gm.offsets_host, cm.offsets, ((size_t)E + 1) * 4);
+    int R = cm.offsets[E];
+
+    /* permute, expert products, SwiGLU left out, combination */
+    size_t nh = (size_t)n * h, rh = (size_t)rows_max * h;
+    size_t r2f = (size_t)rows_max * 2 * f, rf = (size_t)rows_max * f;
+    size_t w1n = (size_t)E * 2 * f * h, w2n = (size_t)E * h * f;
+    float *x = rand_bf(nh, -1, 1), *w1 = rand_bf(w1n, -0.1f, 0.1f);
+    float *w2 = rand_bf(w2n, -0.1f, 0.1f), *a = rand_bf(rf, -1, 1);
+    void *gx = g_act(x, nh), *gw1 = g_act(w1, w1n), *gw2 = g_act(w2, w2n);
+    void *ga = g_act(a, rf);
+    float *cx = c_buf(x, nh), *cw1 = c_buf(w1, w1n), *cw2 = c_buf(w2, w2n);
+    float *ca = c_buf(a, rf);
+    void *gxp = G->ops->alloc(G, rh * 2), *ggu = G->ops->alloc(G, r2f * 2);
+    void *gyp = G->ops->alloc(G, rh * 2), *gout = G->ops->alloc(G, nh * 2);
+    float *cxp = c_buf(NULL, rh), *cgu = c_buf(NULL, r2f), *cyp = c_buf(NULL, rh);
+    float *cout = c_buf(NULL, nh);
+    g_poison(gxp, rh * 2);
+    g_poison(ggu, r2f * 2);
+    g_poison(gyp, rh * 2);
+    g_poison(gout, nh * 2);
+    G->ops->moe_permute(G, gxp, gx, h, &gm);
+    C->ops->moe_permute(C, cxp, cx, h, &cm);
+    /* the gate and up halves of gu [rows, 2f] from W1's two halves
+     * [E, f, h] each (row stride 2f), as the model runs them */
+    size_t wh = (size_t)E * f * h;
+    G->ops->moe_gemm(G, ggu, 2 * f, gxp, gw1, h, f, &gm);
+    G->ops->moe_gemm(G, (uint16_t *)ggu + f, 2 * f, gxp, (uint16_t *)gw1 + wh, h, f, &gm);
+    C->ops->moe_gemm(C, cgu, 2 * f, cxp, cw1, h, f, &cm);
+    C->ops->moe_gemm(C, cgu + f, 2 * f, cxp, cw1 + wh, h, f, &cm);
+    G->ops->moe_gemm(G, gyp, h, ga, gw2, f, h, &gm);
+    C->ops->moe_gemm(C, cyp, h, ca, cw2, f, h, &cm);
+    G->ops->moe_unpermute(G, gout, gyp, h, &gm);
+    C->ops->moe_unpermute(C, cout, cyp, h, &cm);
+    float *hxp = dl_act(gxp, rh), *hgu = dl_act(ggu, r2f);
+    float *hyp = dl_act(gyp, rh), *hout = dl_act(gout, nh);
+    snprintf(name, sizeof name, "moe_permute %s h=%d (%d of %d rows)", tag, h, R, rows_max);
+    cmp(name, hxp, cxp, (long)rh, 0, 0);
+    snprintf(name, sizeof name, "moe_gemm %s: X [%d, %d] into the halves of gu [%d, %d] by W1's halves [%d, %d, %d]", tag, rows_max, h, rows_max, 2 * f, E, f, h);
+    cmp(name, hgu, cgu, (long)r2f, BF_RTOL, 1e-5 * sqrt(h));
+    snprintf(name, sizeof name, "moe_gemm %s: A [%d, %d] W2 [%d, %d, %d]", tag, rows_max, f, E, h, f);
+    cmp(name, hyp, cyp, (long)rh, BF_RTOL, 1e-5 * sqrt(f));
+    snprintf(name, sizeof name, "moe_unpermute %s h=%d", tag, h);
+    /* the CPU combines the GPU's rounded yp? no: each its own; compare
+     * against the CPU's, whose yp differs in bf16 rounding */
+    cmp(name, hout, cout, (long)nh, 2 * BF_RTOL, 1e-2);
+
+    /* backward: unpermute_bwd, dgrad, wgrad, permute_bwd, route_bwd */
+    float *dout = rand_bf(nh, -1, 1), *dW2 = rand_f32(w2n, -1, 1);
+    float *dxp = rand_bf(rh, -1, 1), *dx0 = rand_bf(nh, -1, 1);
+    float *yp = rand_bf(rh, -1, 1);
+    void *gdout = g_act(dout, nh), *gyp2 = g_act(yp, rh), *gdxp = g_act(dxp, rh);
+    void *gdx = g_act(dx0, nh);
+    float *cdout = c_buf(dout, nh), *cyp2 = c_buf(yp, rh), *cdxp = c_buf(dxp, rh);
+    float *cdx = c_buf(dx0, nh);
+    void *gdyp = G->ops->alloc(G, rh * 2), *gda = G->ops->alloc(G, rf * 2);
+    float *gdw = G->ops->alloc(G, nk * 4 + 4), *gdW2 = g_f32(dW2, w2n);
+    float *cdyp = c_buf(NULL, rh), *cda = c_buf(NULL, rf), *cdw = c_buf(NULL, nk + 1);
+    float *cdW2 = c_buf(dW2, w2n);
+    g_poison(gdyp, rh * 2);
+    g_poison(gda, rf * 2);
+    g_poison(gdw, nk * 4);
+    G->ops->moe_unpermute_bwd(G, gdyp, gdw, gdout, gyp2, h, &gm);
+    C->ops->moe_unpermute_bwd(C, cdyp, cdw, cdout, cyp2, h, &cm);
+    G->ops->moe_gemm_dgrad(G, gda, gdxp, h, gw2, f, h, &gm, 0);
+    C->ops->moe_gemm_dgrad(C, cda, cdxp, h, cw2, f, h, &cm, 0);
+    G->ops->moe_gemm_wgrad(G, gdW2, gdxp, h, ga, f, h, &gm);
+    C->ops->moe_gemm_wgrad(C, cdW2, cdxp, h, ca, f, h, &cm);
+    /* the gate and up data gradients into one dX (the second added),
+     * and the up weight's gradient from gu's right half (stride 2f) */
+    float *dgu = rand_bf(r2f, -1, 1), *dWu = rand_f32(wh, -1, 1);
+    void *gdgu = g_act(dgu, r2f), *gdxh = G->ops->alloc(G, rh * 2);
+    float *gdWu = g_f32(dWu, wh);
+    float *cdgu = c_buf(dgu, r2f), *cdxh = c_buf(NULL, rh), *cdWu = c_buf(dWu, wh);
+    g_poison(gdxh, rh * 2);
+    G->ops->moe_gemm_dgrad(G, gdxh, gdgu, 2 * f, gw1, h, f, &gm, 0);
+    G->ops->moe_gemm_dgrad(G, gdxh, (uint16_t *)gdgu + f, 2 * f, (uint16_t *)gw1 + wh, h, f, &gm, 1);
+    C->ops->moe_gemm_dgrad(C, cdxh, cdgu, 2 * f, cw1, h, f, &cm, 0);
+    C->ops->moe_gemm_dgrad(C, cdxh, cdgu + f, 2 * f, cw1 + wh, h, f, &cm, 1);
+    G->ops->moe_gemm_wgrad(G, gdWu, (uint16_t *)gdgu + f, 2 * f, gxp, h, f, &gm);
+    C->ops->moe_gemm_wgrad(C, cdWu, cdgu + f, 2 * f, cxp, h, f, &cm);
+    float *hdxh = dl_act(gdxh, rh), *hdWu = dl_f32(gdWu, wh);
+    snprintf(name, sizeof name, "moe_gemm_dgrad %s: dX [%d, %d] = gate's + up's (accumulate_dx, dY stride %d)", tag, rows_max, h, 2 * f);
+    /* the rows past offsets[E]: the first call zeroes them, the second
+     * leaves them */
+    cmp(name, hdxh, cdxh, (long)rh, BF_RTOL, 2e-5 * sqrt(2 * f));
+    snprintf(name, sizeof name, "moe_gemm_wgrad %s: dWu [%d, %d, %d] += from gu's right half", tag, E, f, h);
+    cmp(name, hdWu, cdWu, (long)wh, 1e-5, 1e-5 * sqrt(n));
+    G->ops->free(G, gdgu);
+    G->ops->free(G, gdxh);
+    G->ops->free(G, gdWu);
+    C->ops->free(C, cdgu);
+    C->ops->free(C, cdxh);
+    C->ops->free(C, cdWu);
+    free(dgu);
+    free(dWu);
+    free(hdxh);
+    free(hdWu);
+    G->ops->moe_permute_bwd(G, gdx, gdxp, h, &gm, 1);
+    C->ops->moe_permute_bwd(C, cdx, cdxp, h, &cm, 1);
+    float *hdyp = dl_act(gdyp, rh), *hda = dl_act(gda, rf);
+    float *hdw = dl_f32(gdw, nk), *hdW2 = dl_f32(gdW2, w2n), *hdx = dl_act(gdx, nh);
+    snprintf(name, sizeof name, "moe_unpermute_bwd %s: dyp", tag);
+    cmp(name, hdyp, cdyp, (long)rh, BF_RTOL, 0);
+    snprintf(name, sizeof name, "moe_unpermute_bwd %s: dweight (fp32 dot of %d)", tag, h);
+    cmp(name, hdw, cdw, (long)nk, 1e-4, 1e-5);
+    snprintf(name, sizeof name, "moe_gemm_dgrad %s: dA [%d, %d]", tag, rows_max, f);
+    cmp(name, hda, cda, (long)rf, BF_RTOL, 1e-5 * sqrt(h));
+    snprintf(name, sizeof name, "moe_gemm_wgrad %s: dW2 [%d, %d, %d] += (fp32)", tag, E, h, f);
+    cmp(name, hdW2, cdW2, (long)w2n, 1e-5, 1e-5 * sqrt(n));
+    snprintf(name, sizeof name, "moe_permute_bwd %s: dx += (accumulated)", tag);
+    cmp(name, hdx, cdx, (long)nh, BF_RTOL, 1e-3);
+    G->ops->moe_permute_bwd(G, gdx, gdxp, h, &gm, 0);
+    C->ops->moe_permute_bwd(C, cdx, cdxp, h, &cm, 0);
+    free(hdx);
+    hdx = dl_act(gdx, nh);
+    snprintf(name, sizeof name, "moe_permute_bwd %s: dx = (overwritten)", tag);
+    cmp(name, hdx, cdx, (long)nh, BF_RTOL, 1e-3);
+
+    float *dwt = rand_f32(nk, -1, 1);
+    float *gdwt = g_f32(dwt, nk), *cdwt = c_buf(dwt, nk);
+    float *gdl = G->ops->alloc(G, nE * 4), *cdl = c_buf(NULL, nE);
+    g_poison(gdl, nE * 4);
+    G->ops->moe_route_bwd(G, gdl, gdwt, glog, &gm, &cfg);
+    C->ops->moe_route_bwd(C, cdl, cdwt, clog, &cm, &cfg);
+    float *hdl = dl_f32(gdl, nE);
+    snprintf(name, sizeof name, "moe_route_bwd %s: dlogits", tag);
+    cmp(name, hdl, cdl, (long)nE, 1e-4, 1e-6);
+
+    /* aux counts and loss (global, and per sequence of 16 tokens from
+     * global row 48), z-loss, the bias update */
+    for (int seq = 0; seq <= 16; seq += 16) {
+        long row0 = seq ? 48 : 0;
+        int G_ = seq ? (int)((row0 + n - 1) / seq + 1) : 1;
+        size_t gE = (size_t)G_ * E;
+        float *c0 = rand_f32(gE, 0, 0);
+        for (size_t i = 0; i < gE; i++)
+            c0[i] = (float)(i % 7);
+        float *gc = g_f32(c0, gE), *cc = c_buf(c0, gE);
+        G->ops->moe_aux_counts(G, gc, glog, n, row0, seq, &cfg);
+        C->ops->moe_aux_counts(C, cc, clog, n, row0, seq, &cfg);
+        float *hc = dl_f32(gc, gE);
+        snprintf(name, sizeof name, "moe_aux_counts %s seq_len %d: counts [%d, %d] +=", tag, seq, G_, E);
+        cmp(name, hc, cc, (long)gE, 0, 0);
+        float l0 = 0.25f;
+        float *gl = g_f32(&l0, 1), *cl = c_buf(&l0, 1);
+        float *dl0 = rand_f32(nE, -1, 1);
+        float *gdl2 = g_f32(dl0, nE), *cdl2 = c_buf(dl0, nE);
+        G->ops->moe_aux_loss(G, gl, gdl2, glog, gc, n, row0, seq, 0.01f, 0.5f, &cfg);
+        C->ops->moe_aux_loss(C, cl, cdl2, clog, cc, n, row0, seq, 0.01f, 0.5f, &cfg);
+        float *hl = dl_f32(gl, 1), *hdl2 = dl_f32(gdl2, nE);
+        snprintf(name, sizeof name, "moe_aux_loss %s seq_len %d: loss +=", tag, seq);
+        cmp(name, hl, cl, 1, 1e-5, 0);
+        /* the gradient's c_e - f cancels in fp32 with f of the size of
+         * the counts: an absolute error of a few ulps of the largest
+         * count, times gscale */
+        double maxc = 0, maxr = 1e-30;
+        for (size_t i = 0; i < gE; i++)
+            maxc = fmax(maxc, fabs(cc[i]));
+        for (size_t i = 0; i < nE; i++)
+            maxr = fmax(maxr, fabs(cdl2[i]));
+        snprintf(name, sizeof name, "moe_aux_loss %s seq_len %d: dlogits += (counts up to %g)", tag, seq, maxc);
+        cmp(name, hdl2, cdl2, (long)nE, 1e-5, 1e-6 + 0.5 * maxc * 1e-6 / maxr);
+        free(c0);
+        free(hc);
+        free(hl);
+        free(hdl2);
+        free(dl0);
+        G->ops->free(G, gc);
+        G->ops->free(G, gl);
+        G->ops->free(G, gdl2);
+        C->ops->free(C, cc);
+        C->ops->free(C, cl);
+        C->ops->free(C, cdl2);
+    }
+    {
+        float l0 = -1;
+        float *gl = g_f32(&l0, 1), *cl = c_buf(&l0, 1);
+        float *dl0 = rand_f32(nE, -1, 1);
+        float *gdl2 = g_f32(dl0, nE), *cdl2 = c_buf(dl0, nE);
+        G->ops->moe_z_loss(G, gl, gdl2, glog, n, E, 1e-3f, 2.0f);
+        C->ops->moe_z_loss(C, cl, cdl2, clog, n, E, 1e-3f, 2.0f);
+        float *hl = dl_f32(gl, 1), *hdl2 = dl_f32(gdl2, nE);
+        snprintf(name, sizeof name, "moe_z_loss n=%d E=%d: loss +=", n, E);
+        cmp(name, hl, cl, 1, 1e-5, 0);
+        snprintf(name, sizeof name, "moe_z_loss n=%d E=%d: dlogits +=", n, E);
+        cmp(name, hdl2, cdl2, (long)nE, 1e-5, 1e-6);
+        /* the bias update on the routing's counts (ties with the mean
+         * included: E = 8 counts of 2 n / 8 each are possible) */
+        float *gb2 = g_f32(bias, E), *cb2 = c_buf(bias, E);
+        G->ops->moe_bias_update(G, gb2, gtpe, E, 1e-3f);
+        C->ops->moe_bias_update(C, cb2, ctpe, E, 1e-3f);
+        float *hb = dl_f32(gb2, E);
+        snprintf(name, sizeof name, "moe_bias_update E=%d", E);
+        cmp(name, hb, cb2, E, 0, 0);
+        free(hl);
+        free(hdl2);
+        free(dl0);
+        free(hb);
+        G->ops->free(G, gl);
+        G->ops->free(G, gdl2);
+        G->ops->free(G, gb2);
+        C->ops->free(C, cl);
+        C->ops->free(C, cdl2);
+        C->ops->free(C, cb2);
+    }
+
+    void *gp[] = {glog, gbias, gtpe, gdrop, gx, gw1, gw2, ga, gxp, ggu, gyp,
+                  gout, gdout, gyp2, gdxp, gdx, gdyp, gda, gdw, gdW2, gdwt,
+                  gdl};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {clog, cbias, ctpe, cdrop, cx, cw1, cw2, ca, cxp, cgu, cyp,
+                   cout, cdout, cyp2, cdxp, cdx, cdyp, cda, cdw, cdW2, cdwt,
+                   cdl};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    void *hp[] = {logits, bias, ge, gr, grt, go, gw, gt, gd, x, w1, w2, a,
+                  hxp, hgu, hyp, hout, dout, dW2, dxp, dx0, yp, hdyp, hda,
+                  hdw, hdW2, hdx, dwt, hdl};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+    moe_map_free(G, &gm);
+    moe_map_free(C, &cm);
+}
+
 /* ---- timings (GL_OPS_CUDA_BENCH=1) ---- */
 
 static cudaEvent_t ev0, ev1;
@@ -1414,6 +1790,63 @@ static void bench_attn(int B, int S, int Hq, int Hkv, int D)
     G->ops->free(G, dout);
     G->ops->free(G, lse);
     free(h);
+}
+
+/* The grouped products of one expert layer at the issue's shapes: n
+ * tokens of width h, E experts top-k, expert FFN f (W1 [E, 2f, h], W2
+ * [E, h, f]), routed by moe_route from random logits. */
+static void bench_moe(int n, int h, int E, int k, int f)
+{
+    gl_moe_route_cfg cfg = {.E = E, .k = k};
+    int R = gl_moe_rows_max(n, &cfg);
+    gl_moe_map m;
+    moe_map_alloc(G, &m, n, k, E, R, 1);
+    float *lg = rand_f32((size_t)n * E, -1, 1);
+    float *glg = g_f32(lg, (size_t)n * E);
+    void *x = G->ops->alloc(G, (size_t)R * h * 2), *gu = G->ops->alloc(G, (size_t)R * 2 * f * 2);
+    void *w1 = G->ops->alloc(G, (size_t)E * 2 * f * h * 2);
+    float *dw1 = G->ops->alloc(G, (size_t)E * 2 * f * h * 4);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_route(G, &m, glg, NULL, &cfg, NULL, NULL);
+    double t = toc(10);
+    diag("bench moe_route n=%d E=%d top-%d (with its host wait): %.1f us", n, E, k, t * 1e3);
+    double fl = 2.0 * R * h * 2 * f;
+    for (int mode = 0; mode < 2; mode++) {
+    setenv("GRIDLM_MOE_GEMM", mode ? "loop" : "grouped", 1);
+    diag("GRIDLM_MOE_GEMM=%s", mode ? "loop" : "grouped");
+    G->ops->moe_gemm(G, gu, 2 * f, x, w1, h, 2 * f, &m);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_gemm(G, gu, 2 * f, x, w1, h, 2 * f, &m);
+    t = toc(10);
+    diag("bench moe_gemm W1 n=%d h=%d E=%d top-%d f=%d: %.3f ms, %.0f TFLOP/s", n, h, E, k, f, t, fl / t / 1e9);
+    G->ops->moe_gemm_dgrad(G, x, gu, 2 * f, w1, h, 2 * f, &m, 0);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_gemm_dgrad(G, x, gu, 2 * f, w1, h, 2 * f, &m, 0);
+    t = toc(10);
+    diag("bench moe_gemm_dgrad W1: %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
+    G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m);
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m);
+    t = toc(10);
+    diag("bench moe_gemm_wgrad W1 (fp32 +=): %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
+    }
+    unsetenv("GRIDLM_MOE_GEMM");
+    tic();
+    for (int i = 0; i < 10; i++)
+        G->ops->moe_permute(G, x, gu, h, &m);
+    t = toc(10);
+    diag("bench moe_permute %d rows h=%d: %.1f us, %.0f GB/s", R, h, t * 1e3, 4.0 * R * h / t / 1e6);
+    G->ops->free(G, x);
+    G->ops->free(G, gu);
+    G->ops->free(G, w1);
+    G->ops->free(G, dw1);
+    G->ops->free(G, glg);
+    free(lg);
+    moe_map_free(G, &m);
 }
 
 static void bench(void)
@@ -1556,6 +1989,8 @@ static void bench(void)
         G->ops->adamw(G, sg, 200, &hp);
     t = toc(5);
     diag("bench adamw %zu params: %.3f ms, %.0f GB/s", P, t, 30.0 * P / t / 1e6);
+    bench_moe(8192, 2048, 8, 2, 5632);     /* issue 13's two MoE shapes */
+    bench_moe(8192, 2048, 128, 8, 768);
     G->ops->free(G, buf);
     G->ops->free(G, act);
     free(sg);
@@ -1743,6 +2178,28 @@ int main(void)
     test_dropout(3, 5, 0.0f, 0, 0, 5);
     test_pos_embed(quick ? 64 : 4096, 2048, 2048);
     test_pos_embed(30, 45, 7);
+
+    /* mixture of experts: Mixtral's E = 8 top-2; E = 64 top-8 with a
+     * quarter of the experts rarely chosen (some get no rows); capacity
+     * by probs and by position, with and without padding; pre-softmax;
+     * DeepSeek's sigmoid with an expert bias and scaling; ties; odd
+     * widths (scalar gathers); a token with no rows left (capacity 1) */
+    test_moe(256, 8, 2, 128, 64, GL_MOE_SOFTMAX, 0, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 1);
+    test_moe(300, 64, 8, 64, 32, GL_MOE_SOFTMAX, 0, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 0);
+    test_moe(256, 8, 2, 64, 32, GL_MOE_SOFTMAX, 0, 0, 1.0, GL_MOE_DROP_PROBS, 0, 0, 1);
+    test_moe(256, 8, 2, 64, 32, GL_MOE_SOFTMAX, 0, 0, 1.0, GL_MOE_DROP_POSITION, 0, 0, 0);
+    test_moe(256, 8, 2, 64, 32, GL_MOE_SOFTMAX, 1, 0, 1.25, GL_MOE_DROP_PROBS, 1, 0, 0);
+    test_moe(200, 64, 8, 64, 32, GL_MOE_SOFTMAX, 0, 0, 1.0, GL_MOE_DROP_POSITION, 1, 0, 1);
+    test_moe(200, 64, 8, 64, 32, GL_MOE_SOFTMAX, 0, 0, 0.5, GL_MOE_DROP_PROBS, 0, 0, 0);
+    test_moe(256, 64, 8, 64, 32, GL_MOE_SIGMOID, 0, 2.5f, 0, GL_MOE_DROP_PROBS, 0, 1, 1);
+    test_moe(256, 16, 1, 64, 32, GL_MOE_SIGMOID, 0, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 0);
+    test_moe(256, 16, 4, 64, 32, GL_MOE_SIGMOID, 0, 0, 1.0, GL_MOE_DROP_PROBS, 1, 1, 0);
+    test_moe(77, 8, 2, 45, 21, GL_MOE_SOFTMAX, 1, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 1);
+    test_moe(64, 8, 2, 64, 32, GL_MOE_SOFTMAX, 0, 0, 0.01, GL_MOE_DROP_PROBS, 0, 0, 0);
+    if (!quick) {
+        test_moe(4096, 8, 2, 2048, 1408, GL_MOE_SOFTMAX, 0, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 0);
+        test_moe(2048, 128, 8, 2048, 768, GL_MOE_SOFTMAX, 0, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 0);
+    }
 
     if (getenv("GL_OPS_CUDA_BENCH"))
         bench();

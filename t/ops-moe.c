@@ -447,15 +447,17 @@ static void test_router_grad(void)
 
 /* ---- a whole expert layer against finite differences -------------------
  *
- * out = unpermute(moe_gemm(swiglu(moe_gemm(permute(x), W1)), W2)) with
- * the routing weights of logits; L = <R, out>.  Gradients with respect to
- * x, W1, W2 and the logits through every backward of the layer. */
+ * out = unpermute(moe_gemm(swiglu(gu), W2)) with the routing weights of
+ * logits, gu = [xp Wg^T | xp Wu^T] (two products into the halves of gu,
+ * row stride 2f, as the model runs them), xp = permute(x); L = <R, out>.
+ * Gradients with respect to x, Wg, Wu, W2 and the logits through every
+ * backward of the layer. */
 
 typedef struct {
     const gl_moe_route_cfg *cfg;
     route64 *r;
     int n, h, f;
-    double *x, *W1, *W2, *logits, *R;
+    double *x, *Wg, *Wu, *W2, *logits, *R;
     double *xp, *gu, *a, *yp, *out;
 } layer_ctx;
 
@@ -467,10 +469,12 @@ static double layer_loss(void *p)
     route64_run(r, c->logits, NULL, c->cfg);
     gl_cpu_moe_permute_f64(c->xp, c->x, c->h, r->row_tok, r->offsets, E,
                            r->rows_max);
-    gl_cpu_moe_gemm_f64(c->gu, c->xp, c->W1, c->h, 2 * c->f, r->offsets, E,
-                        r->rows_max);
+    gl_cpu_moe_gemm_f64(c->gu, 2 * c->f, c->xp, c->Wg, c->h, c->f,
+                        r->offsets, E, r->rows_max);
+    gl_cpu_moe_gemm_f64(c->gu + c->f, 2 * c->f, c->xp, c->Wu, c->h, c->f,
+                        r->offsets, E, r->rows_max);
     gl_cpu_swiglu_fwd_f64(c->a, c->gu, r->rows_max, c->f);
-    gl_cpu_moe_gemm_f64(c->yp, c->a, c->W2, c->f, c->h, r->offsets, E,
+    gl_cpu_moe_gemm_f64(c->yp, c->h, c->a, c->W2, c->f, c->h, r->offsets, E,
                         r->rows_max);
     gl_cpu_moe_unpermute_f64(c->out, c->yp, c->h, r->weight, r->rows, c->n,
                              r->k);
@@ -481,8 +485,8 @@ static double layer_loss(void *p)
 }
 
 /* The layer's backward, in the order the model runs it. */
-static void layer_grads(layer_ctx *c, double *dx, double *dW1, double *dW2,
-                        double *dlogits)
+static void layer_grads(layer_ctx *c, double *dx, double *dWg, double *dWu,
+                        double *dW2, double *dlogits)
 {
     route64 *r = c->r;
     int E = c->cfg->E, rm = r->rows_max, n = c->n, h = c->h, f = c->f;
@@ -492,11 +496,14 @@ static void layer_grads(layer_ctx *c, double *dx, double *dW1, double *dW2,
     layer_loss(c);
     gl_cpu_moe_unpermute_bwd_f64(dyp, dw, c->R, c->yp, h, r->weight, r->rows,
                                  r->row_tok, r->offsets, n, r->k, E, rm);
-    gl_cpu_moe_gemm_wgrad_f64(dW2, dyp, c->a, f, h, r->offsets, E);
-    gl_cpu_moe_gemm_dgrad_f64(da, dyp, c->W2, f, h, r->offsets, E, rm);
+    gl_cpu_moe_gemm_wgrad_f64(dW2, dyp, h, c->a, f, h, r->offsets, E);
+    gl_cpu_moe_gemm_dgrad_f64(da, dyp, h, c->W2, f, h, r->offsets, E, rm, 0);
     gl_cpu_swiglu_bwd_f64(dgu, da, c->gu, rm, f);
-    gl_cpu_moe_gemm_wgrad_f64(dW1, dgu, c->xp, h, 2 * f, r->offsets, E);
-    gl_cpu_moe_gemm_dgrad_f64(dxp, dgu, c->W1, h, 2 * f, r->offsets, E, rm);
+    gl_cpu_moe_gemm_wgrad_f64(dWg, dgu, 2 * f, c->xp, h, f, r->offsets, E);
+    gl_cpu_moe_gemm_wgrad_f64(dWu, dgu + f, 2 * f, c->xp, h, f, r->offsets, E);
+    gl_cpu_moe_gemm_dgrad_f64(dxp, dgu, 2 * f, c->Wg, h, f, r->offsets, E, rm, 0);
+    gl_cpu_moe_gemm_dgrad_f64(dxp, dgu + f, 2 * f, c->Wu, h, f, r->offsets, E,
+                              rm, 1);
     for (int i = 0; i < n * h; i++)
         dx[i] = 0.25;           /* accumulate_dx adds to what is there */
     gl_cpu_moe_permute_bwd_f64(dx, dxp, h, r->rows, n, r->k, 1);
@@ -519,7 +526,7 @@ static void layer_device(gl_dev *d, const char *name, layer_ctx *c)
     const gl_moe_route_cfg *cfg = c->cfg;
     int n = c->n, h = c->h, f = c->f, E = cfg->E, k = cfg->k;
     int rm = gl_moe_rows_max(n, cfg);
-    size_t nx = (size_t)n * h, nw1 = (size_t)E * 2 * f * h,
+    size_t nx = (size_t)n * h, nw1 = (size_t)E * f * h,
            nw2 = (size_t)E * h * f, nl = (size_t)n * E;
 
     /* the double reference on the float-rounded inputs */
@@ -528,20 +535,22 @@ static void layer_device(gl_dev *d, const char *name, layer_ctx *c)
     route64_init(&rr, n, cfg);
     rc.r = &rr;
     rc.x = rounded(c->x, nx);
-    rc.W1 = rounded(c->W1, nw1);
+    rc.Wg = rounded(c->Wg, nw1);
+    rc.Wu = rounded(c->Wu, nw1);
     rc.W2 = rounded(c->W2, nw2);
     rc.logits = rounded(c->logits, nl);
     rc.R = rounded(c->R, nx);
-    double *dx = dzeros(nx), *dW1 = dzeros(nw1), *dW2 = dzeros(nw2),
-           *dl = dzeros(nl);
-    layer_grads(&rc, dx, dW1, dW2, dl);
+    double *dx = dzeros(nx), *dWg = dzeros(nw1), *dWu = dzeros(nw1),
+           *dW2 = dzeros(nw2), *dl = dzeros(nl);
+    layer_grads(&rc, dx, dWg, dWu, dW2, dl);
 
     gl_moe_map m = { n, k, E, rm, o->alloc(d, (size_t)n * k * 4),
                      o->alloc(d, (size_t)n * k * 4),
                      o->alloc(d, (size_t)n * k * 4), o->alloc(d, (size_t)rm * 4),
                      o->alloc(d, (size_t)(E + 1) * 4),
                      o->alloc_host(d, (size_t)(E + 1) * 4) };
-    float *x = dev_f(d, c->x, nx), *W1 = dev_f(d, c->W1, nw1),
+    float *x = dev_f(d, c->x, nx), *Wg = dev_f(d, c->Wg, nw1),
+          *Wu = dev_f(d, c->Wu, nw1),
           *W2 = dev_f(d, c->W2, nw2), *lg = dev_f(d, c->logits, nl),
           *R = dev_f(d, c->R, nx);
     float *xp = o->alloc(d, (size_t)rm * h * 4), *gu = o->alloc(d, (size_t)rm * 2 * f * 4),
@@ -550,9 +559,10 @@ static void layer_device(gl_dev *d, const char *name, layer_ctx *c)
     float *tpe = o->alloc(d, (size_t)E * 4), *drop = o->alloc(d, 4);
     o->moe_route(d, &m, lg, NULL, cfg, tpe, drop);
     o->moe_permute(d, xp, x, h, &m);
-    o->moe_gemm(d, gu, xp, W1, h, 2 * f, &m);
+    o->moe_gemm(d, gu, 2 * f, xp, Wg, h, f, &m);
+    o->moe_gemm(d, gu + f, 2 * f, xp, Wu, h, f, &m);
     o->swiglu_fwd(d, a, gu, rm, f);
-    o->moe_gemm(d, yp, a, W2, f, h, &m);
+    o->moe_gemm(d, yp, h, a, W2, f, h, &m);
     o->moe_unpermute(d, out, yp, h, &m);
     int same_map = ints_equal(m.expert, rr.expert, (size_t)n * k) &&
                    ints_equal(m.rows, rr.rows, (size_t)n * k) &&
@@ -570,21 +580,25 @@ static void layer_device(gl_dev *d, const char *name, layer_ctx *c)
     float *dyp = o->alloc(d, (size_t)rm * h * 4), *dw = o->alloc(d, (size_t)n * k * 4),
           *da = o->alloc(d, (size_t)rm * f * 4), *dgu = o->alloc(d, (size_t)rm * 2 * f * 4),
           *dxp = o->alloc(d, (size_t)rm * h * 4), *fdx = o->alloc(d, nx * 4),
-          *fdW1 = o->alloc(d, nw1 * 4), *fdW2 = o->alloc(d, nw2 * 4),
+          *fdWg = o->alloc(d, nw1 * 4), *fdWu = o->alloc(d, nw1 * 4),
+          *fdW2 = o->alloc(d, nw2 * 4),
           *fdl = o->alloc(d, nl * 4);
     o->moe_unpermute_bwd(d, dyp, dw, R, yp, h, &m);
-    o->moe_gemm_wgrad(d, fdW2, dyp, a, f, h, &m);
-    o->moe_gemm_dgrad(d, da, dyp, W2, f, h, &m);
+    o->moe_gemm_wgrad(d, fdW2, dyp, h, a, f, h, &m);
+    o->moe_gemm_dgrad(d, da, dyp, h, W2, f, h, &m, 0);
     o->swiglu_bwd(d, dgu, da, gu, rm, f);
-    o->moe_gemm_wgrad(d, fdW1, dgu, xp, h, 2 * f, &m);
-    o->moe_gemm_dgrad(d, dxp, dgu, W1, h, 2 * f, &m);
+    o->moe_gemm_wgrad(d, fdWg, dgu, 2 * f, xp, h, f, &m);
+    o->moe_gemm_wgrad(d, fdWu, dgu + f, 2 * f, xp, h, f, &m);
+    o->moe_gemm_dgrad(d, dxp, dgu, 2 * f, Wg, h, f, &m, 0);
+    o->moe_gemm_dgrad(d, dxp, dgu + f, 2 * f, Wu, h, f, &m, 1);
     o->moe_permute_bwd(d, fdx, dxp, h, &m, 0);
     o->moe_route_bwd(d, fdl, dw, lg, &m, cfg);
-    double e1 = relerr_f(fdx, dx, nx), e2 = relerr_f(fdW1, dW1, nw1),
-           e3 = relerr_f(fdW2, dW2, nw2), e4 = relerr_f(fdl, dl, nl);
-    ok(e1 < F32_TOL && e2 < F32_TOL && e3 < F32_TOL && e4 < F32_TOL,
-       "layer %s f32 device: dx, dW1, dW2, dlogits vs f64 (rel %.2g %.2g "
-       "%.2g %.2g)", name, e1, e2, e3, e4);
+    double e1 = relerr_f(fdx, dx, nx), e2 = relerr_f(fdWg, dWg, nw1),
+           e5 = relerr_f(fdWu, dWu, nw1), e3 = relerr_f(fdW2, dW2, nw2),
+           e4 = relerr_f(fdl, dl, nl);
+    ok(e1 < F32_TOL && e2 < F32_TOL && e5 < F32_TOL && e3 < F32_TOL &&
+       e4 < F32_TOL, "layer %s f32 device: dx, dWg, dWu, dW2, dlogits vs f64 "
+       "(rel %.2g %.2g %.2g %.2g %.2g)", name, e1, e2, e5, e3, e4);
 
     /* the router's losses through the device */
     float *counts = o->alloc(d, (size_t)2 * E * 4), *loss = o->alloc(d, 2 * 4);
@@ -612,19 +626,21 @@ static void layer_device(gl_dev *d, const char *name, layer_ctx *c)
     ok(relerr_f(fb, rb, (size_t)E) < F32_TOL,
        "layer %s f32 device: expert-bias update vs f64", name);
 
-    void *bufs[] = { m.expert, m.weight, m.rows, m.row_tok, m.offsets, x, W1, W2,
-                     lg, R, xp, gu, a, yp, out, tpe, drop, dyp, dw, da, dgu,
-                     dxp, fdx, fdW1, fdW2, fdl, counts, loss, fb };
+    void *bufs[] = { m.expert, m.weight, m.rows, m.row_tok, m.offsets, x, Wg,
+                     Wu, W2, lg, R, xp, gu, a, yp, out, tpe, drop, dyp, dw, da,
+                     dgu, dxp, fdx, fdWg, fdWu, fdW2, fdl, counts, loss, fb };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         o->free(d, bufs[i]);
     o->free_host(d, m.offsets_host);
     free(rc.x);
-    free(rc.W1);
+    free(rc.Wg);
+    free(rc.Wu);
     free(rc.W2);
     free(rc.logits);
     free(rc.R);
     free(dx);
-    free(dW1);
+    free(dWg);
+    free(dWu);
     free(dW2);
     free(dl);
     free(rdl);
@@ -639,25 +655,28 @@ static void layer_case(gl_dev *d, const char *name, gl_moe_route_cfg cfg)
     route64_init(&r, n, &cfg);
     int rm = r.rows_max;
     layer_ctx c = { &cfg, &r, n, h, f,
-                    rnd((size_t)n * h, 1), rnd((size_t)E * 2 * f * h, 0.6),
+                    rnd((size_t)n * h, 1), rnd((size_t)E * f * h, 0.6),
+                    rnd((size_t)E * f * h, 0.6),
                     rnd((size_t)E * h * f, 0.6), rnd((size_t)n * E, 1.5),
                     rnd((size_t)n * h, 1),
                     dzeros((size_t)rm * h), dzeros((size_t)rm * 2 * f),
                     dzeros((size_t)rm * f), dzeros((size_t)rm * h),
                     dzeros((size_t)n * h) };
-    size_t nx = (size_t)n * h, nw1 = (size_t)E * 2 * f * h,
+    size_t nx = (size_t)n * h, nw1 = (size_t)E * f * h,
            nw2 = (size_t)E * h * f, nl = (size_t)n * E;
-    double *dx = dzeros(nx), *dW1 = dzeros(nw1), *dW2 = dzeros(nw2),
-           *dl = dzeros(nl);
-    layer_grads(&c, dx, dW1, dW2, dl);
+    double *dx = dzeros(nx), *dWg = dzeros(nw1), *dWu = dzeros(nw1),
+           *dW2 = dzeros(nw2), *dl = dzeros(nl);
+    layer_grads(&c, dx, dWg, dWu, dW2, dl);
     double ex = fd_relerr(layer_loss, &c, c.x, nx, dx);
-    double e1 = fd_relerr(layer_loss, &c, c.W1, nw1, dW1);
+    double eg = fd_relerr(layer_loss, &c, c.Wg, nw1, dWg);
+    double eu = fd_relerr(layer_loss, &c, c.Wu, nw1, dWu);
     double e2 = fd_relerr(layer_loss, &c, c.W2, nw2, dW2);
     double el = fd_relerr(layer_loss, &c, c.logits, nl, dl);
-    ok(ex < FD_TOL, "layer %s: dx (permute, grouped dgrad) vs finite "
-       "differences (rel %.2g)", name, ex);
-    ok(e1 < FD_TOL && e2 < FD_TOL, "layer %s: dW1, dW2 (grouped wgrad) vs "
-       "finite differences (rel %.2g, %.2g)", name, e1, e2);
+    ok(ex < FD_TOL, "layer %s: dx (permute, grouped dgrad, accumulated) vs "
+       "finite differences (rel %.2g)", name, ex);
+    ok(eg < FD_TOL && eu < FD_TOL && e2 < FD_TOL, "layer %s: dWg, dWu, dW2 "
+       "(grouped wgrad, strided) vs finite differences (rel %.2g, %.2g, %.2g)",
+       name, eg, eu, e2);
     ok(el < FD_TOL, "layer %s: dlogits (unpermute's dweight, router) vs "
        "finite differences (rel %.2g)", name, el);
 
@@ -666,13 +685,16 @@ static void layer_case(gl_dev *d, const char *name, gl_moe_route_cfg cfg)
     for (int rr = r.offsets[E]; rr < rm; rr++)
         for (int j = 0; j < h; j++)
             tail_zero &= c.xp[(size_t)rr * h + j] == 0 && c.yp[(size_t)rr * h + j] == 0;
+    for (int rr = r.offsets[E]; rr < rm; rr++)
+        for (int j = 0; j < 2 * f; j++)
+            tail_zero &= c.gu[(size_t)rr * 2 * f + j] == 0;
     ok(tail_zero, "layer %s: %d unused rows of the permuted buffers are zero",
        name, rm - r.offsets[E]);
 
     layer_device(d, name, &c);
-    free(c.x); free(c.W1); free(c.W2); free(c.logits); free(c.R);
+    free(c.x); free(c.Wg); free(c.Wu); free(c.W2); free(c.logits); free(c.R);
     free(c.xp); free(c.gu); free(c.a); free(c.yp); free(c.out);
-    free(dx); free(dW1); free(dW2); free(dl);
+    free(dx); free(dWg); free(dWu); free(dW2); free(dl);
     route64_free(&r);
 }
 

@@ -7,7 +7,8 @@
 #            step) and a top-k scaling factor.
 # Each under TP 2, TP 2 + SP, PP 2, DP 2 and DP 2 with the distributed
 # optimizer must give the single-rank run's loss, grad norm, validation
-# losses and MoE losses within 1e-5 relative.
+# losses and MoE losses within 1e-5 relative; the sigmoid model also
+# with the gradients reduced and the weights gathered bucket by bucket.
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -15,7 +16,7 @@
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 20
+plan 21
 # shellcheck disable=SC2086
 {
 base="$tiny $qwen"
@@ -25,5 +26,8 @@ layouts qwen
 base="$tiny $sigmoid"
 run sigmoid-ref 1 || bail_out "the single-rank sigmoid run failed"
 layouts sigmoid
+# the expert bias's update with the weights gathered bucket by bucket
+check sigmoid-dp2-overlap 2 --use-distributed-optimizer --overlap-grad-reduce \
+    --ddp-bucket-size 2000 --overlap-param-gather
 }
 done_testing

@@ -9,8 +9,9 @@
 # Each under TP 2, TP 2 + SP, PP 2, DP 2 and DP 2 with the distributed
 # optimizer must give the single-rank run's loss, grad norm, validation
 # losses and MoE losses (--log-json's moe_aux_loss, moe_z_loss) within
-# 1e-5 relative.  A checkpoint saved by the mixtral model at TP 2 resumes
-# at TP 1 with the uninterrupted run's losses.
+# 1e-5 relative; so must selective and full recomputation.  A checkpoint
+# saved by the mixtral model at TP 2 resumes at TP 1 with the
+# uninterrupted run's losses.
 #
 # Dropping (--moe-expert-capacity-factor) is decided per call: per
 # micro-batch, on every TP rank over the micro-batch's tokens (each TP
@@ -25,7 +26,7 @@
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 19
+plan 21
 # shellcheck disable=SC2086
 {
 base="$tiny $mixtral"
@@ -37,6 +38,12 @@ else
     fail "mixtral: no MoE fields in the log"
 fi
 layouts mixtral
+
+# recomputation: selective keeps the MoE block's buffers, full re-runs it
+# (counting its statistics once)
+check mixtral-rc-sel 1 --recompute-granularity selective
+check mixtral-rc-full 1 --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 2
 
 # a checkpoint saved at TP 2 resumes at TP 1
 ref=mixtral-ref

@@ -535,9 +535,10 @@ struct gl_ops {
      *   moe_route                       -> gl_moe_map: experts, weights,
      *                                   rows, per-expert offsets
      *   moe_permute  x -> xp [rows, h]  grouped by expert
-     *   moe_gemm     xp -> gu [rows, 2f]    (W1 stacked [E, 2f, h])
+     *   moe_gemm x 2 xp -> gu [rows, 2f]    gate and up halves, each
+     *                                       from its weights [E, f, h]
      *   swiglu_fwd   gu -> a [rows, f]      the existing op, on the rows
-     *   moe_gemm     a -> yp [rows, h]      (W2 stacked [E, h, f])
+     *   moe_gemm     a -> yp [rows, h]      (down weights [E, h, f])
      *   moe_unpermute yp -> out [n, h]  out[t] = sum_j w[t,j] yp[row(t,j)]
      * and backward: moe_unpermute_bwd (dyp, dweight), moe_gemm_dgrad /
      * moe_gemm_wgrad, swiglu_bwd, moe_permute_bwd (dx), moe_route_bwd
@@ -660,19 +661,26 @@ struct gl_ops {
     /* Grouped products, all E experts in one call, expert e on its rows
      * [offsets[e], offsets[e+1]) of map (experts without rows are skipped),
      * with the stacked weights W [E, out, in] (act, expert-major, each
-     * [out, in] as a linear layer's):
+     * [out, in] as a linear layer's, contiguous):
      *   moe_gemm:       Y[r] = X[r] W_e^T      X [rows, in] -> Y [rows, out]
-     *   moe_gemm_dgrad: dX[r] = dY[r] W_e      dY [rows, out] -> dX [rows, in]
+     *   moe_gemm_dgrad: dX[r] (+)= dY[r] W_e   dY [rows, out] -> dX [rows, in]
      *   moe_gemm_wgrad: dW_e += dY_e^T X_e     dW f32 [E, out, in], as
      *                   gemm's weight gradients (fp32 accumulation, beta 1)
-     * Y and dX are overwritten on every row < offsets[E] and zeroed past
-     * it.  Tensor parallelism shards in/out of every expert alike. */
-    void (*moe_gemm)(gl_dev *d, void *Y, const void *X, const void *W,
-                     int in, int out, const gl_moe_map *map);
-    void (*moe_gemm_dgrad)(gl_dev *d, void *dX, const void *dY,
+     * X and dX are contiguous ([rows, in]); Y and dY, the "out" side, have
+     * row stride ldY >= out (elements), so that a product may fill or read
+     * a column block of a wider buffer: the gate and up halves of SwiGLU's
+     * gu [rows, 2f] from the separate gate and up weights, ldY = 2f.  Y's
+     * out columns are overwritten on every row < offsets[E] and zeroed on
+     * the rows past it; dX likewise, or with accumulate_dx added to on the
+     * rows < offsets[E] and left alone past them (the second of the gate
+     * and up data gradients).  Tensor parallelism shards in or out of
+     * every expert alike. */
+    void (*moe_gemm)(gl_dev *d, void *Y, int ldY, const void *X,
+                     const void *W, int in, int out, const gl_moe_map *map);
+    void (*moe_gemm_dgrad)(gl_dev *d, void *dX, const void *dY, int ldY,
                            const void *W, int in, int out,
-                           const gl_moe_map *map);
-    void (*moe_gemm_wgrad)(gl_dev *d, float *dW, const void *dY,
+                           const gl_moe_map *map, int accumulate_dx);
+    void (*moe_gemm_wgrad)(gl_dev *d, float *dW, const void *dY, int ldY,
                            const void *X, int in, int out,
                            const gl_moe_map *map);
 

@@ -528,29 +528,40 @@ static void cpu_moe_unpermute_bwd(gl_dev *d, void *dyp, float *dweight,
                                  map->n, map->k, map->E, map->rows_max);
 }
 
-static void cpu_moe_gemm(gl_dev *d, void *Y, const void *X, const void *W,
-                         int in, int out, const gl_moe_map *map)
+/* ldY >= out, or the blocks of the out side would overlap. */
+static void cpu_moe_ld_check(int ldY, int out, const char *what)
+{
+    if (ldY < out)
+        gl_die("%s: row stride %d is less than the %d output columns", what,
+               ldY, out);
+}
+
+static void cpu_moe_gemm(gl_dev *d, void *Y, int ldY, const void *X,
+                         const void *W, int in, int out, const gl_moe_map *map)
 {
     (void)d;
-    gl_cpu_moe_gemm_f32(Y, X, W, in, out, map->offsets, map->E,
+    cpu_moe_ld_check(ldY, out, "moe_gemm");
+    gl_cpu_moe_gemm_f32(Y, ldY, X, W, in, out, map->offsets, map->E,
                         map->rows_max);
 }
 
-static void cpu_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY,
+static void cpu_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
                                const void *W, int in, int out,
-                               const gl_moe_map *map)
+                               const gl_moe_map *map, int accumulate_dx)
 {
     (void)d;
-    gl_cpu_moe_gemm_dgrad_f32(dX, dY, W, in, out, map->offsets, map->E,
-                              map->rows_max);
+    cpu_moe_ld_check(ldY, out, "moe_gemm_dgrad");
+    gl_cpu_moe_gemm_dgrad_f32(dX, dY, ldY, W, in, out, map->offsets, map->E,
+                              map->rows_max, accumulate_dx);
 }
 
-static void cpu_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY,
+static void cpu_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
                                const void *X, int in, int out,
                                const gl_moe_map *map)
 {
     (void)d;
-    gl_cpu_moe_gemm_wgrad_f32(dW, dY, X, in, out, map->offsets, map->E);
+    cpu_moe_ld_check(ldY, out, "moe_gemm_wgrad");
+    gl_cpu_moe_gemm_wgrad_f32(dW, dY, ldY, X, in, out, map->offsets, map->E);
 }
 
 static void cpu_moe_aux_counts(gl_dev *d, float *counts, const float *logits,

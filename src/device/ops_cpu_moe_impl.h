@@ -399,48 +399,49 @@ void GL_K(moe_unpermute_bwd)(real *dyp, real *dweight, const real *dout,
 
 /*
  * Grouped products: one gemm per expert with rows, on its block of rows
- * [offsets[e], offsets[e+1]) and its weight W_e = W + e out in:
- *   Y_e = X_e W_e^T,   dX_e = dY_e W_e,   dW_e += dY_e^T X_e.
- * Rows past offsets[E] of Y and dX are zeroed.
+ * [offsets[e], offsets[e+1]) and its weight W_e = W + e out in, the out
+ * side (Y, dY) with row stride ldY:
+ *   Y_e = X_e W_e^T,   dX_e (+)= dY_e W_e,   dW_e += dY_e^T X_e.
+ * The rows past offsets[E] of Y (its out columns) and of dX (unless
+ * accumulating) are zeroed.
  */
-void GL_K(moe_gemm)(real *Y, const real *X, const real *W, int in, int out,
-                    const int32_t *offsets, int E, int rows_max)
+void GL_K(moe_gemm)(real *Y, int ldY, const real *X, const real *W, int in,
+                    int out, const int32_t *offsets, int E, int rows_max)
 {
     for (int e = 0; e < E; e++) {
         int r0 = offsets[e], m = offsets[e + 1] - r0;
         if (m > 0)
             GL_K(gemm)(0, 1, m, out, in, 1, X + (size_t)r0 * in, in,
-                       W + (size_t)e * out * in, in, 0, Y + (size_t)r0 * out,
-                       out);
+                       W + (size_t)e * out * in, in, 0, Y + (size_t)r0 * ldY,
+                       ldY);
     }
-    if (rows_max > offsets[E])
-        memset(Y + (size_t)offsets[E] * out, 0,
-               (size_t)(rows_max - offsets[E]) * out * sizeof(real));
+    for (int r = offsets[E]; r < rows_max; r++)
+        memset(Y + (size_t)r * ldY, 0, (size_t)out * sizeof(real));
 }
 
-void GL_K(moe_gemm_dgrad)(real *dX, const real *dY, const real *W, int in,
-                          int out, const int32_t *offsets, int E,
-                          int rows_max)
+void GL_K(moe_gemm_dgrad)(real *dX, const real *dY, int ldY, const real *W,
+                          int in, int out, const int32_t *offsets, int E,
+                          int rows_max, int accumulate_dx)
 {
     for (int e = 0; e < E; e++) {
         int r0 = offsets[e], m = offsets[e + 1] - r0;
         if (m > 0)
-            GL_K(gemm)(0, 0, m, in, out, 1, dY + (size_t)r0 * out, out,
-                       W + (size_t)e * out * in, in, 0, dX + (size_t)r0 * in,
-                       in);
+            GL_K(gemm)(0, 0, m, in, out, 1, dY + (size_t)r0 * ldY, ldY,
+                       W + (size_t)e * out * in, in, accumulate_dx ? 1 : 0,
+                       dX + (size_t)r0 * in, in);
     }
-    if (rows_max > offsets[E])
+    if (!accumulate_dx && rows_max > offsets[E])
         memset(dX + (size_t)offsets[E] * in, 0,
                (size_t)(rows_max - offsets[E]) * in * sizeof(real));
 }
 
-void GL_K(moe_gemm_wgrad)(real *dW, const real *dY, const real *X, int in,
-                          int out, const int32_t *offsets, int E)
+void GL_K(moe_gemm_wgrad)(real *dW, const real *dY, int ldY, const real *X,
+                          int in, int out, const int32_t *offsets, int E)
 {
     for (int e = 0; e < E; e++) {
         int r0 = offsets[e], m = offsets[e + 1] - r0;
         if (m > 0)
-            GL_K(gemm)(1, 0, out, in, m, 1, dY + (size_t)r0 * out, out,
+            GL_K(gemm)(1, 0, out, in, m, 1, dY + (size_t)r0 * ldY, ldY,
                        X + (size_t)r0 * in, in, 1, dW + (size_t)e * out * in,
                        in);
     }

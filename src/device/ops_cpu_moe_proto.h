@@ -36,13 +36,13 @@ void GL_K(moe_unpermute_bwd)(real *dyp, real *dweight, const real *dout,
                              const int32_t *offsets, int n, int k, int E,
                              int rows_max);
 
-void GL_K(moe_gemm)(real *Y, const real *X, const real *W, int in, int out,
-                    const int32_t *offsets, int E, int rows_max);
-void GL_K(moe_gemm_dgrad)(real *dX, const real *dY, const real *W, int in,
-                          int out, const int32_t *offsets, int E,
-                          int rows_max);
-void GL_K(moe_gemm_wgrad)(real *dW, const real *dY, const real *X, int in,
-                          int out, const int32_t *offsets, int E);
+void GL_K(moe_gemm)(real *Y, int ldY, const real *X, const real *W, int in,
+                    int out, const int32_t *offsets, int E, int rows_max);
+void GL_K(moe_gemm_dgrad)(real *dX, const real *dY, int ldY, const real *W,
+                          int in, int out, const int32_t *offsets, int E,
+                          int rows_max, int accumulate_dx);
+void GL_K(moe_gemm_wgrad)(real *dW, const real *dY, int ldY, const real *X,
+                          int in, int out, const int32_t *offsets, int E);
 
 void GL_K(moe_aux_counts)(real *counts, const real *logits, int n,
                           long row0, int seq_len,

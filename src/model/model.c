@@ -85,7 +85,7 @@ static void layout_forward_only(gl_model *m, carver *cv)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t nlh = (size_t)dm->nl * (size_t)dm->h * m->d->act_bytes;
-    gl_layer_acts shared;
+    gl_layer_acts shared = { 0 };   /* (no FP8 or MoE buffers of its own yet) */
     layout_layer_acts(m, cv, &shared, NULL);
     for (int c = 0; c < m->plan->nchunks; c++) {
         gl_slot *sl = &m->slot[c][0];

@@ -54,6 +54,16 @@
  * the embedding group so both copies take the same steps, and the copy is
  * left out of the gradient norm.
  *
+ * Mixture of experts.  On an MoE layer (gl_arch_is_moe_layer) the MLP's
+ * tensors are the router [E, h] and the expert bias [E] (replicated; the
+ * bias a buffer: gl_param.buffer), the stacked experts' w_gate, w_up
+ * [E, F, h] and w_down [E, h, F], each one range of the flat buffer with
+ * every expert's F split over TP as the dense MLP's f, and the shared
+ * experts' matrices as a dense MLP's (gl_layer_offs; moe.h says how the
+ * layer runs).  gl_param keeps the logical 3-D shape; gl_param_view gives
+ * the 2-D matrix in which the rank's piece is one rectangle, which
+ * initialisation and checkpoints use.
+ *
  * Pipeline chunks.  With PP stages and V virtual chunks per stage, model
  * chunk mc = c PP + stage (c = 0..V-1 on each rank) holds layers
  * [mc Lc, (mc + 1) Lc), Lc = L / (PP V).  Model chunk 0 starts with the

@@ -13,11 +13,11 @@
  *
  * R = offsets[E], the rows the routing dispatched.  The experts' w_gate
  * and w_up are two parameters, each one range of the flat buffer
- * ([E, fel, h] each, model.h), so fc1 runs as two products per expert
- * (the generic gemm, whose output row stride writes gate and up into the
- * two halves of gu's rows, the layout swiglu reads) with the per-expert
- * row counts moe_route leaves on the host; w_down's stacked [E, h, fel]
- * is moe_gemm's layout as it stands.
+ * ([E, fel, h] each, model.h), so fc1 is two grouped products whose
+ * output row stride (ldY = 2 fel) writes gate and up into the two halves
+ * of gu's rows, the layout swiglu reads; their data gradients add into
+ * one dxp (accumulate_dx).  w_down's stacked [E, h, fel] is moe_gemm's
+ * layout as it stands.
  *
  * The backward: unpermute's (dyp, and dweight, partial over TP: summed
  * before moe_route_bwd, as ops.h says), moe_gemm's dgrad and wgrad,
@@ -274,70 +274,44 @@ void gl_moe_need(gl_model *m, const gl_layer_offs *lo)
         need(m, lo->ebias, (size_t)dm->E);
 }
 
-/* Where expert e's fc1 weights are: w_gate (SwiGLU) and w_up. */
-static const void *w_gate(const gl_model *m, const gl_layer_offs *lo, int e)
+/* Where the experts' w_up is: after w_gate (SwiGLU), or at egu. */
+static size_t up_off(const gl_model *m, const gl_layer_offs *lo)
 {
     const gl_model_dims *dm = DIMS;
-    return W(m, lo->egu + (size_t)e * dm->fel * dm->h);
+    return lo->egu + (dm->swiglu ? (size_t)dm->E * dm->fel * dm->h : 0);
 }
 
-static size_t up_off(const gl_model *m, const gl_layer_offs *lo, int e)
-{
-    const gl_model_dims *dm = DIMS;
-    size_t gate = dm->swiglu ? (size_t)dm->E * dm->fel * dm->h : 0;
-    return lo->egu + gate + (size_t)e * dm->fel * dm->h;
-}
-
-/* gu [R, guw] = per expert e, xp_e [Wg_e; Wu_e]^T (gate | up). */
+/* gu [R, guw] = xp [Wg_e; Wu_e]^T per expert: the gate and up products,
+ * each from its own stacked weights, into the two halves of gu's rows. */
 static void fc1_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
                     const void *xp, int guw)
 {
     const gl_model_dims *dm = DIMS;
-    const int32_t *off = x->map.offsets_host;
-    int h = dm->h, fel = dm->fel;
-    for (int e = 0; e < dm->E; e++) {
-        int r = off[e + 1] - off[e];
-        if (r <= 0)
-            continue;
-        const void *X = at(m, (void *)xp, (size_t)off[e] * h);
-        void *Y = at(m, x->gu, (size_t)off[e] * guw);
-        if (dm->swiglu) {
-            OPS->gemm(m->d, 0, 1, r, fel, h, 1.0f, X, h, w_gate(m, lo, e), h, 0.0f, Y,
-                      m->d->act, guw);
-            Y = at(m, Y, (size_t)fel);
-        }
-        OPS->gemm(m->d, 0, 1, r, fel, h, 1.0f, X, h, W(m, up_off(m, lo, e)), h, 0.0f, Y,
-                  m->d->act, guw);
+    void *Y = x->gu;
+    if (dm->swiglu) {
+        OPS->moe_gemm(m->d, Y, guw, xp, W(m, lo->egu), dm->h, dm->fel, &x->map);
+        Y = at(m, Y, (size_t)dm->fel);
     }
+    OPS->moe_gemm(m->d, Y, guw, xp, W(m, up_off(m, lo)), dm->h, dm->fel, &x->map);
 }
 
-/* fc1's backward: dW += dgu_e^T xp_e, dxp_e = dgu_e [Wg_e; Wu_e]. */
+/* fc1's backward: dW += dgu_e^T xp_e, dxp = dgu_e [Wg_e; Wu_e] (the up
+ * half's added to the gate half's). */
 static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
                     const void *xp, const void *dgu, void *dxp, int guw)
 {
     const gl_model_dims *dm = DIMS;
-    const int32_t *off = x->map.offsets_host;
-    int h = dm->h, fel = dm->fel;
-    for (int e = 0; e < dm->E; e++) {
-        int r = off[e + 1] - off[e];
-        if (r <= 0)
-            continue;
-        const void *X = at(m, (void *)xp, (size_t)off[e] * h);
-        const void *dY = at(m, (void *)dgu, (size_t)off[e] * guw);
-        void *dX = at(m, dxp, (size_t)off[e] * h);
-        float beta = 0.0f;
-        if (dm->swiglu) {
-            size_t go = lo->egu + (size_t)e * fel * h;
-            OPS->gemm(m->d, 1, 0, fel, h, r, 1.0f, dY, guw, X, h, 1.0f, G(m, go), GL_DT_F32, h);
-            OPS->gemm(m->d, 0, 0, r, h, fel, 1.0f, dY, guw, W(m, go), h, 0.0f, dX, m->d->act,
-                      h);
-            dY = at(m, (void *)dY, (size_t)fel);
-            beta = 1.0f;
-        }
-        size_t uo = up_off(m, lo, e);
-        OPS->gemm(m->d, 1, 0, fel, h, r, 1.0f, dY, guw, X, h, 1.0f, G(m, uo), GL_DT_F32, h);
-        OPS->gemm(m->d, 0, 0, r, h, fel, 1.0f, dY, guw, W(m, uo), h, beta, dX, m->d->act, h);
+    const void *dY = dgu;
+    int acc = 0;
+    if (dm->swiglu) {
+        OPS->moe_gemm_wgrad(m->d, G(m, lo->egu), dY, guw, xp, dm->h, dm->fel, &x->map);
+        OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, lo->egu), dm->h, dm->fel, &x->map, 0);
+        dY = at(m, (void *)dY, (size_t)dm->fel);
+        acc = 1;
     }
+    size_t uo = up_off(m, lo);
+    OPS->moe_gemm_wgrad(m->d, G(m, uo), dY, guw, xp, dm->h, dm->fel, &x->map);
+    OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, uo), dm->h, dm->fel, &x->map, acc);
 }
 
 /* The experts' activation: a [rows, fel] of gu [rows, guw]. */
@@ -380,7 +354,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
     fc1_fwd(m, lo, x, s->xp, s->guw);
     expert_act(m, s->a, x->gu, R, dm->fel);
-    OPS->moe_gemm(d, x->yp, s->a, W(m, lo->edown), dm->fel, h, &x->map);
+    OPS->moe_gemm(d, x->yp, h, s->a, W(m, lo->edown), dm->fel, h, &x->map);
     OPS->moe_unpermute(d, y, x->yp, h, &x->map);
 
     /* the shared experts: a dense MLP, its output added */
@@ -453,8 +427,8 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
                       GL_OP_SUM, d->stream);
     expert_act(m, s->a, x->gu, R, fel);
-    OPS->moe_gemm_dgrad(d, s->da, s->dyp, W(m, lo->edown), fel, h, &x->map);
-    OPS->moe_gemm_wgrad(d, G(m, lo->edown), s->dyp, s->a, fel, h, &x->map);
+    OPS->moe_gemm_dgrad(d, s->da, s->dyp, h, W(m, lo->edown), fel, h, &x->map, 0);
+    OPS->moe_gemm_wgrad(d, G(m, lo->edown), s->dyp, h, s->a, fel, h, &x->map);
     ready(m, lo->edown, (size_t)E * h * fel);
     if (R > 0) {
         if (dm->swiglu)
@@ -487,6 +461,8 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     OPS->gemm(d, 1, 0, E, h, nown, 1.0f, dl, E, at(m, (void *)mg, (size_t)r0 * h), h, 1.0f,
               G(m, lo->router), GL_DT_F32, h);
     ready(m, lo->router, (size_t)E * h);
+    if (m->plan->arch.moe_router_enable_expert_bias)
+        ready(m, lo->ebias, (size_t)E);     /* a buffer: its zero gradient is final */
 }
 
 void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own)
