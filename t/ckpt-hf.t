@@ -103,7 +103,7 @@ cp -r "$d/float32-untied-sharded" "$bad"
 sed 's/"llama"/"mistral"/; s/LlamaForCausalLM/MistralForCausalLM/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
 refuse "a Mistral config is refused, naming what is imported" \
-    "LlamaForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel" $tool import-hf "$bad" "$d/x.h5"
+    "LlamaForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM or GPT2LMHeadModel" $tool import-hf "$bad" "$d/x.h5"
 sed 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
 refuse "a missing layer is named" "has no tensor model.layers.2" $tool import-hf "$bad" "$d/x.h5"

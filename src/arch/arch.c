@@ -166,10 +166,26 @@ static const preset presets[] = {
     {"gpt2-medium", 24, 1024, 4096, 16, 16, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
     {"gpt2-xl", 48, 1600, 6400, 25, 25, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5},
     {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1, PRESET_LLAMA, 1e-5},
+    /* Mixtral-8x7B-v0.1 (the Llama form; FFN is each expert's, moe_presets
+     * below adds the experts); sequence 4096 as Megatron's Mixtral recipe */
+    {"mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000, 4096, 32768, 1000000, 0, 8, 1, PRESET_LLAMA,
+     1e-5},
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
-const char gl_arch_preset_names[] = "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl or tiny";
+const char gl_arch_preset_names[] = "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, gpt2, gpt2-medium, gpt2-xl, mixtral-8x7b or tiny";
+
+/* The mixture-of-experts presets' experts (config.json's
+ * num_local_experts, num_experts_per_tok): every layer MoE, experts of the
+ * preset's FFN width, Megatron's default softmax router (Mixtral's
+ * renormalised top k). */
+static const struct {
+    const char *name;
+    int experts, topk;
+} moe_presets[] = {
+    {"mixtral-8x7b", 8, 2},
+    {NULL, 0, 0},
+};
 
 int gl_arch_preset(gl_arch *a, const char *name)
 {
@@ -202,6 +218,13 @@ int gl_arch_preset(gl_arch *a, const char *name)
         a->position_embedding_type = GL_POS_LEARNED_ABSOLUTE;
         a->add_bias_linear = 1;
     }
+    for (int i = 0; moe_presets[i].name; i++)
+        if (!strcmp(moe_presets[i].name, p->name)) {
+            a->num_experts = moe_presets[i].experts;
+            a->moe_router_topk = moe_presets[i].topk;
+            a->moe_ffn_hidden_size = p->ffn;
+            snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "1");
+        }
     return 0;
 }
 
