@@ -180,6 +180,15 @@ static void test_presets(void)
        "gpt2-xl: 48 x 1600, 25 heads of 64");
     gl_config_free(&c);
 
+    parse(&c, "--model mixtral-8x7b --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.arch.num_layers == 32 && c.arch.hidden_size == 4096 && c.arch.num_query_groups == 8 &&
+       c.arch.num_experts == 8 && c.arch.moe_router_topk == 2 &&
+       gl_arch_moe_ffn(&c.arch) == 14336 && gl_arch_num_moe_layers(&c.arch) == 32 &&
+       c.arch.vocab_size == 32000 && c.arch.rotary_base == 1e6 &&
+       gl_arch_is_llama(&c.arch) && !c.arch.moe_router_pre_softmax,
+       "mixtral-8x7b: 32 x 4096, 8 experts of 14336, top 2, every layer MoE");
+    gl_config_free(&c);
+
     parse(&c, BASE);
     ok(c.arch.num_layers == 4 && c.arch.hidden_size == 64 && c.arch.num_attention_heads == 8 &&
        c.arch.num_query_groups == 4 && c.arch.ffn_hidden_size == 176 && c.arch.vocab_size == 512 &&
