@@ -59,7 +59,8 @@
 #      per-expert w1/w3/w2 tensors stacked on import and split again on
 #      export; fp32, untied, two shards.  The oracles without the
 #      renormalisation, with the two lowest experts, or with w1 and w3
-#      swapped must miss.
+#      swapped must miss.  A tiny MoE model trained one step exports as a
+#      Mixtral and round-trips; one with shared experts is refused.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -257,5 +258,30 @@ st=$?
 sed 's/^/#   /' "$tmp/out"
 test $st -ne 0 && grep -q 'gate.weight has shape \[4, 64\], config.json implies \[5, 64\]' "$tmp/out"
 ok $? "m: a missing expert (or a router of the wrong shape) is named"
+
+# A trained MoE checkpoint: Mixtral's form exports (and the export
+# imports and exports again unchanged); shared experts are refused.
+train="$top_builddir/src/tools/gridlm-train"
+for v in moe shared; do
+    extra=""
+    test $v = shared && extra="--moe-shared-expert-intermediate-size 32"
+    # shellcheck disable=SC2086
+    run "$v: gridlm-train saves a tiny MoE model" "$train" --device cpu --model tiny \
+        --num-experts 4 --moe-router-topk 2 $extra --mock-data --train-iters 1 --lr 1e-4 \
+        --micro-batch-size 1 --global-batch-size 1 --seq-length 16 \
+        --save "$tmp/$v.ck" --save-interval 1
+done
+run "moe: export-hf writes it as a MixtralForCausalLM" \
+    sh -c "'$ckpt' export-hf --dtype fp32 '$tmp/moe.ck' '$tmp/moe.hf' &&
+           grep -q MixtralForCausalLM '$tmp/moe.hf/config.json' &&
+           '$ckpt' import-hf --quiet '$tmp/moe.hf' '$tmp/moe2.h5' &&
+           '$ckpt' export-hf --dtype fp32 '$tmp/moe2.h5' '$tmp/moe2.hf'"
+run "moe: and the export imports and exports again bit for bit" \
+    "$PYTHON3" "$py" same "$tmp/moe.hf" "$tmp/moe2.hf"
+"$ckpt" export-hf "$tmp/shared.ck" "$tmp/shared.hf" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'not a MixtralForCausalLM .*it has shared experts' "$tmp/out"
+ok $? "shared experts: export-hf refuses, naming why"
 
 done_testing
