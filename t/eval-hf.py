@@ -23,7 +23,8 @@
                                        kv-heads-cycled (head i uses i % Hkv),
                                        gate-up-swapped, no-qkv-bias (Qwen2),
                                        gelu-exact, qk-swapped, no-positions
-                                       (GPT-2)
+                                       (GPT-2), not-renormalised,
+                                       lowest-experts, w1-w3-swapped (Mixtral)
   eval-hf.py unprefix DIR OUT          DIR (a GPT-2) without "transformer." in
                                        its names, as fp32, in OUT
   eval-hf.py same ORIG EXPORTED        every tensor of EXPORTED has the dtype,
@@ -57,6 +58,10 @@ LlamaForCausalLM:
       h = h + attention(q, k, v) c_proj.W + c_proj.b   (as above, no RoPE)
       h = h + gelu_tanh(layernorm(h, ln_2) c_fc.W + b) mlp.c_proj.W + b
     logits = layernorm(h, ln_f) wte^T    (tied)
+  MixtralForCausalLM (variant m) is the Llama form with the MLP replaced
+  by the sparse MoE block: p = softmax(x G^T) over all experts (G =
+  block_sparse_moe.gate), the k largest kept and divided by their sum,
+  h = h + sum over those k of p_e w2_e (silu(x w1_e^T) * (x w3_e^T)).
     layernorm(x) = (x - mean) / sqrt(var + eps) w + b;  gelu_tanh(x) =
     x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  ("gelu_new")
   inv_freq_i = 1 / theta^(2i / d); with rope_scaling llama3 (Llama 3.1):
@@ -119,6 +124,12 @@ VARIANTS = {
     "g": dict(dtype="bfloat16", tied=True, shards=2, hidden=64, inter=256, layers=2,
               heads=4, kv=4, head_dim=None, vocab=1000, eps=1e-5, theta=None,
               scaling=None, gpt2=True),
+    # MixtralForCausalLM: the Llama form with a sparse MoE block in every
+    # layer (4 experts of 48, top 2, router softmax renormalised over the
+    # two); fp32, untied, two shards, GQA 4:2, theta 1e6
+    "m": dict(dtype="float32", tied=False, shards=2, hidden=64, inter=48, layers=2,
+              heads=4, kv=2, head_dim=None, vocab=1000, eps=1e-5, theta=1000000.0,
+              scaling=None, experts=4, topk=2),
 }
 
 
@@ -166,6 +177,14 @@ def config_json(v):
         c.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3",
                  use_sliding_window=False, sliding_window=None, max_window_layers=2,
                  attention_dropout=0.0)
+    if v.get("experts"):
+        # MixtralConfig's keys: no attention_bias / mlp_bias; the router's
+        # aux-loss settings are training's, carried through
+        del c["attention_bias"], c["mlp_bias"], c["rope_scaling"]
+        c.update(architectures=["MixtralForCausalLM"], model_type="mixtral",
+                 num_local_experts=v["experts"], num_experts_per_tok=v["topk"],
+                 router_aux_loss_coef=0.02, output_router_logits=False,
+                 router_jitter_noise=0.0, sliding_window=None, attention_dropout=0.0)
     if v.get("v5"):
         del c["rope_theta"], c["rope_scaling"]
         c["rope_parameters"] = dict(v["scaling"] or {"rope_type": "default"},
@@ -225,9 +244,19 @@ def random_weights(v, seed):
         w[p + "self_attn.v_proj.weight"] = mat(kv, h, 1.0)
         w[p + "self_attn.o_proj.weight"] = mat(h, q, 0.5)
         w[p + "post_attention_layernorm.weight"] = norm(h)
-        w[p + "mlp.gate_proj.weight"] = mat(f, h, 1.0)
-        w[p + "mlp.up_proj.weight"] = mat(f, h, 1.0)
-        w[p + "mlp.down_proj.weight"] = mat(h, f, 0.5)
+        if v.get("experts"):
+            # a router with spread logits, so that the choice of experts
+            # and their weights both matter
+            m = p + "block_sparse_moe."
+            w[m + "gate.weight"] = mat(v["experts"], h, 3.0)
+            for e in range(v["experts"]):
+                w[m + f"experts.{e}.w1.weight"] = mat(f, h, 1.0)
+                w[m + f"experts.{e}.w2.weight"] = mat(h, f, 0.5)
+                w[m + f"experts.{e}.w3.weight"] = mat(f, h, 1.0)
+        else:
+            w[p + "mlp.gate_proj.weight"] = mat(f, h, 1.0)
+            w[p + "mlp.up_proj.weight"] = mat(f, h, 1.0)
+            w[p + "mlp.down_proj.weight"] = mat(h, f, 0.5)
         if v.get("qwen2"):
             for k, n in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
                 w[p + f"self_attn.{k}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
@@ -518,6 +547,34 @@ def gpt2_forward(cfg, W, ids, mutant=None):
     return x @ W["transformer.wte.weight"].T
 
 
+def sparse_moe(cfg, W, p, a, mutant):
+    """transformers' MixtralSparseMoeBlock: router logits a G^T, softmax
+    over all experts (in float), the top k kept and renormalised to sum
+    1, each token the weighted sum of its k experts'
+    w2 (silu(a w1^T) * (a w3^T))."""
+    E, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    m = p + "block_sparse_moe."
+    z = a @ W[m + "gate.weight"].T
+    probs = np.exp(z - z.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(a)
+    for t in range(a.shape[0]):
+        top = np.argsort(-probs[t], kind="stable")[:k]
+        if mutant == "lowest-experts":
+            top = np.argsort(probs[t], kind="stable")[:k]
+        wt = probs[t, top]
+        if mutant != "not-renormalised":
+            wt = wt / wt.sum()
+        for e, g in zip(top, wt):
+            x = a[t]
+            w1, w3 = W[m + f"experts.{e}.w1.weight"], W[m + f"experts.{e}.w3.weight"]
+            if mutant == "w1-w3-swapped":
+                w1, w3 = w3, w1
+            out[t] += g * ((silu(x @ w1.T) * (x @ w3.T)) @ W[m + f"experts.{e}.w2.weight"].T)
+    assert E == W[m + "gate.weight"].shape[0]
+    return out
+
+
 def forward(cfg, W, ids, mutant=None):
     if cfg.get("model_type") == "gpt2":
         return gpt2_forward(cfg, W, ids, mutant)
@@ -562,6 +619,9 @@ def forward(cfg, W, ids, mutant=None):
         o = (s @ v).transpose(1, 0, 2).reshape(n, Hq * d)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         a = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if cfg.get("model_type") == "mixtral":
+            x = x + sparse_moe(cfg, W, p, a, mutant)
+            continue
         gate = a @ W[p + "mlp.gate_proj.weight"].T
         up = a @ W[p + "mlp.up_proj.weight"].T
         if mutant == "gate-up-swapped":

@@ -57,6 +57,14 @@
 #      attn.c_attn, tied, bf16 in two shards, with the attn.bias mask
 #      buffers old checkpoints carry; the oracles with exact GeLU, q and k
 #      swapped, or no positions must miss; "gelu" (exact) is refused.
+#   m  MixtralForCausalLM: every layer a sparse MoE block of 4 experts,
+#      top 2, the router's softmax over all experts renormalised over the
+#      two (gridlm's --moe-router-topk 2 with Megatron's default softmax),
+#      per-expert w1/w3/w2 tensors stacked on import and split again on
+#      export; fp32, untied, two shards.  The oracles without the
+#      renormalisation, with the two lowest experts, or with w1 and w3
+#      swapped must miss.  A tiny MoE model trained one step exports as a
+#      Mixtral and round-trips; one with shared experts is refused.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -247,5 +255,63 @@ st=$?
 sed 's/^/#   /' "$tmp/out"
 test $st -ne 0 && grep -q 'activation_function "gelu"' "$tmp/out"
 ok $? "g: activation_function \"gelu\" (exact) is refused by name"
+
+# --- m: Mixtral, the sparse MoE block ------------------------------------
+TOL=5e-6
+prepare m 1000
+sensitive m not-renormalised lowest-experts w1-w3-swapped
+run "m: import-hf (MixtralForCausalLM, per-expert tensors stacked)" \
+    "$ckpt" import-hf --quiet "$tmp/m" "$tmp/m.h5"
+check m "1 rank" 1
+check m "TP 2" 2 --tensor-model-parallel-size 2
+check m "PP 2" 2 --pipeline-model-parallel-size 2
+run "m: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/m.h5" "$tmp/m.out"
+run "m: the export equals the original bit for bit (every expert), config.json too" \
+    "$PYTHON3" "$py" same "$tmp/m" "$tmp/m.out"
+cp "$tmp/m/config.json" "$tmp/m.orig"
+sed 's/"mixtral"/"qwen3_moe"/; s/MixtralForCausalLM/Qwen3MoeForCausalLM/' "$tmp/m.orig" \
+    >"$tmp/m/config.json"
+"$ckpt" import-hf --quiet "$tmp/m" "$tmp/m2.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'Qwen3MoeForCausalLM: its import is not built yet' "$tmp/out"
+ok $? "m: a Qwen3-MoE config is refused, naming what is missing"
+sed 's/"num_local_experts": 4/"num_local_experts": 3/' "$tmp/m.orig" >"$tmp/m/config.json"
+"$ckpt" import-hf --quiet "$tmp/m" "$tmp/m3.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'experts.3.w[123].weight, which is not a weight' "$tmp/out"
+ok $? "m: an expert beyond num_local_experts is named, not dropped"
+sed 's/"num_local_experts": 4/"num_local_experts": 5/' "$tmp/m.orig" >"$tmp/m/config.json"
+"$ckpt" import-hf --quiet "$tmp/m" "$tmp/m4.h5" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'gate.weight has shape \[4, 64\], config.json implies \[5, 64\]' "$tmp/out"
+ok $? "m: a missing expert (or a router of the wrong shape) is named"
+
+# A trained MoE checkpoint: Mixtral's form exports (and the export
+# imports and exports again unchanged); shared experts are refused.
+train="$top_builddir/src/tools/gridlm-train"
+for v in moe shared; do
+    extra=""
+    test $v = shared && extra="--moe-shared-expert-intermediate-size 32"
+    # shellcheck disable=SC2086
+    run "$v: gridlm-train saves a tiny MoE model" "$train" --device cpu --model tiny \
+        --num-experts 4 --moe-router-topk 2 $extra --mock-data --train-iters 1 --lr 1e-4 \
+        --micro-batch-size 1 --global-batch-size 1 --seq-length 16 \
+        --save "$tmp/$v.ck" --save-interval 1
+done
+run "moe: export-hf writes it as a MixtralForCausalLM" \
+    sh -c "'$ckpt' export-hf --dtype fp32 '$tmp/moe.ck' '$tmp/moe.hf' &&
+           grep -q MixtralForCausalLM '$tmp/moe.hf/config.json' &&
+           '$ckpt' import-hf --quiet '$tmp/moe.hf' '$tmp/moe2.h5' &&
+           '$ckpt' export-hf --dtype fp32 '$tmp/moe2.h5' '$tmp/moe2.hf'"
+run "moe: and the export imports and exports again bit for bit" \
+    "$PYTHON3" "$py" same "$tmp/moe.hf" "$tmp/moe2.hf"
+"$ckpt" export-hf "$tmp/shared.ck" "$tmp/shared.hf" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'not a MixtralForCausalLM .*it has shared experts' "$tmp/out"
+ok $? "shared experts: export-hf refuses, naming why"
 
 done_testing

@@ -19,6 +19,12 @@
  *     q_norm / k_norm weights lie at the end of the replicated range, and
  *     gl_model_tp_sum_range() names that range's end without sequence
  *     parallelism, all of it with, nothing for TP 1.
+ * The same for a mixture-of-experts model (dense layers among MoE ones, a
+ * shared expert, the expert bias): stacked [E, out, in] experts split on
+ * F in every expert alike, on MoE layers only; the router a replicated
+ * matrix, the expert bias a replicated buffer never counted; the experts
+ * initialised as the dense MLP (w_down scaled); gl_param_view's
+ * rectangle names the piece's elements in logical order.
  */
 #include <config.h>
 
@@ -68,15 +74,27 @@ static logical *find(logical *ls, int *nl, const gl_param *q)
             return &ls[i];
     logical *l = &ls[(*nl)++];
     snprintf(l->name, sizeof l->name, "%s", q->name);
-    l->numel = q->shape[0] * q->shape[1];
+    l->numel = q->shape[0] * q->shape[1] * q->shape[2];
     l->seen = calloc((size_t)l->numel, 1);
     return l;
 }
 
+/* The logical (row-major) index of element k of q's local piece,
+ * counted row-major over the piece's own shape. */
+static long logical_index(const gl_param *q, long k)
+{
+    long l2 = q->local_shape[2], l1 = q->local_shape[1];
+    long c = k % l2, b = k / l2 % l1, a = k / (l1 * l2);
+    return ((q->global_offset[0] + a) * q->shape[1] + q->global_offset[1] + b) * q->shape[2] +
+           q->global_offset[2] + c;
+}
+
 /* qk: --qk-layernorm, whose weights sit at the end of the replicated
  * range, all of them (and only them) in gl_model_tp_sum_range's range
- * without sequence parallelism (sp: TP > 1 with it). */
-static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int sp)
+ * without sequence parallelism (sp: TP > 1 with it).  moe: 4 experts of
+ * width 96 (2 of every layer but layer 0 and 5), with a shared expert of
+ * width 64 and the expert bias. */
+static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int sp, int moe)
 {
     model_cfg c;
     model_cfg_defaults(&c);
@@ -96,9 +114,23 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int s
     c.layout.virtual_pipeline_size = vpp;
     c.layout.sequence_parallel = sp && tp > 1;
     c.arch.qk_layernorm = qk;
-    char what[80];
-    snprintf(what, sizeof what, "TP %d PP %d V %d DP %d %s%s%s", tp, pp, vpp, dp,
-             tied ? "tied" : "untied", qk ? ", QK norm" : "", sp && tp > 1 ? ", SP" : "");
+    if (moe) {
+        c.arch.num_experts = 4;
+        c.arch.moe_router_topk = 2;
+        c.arch.moe_ffn_hidden_size = 96;
+        c.arch.moe_shared_expert_intermediate_size = 64;
+        c.arch.moe_router_score_function = GL_ROUTER_SIGMOID;
+        c.arch.moe_router_enable_expert_bias = 1;
+        gl_error err;
+        if (gl_moe_layer_freq_parse("[0,1,1,1,1,0,1,1]", 8, c.arch.moe_layer_freq,
+                                    sizeof c.arch.moe_layer_freq, &err))
+            bail_out("moe_layer_freq: %s", err.text);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "TP %d PP %d V %d DP %d %s%s%s%s", tp, pp, vpp, dp,
+             tied ? "tied" : "untied", qk ? ", QK norm" : "", sp && tp > 1 ? ", SP" : "",
+             moe ? ", MoE" : "");
+    int nexperts = 0, nbuffers = 0;
 
     logical ls[256];
     int nl = 0, bad = 0;
@@ -123,13 +155,30 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int s
                     if (used[e]++)
                         bad = 1, diag("%s: %s overlaps", what, q->name);
                 int rep = q->offset >= p->rep_begin && q->offset < p->rep_end;
-                if (rep != (q->ndim == 1) || q->no_weight_decay != (q->ndim == 1))
+                if (rep != (q->shard == GL_SHARD_NONE) || q->no_weight_decay != (q->ndim == 1))
                     bad = 1, diag("%s: %s in the wrong region", what, q->name);
                 int qkn = strstr(q->name, "q_norm") || strstr(q->name, "k_norm");
                 if (qkn != (q->offset >= p->qk_norm_begin && q->offset < p->rep_end))
                     bad = 1, diag("%s: %s inside or outside the QK-norm range", what, q->name);
-                if (q->ndim == 1 && q->counted != (r == 0))
+                if (q->ndim == 2 && rep != !!strstr(q->name, "router."))
+                    bad = 1, diag("%s: %s: a replicated matrix", what, q->name);
+                if (rep && q->counted != (r == 0 && !q->buffer))
                     bad = 1, diag("%s: %s counted wrongly", what, q->name);
+                if (q->buffer != !!strstr(q->name, "expert_bias"))
+                    bad = 1, diag("%s: %s: buffer %d", what, q->name, q->buffer);
+                nbuffers += q->buffer;
+                if (q->ndim == 3) {
+                    nexperts++;
+                    int l = q->layer;
+                    if (l < 0 || l == 0 || l == 5 || q->shape[0] != 4)
+                        bad = 1, diag("%s: %s on a dense layer", what, q->name);
+                    /* Megatron: the experts' fc1 as the dense MLP's, fc2 scaled */
+                    double want = strstr(q->name, "w_down") ? 0.02 / sqrt(16.0) : 0.02;
+                    if (fabs(q->init_std - want) > 1e-15)
+                        bad = 1, diag("%s: %s init std %g", what, q->name, q->init_std);
+                }
+                if (strstr(q->name, ".mlp.w_") && q->layer > 0 && q->layer != 5 && moe)
+                    bad = 1, diag("%s: %s: a dense MLP on an MoE layer", what, q->name);
                 if (q->tied_copy && q->counted)
                     bad = 1, diag("%s: tied copy counted", what);
                 if (strstr(q->name, "wk.") || strstr(q->name, "wv.") || strstr(q->name, "w_up.") ||
@@ -144,15 +193,24 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int s
                 if (q->tied_copy)
                     continue;
                 logical *l = find(ls, &nl, q);
-                for (long a = 0; a < q->local_shape[0]; a++)
-                    for (long b = 0; b < q->local_shape[1]; b++) {
-                        long e = (q->global_offset[0] + a) * q->shape[1] + q->global_offset[1] + b;
-                        /* replicated pieces are held by every TP rank */
-                        if (q->shard == GL_SHARD_NONE && r > 0)
-                            continue;
-                        if (l->seen[e]++)
-                            bad = 1;
+                /* gl_param_view's rectangle covers the same elements in
+                 * the same order (initialisation and checkpoints use it) */
+                long view[2], loc[2], off[2];
+                gl_param_view(q, view, loc, off);
+                if (view[0] * view[1] != l->numel || loc[0] * loc[1] != (long)q->count)
+                    bad = 1, diag("%s: %s: view sizes", what, q->name);
+                for (long k = 0; k < (long)q->count; k++) {
+                    long e = logical_index(q, k);
+                    if (e != (off[0] + k / loc[1]) * view[1] + off[1] + k % loc[1]) {
+                        bad = 1, diag("%s: %s: element %ld off the view", what, q->name, k);
+                        break;
                     }
+                    /* replicated pieces are held by every TP rank */
+                    if (q->shard == GL_SHARD_NONE && r > 0)
+                        continue;
+                    if (e < 0 || e >= l->numel || l->seen[e]++)
+                        bad = 1;
+                }
             }
             free(used);
             gl_model_plan_free(p);
@@ -167,12 +225,15 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int s
         free(ls[i].seen);
     }
     ok(!bad, "%s: %d logical tensors, every element held once, ranges sound", what, nl);
+    if (moe)   /* 6 MoE layers: 3 stacked tensors and an expert bias each */
+        ok(nexperts == 18 * tp && nbuffers == 6 * tp, "%s: %d stacked pieces, %d buffers", what,
+           nexperts, nbuffers);
     is_int(counted, gl_arch_num_params(&c.arch), "%s: counted parameters = the model's", what);
 }
 
 /* gl_model_init_weights (threaded for tensors of 2^20 elements and
  * more) writes exactly gl_param_init_value. */
-static void test_init(void)
+static void test_init(int moe)
 {
     model_cfg c;
     model_cfg_defaults(&c);
@@ -187,6 +248,11 @@ static void test_init(void)
     c.arch.vocab_size = c.arch.padded_vocab_size = 32768;
     c.arch.untie_embeddings_and_output_weights = 1;
     c.arch.init_method_std = 0.02;
+    if (moe) {          /* stacked experts, drawn from their logical index */
+        c.arch.num_experts = 4;
+        c.arch.moe_router_topk = 2;
+        c.arch.moe_shared_expert_intermediate_size = 32;
+    }
     gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     gl_model *m = gl_model_new(p, d, NULL, NULL);
@@ -201,8 +267,10 @@ static void test_init(void)
             if (w[q->offset + e] != (float)gl_param_init_value(q, 99, (long)e))
                 bad++;
     }
-    ok(bad == 0, "init: %ld of %ld weights differ from gl_param_init_value", bad, total);
-    ok(!memcmp(master, w + mb, 1000 * sizeof(float)), "init: master range copied");
+    ok(bad == 0, "init%s: %ld of %ld weights differ from gl_param_init_value",
+       moe ? " (MoE)" : "", bad, total);
+    ok(!memcmp(master, w + mb, 1000 * sizeof(float)), "init%s: master range copied",
+       moe ? " (MoE)" : "");
     d->ops->free(d, master);
     gl_model_free(m);
     gl_model_plan_free(p);
@@ -280,18 +348,27 @@ int main(void)
 {
     plan(NO_PLAN);
     test_rng();
-    test_init();
+    test_init(0);
+    test_init(1);
     test_rope_scaling();
-    test_layout(1, 1, 1, 1, 1, 0, 1);
-    test_layout(1, 1, 1, 1, 0, 0, 1);
-    test_layout(2, 2, 2, 2, 1, 0, 1);
-    test_layout(2, 2, 2, 3, 0, 0, 1);
-    test_layout(4, 2, 1, 1, 1, 0, 1);
-    test_layout(2, 4, 1, 2, 1, 0, 1);
-    test_layout(2, 1, 1, 1, 1, 0, 0);
-    test_layout(1, 1, 1, 1, 0, 1, 0);
-    test_layout(2, 2, 2, 2, 1, 1, 0);
-    test_layout(2, 2, 2, 3, 0, 1, 1);
-    test_layout(4, 1, 1, 2, 1, 1, 0);
+    test_layout(1, 1, 1, 1, 1, 0, 1, 0);
+    test_layout(1, 1, 1, 1, 0, 0, 1, 0);
+    test_layout(2, 2, 2, 2, 1, 0, 1, 0);
+    test_layout(2, 2, 2, 3, 0, 0, 1, 0);
+    test_layout(4, 2, 1, 1, 1, 0, 1, 0);
+    test_layout(2, 4, 1, 2, 1, 0, 1, 0);
+    test_layout(2, 1, 1, 1, 1, 0, 0, 0);
+    test_layout(1, 1, 1, 1, 0, 1, 0, 0);
+    test_layout(2, 2, 2, 2, 1, 1, 0, 0);
+    test_layout(2, 2, 2, 3, 0, 1, 1, 0);
+    test_layout(4, 1, 1, 2, 1, 1, 0, 0);
+    for (int qk = 0; qk < 2; qk++) {   /* MoE layers, with and without the QK norm */
+        test_layout(1, 1, 1, 1, 1, qk, 1, 1);
+        test_layout(1, 1, 1, 1, 0, qk, 1, 1);
+        test_layout(2, 2, 2, 2, 1, qk, 1, 1);
+        test_layout(2, 2, 2, 3, 0, qk, 1, 1);
+        test_layout(4, 2, 1, 1, 1, qk, 1, 1);
+        test_layout(2, 4, 1, 2, 1, qk, 0, 1);
+    }
     return done_testing();
 }

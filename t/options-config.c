@@ -3,6 +3,7 @@
  * the FLOP count of ../shared/reference/flops.md. */
 #include <config.h>
 #include "base/log.h"
+#include "arch/tensors.h"
 #include "train/run_config.h"
 #include "tap.h"
 #include "child.h"
@@ -177,6 +178,15 @@ static void test_presets(void)
     ok(c.arch.num_layers == 48 && c.arch.hidden_size == 1600 && c.arch.num_attention_heads == 25 &&
        c.arch.ffn_hidden_size == 6400 && c.arch.kv_channels == 64 && gl_arch_is_gpt2(&c.arch),
        "gpt2-xl: 48 x 1600, 25 heads of 64");
+    gl_config_free(&c);
+
+    parse(&c, "--model mixtral-8x7b --mock-data --train-iters 1 --lr 1e-4");
+    ok(c.arch.num_layers == 32 && c.arch.hidden_size == 4096 && c.arch.num_query_groups == 8 &&
+       c.arch.num_experts == 8 && c.arch.moe_router_topk == 2 &&
+       gl_arch_moe_ffn(&c.arch) == 14336 && gl_arch_num_moe_layers(&c.arch) == 32 &&
+       c.arch.vocab_size == 32000 && c.arch.rotary_base == 1e6 &&
+       gl_arch_is_llama(&c.arch) && !c.arch.moe_router_pre_softmax,
+       "mixtral-8x7b: 32 x 4096, 8 experts of 14336, top 2, every layer MoE");
     gl_config_free(&c);
 
     parse(&c, BASE);
@@ -608,8 +618,8 @@ static void test_refusals(void)
             "--num-attention-heads 8", "--kv-channels");
     REFUSED(BASE "--kv-channels 7", 0, "--kv-channels 7 is odd");
     REFUSED(BASE "--model llama4", 0, "--model llama4 is not a known model",
-            "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl "
-            "or tiny");
+            "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, "
+            "mixtral-8x7b or tiny");
     REFUSED(BASE "--fp16", 0, "--fp16 is not supported", "--bf16");
     REFUSED(BASE "--tokenizer-type SentencePieceTokenizer", 0,
             "--tokenizer-type SentencePieceTokenizer is not supported",
@@ -782,6 +792,219 @@ static void test_samples(void)
     gl_config_free(&c);
 }
 
+/* Mixture of experts (issue 13): --moe-layer-freq's forms, which layers
+ * are MoE layers, the parameter table, the counts on active parameters,
+ * the JSON codec and the comparison, and the checks of the flags: what
+ * gridlm does not train yet refused by name, the rest accepted. */
+#define MOE_OK "--num-experts 4 --moe-router-topk 2 "
+
+/* The command line parses (exit 0, nothing on stderr). */
+static void accepted(const char *cmdline)
+{
+    char err[4096];
+    int code = run_child(cmdline, 0, 8, err, sizeof err);
+    ok(code == 0 && !err[0], "accepted: %s", cmdline);
+    if (code || err[0])
+        diag("exit %d, stderr: %s", code, err);
+}
+
+static void test_moe(void)
+{
+    char out[GL_MOE_FREQ_MAX];
+    gl_error err;
+    static const struct { const char *in; int layers; const char *want; } forms[] = {
+        {"1", 4, "1"}, {"2", 0, "2"}, {"[0,1,1,1]", 4, "[0,1,1,1]"},
+        {"([0]+[1]*3)", 4, "[0,1,1,1]"}, {"[0]*1+[1]*3", 4, "[0,1,1,1]"},
+        {"([1]*2+[0]*1)*2", 6, "[1,1,0,1,1,0]"}, {" [ 1 , 0 ] * 2 ", 4, "[1,0,1,0]"},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        int rc = gl_moe_layer_freq_parse(forms[i].in, forms[i].layers, out, sizeof out, &err);
+        ok(rc == 0 && !strcmp(out, forms[i].want), "--moe-layer-freq '%s' reads as %s",
+           forms[i].in, forms[i].want);
+        if (rc)
+            diag("%s", err.text);
+    }
+    static const struct { const char *in; const char *why; } bad_forms[] = {
+        {"0", "positive integer"}, {"x", "positive integer"}, {"[0,2]", "0 (dense) or 1"},
+        {"[0,1", "expected ',' or ']'"}, {"([0]", "')' is missing"}, {"[1]*", "needs a count"},
+        {"[1,1,1]", "3 entries for --num-layers 4"}, {"[1]+", "expected '[' or '('"},
+    };
+    for (size_t i = 0; i < sizeof bad_forms / sizeof bad_forms[0]; i++) {
+        int rc = gl_moe_layer_freq_parse(bad_forms[i].in, 4, out, sizeof out, &err);
+        ok(rc == -1 && strstr(err.text, bad_forms[i].why) &&
+           strstr(err.text, "--moe-layer-freq"), "--moe-layer-freq '%s' refused: %s",
+           bad_forms[i].in, rc ? err.text : "(accepted)");
+    }
+
+    /* A Mixtral-like model: 4 layers, 8 experts of width 96, top-2, MoE
+     * on layers 1..3 (layer 0 dense), a shared expert of width 32. */
+    gl_arch a;
+    gl_arch_defaults(&a);
+    gl_arch_llama(&a);
+    a.num_layers = 4;
+    a.hidden_size = 64;
+    a.ffn_hidden_size = 176;
+    a.num_attention_heads = 8;
+    a.num_query_groups = 4;
+    a.seq_length = 64;
+    a.vocab_size = 512;
+    a.padded_vocab_size = 512;
+    a.untie_embeddings_and_output_weights = 1;
+    gl_arch_resolve(&a);
+    long dense_params = gl_arch_num_params(&a);
+    double dense_flops = gl_arch_flops_per_token(&a, 1);
+    ok(!gl_arch_is_moe_layer(&a, 0) && gl_arch_num_moe_layers(&a) == 0,
+       "a dense model has no MoE layer");
+    is_int(gl_arch_num_active_params(&a), dense_params, "dense: active = all parameters");
+    a.num_experts = 8;
+    a.moe_ffn_hidden_size = 96;
+    a.moe_shared_expert_intermediate_size = 32;
+    snprintf(a.moe_layer_freq, sizeof a.moe_layer_freq, "[0,1,1,1]");
+    ok(!gl_arch_is_moe_layer(&a, 0) && gl_arch_is_moe_layer(&a, 1) &&
+       gl_arch_is_moe_layer(&a, 3) && gl_arch_num_moe_layers(&a) == 3,
+       "[0,1,1,1]: layers 1, 2 and 3 are MoE layers");
+    long h = 64, F = 96, S = 32, E = 8, f = 176;
+    long moe_block = E * h + E * 3 * F * h + 3 * S * h, dense_mlp = 3 * f * h;
+    is_int(gl_arch_num_params(&a), dense_params + 3 * (moe_block - dense_mlp),
+           "parameters: router, 8 experts and the shared expert in place of the dense MLP");
+    is_int(gl_arch_num_active_params(&a),
+           dense_params + 3 * (E * h + 2 * 3 * F * h + 3 * S * h - dense_mlp),
+           "active parameters: the top-2 experts (Megatron's count)");
+    double moe_layer = gl_arch_layer_flops(&a) - 6.0 * h * 3 * f + 6.0 * h * 3 * F * 2 +
+                       6.0 * h * 3 * S + 6.0 * h * E;
+    is_double(gl_arch_moe_layer_flops(&a), moe_layer, 0,
+              "an MoE layer's FLOPs: top-k routed and shared experts, the router "
+              "(flops.md's 6 h E)");
+    is_double(gl_arch_flops_per_token(&a, 1), dense_flops - 3 * gl_arch_layer_flops(&a) +
+              3 * moe_layer, 0, "FLOPs/token: 1 dense and 3 MoE layers");
+    snprintf(a.moe_layer_freq, sizeof a.moe_layer_freq, "2");
+    ok(gl_arch_is_moe_layer(&a, 0) && !gl_arch_is_moe_layer(&a, 1) &&
+       gl_arch_is_moe_layer(&a, 2) && gl_arch_num_moe_layers(&a) == 2,
+       "--moe-layer-freq 2: layers 0 and 2 (i %% 2 == 0, as Megatron)");
+
+    /* The parameter table. */
+    long shape[GL_TENSOR_MAXDIM];
+    char name[128];
+    is_int(gl_tensor_shape(GL_T_EXPERT_W_GATE, &a, 512, shape), 3, "experts: stacked, 3-D");
+    ok(shape[0] == E && shape[1] == F && shape[2] == h, "experts.w_gate [E, F, h]");
+    gl_tensor_shape(GL_T_EXPERT_W_DOWN, &a, 512, shape);
+    ok(shape[0] == E && shape[1] == h && shape[2] == F, "experts.w_down [E, h, F]");
+    gl_tensor_shape(GL_T_ROUTER, &a, 512, shape);
+    ok(shape[0] == E && shape[1] == h && gl_tensor(GL_T_ROUTER)->shard == GL_SHARD_NONE,
+       "router [E, h], replicated over TP");
+    gl_tensor_shape(GL_T_SHARED_W_DOWN, &a, 512, shape);
+    ok(shape[0] == h && shape[1] == S, "shared_experts.w_down [h, S]");
+    gl_tensor_name(GL_T_EXPERT_W_UP, 3, 0, name, sizeof name);
+    is_string(name, "layers.3.mlp.experts.w_up.weight", "the experts' name");
+    ok(gl_tensor_present_at(GL_T_EXPERT_W_UP, &a, 0) &&
+       !gl_tensor_present_at(GL_T_EXPERT_W_UP, &a, 1) &&
+       !gl_tensor_present_at(GL_T_W_UP, &a, 0) && gl_tensor_present_at(GL_T_W_UP, &a, 1),
+       "experts on MoE layers only, the dense MLP on dense layers only");
+    ok(!gl_tensor_present(GL_T_EXPERT_BIAS, &a), "no expert bias unless enabled");
+    a.moe_router_enable_expert_bias = 1;
+    ok(gl_tensor_present_at(GL_T_EXPERT_BIAS, &a, 2) && gl_tensor(GL_T_EXPERT_BIAS)->buffer,
+       "the expert bias: present when enabled, a buffer");
+    gl_arch dense;
+    gl_arch_defaults(&dense);
+    ok(!gl_tensor_present(GL_T_ROUTER, &dense) && gl_tensor_present_at(GL_T_W_UP, &dense, 0),
+       "a dense model: no MoE tensor");
+    ok(!gl_tensor_translate("layers.1.mlp.router.weight", 1, name, sizeof name, NULL, NULL),
+       "no Hugging Face name for the stacked MoE tensors yet");
+
+    /* JSON: a dense model's config has no MoE key; an MoE one reads back
+     * the same; a config without the keys reads as a dense model. */
+    json_t *j = json_object();
+    gl_arch_to_json(&dense, j);
+    ok(!json_object_get(j, "num_experts") && !json_object_get(j, "moe_router_topk"),
+       "a dense model's config JSON has no MoE key");
+    gl_arch back = a;
+    ok(gl_arch_from_json(&back, j, &err) == 0 && back.num_experts == 0 &&
+       back.moe_router_topk == 2 && !strcmp(back.moe_layer_freq, "1") &&
+       !back.moe_router_enable_expert_bias, "a config without MoE keys reads as dense");
+    json_decref(j);
+    j = json_object();
+    a.moe_router_score_function = GL_ROUTER_SIGMOID;
+    a.moe_router_topk_scaling_factor = 2.5;
+    gl_arch_to_json(&a, j);
+    gl_arch_defaults(&back);
+    ok(gl_arch_from_json(&back, j, &err) == 0 && back.num_experts == 8 &&
+       back.moe_ffn_hidden_size == 96 && back.moe_shared_expert_intermediate_size == 32 &&
+       !strcmp(back.moe_layer_freq, "2") && back.moe_router_enable_expert_bias &&
+       back.moe_router_score_function == GL_ROUTER_SIGMOID &&
+       back.moe_router_topk_scaling_factor == 2.5, "an MoE model's config JSON reads back");
+    json_decref(j);
+    char diff[1024];
+    back.moe_router_topk = 4;
+    ok(gl_arch_diff(&a, &back, diff, sizeof diff) == 1 &&
+       !strcmp(diff, "--moe-router-topk 2 there, 4 here"), "the top-k compared: %s", diff);
+    ok(gl_arch_diff(&a, &dense, diff, sizeof diff) >= 1 &&
+       strstr(diff, "--num-experts 8 there, 0 here") && !strstr(diff, "topk"),
+       "dense against MoE: the experts' count, not their settings: %s", diff);
+    back = a;
+    snprintf(back.moe_layer_freq, sizeof back.moe_layer_freq, "[1,0,1,0]");
+    is_int(gl_arch_diff(&a, &back, diff, sizeof diff), 0,
+           "--moe-layer-freq 2 and [1,0,1,0] are the same layers");
+    snprintf(back.moe_layer_freq, sizeof back.moe_layer_freq, "[0,1,1,1]");
+    ok(gl_arch_diff(&a, &back, diff, sizeof diff) == 1 &&
+       !strcmp(diff, "--moe-layer-freq [1,0,1,0] there, [0,1,1,1] here"),
+       "other layers: named as lists: %s", diff);
+    char form[256];
+    gl_arch_describe(&back, form, sizeof form);
+    ok(strstr(form, "SwiGLU experts: 8, top-2, on 3 of 4 layers, with a shared expert") != NULL,
+       "the summary names the experts: %s", form);
+    char flags[4096];
+    gl_arch_to_flags(&a, flags, sizeof flags);
+    ok(strstr(flags, "--num-experts 8 --moe-ffn-hidden-size 96 --moe-router-topk 2 "
+                     "--moe-layer-freq 2 --moe-shared-expert-intermediate-size 32 "
+                     "--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5 "
+                     "--moe-router-enable-expert-bias") != NULL,
+       "the MoE flags spelt out: %s", flags);
+    gl_arch_to_flags(&dense, flags, sizeof flags);
+    ok(!strstr(flags, "moe") && !strstr(flags, "experts"), "none for a dense model");
+
+    /* The flags: checked; what is not built refused by name. */
+    accepted(BASE MOE_OK);
+    REFUSED(BASE MOE_OK "--moe-router-enable-expert-bias", 0,
+            "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
+    accepted(BASE MOE_OK "--moe-router-enable-expert-bias --moe-router-score-function sigmoid "
+             "--moe-router-topk-scaling-factor 2.5 --moe-layer-freq ([0]+[1]*3) "
+             "--moe-shared-expert-intermediate-size 64 --moe-expert-capacity-factor 1.5 "
+             "--moe-token-drop-policy position --moe-pad-expert-input-to-capacity "
+             "--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-2 "
+             "--moe-z-loss-coeff 1e-3 --moe-router-dtype fp32 --moe-grouped-gemm "
+             "--moe-permute-fusion --moe-token-dispatcher-type alltoall");
+    REFUSED_N(BASE "--num-experts 4 --moe-router-topk 6 --moe-layer-freq [0,1]", 0, 3,
+              "--moe-router-topk 6 is more than --num-experts 4",
+              "--moe-layer-freq [0,1]: the list has 2 entries for --num-layers 4",
+              "2 usage errors above");
+    REFUSED_N(BASE MOE_OK "--moe-ffn-hidden-size 90 --tensor-model-parallel-size 4 "
+              "--moe-pad-expert-input-to-capacity --expert-model-parallel-size 2", 0, 4,
+              "--tensor-model-parallel-size 4 must divide the experts' FFN width 90",
+              "--moe-pad-expert-input-to-capacity pads to the experts' capacity",
+              "--expert-model-parallel-size 2: expert parallelism is not built yet",
+              "3 usage errors above");
+    REFUSED_N("--mock-data --train-iters 1 --lr 1 --num-layers 2 --hidden-size 64 "
+              "--num-attention-heads 8 --seq-length 8 --vocab-size 64 " MOE_OK, 0, 3,
+              "--num-experts 4: gridlm's experts are SwiGLU MLPs", "add --swiglu",
+              "--num-experts 4: gridlm's experts have no biases", "2 usage errors above");
+    REFUSED(BASE "--moe-router-topk 4 --moe-aux-loss-coeff 0.01", 0,
+            "--moe-router-topk, --moe-aux-loss-coeff set the experts of a dense model",
+            "add --num-experts N");
+    REFUSED_N(BASE MOE_OK "--moe-router-load-balancing-type sinkhorn "
+              "--moe-token-dispatcher-type flex", 0, 3,
+              "--moe-router-load-balancing-type sinkhorn is not supported",
+              "--moe-token-dispatcher-type flex", "2 usage errors above");
+    REFUSED(BASE MOE_OK "--moe-router-num-groups 2", 0,
+            "--moe-router-num-groups is not supported: group-limited routing");
+    /* not built yet: the global batch's aux loss, the per-token
+     * normalisation of the MoE losses, the CUDA kernels */
+    REFUSED(BASE MOE_OK "--moe-router-load-balancing-type global_aux_loss "
+            "--moe-aux-loss-coeff 0.01", 0, "global_aux_loss is not built yet");
+    REFUSED(BASE MOE_OK "--calculate-per-token-loss --moe-z-loss-coeff 0.001", 0,
+            "--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff");
+    REFUSED(BASE MOE_OK "--device cuda", 0, "mixture-of-experts training is not built for CUDA yet");
+}
+
 int main(void)
 {
     gl_log_set_program("gridlm-train");
@@ -796,6 +1019,7 @@ int main(void)
     test_arch_form();
     test_loader_want();
     test_refusals();
+    test_moe();
     test_samples();
     test_warnings();
     test_attention_text();

@@ -17,6 +17,9 @@
 
 const char *const gl_arch_norm_names[] = {"LayerNorm", "RMSNorm", NULL};
 const char *const gl_arch_position_names[] = {"learned_absolute", "rope", "none", NULL};
+const char *const gl_arch_moe_score_names[] = {"softmax", "sigmoid", NULL};
+const char *const gl_moe_lb_names[] = {"aux_loss", "seq_aux_loss", "global_aux_loss", "none",
+                                       NULL};
 
 void gl_arch_llama(gl_arch *a)
 {
@@ -85,10 +88,18 @@ const char *gl_arch_describe(const gl_arch *a, char *out, size_t n)
                  a->position_embedding_type == GL_POS_ROPE ? "RoPE"
                  : a->position_embedding_type == GL_POS_NONE ? "no positions"
                                                              : "learned absolute positions");
+    char mlp[160];
+    if (a->num_experts > 0)
+        snprintf(mlp, sizeof mlp, "%s experts: %d, top-%d, on %d of %d layers%s",
+                 a->swiglu ? "SwiGLU" : "GeLU", a->num_experts, a->moe_router_topk,
+                 gl_arch_num_moe_layers(a), a->num_layers,
+                 a->moe_shared_expert_intermediate_size ? ", with a shared expert" : "");
+    else
+        snprintf(mlp, sizeof mlp, "%s", a->swiglu ? "SwiGLU" : "GeLU");
     snprintf(out, n, "%s%s (%s%s, %s, %s, %s%s, attention dropout %g, hidden dropout %g)", form,
              defaults ? " (Megatron defaults)" : "",
              gl_arch_norm_names[a->normalization], a->apply_layernorm_1p ? " 1p" : "",
-             a->swiglu ? "SwiGLU" : "GeLU", pos, bias, a->qk_layernorm ? ", QK RMSNorm" : "",
+             mlp, pos, bias, a->qk_layernorm ? ", QK RMSNorm" : "",
              a->attention_dropout, a->hidden_dropout);
     return out;
 }
@@ -116,6 +127,20 @@ void gl_arch_defaults(gl_arch *a)
     a->add_qkv_bias = 0;
     a->attention_dropout = 0.1;
     a->hidden_dropout = 0.1;
+    /* Megatron's MoE defaults (used once --num-experts is given). */
+    a->num_experts = 0;
+    a->moe_router_topk = 2;
+    snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "1");
+    a->moe_router_score_function = GL_ROUTER_SOFTMAX;
+}
+
+void gl_moe_defaults(gl_moe_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->load_balancing_type = GL_MOE_LB_AUX_LOSS;
+    o->router_dtype = GL_MOE_DTYPE_ACT;
+    o->token_drop_policy = GL_DROP_BY_PROBS;
+    o->router_bias_update_rate = 1e-3;
 }
 
 typedef struct {
@@ -158,11 +183,28 @@ static const preset presets[] = {
      1e-5, 0},
     {"gpt2-xl", 48, 1600, 6400, 25, 25, 50257, 1024, 1024, 10000, 0, 8, 0, PRESET_GPT2, 1e-5, 0},
     {"tiny", 4, 64, 176, 8, 4, 512, 64, 64, 500000, 0, 8, 1, PRESET_LLAMA, 1e-5, 0},
+    /* Mixtral-8x7B-v0.1 (the Llama form; FFN is each expert's, moe_presets
+     * below adds the experts); sequence 4096 as Megatron's Mixtral recipe */
+    {"mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000, 4096, 32768, 1000000, 0, 8, 1, PRESET_LLAMA,
+     1e-5, 0},
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 const char gl_arch_preset_names[] =
-    "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl or tiny";
+    "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, "
+    "mixtral-8x7b or tiny";
+
+/* The mixture-of-experts presets' experts (config.json's
+ * num_local_experts, num_experts_per_tok): every layer MoE, experts of the
+ * preset's FFN width, Megatron's default softmax router (Mixtral's
+ * renormalised top k). */
+static const struct {
+    const char *name;
+    int experts, topk;
+} moe_presets[] = {
+    {"mixtral-8x7b", 8, 2},
+    {NULL, 0, 0},
+};
 
 int gl_arch_preset(gl_arch *a, const char *name)
 {
@@ -197,6 +239,13 @@ int gl_arch_preset(gl_arch *a, const char *name)
         a->position_embedding_type = GL_POS_LEARNED_ABSOLUTE;
         a->add_bias_linear = 1;
     }
+    for (int i = 0; moe_presets[i].name; i++)
+        if (!strcmp(moe_presets[i].name, p->name)) {
+            a->num_experts = moe_presets[i].experts;
+            a->moe_router_topk = moe_presets[i].topk;
+            a->moe_ffn_hidden_size = p->ffn;
+            snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "1");
+        }
     return 0;
 }
 
@@ -250,9 +299,221 @@ void gl_arch_set_vocab(gl_arch *a, int vocab, int tp)
 }
 
 /* ------------------------------------------------------------------ */
-/* Counts (../shared/reference/flops.md).                              */
+/* MoE layers: --moe-layer-freq.                                       */
 
-long gl_arch_num_params(const gl_arch *a)
+/* A tiny recursive-descent reader of Megatron's list expressions:
+ *
+ *   expr := term ('+' term)*
+ *   term := atom ('*' N)*
+ *   atom := '[' [0|1 (',' 0|1)*] ']' | '(' expr ')'
+ *
+ * The list is built in pat (room for GL_MOE_FREQ_MAX entries). */
+typedef struct {
+    const char *p;
+    char pat[GL_MOE_FREQ_MAX];
+    int n;
+    char why[160];
+} freq_reader;
+
+static void freq_skip(freq_reader *r)
+{
+    while (*r->p == ' ' || *r->p == '\t')
+        r->p++;
+}
+
+static int freq_expr(freq_reader *r);
+
+static int freq_atom(freq_reader *r)
+{
+    freq_skip(r);
+    if (*r->p == '(') {
+        r->p++;
+        if (freq_expr(r) < 0)
+            return -1;
+        freq_skip(r);
+        if (*r->p != ')') {
+            snprintf(r->why, sizeof r->why, "a ')' is missing before \"%.20s\"", r->p);
+            return -1;
+        }
+        r->p++;
+        return 0;
+    }
+    if (*r->p != '[') {
+        snprintf(r->why, sizeof r->why, "expected '[' or '(' at \"%.20s\"", r->p);
+        return -1;
+    }
+    r->p++;
+    freq_skip(r);
+    if (*r->p == ']') {
+        r->p++;
+        return 0;
+    }
+    for (;;) {
+        freq_skip(r);
+        if (*r->p != '0' && *r->p != '1') {
+            snprintf(r->why, sizeof r->why, "list entries must be 0 (dense) or 1 (MoE), "
+                     "not \"%.20s\"", r->p);
+            return -1;
+        }
+        if (r->n >= GL_MOE_FREQ_MAX / 2 - 1) {
+            snprintf(r->why, sizeof r->why, "more than %d layers", GL_MOE_FREQ_MAX / 2 - 1);
+            return -1;
+        }
+        r->pat[r->n++] = *r->p++;
+        freq_skip(r);
+        if (*r->p == ',') {
+            r->p++;
+            continue;
+        }
+        if (*r->p == ']') {
+            r->p++;
+            return 0;
+        }
+        snprintf(r->why, sizeof r->why, "expected ',' or ']' at \"%.20s\"", r->p);
+        return -1;
+    }
+}
+
+static int freq_term(freq_reader *r)
+{
+    int start = r->n;
+    if (freq_atom(r) < 0)
+        return -1;
+    for (;;) {
+        freq_skip(r);
+        if (*r->p != '*')
+            return 0;
+        r->p++;
+        freq_skip(r);
+        char *end;
+        long k = strtol(r->p, &end, 10);
+        if (end == r->p || k < 0) {
+            snprintf(r->why, sizeof r->why, "'*' needs a count, not \"%.20s\"", r->p);
+            return -1;
+        }
+        r->p = end;
+        int len = r->n - start;
+        if (k > 0 && (long)len * k > GL_MOE_FREQ_MAX / 2 - 1 - start) {
+            snprintf(r->why, sizeof r->why, "more than %d layers", GL_MOE_FREQ_MAX / 2 - 1);
+            return -1;
+        }
+        for (long i = 1; i < k; i++)
+            memcpy(r->pat + start + i * len, r->pat + start, (size_t)len);
+        r->n = start + (int)(len * k);
+    }
+}
+
+static int freq_expr(freq_reader *r)
+{
+    if (freq_term(r) < 0)
+        return -1;
+    for (;;) {
+        freq_skip(r);
+        if (*r->p != '+')
+            return 0;
+        r->p++;
+        if (freq_term(r) < 0)
+            return -1;
+    }
+}
+
+int gl_moe_layer_freq_parse(const char *text, int num_layers, char *out, size_t n,
+                            gl_error *err)
+{
+    if (!strchr(text, '[')) {
+        char *end;
+        long k = strtol(text, &end, 10);
+        if (end == text || *end || k < 1 || k > 1000000)
+            return gl_errprintf(err, "--moe-layer-freq %s: give a positive integer N (every "
+                                "N-th layer is an MoE layer) or a list such as [0,1,1,1] or "
+                                "([0]+[1]*23)", text);
+        snprintf(out, n, "%ld", k);
+        return 0;
+    }
+    freq_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return gl_errprintf(err, "--moe-layer-freq: out of memory");
+    r->p = text;
+    int rc = freq_expr(r);
+    freq_skip(r);
+    if (rc == 0 && *r->p) {
+        snprintf(r->why, sizeof r->why, "unexpected \"%.20s\"", r->p);
+        rc = -1;
+    }
+    if (rc < 0) {
+        gl_errprintf(err, "--moe-layer-freq %s: %s (Megatron's forms: N, [0,1,1,1], "
+                     "([0]+[1]*23))", text, r->why);
+    } else if (num_layers > 0 && r->n != num_layers) {
+        rc = gl_errprintf(err, "--moe-layer-freq %s: the list has %d entries for "
+                          "--num-layers %d: give one 0 (dense) or 1 (MoE) per layer", text,
+                          r->n, num_layers);
+    } else if ((size_t)(2 * r->n + 2) > n) {
+        rc = gl_errprintf(err, "--moe-layer-freq %s: %d layers are more than gridlm takes",
+                          text, r->n);
+    } else {
+        size_t k = 0;
+        out[k++] = '[';
+        for (int i = 0; i < r->n; i++) {
+            if (i)
+                out[k++] = ',';
+            out[k++] = r->pat[i];
+        }
+        out[k++] = ']';
+        out[k] = '\0';
+    }
+    free(r);
+    return rc;
+}
+
+int gl_arch_is_moe_layer(const gl_arch *a, int l)
+{
+    if (a->num_experts <= 0 || l < 0)
+        return 0;
+    const char *f = a->moe_layer_freq;
+    if (f[0] == '[') {
+        /* canonical: '[' then one digit every two characters */
+        size_t at = 1 + 2 * (size_t)l;
+        if (at >= strlen(f))
+            return 1;
+        return f[at] == '1';
+    }
+    long k = strtol(f, NULL, 10);
+    return k < 1 || l % k == 0;
+}
+
+int gl_arch_num_moe_layers(const gl_arch *a)
+{
+    int n = 0;
+    for (int l = 0; l < a->num_layers; l++)
+        n += gl_arch_is_moe_layer(a, l);
+    return n;
+}
+
+int gl_arch_moe_ffn(const gl_arch *a)
+{
+    return a->moe_ffn_hidden_size ? a->moe_ffn_hidden_size : a->ffn_hidden_size;
+}
+
+/* ------------------------------------------------------------------ */
+/* Counts (../shared/reference/flops.md, doc/flops-moe.md).            */
+
+/* The parameters of one MoE layer's MLP block, with `experts` routed
+ * experts counted (num_experts for the model's total, topk for the
+ * active count): the router [E, h], the experts' gate (SwiGLU), up and
+ * down matrices, the shared experts' (an MLP of their width), the
+ * linear biases where the model has them; the expert bias is a buffer,
+ * not a parameter. */
+static long moe_mlp_params(const gl_arch *a, long experts)
+{
+    long h = a->hidden_size, F = gl_arch_moe_ffn(a), S = a->moe_shared_expert_intermediate_size;
+    long m = a->swiglu ? 3 : 2;
+    long n = (long)a->num_experts * h + experts * m * F * h + m * S * h;
+    if (a->add_bias_linear)
+        n += experts * ((m - 1) * F + h) + (S ? (m - 1) * S + h : 0);
+    return n;
+}
+
+static long count_params(const gl_arch *a, int active)
 {
     long h = a->hidden_size, D = gl_arch_head_dim(a);
     long q = (long)a->num_attention_heads * D, kv = (long)gl_arch_groups(a) * D;
@@ -271,7 +532,24 @@ long gl_arch_num_params(const gl_arch *a)
         n += (long)(a->max_position_embeddings ? a->max_position_embeddings : a->seq_length) * h;
     if (a->untie_embeddings_and_output_weights)
         n += V * h;
+    /* MoE layers: the dense MLP's matrices (and biases) give way to the
+     * MoE block's. */
+    long dense_mlp = (a->swiglu ? 3 : 2) * f * h;
+    if (a->add_bias_linear)
+        dense_mlp += (a->swiglu ? 2 : 1) * f + h;
+    long moe = moe_mlp_params(a, active ? a->moe_router_topk : a->num_experts);
+    n += (long)gl_arch_num_moe_layers(a) * (moe - dense_mlp);
     return n;
+}
+
+long gl_arch_num_params(const gl_arch *a)
+{
+    return count_params(a, 0);
+}
+
+long gl_arch_num_active_params(const gl_arch *a)
+{
+    return count_params(a, 1);
 }
 
 /* The head size as the FLOP count takes it: --kv-channels, or hidden /
@@ -298,6 +576,19 @@ double gl_arch_layer_flops(const gl_arch *a)
     return mlp + proj + attn;
 }
 
+double gl_arch_moe_layer_flops(const gl_arch *a)
+{
+    double h = a->hidden_size, f = a->swiglu ? 3 : 2;
+    /* flops.md's count: the topk routed experts, the shared experts and
+     * the router's [E, h] product in place of the dense MLP (Megatron's
+     * code leaves the router out: doc/flops-moe.md) */
+    double dense_mlp = 6 * h * (f * a->ffn_hidden_size);
+    double routed = 6 * h * (f * gl_arch_moe_ffn(a)) * a->moe_router_topk;
+    double shared = 6 * h * (f * a->moe_shared_expert_intermediate_size);
+    double router = 6 * h * a->num_experts;
+    return gl_arch_layer_flops(a) - dense_mlp + routed + shared + router;
+}
+
 double gl_arch_head_flops(const gl_arch *a, int tp)
 {
     double V = a->padded_vocab_size ? a->padded_vocab_size
@@ -307,7 +598,11 @@ double gl_arch_head_flops(const gl_arch *a, int tp)
 
 double gl_arch_flops_per_token(const gl_arch *a, int tp)
 {
-    return a->num_layers * gl_arch_layer_flops(a) + gl_arch_head_flops(a, tp);
+    int moe = gl_arch_num_moe_layers(a);
+    double layers = (a->num_layers - moe) * gl_arch_layer_flops(a);
+    if (moe)
+        layers += moe * gl_arch_moe_layer_flops(a);
+    return layers + gl_arch_head_flops(a, tp);
 }
 
 /* ------------------------------------------------------------------ */
@@ -322,6 +617,7 @@ enum {
     IF_SCALING,       /* compared only when both runs scale RoPE */
     IF_LEARNED,       /* compared only when both have learned positions (a
                        * table of that many rows) */
+    IF_MOE,           /* compared only when both have experts */
 };
 
 static const struct field {
@@ -333,12 +629,21 @@ static const struct field {
     int llama_if_absent;        /* a missing key reads as gl_arch_llama's value */
     const char *const *names;   /* F_CHOICE: the values' spellings (an int field) */
     const char *off_flag;       /* F_BOOL with a flag of its own for off */
+    size_t size;                /* F_STR: the room for the text */
+    int moe;                    /* an MoE field: left out (JSON, flags, keys) of a dense
+                                 * model; a missing key reads as gl_arch_defaults' value */
 } fields[] = {
-#define F(key, kind, cmp, req) { #key, kind, offsetof(gl_arch, key), cmp, req, 0, NULL, NULL }
+#define F(key, kind, cmp, req) \
+    { #key, kind, offsetof(gl_arch, key), cmp, req, 0, NULL, NULL, 0, 0 }
 /* The fields of the model's form (gl_arch_llama). */
 #define FORM(key, kind, cmp, names, off) \
-    { #key, kind, offsetof(gl_arch, key), cmp, 0, 1, names, off }
-    F(model, F_STR, NOT_COMPARED, 0),
+    { #key, kind, offsetof(gl_arch, key), cmp, 0, 1, names, off, 0, 0 }
+#define STRF(key, cmp, moe) \
+    { #key, F_STR, offsetof(gl_arch, key), cmp, 0, 0, NULL, NULL, sizeof ((gl_arch *)0)->key, moe }
+/* The mixture-of-experts fields. */
+#define MOE(key, kind, names) \
+    { #key, kind, offsetof(gl_arch, key), IF_MOE, 0, 0, names, NULL, 0, 1 }
+    STRF(model, NOT_COMPARED, 0),
     F(num_layers, F_INT, COMPARED, 1),
     F(hidden_size, F_INT, COMPARED, 1),
     F(ffn_hidden_size, F_INT, COMPARED, 1),
@@ -369,19 +674,39 @@ static const struct field {
     F(rope_scaling_original_max_position_embeddings, F_INT, IF_SCALING, 0),
     F(untie_embeddings_and_output_weights, F_BOOL, COMPARED, 0),
     F(init_method_std, F_NUM, NOT_COMPARED, 0),
+    { "num_experts", F_INT, offsetof(gl_arch, num_experts), COMPARED, 0, 0, NULL, NULL, 0, 1 },
+    MOE(moe_ffn_hidden_size, F_INT, NULL),
+    MOE(moe_router_topk, F_INT, NULL),
+    STRF(moe_layer_freq, IF_MOE, 1),
+    MOE(moe_shared_expert_intermediate_size, F_INT, NULL),
+    MOE(moe_router_score_function, F_CHOICE, gl_arch_moe_score_names),
+    MOE(moe_router_pre_softmax, F_BOOL, NULL),
+    MOE(moe_router_topk_scaling_factor, F_NUM, NULL),
+    MOE(moe_router_enable_expert_bias, F_BOOL, NULL),
 #undef F
 #undef FORM
+#undef STRF
+#undef MOE
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
 #define AT(a, f, type) ((type *)((char *)(a) + (f)->off))
 #define CAT(a, f, type) ((const type *)((const char *)(a) + (f)->off))
 
+/* Is field f left out of a's JSON, flags and keys (an MoE field of a
+ * dense model)? */
+static int left_out(const struct field *f, const gl_arch *a)
+{
+    return f->moe && a->num_experts <= 0;
+}
+
 void gl_arch_to_json(const gl_arch *a, json_t *obj)
 {
     for (int i = 0; i < NFIELDS; i++) {
         const struct field *f = &fields[i];
         json_t *v = NULL;
+        if (left_out(f, a))
+            continue;
         switch (f->kind) {
         case F_STR:
             if (CAT(a, f, char)[0])
@@ -412,14 +737,16 @@ int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err)
         return gl_errprintf(err, "no readable \"config\" attribute (JSON with the model's sizes)");
     gl_json_reader r;
     gl_json_reader_init(&r, obj);
-    gl_arch llama = *a;
+    gl_arch llama = *a, defaults;
     gl_arch_llama(&llama);
+    gl_arch_defaults(&defaults);
     for (int i = 0; i < NFIELDS; i++) {
         const struct field *f = &fields[i];
         json_t *v = json_object_get(obj, f->key);
-        if (!v && f->llama_if_absent) {
-            memcpy(AT(a, f, char), CAT(&llama, f, char),
-                   f->kind == F_NUM ? sizeof(double) : sizeof(int));
+        if (!v && (f->llama_if_absent || f->moe)) {
+            const gl_arch *from = f->moe ? &defaults : &llama;
+            memcpy(AT(a, f, char), CAT(from, f, char),
+                   f->kind == F_STR ? f->size : f->kind == F_NUM ? sizeof(double) : sizeof(int));
             continue;
         }
         switch (f->kind) {
@@ -435,7 +762,7 @@ int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err)
         }
         case F_STR:
             if (json_is_string(v))
-                snprintf(AT(a, f, char), sizeof a->model, "%s", json_string_value(v));
+                snprintf(AT(a, f, char), f->size, "%s", json_string_value(v));
             break;
         case F_INT:
             *AT(a, f, int) = gl_json_int(&r, f->key, *AT(a, f, int));
@@ -461,7 +788,7 @@ int gl_arch_from_json(gl_arch *a, json_t *obj, gl_error *err)
  * which is derived. */
 static int has_flag(const struct field *f)
 {
-    return f->kind != F_STR && f->off != offsetof(gl_arch, padded_vocab_size);
+    return f->off != offsetof(gl_arch, model) && f->off != offsetof(gl_arch, padded_vocab_size);
 }
 
 /* The field's value as text: the number with the fewest digits that
@@ -504,12 +831,14 @@ size_t gl_arch_to_flags(const gl_arch *a, char *out, size_t n)
         out[0] = '\0';
     for (int i = 0; i < NFIELDS; i++) {
         const struct field *f = &fields[i];
-        char flag[128], value[64] = "";
-        if (!has_flag(f))
+        char flag[128], value[GL_MOE_FREQ_MAX] = "";
+        if (!has_flag(f) || left_out(f, a))
             continue;
         int off_flag = f->kind == F_BOOL && f->off_flag && !*CAT(a, f, int);
         if ((f->kind == F_INT || f->kind == F_BOOL) && !*CAT(a, f, int) && !off_flag)
             continue;                   /* not set, or off */
+        if (f->kind == F_NUM && f->moe && *CAT(a, f, double) == 0)
+            continue;                   /* an MoE setting not given */
         if (f->kind != F_BOOL)
             exact_text(f, a, value, sizeof value);
         if (off_flag)
@@ -525,7 +854,9 @@ size_t gl_arch_to_flags(const gl_arch *a, char *out, size_t n)
 void gl_arch_print_keys(const gl_arch *a, FILE *out)
 {
     for (int i = 0; i < NFIELDS; i++) {
-        char value[128];
+        char value[GL_MOE_FREQ_MAX];
+        if (left_out(&fields[i], a))
+            continue;
         exact_text(&fields[i], a, value, sizeof value);
         fprintf(out, "%s=%s\n", fields[i].key, value);
     }
@@ -540,6 +871,8 @@ static void value_text(const struct field *f, const gl_arch *a, int precise, cha
         snprintf(out, n, "%s", f->names[*CAT(a, f, int)]);
     else if (f->kind == F_BOOL)
         snprintf(out, n, "%s", *CAT(a, f, int) ? "on" : "off");
+    else if (f->kind == F_STR)
+        snprintf(out, n, "%s", CAT(a, f, char));
     else
         snprintf(out, n, "%d", *CAT(a, f, int));
 }
@@ -554,6 +887,10 @@ static int differs(const struct field *f, const gl_arch *x, const gl_arch *y)
         !(x->position_embedding_type == GL_POS_LEARNED_ABSOLUTE &&
           y->position_embedding_type == GL_POS_LEARNED_ABSOLUTE))
         return 0;
+    if (f->compare == IF_MOE && !(x->num_experts > 0 && y->num_experts > 0))
+        return 0;
+    if (f->kind == F_STR)
+        return strcmp(CAT(x, f, char), CAT(y, f, char)) != 0;
     if (f->kind == F_NUM)
         return *CAT(x, f, double) != *CAT(y, f, double);
     if (f->kind == F_BOOL)
@@ -567,6 +904,22 @@ static void normalise(gl_arch *a)
 {
     a->num_query_groups = gl_arch_groups(a);
     a->kv_channels = gl_arch_head_dim(a);
+    a->moe_ffn_hidden_size = gl_arch_moe_ffn(a);
+    /* --moe-layer-freq as the list it stands for: 1 = [1,1,1,1] */
+    if (a->num_experts > 0 && a->moe_layer_freq[0] != '[' && a->num_layers > 0 &&
+        (size_t)(2 * a->num_layers + 2) <= sizeof a->moe_layer_freq) {
+        char list[GL_MOE_FREQ_MAX];
+        size_t k = 0;
+        list[k++] = '[';
+        for (int l = 0; l < a->num_layers; l++) {
+            if (l)
+                list[k++] = ',';
+            list[k++] = gl_arch_is_moe_layer(a, l) ? '1' : '0';
+        }
+        list[k++] = ']';
+        list[k] = '\0';
+        memcpy(a->moe_layer_freq, list, k + 1);
+    }
 }
 
 int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n)
@@ -582,7 +935,7 @@ int gl_arch_diff(const gl_arch *there, const gl_arch *here, char *out, size_t n)
         const struct field *f = &fields[i];
         if (!differs(f, &x, &y))
             continue;
-        char a[64], b[64], flag[128];
+        char a[96], b[96], flag[128];
         value_text(f, &x, 0, a, sizeof a);
         value_text(f, &y, 0, b, sizeof b);
         if (!strcmp(a, b)) {     /* values that differ beyond %g's digits */

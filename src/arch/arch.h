@@ -44,9 +44,17 @@
 extern "C" {
 #endif
 
+/* Room for gl_arch.moe_layer_freq's text: a list of up to 1000 layers. */
+#define GL_MOE_FREQ_MAX 2048
+
 /* --normalization and --position-embedding-type (Megatron's spellings in
  * gl_arch_norm_names and gl_arch_position_names). */
 typedef enum { GL_NORM_LAYERNORM = 0, GL_NORM_RMSNORM } gl_norm;
+/* --moe-router-score-function (spellings in gl_arch_moe_score_names).
+ * (device/ops.h has its own gl_moe_score for the router op, with the
+ * same values; model/ passes one as the other.) */
+typedef enum { GL_ROUTER_SOFTMAX = 0, GL_ROUTER_SIGMOID } gl_router_score;
+extern const char *const gl_arch_moe_score_names[];  /* "softmax", "sigmoid", NULL */
 typedef enum { GL_POS_LEARNED_ABSOLUTE = 0, GL_POS_ROPE, GL_POS_NONE } gl_position;
 extern const char *const gl_arch_norm_names[];       /* "LayerNorm", "RMSNorm", NULL */
 extern const char *const gl_arch_position_names[];   /* "learned_absolute", "rope", "none", NULL */
@@ -86,6 +94,25 @@ typedef struct gl_arch {
                                      /* --rope-scaling-original-max-position-embeddings (8192) */
     int untie_embeddings_and_output_weights; /* --untie-embeddings-and-output-weights */
     double init_method_std;          /* --init-method-std (0.02) */
+    /* Mixture of experts (Megatron's --num-experts and --moe-* flags that
+     * shape the weights or how the router uses them; the training-time
+     * MoE settings are gl_moe_opts').  Every field below is ignored, left
+     * out of the JSON, the flags and gl_arch_diff while num_experts is 0,
+     * and a checkpoint's "config" without them reads as their defaults. */
+    int num_experts;                 /* --num-experts (0: a dense model) */
+    int moe_ffn_hidden_size;         /* --moe-ffn-hidden-size (0: ffn_hidden_size) */
+    int moe_router_topk;             /* --moe-router-topk (2) */
+    char moe_layer_freq[GL_MOE_FREQ_MAX]; /* --moe-layer-freq: "N" (layers i with i % N == 0
+                                      * are MoE layers) or "[0,1,1,1]", one digit a layer
+                                      * (gl_moe_layer_freq_parse writes this form) */
+    int moe_shared_expert_intermediate_size; /* --moe-shared-expert-intermediate-size (0: none) */
+    int moe_router_score_function;   /* --moe-router-score-function: gl_router_score (softmax) */
+    int moe_router_pre_softmax;      /* --moe-router-pre-softmax: softmax over all experts
+                                      * before top-k (Mixtral), else over the k chosen */
+    double moe_router_topk_scaling_factor; /* --moe-router-topk-scaling-factor (0: none) */
+    int moe_router_enable_expert_bias; /* --moe-router-enable-expert-bias: a per-expert bias
+                                      * (a buffer, not trained) added to the scores for the
+                                      * choice of experts only */
 } gl_arch;
 
 /* FP8 training (Megatron's --fp8-* flags).  Not part of gl_arch (a
@@ -124,6 +151,38 @@ int gl_fp8_layer_on(const gl_fp8_opts *o, int layer, int num_layers);
 /* "delayed (hybrid, margin 0, history 1, most_recent)": the start-up
  * summary's words for o, "off" when FP8 is off. */
 const char *gl_fp8_describe(const gl_fp8_opts *o, char *buf, size_t n);
+
+/* The training-time settings of a mixture-of-experts model (Megatron's
+ * --moe-* flags that change neither the weights nor their meaning: the
+ * balancing losses, the router's precision, token dropping, the expert
+ * bias's update).  Not part of gl_arch: like gl_fp8_opts, a run may
+ * change them across a resume. */
+typedef enum {
+    GL_MOE_LB_AUX_LOSS = 0,         /* GShard/Switch's, over the micro-batch */
+    GL_MOE_LB_SEQ_AUX_LOSS,         /* DeepSeek-V2's, per sequence */
+    GL_MOE_LB_GLOBAL_AUX_LOSS,      /* over the global batch */
+    GL_MOE_LB_NONE
+} gl_moe_lb;
+extern const char *const gl_moe_lb_names[];   /* Megatron's spellings, NULL-terminated */
+typedef enum { GL_MOE_DTYPE_ACT = 0, GL_MOE_DTYPE_FP32, GL_MOE_DTYPE_FP64 } gl_moe_dtype;
+/* --moe-token-drop-policy (ops.h's gl_moe_drop has the same values). */
+typedef enum { GL_DROP_BY_PROBS = 0, GL_DROP_BY_POSITION } gl_drop_policy;
+
+typedef struct gl_moe_opts {
+    gl_moe_lb load_balancing_type;   /* --moe-router-load-balancing-type (aux_loss) */
+    double aux_loss_coeff;           /* --moe-aux-loss-coeff (0) */
+    double z_loss_coeff;             /* --moe-z-loss-coeff (0: none) */
+    gl_moe_dtype router_dtype;       /* --moe-router-dtype fp32|fp64 (the activations') */
+    double capacity_factor;          /* --moe-expert-capacity-factor (0: no dropping) */
+    gl_drop_policy token_drop_policy;/* --moe-token-drop-policy (probs) */
+    int pad_expert_input_to_capacity;/* --moe-pad-expert-input-to-capacity */
+    double router_bias_update_rate;  /* --moe-router-bias-update-rate (1e-3) */
+} gl_moe_opts;
+
+/* Megatron's defaults: aux_loss with coefficient 0, no z-loss, the
+ * router in the activations' precision, no capacity (no dropping),
+ * policy probs, no padding, bias update rate 1e-3. */
+void gl_moe_defaults(gl_moe_opts *o);
 
 /* Megatron's defaults (every size 0: not given): its GPT -- LayerNorm,
  * a GeLU MLP (4h), learned absolute positions, biases on the linear
@@ -187,24 +246,60 @@ void gl_arch_set_vocab(gl_arch *a, int vocab, int tp);
 int gl_arch_groups(const gl_arch *a);
 int gl_arch_head_dim(const gl_arch *a);
 
+/* Parse --moe-layer-freq's text as Megatron does: an integer N (layers
+ * i with i % N == 0 are MoE layers), or, when it holds '[', a Python
+ * list expression of 0s and 1s built from list literals, "+" (joining)
+ * and "* N" (repeating), with parentheses: "[0,1,1,1]", "([0]+[1]*23)",
+ * "[0]*1+[1]*45".  On success writes the canonical form ("N", or the
+ * expanded list "[0,1,...]") into out (n bytes) and returns 0; a list
+ * must have one entry per layer of num_layers (0: not checked).  -1 with
+ * err saying what is wrong otherwise. */
+int gl_moe_layer_freq_parse(const char *text, int num_layers, char *out, size_t n,
+                            gl_error *err);
+
+/* Whether layer l (0-based, global) of a is an MoE layer: never for a
+ * dense model (num_experts 0), else as moe_layer_freq says ("" or a
+ * malformed text: every layer). */
+int gl_arch_is_moe_layer(const gl_arch *a, int l);
+
+/* How many of a's layers are MoE layers. */
+int gl_arch_num_moe_layers(const gl_arch *a);
+
+/* The experts' FFN width: moe_ffn_hidden_size, else ffn_hidden_size. */
+int gl_arch_moe_ffn(const gl_arch *a);
+
 /* Parameters of the model, each logical tensor once (the padded
  * vocabulary's rows included, a tied head counted once, biases, norm
  * biases and learned positions when a has them). */
 long gl_arch_num_params(const gl_arch *a);
 
+/* The parameters one token uses, as Megatron counts "activated"
+ * parameters: gl_arch_num_params with each MoE layer's routed experts
+ * counted topk times instead of num_experts times (the router, shared
+ * experts and every other tensor in full).  = gl_arch_num_params for a
+ * dense model. */
+long gl_arch_num_active_params(const gl_arch *a);
+
 /* Model FLOPs per trained token, forward and backward, as
  * ../shared/reference/flops.md counts them:
  *
- *   gl_arch_layer_flops:     one decoder layer (its projections, MLP --
+ *   gl_arch_layer_flops:     one dense decoder layer (its projections, MLP --
  *                            three matrices with SwiGLU, two with GeLU --
  *                            and causal attention over seq_length; as
  *                            Megatron, biases and norms are not counted);
+ *   gl_arch_moe_layer_flops: one MoE layer: the same with the MLP term
+ *                            for the topk routed experts of width
+ *                            gl_arch_moe_ffn, the shared experts and the
+ *                            router (6 h E), as flops.md counts them
+ *                            (Megatron's code omits the router:
+ *                            doc/flops-moe.md);
  *   gl_arch_head_flops:      the LM head, over the padded vocabulary
  *                            (padded for tp ranks when padded_vocab_size
  *                            is not set yet);
- *   gl_arch_flops_per_token: the model, num_layers x the layer + the head.
+ *   gl_arch_flops_per_token: the model, its dense and MoE layers + the head.
  */
 double gl_arch_layer_flops(const gl_arch *a);
+double gl_arch_moe_layer_flops(const gl_arch *a);
 double gl_arch_head_flops(const gl_arch *a, int tp);
 double gl_arch_flops_per_token(const gl_arch *a, int tp);
 

@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "arch/hf_config.h"
@@ -117,7 +118,7 @@ static int rope_from_hf(json_t *j, gl_arch *a, const char *path, gl_error *err)
 }
 
 /* The families gridlm reads from config.json. */
-typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_GPT2 } hf_family;
+typedef enum { HF_OTHER = 0, HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_GPT2, HF_MIXTRAL, HF_QWEN3_MOE } hf_family;
 
 /* The families' model_type and class names. */
 static const struct {
@@ -128,6 +129,8 @@ static const struct {
     {HF_QWEN2, "qwen2", "Qwen2ForCausalLM"},
     {HF_QWEN3, "qwen3", "Qwen3ForCausalLM"},
     {HF_GPT2, "gpt2", "GPT2LMHeadModel"},
+    {HF_MIXTRAL, "mixtral", "MixtralForCausalLM"},
+    {HF_QWEN3_MOE, "qwen3_moe", "Qwen3MoeForCausalLM"},
 };
 enum { NFAMILIES = sizeof families / sizeof families[0] };
 
@@ -171,6 +174,37 @@ static int is_true(json_t *o, const char *key)
 {
     json_t *x = json_object_get(o, key);
     return x && json_is_true(x);
+}
+
+/* MixtralConfig's own keys (after the Llama ones): every layer a sparse
+ * MoE block of num_local_experts SwiGLU experts of intermediate_size,
+ * num_experts_per_tok of them per token.  Its router is a softmax over
+ * all experts, the top k kept and renormalised to sum 1: the same weights
+ * as Megatron's default (top k of the logits, softmax over those k), so
+ * no router option is set.  router_aux_loss_coef and output_router_logits
+ * are training settings (--moe-aux-loss-coeff), not the model's.
+ * Sliding-window attention is refused (gridlm's is full causal). */
+static int mixtral_from_hf(gl_arch *a, json_t *j, const char *path, gl_error *err)
+{
+    json_t *sw = json_object_get(j, "sliding_window");
+    if (sw && !json_is_null(sw))
+        return gl_errprintf(err, "%s: sliding_window is set; gridlm's attention is full "
+                            "causal attention, not sliding-window (Mixtral's default is null)",
+                            path);
+    if (get_int(j, "num_local_experts", &a->num_experts, 0, 8, path, err) ||
+        get_int(j, "num_experts_per_tok", &a->moe_router_topk, 0, 2, path, err))
+        return -1;
+    if (a->moe_router_topk > a->num_experts)
+        return gl_errprintf(err, "%s: num_experts_per_tok %d exceeds num_local_experts %d",
+                            path, a->moe_router_topk, a->num_experts);
+    a->moe_ffn_hidden_size = a->ffn_hidden_size;
+    snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "1");
+    a->moe_shared_expert_intermediate_size = 0;
+    a->moe_router_score_function = GL_ROUTER_SOFTMAX;
+    a->moe_router_pre_softmax = 0;
+    a->moe_router_topk_scaling_factor = 0;
+    a->moe_router_enable_expert_bias = 0;
+    return 0;
 }
 
 /* GPT-2's activations that are GeLU's tanh approximation, which gridlm
@@ -237,12 +271,17 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     if (fam == HF_OTHER) {
         json_t *mt = json_object_get(j, "model_type");
         return gl_errprintf(err, "%s does not describe a LlamaForCausalLM, Qwen2ForCausalLM, "
-                            "Qwen3ForCausalLM or GPT2LMHeadModel (model_type \"%s\"): gridlm "
-                            "imports those only", path,
+                            "Qwen3ForCausalLM, MixtralForCausalLM or GPT2LMHeadModel (model_type "
+                            "\"%s\"): gridlm imports those only", path,
                             json_is_string(mt) ? json_string_value(mt) : "?");
     }
     if (fam == HF_GPT2)
         return gpt2_from_hf(a, j, path, err);
+    if (fam == HF_QWEN3_MOE)
+        return gl_errprintf(err, "%s describes a Qwen3MoeForCausalLM: its import is not built "
+                            "yet (it needs Qwen3's per-head q_norm/k_norm weights, QK "
+                            "normalisation, in gridlm's Hugging Face import); gridlm imports "
+                            "MixtralForCausalLM's mixture of experts", path);
     if (fam == HF_QWEN2)
         a->add_qkv_bias = 1;    /* Qwen2 = Llama + biases on q, k and v */
     if (fam == HF_QWEN3)
@@ -263,8 +302,11 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
         get_int(j, "head_dim", &a->kv_channels, fam == HF_QWEN3,
                 a->hidden_size / a->num_attention_heads, path, err) ||
         get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0,
-                qwen ? 32768 : 2048, path, err) ||
-        get_double(j, "rms_norm_eps", &a->norm_epsilon, 1e-6, path, err))
+                qwen ? 32768 : fam == HF_MIXTRAL ? 4096 * 32 : 2048, path, err) ||
+        get_double(j, "rms_norm_eps", &a->norm_epsilon, fam == HF_MIXTRAL ? 1e-5 : 1e-6,
+                   path, err))
+        return -1;
+    if (fam == HF_MIXTRAL && mixtral_from_hf(a, j, path, err))
         return -1;
     if (a->num_attention_heads % a->num_query_groups)
         return gl_errprintf(err, "%s: num_attention_heads %d is not a multiple of "
@@ -281,7 +323,14 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return gl_errprintf(err, "%s: hidden_act \"%s\"; gridlm's MLP is SwiGLU (silu)", path,
                             json_string_value(act));
-    return rope_from_hf(j, a, path, err);
+    if (rope_from_hf(j, a, path, err))
+        return -1;
+    /* MixtralConfig's rope_theta default is 1e6, not Llama's 10000. */
+    json_t *theta = json_object_get(j, "rope_theta");
+    if (fam == HF_MIXTRAL && (!theta || json_is_null(theta)) &&
+        !json_is_object(json_object_get(j, "rope_parameters")))
+        a->rotary_base = 1e6;
+    return 0;
 }
 
 /* The llama3 RoPE scaling parameters, config.json's names, into o
@@ -293,6 +342,31 @@ static void llama3_to_hf(const gl_arch *a, json_t *o)
     json_object_set_new(o, "high_freq_factor", json_real(a->rope_scaling_high_freq_factor));
     json_object_set_new(o, "original_max_position_embeddings",
                         json_integer(a->rope_scaling_original_max_position_embeddings));
+}
+
+int gl_hf_mixtral_ok(const gl_arch *a, char *why, size_t n)
+{
+    const char *no = NULL;
+    char buf[160];
+    if (!gl_arch_is_llama(a))
+        no = "it is not of the Llama form (RMSNorm, SwiGLU, RoPE, no biases)";
+    else if (a->moe_shared_expert_intermediate_size > 0)
+        no = "it has shared experts";
+    else if (a->moe_router_score_function != GL_ROUTER_SOFTMAX || a->moe_router_pre_softmax)
+        no = "its router is not Megatron's default softmax (Mixtral renormalises the top k)";
+    else if (a->moe_router_topk_scaling_factor > 0)
+        no = "its router scales the top-k weights (--moe-router-topk-scaling-factor)";
+    else if (a->moe_router_enable_expert_bias)
+        no = "its router has an expert bias";
+    else if (gl_arch_num_moe_layers(a) != a->num_layers) {
+        snprintf(buf, sizeof buf, "%d of its %d layers are dense (--moe-layer-freq); "
+                 "every Mixtral layer is an MoE layer", a->num_layers - gl_arch_num_moe_layers(a),
+                 a->num_layers);
+        no = buf;
+    }
+    if (no)
+        snprintf(why, n, "%s", no);
+    return !no;
 }
 
 /* GPT2Config's keys for a into j.  Two spellings of an original survive
@@ -335,9 +409,11 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
         return s;
     }
     /* Qwen2 is the Llama form with QKV biases (gl_arch_is_qwen2), Qwen3
-     * the Llama form with QK norm (gl_arch_is_qwen3). */
+     * the Llama form with QK norm (gl_arch_is_qwen3), Mixtral the Llama
+     * form with experts (gl_hf_mixtral_ok). */
     int qwen2 = gl_arch_is_qwen2(a), qwen3 = gl_arch_is_qwen3(a);
-    hf_family fam = qwen2 ? HF_QWEN2 : qwen3 ? HF_QWEN3 : HF_LLAMA;
+    int mixtral = a->num_experts > 0;
+    hf_family fam = mixtral ? HF_MIXTRAL : qwen2 ? HF_QWEN2 : qwen3 ? HF_QWEN3 : HF_LLAMA;
     int k = 0;
     while (families[k].fam != fam)
         k++;
@@ -347,7 +423,13 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
     json_object_set_new(j, "model_type", json_string(families[k].model_type));
     json_object_set_new(j, "hidden_act", json_string("silu"));
     json_object_set_new(j, "hidden_size", json_integer(a->hidden_size));
-    json_object_set_new(j, "intermediate_size", json_integer(a->ffn_hidden_size));
+    json_object_set_new(j, "intermediate_size",
+                        json_integer(mixtral ? gl_arch_moe_ffn(a) : a->ffn_hidden_size));
+    if (mixtral) {
+        json_object_set_new(j, "num_local_experts", json_integer(a->num_experts));
+        json_object_set_new(j, "num_experts_per_tok", json_integer(a->moe_router_topk));
+        json_object_set_new(j, "sliding_window", json_null());
+    }
     json_object_set_new(j, "num_hidden_layers", json_integer(a->num_layers));
     json_object_set_new(j, "num_attention_heads", json_integer(a->num_attention_heads));
     json_object_set_new(j, "num_key_value_heads", json_integer(gl_arch_groups(a)));
@@ -377,7 +459,9 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
     json_object_set_new(j, "max_position_embeddings", json_integer(a->max_position_embeddings));
     json_object_set_new(j, "tie_word_embeddings",
                         json_boolean(!a->untie_embeddings_and_output_weights));
-    if (qwen2) {
+    if (mixtral) {
+        /* MixtralConfig has no attention_bias / mlp_bias keys. */
+    } else if (qwen2) {
         /* Qwen2Config has no attention_bias / mlp_bias keys: its biases
          * are fixed (q, k, v); its sliding window is off. */
         json_object_set_new(j, "use_sliding_window", json_false());

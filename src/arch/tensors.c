@@ -58,6 +58,21 @@ static const gl_tensor_info table[GL_T_COUNT] = {
                      2, GL_SHARD_COLS, GL_INIT_SCALED_NORMAL},
     [GL_T_B_DOWN] = {"layers.%d.mlp.w_down.bias", "model.layers.%d.mlp.down_proj.bias", 1, 1,
                      GL_SHARD_NONE, GL_INIT_ZEROS},
+    [GL_T_ROUTER] = {"layers.%d.mlp.router.weight", "", 1, 2, GL_SHARD_NONE, GL_INIT_NORMAL},
+    [GL_T_EXPERT_BIAS] = {"layers.%d.mlp.router.expert_bias", "", 1, 1, GL_SHARD_NONE,
+                          GL_INIT_ZEROS, 1},
+    [GL_T_EXPERT_W_GATE] = {"layers.%d.mlp.experts.w_gate.weight", "", 1, 3, GL_SHARD_ROWS,
+                            GL_INIT_NORMAL},
+    [GL_T_EXPERT_W_UP] = {"layers.%d.mlp.experts.w_up.weight", "", 1, 3, GL_SHARD_ROWS,
+                          GL_INIT_NORMAL},
+    [GL_T_EXPERT_W_DOWN] = {"layers.%d.mlp.experts.w_down.weight", "", 1, 3, GL_SHARD_COLS,
+                            GL_INIT_SCALED_NORMAL},
+    [GL_T_SHARED_W_GATE] = {"layers.%d.mlp.shared_experts.w_gate.weight", "", 1, 2,
+                            GL_SHARD_ROWS, GL_INIT_NORMAL},
+    [GL_T_SHARED_W_UP] = {"layers.%d.mlp.shared_experts.w_up.weight", "", 1, 2, GL_SHARD_ROWS,
+                          GL_INIT_NORMAL},
+    [GL_T_SHARED_W_DOWN] = {"layers.%d.mlp.shared_experts.w_down.weight", "", 1, 2,
+                            GL_SHARD_COLS, GL_INIT_SCALED_NORMAL},
     [GL_T_FINAL_NORM] = {"final_norm.weight", "model.norm.weight", 0, 1, GL_SHARD_NONE,
                          GL_INIT_ONES},
     [GL_T_FINAL_NORM_BIAS] = {"final_norm.bias", "model.norm.bias", 0, 1, GL_SHARD_NONE,
@@ -94,6 +109,14 @@ static const struct {
     [GL_T_B_UP] = {"transformer.h.%d.mlp.c_fc.bias", -1},
     [GL_T_W_DOWN] = {"transformer.h.%d.mlp.c_proj.weight", -1},
     [GL_T_B_DOWN] = {"transformer.h.%d.mlp.c_proj.bias", -1},
+    [GL_T_ROUTER] = {NULL, -1},
+    [GL_T_EXPERT_BIAS] = {NULL, -1},
+    [GL_T_EXPERT_W_GATE] = {NULL, -1},
+    [GL_T_EXPERT_W_UP] = {NULL, -1},
+    [GL_T_EXPERT_W_DOWN] = {NULL, -1},
+    [GL_T_SHARED_W_GATE] = {NULL, -1},
+    [GL_T_SHARED_W_UP] = {NULL, -1},
+    [GL_T_SHARED_W_DOWN] = {NULL, -1},
     [GL_T_FINAL_NORM] = {"transformer.ln_f.weight", -1},
     [GL_T_FINAL_NORM_BIAS] = {"transformer.ln_f.bias", -1},
     [GL_T_LM_HEAD] = {"lm_head.weight", -1},
@@ -118,13 +141,24 @@ const gl_tensor_info *gl_tensor(gl_tensor_id id)
     return &table[id];
 }
 
-int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long shape[2])
+int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows,
+                    long shape[GL_TENSOR_MAXDIM])
 {
     long h = a->hidden_size, D = gl_arch_head_dim(a);
     long q = (long)a->num_attention_heads * D, kv = (long)gl_arch_groups(a) * D;
-    long f = a->ffn_hidden_size;
+    long f = a->ffn_hidden_size, E = a->num_experts, F = gl_arch_moe_ffn(a);
+    long S = a->moe_shared_expert_intermediate_size;
     long rows = h, cols = 1;
+    shape[2] = 1;
     switch (id) {
+    case GL_T_ROUTER: rows = E; cols = h; break;
+    case GL_T_EXPERT_BIAS: rows = E; break;
+    case GL_T_EXPERT_W_GATE:
+    case GL_T_EXPERT_W_UP: rows = E; cols = F; shape[2] = h; break;
+    case GL_T_EXPERT_W_DOWN: rows = E; cols = h; shape[2] = F; break;
+    case GL_T_SHARED_W_GATE:
+    case GL_T_SHARED_W_UP: rows = S; cols = h; break;
+    case GL_T_SHARED_W_DOWN: rows = h; cols = S; break;
     case GL_T_EMBEDDING:
     case GL_T_LM_HEAD: rows = vocab_rows; cols = h; break;
     case GL_T_POSITION_EMBEDDING:
@@ -154,6 +188,10 @@ int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long sha
 
 void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n)
 {
+    if (hf && !table[id].hf_name[0]) {
+        snprintf(out, n, "%s", "");
+        return;
+    }
     const char *fmt = hf ? table[id].hf_name : table[id].name;
     if (table[id].per_layer)
         snprintf(out, n, fmt, l);
@@ -180,8 +218,42 @@ int gl_tensor_present(gl_tensor_id id, const gl_arch *a)
     case GL_T_B_GATE: return a->swiglu && a->add_bias_linear;
     case GL_T_Q_NORM:
     case GL_T_K_NORM: return a->qk_layernorm;
+    case GL_T_ROUTER:
+    case GL_T_EXPERT_W_UP:
+    case GL_T_EXPERT_W_DOWN: return a->num_experts > 0;
+    case GL_T_EXPERT_BIAS: return a->num_experts > 0 && a->moe_router_enable_expert_bias;
+    case GL_T_EXPERT_W_GATE: return a->num_experts > 0 && a->swiglu;
+    case GL_T_SHARED_W_UP:
+    case GL_T_SHARED_W_DOWN:
+        return a->num_experts > 0 && a->moe_shared_expert_intermediate_size > 0;
+    case GL_T_SHARED_W_GATE:
+        return a->num_experts > 0 && a->moe_shared_expert_intermediate_size > 0 && a->swiglu;
     default: return 1;
     }
+}
+
+/* Is id one of the MoE block's tensors, or one of the dense MLP's? */
+static int is_moe_tensor(gl_tensor_id id)
+{
+    return id >= GL_T_ROUTER && id <= GL_T_SHARED_W_DOWN;
+}
+
+static int is_dense_mlp_tensor(gl_tensor_id id)
+{
+    return id >= GL_T_W_GATE && id <= GL_T_B_DOWN;
+}
+
+int gl_tensor_present_at(gl_tensor_id id, const gl_arch *a, int l)
+{
+    if (!gl_tensor_present(id, a))
+        return 0;
+    if (!table[id].per_layer)
+        return 1;
+    if (is_moe_tensor(id))
+        return gl_arch_is_moe_layer(a, l);
+    if (is_dense_mlp_tensor(id))
+        return !gl_arch_is_moe_layer(a, l);
+    return 1;
 }
 
 /* Does name match pattern (with at most one "%d", a layer number written
@@ -210,6 +282,8 @@ int gl_tensor_translate(const char *from, int to_hf, char *out, size_t n, gl_ten
 {
     for (int i = 0; i < GL_T_COUNT; i++) {
         int l = 0;
+        if (!table[i].hf_name[0])
+            continue;           /* no Hugging Face name of its own */
         if (match(to_hf ? table[i].name : table[i].hf_name, from, &l)) {
             gl_tensor_name((gl_tensor_id)i, l, to_hf, out, n);
             if (id)

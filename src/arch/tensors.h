@@ -39,6 +39,28 @@
  * model.layers.N.self_attn.q_norm.weight, k_norm.weight), replicated over
  * TP: every rank's heads use the same weight.
  *
+ * A mixture-of-experts model (gl_arch.num_experts > 0) has, on each MoE
+ * layer (gl_arch_is_moe_layer), in place of the dense MLP's mlp.w_gate,
+ * w_up and w_down (and their biases):
+ *
+ *   layers.N.mlp.router.weight              [E, h]      -   (replicated over TP, as Megatron's)
+ *   layers.N.mlp.router.expert_bias         [E]         -   (with --moe-router-enable-expert-bias;
+ *                                                            a buffer: checkpointed, not trained)
+ *   layers.N.mlp.experts.w_gate.weight      [E, F, h]   rows (SwiGLU only)
+ *   layers.N.mlp.experts.w_up.weight        [E, F, h]   rows
+ *   layers.N.mlp.experts.w_down.weight      [E, h, F]   cols
+ *   layers.N.mlp.shared_experts.w_gate.weight [S, h]    rows (SwiGLU; with a shared expert)
+ *   layers.N.mlp.shared_experts.w_up.weight   [S, h]    rows
+ *   layers.N.mlp.shared_experts.w_down.weight [h, S]    cols
+ *
+ * (E experts, F = gl_arch_moe_ffn, S = the shared experts' width.)  The
+ * experts are one stacked logical tensor each, [E, out, in]: "rows" and
+ * "cols" split every expert's matrix alike (TP splits F as in the dense
+ * MLP); expert parallelism will split dim 0.  MoE layers take no linear
+ * biases (gridlm-train refuses --add-bias-linear with experts).  Their
+ * Hugging Face column is empty: Mixtral and Qwen3-MoE store one tensor
+ * per expert, which the Hugging Face interchange will map.
+ *
  * Every matrix is [out, in] in both (PyTorch's Linear layout).  Hugging
  * Face stores the vocabulary's V rows where gridlm stores Vpad (the
  * padding rows are zero); gl_tensor_shape takes the row count to use.
@@ -58,12 +80,16 @@
 extern "C" {
 #endif
 
-/* How TP splits a logical tensor. */
+/* How TP splits a logical tensor (a stacked [E, out, in] one: each
+ * expert's matrix alike, dims 1 and 2). */
 typedef enum {
     GL_SHARD_NONE = 0,     /* replicated on every TP rank */
     GL_SHARD_ROWS,         /* dim 0 split: column-parallel (output features) */
     GL_SHARD_COLS          /* dim 1 split: row-parallel (input features) */
 } gl_shard;
+
+/* The most dimensions a logical tensor has (stacked experts). */
+#define GL_TENSOR_MAXDIM 3
 
 typedef enum {
     GL_T_EMBEDDING = 0,
@@ -88,6 +114,14 @@ typedef enum {
     GL_T_B_UP,
     GL_T_W_DOWN,
     GL_T_B_DOWN,
+    GL_T_ROUTER,
+    GL_T_EXPERT_BIAS,
+    GL_T_EXPERT_W_GATE,
+    GL_T_EXPERT_W_UP,
+    GL_T_EXPERT_W_DOWN,
+    GL_T_SHARED_W_GATE,
+    GL_T_SHARED_W_UP,
+    GL_T_SHARED_W_DOWN,
     GL_T_FINAL_NORM,
     GL_T_FINAL_NORM_BIAS,
     GL_T_LM_HEAD,
@@ -102,20 +136,23 @@ typedef enum { GL_INIT_NORMAL = 0, GL_INIT_SCALED_NORMAL, GL_INIT_ONES, GL_INIT_
 
 typedef struct {
     const char *name;           /* gridlm's name, "%d" = layer */
-    const char *hf_name;        /* Hugging Face's name */
+    const char *hf_name;        /* Hugging Face's name ("": none of its own) */
     int per_layer;              /* one per decoder layer */
-    int ndim;                   /* 1 (norm weights, biases) or 2 */
+    int ndim;                   /* 1 (norm weights, biases), 2, or 3 (stacked experts) */
     gl_shard shard;
     gl_init init;
+    int buffer;                 /* not trained (the expert bias): checkpointed, no gradient */
 } gl_tensor_info;
 
 /* Row id of the table. */
 const gl_tensor_info *gl_tensor(gl_tensor_id id);
 
-/* The logical shape of tensor id under a ([h, 1] for vectors); vocab_rows
- * is the vocabulary's row count to use (Vpad for gridlm, V for Hugging
+/* The logical shape of tensor id under a ([h, 1] for vectors, [E, out,
+ * in] for stacked experts; shape[2] is 1 for the others); vocab_rows is
+ * the vocabulary's row count to use (Vpad for gridlm, V for Hugging
  * Face).  Returns ndim. */
-int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows, long shape[2]);
+int gl_tensor_shape(gl_tensor_id id, const gl_arch *a, long vocab_rows,
+                    long shape[GL_TENSOR_MAXDIM]);
 
 /* Tensor id's name (gridlm's, or Hugging Face's when hf) at layer l. */
 void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n);
@@ -123,8 +160,15 @@ void gl_tensor_name(gl_tensor_id id, int l, int hf, char *out, size_t n);
 /* Is tensor id stored for a: the head when untied, w_gate with SwiGLU,
  * positions when learned, norm biases with LayerNorm, linear biases as
  * add_bias_linear and add_qkv_bias say, q_norm and k_norm with
- * qk_layernorm; every other tensor always. */
+ * qk_layernorm, the MoE tensors on some layer of an MoE model (the
+ * expert bias when enabled, the shared experts with a width); every
+ * other tensor always.  Per layer: gl_tensor_present_at. */
 int gl_tensor_present(gl_tensor_id id, const gl_arch *a);
+
+/* Is tensor id stored for a at layer l (ignored for a tensor outside the
+ * layers): as gl_tensor_present, and the dense MLP's tensors on dense
+ * layers only, the MoE tensors on MoE layers only. */
+int gl_tensor_present_at(gl_tensor_id id, const gl_arch *a, int l);
 
 /* Tensor id's name at layer l in a GPT2LMHeadModel (transformer.wte.weight,
  * transformer.h.N.attn.c_attn.weight, ...; "transformer." is the prefix

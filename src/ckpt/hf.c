@@ -1,4 +1,4 @@
-/* hf.c: Hugging Face Llama, Qwen2, Qwen3 and GPT-2 directories <-> gridlm checkpoints (hf.h). */
+/* hf.c: Hugging Face Llama, Qwen2, Qwen3, Mixtral and GPT-2 directories <-> gridlm checkpoints (hf.h). */
 #include <config.h>
 #include "ckpt/hf.h"
 #include "arch/hf_config.h"
@@ -37,7 +37,7 @@ static int in_step(const gl_arch *a, int l, gl_tensor_id id)
         return 0;
     if (!per_layer && (l == -1) != (id == GL_T_EMBEDDING))
         return 0;
-    return gl_tensor_present(id, a);
+    return gl_tensor_present_at(id, a, l);
 }
 
 /* Where tensor id at layer l lives in a Hugging Face directory of a's
@@ -50,10 +50,63 @@ typedef struct {
     int conv1d;
 } hf_place;
 
+/* MixtralForCausalLM's spellings of the MoE tensors: the router, and
+ * (with the expert's number after the layer's) each expert's matrices,
+ * gridlm's stacked [E, out, in] tensor being the E of them in order; w1
+ * is the gate, w3 the up and w2 the down projection, all [out, in].
+ * NULL: no Mixtral tensor (Mixtral has no expert bias or shared experts;
+ * gl_hf_mixtral_ok refuses those). */
+static const char *mixtral_name(gl_tensor_id id)
+{
+    switch (id) {
+    case GL_T_ROUTER: return "model.layers.%d.block_sparse_moe.gate.weight";
+    case GL_T_EXPERT_W_GATE: return "model.layers.%d.block_sparse_moe.experts.%d.w1.weight";
+    case GL_T_EXPERT_W_UP: return "model.layers.%d.block_sparse_moe.experts.%d.w3.weight";
+    case GL_T_EXPERT_W_DOWN: return "model.layers.%d.block_sparse_moe.experts.%d.w2.weight";
+    default: return NULL;
+    }
+}
+
+/* Is id one of the stacked experts (a Hugging Face tensor per expert)? */
+static int per_expert(gl_tensor_id id)
+{
+    return gl_tensor(id)->ndim == 3;
+}
+
+/* The Hugging Face name of expert e's matrix of stacked tensor id at
+ * layer l. */
+static void expert_name(gl_tensor_id id, int l, int e, char *out, size_t n)
+{
+    snprintf(out, n, mixtral_name(id), l, e);
+}
+
+/* The checkpoint's 2-D dataset of a stacked [E, A, B] tensor (shape):
+ * [E, A B] when its TP split is over rows (gate, up), else [E A, B]
+ * (down) -- the model's gl_shape_view, which the checkpoint stores.
+ * Either way the E experts' [A, B] matrices lie one after the other. */
+static void expert_dataset(gl_tensor_id id, const long shape[GL_TENSOR_MAXDIM], long ds[2])
+{
+    if (gl_tensor(id)->shard == GL_SHARD_ROWS) {
+        ds[0] = shape[0];
+        ds[1] = shape[1] * shape[2];
+    } else {
+        ds[0] = shape[0] * shape[1];
+        ds[1] = shape[2];
+    }
+}
+
 static void hf_place_of(const gl_arch *a, gl_tensor_id id, int l, hf_place *p)
 {
     p->part = -1;
     p->conv1d = 0;
+    if (a->num_experts > 0 && mixtral_name(id)) {
+        /* a stacked tensor's name is expert_name's pattern */
+        if (per_expert(id))
+            snprintf(p->name, sizeof p->name, "%s", mixtral_name(id));
+        else
+            snprintf(p->name, sizeof p->name, mixtral_name(id), l);
+        return;
+    }
     if (gl_arch_is_gpt2(a) &&
         gl_tensor_gpt2(id, l, p->name, sizeof p->name, &p->part, &p->conv1d))
         return;
@@ -127,6 +180,11 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
     json_decref(j);
     if (rc)
         return gl_errprintf(err, "%s: %s", file, e.text);
+    char why[256];
+    if (a->num_experts > 0 && !gl_hf_mixtral_ok(a, why, sizeof why))
+        return gl_errprintf(err, "%s holds a mixture-of-experts model that is not a "
+                            "MixtralForCausalLM (gridlm's only MoE export; Qwen3-MoE is not "
+                            "built yet): %s", file, why);
     if (!gl_arch_is_llama(a) && !gl_arch_is_qwen2(a) && !gl_arch_is_qwen3(a) &&
         !gl_arch_is_gpt2(a)) {
         char form[256];
@@ -211,6 +269,26 @@ static int ignorable(const gl_arch *a, const char *name)
     if (gl_arch_is_gpt2(a))
         return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
     return ends_with(name, "rotary_emb.inv_freq");
+}
+
+/* Is name one of the Mixtral experts' or routers' tensors of a? */
+static int moe_weight(const gl_arch *a, const char *name)
+{
+    char hf[256];
+    for (int l = 0; l < a->num_layers; l++)
+        for (int k = 0; k < GL_T_COUNT; k++) {
+            if (!in_step(a, l, k) || !mixtral_name(k))
+                continue;
+            for (int e = 0; e < (per_expert(k) ? a->num_experts : 1); e++) {
+                if (per_expert(k))
+                    expert_name(k, l, e, hf, sizeof hf);
+                else
+                    snprintf(hf, sizeof hf, mixtral_name(k), l);
+                if (!strcmp(name, hf))
+                    return 1;
+            }
+        }
+    return 0;
 }
 
 /* Is name a GPT-2 weight of a (with or without "transformer.")?  A tied
@@ -301,6 +379,53 @@ static int check_out(const char *out, gl_error *err)
     return gl_file_clean_temps(dir, gl_file_name_in, (void *)own, "import", err) < 0 ? -1 : 0;
 }
 
+/* Stacked tensor id of layer l from its E per-expert Hugging Face
+ * tensors, into the checkpoint w as dataset full (expert_dataset). */
+static int import_experts(const gl_st_model *m, const gl_arch *a, gl_tensor_id id, int l,
+                          const char *hf_dir, const char *full, gl_ckpt_writer *w, int quiet,
+                          double *bytes, gl_error *err)
+{
+    long shape[GL_TENSOR_MAXDIM], ds[2];
+    gl_tensor_shape(id, a, 0, shape);
+    expert_dataset(id, shape, ds);
+    long each = shape[1] * shape[2];
+    float *buf = gl_malloc((size_t)(shape[0] * each) * sizeof *buf);
+    int rc = 0;
+    char hf[256];
+    gl_st_dtype dtype = GL_ST_F32;
+    for (long e = 0; e < shape[0] && rc == 0; e++) {
+        expert_name(id, l, (int)e, hf, sizeof hf);
+        const gl_st_tensor *t = gl_st_model_find(m, hf);
+        if (!t)
+            rc = gl_errprintf(err, "%s has no tensor %s (config.json describes %ld experts in "
+                              "each of %d layers)", hf_dir, hf, shape[0], a->num_layers);
+        else if (t->ndim != 2 || t->shape[0] != shape[1] || t->shape[1] != shape[2])
+            rc = gl_errprintf(err, "%s: tensor %s has shape [%ld%s%ld], config.json implies "
+                              "[%ld, %ld]", hf_dir, hf, t->shape[0], t->ndim > 1 ? ", " : "",
+                              t->ndim > 1 ? t->shape[1] : 0L, shape[1], shape[2]);
+        else
+            rc = gl_st_to_f32(t, buf + e * each, err);
+        if (t)
+            dtype = t->dtype;
+    }
+    if (rc == 0) {
+        gl_ckpt_tensor ct = {
+            .name = full, .ndim = 2, .shape = { ds[0], ds[1] }, .offset = { 0, 0 },
+            .count = { ds[0], ds[1] }, .data = buf, .writes = 1,
+        };
+        if (gl_ckpt_put(w, &ct, err) != GL_CKPT_OK)
+            rc = -1;
+    }
+    free(buf);
+    *bytes += 4.0 * shape[0] * each;
+    if (!quiet && rc == 0) {
+        expert_name(id, l, 0, hf, sizeof hf);
+        printf("  %-48s -> %-40s %s [%ld, %ld, %ld] (%ld experts)\n", hf, full,
+               gl_st_dtype_name(dtype), shape[0], shape[1], shape[2], shape[0]);
+    }
+    return rc;
+}
+
 int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quiet,
                  gl_error *err)
 {
@@ -342,7 +467,7 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
             /* A name of the table is not enough: a bias the model does
              * not have (a Llama's q_proj.bias) would be dropped unread.
              * (A tied model's lm_head.weight is check_tied_head's.) */
-            int ok = ignorable(&c, name) ||
+            int ok = ignorable(&c, name) || (c.num_experts > 0 && moe_weight(&c, name)) ||
                      (gl_arch_is_gpt2(&c) ? gpt2_weight(&c, name) :
                       gl_tensor_translate(name, 0, gl, sizeof gl, &id, &layer) &&
                       layer < c.num_layers &&
@@ -351,6 +476,7 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
                 gl_errprintf(err, "%s holds tensor %s, which is not a weight of a %d-layer "
                      "%s", hf_dir, name, c.num_layers,
                      gl_arch_is_gpt2(&c) ? "GPT2LMHeadModel" :
+                     c.num_experts > 0 ? "MixtralForCausalLM" :
                      gl_arch_is_qwen2(&c) ? "Qwen2ForCausalLM" :
                      gl_arch_is_qwen3(&c) ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
                 gl_st_model_close(m);
@@ -389,8 +515,12 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
             hf_place p;
             char full[300];
             step_names(&c, k, l, &p, full);
+            if (per_expert(k)) {
+                rc = import_experts(m, &c, k, l, hf_dir, full, w, quiet, &bytes, err);
+                continue;
+            }
             const char *hf = p.name;
-            long want[2], vshape[2], hs[2];
+            long want[GL_TENSOR_MAXDIM], vshape[GL_TENSOR_MAXDIM], hs[2];
             int nd = gl_tensor_shape(k, &c, c.vocab_size, want);
             gl_tensor_shape(k, &c, vpad, vshape);
             hf_shape(&p, nd, want, hs);
@@ -513,6 +643,48 @@ static void gpt2_put(const hf_place *p, int nd, long rows, long cols, const floa
         memcpy(all + off, buf, (size_t)rows * sizeof *buf);
 }
 
+/* Stacked tensor id of layer l, dataset full of ck, as its E per-expert
+ * Hugging Face tensors appended to outs/keep/bufs at *n. */
+static int export_experts(gl_ckpt *ck, const gl_arch *a, gl_tensor_id id, int l,
+                          const char *full, gl_st_dtype dtype, gl_st_out *outs, char **keep,
+                          float **bufs, int *n, gl_error *err)
+{
+    long shape[GL_TENSOR_MAXDIM], ds[2];
+    gl_tensor_shape(id, a, 0, shape);
+    expert_dataset(id, shape, ds);
+    int i = gl_ckpt_find(ck, full);
+    if (i < 0)
+        return gl_errprintf(err, "%s has no tensor %s (its config describes %d layers of %ld "
+                            "experts)", gl_ckpt_path(ck), full, a->num_layers, shape[0]);
+    const gl_ckpt_info *in = gl_ckpt_tensor_info(ck, i);
+    if (in->ndim != 2 || in->shape[0] != ds[0] || in->shape[1] != ds[1])
+        return gl_errprintf(err, "%s: tensor %s has shape [%ld, %ld], its config implies "
+                            "[%ld, %ld]", gl_ckpt_path(ck), full, in->shape[0],
+                            in->ndim > 1 ? in->shape[1] : 0L, ds[0], ds[1]);
+    long each = shape[1] * shape[2];
+    float *all = gl_malloc((size_t)(shape[0] * each) * sizeof *all);
+    gl_ckpt_tensor t = {
+        .name = full, .ndim = 2, .shape = { ds[0], ds[1] }, .offset = { 0, 0 },
+        .count = { ds[0], ds[1] }, .data = all,
+    };
+    if (gl_ckpt_read(ck, &t, err) != GL_CKPT_OK) {
+        free(all);
+        return -1;
+    }
+    char hf[256];
+    for (long e = 0; e < shape[0]; e++) {
+        expert_name(id, l, (int)e, hf, sizeof hf);
+        keep[*n] = gl_strdup(hf);
+        bufs[*n] = gl_malloc((size_t)each * sizeof *bufs[*n]);
+        memcpy(bufs[*n], all + e * each, (size_t)each * sizeof *all);
+        outs[*n] = (gl_st_out){ .name = keep[*n], .dtype = dtype, .ndim = 2,
+                                .shape = { shape[1], shape[2] }, .data = bufs[*n] };
+        (*n)++;
+    }
+    free(all);
+    return 0;
+}
+
 int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                  size_t max_shard, int quiet, gl_error *err)
 {
@@ -536,7 +708,7 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
 
     /* Gather the weights in Hugging Face's order, vocabulary padding
      * dropped.  (All in memory at once: gl_st_model_write shards them.) */
-    int cap = GL_T_COUNT * (c.num_layers + 1), n = 0;
+    int cap = (GL_T_COUNT + 3 * c.num_experts) * (c.num_layers + 1), n = 0;
     gl_st_out *outs = gl_calloc(cap, sizeof *outs);
     char **keep = gl_calloc(cap, sizeof *keep);
     float **bufs = gl_calloc(cap, sizeof *bufs);
@@ -548,6 +720,10 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
             hf_place p;
             char full[300];
             step_names(&c, k, l, &p, full);
+            if (per_expert(k)) {
+                rc = export_experts(ck, &c, k, l, full, dtype, outs, keep, bufs, &n, err);
+                continue;
+            }
             int i = gl_ckpt_find(ck, full);
             if (i < 0) {
                 rc = gl_errprintf(err, "%s has no tensor %s (its config describes %d layers%s)",
@@ -556,7 +732,7 @@ int gl_hf_export(const char *ckpt, const char *out_dir, gl_st_dtype dtype,
                 break;
             }
             const gl_ckpt_info *in = gl_ckpt_tensor_info(ck, i);
-            long want[2];
+            long want[GL_TENSOR_MAXDIM];
             int nd = gl_tensor_shape(k, &c, vocab_rows(k) ? in->shape[0] : 0, want);
             if (in->ndim != nd || in->shape[0] != want[0] || (nd == 2 && in->shape[1] != want[1])) {
                 rc = gl_errprintf(err, "%s: tensor %s has shape [%ld, %ld], its config implies [%ld, %ld]",

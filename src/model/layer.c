@@ -66,6 +66,7 @@
 
 #include "base/log.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 #define OPS (m->d->ops)
 #define DIMS (&m->plan->dm)
@@ -452,7 +453,11 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
 
     need_norm(m, lo->attn_norm, lo->attn_norm_b);
     need_norm(m, lo->mlp_norm, lo->mlp_norm_b);
-    need(m, lo->qkv, lo->down + (size_t)h * dm->fl - lo->qkv);  /* with the split biases */
+    /* the split tensors with their biases */
+    need(m, lo->qkv, (lo->moe ? gl_moe_split_end(m, lo) : lo->down + (size_t)h * dm->fl) -
+                     lo->qkv);
+    if (lo->moe)
+        gl_moe_need(m, lo);
     if (dm->lin_bias) {
         need(m, lo->bo, (size_t)h);
         need(m, lo->bdown, (size_t)h);
@@ -490,7 +495,7 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     /* ... its end and the MLP's norm: after the bias-dropout-add (one
      * kernel with it on GPUs in the GPT form), or, where the norm writes
      * the MLP's FP8 operand itself, with the MLP's first product */
-    if (fused_norm(m, layer)) {
+    if (fused_norm(m, layer) && !lo->moe) {
         sublayer_end(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
                      hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa));
         norm_linear_fwd(m, A, layer, 2, A->gu, A->mg, A->mean2, A->rstd2, A->xm,
@@ -499,6 +504,13 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         sublayer_end_norm(m, A->xm, x, reduce_rows(m, m->y, A->xm), lo->bo,
                           hidden_dp(m, mb, layer + 1, SITE_ATTENTION_OUT, &dpa), A->mg,
                           A->mean2, A->rstd2, lo->mlp_norm, lo->mlp_norm_b);
+        if (lo->moe) {          /* the experts' partial sums into y (moe.c) */
+            gl_moe_fwd(m, mb, layer, lo, A, A->mg, m->y);
+            if (out)
+                sublayer_end(m, out, A->xm, reduce_rows(m, m->y, out), lo->bdown,
+                             hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dpm));
+            return;
+        }
         if (gelu_fused(m, layer))       /* the product, its bias and GeLU: s */
             OPS->linear_gelu_fwd(d, A->s, A->gu, A->mg, W(m, lo->gate_up), W(m, lo->bgu), n,
                                  dm->fl, h);
@@ -554,7 +566,8 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     /* MLP; selective: s and mg again (rstd2 is rewritten with its own
      * value) */
     if (sel) {
-        act_fwd(m, lo, A->s, A->gu);
+        if (!lo->moe)           /* an MoE layer keeps its own (moe.c) */
+            act_fwd(m, lo, A->s, A->gu);
         norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);
     }
     dsub = sublayer_end_bwd(m, dy, lo->bdown, hidden_dp(m, mb, layer + 1, SITE_MLP_OUT, &dp));
@@ -563,6 +576,13 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
         OPS->copy(d, own_rows(m, m->dfull), dsub, (size_t)nl * h * d->act_bytes);
         gather_rows(m, m->dfull);
         dz = m->dfull;
+    }
+    if (lo->moe) {
+        gl_moe_bwd(m, mb, layer, lo, A, A->mg, dz, m->y);
+        void *dmg = reduce_rows(m, m->y, m->tmp);
+        gl_moe_router_dx(m, lo, dmg);
+        norm_bwd(m, dy, dmg, A->xm, A->mean2, A->rstd2, lo->mlp_norm, lo->mlp_norm_b, nl, 1);
+        goto attention;
     }
     /* the down projection; fused: its weight gradient alone here, its
      * input gradient with the GeLU's backward and the bias's next */
@@ -599,6 +619,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
              lo->mlp_norm_b, nl, 1);
 
+attention:
     /* attention; selective: a again */
     if (sel)
         norm_gathered(m, A->a, A->mean1, A->rstd1, x, lo->attn_norm, lo->attn_norm_b);
@@ -779,11 +800,13 @@ void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb)
      * stopping before its output. */
     for (int i = dm->Lc - 1; i >= 0;) {
         int f = m->rc_first[i];
+        m->in_recompute = 1;
         if (f >= 0)
             for (int k = f; k <= i; k++)
                 layer_fwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],
                           k < i ? sl->x[k + 1] : NULL);
-        else
+        m->in_recompute = 0;
+        if (f < 0)
             f = i;
         for (int k = i; k >= f; k--)
             layer_bwd(m, mb, ch->first_layer + k, &ch->layer[k], &sl->layer[k], sl->x[k],

@@ -1,10 +1,10 @@
 # src/model: the Llama decoder of one rank -- how it is laid out
 # (layout.h), parameter table and flat layout (plan.c), buffers, initial
 # weights and RoPE tables (model.c), the forward/backward passes
-# (layer.c) and their FP8 products (fp8.c), written against ops.h and
-# comm.h.
+# (layer.c), the mixture-of-experts MLP (moe.c) and their FP8 products
+# (fp8.c), written against ops.h and comm.h.
 libgridlm_a_SOURCES += %reldir%/model.h %reldir%/layout.h %reldir%/plan.c %reldir%/model.c \
-	%reldir%/layer.c %reldir%/fp8.c %reldir%/cp.c
+	%reldir%/layer.c %reldir%/moe.h %reldir%/moe.c %reldir%/fp8.c %reldir%/cp.c
 
 # The model against an independent double-precision forward and against
 # finite differences of its loss (one rank, CPU device).
@@ -25,3 +25,19 @@ TESTS += t/model-plan.t
 dist_check_SCRIPTS += t/train-recompute.t
 TESTS += t/train-recompute.t
 EXTRA_DIST += t/train-lib.sh
+
+# The mixture-of-experts layer: gradients against finite differences of
+# the objective with its auxiliary and z losses, its statistics, full
+# recomputation (one rank, CPU device).
+check_PROGRAMS += t/model-moe.t
+t_model_moe_t_SOURCES = t/model-moe.c t/model-cfg.h
+t_model_moe_t_LDADD = $(TAP_LIBS)
+TESTS += t/model-moe.t
+
+# Mixture-of-experts training: Mixtral-, Qwen3-MoE- and DeepSeek-like
+# models give the single-rank numbers under TP, SP, PP, DP and the
+# distributed optimizer, with and without dropping; a TP 2 checkpoint
+# resumes at TP 1 (shell; t/train-lib.sh, t/train-moe-lib.sh).
+dist_check_SCRIPTS += t/train-moe.t t/train-moe-qwen.t
+TESTS += t/train-moe.t t/train-moe-qwen.t
+EXTRA_DIST += t/train-moe-lib.sh

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/rng.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 static size_t align_up(size_t x, size_t a)
 {
@@ -88,7 +89,7 @@ static void layout_forward_only(gl_model *m, carver *cv)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t nlh = (size_t)dm->nl * (size_t)dm->h * m->d->act_bytes;
-    gl_layer_acts shared;
+    gl_layer_acts shared = { 0 };   /* (no FP8 or MoE buffers of its own yet) */
     layout_layer_acts(m, cv, &shared, NULL);
     for (int c = 0; c < m->plan->nchunks; c++) {
         gl_slot *sl = &m->slot[c][0];
@@ -227,6 +228,10 @@ static gl_model *model_new(const gl_model_plan *p, gl_dev *d,
 
     m->w = d->ops->alloc(d, p->nflat * d->act_bytes);
     m->g = fwd_only ? NULL : d->ops->alloc(d, p->nflat * sizeof(float));
+    gl_moe_defaults(&m->moe_opts);
+    m->moe_loss_gscale = dm->n;
+    if (dm->E)
+        m->moe_stats = d->ops->alloc(d, (size_t)dm->L * (GL_MOE_STATS + dm->E) * sizeof(float));
 
     size_t nt = (size_t)dm->S * (size_t)(dm->D / 2);
     float *cosv = gl_malloc(nt * sizeof(float)), *sinv = gl_malloc(nt * sizeof(float));
@@ -271,11 +276,14 @@ void gl_model_free(gl_model *m)
     for (size_t i = 0; i < sizeof cpbuf / sizeof cpbuf[0]; i++)
         if (cpbuf[i])
             d->ops->free(d, cpbuf[i]);
+    gl_moe_free(m);
     d->ops->free(d, m->arena);
     d->ops->free(d, m->w);
     d->ops->free(d, m->g);
     for (int ci = 0; ci < m->plan->nchunks; ci++) {
         for (int s = 0; s < m->nslots[ci]; s++) {
+            for (int i = 0; i < m->plan->dm.Lc; i++)
+                gl_moe_acts_free(m, &m->slot[ci][s].layer[i]);
             free(m->slot[ci][s].x);
             free(m->slot[ci][s].layer);
         }
@@ -326,10 +334,12 @@ static void *init_rows(void *arg)
 {
     const init_job *jb = arg;
     const gl_param *q = jb->q;
-    long cols = q->shape[1], lc = q->local_shape[1];
+    long view[2], local[2], off[2];
+    gl_param_view(q, view, local, off);     /* stacked experts as a matrix */
+    long cols = view[1], lc = local[1];
     for (long r = jb->r0; r < jb->r1; r++)
         for (long j = 0; j < lc; j++) {
-            long e = (q->global_offset[0] + r) * cols + q->global_offset[1] + j;
+            long e = (off[0] + r) * cols + off[1] + j;
             jb->host[r * lc + j] = q->init_ones ? 1.0f
                 : (float)(q->init_std * gl_rng_normal(jb->seed, jb->key, (uint64_t)e));
         }
@@ -345,7 +355,9 @@ static void init_host(const gl_param *q, uint64_t seed, float *host)
     pthread_t th[MAX_THREADS];
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = q->count < (1u << 20) || ncpu < 2 ? 1 : ncpu > MAX_THREADS ? MAX_THREADS : (int)ncpu;
-    long rows = q->local_shape[0];
+    long view[2], local[2];
+    gl_param_view(q, view, local, NULL);
+    long rows = local[0];
     if (nt > rows)
         nt = (int)rows;
     for (int t = 0; t < nt; t++)

@@ -58,6 +58,16 @@
  * the embedding group so both copies take the same steps, and the copy is
  * left out of the gradient norm.
  *
+ * Mixture of experts.  On an MoE layer (gl_arch_is_moe_layer) the MLP's
+ * tensors are the router [E, h] and the expert bias [E] (replicated; the
+ * bias a buffer: gl_param.buffer), the stacked experts' w_gate, w_up
+ * [E, F, h] and w_down [E, h, F], each one range of the flat buffer with
+ * every expert's F split over TP as the dense MLP's f, and the shared
+ * experts' matrices as a dense MLP's (gl_layer_offs; moe.h says how the
+ * layer runs).  gl_param keeps the logical 3-D shape; gl_param_view gives
+ * the 2-D matrix in which the rank's piece is one rectangle, which
+ * initialisation and checkpoints use.
+ *
  * Pipeline chunks.  With PP stages and V virtual chunks per stage, model
  * chunk mc = c PP + stage (c = 0..V-1 on each rank) holds layers
  * [mc Lc, (mc + 1) Lc), Lc = L / (PP V).  Model chunk 0 starts with the
@@ -138,11 +148,13 @@ extern "C" {
 /* One logical parameter and this rank's piece of it. */
 typedef struct {
     char name[64];
-    int ndim;                   /* 1 (norm weights) or 2 */
-    long shape[2];              /* full logical shape ([h, 1] when ndim 1) */
-    gl_shard shard;
-    long local_shape[2];        /* this rank's piece */
-    long global_offset[2];      /* where it sits in the logical tensor */
+    int ndim;                   /* 1 (norm weights), 2, or 3 (stacked experts) */
+    long shape[GL_TENSOR_MAXDIM];        /* full logical shape ([h, 1, 1] when
+                                          * ndim 1, [r, c, 1] when 2) */
+    gl_shard shard;             /* a stacked [E, out, in] tensor: ROWS splits
+                                 * dim 1, COLS dim 2 (arch/tensors.h) */
+    long local_shape[GL_TENSOR_MAXDIM];  /* this rank's piece */
+    long global_offset[GL_TENSOR_MAXDIM];/* where it sits in the logical tensor */
     size_t offset, count;       /* its range of the flat buffer */
     int chunk;                  /* the local chunk it belongs to */
     int layer;                  /* global layer index, -1 outside layers */
@@ -153,7 +165,23 @@ typedef struct {
     int tied_copy;              /* last stage's copy of a tied embedding */
     double init_std;            /* normal(0, init_std); 0 with init_ones */
     int init_ones;              /* norm weights start at 1 */
+    int buffer;                 /* not trained (the expert bias): its gradient
+                                 * stays zero, the optimizer leaves it alone,
+                                 * the checkpoint holds it */
 } gl_param;
+
+/* A parameter as a 2-D row-major matrix in which its local piece is one
+ * rectangle: itself when ndim <= 2 ([h, 1] for a vector); a stacked
+ * [E, A, B] tensor as [E, A B] when ROWS splits A, else as [E A, B].
+ * The element at view (i, j) is the logical tensor's element i C + j in
+ * row-major order (C the view's columns), so initialisation and
+ * checkpoints see the same numbers under every layout.  view, and
+ * local/offset (the piece's rectangle) when not NULL, get 2 longs. */
+void gl_param_view(const gl_param *q, long view[2], long local[2], long offset[2]);
+
+/* The same view of a logical shape (gl_tensor_shape's, ndim dims) split
+ * as shard. */
+void gl_shape_view(int ndim, const long shape[GL_TENSOR_MAXDIM], gl_shard shard, long view[2]);
 
 /* Sizes of the model and of this rank's share. */
 typedef struct {
@@ -187,6 +215,10 @@ typedef struct {
     int P;                      /* their rows: --max-position-embeddings */
     float hidden_dropout;       /* --hidden-dropout */
     float attention_dropout;    /* --attention-dropout */
+    /* Mixture of experts (all 0 in a dense model). */
+    int E, topk;                /* experts, experts per token */
+    int fe, fel;                /* an expert's FFN width; its TP-local part */
+    int fs, fsl;                /* the shared experts' width; local (0: none) */
 } gl_model_dims;
 
 /* Offsets in the flat buffer of one layer's tensors.  The biases and the
@@ -197,6 +229,14 @@ typedef struct {
     size_t attn_norm, qkv, wo, mlp_norm, gate_up, down;
     size_t attn_norm_b, mlp_norm_b, bqkv, bo, bgu, bdown;
     size_t qk_norm;             /* q_norm [D] then k_norm [D] (qk_norm dims) */
+    /* A mixture-of-experts layer (moe set) has no gate_up/down (nor their
+     * biases) but: the router [E, h] and the expert bias [E] (replicated),
+     * the experts' w_gate [E, fel, h] (SwiGLU) followed by w_up
+     * [E, fel, h] (egu; w_up at egu + E fel h), w_down [E, h, fel]
+     * (edown), and the shared experts fused as the dense MLP's
+     * [w_gate; w_up] [2 fsl, h] (sgu) and w_down [h, fsl] (sdown). */
+    int moe;
+    size_t router, ebias, egu, edown, sgu, sdown;
 } gl_layer_offs;
 
 typedef struct {
@@ -271,6 +311,11 @@ typedef struct {
      * four inputs' scale records (their scales are this micro-batch's). */
     uint8_t *xt[4];
     float *xrec;
+    /* A mixture-of-experts layer's (moe.c; allocated at its first
+     * forward, never shared by recomputation): the router's logits,
+     * the routing, the experts' fc1 outputs and partial outputs, the
+     * shared experts' fc1 output, the load-balancing counts. */
+    struct gl_moe_acts *moe;
 } gl_layer_acts;
 
 /* One micro-batch in flight on one chunk. */
@@ -373,7 +418,28 @@ typedef struct {
      * product with its epilogue on a GPU; layer.c: gelu_fused): 1 unless
      * GRIDLM_GEMM_EPILOGUE=0 asks for the separate kernels, to compare. */
     int gelu_epilogue;
+    /* Mixture of experts (moe.c).  moe_opts: the training-time settings
+     * (gl_moe_defaults until the caller sets them).  moe_loss_gscale:
+     * the backward scale of the auxiliary and z losses of one micro-
+     * batch, in the units of the token weights gscale (gl_mb): B S by
+     * default, so that the caller's division of the summed gradients by
+     * micro-batches x DP x B S averages the per-micro-batch losses as
+     * Megatron does.  moe_stats: per global layer l, at l (3 + E): the
+     * auxiliary loss, the z-loss, the dropped slots, then the tokens per
+     * expert [E], summed over the training forwards since the caller
+     * last zeroed it (device f32, NULL in a dense model; the losses are
+     * this rank's shares: under sequence parallelism the TP ranks' sum,
+     * else each TP rank's is the whole).  in_recompute: set while
+     * full recomputation re-runs a forward (nothing is counted twice). */
+    gl_moe_opts moe_opts;
+    double moe_loss_gscale;
+    float *moe_stats;
+    struct gl_moe_scratch *moe_scratch;
+    int in_recompute;
 } gl_model;
+
+/* Elements of moe_stats per layer: GL_MOE_STATS + E. */
+#define GL_MOE_STATS 3
 
 typedef struct gl_fp8_state gl_fp8_state;
 

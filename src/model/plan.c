@@ -95,6 +95,18 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
     dm->hidden_dropout = (float)a->hidden_dropout;
     dm->attention_dropout = (float)a->attention_dropout;
     dm->P = a->max_position_embeddings ? a->max_position_embeddings : a->seq_length;
+    if (a->num_experts > 0) {
+        dm->E = a->num_experts;
+        dm->topk = a->moe_router_topk;
+        dm->fe = gl_arch_moe_ffn(a);
+        dm->fs = a->moe_shared_expert_intermediate_size;
+        if (dm->fe % dm->tp || dm->fs % dm->tp)
+            gl_die_code(2, "--tensor-model-parallel-size %d must divide the experts' FFN "
+                        "width (%d) and --moe-shared-expert-intermediate-size (%d)",
+                        dm->tp, dm->fe, dm->fs);
+        dm->fel = dm->fe / dm->tp;
+        dm->fsl = dm->fs / dm->tp;
+    }
 }
 
 /* The table under construction. */
@@ -126,22 +138,25 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
         std /= sqrt(2.0 * p->dm.L);                 /* Megatron's scaled init */
     q->init_std = t->init == GL_INIT_ONES || t->init == GL_INIT_ZEROS ? 0 : std;
     int tp = p->dm.tp, r = p->dm.tp_rank;
-    q->local_shape[0] = q->shape[0];
-    q->local_shape[1] = q->shape[1];
-    if (shard == GL_SHARD_ROWS) {
-        q->local_shape[0] = q->shape[0] / tp;
-        q->global_offset[0] = (long)r * q->local_shape[0];
-    } else if (shard == GL_SHARD_COLS) {
-        q->local_shape[1] = q->shape[1] / tp;
-        q->global_offset[1] = (long)r * q->local_shape[1];
+    /* the split dimension: the first or second of a matrix, the second or
+     * third of stacked experts (every expert's matrix alike) */
+    int split = shard == GL_SHARD_NONE ? -1 : (shard == GL_SHARD_COLS) + (q->ndim == 3);
+    for (int d = 0; d < GL_TENSOR_MAXDIM; d++) {
+        q->local_shape[d] = q->shape[d];
+        if (d == split) {
+            q->local_shape[d] = q->shape[d] / tp;
+            q->global_offset[d] = (long)r * q->local_shape[d];
+        }
     }
-    q->count = (size_t)q->local_shape[0] * (size_t)q->local_shape[1];
+    q->count = (size_t)q->local_shape[0] * (size_t)q->local_shape[1] *
+               (size_t)q->local_shape[2];
     q->offset = b->cursor;
     b->cursor += q->count;
     q->chunk = chunk;
     q->layer = layer;
     q->no_weight_decay = q->ndim == 1;
-    q->counted = shard != GL_SHARD_NONE || r == 0;
+    q->buffer = t->buffer;
+    q->counted = (shard != GL_SHARD_NONE || r == 0) && !q->buffer;
     q->init_ones = t->init == GL_INIT_ONES;
     if (q->init_ones && b->arch->apply_layernorm_1p)
         q->init_ones = 0;           /* stored as w - 1: zeros stand for ones */
@@ -153,6 +168,31 @@ static size_t start_group(builder *b)
 {
     b->cursor = align_up(b->cursor, GL_MODEL_ALIGN);
     return b->cursor;
+}
+
+/* The TP-split tensors of MoE layer l in place of the dense MLP's: the
+ * experts' w_gate (SwiGLU) then w_up, one after the other (each one
+ * range: the gate/up product runs as two grouped products into the two
+ * halves of its output rows), w_down; the shared experts' [w_gate; w_up]
+ * adjacent as the dense MLP's, and w_down. */
+static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
+{
+    const gl_model_dims *dm = &b->p->dm;
+    lo->moe = 1;
+    lo->egu = start_group(b);
+    if (dm->swiglu)
+        add_param(b, GL_T_EXPERT_W_GATE, l, ci);
+    add_param(b, GL_T_EXPERT_W_UP, l, ci);
+    lo->edown = start_group(b);
+    add_param(b, GL_T_EXPERT_W_DOWN, l, ci);
+    if (dm->fs) {
+        lo->sgu = start_group(b);
+        if (dm->swiglu)
+            add_param(b, GL_T_SHARED_W_GATE, l, ci);
+        add_param(b, GL_T_SHARED_W_UP, l, ci);
+        lo->sdown = start_group(b);
+        add_param(b, GL_T_SHARED_W_DOWN, l, ci);
+    }
 }
 
 gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_rank,
@@ -202,6 +242,10 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
             }
             lo->wo = start_group(&b);
             add_param(&b, GL_T_WO, l, ci);
+            if (gl_arch_is_moe_layer(&p->arch, l)) {
+                add_moe_split(&b, lo, l, ci);
+                continue;
+            }
             lo->gate_up = start_group(&b);
             if (dm->swiglu)
                 add_param(&b, GL_T_W_GATE, l, ci);
@@ -265,7 +309,14 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
                 lo->mlp_norm_b = start_group(&b);
                 add_param(&b, GL_T_MLP_NORM_BIAS, l, ci);
             }
-            if (dm->lin_bias) {
+            if (lo->moe) {
+                lo->router = start_group(&b);
+                add_param(&b, GL_T_ROUTER, l, ci);
+                if (gl_tensor_present_at(GL_T_EXPERT_BIAS, &p->arch, l)) {
+                    lo->ebias = start_group(&b);
+                    add_param(&b, GL_T_EXPERT_BIAS, l, ci);
+                }
+            } else if (dm->lin_bias) {
                 lo->bdown = start_group(&b);
                 add_param(&b, GL_T_B_DOWN, l, ci);
             }
@@ -315,6 +366,50 @@ void gl_model_tp_sum_range(const gl_model_plan *p, size_t *begin, size_t *end)
     *begin = *end = p->rep_end;
     if (p->dm.tp > 1)
         *begin = p->dm.sp ? p->rep_begin : p->qk_norm_begin;
+}
+
+void gl_shape_view(int ndim, const long shape[GL_TENSOR_MAXDIM], gl_shard shard, long view[2])
+{
+    if (ndim < 3) {
+        view[0] = shape[0];
+        view[1] = ndim == 1 ? 1 : shape[1];
+    } else if (shard == GL_SHARD_ROWS) {
+        view[0] = shape[0];
+        view[1] = shape[1] * shape[2];
+    } else {
+        view[0] = shape[0] * shape[1];
+        view[1] = shape[2];
+    }
+}
+
+void gl_param_view(const gl_param *q, long view[2], long local[2], long offset[2])
+{
+    gl_shape_view(q->ndim, q->shape, q->shard, view);
+    long lv[2], ov[2];
+    if (q->ndim < 3) {
+        lv[0] = q->local_shape[0];
+        lv[1] = q->ndim == 1 ? 1 : q->local_shape[1];
+        ov[0] = q->global_offset[0];
+        ov[1] = q->ndim == 1 ? 0 : q->global_offset[1];
+    } else if (q->shard == GL_SHARD_ROWS) {   /* dim 1 split: columns of [E, A B] */
+        lv[0] = q->local_shape[0];
+        lv[1] = q->local_shape[1] * q->local_shape[2];
+        ov[0] = 0;
+        ov[1] = q->global_offset[1] * q->shape[2];
+    } else {                                  /* dim 2 split (or none): [E A, B] */
+        lv[0] = q->local_shape[0] * q->local_shape[1];
+        lv[1] = q->local_shape[2];
+        ov[0] = 0;
+        ov[1] = q->global_offset[2];
+    }
+    if (local) {
+        local[0] = lv[0];
+        local[1] = lv[1];
+    }
+    if (offset) {
+        offset[0] = ov[0];
+        offset[1] = ov[1];
+    }
 }
 
 double gl_param_init_value(const gl_param *p, uint64_t seed, long e)

@@ -58,12 +58,13 @@ static logical *logical_list(const gl_model_plan *p, int *n)
                 const gl_tensor_info *ti = gl_tensor((gl_tensor_id)id);
                 int here = pass == 1 ? ti->per_layer
                                      : !ti->per_layer && (id < first_layer_id) == (pass == 0);
-                if (!here || !gl_tensor_present((gl_tensor_id)id, a))
+                if (!here || !gl_tensor_present_at((gl_tensor_id)id, a, l))
                     continue;
+                long shape[GL_TENSOR_MAXDIM];
                 gl_tensor_name((gl_tensor_id)id, l, 0, t[k].name, sizeof t[k].name);
-                t[k].ndim = gl_tensor_shape((gl_tensor_id)id, a, p->dm.Vpad, t[k].shape);
-                if (t[k].ndim == 1)
-                    t[k].shape[1] = 1;
+                int nd = gl_tensor_shape((gl_tensor_id)id, a, p->dm.Vpad, shape);
+                gl_shape_view(nd, shape, ti->shard, t[k].shape);
+                t[k].ndim = nd > 2 ? 2 : nd;
                 k++;
             }
     *n = k;
@@ -92,13 +93,8 @@ static gl_ckpt_tensor piece_slab(const gl_param *q, const char *full)
     gl_ckpt_tensor t;
     memset(&t, 0, sizeof t);
     t.name = full;
-    t.ndim = q->ndim;
-    t.shape[0] = q->shape[0];
-    t.shape[1] = q->ndim == 1 ? 1 : q->shape[1];
-    t.offset[0] = q->global_offset[0];
-    t.offset[1] = q->ndim == 1 ? 0 : q->global_offset[1];
-    t.count[0] = q->local_shape[0];
-    t.count[1] = q->ndim == 1 ? 1 : q->local_shape[1];
+    t.ndim = q->ndim > 2 ? 2 : q->ndim;     /* stacked experts: their 2-D view */
+    gl_param_view(q, t.shape, t.count, t.offset);
     return t;
 }
 

@@ -356,6 +356,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define G_OPT "Optimizer"
 #define G_LR "Learning rate"
 #define G_PREC "Precision, device and memory"
+#define G_MOE "Mixture of experts"
 #define G_DATA "Data"
 #define G_CKPT "Checkpoints"
 #define G_LOG "Logging"
@@ -391,7 +392,16 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_LOGGED "gridlm's log has fixed contents (loss, gradient norm, learning rate, TFLOP/s, MFU): this detail is not logged"
 #define R_STRAGGLER "gridlm reports stragglers always: see --straggler-threshold"
 #define R_INPROCESS "applies with --inprocess-restart only, which gridlm refuses"
-#define R_MOE "mixture of experts is not supported yet: gridlm trains dense models; drop the MoE flags"
+#define R_MOE_ETP "the experts split over --tensor-model-parallel-size as the dense MLP does; a tensor parallelism of their own is not built: drop it"
+#define R_MOE_EP "expert parallelism is not built yet (one expert group: --expert-model-parallel-size 1): drop it"
+#define R_MOE_RECOMPUTE "recomputing MoE layers alone is not built: use --recompute-granularity selective"
+#define R_MOE_UPCYCLE "upcycling a dense checkpoint into experts is not built: train the MoE model from its own initialisation"
+#define R_MOE_GROUPS "group-limited routing (DeepSeek's device-limited top-k) is not built: the router takes the top-k over all experts; drop it"
+#define R_MOE_FORCE "forced (benchmark) routing is not built: the router routes by its scores"
+#define R_MOE_FP8 "FP8 training of MoE layers is not built: drop it (and --fp8-format)"
+#define R_MOE_JITTER "router input jitter is not built: drop it"
+#define R_MOE_LOG "tokens per expert (max and mean per layer) are part of every MoE log line: drop it"
+#define R_MOE_PROBS_IN "weighting the experts' inputs (not their outputs) is not built: the routing weights scale the experts' outputs"
 #define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
 #define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
 #define R_ACT "gridlm's MLP is GeLU (tanh approximation, Megatron's fused bias-GeLU) or SwiGLU (--swiglu); other activations are not built"
@@ -443,6 +453,11 @@ static const char *const single_loader[] = {"single", NULL};
 static const char *const rope_types[] = {"rope", NULL};
 static const char *const softmax_types[] = {"vanilla", NULL};
 static const char *const fp32_only[] = {"fp32", NULL};
+static const char *const moe_dtypes[] = {"fp32", "fp64", NULL};
+static const int moe_dtype_values[] = {GL_MOE_DTYPE_FP32, GL_MOE_DTYPE_FP64};
+static const char *const moe_drop_policies[] = {"probs", "position", NULL};
+static const int moe_drop_values[] = {GL_DROP_BY_PROBS, GL_DROP_BY_POSITION};
+static const char *const moe_dispatchers[] = {"allgather", "alltoall", NULL};
 static const char *const attn_backends[] = {"flash", "fused", "unfused", "local", "auto", NULL};
 static const int attn_backend_values[] = {GL_ATTN_BACKEND_FLASH, GL_ATTN_BACKEND_FUSED,
                                           GL_ATTN_BACKEND_UNFUSED, GL_ATTN_BACKEND_LOCAL,
@@ -504,7 +519,7 @@ static const gl_option table[] = {
     /* --- model --- */
     {.name = "model", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",
      .group = G_MODEL, .fn = opt_model,
-     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl or tiny (applied first)"},
+     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, mixtral-8x7b or tiny (applied first)"},
     INT("num-layers", arch.num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
     INT("hidden-size", arch.hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
     INT("ffn-hidden-size", arch.ffn_hidden_size, G_MODEL, POS, "MLP inner width",
@@ -1001,26 +1016,79 @@ static const gl_option table[] = {
     ACCEPT("inprocess-empty-cuda-cache", R_INPROCESS),
 
     /* Refused: another model than gridlm's dense decoder (GPT or Llama form). */
-    REFUSE("num-experts", R_MOE), REFUSE("expert-tensor-parallel-size", R_MOE),
-    REFUSE("moe-layer-freq", R_MOE), REFUSE("moe-ffn-hidden-size", R_MOE),
-    REFUSE("moe-shared-expert-intermediate-size", R_MOE), REFUSE("moe-shared-expert-overlap", R_MOE),
-    REFUSE("moe-grouped-gemm", R_MOE), REFUSE("moe-use-legacy-grouped-gemm", R_MOE),
-    REFUSE("moe-layer-recompute", R_MOE), REFUSE("moe-extended-tp", R_MOE),
-    REFUSE("moe-use-upcycling", R_MOE), REFUSE("moe-router-load-balancing-type", R_MOE),
-    REFUSE("moe-router-dtype", R_MOE), REFUSE("moe-router-fusion", R_MOE),
-    REFUSE("moe-router-score-function", R_MOE), REFUSE("moe-router-topk", R_MOE),
-    REFUSE("moe-router-pre-softmax", R_MOE), REFUSE("moe-router-num-groups", R_MOE),
-    REFUSE("moe-router-group-topk", R_MOE), REFUSE("moe-router-topk-scaling-factor", R_MOE),
-    REFUSE("moe-router-enable-expert-bias", R_MOE), REFUSE("moe-router-bias-update-rate", R_MOE),
-    REFUSE("moe-router-force-load-balancing", R_MOE), REFUSE("moe-router-padding-for-fp8", R_MOE),
-    REFUSE("moe-aux-loss-coeff", R_MOE), REFUSE("moe-z-loss-coeff", R_MOE),
-    REFUSE("moe-input-jitter-eps", R_MOE), REFUSE("moe-per-layer-logging", R_MOE),
-    REFUSE("moe-token-dispatcher-type", R_MOE), REFUSE("moe-enable-deepep", R_MOE),
-    REFUSE("moe-deepep-num-sms", R_MOE), REFUSE("moe-permute-fusion", R_MOE),
-    REFUSE("moe-expert-capacity-factor", R_MOE), REFUSE("moe-pad-expert-input-to-capacity", R_MOE),
-    REFUSE("moe-token-drop-policy", R_MOE), REFUSE("moe-apply-probs-on-input", R_MOE),
-    REFUSE("overlap-moe-expert-parallel-comm", R_MOE), REFUSE("moe-upcycling-granularity", R_MOE),
-    REFUSE("use-fused-weighted-squared-relu", R_MOE),
+    /* Mixture of experts (issue 13): the model's form (arch.h: gl_arch)
+     * and the training-time settings (gl_moe_opts); check_moe checks them
+     * together.  gridlm routes, permutes and multiplies the experts in
+     * grouped products always (--moe-grouped-gemm, --moe-permute-fusion,
+     * --moe-router-fusion: accepted). */
+    INT("num-experts", arch.num_experts, G_MOE, POS,
+        "experts of each MoE layer (a mixture-of-experts model)", .defstr = "none: dense"),
+    INT("moe-ffn-hidden-size", arch.moe_ffn_hidden_size, G_MOE, POS,
+        "each expert's FFN width", .defstr = "--ffn-hidden-size"),
+    INT("moe-router-topk", arch.moe_router_topk, G_MOE, POS,
+        "experts each token is routed to"),
+    STR("moe-layer-freq", arch.moe_layer_freq, "N|LIST", G_MOE,
+        "MoE layers: every N-th (N), or a list of 0 (dense) and 1 (MoE) per layer, "
+        "e.g. [0,1,1,1] or ([0]+[1]*23)"),
+    INT("moe-shared-expert-intermediate-size", arch.moe_shared_expert_intermediate_size,
+        G_MOE, POS, "width of the shared experts every token passes through",
+        .defstr = "none"),
+    CHOICE("moe-router-score-function", arch.moe_router_score_function, "NAME", G_MOE,
+           gl_arch_moe_score_names, NULL, "the router's scores: softmax or sigmoid"),
+    FLAG("moe-router-pre-softmax", arch.moe_router_pre_softmax, G_MOE,
+         "softmax over all experts before the top-k (Mixtral), not over the k chosen"),
+    DBL("moe-router-topk-scaling-factor", arch.moe_router_topk_scaling_factor, G_MOE, POS,
+        "multiply the top-k routing weights by this", .defstr = "none"),
+    FLAG("moe-router-enable-expert-bias", arch.moe_router_enable_expert_bias, G_MOE,
+         "a per-expert bias on the scores for the choice only, updated from the load "
+         "(DeepSeek-V3's balancing without an auxiliary loss)"),
+    DBL("moe-router-bias-update-rate", moe.router_bias_update_rate, G_MOE, NONNEG,
+        "step of the expert bias's update"),
+    CHOICE("moe-router-load-balancing-type", moe.load_balancing_type, "NAME", G_MOE,
+           gl_moe_lb_names, NULL,
+           "auxiliary balancing loss: aux_loss (per micro-batch), seq_aux_loss (per "
+           "sequence), global_aux_loss (global batch) or none (sinkhorn is not built)"),
+    DBL("moe-aux-loss-coeff", moe.aux_loss_coeff, G_MOE, NONNEG,
+        "weight of the balancing loss"),
+    DBL("moe-z-loss-coeff", moe.z_loss_coeff, G_MOE, NONNEG, "weight of the router's z-loss",
+        .defstr = "none"),
+    CHOICE("moe-router-dtype", moe.router_dtype, "TYPE", G_MOE, moe_dtypes, moe_dtype_values,
+           "the router's precision: fp32 or fp64", .defstr = "the activations'"),
+    DBL("moe-expert-capacity-factor", moe.capacity_factor, G_MOE, POS,
+        "each expert takes at most this x its even share of the tokens; the rest are "
+        "dropped", .defstr = "none: no dropping"),
+    CHOICE("moe-token-drop-policy", moe.token_drop_policy, "NAME", G_MOE, moe_drop_policies,
+           moe_drop_values, "over capacity, drop the lowest routing weights (probs) or the "
+           "latest tokens (position)"),
+    FLAG("moe-pad-expert-input-to-capacity", moe.pad_expert_input_to_capacity, G_MOE,
+         "pad each expert's tokens to the capacity (needs --moe-expert-capacity-factor)"),
+    SAME_IN("moe-grouped-gemm", G_MOE, "accepted: gridlm multiplies all experts in grouped "
+            "products always"),
+    SAME_IN("moe-permute-fusion", G_MOE, "accepted: gridlm permutes tokens in fused kernels "
+            "always"),
+    ACCEPT("moe-router-fusion", "gridlm's router (scores, top-k, losses) is its own fused op"),
+    ACCEPT("moe-use-legacy-grouped-gemm", "gridlm's grouped expert products are its own"),
+    ACCEPT("moe-shared-expert-overlap", "an overlap of communication: the shared experts' "
+           "result is the same"),
+    SAME_AS_IN("moe-token-dispatcher-type", G_MOE, moe_dispatchers,
+               "allgather or alltoall (accepted: with one expert group both give the same "
+               "tokens to the same experts)",
+               "allgather and alltoall give the same tokens to the same experts with one "
+               "expert group; flex (DeepEP, HybridEP) is for expert parallelism, which "
+               "gridlm does not build yet"),
+    REFUSE("expert-tensor-parallel-size", R_MOE_ETP),
+    REFUSE("moe-extended-tp", R_MOE_ETP),
+    REFUSE("overlap-moe-expert-parallel-comm", R_MOE_EP),
+    REFUSE("moe-enable-deepep", R_MOE_EP), REFUSE("moe-deepep-num-sms", R_MOE_EP),
+    REFUSE("moe-layer-recompute", R_MOE_RECOMPUTE),
+    REFUSE("moe-use-upcycling", R_MOE_UPCYCLE), REFUSE("moe-upcycling-granularity", R_MOE_UPCYCLE),
+    REFUSE("moe-router-num-groups", R_MOE_GROUPS), REFUSE("moe-router-group-topk", R_MOE_GROUPS),
+    REFUSE("moe-router-force-load-balancing", R_MOE_FORCE),
+    REFUSE("moe-router-padding-for-fp8", R_MOE_FP8),
+    REFUSE("moe-input-jitter-eps", R_MOE_JITTER),
+    REFUSE("moe-per-layer-logging", R_MOE_LOG),
+    REFUSE("moe-apply-probs-on-input", R_MOE_PROBS_IN),
+    REFUSE("use-fused-weighted-squared-relu", R_ACT),
     REFUSE("multi-latent-attention", R_MLA), REFUSE("q-lora-rank", R_MLA),
     REFUSE("kv-lora-rank", R_MLA), REFUSE("qk-head-dim", R_MLA), REFUSE("qk-pos-emb-head-dim", R_MLA),
     REFUSE("v-head-dim", R_MLA), REFUSE("rotary-scaling-factor", R_MLA), REFUSE("mscale", R_MLA),
@@ -1230,6 +1298,7 @@ void gl_config_defaults(gl_config *c)
     memset(c, 0, sizeof *c);
     gl_arch_defaults(&c->arch);
     gl_fp8_defaults(&c->fp8);
+    gl_moe_defaults(&c->moe);
 
     c->layout.tensor_model_parallel_size = 1;
     c->layout.pipeline_model_parallel_size = 1;
@@ -1443,14 +1512,124 @@ static void check_model(const gl_config *c)
             "and 1)", c->arch.rope_scaling_high_freq_factor, c->arch.rope_scaling_low_freq_factor);
 }
 
+/* The MoE flags given to a dense model (num_experts 0): those that
+ * differ from Megatron's defaults, as "--a, --b" into out. */
+static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
+{
+    gl_config d;
+    gl_config_defaults(&d);
+    const gl_arch *a = &c->arch, *da = &d.arch;
+    const gl_moe_opts *m = &c->moe, *dm = &d.moe;
+    struct { int differs; const char *flag; } f[] = {
+        {a->moe_ffn_hidden_size != da->moe_ffn_hidden_size, "moe-ffn-hidden-size"},
+        {a->moe_router_topk != da->moe_router_topk, "moe-router-topk"},
+        {strcmp(a->moe_layer_freq, da->moe_layer_freq) != 0, "moe-layer-freq"},
+        {a->moe_shared_expert_intermediate_size != 0, "moe-shared-expert-intermediate-size"},
+        {a->moe_router_score_function != da->moe_router_score_function,
+         "moe-router-score-function"},
+        {a->moe_router_pre_softmax, "moe-router-pre-softmax"},
+        {a->moe_router_topk_scaling_factor != 0, "moe-router-topk-scaling-factor"},
+        {a->moe_router_enable_expert_bias, "moe-router-enable-expert-bias"},
+        {m->router_bias_update_rate != dm->router_bias_update_rate,
+         "moe-router-bias-update-rate"},
+        {m->load_balancing_type != dm->load_balancing_type, "moe-router-load-balancing-type"},
+        {m->aux_loss_coeff != 0, "moe-aux-loss-coeff"},
+        {m->z_loss_coeff != 0, "moe-z-loss-coeff"},
+        {m->router_dtype != dm->router_dtype, "moe-router-dtype"},
+        {m->capacity_factor != 0, "moe-expert-capacity-factor"},
+        {m->token_drop_policy != dm->token_drop_policy, "moe-token-drop-policy"},
+        {m->pad_expert_input_to_capacity, "moe-pad-expert-input-to-capacity"},
+    };
+    int k = 0;
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].differs && len < n)
+            len += (size_t)snprintf(out + len, n - len, "%s--%s", k++ ? ", " : "", f[i].flag);
+    return k;
+}
+
+/* Mixture of experts: the flags against each other and the layout, and
+ * what gridlm does not train yet (expert parallelism, FP8 experts,
+ * global_aux_loss, the CUDA device). */
+static void check_moe(gl_config *c)
+{
+    gl_arch *a = &c->arch;
+    const gl_moe_opts *m = &c->moe;
+    int tp = c->layout.tensor_model_parallel_size;
+    if (refused_any("num-experts moe-router-topk moe-layer-freq moe-ffn-hidden-size "
+                    "moe-shared-expert-intermediate-size"))
+        return;
+    if (a->num_experts <= 0) {
+        char given[1024];
+        int n = moe_flags_without_experts(c, given, sizeof given);
+        if (n)
+            bad("%s set%s the experts of a dense model: add --num-experts N for a "
+                "mixture-of-experts model, or drop %s", given, n == 1 ? "s" : "",
+                n == 1 ? "it" : "them");
+        if (c->layout.expert_model_parallel_size != 1)
+            bad("--expert-model-parallel-size %d needs a mixture-of-experts model "
+                "(--num-experts): a dense model has no experts to split; use "
+                "--expert-model-parallel-size 1", c->layout.expert_model_parallel_size);
+        return;
+    }
+    int E = a->num_experts, F = gl_arch_moe_ffn(a), S = a->moe_shared_expert_intermediate_size;
+    if (a->moe_router_topk > E)
+        bad("--moe-router-topk %d is more than --num-experts %d: a token is routed to at most "
+            "every expert; choose a top-k of 1 to %d", a->moe_router_topk, E, E);
+    char canon[GL_MOE_FREQ_MAX];
+    gl_error err;
+    if (gl_moe_layer_freq_parse(a->moe_layer_freq, a->num_layers, canon, sizeof canon, &err))
+        bad("%s", err.text);
+    else
+        snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "%s", canon);
+    if (F % tp)
+        bad("--tensor-model-parallel-size %d must divide the experts' FFN width %d "
+            "(--moe-ffn-hidden-size, else --ffn-hidden-size): TP splits each expert as "
+            "the dense MLP", tp, F);
+    if (S % tp)
+        bad("--tensor-model-parallel-size %d must divide "
+            "--moe-shared-expert-intermediate-size %d: TP splits the shared experts as the "
+            "dense MLP", tp, S);
+    if (!a->swiglu)
+        bad("--num-experts %d: gridlm's experts are SwiGLU MLPs (Mixtral's, Qwen3-MoE's): "
+            "add --swiglu", E);
+    if (a->add_bias_linear)
+        bad("--num-experts %d: gridlm's experts have no biases (Mixtral's and Qwen3-MoE's "
+            "have none): add --disable-bias-linear", E);
+    if (a->moe_router_enable_expert_bias && a->moe_router_score_function != GL_ROUTER_SIGMOID)
+        bad("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid (the "
+            "expert bias is DeepSeek-V3's, on sigmoid scores; Megatron refuses it with "
+            "softmax): add it, or drop the expert bias");
+    if (m->pad_expert_input_to_capacity && m->capacity_factor <= 0)
+        bad("--moe-pad-expert-input-to-capacity pads to the experts' capacity, which "
+            "--moe-expert-capacity-factor sets: add it, or drop the padding");
+    if (c->layout.expert_model_parallel_size != 1)
+        bad("--expert-model-parallel-size %d: expert parallelism is not built yet; the "
+            "experts are replicated over data-parallel ranks and split over "
+            "--tensor-model-parallel-size: use --expert-model-parallel-size 1",
+            c->layout.expert_model_parallel_size);
+    if (c->fp8.format != GL_FP8_OFF)
+        bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
+            "--fp8-format, or train a dense model in FP8");
+    if (m->load_balancing_type == GL_MOE_LB_GLOBAL_AUX_LOSS && m->aux_loss_coeff > 0)
+        bad("--moe-router-load-balancing-type global_aux_loss is not built yet (its counts "
+            "run over the data-parallel ranks and the step's micro-batches): use aux_loss or "
+            "seq_aux_loss");
+    if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
+        bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
+            "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
+            "--calculate-per-token-loss, or the MoE losses");
+    if (c->device == GL_DEVICE_CUDA)
+        bad("--num-experts %d --device cuda: mixture-of-experts training is not built for "
+            "CUDA yet (the MoE ops have CUDA kernels; the MoE layer has been checked on the "
+            "CPU device only): train mixture-of-experts models on --device cpu", E);
+}
+
 static void check_layout(gl_config *c)
 {
     int tp = c->layout.tensor_model_parallel_size, pp = c->layout.pipeline_model_parallel_size;
     int cp = c->layout.context_parallel_size;
-    if (c->layout.expert_model_parallel_size != 1)
-        bad("--expert-model-parallel-size %d needs a mixture-of-experts model: gridlm's "
-            "models are dense, use --expert-model-parallel-size 1",
-            c->layout.expert_model_parallel_size);
     /* One line for a TP size: the first width it does not divide names
      * it, and the others would only refuse the same value again. */
     if (!must_divide("tensor-model-parallel-size", "TP", tp, "--num-attention-heads",
@@ -1930,6 +2109,7 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
         check_layout(c);
         check_recompute(c);
         check_fp8(c);
+        check_moe(c);
     }
     check_schedule(c);
     check_data(c);

@@ -135,6 +135,7 @@ typedef struct gl_config {
     gl_device_kind device;           /* --device cpu|cuda (auto) */
     int bf16;                        /* --bf16 */
     gl_fp8_opts fp8;                 /* --fp8-* (arch/arch.h) */
+    gl_moe_opts moe;                 /* --moe-* training settings (arch/arch.h) */
     gl_attn_backend attention_backend; /* --attention-backend */
 
     /* --- data --- */

@@ -128,6 +128,89 @@ static void check_supported(const gl_config *c)
 #define CLOCK_SLOT (3 + NEXITBITS)
 #define NSTATS (4 + NEXITBITS)
 
+/* Mixture of experts: the step's statistics and the expert bias.
+ *
+ * m->moe_stats holds, per global layer, what the rank's training
+ * forwards added (model.h): every TP rank routes the whole micro-batch,
+ * so its tokens per expert and dropped slots are the whole micro-batch's
+ * on each TP rank, and so are the losses without sequence parallelism
+ * (under it each TP rank holds its rows' share); pipeline stages hold
+ * their own layers.  One all-reduce over the world sums them, and the
+ * TP repetitions are divided out.  The expert bias (DeepSeek-V3's
+ * aux-loss-free balancing) then moves by the rate against the sign of
+ * each expert's excess over the step's mean, the same on every rank: in
+ * the weights and, where this rank holds them, the master weights (the
+ * optimizer leaves the buffer alone: its gradient is zero and, a vector,
+ * it has no weight decay).  A skipped step (NaN/Inf) moves nothing. */
+typedef struct {
+    double aux, z, load_max, dropped;   /* this step's (log record's units) */
+} moe_step_stats;
+
+static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o, int Mi,
+                     int update, moe_step_stats *out)
+{
+    const gl_model_plan *p = m->plan;
+    const gl_model_dims *dm = &p->dm;
+    gl_dev *d = m->d;
+    int E = dm->E, L = dm->L, per = GL_MOE_STATS + E;
+    size_t ns = (size_t)L * per;
+    if (g->world && gl_comm_size(g->world) > 1)
+        gl_all_reduce(g->world, m->moe_stats, m->moe_stats, ns, GL_DT_F32, GL_OP_SUM,
+                      d->stream);
+    float *h = gl_malloc(ns * sizeof(float));
+    d->ops->download(d, h, m->moe_stats, ns * sizeof(float));
+    double tp = dm->tp, mbs = (double)Mi * c->data_parallel_size;
+    memset(out, 0, sizeof *out);
+    double routed = 0;
+    for (int l = 0; l < L; l++) {
+        if (!gl_arch_is_moe_layer(&p->arch, l))
+            continue;
+        const float *st = h + (size_t)l * per;
+        out->aux += st[0] / (dm->sp ? 1.0 : tp) / mbs;
+        out->z += st[1] / (dm->sp ? 1.0 : tp) / mbs;
+        out->dropped += st[2] / tp;
+        double sum = 0, mx = 0;
+        for (int e = 0; e < E; e++) {
+            sum += st[GL_MOE_STATS + e];
+            if (st[GL_MOE_STATS + e] > mx)
+                mx = st[GL_MOE_STATS + e];
+        }
+        if (sum > 0 && mx * E / sum > out->load_max)
+            out->load_max = mx * E / sum;
+        routed += mbs * dm->n * dm->topk;
+    }
+    out->dropped = routed > 0 ? out->dropped / routed : 0;
+    free(h);
+
+    if (update && p->arch.moe_router_enable_expert_bias) {
+        size_t mb0 = 0, mb1 = 0;
+        float *master = gl_optim_master_target(o, &mb0, &mb1);
+        float *tmp = d->ops->alloc(d, (size_t)E * sizeof(float));
+        float rate = (float)c->moe.router_bias_update_rate;
+        for (int ci = 0; ci < p->nchunks; ci++)
+            for (int i = 0; i < dm->Lc; i++) {
+                const gl_layer_offs *lo = &p->chunk[ci].layer[i];
+                int l = p->chunk[ci].first_layer + i;
+                if (!lo->moe || !gl_tensor_present_at(GL_T_EXPERT_BIAS, &p->arch, l))
+                    continue;
+                const float *counts = m->moe_stats + (size_t)l * per + GL_MOE_STATS;
+                d->ops->to_f32(d, tmp, gl_model_weight(m, lo->ebias), (size_t)E);
+                d->ops->moe_bias_update(d, tmp, counts, E, rate);
+                d->ops->to_act(d, gl_model_weight(m, lo->ebias), tmp, (size_t)E);
+                /* the part of the master weights this rank holds (a DP
+                 * shard may cut the bias) */
+                size_t a = lo->ebias > mb0 ? lo->ebias : mb0;
+                size_t b = lo->ebias + (size_t)E < mb1 ? lo->ebias + (size_t)E : mb1;
+                if (master && b > a)
+                    d->ops->copy(d, master + (a - mb0), tmp + (a - lo->ebias),
+                                 (b - a) * sizeof(float));
+            }
+        d->ops->sync(d);
+        d->ops->free(d, tmp);
+    }
+    d->ops->zero(d, m->moe_stats, ns * sizeof(float));
+}
+
 /* The device memory peak of this rank, in GiB. */
 static double mem_gib(gl_dev *d)
 {
@@ -322,6 +405,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_config cc = *c0;             /* shallow: the loader may set the vocabulary */
     const gl_config *c = &cc;
     check_supported(c);
+    if (c->arch.num_experts > 0 && d->index >= 0)    /* --device auto found a GPU */
+        gl_die_code(2, "--num-experts %d on %s: mixture-of-experts training is not built for "
+                    "CUDA yet (checked on the CPU device only): train mixture-of-experts "
+                    "models with --device cpu", c->arch.num_experts, d->name);
     int tp_rank = g->me.tp, pp_rank = g->me.pp, dp_rank = g->me.dp;
     int world = b->size, rank = b->rank;
     int pp = c->layout.pipeline_model_parallel_size, V = c->layout.virtual_pipeline_size;
@@ -345,6 +432,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_model *m = gl_model_new(plan, d, group(g->tp), slots);
     gl_model_set_cp(m, group(g->cp), g->me.cp);
     m->dropout_seed = (uint64_t)(unsigned)c->seed;
+    m->moe_opts = c->moe;       /* the MoE losses' scale: model.h's default */
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, gradg, c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
@@ -438,6 +526,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                  "nothing to train", pr.iteration, c->train_iters);
     double int_loss = 0, int_norm = 0, int_ms = 0, int_samples = 0;
     int int_n = 0, int_ok = 0;
+    moe_step_stats int_moe = { 0, 0, 0, 0 };
     if (c->rampup_batch_size[0] && consumed <= c->rampup_batch_size[2])
         gl_info0("--rampup-batch-size: global batch %d at %ld consumed samples, growing by "
                  "%ld up to %d over the first %ld samples", gl_config_global_batch(c, consumed),
@@ -520,6 +609,15 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             int_norm += norm;
             int_ok++;
         }
+        if (plan->dm.E) {
+            moe_step_stats ms;
+            moe_step(c, g, m, o, Mi, !bad, &ms);
+            int_moe.aux += ms.aux;
+            int_moe.z += ms.z;
+            int_moe.dropped += ms.dropped;
+            if (ms.load_max > int_moe.load_max)
+                int_moe.load_max = ms.load_max;
+        }
         consumed += G;
         if (it + 1 == c->train_iters) {        /* the last step, timed in full */
             gl_watch_begin_comm(F, "device sync", world > 1 ? g->world : NULL);
@@ -566,6 +664,13 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                     .grad_norm = int_ok ? int_norm / int_ok : NAN,
                     .skipped = skipped, .nan_iters = nan_iters, .mem_gib = mem,
                     .on_cpu = d->index < 0,
+                    .moe = plan->dm.E > 0,
+                    .moe_aux_loss = c->moe.aux_loss_coeff > 0 &&
+                                    c->moe.load_balancing_type != GL_MOE_LB_NONE
+                                  ? int_moe.aux / int_n : -1,
+                    .moe_z_loss = c->moe.z_loss_coeff > 0 ? int_moe.z / int_n : -1,
+                    .moe_load_max = int_moe.load_max,
+                    .moe_dropped = c->moe.capacity_factor > 0 ? int_moe.dropped / int_n : -1,
                 };
                 double sec = r.elapsed_ms / 1e3;
                 /* the interval's mean batch: a ramp-up changes it */
@@ -587,6 +692,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             }
             int_loss = int_norm = int_ms = int_samples = 0;
             int_n = int_ok = 0;
+            memset(&int_moe, 0, sizeof int_moe);
         }
         if (do_eval && (iter % c->eval_interval == 0 || iter == c->train_iters) && !stopping) {
             int periodic = iter % c->eval_interval == 0;

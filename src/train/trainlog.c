@@ -35,6 +35,14 @@ void gl_log_format_line(char *buf, size_t len, const gl_log_record *r)
         APPEND(" decoupled learning rate: %.6E |", r->decoupled_lr);
     APPEND(" global batch size: %5d |", r->global_batch_size);
     APPEND(" lm loss: %.6E |", r->loss);
+    if (r->moe && r->moe_aux_loss >= 0)
+        APPEND(" load balancing loss: %.6E |", r->moe_aux_loss);
+    if (r->moe && r->moe_z_loss >= 0)
+        APPEND(" z loss: %.6E |", r->moe_z_loss);
+    if (r->moe)
+        APPEND(" expert load max/mean: %.3f |", r->moe_load_max);
+    if (r->moe && r->moe_dropped >= 0)
+        APPEND(" dropped tokens: %.4f%% |", 100.0 * r->moe_dropped);
     APPEND(" grad norm: %.3f |", r->grad_norm);
     APPEND(" number of skipped iterations: %3ld |", r->skipped);
     APPEND(" number of nan iterations: %3ld |", r->nan_iters);
@@ -65,6 +73,14 @@ void gl_log_write_json(FILE *f, const gl_log_record *r)
             r->consumed_samples);
     num(f, "loss", r->loss, 1, 0);
     num(f, "grad_norm", r->grad_norm, 1, 0);
+    if (r->moe && r->moe_aux_loss >= 0)
+        num(f, "moe_aux_loss", r->moe_aux_loss, 1, 0);
+    if (r->moe && r->moe_z_loss >= 0)
+        num(f, "moe_z_loss", r->moe_z_loss, 1, 0);
+    if (r->moe)
+        num(f, "moe_load_max", r->moe_load_max, 1, 0);
+    if (r->moe && r->moe_dropped >= 0)
+        num(f, "moe_dropped", r->moe_dropped, 1, 0);
     num(f, "lr", r->lr, 1, 0);
     if (r->decoupled_lr >= 0)
         num(f, "decoupled_lr", r->decoupled_lr, 1, 0);

@@ -18,7 +18,11 @@
  * elapsed_ms, tokens_per_sec_per_gpu, tflops_per_gpu, mfu, mem_gib,
  * skipped_iterations, nan_iterations, global_batch_size (and
  * decoupled_lr under --decoupled-lr, as Megatron's "decoupled learning
- * rate" after the learning rate on the line); numbers that are
+ * rate" after the learning rate on the line; and for a mixture-of-
+ * experts model moe_aux_loss, moe_z_loss, moe_load_max, moe_dropped,
+ * after the lm loss on the line as "load balancing loss", "z loss",
+ * "expert load max/mean", "dropped tokens" -- each only when the run has
+ * it); numbers that are
  * unknown or not finite are written as null.  Loss, grad norm and time
  * are averages over the iterations since the previous log, as Megatron
  * reports them.
@@ -48,6 +52,15 @@ typedef struct {
     double mfu;                     /* fraction of peak; < 0 when unknown */
     double mem_gib;                 /* peak device memory, max over ranks */
     int on_cpu;                     /* the CPU back end: per rank, no MFU */
+    /* A mixture-of-experts model (moe set): averages over the logged
+     * iterations of the load-balancing loss and the z-loss (each the
+     * sum over the MoE layers of the mean over the iteration's micro-
+     * batches, as added to the objective; < 0: not in the objective),
+     * the largest ratio of an expert's tokens to its layer's mean (max
+     * over layers and iterations), and the fraction of routed slots
+     * dropped (< 0: no capacity). */
+    int moe;
+    double moe_aux_loss, moe_z_loss, moe_load_max, moe_dropped;
 } gl_log_record;
 
 /* Format the progress line (no newline) into buf. */

@@ -1,0 +1,475 @@
+/*
+ * moe.c: the mixture-of-experts MLP of a decoder layer (moe.h), written
+ * against device/ops.h's MoE ops:
+ *
+ *   logits [n, E] = mg Wr^T                  (fp32 output)
+ *   moe_route      -> the map: experts, weights, rows, offsets
+ *   moe_permute    mg -> xp [R, h]           grouped by expert
+ *   fc1            xp -> gu [R, 2 fel]       per expert, gate | up
+ *   swiglu         gu -> a [R, fel]
+ *   moe_gemm       a -> yp [R, h]            (w_down [E, h, fel])
+ *   moe_unpermute  yp -> y [n, h]            partial over TP
+ *   shared experts y += swiglu(mg Wsgu^T) Wsdown^T   (a dense MLP)
+ *
+ * R = offsets[E], the rows the routing dispatched.  The experts' w_gate
+ * and w_up are two parameters, each one range of the flat buffer
+ * ([E, fel, h] each, model.h), so fc1 is two grouped products whose
+ * output row stride (ldY = 2 fel) writes gate and up into the two halves
+ * of gu's rows, the layout swiglu reads; their data gradients add into
+ * one dxp (accumulate_dx).  w_down's stacked [E, h, fel] is moe_gemm's
+ * layout as it stands.
+ *
+ * The backward: unpermute's (dyp, and dweight, partial over TP: summed
+ * before moe_route_bwd, as ops.h says), moe_gemm's dgrad and wgrad,
+ * swiglu's, fc1's per expert, permute's (into dmg), the shared experts',
+ * then the router: moe_route_bwd, the auxiliary and z losses' gradients
+ * added into dlogits with the backward scale m->moe_loss_gscale, the
+ * router's weight gradient and (gl_moe_router_dx) its share of dmg.
+ *
+ * Recomputation: every MoE layer keeps its own buffers (A->moe), which
+ * no recomputation shares; selective recomputation rebuilds mg as for a
+ * dense layer and nothing of the MoE block; full recomputation re-runs
+ * gl_moe_fwd, which rebuilds the same buffers bit for bit (the routing
+ * is a function of the logits), counting nothing again.  xp and a are
+ * rebuilt in the backward from what is kept (a permutation and a
+ * SwiGLU), so they live in shared scratch.
+ */
+#include <config.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "model/moe.h"
+
+#define OPS (m->d->ops)
+#define DIMS (&m->plan->dm)
+
+/* What one MoE layer keeps for one micro-batch. */
+struct gl_moe_acts {
+    float *logits;              /* [n, E] */
+    gl_moe_map map;             /* rows_max R_max */
+    void *gu;                   /* [R_max, guw] fc1 outputs */
+    void *yp;                   /* [R_max, h] expert outputs (partial) */
+    void *sgu;                  /* [n, 2 fsl] shared experts' fc1 */
+    float *counts;              /* [G, E] load-balancing counts (summed over TP) */
+};
+
+/* Shared by every layer: rebuilt or transient values. */
+struct gl_moe_scratch {
+    int rmax, guw;              /* permuted rows; fc1 width (2 fel or fel) */
+    int sgw;                    /* shared fc1 width */
+    void *xp, *a, *dyp, *da, *dgu, *dxp;
+    void *ss, *dss, *dsgu;      /* shared experts: activation and gradients */
+    float *dweight;             /* [n, k] */
+    float *dlogits;             /* [n, E] */
+    float *bias;                /* [E] the expert bias in f32 */
+    float *tok;                 /* [E] tokens per expert of one call */
+};
+
+static void *at(const gl_model *m, void *base, size_t elems)
+{
+    return (char *)base + elems * m->d->act_bytes;
+}
+
+static void *W(const gl_model *m, size_t off)
+{
+    return gl_model_weight(m, off);
+}
+
+static float *G(const gl_model *m, size_t off)
+{
+    return gl_model_grad(m, off);
+}
+
+/* The parameter-range callbacks (model.h; as layer.c's). */
+static void ready(gl_model *m, size_t off, size_t count)
+{
+    if (m->grad_final && m->grad_ready)
+        m->grad_ready(m->grad_ready_arg, off, off + count);
+}
+
+static void need(gl_model *m, size_t off, size_t count)
+{
+    if (m->weights_needed)
+        m->weights_needed(m->weights_needed_arg, off, off + count);
+}
+
+/* The routing options of ops.h from the model and the run's settings. */
+static gl_moe_route_cfg route_cfg(const gl_model *m)
+{
+    const gl_model_dims *dm = DIMS;
+    const gl_arch *a = &m->plan->arch;
+    gl_moe_route_cfg c;
+    memset(&c, 0, sizeof c);
+    c.E = dm->E;
+    c.k = dm->topk;
+    c.score = a->moe_router_score_function == GL_ROUTER_SIGMOID ? GL_MOE_SIGMOID
+                                                                 : GL_MOE_SOFTMAX;
+    c.pre_softmax = a->moe_router_pre_softmax;
+    c.scaling = (float)a->moe_router_topk_scaling_factor;
+    if (m->moe_opts.capacity_factor > 0)
+        c.capacity = gl_moe_capacity(dm->n, dm->topk, dm->E, m->moe_opts.capacity_factor);
+    c.drop = m->moe_opts.token_drop_policy == GL_DROP_BY_POSITION ? GL_MOE_DROP_POSITION
+                                                                   : GL_MOE_DROP_PROBS;
+    c.pad = m->moe_opts.pad_expert_input_to_capacity;
+    return c;
+}
+
+/* The rank's own rows of the router's terms: [r0, r0 + nown). */
+static void own_range(const gl_model *m, int *r0, int *nown)
+{
+    const gl_model_dims *dm = DIMS;
+    *r0 = dm->sp ? dm->tp_rank * dm->nl : 0;
+    *nown = dm->sp ? dm->nl : dm->n;
+}
+
+/* Groups of the auxiliary loss: B sequences (seq_aux_loss) or 1. */
+static int aux_groups(const gl_model *m)
+{
+    return m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS ? DIMS->B : 1;
+}
+
+static int aux_on(const gl_model *m)
+{
+    return m->moe_opts.aux_loss_coeff > 0 &&
+           (m->moe_opts.load_balancing_type == GL_MOE_LB_AUX_LOSS ||
+            m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS);
+}
+
+/* Megatron's scales (ops.h: moe_aux_loss, moe_z_loss), T = the micro-
+ * batch's n tokens whatever the layout. */
+static float aux_scale(const gl_model *m)
+{
+    const gl_model_dims *dm = DIMS;
+    double c = m->moe_opts.aux_loss_coeff;
+    if (m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS)
+        return (float)(c * dm->E / ((double)dm->topk * dm->S * dm->S * dm->B));
+    return (float)(c * dm->E / ((double)dm->topk * dm->n * dm->n));
+}
+
+static float z_scale(const gl_model *m)
+{
+    return (float)(m->moe_opts.z_loss_coeff / DIMS->n);
+}
+
+/* The scratch, made at the first MoE forward. */
+static struct gl_moe_scratch *scratch(gl_model *m)
+{
+    if (m->moe_scratch)
+        return m->moe_scratch;
+    const gl_model_dims *dm = DIMS;
+    gl_moe_route_cfg c = route_cfg(m);
+    struct gl_moe_scratch *s = gl_calloc(1, sizeof *s);
+    size_t ab = m->d->act_bytes, n = (size_t)dm->n, h = (size_t)dm->h;
+    s->rmax = gl_moe_rows_max(dm->n, &c);
+    s->guw = dm->swiglu ? 2 * dm->fel : dm->fel;
+    s->sgw = dm->swiglu ? 2 * dm->fsl : dm->fsl;
+    size_t R = (size_t)s->rmax;
+    gl_dev *d = m->d;
+    s->xp = OPS->alloc(d, R * h * ab);
+    s->a = OPS->alloc(d, R * (size_t)dm->fel * ab);
+    s->dyp = OPS->alloc(d, R * h * ab);
+    s->da = OPS->alloc(d, R * (size_t)dm->fel * ab);
+    s->dgu = OPS->alloc(d, R * (size_t)s->guw * ab);
+    s->dxp = OPS->alloc(d, R * h * ab);
+    if (dm->fs) {
+        s->ss = OPS->alloc(d, n * (size_t)dm->fsl * ab);
+        s->dss = OPS->alloc(d, n * (size_t)dm->fsl * ab);
+        s->dsgu = OPS->alloc(d, n * (size_t)s->sgw * ab);
+    }
+    s->dweight = OPS->alloc(d, n * (size_t)dm->topk * sizeof(float));
+    s->dlogits = OPS->alloc(d, n * (size_t)dm->E * sizeof(float));
+    s->bias = OPS->alloc(d, (size_t)dm->E * sizeof(float));
+    s->tok = OPS->alloc(d, (size_t)dm->E * sizeof(float));
+    m->moe_scratch = s;
+    return s;
+}
+
+/* A layer's kept buffers, made at its first forward. */
+static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
+{
+    if (A->moe)
+        return A->moe;
+    const gl_model_dims *dm = DIMS;
+    struct gl_moe_scratch *s = scratch(m);
+    gl_dev *d = m->d;
+    size_t ab = d->act_bytes, n = (size_t)dm->n, k = (size_t)dm->topk, E = (size_t)dm->E;
+    size_t R = (size_t)s->rmax;
+    struct gl_moe_acts *x = gl_calloc(1, sizeof *x);
+    x->logits = OPS->alloc(d, n * E * sizeof(float));
+    gl_moe_map *mp = &x->map;
+    mp->n = dm->n;
+    mp->k = dm->topk;
+    mp->E = dm->E;
+    mp->rows_max = s->rmax;
+    mp->expert = OPS->alloc(d, n * k * sizeof(int32_t));
+    mp->weight = OPS->alloc(d, n * k * sizeof(float));
+    mp->rows = OPS->alloc(d, n * k * sizeof(int32_t));
+    mp->row_tok = OPS->alloc(d, (R ? R : 1) * sizeof(int32_t));
+    mp->offsets = OPS->alloc(d, (E + 1) * sizeof(int32_t));
+    mp->offsets_host = OPS->alloc_host(d, (E + 1) * sizeof(int32_t));
+    x->gu = OPS->alloc(d, (R ? R : 1) * (size_t)s->guw * ab);
+    x->yp = OPS->alloc(d, (R ? R : 1) * (size_t)dm->h * ab);
+    if (dm->fs)
+        x->sgu = OPS->alloc(d, n * (size_t)s->sgw * ab);
+    x->counts = OPS->alloc(d, (size_t)aux_groups(m) * E * sizeof(float));
+    A->moe = x;
+    return x;
+}
+
+void gl_moe_acts_free(gl_model *m, gl_layer_acts *A)
+{
+    struct gl_moe_acts *x = A->moe;
+    if (!x)
+        return;
+    gl_dev *d = m->d;
+    OPS->free(d, x->logits);
+    OPS->free(d, x->map.expert);
+    OPS->free(d, x->map.weight);
+    OPS->free(d, x->map.rows);
+    OPS->free(d, x->map.row_tok);
+    OPS->free(d, x->map.offsets);
+    OPS->free_host(d, x->map.offsets_host);
+    OPS->free(d, x->gu);
+    OPS->free(d, x->yp);
+    if (x->sgu)
+        OPS->free(d, x->sgu);
+    OPS->free(d, x->counts);
+    free(x);
+    A->moe = NULL;
+}
+
+void gl_moe_free(gl_model *m)
+{
+    struct gl_moe_scratch *s = m->moe_scratch;
+    gl_dev *d = m->d;
+    if (m->moe_stats)
+        OPS->free(d, m->moe_stats);
+    m->moe_stats = NULL;
+    if (!s)
+        return;
+    void *bufs[] = { s->xp, s->a, s->dyp, s->da, s->dgu, s->dxp, s->ss, s->dss, s->dsgu,
+                     s->dweight, s->dlogits, s->bias, s->tok };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i])
+            OPS->free(d, bufs[i]);
+    free(s);
+    m->moe_scratch = NULL;
+}
+
+size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->fs)
+        return lo->sdown + (size_t)dm->h * dm->fsl;
+    return lo->edown + (size_t)dm->E * dm->h * dm->fel;
+}
+
+void gl_moe_need(gl_model *m, const gl_layer_offs *lo)
+{
+    const gl_model_dims *dm = DIMS;
+    need(m, lo->router, (size_t)dm->E * dm->h);
+    if (m->plan->arch.moe_router_enable_expert_bias)
+        need(m, lo->ebias, (size_t)dm->E);
+}
+
+/* Where the experts' w_up is: after w_gate (SwiGLU), or at egu. */
+static size_t up_off(const gl_model *m, const gl_layer_offs *lo)
+{
+    const gl_model_dims *dm = DIMS;
+    return lo->egu + (dm->swiglu ? (size_t)dm->E * dm->fel * dm->h : 0);
+}
+
+/* gu [R, guw] = xp [Wg_e; Wu_e]^T per expert: the gate and up products,
+ * each from its own stacked weights, into the two halves of gu's rows. */
+static void fc1_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
+                    const void *xp, int guw)
+{
+    const gl_model_dims *dm = DIMS;
+    void *Y = x->gu;
+    if (dm->swiglu) {
+        OPS->moe_gemm(m->d, Y, guw, xp, W(m, lo->egu), dm->h, dm->fel, &x->map);
+        Y = at(m, Y, (size_t)dm->fel);
+    }
+    OPS->moe_gemm(m->d, Y, guw, xp, W(m, up_off(m, lo)), dm->h, dm->fel, &x->map);
+}
+
+/* fc1's backward: dW += dgu_e^T xp_e, dxp = dgu_e [Wg_e; Wu_e] (the up
+ * half's added to the gate half's). */
+static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
+                    const void *xp, const void *dgu, void *dxp, int guw)
+{
+    const gl_model_dims *dm = DIMS;
+    const void *dY = dgu;
+    int acc = 0;
+    if (dm->swiglu) {
+        OPS->moe_gemm_wgrad(m->d, G(m, lo->egu), dY, guw, xp, dm->h, dm->fel, &x->map);
+        OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, lo->egu), dm->h, dm->fel, &x->map, 0);
+        dY = at(m, (void *)dY, (size_t)dm->fel);
+        acc = 1;
+    }
+    size_t uo = up_off(m, lo);
+    OPS->moe_gemm_wgrad(m->d, G(m, uo), dY, guw, xp, dm->h, dm->fel, &x->map);
+    OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, uo), dm->h, dm->fel, &x->map, acc);
+}
+
+/* The experts' activation: a [rows, fel] of gu [rows, guw]. */
+static void expert_act(gl_model *m, void *a, const void *gu, int rows, int f)
+{
+    if (rows <= 0)
+        return;
+    if (DIMS->swiglu)
+        OPS->swiglu_fwd(m->d, a, gu, rows, f);
+    else
+        OPS->gelu_fwd(m->d, a, gu, NULL, rows, f);
+}
+
+void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
+                gl_layer_acts *A, const void *mg, void *y)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    struct gl_moe_scratch *s = scratch(m);
+    struct gl_moe_acts *x = acts(m, A);
+    gl_moe_route_cfg cfg = route_cfg(m);
+    int n = dm->n, h = dm->h, E = dm->E;
+    int count = !m->no_dropout && !m->in_recompute && m->moe_stats;
+    float *st = count ? m->moe_stats + (size_t)layer * (GL_MOE_STATS + E) : NULL;
+    (void)mb;
+
+    /* router, in fp32 from its product on (ops.h) */
+    OPS->gemm(d, 0, 1, n, E, h, 1.0f, mg, h, W(m, lo->router), h, 0.0f, x->logits,
+              GL_DT_F32, E);
+    const float *bias = NULL;
+    if (m->plan->arch.moe_router_enable_expert_bias) {
+        OPS->to_f32(d, s->bias, W(m, lo->ebias), (size_t)E);
+        bias = s->bias;
+    }
+    OPS->moe_route(d, &x->map, x->logits, bias, &cfg, st ? st + GL_MOE_STATS : NULL,
+                   st ? st + 2 : NULL);
+    int R = x->map.offsets_host[E];
+
+    /* the routed experts */
+    OPS->moe_permute(d, s->xp, mg, h, &x->map);
+    fc1_fwd(m, lo, x, s->xp, s->guw);
+    expert_act(m, s->a, x->gu, R, dm->fel);
+    OPS->moe_gemm(d, x->yp, h, s->a, W(m, lo->edown), dm->fel, h, &x->map);
+    OPS->moe_unpermute(d, y, x->yp, h, &x->map);
+
+    /* the shared experts: a dense MLP, its output added */
+    if (dm->fs) {
+        OPS->gemm(d, 0, 1, n, s->sgw, h, 1.0f, mg, h, W(m, lo->sgu), h, 0.0f, x->sgu, d->act,
+                  s->sgw);
+        expert_act(m, s->ss, x->sgu, n, dm->fsl);
+        OPS->gemm(d, 0, 1, n, h, dm->fsl, 1.0f, s->ss, dm->fsl, W(m, lo->sdown), dm->fsl, 1.0f,
+                  y, d->act, h);
+    }
+
+    /* the load-balancing counts over the micro-batch (own rows, summed
+     * over TP under SP), and the losses' values */
+    if (m->no_dropout)
+        return;                 /* a forward-only pass: no auxiliary terms */
+    int r0, nown;
+    own_range(m, &r0, &nown);
+    const float *lg = x->logits + (size_t)r0 * E;
+    if (aux_on(m)) {
+        int G = aux_groups(m), seq = G > 1 ? dm->S : 0;
+        OPS->zero(d, x->counts, (size_t)G * E * sizeof(float));
+        OPS->moe_aux_counts(d, x->counts, lg, nown, r0, seq, &cfg);
+        if (dm->sp && m->tp)
+            gl_all_reduce(m->tp, x->counts, x->counts, (size_t)G * E, GL_DT_F32, GL_OP_SUM,
+                          d->stream);
+        if (st)
+            OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, seq, aux_scale(m), 0.0f,
+                              &cfg);
+    }
+    if (st && m->moe_opts.z_loss_coeff > 0)
+        OPS->moe_z_loss(d, st + 1, NULL, lg, nown, E, z_scale(m), 0.0f);
+}
+
+void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
+                gl_layer_acts *A, const void *mg, const void *dz, void *dmg)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    struct gl_moe_scratch *s = scratch(m);
+    struct gl_moe_acts *x = A->moe;
+    gl_moe_route_cfg cfg = route_cfg(m);
+    int n = dm->n, h = dm->h, E = dm->E, fel = dm->fel;
+    int R = x->map.offsets_host[E];
+    (void)mb;
+    (void)layer;
+
+    /* the shared experts: dmg = their input gradient (partial) */
+    if (dm->fs) {
+        int fsl = dm->fsl;
+        expert_act(m, s->ss, x->sgu, n, fsl);
+        OPS->gemm(d, 0, 0, n, fsl, h, 1.0f, dz, h, W(m, lo->sdown), fsl, 0.0f, s->dss, d->act,
+                  fsl);
+        OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl, 1.0f, G(m, lo->sdown),
+                  GL_DT_F32, fsl);
+        ready(m, lo->sdown, (size_t)h * fsl);
+        if (dm->swiglu)
+            OPS->swiglu_bwd(d, s->dsgu, s->dss, x->sgu, n, fsl);
+        else
+            OPS->gelu_bwd(d, s->dsgu, NULL, s->dss, x->sgu, NULL, n, fsl);
+        OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h, 1.0f, G(m, lo->sgu),
+                  GL_DT_F32, h);
+        ready(m, lo->sgu, (size_t)s->sgw * h);
+        OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
+                  d->act, h);
+    }
+
+    /* the routed experts, back to dmg; dweight summed over TP */
+    OPS->moe_unpermute_bwd(d, s->dyp, s->dweight, dz, x->yp, h, &x->map);
+    if (m->tp)
+        gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
+                      GL_OP_SUM, d->stream);
+    expert_act(m, s->a, x->gu, R, fel);
+    OPS->moe_gemm_dgrad(d, s->da, s->dyp, h, W(m, lo->edown), fel, h, &x->map, 0);
+    OPS->moe_gemm_wgrad(d, G(m, lo->edown), s->dyp, h, s->a, fel, h, &x->map);
+    ready(m, lo->edown, (size_t)E * h * fel);
+    if (R > 0) {
+        if (dm->swiglu)
+            OPS->swiglu_bwd(d, s->dgu, s->da, x->gu, R, fel);
+        else
+            OPS->gelu_bwd(d, s->dgu, NULL, s->da, x->gu, NULL, R, fel);
+    }
+    OPS->moe_permute(d, s->xp, mg, h, &x->map);
+    fc1_bwd(m, lo, x, s->xp, s->dgu, s->dxp, s->guw);
+    ready(m, lo->egu, (size_t)E * s->guw * h);
+    OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
+
+    /* the router: dlogits from the weights, the auxiliary and z losses on
+     * the own rows; its weight gradient from the own rows */
+    OPS->moe_route_bwd(d, s->dlogits, s->dweight, x->logits, &x->map, &cfg);
+    int r0, nown;
+    own_range(m, &r0, &nown);
+    float *dl = s->dlogits + (size_t)r0 * E;
+    const float *lg = x->logits + (size_t)r0 * E;
+    float gs = (float)m->moe_loss_gscale;
+    if (aux_on(m)) {
+        int seq = aux_groups(m) > 1 ? dm->S : 0;
+        float sc = aux_scale(m);
+        OPS->moe_aux_loss(d, NULL, dl, lg, x->counts, nown, r0, seq, sc, sc * gs, &cfg);
+    }
+    if (m->moe_opts.z_loss_coeff > 0) {
+        float sc = z_scale(m);
+        OPS->moe_z_loss(d, NULL, dl, lg, nown, E, sc, sc * gs);
+    }
+    OPS->gemm(d, 1, 0, E, h, nown, 1.0f, dl, E, at(m, (void *)mg, (size_t)r0 * h), h, 1.0f,
+              G(m, lo->router), GL_DT_F32, h);
+    ready(m, lo->router, (size_t)E * h);
+    if (m->plan->arch.moe_router_enable_expert_bias)
+        ready(m, lo->ebias, (size_t)E);     /* a buffer: its zero gradient is final */
+}
+
+void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own)
+{
+    const gl_model_dims *dm = DIMS;
+    int r0, nown;
+    own_range(m, &r0, &nown);
+    OPS->gemm(m->d, 0, 0, nown, dm->h, dm->E, 1.0f, m->moe_scratch->dlogits + (size_t)r0 * dm->E,
+              dm->E, W(m, lo->router), dm->h, 1.0f, own, m->d->act, dm->h);
+}
