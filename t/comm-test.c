@@ -308,6 +308,72 @@ static void check_all_gather(gl_comm *c, const mem *m, size_t n, verdict *v)
     }
 }
 
+/* The element that member `from` sends as element j of its block for
+ * member `to`: distinct per (from, to, j) within the dtypes' exact range. */
+static double a2a_value(int from, int to, size_t j)
+{
+    return (double)((from * 7 + to * 3 + j * 5 + j / 11) % 64) - 31;
+}
+
+/* gl_all_to_all with n per block, and gl_all_to_allv where member i sends
+ * (i + j + k) % 3 * n / 2 + (j == i) elements to member j (some blocks
+ * empty, none the same size as all the others), with a gap of 3 elements
+ * between blocks on both sides so that the displacements are honoured.
+ * Every block lands at its place and the gaps are not written. */
+static void check_all_to_all(gl_comm *c, const mem *m, size_t n, verdict *v)
+{
+    int size = gl_comm_size(c), me = gl_comm_rank(c);
+    size_t *sc = gl_malloc(4 * (size_t)size * sizeof *sc);
+    size_t *sd = sc + size, *rc = sc + 2 * size, *rd = sc + 3 * size;
+    for (int di = 0; di < NDT; di++) {
+        gl_dtype t = dtypes[di];
+        size_t es = gl_dtype_size(t);
+        for (int vary = 0; vary < 2; vary++) {
+            const size_t gap = vary ? 3 : 0;
+            size_t stot = 0, rtot = 0;
+            for (int j = 0; j < size; j++) {
+                sc[j] = vary ? (size_t)((me + j + di) % 3) * n / 2 + (j == me) : n;
+                rc[j] = vary ? (size_t)((j + me + di) % 3) * n / 2 + (j == me) : n;
+                sd[j] = stot;
+                rd[j] = rtot;
+                stot += sc[j] + gap;
+                rtot += rc[j] + gap;
+            }
+            void *hs = gl_calloc(stot + 1, es), *hr = gl_malloc((rtot + 1) * es);
+            for (int j = 0; j < size; j++)
+                for (size_t e = 0; e < sc[j]; e++)
+                    store(hs, t, sd[j] + e, a2a_value(me, j, e));
+            /* the receive buffer starts as 99 everywhere: gaps must keep it */
+            for (size_t e = 0; e < rtot; e++)
+                store(hr, t, e, 99);
+            void *s = upload(m, hs, stot * es), *r = upload(m, hr, rtot * es);
+            if (vary)
+                gl_all_to_allv(c, s, sc, sd, r, rc, rd, t, m->stream);
+            else
+                gl_all_to_all(c, s, r, n, t, m->stream);
+            gl_comm_barrier(c);
+            m->get(hr, r, rtot * es);
+            int bad = 0;
+            for (int j = 0; j < size && !bad; j++) {
+                for (size_t e = 0; e < rc[j] + gap && !bad; e++) {
+                    double want = e < rc[j] ? a2a_value(j, me, e) : 99;
+                    double got = load(hr, t, rd[j] + e);
+                    if (got != want) {
+                        fail(v, "all_to_all%s %s: element %zu from member %d is %g, want %g",
+                             vary ? "v" : "", gl_dtype_name(t), e, j, got, want);
+                        bad = 1;
+                    }
+                }
+            }
+            m->release(s);
+            m->release(r);
+            free(hs);
+            free(hr);
+        }
+    }
+    free(sc);
+}
+
 /* Reduce to every root in turn, in place and out of place: the root holds
  * the reduction; the others' send buffers are unchanged and an
  * out-of-place receive buffer of theirs is never written. */
@@ -473,6 +539,9 @@ static void suite(gl_comm *c, const mem *m, const char *label, const int *member
         agree(&v, "%s %s: reduce_scatter, 5 dtypes x 3 ops, n=%zu per member", m->name, label, n);
         if (c) check_all_gather(c, m, n, &v);
         agree(&v, "%s %s: all_gather, 5 dtypes, in and out of place, n=%zu", m->name, label, n);
+        if (c) check_all_to_all(c, m, n, &v);
+        agree(&v, "%s %s: all_to_all and all_to_allv (uneven, empty and spaced blocks), "
+              "5 dtypes, n=%zu", m->name, label, n);
         if (c) check_reduce(c, m, n, &v);
         agree(&v, "%s %s: reduce to every root, 5 dtypes x 3 ops, in and out of place, n=%zu",
               m->name, label, n);

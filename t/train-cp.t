@@ -72,7 +72,7 @@ case $out in
 *) fail "seq 36 at CP 4: $out" ;;
 esac
 
-# Refusals: Ulysses needs an all-to-all; dropout masks are keyed by the
+# Refusals: Ulysses (a2a) is not built; dropout masks are keyed by the
 # full sequence.
 base="$tiny --mock-data --vocab-size 512 --seq-length 32"
 out=$("$train" $base $CP2 --cp-comm-type a2a --dry-run --world-size 2 2>&1)

@@ -207,6 +207,37 @@ void gl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t, int root,
     c->vt->broadcast(c, buf, count, t, root, stream);
 }
 
+void gl_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
+                    const size_t *send_displs, void *recv,
+                    const size_t *recv_counts, const size_t *recv_displs,
+                    gl_dtype t, void *stream)
+{
+    check_args("all_to_allv", c, t, GL_OP_SUM);
+    if (!send_counts || !send_displs || !recv_counts || !recv_displs)
+        gl_die("all_to_allv on group '%s': a count or displacement array is NULL",
+               c->name);
+    arrive(c);
+    c->vt->all_to_allv(c, send, send_counts, send_displs, recv, recv_counts,
+                       recv_displs, t, stream);
+}
+
+/* Equal blocks in member order: the counts and displacements of
+ * gl_all_to_allv, made here so that each back end has one path. */
+void gl_all_to_all(gl_comm *c, const void *send, void *recv, size_t count,
+                   gl_dtype t, void *stream)
+{
+    check_args("all_to_all", c, t, GL_OP_SUM);
+    size_t n = (size_t)c->size;
+    size_t *counts = gl_malloc(2 * n * sizeof *counts), *displs = counts + n;
+    for (size_t j = 0; j < n; j++) {
+        counts[j] = count;
+        displs[j] = j * count;
+    }
+    arrive(c);
+    c->vt->all_to_allv(c, send, counts, displs, recv, counts, displs, t, stream);
+    free(counts);
+}
+
 void gl_send(gl_comm *c, const void *buf, size_t count, gl_dtype t, int peer,
              void *stream)
 {

@@ -77,6 +77,22 @@ void gl_all_gather(gl_comm *c, const void *send, void *recv, size_t send_count,
 void gl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t, int root,
                   void *stream);
 
+/* All-to-all: member i's send block j lands as member j's recv block i.
+ * gl_all_to_all: every block is count elements, in member order
+ * (send and recv hold size * count).  gl_all_to_allv: this rank sends
+ * send_counts[j] elements from send + send_displs[j] to member j and
+ * receives recv_counts[j] elements from member j at recv + recv_displs[j]
+ * (arrays of size entries, counts and displacements in elements); each
+ * send_counts[j] must equal member j's recv_counts for this rank.  Not in
+ * place: send and recv must not overlap.  NCCL: grouped ncclSend/ncclRecv
+ * (inside a gl_comm_group_start/end bracket they join it). */
+void gl_all_to_all(gl_comm *c, const void *send, void *recv, size_t count,
+                   gl_dtype t, void *stream);
+void gl_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
+                    const size_t *send_displs, void *recv,
+                    const size_t *recv_counts, const size_t *recv_displs,
+                    gl_dtype t, void *stream);
+
 /* Point-to-point with member `peer` of the group.  Between
  * gl_comm_group_start() and gl_comm_group_end() sends and receives are
  * posted together and complete (or, for NCCL, are enqueued) at the end,
@@ -124,7 +140,7 @@ gl_comm *gl_comm_split(gl_comm *parent, int color, int key, const char *name);
 /* ---- arrivals and waits, for the hang watchdog ------------------------
  *
  * Every collective call on a group (all_reduce, reduce, reduce_scatter,
- * all_gather, broadcast) counts as one arrival: gl_comm_seq() is how many
+ * all_gather, broadcast, all_to_all(v)) counts as one arrival: gl_comm_seq() is how many
  * this rank has made on the group, so the k-th collective of the group is
  * number k on every member (MPI and NCCL require the members to call them
  * in the same order).  gl_comm_key() identifies the group the same way on

@@ -30,6 +30,11 @@ typedef struct {
                    gl_dtype t, gl_redop op, int root, void *stream);
     void (*broadcast)(gl_comm *c, void *buf, size_t count, gl_dtype t,
                       int root, void *stream);
+    /* gl_all_to_allv (gl_all_to_all comes here with equal blocks) */
+    void (*all_to_allv)(gl_comm *c, const void *send, const size_t *send_counts,
+                        const size_t *send_displs, void *recv,
+                        const size_t *recv_counts, const size_t *recv_displs,
+                        gl_dtype t, void *stream);
     void (*send)(gl_comm *c, const void *buf, size_t count, gl_dtype t,
                  int peer, void *stream);
     void (*recv)(gl_comm *c, void *buf, size_t count, gl_dtype t,

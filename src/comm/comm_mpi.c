@@ -186,6 +186,51 @@ static void mpi_all_gather(gl_comm *c, const void *send, void *recv,
     check(rc, "MPI_Allgather", c, -1);
 }
 
+/* The extent in elements of the blocks at counts/displs: one past the
+ * last element any of them touches. */
+static size_t blocks_extent(const size_t *counts, const size_t *displs, int n)
+{
+    size_t end = 0;
+    for (int j = 0; j < n; j++)
+        if (counts[j] && displs[j] + counts[j] > end)
+            end = displs[j] + counts[j];
+    return end;
+}
+
+/* MPI_Alltoallv, whose counts and displacements are ints: each is checked
+ * against MPI's limit, then copied. */
+static void mpi_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
+                            const size_t *send_displs, void *recv,
+                            const size_t *recv_counts, const size_t *recv_displs,
+                            gl_dtype t, void *stream)
+{
+    size_t esz = gl_dtype_size(t);
+    int n = c->size;
+    (void)stream;
+    if (overlap(send, blocks_extent(send_counts, send_displs, n) * esz,
+                recv, blocks_extent(recv_counts, recv_displs, n) * esz))
+        gl_die("all_to_all on group '%s': the send and receive buffers overlap; "
+               "pass distinct buffers", c->name);
+    int *iv = gl_malloc(4 * (size_t)n * sizeof *iv);
+    int *sc = iv, *sd = iv + n, *rc_ = iv + 2 * n, *rd = iv + 3 * n;
+    for (int j = 0; j < n; j++) {
+        check_count(send_counts[j], "all_to_all", c);
+        check_count(send_displs[j], "all_to_all (send displacement)", c);
+        check_count(recv_counts[j], "all_to_all", c);
+        check_count(recv_displs[j], "all_to_all (receive displacement)", c);
+        sc[j] = (int)send_counts[j];
+        sd[j] = (int)send_displs[j];
+        rc_[j] = (int)recv_counts[j];
+        rd[j] = (int)recv_displs[j];
+    }
+    gl_comm_wait_begin(c, "MPI_Alltoallv", gl_comm_seq(c), -1);
+    int rc = MPI_Alltoallv(send, sc, sd, mpi_type(t), recv, rc_, rd, mpi_type(t),
+                           c->mpi);
+    gl_comm_wait_end();
+    check(rc, "MPI_Alltoallv", c, -1);
+    free(iv);
+}
+
 /* MPI_Reduce.  In place at the root the input goes through a bounded
  * staging copy instead of MPI_IN_PLACE, which MPICH 4.0's reduce
  * dereferences when the root is not member 0 (a segfault seen with
@@ -327,6 +372,7 @@ static const gl_comm_vt mpi_vt = {
     .all_gather = mpi_all_gather,
     .reduce = mpi_reduce,
     .broadcast = mpi_broadcast,
+    .all_to_allv = mpi_all_to_allv,
     .send = mpi_send,
     .recv = mpi_recv,
     .barrier = mpi_barrier,

@@ -174,6 +174,31 @@ static void nccl_broadcast(gl_comm *c, void *buf, size_t count, gl_dtype t,
     used(c, stream);
 }
 
+/* One NCCL group of a send and a receive per member with a non-empty
+ * block (NCCL has no all-to-all of its own).  Inside an open
+ * gl_comm_group_start bracket NCCL nests the group into it. */
+static void nccl_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
+                             const size_t *send_displs, void *recv,
+                             const size_t *recv_counts, const size_t *recv_displs,
+                             gl_dtype t, void *stream)
+{
+    size_t esz = gl_dtype_size(t);
+    cudaStream_t s = (cudaStream_t)stream;
+    check_nccl(ncclGroupStart(), "ncclGroupStart (all_to_all)", c, -1);
+    for (int j = 0; j < c->size; j++) {
+        if (send_counts[j])
+            check_nccl(ncclSend((const char *)send + send_displs[j] * esz,
+                                send_counts[j], nccl_type(t), j, nc_of(c), s),
+                       "ncclSend (all_to_all)", c, j);
+        if (recv_counts[j])
+            check_nccl(ncclRecv((char *)recv + recv_displs[j] * esz,
+                                recv_counts[j], nccl_type(t), j, nc_of(c), s),
+                       "ncclRecv (all_to_all)", c, j);
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd (all_to_all)", c, -1);
+    used(c, stream);
+}
+
 static void nccl_send(gl_comm *c, const void *buf, size_t count, gl_dtype t,
                       int peer, void *stream)
 {
@@ -237,6 +262,7 @@ static const gl_comm_vt nccl_vt = {
     .all_gather = nccl_all_gather,
     .reduce = nccl_reduce,
     .broadcast = nccl_broadcast,
+    .all_to_allv = nccl_all_to_allv,
     .send = nccl_send,
     .recv = nccl_recv,
     .barrier = nccl_barrier,

@@ -1676,8 +1676,9 @@ static void check_layout(gl_config *c)
             "length that is a multiple of %d", c->arch.seq_length, 2 * cp, 2 * cp);
     if (cp > 1 && (!strcmp(c->layout.cp_comm_type, "a2a") ||
                    !strcmp(c->layout.cp_comm_type, "a2a+p2p")))
-        bad("--cp-comm-type %s: gridlm has no all-to-all collective yet (Ulysses needs one "
-            "to trade heads for sequence); use --cp-comm-type p2p or all_gather",
+        bad("--cp-comm-type %s: gridlm's context parallelism has no all-to-all (Ulysses) "
+            "attention yet, which trades sequence for heads; use --cp-comm-type p2p or "
+            "all_gather",
             c->layout.cp_comm_type);
     if (cp > 1 && (c->arch.attention_dropout > 0 || c->arch.hidden_dropout > 0))
         bad("--context-parallel-size %d with dropout (--attention-dropout %g, "
