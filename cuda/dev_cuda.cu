@@ -825,7 +825,7 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
 
     st->attn_impl = gl_cuda_attn_impl_from_env();
     const char *fn = getenv("GRIDLM_FUSED_NORM");
-    st->fused_norm = !(fn && !strcmp(fn, "0"));
+    st->fused_norm = fn && !strcmp(fn, "1");
 
     gl_dev *d = (gl_dev *)gl_calloc(1, sizeof *d);
     d->ops = &gl_ops_cuda;

@@ -125,8 +125,8 @@ typedef struct {
     int attn_drop_logged;      /* the cuDNN fallback for dropout was logged */
 
     gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */
-    int fused_norm;            /* bda_layernorm in one kernel: 1 unless
-                                * GRIDLM_FUSED_NORM=0 */
+    int fused_norm;            /* bda_layernorm in one kernel: 0 (two
+                                * kernels) unless GRIDLM_FUSED_NORM=1 */
 
     /* moe.cu: routing's counts and the losses' per-token terms (s_moe),
      * the grouped products' operand pointers (s_moe_ptr), and the cuBLAS

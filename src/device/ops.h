@@ -858,8 +858,8 @@ struct gl_ops {
      * sublayer's end and the next sublayer's norm: a back end may make it
      * one pass over y, bias and residual.  bias and dp may be NULL (as in
      * bias_dropout_add); out may alias residual or y; ln aliases none of
-     * the others.  (The CUDA back end runs the two kernels instead when
-     * GRIDLM_FUSED_NORM=0, to compare.) */
+     * the others.  (The CUDA back end runs the two kernels unless
+     * GRIDLM_FUSED_NORM=1 asks for the one.) */
     void (*bda_layernorm)(gl_dev *d, void *out, void *ln, float *mean,
                           float *rstd, const void *residual, const void *y,
                           const void *bias, const gl_dropout *dp,

@@ -204,7 +204,7 @@ static gl_model *model_new(const gl_model_plan *p, gl_dev *d,
         gl_die("model: tensor parallelism %d needs a TP group of that size", dm->tp);
     m->recompute = fwd_only ? GL_RECOMPUTE_NONE : p->layout.recompute_granularity;
     const char *epi = getenv("GRIDLM_GEMM_EPILOGUE");
-    m->gelu_epilogue = !(epi && !strcmp(epi, "0"));
+    m->gelu_epilogue = epi && !strcmp(epi, "1");
     plan_recompute(m, &p->layout);
     m->nslots = gl_calloc((size_t)p->nchunks, sizeof *m->nslots);
     m->slot = gl_calloc((size_t)p->nchunks, sizeof *m->slot);

@@ -415,8 +415,9 @@ typedef struct {
     float *dkv[2];
     float *o_acc, *o_blk, *lse_blk, *dq_acc, *delta;
     /* The GeLU MLP through ops->linear_gelu_fwd / linear_dgelu_bwd (one
-     * product with its epilogue on a GPU; layer.c: gelu_fused): 1 unless
-     * GRIDLM_GEMM_EPILOGUE=0 asks for the separate kernels, to compare. */
+     * product with its epilogue on a GPU; layer.c: gelu_fused): 0 (the
+     * separate kernels) unless GRIDLM_GEMM_EPILOGUE=1 asks for it, until
+     * the epilogues have been checked on a GPU. */
     int gelu_epilogue;
     /* Mixture of experts (moe.c).  moe_opts: the training-time settings
      * (gl_moe_defaults until the caller sets them).  moe_loss_gscale:
