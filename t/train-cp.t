@@ -2,7 +2,8 @@
 # train-cp: context parallelism trains the same model as one rank.
 #
 # The tiny model for 20 iterations at --context-parallel-size 2 and 4 with
-# each --cp-comm-type (p2p: the ring; all_gather), alone and with TP 2 +
+# each --cp-comm-type (p2p: the ring; all_gather; a2a: Ulysses), alone
+# and with TP 2 +
 # sequence parallelism, PP 2, DP 2 (with full recomputation: the ring runs
 # again in the backward) and the distributed optimizer: the loss
 # and gradient norm of every iteration, and the validation losses, within
@@ -10,7 +11,8 @@
 # divisibility (chunks of one token; 2 x CP dividing the length exactly,
 # and not: refused with the fix).  Real data with --eod-mask-loss, so
 # documents end inside a chunk and targets are masked.  A checkpoint saved
-# at CP 2 resumes at CP 1.  --cp-comm-type a2a and dropout are refused.
+# at CP 2 resumes at CP 1.  a2a with heads that CP does not divide,
+# a2a+p2p and dropout are refused.
 # Ranks beyond two are skipped under MPICH (busy polling).
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
@@ -25,7 +27,7 @@ tiny="$llama_form --device cpu --seed 1234 --num-layers 2 --hidden-size 64
  --lr-warmup-iters 2 --log-interval 1 --eval-interval 10 --eval-iters 2"
 base="$tiny --mock-data --vocab-size 512 --seq-length 32"
 
-plan 16
+plan 22
 if ! run ref 1; then
     bail_out "the single-rank reference run failed"
 fi
@@ -33,13 +35,17 @@ ref=ref
 CP2="--context-parallel-size 2"
 CP4="--context-parallel-size 4"
 AG="--cp-comm-type all_gather"
+A2A="--cp-comm-type a2a"
 # shellcheck disable=SC2086
 {
 check cp2 2 $CP2
 check cp2-all-gather 2 $CP2 $AG
+check cp2-a2a 2 $CP2 $A2A
 check cp4 4 $CP4
+check cp4-a2a 4 $CP4 $A2A
 check cp2-tp2-sp 4 $CP2 --tensor-model-parallel-size 2 --sequence-parallel
 check cp2-tp2-sp-all-gather 4 $CP2 $AG --tensor-model-parallel-size 2 --sequence-parallel
+check cp2-tp2-sp-a2a 4 $CP2 $A2A --tensor-model-parallel-size 2 --sequence-parallel
 check cp2-pp2 4 $CP2 --pipeline-model-parallel-size 2
 check cp2-dp2-full-recompute 4 $CP2 --recompute-granularity full --recompute-method uniform \
     --recompute-num-layers 1
@@ -54,6 +60,7 @@ base="$tiny --mock-data --vocab-size 512 --seq-length 8"
 if run ref8 1; then
     ref=ref8
     check seq8-cp4 4 $CP4
+    check seq8-cp4-a2a 4 $CP4 $A2A
 else
     fail "seq 8: the single-rank run failed"
 fi
@@ -72,13 +79,21 @@ case $out in
 *) fail "seq 36 at CP 4: $out" ;;
 esac
 
-# Refusals: Ulysses (a2a) is not built; dropout masks are keyed by the
-# full sequence.
+# Refusals: Ulysses (a2a) needs CP to divide the local query and K/V
+# heads (TP 2 leaves 2 K/V heads for CP 4); a2a+p2p is not built;
+# dropout masks are keyed by the full sequence.
 base="$tiny --mock-data --vocab-size 512 --seq-length 32"
-out=$("$train" $base $CP2 --cp-comm-type a2a --dry-run --world-size 2 2>&1)
+out=$("$train" $base $CP4 $A2A --tensor-model-parallel-size 2 --dry-run --world-size 8 2>&1)
 case $out in
-*"--cp-comm-type a2a"*"use --cp-comm-type p2p or all_gather"*) pass "a2a is refused with a reason" ;;
-*) fail "a2a: $out" ;;
+*"--cp-comm-type a2a"*"--context-parallel-size 4"*"4 query heads"*"2 key/value heads"*"use --cp-comm-type p2p or all_gather"*)
+    pass "a2a with K/V heads that CP does not divide is refused with the numbers" ;;
+*) fail "a2a heads: $out" ;;
+esac
+out=$("$train" $base $CP2 --cp-comm-type a2a+p2p --dry-run --world-size 2 2>&1)
+case $out in
+*"--cp-comm-type a2a+p2p"*"use --cp-comm-type p2p, all_gather or a2a"*)
+    pass "a2a+p2p is refused with a reason" ;;
+*) fail "a2a+p2p: $out" ;;
 esac
 out=$("$train" $base $CP2 --attention-dropout 0.1 --dry-run --world-size 2 2>&1)
 case $out in
@@ -128,15 +143,18 @@ if "$prep" --synthetic-corpus 200 --output "$tmp/corpus.jsonl" >"$tmp/prep.log" 
         # shellcheck disable=SC2086
         check data-cp4 4 $CP4
         check data-cp4-all-gather 4 $CP4 $AG
+        check data-cp4-a2a 4 $CP4 $A2A
     else
         fail "real data: single-rank run failed"
         fail "real data: CP 4 not compared"
         fail "real data: CP 4 all_gather not compared"
+    fail "real data: CP 4 a2a not compared"
     fi
 else
     sed 's/^/#   /' "$tmp/prep.log" | tail -5
     fail "real data: gridlm-prep could not build the dataset"
     fail "real data: CP 4 not compared"
     fail "real data: CP 4 all_gather not compared"
+    fail "real data: CP 4 a2a not compared"
 fi
 done_testing

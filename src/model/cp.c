@@ -21,6 +21,18 @@
  * lands it at its owner.  all_gather: every rank's K/V gathered at once,
  * dK/dV reduce-scattered back.  Running outputs and gradients are f32
  * until the end, so CP adds no act rounding between blocks.
+ *
+ * a2a (Ulysses): instead of passing keys around, trade sequence for
+ * heads.  An all-to-all turns each rank's Q, K, V [own 2 chunks, all
+ * local heads] into [the whole sequence in position order, heads / CP]
+ * (rank g takes head group g: query heads g hq/CP ..., K/V heads
+ * g hkv/CP ..., which keeps GQA's query-to-K/V mapping), plain attn_fwd
+ * runs over the full causal sequence, and the reverse all-to-all brings
+ * the output back to [own chunks, all heads].  The lse kept for the
+ * backward is that of the rank's head group over the full sequence,
+ * [B, hq/CP, Sfull] (as many floats as [B, hq, S]).  The backward redoes
+ * the Q/K/V exchange, exchanges dO and O the same way, runs attn_bwd and
+ * sends dQ, dK, dV back by the reverse all-to-all.
  */
 #include <config.h>
 
@@ -44,6 +56,35 @@ static gl_attn_pos cp_runs(const gl_model_dims *dm, int r)
     int c = dm->S / 2;
     gl_attn_pos p = { .split = c, .start = { (long)r * c, (long)(2 * dm->cp - 1 - r) * c } };
     return p;
+}
+
+/* Ulysses' scratch, four act buffers of n rows as wide as the widest
+ * exchange (Q/K/V, or dO with O): kv[0] the send side, kv[1] the
+ * receive side, o_acc and o_blk the full-sequence views (as bytes: the
+ * fields' f32 type does not apply here), dq_acc the full-sequence
+ * gradients. */
+static void cp_a2a_alloc(gl_model *m)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    if (dm->hq % dm->cp || dm->hkv % dm->cp)
+        gl_die_code(2, "--cp-comm-type a2a: the %d local query heads and %d local key/value "
+                    "heads must be multiples of --context-parallel-size %d", dm->hq, dm->hkv,
+                    dm->cp);
+    if (!OPS->copy || !OPS->attn_fwd || !OPS->attn_bwd)
+        gl_die_code(2, "--cp-comm-type a2a: the %s device lacks attention or copy ops",
+                    OPS->name);
+    int wide = dm->hq + 2 * dm->hkv > 2 * dm->hq ? dm->hq + 2 * dm->hkv : 2 * dm->hq;
+    size_t bytes = (size_t)dm->n * wide * dm->D * d->act_bytes;
+    m->kv[0] = d->ops->alloc(d, bytes);
+    m->kv[1] = d->ops->alloc(d, bytes);
+    m->o_acc = d->ops->alloc(d, bytes);
+    m->o_blk = d->ops->alloc(d, bytes);
+    m->dq_acc = d->ops->alloc(d, bytes);
+    gl_info0("context parallelism: %d ranks, Ulysses all-to-all (%d query heads, %d K/V "
+             "heads per rank over the whole sequence); rank 0 holds positions [0, %d) and "
+             "[%d, %d) of each sequence", dm->cp, dm->hq / dm->cp, dm->hkv / dm->cp,
+             dm->S / 2, dm->Sfull - dm->S / 2, dm->Sfull);
 }
 
 void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
@@ -102,6 +143,10 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
     if (m->fwd_only)
         gl_die_code(2, "--context-parallel-size %d: evaluation has no context parallelism "
                     "yet; use 1", dm->cp);
+    if (dm->cp_a2a) {
+        cp_a2a_alloc(m);
+        return;
+    }
     size_t n = (size_t)dm->n, kvw = 2 * (size_t)dm->hkv * dm->D, qw = (size_t)dm->hq * dm->D;
     size_t many = dm->cp_all_gather ? (size_t)dm->cp : 1;
     m->kv[0] = d->ops->alloc(d, many * n * kvw * d->act_bytes);
@@ -154,6 +199,149 @@ static void *kv_of(gl_model *m, int s)
                              : m->kv[0];
 }
 
+/* ---- a2a (Ulysses) ----
+ *
+ * Rows are [B, S] on a rank ([B, Sfull] for the full sequence), each row
+ * a width w of act elements.  An exchange in one direction packs member
+ * j's part of every local row into send block j, gl_all_to_all moves
+ * block j to member j, and the received block s (member s's rows) goes
+ * to its chunks' positions of the full sequence.  The other direction
+ * does the opposite.  All moves are device copies (convert_2d act to
+ * act), so it runs wherever the ops do. */
+
+/* One column range of a head-split exchange: member j's part of a local
+ * row is the cols elements at src + j * cols (row stride ld) and goes to
+ * column off of the packed row (width w). */
+typedef struct {
+    const void *src;
+    void *dst;
+    int ld, cols, off;
+} a2a_part;
+
+/* Head split: send block j = [n rows, w] from the parts' columns of head
+ * group j (local rows to per-member blocks, or back when back is set:
+ * per-member blocks into the parts' columns). */
+static void a2a_heads(gl_model *m, void *blocks, int w, const a2a_part *part, int nparts,
+                      int back)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    size_t ab = d->act_bytes;
+    for (int j = 0; j < dm->cp; j++) {
+        char *blk = (char *)blocks + (size_t)j * dm->n * w * ab;
+        for (int i = 0; i < nparts; i++) {
+            const a2a_part *p = &part[i];
+            size_t at = (size_t)j * p->cols * ab;
+            if (back)
+                OPS->convert_2d(d, (char *)p->dst + at, d->act, p->ld,
+                                blk + (size_t)p->off * ab, d->act, w, dm->n, p->cols);
+            else
+                OPS->convert_2d(d, blk + (size_t)p->off * ab, d->act, w,
+                                (const char *)p->src + at, d->act, p->ld, dm->n, p->cols);
+        }
+    }
+}
+
+/* Sequence split: block s = member s's rows [B, S, w] of full
+ * [B, Sfull, w] (to_full: blocks into the full sequence; else the full
+ * sequence into blocks).  Chunk k of member s, for all B sequences at
+ * once, is B rows of c w elements. */
+static void a2a_seq(gl_model *m, void *full, void *blocks, int w, int to_full)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    size_t ab = d->act_bytes;
+    int c = dm->S / 2, cw = c * w;
+    for (int s = 0; s < dm->cp; s++) {
+        gl_attn_pos p = cp_runs(dm, s);
+        for (int k = 0; k < 2; k++) {
+            char *b = (char *)blocks + ((size_t)s * dm->n * w + (size_t)k * cw) * ab;
+            char *f = (char *)full + (size_t)p.start[k] * w * ab;
+            if (to_full)
+                OPS->convert_2d(d, f, d->act, dm->Sfull * w, b, d->act, dm->S * w, dm->B, cw);
+            else
+                OPS->convert_2d(d, b, d->act, dm->S * w, f, d->act, dm->Sfull * w, dm->B, cw);
+        }
+    }
+}
+
+/* Local rows (parts) -> full sequence of this rank's head group in full
+ * ([B, Sfull, w]). */
+static void a2a_gather(gl_model *m, void *full, int w, const a2a_part *part, int nparts)
+{
+    gl_dev *d = m->d;
+    a2a_heads(m, m->kv[0], w, part, nparts, 0);
+    gl_all_to_all(m->cp, m->kv[0], m->kv[1], (size_t)m->plan->dm.n * w, d->act, d->stream);
+    a2a_seq(m, full, m->kv[1], w, 1);
+}
+
+/* The reverse: full [B, Sfull, w] of this rank's head group -> the
+ * parts' columns of the local rows. */
+static void a2a_scatter(gl_model *m, const void *full, int w, const a2a_part *part,
+                        int nparts)
+{
+    gl_dev *d = m->d;
+    a2a_seq(m, (void *)full, m->kv[0], w, 0);
+    gl_all_to_all(m->cp, m->kv[0], m->kv[1], (size_t)m->plan->dm.n * w, d->act, d->stream);
+    a2a_heads(m, m->kv[1], w, part, nparts, 1);
+}
+
+/* Q, K, V of the fused rows (stride qkvw) -> o_acc as [B, Sfull,
+ * (hq + 2 hkv) / CP heads of D]; returns that width. */
+static int a2a_qkv(gl_model *m, const void *qkv)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t ab = m->d->act_bytes;
+    int D = dm->D, cp = dm->cp, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
+    const char *b = qkv;
+    a2a_part part[3] = {
+        { b, NULL, dm->qkvw, qc, 0 },
+        { b + (size_t)dm->hq * D * ab, NULL, dm->qkvw, kc, qc },
+        { b + (size_t)(dm->hq + dm->hkv) * D * ab, NULL, dm->qkvw, kc, qc + kc },
+    };
+    a2a_gather(m, m->o_acc, qc + 2 * kc, part, 3);
+    return qc + 2 * kc;
+}
+
+static void a2a_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t ab = m->d->act_bytes;
+    int D = dm->D, cp = dm->cp, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
+    int w = a2a_qkv(m, qkv);
+    char *f = (char *)m->o_acc;
+    OPS->attn_fwd(m->d, m->o_blk, qc, lse, f, w, f + (size_t)qc * ab, w,
+                  f + (size_t)(qc + kc) * ab, w, dm->B, dm->Sfull, dm->hq / cp, dm->hkv / cp,
+                  D, (float)(1.0 / sqrt((double)D)), NULL);
+    a2a_part back = { NULL, o, dm->hq * D, qc, 0 };
+    a2a_scatter(m, m->o_blk, qc, &back, 1);
+}
+
+static void a2a_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
+                         const float *lse, const void *qkv)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t ab = m->d->act_bytes;
+    int D = dm->D, cp = dm->cp, qw = dm->hq * D, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
+    int w = a2a_qkv(m, qkv);
+    /* dO and O side by side: [B, Sfull, dO | O] of the head group */
+    a2a_part od[2] = { { d_o, NULL, qw, qc, 0 }, { o, NULL, qw, qc, qc } };
+    a2a_gather(m, m->o_blk, 2 * qc, od, 2);
+    char *f = (char *)m->o_acc, *g = (char *)m->dq_acc, *e = (char *)m->o_blk;
+    OPS->attn_bwd(m->d, g, g + (size_t)qc * ab, g + (size_t)(qc + kc) * ab, w,
+                  e, 2 * qc, e + (size_t)qc * ab, 2 * qc, lse,
+                  f, w, f + (size_t)qc * ab, w, f + (size_t)(qc + kc) * ab, w,
+                  dm->B, dm->Sfull, dm->hq / cp, dm->hkv / cp, D,
+                  (float)(1.0 / sqrt((double)D)), NULL);
+    char *b = dqkv;
+    a2a_part back[3] = {
+        { NULL, b, dm->qkvw, qc, 0 },
+        { NULL, b + (size_t)qw * ab, dm->qkvw, kc, qc },
+        { NULL, b + (size_t)(qw + dm->hkv * D) * ab, dm->qkvw, kc, qc + kc },
+    };
+    a2a_scatter(m, m->dq_acc, w, back, 3);
+}
+
 void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
 {
     const gl_model_dims *dm = &m->plan->dm;
@@ -164,6 +352,10 @@ void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
     float scale = (float)(1.0 / sqrt((double)D));
     gl_attn_pos qp = cp_runs(dm, r);
 
+    if (dm->cp_a2a) {
+        a2a_attn_fwd(m, o, lse, qkv);
+        return;
+    }
     if (dm->cp_all_gather) {
         own_kv(m, kv_of(m, r), qkv);
         gl_all_gather(m->cp, kv_of(m, r), m->kv[0], blk, d->act, d->stream);
@@ -200,6 +392,10 @@ void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *
     float scale = (float)(1.0 / sqrt((double)D));
     gl_attn_pos qp = cp_runs(dm, r);
 
+    if (dm->cp_a2a) {
+        a2a_attn_bwd(m, dqkv, d_o, o, lse, qkv);
+        return;
+    }
     OPS->attn_delta(d, m->delta, d_o, qw, o, qw, dm->B, dm->S, dm->hq, D);
     OPS->zero(d, m->dq_acc, (size_t)dm->n * qw * sizeof(float));
     if (dm->cp_all_gather) {

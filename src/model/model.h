@@ -190,6 +190,7 @@ typedef struct {
     int Sfull;                  /* --seq-length */
     int cp;                     /* --context-parallel-size */
     int cp_all_gather;          /* --cp-comm-type all_gather, else p2p */
+    int cp_a2a;                 /* --cp-comm-type a2a (Ulysses: heads for sequence) */
     double eps;
     int tied;
     int tp, tp_rank, pp, pp_rank, vpp, sp;

@@ -44,6 +44,7 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
                     a->seq_length, 2 * dm->cp);
     dm->S = a->seq_length / dm->cp;
     dm->cp_all_gather = !strcmp(l->cp_comm_type, "all_gather");
+    dm->cp_a2a = !strcmp(l->cp_comm_type, "a2a");
     dm->B = l->micro_batch_size;
     dm->eps = a->norm_epsilon;
     dm->tied = !a->untie_embeddings_and_output_weights;

@@ -1674,12 +1674,19 @@ static void check_layout(gl_config *c)
         bad("--seq-length %d is not divisible by 2 x --context-parallel-size = %d: context "
             "parallelism cuts each sequence into 2 x CP equal chunks; choose a sequence "
             "length that is a multiple of %d", c->arch.seq_length, 2 * cp, 2 * cp);
-    if (cp > 1 && (!strcmp(c->layout.cp_comm_type, "a2a") ||
-                   !strcmp(c->layout.cp_comm_type, "a2a+p2p")))
-        bad("--cp-comm-type %s: gridlm's context parallelism has no all-to-all (Ulysses) "
-            "attention yet, which trades sequence for heads; use --cp-comm-type p2p or "
-            "all_gather",
-            c->layout.cp_comm_type);
+    if (cp > 1 && !strcmp(c->layout.cp_comm_type, "a2a+p2p"))
+        bad("--cp-comm-type a2a+p2p: gridlm has no hierarchical (all-to-all within, ring "
+            "across) context parallelism; use --cp-comm-type p2p, all_gather or a2a");
+    /* Ulysses splits each rank's (TP-local) heads over the CP ranks. */
+    if (cp > 1 && tp > 0 && !strcmp(c->layout.cp_comm_type, "a2a") &&
+        c->arch.num_attention_heads % tp == 0 && c->arch.num_query_groups % tp == 0 &&
+        ((c->arch.num_attention_heads / tp) % cp || (c->arch.num_query_groups / tp) % cp))
+        bad("--cp-comm-type a2a splits each rank's heads over the --context-parallel-size %d "
+            "ranks: the %d query heads (--num-attention-heads %d / --tensor-model-parallel-size "
+            "%d) and the %d key/value heads (--num-query-groups %d / TP %d) must both be "
+            "multiples of %d; use --cp-comm-type p2p or all_gather, or another CP or TP size",
+            cp, c->arch.num_attention_heads / tp, c->arch.num_attention_heads, tp,
+            c->arch.num_query_groups / tp, c->arch.num_query_groups, tp, cp);
     if (cp > 1 && (c->arch.attention_dropout > 0 || c->arch.hidden_dropout > 0))
         bad("--context-parallel-size %d with dropout (--attention-dropout %g, "
             "--hidden-dropout %g): dropout masks are keyed by full-sequence positions, which "
