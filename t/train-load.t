@@ -5,7 +5,7 @@
 # 1. --dry-run refuses what the real run would refuse before its first
 #    iteration: a --data-path prefix with no .idx, a truncated .idx, no
 #    .bin; a tokenizer that does not parse; an unsupported setting
-#    (--cp-comm-type a2a); a --load checkpoint of another model,
+#    (--cp-comm-type a2a+p2p); a --load checkpoint of another model,
 #    or without optimizer state when the run would resume; a --save that
 #    holds another run's later checkpoint, or is a file (a missing one
 #    is not created).  Each is one line, exit 2, with --world-size (no
@@ -99,9 +99,9 @@ refused "dry run: the second prefix of a blend is checked too" "--data-path $tmp
 echo '{ "model": ' >"$tmp/bad.json"
 refused "dry run: a tokenizer that does not parse" "--tokenizer-model" "$tmp/bad.json" -- \
     $shape $run --data-path "$ds" --tokenizer-model "$tmp/bad.json" $plan1
-refused "dry run: an unsupported setting (--cp-comm-type a2a)" \
-    "--cp-comm-type a2a" "no all-to-all" -- \
-    $shape $run --mock-data --vocab-size 256 --context-parallel-size 2 --cp-comm-type a2a \
+refused "dry run: an unsupported setting (--cp-comm-type a2a+p2p)" \
+    "--cp-comm-type a2a+p2p" "no hierarchical" -- \
+    $shape $run --mock-data --vocab-size 256 --context-parallel-size 2 --cp-comm-type a2a+p2p \
     --dry-run --world-size 2
 refused "dry run: --load of a checkpoint of another model, as the load compares it" \
     "--load $tmp/ck/iter_0000001.h5" "--hidden-size 32 there, 64 here" -- \

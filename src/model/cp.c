@@ -71,9 +71,9 @@ static void cp_a2a_alloc(gl_model *m)
         gl_die_code(2, "--cp-comm-type a2a: the %d local query heads and %d local key/value "
                     "heads must be multiples of --context-parallel-size %d", dm->hq, dm->hkv,
                     dm->cp);
-    if (!OPS->copy || !OPS->attn_fwd || !OPS->attn_bwd)
-        gl_die_code(2, "--cp-comm-type a2a: the %s device lacks attention or copy ops",
-                    OPS->name);
+    if (!OPS->convert_2d)
+        gl_die_code(2, "--cp-comm-type a2a: the %s device has no strided copy (ops.h's "
+                    "convert_2d) yet; use --cp-comm-type p2p or all_gather", OPS->name);
     int wide = dm->hq + 2 * dm->hkv > 2 * dm->hq ? dm->hq + 2 * dm->hkv : 2 * dm->hq;
     size_t bytes = (size_t)dm->n * wide * dm->D * d->act_bytes;
     m->kv[0] = d->ops->alloc(d, bytes);
@@ -98,8 +98,8 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
     if (!cp || gl_comm_size(cp) != dm->cp)
         gl_die("internal error: context-parallel group of %d ranks, expected %d",
                cp ? gl_comm_size(cp) : 0, dm->cp);
-    if (!OPS->attn_block_fwd || !OPS->attn_merge || !OPS->attn_delta ||
-        !OPS->attn_block_bwd || !OPS->convert_2d)
+    if (!dm->cp_a2a && (!OPS->attn_block_fwd || !OPS->attn_merge || !OPS->attn_delta ||
+                        !OPS->attn_block_bwd || !OPS->convert_2d))
         gl_die_code(2, "--context-parallel-size %d: the %s device has no block attention "
                     "yet (ops.h's attn_block_fwd ...); run context parallelism on the CPU "
                     "(--device cpu) or use --context-parallel-size 1", dm->cp, OPS->name);
