@@ -135,9 +135,9 @@ VARIANTS = {
               scaling=None, experts=4, topk=2),
     # Qwen3MoeForCausalLM: the Qwen3 form (q_norm, k_norm) with a sparse MoE
     # block (4 experts of moe_intermediate_size 32, top 2, norm_topk_prob)
-    # in layers 0 and 2 and a dense SwiGLU MLP of 96 in layer 1
+    # in layers 0, 2 and 3 and a dense SwiGLU MLP of 96 in layer 1
     # (mlp_only_layers); fp32, untied, two shards, GQA 4:2, head_dim 32
-    "n": dict(dtype="float32", tied=False, shards=2, hidden=64, inter=96, layers=3,
+    "n": dict(dtype="float32", tied=False, shards=2, hidden=64, inter=96, layers=4,
               heads=4, kv=2, head_dim=32, vocab=1000, eps=1e-6, theta=1000000.0,
               scaling=None, qwen3=True, qwen3_moe=True, experts=4, topk=2, moe_inter=32,
               dense_layers=[1], norm_topk=True),
@@ -623,6 +623,8 @@ def qwen3_moe_block(cfg, W, p, a, mutant):
     out = np.zeros_like(a)
     for t in range(a.shape[0]):
         top = np.argsort(-probs[t], kind="stable")[:k]
+        if mutant == "lowest-experts":
+            top = np.argsort(probs[t], kind="stable")[:k]
         wt = probs[t, top]
         if norm:
             wt = wt / wt.sum()
