@@ -120,7 +120,7 @@ cp -r "$d/float32-untied-sharded" "$bad"
 sed 's/"llama"/"mistral"/; s/LlamaForCausalLM/MistralForCausalLM/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"
 refuse "a Mistral config is refused, naming what is imported" \
-    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM or GPT2LMHeadModel" \
+    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM or GPT2LMHeadModel" \
     $tool import-hf "$bad" "$d/x.h5"
 sed 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' \
     "$d/float32-untied-sharded/config.json" >"$bad/config.json"

@@ -62,6 +62,9 @@ LlamaForCausalLM:
   by the sparse MoE block: p = softmax(x G^T) over all experts (G =
   block_sparse_moe.gate), the k largest kept and divided by their sum,
   h = h + sum over those k of p_e w2_e (silu(x w1_e^T) * (x w3_e^T)).
+  Qwen3MoeForCausalLM (variants n, o) is the Qwen3 form with that block
+  (mlp.gate, mlp.experts.E.gate_proj/up_proj/down_proj) in each layer
+  not in mlp_only_layers, renormalising the k only with norm_topk_prob.
     layernorm(x) = (x - mean) / sqrt(var + eps) w + b;  gelu_tanh(x) =
     x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  ("gelu_new")
   inv_freq_i = 1 / theta^(2i / d); with rope_scaling llama3 (Llama 3.1):
@@ -130,6 +133,20 @@ VARIANTS = {
     "m": dict(dtype="float32", tied=False, shards=2, hidden=64, inter=48, layers=2,
               heads=4, kv=2, head_dim=None, vocab=1000, eps=1e-5, theta=1000000.0,
               scaling=None, experts=4, topk=2),
+    # Qwen3MoeForCausalLM: the Qwen3 form (q_norm, k_norm) with a sparse MoE
+    # block (4 experts of moe_intermediate_size 32, top 2, norm_topk_prob)
+    # in layers 0, 2 and 3 and a dense SwiGLU MLP of 96 in layer 1
+    # (mlp_only_layers); fp32, untied, two shards, GQA 4:2, head_dim 32
+    "n": dict(dtype="float32", tied=False, shards=2, hidden=64, inter=96, layers=4,
+              heads=4, kv=2, head_dim=32, vocab=1000, eps=1e-6, theta=1000000.0,
+              scaling=None, qwen3=True, qwen3_moe=True, experts=4, topk=2, moe_inter=32,
+              dense_layers=[1], norm_topk=True),
+    # n with norm_topk_prob false: the top k's softmax weights over all
+    # experts kept as they are (gridlm's --moe-router-pre-softmax)
+    "o": dict(dtype="float32", tied=False, shards=1, hidden=64, inter=96, layers=3,
+              heads=4, kv=2, head_dim=32, vocab=1000, eps=1e-6, theta=1000000.0,
+              scaling=None, qwen3=True, qwen3_moe=True, experts=4, topk=2, moe_inter=32,
+              dense_layers=[1], norm_topk=False),
 }
 
 
@@ -177,7 +194,14 @@ def config_json(v):
         c.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3",
                  use_sliding_window=False, sliding_window=None, max_window_layers=2,
                  attention_dropout=0.0)
-    if v.get("experts"):
+    if v.get("qwen3_moe"):
+        # Qwen3MoeConfig's keys: Qwen3's, and the experts'
+        c.update(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
+                 num_experts=v["experts"], num_experts_per_tok=v["topk"],
+                 moe_intermediate_size=v["moe_inter"], norm_topk_prob=v["norm_topk"],
+                 decoder_sparse_step=1, mlp_only_layers=v["dense_layers"],
+                 router_aux_loss_coef=0.001, output_router_logits=False)
+    elif v.get("experts"):
         # MixtralConfig's keys: no attention_bias / mlp_bias; the router's
         # aux-loss settings are training's, carried through
         del c["attention_bias"], c["mlp_bias"], c["rope_scaling"]
@@ -244,7 +268,15 @@ def random_weights(v, seed):
         w[p + "self_attn.v_proj.weight"] = mat(kv, h, 1.0)
         w[p + "self_attn.o_proj.weight"] = mat(h, q, 0.5)
         w[p + "post_attention_layernorm.weight"] = norm(h)
-        if v.get("experts"):
+        if v.get("qwen3_moe") and l not in v["dense_layers"]:
+            # Qwen3MoeSparseMoeBlock's names; spread router logits as below
+            m, fe = p + "mlp.", v["moe_inter"]
+            w[m + "gate.weight"] = mat(v["experts"], h, 3.0)
+            for e in range(v["experts"]):
+                w[m + f"experts.{e}.gate_proj.weight"] = mat(fe, h, 1.0)
+                w[m + f"experts.{e}.up_proj.weight"] = mat(fe, h, 1.0)
+                w[m + f"experts.{e}.down_proj.weight"] = mat(h, fe, 0.5)
+        elif v.get("experts") and not v.get("qwen3_moe"):
             # a router with spread logits, so that the choice of experts
             # and their weights both matter
             m = p + "block_sparse_moe."
@@ -575,6 +607,44 @@ def sparse_moe(cfg, W, p, a, mutant):
     return out
 
 
+def qwen3_moe_block(cfg, W, p, a, mutant):
+    """transformers' Qwen3MoeSparseMoeBlock: router logits a G^T (G =
+    mlp.gate), softmax over all experts, the top k kept and, with
+    norm_topk_prob, renormalised to sum 1; each token the weighted sum of
+    its k experts' down (silu(a gate^T) * (a up^T))."""
+    k = cfg["num_experts_per_tok"]
+    m = p + "mlp."
+    z = a @ W[m + "gate.weight"].T
+    probs = np.exp(z - z.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    norm = cfg.get("norm_topk_prob", False)
+    if mutant == "norm-topk-flipped":
+        norm = not norm
+    out = np.zeros_like(a)
+    for t in range(a.shape[0]):
+        top = np.argsort(-probs[t], kind="stable")[:k]
+        if mutant == "lowest-experts":
+            top = np.argsort(probs[t], kind="stable")[:k]
+        wt = probs[t, top]
+        if norm:
+            wt = wt / wt.sum()
+        for e, g in zip(top, wt):
+            x = a[t]
+            wg = W[m + f"experts.{e}.gate_proj.weight"]
+            wu = W[m + f"experts.{e}.up_proj.weight"]
+            if mutant == "gate-up-swapped":
+                wg, wu = wu, wg
+            out[t] += g * ((silu(x @ wg.T) * (x @ wu.T)) @ W[m + f"experts.{e}.down_proj.weight"].T)
+    return out
+
+
+def qwen3_moe_layer(cfg, l):
+    """Is layer l a sparse MoE block in Qwen3MoeForCausalLM: not in
+    mlp_only_layers, and (l + 1) a multiple of decoder_sparse_step?"""
+    dense = cfg.get("mlp_only_layers") or []
+    return l not in dense and (l + 1) % cfg.get("decoder_sparse_step", 1) == 0
+
+
 def forward(cfg, W, ids, mutant=None):
     if cfg.get("model_type") == "gpt2":
         return gpt2_forward(cfg, W, ids, mutant)
@@ -621,6 +691,9 @@ def forward(cfg, W, ids, mutant=None):
         a = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
         if cfg.get("model_type") == "mixtral":
             x = x + sparse_moe(cfg, W, p, a, mutant)
+            continue
+        if cfg.get("model_type") == "qwen3_moe" and qwen3_moe_layer(cfg, l):
+            x = x + qwen3_moe_block(cfg, W, p, a, mutant)
             continue
         gate = a @ W[p + "mlp.gate_proj.weight"].T
         up = a @ W[p + "mlp.up_proj.weight"].T

@@ -65,6 +65,15 @@
 #      renormalisation, with the two lowest experts, or with w1 and w3
 #      swapped must miss.  A tiny MoE model trained one step exports as a
 #      Mixtral and round-trips; one with shared experts is refused.
+#   n  Qwen3MoeForCausalLM: Qwen3's attention (q_norm, k_norm, head_dim
+#      32) with a sparse MoE block of 4 experts of moe_intermediate_size
+#      32, top 2, norm_topk_prob true, in layers 0, 2 and 3 and a dense
+#      MLP in layer 1 (mlp_only_layers); fp32, untied, two shards.  The
+#      oracles with norm_topk_prob flipped, without the QK norm, with it
+#      after RoPE, or with the two lowest experts must miss.  o is n with norm_topk_prob false (gridlm's
+#      --moe-router-pre-softmax).  A tiny MoE model with QK norm trained
+#      one step exports as a Qwen3-MoE and round-trips; one with a sigmoid
+#      router is refused.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -269,13 +278,6 @@ run "m: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/m.h5" "$tmp
 run "m: the export equals the original bit for bit (every expert), config.json too" \
     "$PYTHON3" "$py" same "$tmp/m" "$tmp/m.out"
 cp "$tmp/m/config.json" "$tmp/m.orig"
-sed 's/"mixtral"/"qwen3_moe"/; s/MixtralForCausalLM/Qwen3MoeForCausalLM/' "$tmp/m.orig" \
-    >"$tmp/m/config.json"
-"$ckpt" import-hf --quiet "$tmp/m" "$tmp/m2.h5" >"$tmp/out" 2>&1
-st=$?
-sed 's/^/#   /' "$tmp/out"
-test $st -ne 0 && grep -q 'Qwen3MoeForCausalLM: its import is not built yet' "$tmp/out"
-ok $? "m: a Qwen3-MoE config is refused, naming what is missing"
 sed 's/"num_local_experts": 4/"num_local_experts": 3/' "$tmp/m.orig" >"$tmp/m/config.json"
 "$ckpt" import-hf --quiet "$tmp/m" "$tmp/m3.h5" >"$tmp/out" 2>&1
 st=$?
@@ -288,6 +290,25 @@ st=$?
 sed 's/^/#   /' "$tmp/out"
 test $st -ne 0 && grep -q 'gate.weight has shape \[4, 64\], config.json implies \[5, 64\]' "$tmp/out"
 ok $? "m: a missing expert (or a router of the wrong shape) is named"
+
+# --- n, o: Qwen3-MoE, QK norm and a dense layer among the MoE ones ---------
+prepare n 1000
+sensitive n norm-topk-flipped no-qk-norm qk-norm-after-rope lowest-experts
+run "n: import-hf (Qwen3MoeForCausalLM, mlp_only_layers [1])" \
+    "$ckpt" import-hf --quiet "$tmp/n" "$tmp/n.h5"
+check n "1 rank" 1
+check n "TP 2" 2 --tensor-model-parallel-size 2
+check n "PP 2" 2 --pipeline-model-parallel-size 2
+run "n: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/n.h5" "$tmp/n.out"
+run "n: the export equals the original bit for bit (every expert), config.json too" \
+    "$PYTHON3" "$py" same "$tmp/n" "$tmp/n.out"
+prepare o 1000
+sensitive o norm-topk-flipped
+run "o: import-hf (norm_topk_prob false)" "$ckpt" import-hf --quiet "$tmp/o" "$tmp/o.h5"
+check o "1 rank" 1
+run "o: export-hf writes norm_topk_prob false back, bit for bit" \
+    sh -c "'$ckpt' export-hf --dtype fp32 '$tmp/o.h5' '$tmp/o.out' &&
+           '$PYTHON3' '$py' same '$tmp/o' '$tmp/o.out'"
 
 # A trained MoE checkpoint: Mixtral's form exports (and the export
 # imports and exports again unchanged); shared experts are refused.
@@ -313,5 +334,29 @@ st=$?
 sed 's/^/#   /' "$tmp/out"
 test $st -ne 0 && grep -q 'not a MixtralForCausalLM .*it has shared experts' "$tmp/out"
 ok $? "shared experts: export-hf refuses, naming why"
+
+# With QK norm the MoE model is a Qwen3-MoE; a sigmoid router neither
+# family has is refused.
+for v in qk sigmoid; do
+    extra="--qk-layernorm"
+    test $v = sigmoid && extra="--qk-layernorm --moe-router-score-function sigmoid"
+    # shellcheck disable=SC2086
+    run "$v: gridlm-train saves a tiny MoE model with QK norm" "$train" --device cpu \
+        --model tiny --num-experts 4 --moe-router-topk 2 --moe-layer-freq '[1,0,1,1]' $extra \
+        --mock-data --train-iters 1 --lr 1e-4 --micro-batch-size 1 --global-batch-size 1 \
+        --seq-length 16 --save "$tmp/$v.ck" --save-interval 1
+done
+run "qk: export-hf writes it as a Qwen3MoeForCausalLM (layer 1 dense), round trip bit for bit" \
+    sh -c "'$ckpt' export-hf --dtype fp32 '$tmp/qk.ck' '$tmp/qk.hf' &&
+           grep -q Qwen3MoeForCausalLM '$tmp/qk.hf/config.json' &&
+           grep -q model.layers.1.mlp.gate_proj '$tmp/qk.hf/model.safetensors' &&
+           '$ckpt' import-hf --quiet '$tmp/qk.hf' '$tmp/qk2.h5' &&
+           '$ckpt' export-hf --dtype fp32 '$tmp/qk2.h5' '$tmp/qk2.hf' &&
+           '$PYTHON3' '$py' same '$tmp/qk.hf' '$tmp/qk2.hf'"
+"$ckpt" export-hf "$tmp/sigmoid.ck" "$tmp/sigmoid.hf" >"$tmp/out" 2>&1
+st=$?
+sed 's/^/#   /' "$tmp/out"
+test $st -ne 0 && grep -q 'not a Qwen3MoeForCausalLM .*router is not a softmax' "$tmp/out"
+ok $? "sigmoid router: export-hf refuses, naming why"
 
 done_testing

@@ -619,7 +619,7 @@ static void test_refusals(void)
     REFUSED(BASE "--kv-channels 7", 0, "--kv-channels 7 is odd");
     REFUSED(BASE "--model llama4", 0, "--model llama4 is not a known model",
             "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, "
-            "mixtral-8x7b or tiny");
+            "mixtral-8x7b, qwen3-30b-a3b or tiny");
     REFUSED(BASE "--fp16", 0, "--fp16 is not supported", "--bf16");
     REFUSED(BASE "--tokenizer-type SentencePieceTokenizer", 0,
             "--tokenizer-type SentencePieceTokenizer is not supported",

@@ -84,7 +84,7 @@ refused_n 4 "bad values, an unknown option and a check across options, together"
     "--async-save needs --save" "3 usage errors above" -- \
     $base --micro-batch-size 0 --hiden-size 64 --async-save
 refused "an unknown preset" "--model gpt5 is not a known model" \
-    "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, mixtral-8x7b or tiny" -- $base --model gpt5
+    "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, mixtral-8x7b, qwen3-30b-a3b or tiny" -- $base --model gpt5
 
 refused "--exit-signal-handler without --save (it saves before exiting)" \
     "--exit-signal-handler needs --save DIR" "add --save DIR, or drop --exit-signal-handler" -- \

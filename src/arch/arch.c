@@ -187,23 +187,30 @@ static const preset presets[] = {
      * below adds the experts); sequence 4096 as Megatron's Mixtral recipe */
     {"mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000, 4096, 32768, 1000000, 0, 8, 1, PRESET_LLAMA,
      1e-5, 0},
+    /* Qwen3-30B-A3B (the Qwen3 form; FFN is the dense MLP's
+     * intermediate_size, which no layer uses: moe_presets below adds the
+     * experts of moe_intermediate_size) */
+    {"qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 151936, 4096, 40960, 1000000, 0, 8, 1,
+     PRESET_QWEN3, 1e-6, 128},
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 const char gl_arch_preset_names[] =
     "llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, "
-    "mixtral-8x7b or tiny";
+    "mixtral-8x7b, qwen3-30b-a3b or tiny";
 
 /* The mixture-of-experts presets' experts (config.json's
- * num_local_experts, num_experts_per_tok): every layer MoE, experts of the
- * preset's FFN width, Megatron's default softmax router (Mixtral's
- * renormalised top k). */
+ * num_local_experts or num_experts, num_experts_per_tok, and Qwen3-MoE's
+ * moe_intermediate_size; 0: the preset's FFN width): every layer MoE,
+ * Megatron's default softmax router (Mixtral's renormalised top k, and
+ * Qwen3-MoE's with norm_topk_prob true). */
 static const struct {
     const char *name;
-    int experts, topk;
+    int experts, topk, ffn;
 } moe_presets[] = {
-    {"mixtral-8x7b", 8, 2},
-    {NULL, 0, 0},
+    {"mixtral-8x7b", 8, 2, 0},
+    {"qwen3-30b-a3b", 128, 8, 768},
+    {NULL, 0, 0, 0},
 };
 
 int gl_arch_preset(gl_arch *a, const char *name)
@@ -243,7 +250,7 @@ int gl_arch_preset(gl_arch *a, const char *name)
         if (!strcmp(moe_presets[i].name, p->name)) {
             a->num_experts = moe_presets[i].experts;
             a->moe_router_topk = moe_presets[i].topk;
-            a->moe_ffn_hidden_size = p->ffn;
+            a->moe_ffn_hidden_size = moe_presets[i].ffn ? moe_presets[i].ffn : p->ffn;
             snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "1");
         }
     return 0;

@@ -207,6 +207,57 @@ static int mixtral_from_hf(gl_arch *a, json_t *j, const char *path, gl_error *er
     return 0;
 }
 
+/* Qwen3MoeConfig's own keys (after the Qwen3 ones): num_experts SwiGLU
+ * experts of moe_intermediate_size, num_experts_per_tok per token, on
+ * layer l iff l is not in mlp_only_layers and (l + 1) % decoder_sparse_step
+ * is 0 (the other layers are dense SwiGLU MLPs of intermediate_size).  Its
+ * router is a softmax over all experts, the top k kept; norm_topk_prob
+ * true renormalises them to sum 1 (Megatron's default router), false
+ * keeps them as they are (--moe-router-pre-softmax).  No shared experts. */
+static int qwen3_moe_from_hf(gl_arch *a, json_t *j, const char *path, gl_error *err)
+{
+    int step;
+    if (get_int(j, "num_experts", &a->num_experts, 0, 128, path, err) ||
+        get_int(j, "num_experts_per_tok", &a->moe_router_topk, 0, 8, path, err) ||
+        get_int(j, "moe_intermediate_size", &a->moe_ffn_hidden_size, 0, 768, path, err) ||
+        get_int(j, "decoder_sparse_step", &step, 0, 1, path, err))
+        return -1;
+    if (a->num_experts < 1 || a->moe_router_topk < 1 || a->moe_router_topk > a->num_experts)
+        return gl_errprintf(err, "%s: num_experts %d and num_experts_per_tok %d: gridlm needs "
+                            "1 <= num_experts_per_tok <= num_experts", path, a->num_experts,
+                            a->moe_router_topk);
+    if (step < 1)
+        return gl_errprintf(err, "%s: decoder_sparse_step %d must be positive", path, step);
+    if (a->num_layers > (GL_MOE_FREQ_MAX - 2) / 2)
+        return gl_errprintf(err, "%s: %d layers; gridlm's --moe-layer-freq list holds %d",
+                            path, a->num_layers, (GL_MOE_FREQ_MAX - 2) / 2);
+    /* The MoE layers as Megatron's list "[1,0,...]" (gl_arch_is_moe_layer's
+     * canonical form), or "1" when every layer is one. */
+    char *f = a->moe_layer_freq;
+    int dense = 0;
+    f[0] = '[';
+    for (int l = 0; l < a->num_layers; l++) {
+        int moe = (l + 1) % step == 0;
+        size_t i;
+        json_t *x;
+        json_array_foreach(json_object_get(j, "mlp_only_layers"), i, x)
+            if (json_is_integer(x) && json_integer_value(x) == l)
+                moe = 0;
+        dense += !moe;
+        f[1 + 2 * l] = moe ? '1' : '0';
+        f[2 + 2 * l] = l + 1 < a->num_layers ? ',' : ']';
+    }
+    f[1 + 2 * a->num_layers] = '\0';
+    if (!dense)
+        snprintf(f, GL_MOE_FREQ_MAX, "1");
+    a->moe_shared_expert_intermediate_size = 0;
+    a->moe_router_score_function = GL_ROUTER_SOFTMAX;
+    a->moe_router_pre_softmax = !is_true(j, "norm_topk_prob");  /* Qwen3MoeConfig: false */
+    a->moe_router_topk_scaling_factor = 0;
+    a->moe_router_enable_expert_bias = 0;
+    return 0;
+}
+
 /* GPT-2's activations that are GeLU's tanh approximation, which gridlm
  * computes; the first is GPT2Config's default. */
 static const char *const gpt2_tanh_gelus[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
@@ -271,22 +322,19 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
     if (fam == HF_OTHER) {
         json_t *mt = json_object_get(j, "model_type");
         return gl_errprintf(err, "%s does not describe a LlamaForCausalLM, Qwen2ForCausalLM, "
-                            "Qwen3ForCausalLM, MixtralForCausalLM or GPT2LMHeadModel (model_type "
+                            "Qwen3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM or GPT2LMHeadModel "
+                            "(model_type "
                             "\"%s\"): gridlm imports those only", path,
                             json_is_string(mt) ? json_string_value(mt) : "?");
     }
     if (fam == HF_GPT2)
         return gpt2_from_hf(a, j, path, err);
-    if (fam == HF_QWEN3_MOE)
-        return gl_errprintf(err, "%s describes a Qwen3MoeForCausalLM: its import is not built "
-                            "yet (it needs Qwen3's per-head q_norm/k_norm weights, QK "
-                            "normalisation, in gridlm's Hugging Face import); gridlm imports "
-                            "MixtralForCausalLM's mixture of experts", path);
     if (fam == HF_QWEN2)
         a->add_qkv_bias = 1;    /* Qwen2 = Llama + biases on q, k and v */
-    if (fam == HF_QWEN3)
+    int qwen3 = fam == HF_QWEN3 || fam == HF_QWEN3_MOE;
+    if (qwen3)
         a->qk_layernorm = 1;    /* Qwen3 = Llama + RMSNorm on each head of q and k */
-    int qwen = fam == HF_QWEN2 || fam == HF_QWEN3;
+    int qwen = fam == HF_QWEN2 || qwen3;
     if (qwen && qwen_from_hf(j, path, err))
         return -1;
     if (get_int(j, "hidden_size", &a->hidden_size, 1, 0, path, err) ||
@@ -299,7 +347,7 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
          * heads: required there rather than guessed. */
         get_int(j, "num_key_value_heads", &a->num_query_groups, qwen,
                 a->num_attention_heads, path, err) ||
-        get_int(j, "head_dim", &a->kv_channels, fam == HF_QWEN3,
+        get_int(j, "head_dim", &a->kv_channels, qwen3,
                 a->hidden_size / a->num_attention_heads, path, err) ||
         get_int(j, "max_position_embeddings", &a->max_position_embeddings, 0,
                 qwen ? 32768 : fam == HF_MIXTRAL ? 4096 * 32 : 2048, path, err) ||
@@ -307,6 +355,8 @@ int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *er
                    path, err))
         return -1;
     if (fam == HF_MIXTRAL && mixtral_from_hf(a, j, path, err))
+        return -1;
+    if (fam == HF_QWEN3_MOE && qwen3_moe_from_hf(a, j, path, err))
         return -1;
     if (a->num_attention_heads % a->num_query_groups)
         return gl_errprintf(err, "%s: num_attention_heads %d is not a multiple of "
@@ -369,6 +419,31 @@ int gl_hf_mixtral_ok(const gl_arch *a, char *why, size_t n)
     return !no;
 }
 
+int gl_hf_qwen3_moe_ok(const gl_arch *a, char *why, size_t n)
+{
+    const char *no = NULL;
+    if (!gl_arch_is_qwen3(a))
+        no = "it is not of the Qwen3 form (RMSNorm, SwiGLU, RoPE, QK norm, no biases)";
+    else if (a->moe_shared_expert_intermediate_size > 0)
+        no = "it has shared experts";
+    else if (a->moe_router_score_function != GL_ROUTER_SOFTMAX)
+        no = "its router is not a softmax";
+    else if (a->moe_router_topk_scaling_factor > 0)
+        no = "its router scales the top-k weights (--moe-router-topk-scaling-factor)";
+    else if (a->moe_router_enable_expert_bias)
+        no = "its router has an expert bias";
+    if (no)
+        snprintf(why, n, "%s", no);
+    return !no;
+}
+
+int gl_hf_moe_ok(const gl_arch *a, char *why, size_t n)
+{
+    if (a->qk_layernorm)
+        return gl_hf_qwen3_moe_ok(a, why, n);
+    return gl_hf_mixtral_ok(a, why, n);
+}
+
 /* GPT2Config's keys for a into j.  Two spellings of an original survive
  * when they say the same: n_inner null (= 4 n_embd) and the name of the
  * tanh GeLU. */
@@ -412,8 +487,10 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
      * the Llama form with QK norm (gl_arch_is_qwen3), Mixtral the Llama
      * form with experts (gl_hf_mixtral_ok). */
     int qwen2 = gl_arch_is_qwen2(a), qwen3 = gl_arch_is_qwen3(a);
-    int mixtral = a->num_experts > 0;
-    hf_family fam = mixtral ? HF_MIXTRAL : qwen2 ? HF_QWEN2 : qwen3 ? HF_QWEN3 : HF_LLAMA;
+    int qwen3_moe = a->num_experts > 0 && qwen3;
+    int mixtral = a->num_experts > 0 && !qwen3;
+    hf_family fam = qwen3_moe ? HF_QWEN3_MOE : mixtral ? HF_MIXTRAL : qwen2 ? HF_QWEN2
+                    : qwen3 ? HF_QWEN3 : HF_LLAMA;
     int k = 0;
     while (families[k].fam != fam)
         k++;
@@ -429,6 +506,19 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
         json_object_set_new(j, "num_local_experts", json_integer(a->num_experts));
         json_object_set_new(j, "num_experts_per_tok", json_integer(a->moe_router_topk));
         json_object_set_new(j, "sliding_window", json_null());
+    }
+    if (qwen3_moe) {
+        /* Every layer MoE unless listed in mlp_only_layers. */
+        json_object_set_new(j, "num_experts", json_integer(a->num_experts));
+        json_object_set_new(j, "num_experts_per_tok", json_integer(a->moe_router_topk));
+        json_object_set_new(j, "moe_intermediate_size", json_integer(gl_arch_moe_ffn(a)));
+        json_object_set_new(j, "norm_topk_prob", json_boolean(!a->moe_router_pre_softmax));
+        json_object_set_new(j, "decoder_sparse_step", json_integer(1));
+        json_t *dense = json_array();
+        for (int l = 0; l < a->num_layers; l++)
+            if (!gl_arch_is_moe_layer(a, l))
+                json_array_append_new(dense, json_integer(l));
+        json_object_set_new(j, "mlp_only_layers", dense);
     }
     json_object_set_new(j, "num_hidden_layers", json_integer(a->num_layers));
     json_object_set_new(j, "num_attention_heads", json_integer(a->num_attention_heads));
@@ -466,7 +556,7 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
          * are fixed (q, k, v); its sliding window is off. */
         json_object_set_new(j, "use_sliding_window", json_false());
     } else if (qwen3) {
-        /* Qwen3Config has attention_bias (q, k, v and o), no mlp_bias. */
+        /* Qwen3Config and Qwen3MoeConfig have attention_bias (q, k, v and o), no mlp_bias. */
         json_object_set_new(j, "attention_bias", json_false());
         json_object_set_new(j, "use_sliding_window", json_false());
     } else {

@@ -59,13 +59,13 @@ extern "C" {
 #endif
 
 /* Fill a (from gl_arch_defaults) from config.json's object j (a Llama, a
- * Qwen2, a Qwen3, a Mixtral -- the Llama form with experts -- or a GPT-2; a
- * Qwen3-MoE is refused by name); path names
+ * Qwen2, a Qwen3, a Mixtral -- the Llama form with experts --, a Qwen3-MoE
+ * -- the Qwen3 form with experts -- or a GPT-2); path names
  * the file in messages.  -1 with err filled when gridlm cannot run the
  * model exactly as transformers would. */
 int gl_arch_from_hf_config(gl_arch *a, json_t *j, const char *path, gl_error *err);
 
-/* config.json text for a (the Llama, Qwen2, Qwen3, Mixtral or GPT-2 form:
+/* config.json text for a (the Llama, Qwen2, Qwen3, Mixtral, Qwen3-MoE or GPT-2 form:
  * gl_arch_is_llama, gl_arch_is_qwen2, gl_arch_is_qwen3, gl_arch_is_gpt2): starts from original (an imported config.json's
  * text, may be NULL) so that the keys gridlm does not use (token ids,
  * ...) survive, then sets every architecture key; torch_dtype is dtype.
@@ -77,6 +77,17 @@ char *gl_arch_to_hf_config(const gl_arch *a, const char *original, const char *d
  * without scaling or expert bias; no shared experts)?  1, or 0 with the
  * reason in why (n bytes). */
 int gl_hf_mixtral_ok(const gl_arch *a, char *why, size_t n);
+
+/* Can the mixture-of-experts model a be written as a Qwen3MoeForCausalLM
+ * (the Qwen3 form, QK norm included; a softmax router, renormalised over
+ * the top k or, with --moe-router-pre-softmax, not; no scaling, expert
+ * bias or shared experts; any layers dense, as mlp_only_layers)?  1, or 0
+ * with the reason in why (n bytes). */
+int gl_hf_qwen3_moe_ok(const gl_arch *a, char *why, size_t n);
+
+/* The MoE export's check: gl_hf_qwen3_moe_ok for a model with QK norm,
+ * else gl_hf_mixtral_ok. */
+int gl_hf_moe_ok(const gl_arch *a, char *why, size_t n);
 
 #ifdef __cplusplus
 }

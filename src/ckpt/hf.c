@@ -1,4 +1,4 @@
-/* hf.c: Hugging Face Llama, Qwen2, Qwen3, Mixtral and GPT-2 directories <-> gridlm checkpoints (hf.h). */
+/* hf.c: Hugging Face Llama, Qwen2, Qwen3, Mixtral, Qwen3-MoE and GPT-2 directories <-> gridlm checkpoints (hf.h). */
 #include <config.h>
 #include "ckpt/hf.h"
 #include "arch/hf_config.h"
@@ -67,6 +67,27 @@ static const char *mixtral_name(gl_tensor_id id)
     }
 }
 
+/* Qwen3MoeForCausalLM's spellings of the same: the router mlp.gate, each
+ * expert's gate_proj, up_proj and down_proj (all [out, in]).  Its dense
+ * layers (mlp_only_layers) are the Llama names of gl_tensor_name. */
+static const char *qwen3_moe_name(gl_tensor_id id)
+{
+    switch (id) {
+    case GL_T_ROUTER: return "model.layers.%d.mlp.gate.weight";
+    case GL_T_EXPERT_W_GATE: return "model.layers.%d.mlp.experts.%d.gate_proj.weight";
+    case GL_T_EXPERT_W_UP: return "model.layers.%d.mlp.experts.%d.up_proj.weight";
+    case GL_T_EXPERT_W_DOWN: return "model.layers.%d.mlp.experts.%d.down_proj.weight";
+    default: return NULL;
+    }
+}
+
+/* The MoE spelling of id for a's family: Qwen3-MoE's when a has QK norm
+ * (gl_hf_moe_ok), else Mixtral's. */
+static const char *moe_name(const gl_arch *a, gl_tensor_id id)
+{
+    return a->qk_layernorm ? qwen3_moe_name(id) : mixtral_name(id);
+}
+
 /* Is id one of the stacked experts (a Hugging Face tensor per expert)? */
 static int per_expert(gl_tensor_id id)
 {
@@ -75,9 +96,9 @@ static int per_expert(gl_tensor_id id)
 
 /* The Hugging Face name of expert e's matrix of stacked tensor id at
  * layer l. */
-static void expert_name(gl_tensor_id id, int l, int e, char *out, size_t n)
+static void expert_name(const gl_arch *a, gl_tensor_id id, int l, int e, char *out, size_t n)
 {
-    snprintf(out, n, mixtral_name(id), l, e);
+    snprintf(out, n, moe_name(a, id), l, e);
 }
 
 /* The checkpoint's 2-D dataset of a stacked [E, A, B] tensor (shape):
@@ -99,12 +120,12 @@ static void hf_place_of(const gl_arch *a, gl_tensor_id id, int l, hf_place *p)
 {
     p->part = -1;
     p->conv1d = 0;
-    if (a->num_experts > 0 && mixtral_name(id)) {
+    if (a->num_experts > 0 && moe_name(a, id)) {
         /* a stacked tensor's name is expert_name's pattern */
         if (per_expert(id))
-            snprintf(p->name, sizeof p->name, "%s", mixtral_name(id));
+            snprintf(p->name, sizeof p->name, "%s", moe_name(a, id));
         else
-            snprintf(p->name, sizeof p->name, mixtral_name(id), l);
+            snprintf(p->name, sizeof p->name, moe_name(a, id), l);
         return;
     }
     if (gl_arch_is_gpt2(a) &&
@@ -181,10 +202,12 @@ static int config_from_gridlm(const char *text, const char *file, gl_arch *a, gl
     if (rc)
         return gl_errprintf(err, "%s: %s", file, e.text);
     char why[256];
-    if (a->num_experts > 0 && !gl_hf_mixtral_ok(a, why, sizeof why))
-        return gl_errprintf(err, "%s holds a mixture-of-experts model that is not a "
-                            "MixtralForCausalLM (gridlm's only MoE export; Qwen3-MoE is not "
-                            "built yet): %s", file, why);
+    if (a->num_experts > 0 && !gl_hf_moe_ok(a, why, sizeof why))
+        return gl_errprintf(err, "%s holds a mixture-of-experts model that is not a %s "
+                            "(gridlm's MoE exports: Qwen3MoeForCausalLM with QK norm, "
+                            "MixtralForCausalLM without): %s", file,
+                            a->qk_layernorm ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM",
+                            why);
     if (!gl_arch_is_llama(a) && !gl_arch_is_qwen2(a) && !gl_arch_is_qwen3(a) &&
         !gl_arch_is_gpt2(a)) {
         char form[256];
@@ -271,19 +294,19 @@ static int ignorable(const gl_arch *a, const char *name)
     return ends_with(name, "rotary_emb.inv_freq");
 }
 
-/* Is name one of the Mixtral experts' or routers' tensors of a? */
+/* Is name one of the experts' or routers' tensors of a (moe_name)? */
 static int moe_weight(const gl_arch *a, const char *name)
 {
     char hf[256];
     for (int l = 0; l < a->num_layers; l++)
         for (int k = 0; k < GL_T_COUNT; k++) {
-            if (!in_step(a, l, k) || !mixtral_name(k))
+            if (!in_step(a, l, k) || !moe_name(a, k))
                 continue;
             for (int e = 0; e < (per_expert(k) ? a->num_experts : 1); e++) {
                 if (per_expert(k))
-                    expert_name(k, l, e, hf, sizeof hf);
+                    expert_name(a, k, l, e, hf, sizeof hf);
                 else
-                    snprintf(hf, sizeof hf, mixtral_name(k), l);
+                    snprintf(hf, sizeof hf, moe_name(a, k), l);
                 if (!strcmp(name, hf))
                     return 1;
             }
@@ -394,7 +417,7 @@ static int import_experts(const gl_st_model *m, const gl_arch *a, gl_tensor_id i
     char hf[256];
     gl_st_dtype dtype = GL_ST_F32;
     for (long e = 0; e < shape[0] && rc == 0; e++) {
-        expert_name(id, l, (int)e, hf, sizeof hf);
+        expert_name(a, id, l, (int)e, hf, sizeof hf);
         const gl_st_tensor *t = gl_st_model_find(m, hf);
         if (!t)
             rc = gl_errprintf(err, "%s has no tensor %s (config.json describes %ld experts in "
@@ -419,7 +442,7 @@ static int import_experts(const gl_st_model *m, const gl_arch *a, gl_tensor_id i
     free(buf);
     *bytes += 4.0 * shape[0] * each;
     if (!quiet && rc == 0) {
-        expert_name(id, l, 0, hf, sizeof hf);
+        expert_name(a, id, l, 0, hf, sizeof hf);
         printf("  %-48s -> %-40s %s [%ld, %ld, %ld] (%ld experts)\n", hf, full,
                gl_st_dtype_name(dtype), shape[0], shape[1], shape[2], shape[0]);
     }
@@ -476,7 +499,8 @@ int gl_hf_import(const char *hf_dir, const char *out, int divisible_by, int quie
                 gl_errprintf(err, "%s holds tensor %s, which is not a weight of a %d-layer "
                      "%s", hf_dir, name, c.num_layers,
                      gl_arch_is_gpt2(&c) ? "GPT2LMHeadModel" :
-                     c.num_experts > 0 ? "MixtralForCausalLM" :
+                     c.num_experts > 0 ? (c.qk_layernorm ? "Qwen3MoeForCausalLM"
+                                                          : "MixtralForCausalLM") :
                      gl_arch_is_qwen2(&c) ? "Qwen2ForCausalLM" :
                      gl_arch_is_qwen3(&c) ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
                 gl_st_model_close(m);
@@ -673,7 +697,7 @@ static int export_experts(gl_ckpt *ck, const gl_arch *a, gl_tensor_id id, int l,
     }
     char hf[256];
     for (long e = 0; e < shape[0]; e++) {
-        expert_name(id, l, (int)e, hf, sizeof hf);
+        expert_name(a, id, l, (int)e, hf, sizeof hf);
         keep[*n] = gl_strdup(hf);
         bufs[*n] = gl_malloc((size_t)each * sizeof *bufs[*n]);
         memcpy(bufs[*n], all + e * each, (size_t)each * sizeof *all);

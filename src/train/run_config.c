@@ -519,7 +519,7 @@ static const gl_option table[] = {
     /* --- model --- */
     {.name = "model", .kind = GL_OPT_CALL, .offset = GL_OPT_NOWHERE, .metavar = "NAME",
      .group = G_MODEL, .fn = opt_model,
-     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, mixtral-8x7b or tiny (applied first)"},
+     .help = "preset shape: llama3-8b, llama3-70b, llama3.2-1b, qwen2.5-1.5b, qwen3-8b, gpt2, gpt2-medium, gpt2-xl, mixtral-8x7b, qwen3-30b-a3b or tiny (applied first)"},
     INT("num-layers", arch.num_layers, G_MODEL, POS, "transformer layers", .defstr = "required"),
     INT("hidden-size", arch.hidden_size, G_MODEL, POS, "model width h", .defstr = "required"),
     INT("ffn-hidden-size", arch.ffn_hidden_size, G_MODEL, POS, "MLP inner width",
