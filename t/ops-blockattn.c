@@ -25,45 +25,12 @@
 #include "base/hash.h"
 #include "device/ops.h"
 #include "device/ops_cpu.h"
+#include "ops-test.h"
 #include "tap.h"
 
-#define FD_STEP 1e-5
 #define FD_TOL 1e-6      /* finite differences in double */
 #define EQ_TOL 1e-12     /* two exact computations in double */
 #define F32_TOL 1e-5     /* float ops against the double kernels */
-
-static uint64_t rng_state = 0x13198a2e03707344ULL;
-
-/* splitmix64: uniform in [-1, 1). */
-static double rnd1(void)
-{
-    uint64_t z = gl_mix64(rng_state += GL_GOLDEN64);
-    return (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
-}
-
-static double *rnd(size_t n, double scale)
-{
-    double *x = malloc((n ? n : 1) * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = scale * rnd1();
-    return x;
-}
-
-static double *dzeros(size_t n)
-{
-    return calloc(n ? n : 1, sizeof(double));
-}
-
-/* ||a - b|| / ||b|| (or ||a - b|| when b is zero). */
-static double relerr(const double *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* The attention problem: fused rows [q (Hq D) | k (Hkv D) | v (Hkv D) |
  * pad] of stride ld, B samples of S tokens. */
@@ -233,23 +200,6 @@ static double block_loss(void *vc)
     return s;
 }
 
-static double fd_relerr(block_ctx *c, double *x, size_t n, const double *grad)
-{
-    double *fd = malloc(n * sizeof *fd);
-    for (size_t i = 0; i < n; i++) {
-        double save = x[i];
-        x[i] = save + FD_STEP;
-        double lp = block_loss(c);
-        x[i] = save - FD_STEP;
-        double lm = block_loss(c);
-        x[i] = save;
-        fd[i] = (lp - lm) / (2 * FD_STEP);
-    }
-    double e = relerr(grad, fd, n);
-    free(fd);
-    return e;
-}
-
 /* Queries at positions 4..7 and 20..23, keys at 6..11 and 0..1 (out of
  * order): causal rows 4 and 5 see keys 0 and 1 only, the later rows more;
  * with qp starting before every key some rows see none. */
@@ -274,9 +224,9 @@ static void check_block_fd(int D, gl_attn_mask mask, long q0)
                               c.q, c.Hq * D, c.k, c.Hkv * D, c.v, c.Hkv * D, c.B, c.Sq,
                               c.Sk, c.Hq, c.Hkv, D, c.scale, &c.qp, &c.kp, mask);
     const char *m = mask == GL_ATTN_CAUSAL ? "causal" : "full";
-    double eq = fd_relerr(&c, c.q, nq, dq);
-    double ek = fd_relerr(&c, c.k, nk, dk);
-    double ev = fd_relerr(&c, c.v, nk, dv);
+    double eq = fd_relerr(block_loss, &c, c.q, nq, dq);
+    double ek = fd_relerr(block_loss, &c, c.k, nk, dk);
+    double ev = fd_relerr(block_loss, &c, c.v, nk, dv);
     ok(eq < FD_TOL && ek < FD_TOL && ev < FD_TOL,
        "attn_block_bwd f64, %s, D %d, queries from %ld (%d rows without keys): dq %.2g, "
        "dk %.2g, dv %.2g vs finite differences", m, D, q0, empty_rows, eq, ek, ev);

@@ -26,75 +26,10 @@
 #include "device/ops.h"
 #include "device/ops_cpu.h"
 #include "device/ops_cpu_moe.h"
+#include "ops-test.h"
 #include "tap.h"
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static uint64_t rng_state = 0x13198a2e03707344ULL;
-
-/* splitmix64: uniform in [-1, 1). */
-static double rnd1(void)
-{
-    uint64_t z = gl_mix64(rng_state += GL_GOLDEN64);
-    return (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
-}
-
-static double *rnd(size_t n, double scale)
-{
-    double *x = malloc((n ? n : 1) * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = scale * rnd1();
-    return x;
-}
-
-static double *dzeros(size_t n)
-{
-    return calloc(n ? n : 1, sizeof(double));
-}
-
-static int32_t *izeros(size_t n)
-{
-    return calloc(n ? n : 1, sizeof(int32_t));
-}
-
-static double relerr(const double *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static double relerr_f(const float *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-/* A float copy of x in the device's memory (host memory on the CPU). */
-static float *dev_f(gl_dev *d, const double *x, size_t n)
-{
-    float *y = d->ops->alloc(d, (n ? n : 1) * sizeof *y);
-    for (size_t i = 0; i < n; i++)
-        y[i] = (float)x[i];
-    return y;
-}
-
-/* x rounded to float and back, so a double reference sees the very
- * inputs the float operation saw. */
-static double *rounded(const double *x, size_t n)
-{
-    double *y = malloc((n ? n : 1) * sizeof *y);
-    for (size_t i = 0; i < n; i++)
-        y[i] = (float)x[i];
-    return y;
-}
 
 static int ints_equal(const int32_t *a, const int32_t *b, size_t n)
 {
@@ -109,29 +44,8 @@ static int close_to(const double *a, const double *b, size_t n, double tol)
     return 1;
 }
 
-/* Central finite differences of f with respect to each element of x,
- * compared with grad: ||grad - fd|| / ||fd||. */
-typedef double (*loss_fn)(void *ctx);
-#define FD_STEP 1e-5
 #define FD_TOL 1e-6      /* finite differences in double */
 #define F32_TOL 2e-6     /* float operation against the double kernel */
-static double fd_relerr(loss_fn f, void *ctx, double *x, size_t n,
-                        const double *grad)
-{
-    double *fd = malloc((n ? n : 1) * sizeof *fd);
-    for (size_t i = 0; i < n; i++) {
-        double save = x[i];
-        x[i] = save + FD_STEP;
-        double lp = f(ctx);
-        x[i] = save - FD_STEP;
-        double lm = f(ctx);
-        x[i] = save;
-        fd[i] = (lp - lm) / (2 * FD_STEP);
-    }
-    double e = relerr(grad, fd, n);
-    free(fd);
-    return e;
-}
 
 /* One routing's double arrays (the map's, with double weights). */
 typedef struct {

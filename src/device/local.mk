@@ -11,7 +11,7 @@ libgridlm_a_SOURCES += \
 # Every operation of the CPU back end against finite differences (in
 # double) and direct formulas.
 check_PROGRAMS += t/ops-cpu.t
-t_ops_cpu_t_SOURCES = t/ops-cpu.c
+t_ops_cpu_t_SOURCES = t/ops-cpu.c t/ops-test.h
 t_ops_cpu_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-cpu.t
 
@@ -19,7 +19,7 @@ TESTS += t/ops-cpu.t
 # finite differences (in double), the float device against the double
 # kernels.
 check_PROGRAMS += t/ops-moe.t
-t_ops_moe_t_SOURCES = t/ops-moe.c
+t_ops_moe_t_SOURCES = t/ops-moe.c t/ops-test.h
 t_ops_moe_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-moe.t
 
@@ -33,6 +33,6 @@ TESTS += t/fp8.t
 # against attn_fwd / attn_bwd, the block backward against finite
 # differences, causal, full and empty blocks.
 check_PROGRAMS += t/ops-blockattn.t
-t_ops_blockattn_t_SOURCES = t/ops-blockattn.c
+t_ops_blockattn_t_SOURCES = t/ops-blockattn.c t/ops-test.h
 t_ops_blockattn_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-blockattn.t
