@@ -22,4 +22,25 @@ static inline void model_cfg_defaults(model_cfg *c)
     gl_layout_defaults(&c->layout);
 }
 
+/* The micro model the gradient tests (t/model-grad.c, t/model-moe.c)
+ * start from: model_cfg_defaults, then 2 layers of width 16, 4 query
+ * heads in 2 groups, FFN 20, 8 tokens by 2 samples, a vocabulary of 37
+ * padded to 48 (11 padding rows, never predicted), weights drawn large
+ * enough (std 0.3) for a curved loss.  Each test sets the rest. */
+static inline void model_cfg_micro(model_cfg *c)
+{
+    model_cfg_defaults(c);
+    c->arch.num_layers = 2;
+    c->arch.hidden_size = 16;
+    c->arch.num_attention_heads = 4;
+    c->arch.num_query_groups = 2;
+    c->arch.ffn_hidden_size = 20;
+    c->arch.seq_length = 8;
+    c->layout.micro_batch_size = 2;
+    c->arch.vocab_size = 37;
+    c->arch.padded_vocab_size = 48;
+    c->arch.norm_epsilon = 1e-5;
+    c->arch.init_method_std = 0.3;
+}
+
 #endif

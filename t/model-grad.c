@@ -45,23 +45,12 @@ typedef struct {
 
 static void micro_config(model_cfg *c, const variant *v)
 {
-    model_cfg_defaults(c);
-    c->arch.num_layers = 2;
-    c->arch.hidden_size = 16;
-    c->arch.num_attention_heads = 4;
-    c->arch.num_query_groups = 2;
+    model_cfg_micro(c);
     c->arch.kv_channels = 6;               /* D != h / heads on purpose */
-    c->arch.ffn_hidden_size = 20;
-    c->arch.seq_length = 8;
-    c->layout.micro_batch_size = 2;
-    c->arch.vocab_size = 37;
-    c->arch.padded_vocab_size = 48;        /* 11 padding rows, never predicted */
-    c->arch.norm_epsilon = 1e-5;
     c->arch.rotary_base = 10000;
     c->arch.use_rope_scaling = v->rope_scaling;
     c->arch.rope_scaling_factor = 8;
     c->arch.untie_embeddings_and_output_weights = !v->tied;
-    c->arch.init_method_std = 0.3;         /* large enough for a curved loss */
     c->layout.tensor_model_parallel_size = 1;
     c->layout.pipeline_model_parallel_size = 1;
     c->layout.virtual_pipeline_size = 1;
@@ -139,27 +128,16 @@ static void run_variant(const variant *v)
     }
 
     int n = p->dm.n;
-    int32_t *ids = malloc((size_t)n * sizeof *ids), *tg = malloc((size_t)n * sizeof *tg);
-    float *mask = malloc((size_t)n * sizeof *mask);
-    for (int t = 0; t < n; t++) {
-        ids[t] = (int32_t)((t * 7 + 3) % c.arch.vocab_size);
-        tg[t] = (int32_t)((t * 5 + 11) % c.arch.vocab_size);
-        mask[t] = (t % 5 == 2) ? 0.0f : 1.0f;         /* a few masked tokens */
-        H.count += mask[t];
-    }
-    int32_t *dids = d->ops->alloc(d, (size_t)n * sizeof *ids);
-    int32_t *dtg = d->ops->alloc(d, (size_t)n * sizeof *tg);
-    float *dmask = d->ops->alloc(d, (size_t)n * sizeof *mask);
-    d->ops->upload(d, dids, ids, (size_t)n * sizeof *ids);
-    d->ops->upload(d, dtg, tg, (size_t)n * sizeof *tg);
-    d->ops->upload(d, dmask, mask, (size_t)n * sizeof *mask);
-    H.mb = (gl_mb){ .ids = dids, .targets = dtg, .gscale = dmask,
+    ref_batch B;
+    ref_batch_new(&B, d, n, c.arch.vocab_size);
+    H.count = B.count;
+    H.mb = (gl_mb){ .ids = B.dids, .targets = B.dtg, .gscale = B.dmask,
                     .row0 = 3 * n };    /* the 4th micro-batch */
     H.lacc = d->ops->alloc(d, sizeof(float));
 
     /* 1. forward against the reference */
     ref_model R = { p, w };
-    double want = ref_loss(&c.arch, &R, ids, tg, mask);
+    double want = ref_loss(&c.arch, &R, B.ids, B.tg, B.mask);
     double got = model_loss(&H, 1);
     if (!v->dropout)
         ok(fabs(got - want) <= 2e-6 * fabs(want), "%s: loss %.7f matches the double "
@@ -284,10 +262,8 @@ static void run_variant(const variant *v)
     diag("%s: worst relative error along gradients %.1e, elements %.1e",
          v->what, worst_dir, worst_el);
 
-    free(g); free(w0); free(ids); free(tg); free(mask);
-    d->ops->free(d, dids);
-    d->ops->free(d, dtg);
-    d->ops->free(d, dmask);
+    free(g); free(w0);
+    ref_batch_free(&B, d);
     d->ops->free(d, H.lacc);
     gl_model_free(H.m);
     gl_model_plan_free(p);

@@ -28,6 +28,7 @@
 #include "model/model.h"
 #include "tap.h"
 #include "model-cfg.h"
+#include "model-ref.h"
 
 typedef struct {
     const char *what;
@@ -45,20 +46,9 @@ typedef struct {
 
 static void micro_config(model_cfg *c, const variant *v)
 {
-    model_cfg_defaults(c);
-    c->arch.num_layers = 2;
-    c->arch.hidden_size = 16;
-    c->arch.num_attention_heads = 4;
-    c->arch.num_query_groups = 2;
+    model_cfg_micro(c);
     c->arch.kv_channels = 4;
-    c->arch.ffn_hidden_size = 20;
-    c->arch.seq_length = 8;
-    c->layout.micro_batch_size = 2;
-    c->arch.vocab_size = 37;
-    c->arch.padded_vocab_size = 48;
-    c->arch.norm_epsilon = 1e-5;
     c->arch.untie_embeddings_and_output_weights = 1;
-    c->arch.init_method_std = 0.3;
     c->arch.num_experts = v->E;
     c->arch.moe_router_topk = v->k;
     c->arch.moe_ffn_hidden_size = 12;
@@ -134,21 +124,10 @@ static void run_variant(const variant *v)
                 w[p->param[i].offset + e] = (float)(0.05 * ((e * 7) % 5) - 0.1);
 
     int n = p->dm.n;
-    int32_t *ids = malloc((size_t)n * sizeof *ids), *tg = malloc((size_t)n * sizeof *tg);
-    float *mask = malloc((size_t)n * sizeof *mask);
-    for (int t = 0; t < n; t++) {
-        ids[t] = (int32_t)((t * 7 + 3) % c.arch.vocab_size);
-        tg[t] = (int32_t)((t * 5 + 11) % c.arch.vocab_size);
-        mask[t] = (t % 5 == 2) ? 0.0f : 1.0f;
-        H.count += mask[t];
-    }
-    int32_t *dids = d->ops->alloc(d, (size_t)n * sizeof *ids);
-    int32_t *dtg = d->ops->alloc(d, (size_t)n * sizeof *tg);
-    float *dmask = d->ops->alloc(d, (size_t)n * sizeof *mask);
-    d->ops->upload(d, dids, ids, (size_t)n * sizeof *ids);
-    d->ops->upload(d, dtg, tg, (size_t)n * sizeof *tg);
-    d->ops->upload(d, dmask, mask, (size_t)n * sizeof *mask);
-    H.mb = (gl_mb){ .ids = dids, .targets = dtg, .gscale = dmask, .row0 = 0 };
+    ref_batch B;
+    ref_batch_new(&B, d, n, c.arch.vocab_size);
+    H.count = B.count;
+    H.mb = (gl_mb){ .ids = B.dids, .targets = B.dtg, .gscale = B.dmask, .row0 = 0 };
     H.lacc = d->ops->alloc(d, sizeof(float));
     m->moe_loss_gscale = H.count;       /* the MoE losses with weight 1 */
 
@@ -261,10 +240,8 @@ static void run_variant(const variant *v)
     ok(worst_el < 5e-3, "%s: %d largest elements match finite differences (worst %.1e)",
        v->what, nchecked, worst_el);
 
-    free(g); free(w0); free(ids); free(tg); free(mask);
-    d->ops->free(d, dids);
-    d->ops->free(d, dtg);
-    d->ops->free(d, dmask);
+    free(g); free(w0);
+    ref_batch_free(&B, d);
     d->ops->free(d, H.lacc);
     gl_model_free(m);
     gl_model_plan_free(p);

@@ -6,8 +6,10 @@
  * linear biases, GeLU with the tanh approximation, learned positions;
  * Qwen3's RMSNorm over each head of q and k before RoPE), reading the logical weights of a single-rank model
  * (TP = PP = 1, CPU device: the flat buffer is fp32 host memory) through
- * its parameter table.  Shared by t/model-grad.c, t/train-eval-ref.c and
- * t/eval-ref.c; functions are static (one copy per test program).
+ * its parameter table; and the test batch the gradient tests feed both
+ * the model and the reference.  Shared by t/model-grad.c, t/model-moe.c,
+ * t/train-eval-ref.c and t/eval-ref.c; functions are static (one copy per
+ * test program).
  */
 #ifndef T_MODEL_REF_H
 #define T_MODEL_REF_H
@@ -251,6 +253,52 @@ static inline double ref_loss(const gl_arch *arch, const ref_model *r, const int
     double count;
     double total = ref_loss_sum(arch, r, ids, tg, mask, &count);
     return total / count;
+}
+
+/* ---- the test batch ---- */
+
+/* One micro-batch of n tokens, the same for every gradient test: ids and
+ * targets from fixed patterns, a few tokens masked out (t % 5 == 2); the
+ * host arrays (for the reference) and their copies in the device's memory
+ * (for the model, through a gl_mb), and the number of unmasked tokens. */
+typedef struct {
+    int n;
+    int32_t *ids, *tg;          /* host */
+    float *mask;
+    int32_t *dids, *dtg;        /* device */
+    float *dmask;
+    double count;
+} ref_batch;
+
+static inline void ref_batch_new(ref_batch *b, gl_dev *d, int n, int vocab)
+{
+    b->n = n;
+    b->ids = malloc((size_t)n * sizeof *b->ids);
+    b->tg = malloc((size_t)n * sizeof *b->tg);
+    b->mask = malloc((size_t)n * sizeof *b->mask);
+    b->count = 0;
+    for (int t = 0; t < n; t++) {
+        b->ids[t] = (int32_t)((t * 7 + 3) % vocab);
+        b->tg[t] = (int32_t)((t * 5 + 11) % vocab);
+        b->mask[t] = (t % 5 == 2) ? 0.0f : 1.0f;
+        b->count += b->mask[t];
+    }
+    b->dids = d->ops->alloc(d, (size_t)n * sizeof *b->ids);
+    b->dtg = d->ops->alloc(d, (size_t)n * sizeof *b->tg);
+    b->dmask = d->ops->alloc(d, (size_t)n * sizeof *b->mask);
+    d->ops->upload(d, b->dids, b->ids, (size_t)n * sizeof *b->ids);
+    d->ops->upload(d, b->dtg, b->tg, (size_t)n * sizeof *b->tg);
+    d->ops->upload(d, b->dmask, b->mask, (size_t)n * sizeof *b->mask);
+}
+
+static inline void ref_batch_free(ref_batch *b, gl_dev *d)
+{
+    free(b->ids);
+    free(b->tg);
+    free(b->mask);
+    d->ops->free(d, b->dids);
+    d->ops->free(d, b->dtg);
+    d->ops->free(d, b->dmask);
 }
 
 #endif

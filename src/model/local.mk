@@ -30,7 +30,7 @@ EXTRA_DIST += t/train-lib.sh
 # the objective with its auxiliary and z losses, its statistics, full
 # recomputation (one rank, CPU device).
 check_PROGRAMS += t/model-moe.t
-t_model_moe_t_SOURCES = t/model-moe.c t/model-cfg.h
+t_model_moe_t_SOURCES = t/model-moe.c t/model-cfg.h t/model-ref.h
 t_model_moe_t_LDADD = $(TAP_LIBS)
 TESTS += t/model-moe.t
 
