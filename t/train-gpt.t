@@ -89,18 +89,6 @@ else
 fi
 base=$saved
 
-differs() {
-    if run "$1" 1 $2; then
-        w=$(worst "$tmp/ref.jsonl" "$tmp/$1.jsonl")
-        if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w > 1e-3) }'; then
-            pass "$3 differs by $w"
-        else
-            fail "$3 gives the same losses ($w)"
-        fi
-    else
-        fail "$1 run failed"
-    fi
-}
 base=$gpt
 differs nodrop "--hidden-dropout 0" "no dropout"
 base="$gpt --hidden-dropout 0.1"

@@ -17,6 +17,10 @@
 #                             from the run named $ref under $tol (1e-4
 #                             unless set); skipped beyond 2 ranks under
 #                             MPICH (busy polling)
+#   differs NAME FLAGS WHAT   run NAME on one rank with $base FLAGS (one
+#                             word, split on spaces), then one result: it
+#                             must differ from the run named $ref by more
+#                             than 1e-3 (the comparisons can fail)
 #   corpus DOCS VOCAB         a synthetic corpus of DOCS documents
 #                             ($tmp/corpus.jsonl), a tokenizer of VOCAB
 #                             entries trained on it ($tmp/tok.json) and
@@ -111,6 +115,20 @@ check() {
         pass "$name: loss and grad norm within $w of $ref"
     else
         fail "$name: worst relative difference $w from $ref"
+    fi
+}
+
+differs() {
+    # shellcheck disable=SC2086
+    if run "$1" 1 $2; then
+        w=$(worst "$tmp/$ref.jsonl" "$tmp/$1.jsonl")
+        if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w > 1e-3) }'; then
+            pass "$3 differs by $w"
+        else
+            fail "$3 gives the same losses ($w)"
+        fi
+    else
+        fail "$1 run failed"
     fi
 }
 
