@@ -71,11 +71,6 @@
 #define OPS (m->d->ops)
 #define DIMS (&m->plan->dm)
 
-static void *act(const gl_model *m, void *base, size_t elems)
-{
-    return (char *)base + elems * m->d->act_bytes;
-}
-
 static void *W(const gl_model *m, size_t off)
 {
     return gl_model_weight(m, off);
@@ -90,7 +85,7 @@ static float *G(const gl_model *m, size_t off)
 static void *own_rows(const gl_model *m, void *full)
 {
     const gl_model_dims *dm = DIMS;
-    return dm->sp ? act(m, full, (size_t)dm->tp_rank * dm->nl * dm->h) : full;
+    return dm->sp ? gl_act_at(m, full, (size_t)dm->tp_rank * dm->nl * dm->h) : full;
 }
 
 /* [nl, h] own rows already in place -> [n, h] on every TP rank (SP). */
@@ -118,22 +113,6 @@ static void *reduce_rows(gl_model *m, void *full, void *dst)
         gl_all_reduce(m->tp, full, full, (size_t)dm->n * dm->h, m->d->act,
                       GL_OP_SUM, m->d->stream);
     return full;
-}
-
-/* Tell the gradient reducer that the parameters starting in
- * [off, off + count) are complete (model.h: grad_ready). */
-static void ready(gl_model *m, size_t off, size_t count)
-{
-    if (m->grad_final && m->grad_ready)
-        m->grad_ready(m->grad_ready_arg, off, off + count);
-}
-
-/* Ask for the weights in [off, off + count) before a forward reads them
- * (model.h: weights_needed). */
-static void need(gl_model *m, size_t off, size_t count)
-{
-    if (m->weights_needed)
-        m->weights_needed(m->weights_needed_arg, off, off + count);
 }
 
 /* Y[n, out] = X[n, in] W^T. */
@@ -195,20 +174,20 @@ static void norm_bwd(gl_model *m, void *dx, const void *dy, const void *x, const
     if (dm->layernorm) {
         OPS->layernorm_bwd(m->d, dx, G(m, w_off), G(m, b_off), dy, x, W(m, w_off), mean, rstd,
                            rows, dm->h, dm->one_p, accumulate);
-        ready(m, b_off, (size_t)dm->h);
+        gl_grads_ready(m, b_off, (size_t)dm->h);
     } else {
         OPS->rmsnorm_bwd(m->d, dx, G(m, w_off), dy, x, W(m, w_off), rstd, rows, dm->h,
                          accumulate);
     }
-    ready(m, w_off, (size_t)dm->h);
+    gl_grads_ready(m, w_off, (size_t)dm->h);
 }
 
 /* Ask for a norm's weight (and LayerNorm's bias). */
 static void need_norm(gl_model *m, size_t w_off, size_t b_off)
 {
-    need(m, w_off, (size_t)DIMS->h);
+    gl_need_weights(m, w_off, (size_t)DIMS->h);
     if (DIMS->layernorm)
-        need(m, b_off, (size_t)DIMS->h);
+        gl_need_weights(m, b_off, (size_t)DIMS->h);
 }
 
 /* full [n, h] = norm(x [nl, h]), gathered over TP under SP; mean and
@@ -337,7 +316,7 @@ static const void *sublayer_end_bwd(gl_model *m, const void *dout, size_t b_off,
     }
     if (dm->lin_bias) {
         OPS->bias_grad(m->d, G(m, b_off), dy, dm->nl, dm->h);
-        ready(m, b_off, (size_t)dm->h);
+        gl_grads_ready(m, b_off, (size_t)dm->h);
     }
     return dy;
 }
@@ -415,9 +394,9 @@ static void qk_norm_fwd(gl_model *m, const gl_layer_offs *lo, gl_layer_acts *A)
     size_t qw = (size_t)dm->hq * D;
     OPS->head_rmsnorm_fwd(m->d, A->qkn, dm->qkw, A->rstd_qk, A->qkv, dm->qkvw,
                           W(m, lo->qk_norm), n, dm->hq, D, (float)dm->eps);
-    OPS->head_rmsnorm_fwd(m->d, act(m, A->qkn, qw), dm->qkw, A->rstd_qk + (size_t)n * dm->hq,
-                          act(m, A->qkv, qw), dm->qkvw, W(m, lo->qk_norm + D), n, dm->hkv, D,
-                          (float)dm->eps);
+    OPS->head_rmsnorm_fwd(m->d, gl_act_at(m, A->qkn, qw), dm->qkw,
+                          A->rstd_qk + (size_t)n * dm->hq, gl_act_at(m, A->qkv, qw), dm->qkvw,
+                          W(m, lo->qk_norm + D), n, dm->hkv, D, (float)dm->eps);
 }
 
 /* Its backward, in place on the q and k heads of m->dqkv (the gradient
@@ -430,11 +409,11 @@ static void qk_norm_bwd(gl_model *m, const gl_layer_offs *lo, const gl_layer_act
     size_t qw = (size_t)dm->hq * D;
     OPS->head_rmsnorm_bwd(m->d, m->dqkv, dm->qkvw, G(m, lo->qk_norm), m->dqkv, A->qkv,
                           dm->qkvw, W(m, lo->qk_norm), A->rstd_qk, n, dm->hq, D);
-    OPS->head_rmsnorm_bwd(m->d, act(m, m->dqkv, qw), dm->qkvw, G(m, lo->qk_norm + D),
-                          act(m, m->dqkv, qw), act(m, A->qkv, qw), dm->qkvw,
+    OPS->head_rmsnorm_bwd(m->d, gl_act_at(m, m->dqkv, qw), dm->qkvw, G(m, lo->qk_norm + D),
+                          gl_act_at(m, m->dqkv, qw), gl_act_at(m, A->qkv, qw), dm->qkvw,
                           W(m, lo->qk_norm + D), A->rstd_qk + (size_t)n * dm->hq, n, dm->hkv,
                           D);
-    ready(m, lo->qk_norm, 2 * (size_t)D);
+    gl_grads_ready(m, lo->qk_norm, 2 * (size_t)D);
 }
 
 /* One layer's forward: out [nl, h] from x [nl, h], keeping A.  With out
@@ -454,16 +433,17 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     need_norm(m, lo->attn_norm, lo->attn_norm_b);
     need_norm(m, lo->mlp_norm, lo->mlp_norm_b);
     /* the split tensors with their biases */
-    need(m, lo->qkv, (lo->moe ? gl_moe_split_end(m, lo) : lo->down + (size_t)h * dm->fl) -
-                     lo->qkv);
+    gl_need_weights(m, lo->qkv,
+                    (lo->moe ? gl_moe_split_end(m, lo) : lo->down + (size_t)h * dm->fl) -
+                    lo->qkv);
     if (lo->moe)
         gl_moe_need(m, lo);
     if (dm->lin_bias) {
-        need(m, lo->bo, (size_t)h);
-        need(m, lo->bdown, (size_t)h);
+        gl_need_weights(m, lo->bo, (size_t)h);
+        gl_need_weights(m, lo->bdown, (size_t)h);
     }
     if (dm->qk_norm)
-        need(m, lo->qk_norm, 2 * (size_t)D);
+        gl_need_weights(m, lo->qk_norm, 2 * (size_t)D);
     if (gl_model_fp8_layer(m, layer)) {
         const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), W(m, lo->gate_up), W(m, lo->down)};
         gl_model_fp8_weights(m, layer, w4);
@@ -487,8 +467,8 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     if (m->cp)                  /* the other ranks' keys too (cp.c; no QK norm) */
         gl_model_cp_attn_fwd(m, A->o, A->lse, A->qkv);
     else
-        OPS->attn_fwd(d, A->o, qw, A->lse, q, ldq, act(m, q, (size_t)qw), ldq,
-                      act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+        OPS->attn_fwd(d, A->o, qw, A->lse, q, ldq, gl_act_at(m, q, (size_t)qw), ldq,
+                      gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
                       attn_dp(m, mb, layer, &adp));
     dec_fwd(m, A, layer, 1, m->y, A->o, W(m, lo->wo), n, h, qw);
@@ -589,7 +569,7 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     int fused = gelu_fused(m, layer);
     dec_bwd(m, A, layer, 3, fused ? NULL : m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n,
             h, dm->fl);
-    ready(m, lo->down, (size_t)h * dm->fl);
+    gl_grads_ready(m, lo->down, (size_t)h * dm->fl);
     if (fused) {
         OPS->linear_dgelu_bwd(d, m->dgu, G(m, lo->bgu), dz, W(m, lo->down), A->gu, n, dm->fl,
                               h);
@@ -609,13 +589,13 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
                       dm->lin_bias ? W(m, lo->bgu) : NULL, n, dm->fl);
     }
     if (dm->lin_bias)
-        ready(m, lo->bgu, (size_t)dm->guw);
+        gl_grads_ready(m, lo->bgu, (size_t)dm->guw);
     if (fused_act(m, layer))
         gl_model_fp8_bwd_made(m, A, layer, 2, m->y, G(m, lo->gate_up), n, dm->guw, h);
     else
         dec_bwd(m, A, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
                 n, dm->guw, h);
-    ready(m, lo->gate_up, (size_t)dm->guw * h);
+    gl_grads_ready(m, lo->gate_up, (size_t)dm->guw * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
              lo->mlp_norm_b, nl, 1);
 
@@ -631,17 +611,17 @@ attention:
         dz = m->dfull;
     }
     dec_bwd(m, A, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
-    ready(m, lo->wo, (size_t)h * qw);
+    gl_grads_ready(m, lo->wo, (size_t)h * qw);
     const void *q = dm->qk_norm ? A->qkn : A->qkv;     /* as the forward's */
     int ldq = dm->qk_norm ? dm->qkw : dm->qkvw;
     if (m->cp)
         gl_model_cp_attn_bwd(m, m->dqkv, m->d_o, A->o, A->lse, A->qkv);
     else
-        OPS->attn_bwd(d, m->dqkv, act(m, m->dqkv, (size_t)qw),
-                      act(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+        OPS->attn_bwd(d, m->dqkv, gl_act_at(m, m->dqkv, (size_t)qw),
+                      gl_act_at(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       m->d_o, qw, A->o, qw, A->lse,
-                      q, ldq, act(m, (void *)q, (size_t)qw), ldq,
-                      act(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
+                      q, ldq, gl_act_at(m, (void *)q, (size_t)qw), ldq,
+                      gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
                       attn_dp(m, mb, layer, &adp));
     if (dm->rope)
@@ -651,10 +631,10 @@ attention:
         qk_norm_bwd(m, lo, A);
     if (dm->qkv_bias) {
         OPS->bias_grad(d, G(m, lo->bqkv), m->dqkv, n, dm->qkvw);
-        ready(m, lo->bqkv, (size_t)dm->qkvw);
+        gl_grads_ready(m, lo->bqkv, (size_t)dm->qkvw);
     }
     dec_bwd(m, A, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
-    ready(m, lo->qkv, (size_t)dm->qkvw * h);
+    gl_grads_ready(m, lo->qkv, (size_t)dm->qkvw * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, A->mean1, A->rstd1, lo->attn_norm,
              lo->attn_norm_b, nl, 1);
 }
@@ -665,12 +645,12 @@ static void embed_fwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
 {
     const gl_model_dims *dm = DIMS;
     void *full = dm->sp ? m->y : x0;
-    need(m, ch->embed, (size_t)dm->vl * dm->h);
+    gl_need_weights(m, ch->embed, (size_t)dm->vl * dm->h);
     OPS->embed_fwd(m->d, full, W(m, ch->embed), mb->ids, dm->n, dm->h,
                    dm->vocab_start, dm->vl);
     reduce_rows(m, full, x0);
     if (dm->learned_pos) {      /* on the own rows, after the reduction */
-        need(m, ch->pos, (size_t)dm->P * dm->h);
+        gl_need_weights(m, ch->pos, (size_t)dm->P * dm->h);
         OPS->pos_embed_fwd(m->d, x0, W(m, ch->pos), m->positions, dm->nl, dm->h, dm->P);
     }
     gl_dropout dp;              /* Megatron drops the embedding's output too */
@@ -689,7 +669,7 @@ static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
     const void *dz = dy;
     if (dm->learned_pos) {
         OPS->embed_bwd(m->d, G(m, ch->pos), dy, m->positions, dm->nl, dm->h, 0, dm->P);
-        ready(m, ch->pos, (size_t)dm->P * dm->h);
+        gl_grads_ready(m, ch->pos, (size_t)dm->P * dm->h);
     }
     if (dm->sp) {
         OPS->copy(m->d, own_rows(m, m->dfull), dy, (size_t)dm->nl * dm->h * m->d->act_bytes);
@@ -697,7 +677,7 @@ static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
         dz = m->dfull;
     }
     OPS->embed_bwd(m->d, G(m, ch->embed), dz, mb->ids, dm->n, dm->h, dm->vocab_start, dm->vl);
-    ready(m, ch->embed, (size_t)dm->vl * dm->h);
+    gl_grads_ready(m, ch->embed, (size_t)dm->vl * dm->h);
 }
 
 /* Final norm, LM head (column-parallel over the vocabulary), vocab-
@@ -716,7 +696,7 @@ static void head_loss(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     int n = dm->n, nl = dm->nl, h = dm->h, vl = dm->vl;
 
     need_norm(m, ch->final_norm, ch->final_norm_b);
-    need(m, ch->head, (size_t)vl * h);
+    gl_need_weights(m, ch->head, (size_t)vl * h);
     norm_fwd(m, own_rows(m, m->hf), m->mean_f, m->rstd_f, x, ch->final_norm, ch->final_norm_b,
              nl);
     gather_rows(m, m->hf);
@@ -744,7 +724,7 @@ static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
     /* logits now hold d loss / d logits */
     linear_bwd(m, m->y, G(m, ch->head), m->logits, m->hf, W(m, ch->head), n, vl, h);
     if (m->plan->head_param >= 0)        /* a range shared with the embedding waits */
-        ready(m, ch->head, (size_t)vl * h);
+        gl_grads_ready(m, ch->head, (size_t)vl * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, m->mean_f, m->rstd_f, ch->final_norm,
              ch->final_norm_b, nl, 0);
 }

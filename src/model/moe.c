@@ -67,11 +67,6 @@ struct gl_moe_scratch {
     float *tok;                 /* [E] tokens per expert of one call */
 };
 
-static void *at(const gl_model *m, void *base, size_t elems)
-{
-    return (char *)base + elems * m->d->act_bytes;
-}
-
 static void *W(const gl_model *m, size_t off)
 {
     return gl_model_weight(m, off);
@@ -80,19 +75,6 @@ static void *W(const gl_model *m, size_t off)
 static float *G(const gl_model *m, size_t off)
 {
     return gl_model_grad(m, off);
-}
-
-/* The parameter-range callbacks (model.h; as layer.c's). */
-static void ready(gl_model *m, size_t off, size_t count)
-{
-    if (m->grad_final && m->grad_ready)
-        m->grad_ready(m->grad_ready_arg, off, off + count);
-}
-
-static void need(gl_model *m, size_t off, size_t count)
-{
-    if (m->weights_needed)
-        m->weights_needed(m->weights_needed_arg, off, off + count);
 }
 
 /* The routing options of ops.h from the model and the run's settings. */
@@ -269,9 +251,9 @@ size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo)
 void gl_moe_need(gl_model *m, const gl_layer_offs *lo)
 {
     const gl_model_dims *dm = DIMS;
-    need(m, lo->router, (size_t)dm->E * dm->h);
+    gl_need_weights(m, lo->router, (size_t)dm->E * dm->h);
     if (m->plan->arch.moe_router_enable_expert_bias)
-        need(m, lo->ebias, (size_t)dm->E);
+        gl_need_weights(m, lo->ebias, (size_t)dm->E);
 }
 
 /* Where the experts' w_up is: after w_gate (SwiGLU), or at egu. */
@@ -290,7 +272,7 @@ static void fc1_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
     void *Y = x->gu;
     if (dm->swiglu) {
         OPS->moe_gemm(m->d, Y, guw, xp, W(m, lo->egu), dm->h, dm->fel, &x->map);
-        Y = at(m, Y, (size_t)dm->fel);
+        Y = gl_act_at(m, Y, (size_t)dm->fel);
     }
     OPS->moe_gemm(m->d, Y, guw, xp, W(m, up_off(m, lo)), dm->h, dm->fel, &x->map);
 }
@@ -306,7 +288,7 @@ static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
     if (dm->swiglu) {
         OPS->moe_gemm_wgrad(m->d, G(m, lo->egu), dY, guw, xp, dm->h, dm->fel, &x->map);
         OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, lo->egu), dm->h, dm->fel, &x->map, 0);
-        dY = at(m, (void *)dY, (size_t)dm->fel);
+        dY = gl_act_at(m, (void *)dY, (size_t)dm->fel);
         acc = 1;
     }
     size_t uo = up_off(m, lo);
@@ -409,14 +391,14 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                   fsl);
         OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl, 1.0f, G(m, lo->sdown),
                   GL_DT_F32, fsl);
-        ready(m, lo->sdown, (size_t)h * fsl);
+        gl_grads_ready(m, lo->sdown, (size_t)h * fsl);
         if (dm->swiglu)
             OPS->swiglu_bwd(d, s->dsgu, s->dss, x->sgu, n, fsl);
         else
             OPS->gelu_bwd(d, s->dsgu, NULL, s->dss, x->sgu, NULL, n, fsl);
         OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h, 1.0f, G(m, lo->sgu),
                   GL_DT_F32, h);
-        ready(m, lo->sgu, (size_t)s->sgw * h);
+        gl_grads_ready(m, lo->sgu, (size_t)s->sgw * h);
         OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
                   d->act, h);
     }
@@ -429,7 +411,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     expert_act(m, s->a, x->gu, R, fel);
     OPS->moe_gemm_dgrad(d, s->da, s->dyp, h, W(m, lo->edown), fel, h, &x->map, 0);
     OPS->moe_gemm_wgrad(d, G(m, lo->edown), s->dyp, h, s->a, fel, h, &x->map);
-    ready(m, lo->edown, (size_t)E * h * fel);
+    gl_grads_ready(m, lo->edown, (size_t)E * h * fel);
     if (R > 0) {
         if (dm->swiglu)
             OPS->swiglu_bwd(d, s->dgu, s->da, x->gu, R, fel);
@@ -438,7 +420,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     }
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
     fc1_bwd(m, lo, x, s->xp, s->dgu, s->dxp, s->guw);
-    ready(m, lo->egu, (size_t)E * s->guw * h);
+    gl_grads_ready(m, lo->egu, (size_t)E * s->guw * h);
     OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
 
     /* the router: dlogits from the weights, the auxiliary and z losses on
@@ -458,11 +440,11 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         float sc = z_scale(m);
         OPS->moe_z_loss(d, NULL, dl, lg, nown, E, sc, sc * gs);
     }
-    OPS->gemm(d, 1, 0, E, h, nown, 1.0f, dl, E, at(m, (void *)mg, (size_t)r0 * h), h, 1.0f,
-              G(m, lo->router), GL_DT_F32, h);
-    ready(m, lo->router, (size_t)E * h);
+    OPS->gemm(d, 1, 0, E, h, nown, 1.0f, dl, E, gl_act_at(m, (void *)mg, (size_t)r0 * h), h,
+              1.0f, G(m, lo->router), GL_DT_F32, h);
+    gl_grads_ready(m, lo->router, (size_t)E * h);
     if (m->plan->arch.moe_router_enable_expert_bias)
-        ready(m, lo->ebias, (size_t)E);     /* a buffer: its zero gradient is final */
+        gl_grads_ready(m, lo->ebias, (size_t)E);     /* a buffer: its zero gradient is final */
 }
 
 void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own)
