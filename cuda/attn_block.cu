@@ -83,6 +83,20 @@ __device__ __forceinline__ void blk_run_range(const blk_pos &p, int r, long lim,
     }
 }
 
+/* The keys of run r that a query at position qpos attends: under a
+ * causal mask those at positions <= qpos (blk_run_range's prefix), else
+ * the whole run. */
+__device__ __forceinline__ void blk_keys_seen(const blk_pos &kp, int r, long qpos,
+                                              bool causal, int *lo, int *hi)
+{
+    if (causal) {
+        blk_run_range(kp, r, qpos, false, lo, hi);
+    } else {
+        *lo = r == 0 ? 0 : kp.split;
+        *hi = r == 0 ? kp.split : kp.n;
+    }
+}
+
 /* E consecutive bf16 of a lane as floats, and back. */
 template <int E>
 __device__ __forceinline__ void load_e(float (&x)[E], const bf16 *p)
@@ -139,10 +153,7 @@ attn_block_fwd_kernel(float *o, int ldo, float *lse, const bf16 *q, int ldq,
 
     for (int r = 0; r < 2; r++) {
         int lo, hi;
-        if (causal)
-            blk_run_range(kp, r, qpos, false, &lo, &hi);
-        else
-            lo = r == 0 ? 0 : kp.split, hi = r == 0 ? kp.split : Sk;
+        blk_keys_seen(kp, r, qpos, causal, &lo, &hi);
         for (int u = lo; u < hi; u++) {
             float kf[E], vf[E];
             load_e<E>(kf, kb + (long)u * ldk);
@@ -350,10 +361,7 @@ attn_block_dq_kernel(float *dq, int lddq, const bf16 *dout, int lddo,
     const bf16 *vb = v + (long)b * Sk * ldv + (long)g * D + lane * E;
     for (int r = 0; r < 2; r++) {
         int lo, hi;
-        if (causal)
-            blk_run_range(kp, r, qpos, false, &lo, &hi);
-        else
-            lo = r == 0 ? 0 : kp.split, hi = r == 0 ? kp.split : Sk;
+        blk_keys_seen(kp, r, qpos, causal, &lo, &hi);
         for (int u = lo; u < hi; u++) {
             float kf[E], vf[E];
             load_e<E>(kf, kb + (long)u * ldk);
