@@ -27,7 +27,7 @@ tiny="$llama_form --device cpu --seed 1234 --num-layers 2 --hidden-size 64
  --lr-warmup-iters 2 --log-interval 1 --eval-interval 10 --eval-iters 2"
 base="$tiny --mock-data --vocab-size 512 --seq-length 32"
 
-plan 22
+plan 24
 if ! run ref 1; then
     bail_out "the single-rank reference run failed"
 fi
@@ -78,6 +78,23 @@ case $out in
     pass "seq 36 at CP 4 is refused with the fix" ;;
 *) fail "seq 36 at CP 4: $out" ;;
 esac
+
+# Qwen3's form: --qk-layernorm (RMSNorm over each head of q and k, heads
+# of --kv-channels 16, not hidden / heads, as in t/train-qknorm.t).  The
+# norm is per token and head, so each rank normalises its own rows; the
+# ring passes (and Ulysses trades) the normalised, rotated keys.
+# shellcheck disable=SC2086
+{
+base="$tiny --mock-data --vocab-size 512 --seq-length 32 --qk-layernorm --kv-channels 16"
+if run refqk 1; then
+    ref=refqk
+    check qknorm-cp2 2 $CP2
+    check qknorm-cp2-a2a 2 $CP2 $A2A
+else
+    fail "qk-layernorm: the single-rank run failed"
+    fail "qk-layernorm: CP 2 a2a not compared"
+fi
+}
 
 # Refusals: Ulysses (a2a) needs CP to divide the local query and K/V
 # heads (TP 2 leaves 2 K/V heads for CP 4); a2a+p2p is not built;

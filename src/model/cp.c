@@ -106,9 +106,6 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
     if (dm->hidden_dropout > 0 || dm->attention_dropout > 0)
         gl_die_code(2, "--context-parallel-size %d with dropout: add --attention-dropout 0 "
                     "--hidden-dropout 0", dm->cp);
-    if (dm->qk_norm)
-        gl_die_code(2, "--context-parallel-size %d with --qk-layernorm is not built yet",
-                    dm->cp);
 
     /* RoPE tables of this rank's rows: the rows of the full table at
      * their positions */
@@ -179,14 +176,17 @@ static void ring_pass(gl_model *m, const void *buf, void *into, size_t count, gl
     gl_comm_group_end();
 }
 
-/* This rank's K/V, [n, 2 hkv D] from the fused QKV rows, into kv. */
-static void own_kv(gl_model *m, void *kv, const void *qkv)
+/* This rank's K/V, [n, 2 hkv D] (each row k then v), into kv: k from
+ * the k heads of the q/k rows, v from v's rows. */
+static void own_kv(gl_model *m, void *kv, const gl_attn_in *in)
 {
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
-    int qw = dm->hq * dm->D, kvw = 2 * dm->hkv * dm->D;
-    OPS->convert_2d(d, kv, d->act, kvw, (const char *)qkv + (size_t)qw * d->act_bytes,
-                    d->act, dm->qkvw, dm->n, kvw);
+    int qw = dm->hq * dm->D, kw = dm->hkv * dm->D;
+    OPS->convert_2d(d, kv, d->act, 2 * kw, (const char *)in->qk + (size_t)qw * d->act_bytes,
+                    d->act, in->ldqk, dm->n, kw);
+    OPS->convert_2d(d, (char *)kv + (size_t)kw * d->act_bytes, d->act, 2 * kw, in->v, d->act,
+                    in->ldv, dm->n, kw);
 }
 
 /* The K/V block of CP rank s: in m->kv[0] at step i of the ring, or rank
@@ -286,29 +286,29 @@ static void a2a_scatter(gl_model *m, const void *full, int w, const a2a_part *pa
     a2a_heads(m, m->kv[1], w, part, nparts, 1);
 }
 
-/* Q, K, V of the fused rows (stride qkvw) -> o_acc as [B, Sfull,
- * (hq + 2 hkv) / CP heads of D]; returns that width. */
-static int a2a_qkv(gl_model *m, const void *qkv)
+/* Q, K, V of the layer's rows (in) -> o_acc as [B, Sfull, (hq + 2 hkv)
+ * / CP heads of D]; returns that width. */
+static int a2a_qkv(gl_model *m, const gl_attn_in *in)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes;
     int D = dm->D, cp = dm->cp, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
-    const char *b = qkv;
+    const char *b = in->qk;
     a2a_part part[3] = {
-        { b, NULL, dm->qkvw, qc, 0 },
-        { b + (size_t)dm->hq * D * ab, NULL, dm->qkvw, kc, qc },
-        { b + (size_t)(dm->hq + dm->hkv) * D * ab, NULL, dm->qkvw, kc, qc + kc },
+        { b, NULL, in->ldqk, qc, 0 },
+        { b + (size_t)dm->hq * D * ab, NULL, in->ldqk, kc, qc },
+        { in->v, NULL, in->ldv, kc, qc + kc },
     };
     a2a_gather(m, m->o_acc, qc + 2 * kc, part, 3);
     return qc + 2 * kc;
 }
 
-static void a2a_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
+static void a2a_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes;
     int D = dm->D, cp = dm->cp, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
-    int w = a2a_qkv(m, qkv);
+    int w = a2a_qkv(m, in);
     char *f = (char *)m->o_acc;
     OPS->attn_fwd(m->d, m->o_blk, qc, lse, f, w, f + (size_t)qc * ab, w,
                   f + (size_t)(qc + kc) * ab, w, dm->B, dm->Sfull, dm->hq / cp, dm->hkv / cp,
@@ -318,12 +318,12 @@ static void a2a_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
 }
 
 static void a2a_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
-                         const float *lse, const void *qkv)
+                         const float *lse, const gl_attn_in *in)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes;
     int D = dm->D, cp = dm->cp, qw = dm->hq * D, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
-    int w = a2a_qkv(m, qkv);
+    int w = a2a_qkv(m, in);
     /* dO and O side by side: [B, Sfull, dO | O] of the head group */
     a2a_part od[2] = { { d_o, NULL, qw, qc, 0 }, { o, NULL, qw, qc, qc } };
     a2a_gather(m, m->o_blk, 2 * qc, od, 2);
@@ -342,7 +342,7 @@ static void a2a_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o
     a2a_scatter(m, m->dq_acc, w, back, 3);
 }
 
-void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
+void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in)
 {
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
@@ -353,20 +353,20 @@ void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
     gl_attn_pos qp = cp_runs(dm, r);
 
     if (dm->cp_a2a) {
-        a2a_attn_fwd(m, o, lse, qkv);
+        a2a_attn_fwd(m, o, lse, in);
         return;
     }
     if (dm->cp_all_gather) {
-        own_kv(m, kv_of(m, r), qkv);
+        own_kv(m, kv_of(m, r), in);
         gl_all_gather(m->cp, kv_of(m, r), m->kv[0], blk, d->act, d->stream);
     } else {
-        own_kv(m, m->kv[0], qkv);
+        own_kv(m, m->kv[0], in);
     }
     for (int step = 0; step < cp; step++) {
         int s = (r - step + cp) % cp;          /* whose K/V this block is */
         void *kv = kv_of(m, s);
         gl_attn_pos kp = cp_runs(dm, s);
-        OPS->attn_block_fwd(d, m->o_blk, qw, m->lse_blk, qkv, dm->qkvw, kv, 2 * kw,
+        OPS->attn_block_fwd(d, m->o_blk, qw, m->lse_blk, in->qk, in->ldqk, kv, 2 * kw,
                             (char *)kv + (size_t)kw * d->act_bytes, 2 * kw, dm->B, dm->S,
                             dm->S, dm->hq, dm->hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL);
         OPS->attn_merge(d, m->o_acc, lse, m->o_blk, m->lse_blk, dm->B, dm->S, dm->hq, D,
@@ -382,7 +382,7 @@ void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv)
 }
 
 void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
-                          const float *lse, const void *qkv)
+                          const float *lse, const gl_attn_in *in)
 {
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
@@ -393,17 +393,17 @@ void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *
     gl_attn_pos qp = cp_runs(dm, r);
 
     if (dm->cp_a2a) {
-        a2a_attn_bwd(m, dqkv, d_o, o, lse, qkv);
+        a2a_attn_bwd(m, dqkv, d_o, o, lse, in);
         return;
     }
     OPS->attn_delta(d, m->delta, d_o, qw, o, qw, dm->B, dm->S, dm->hq, D);
     OPS->zero(d, m->dq_acc, (size_t)dm->n * qw * sizeof(float));
     if (dm->cp_all_gather) {
-        own_kv(m, kv_of(m, r), qkv);
+        own_kv(m, kv_of(m, r), in);
         gl_all_gather(m->cp, kv_of(m, r), m->kv[0], blk, d->act, d->stream);
         OPS->zero(d, m->dkv[0], (size_t)cp * blk * sizeof(float));
     } else {
-        own_kv(m, m->kv[0], qkv);
+        own_kv(m, m->kv[0], in);
         OPS->zero(d, m->dkv[0], blk * sizeof(float));
     }
     for (int step = 0; step < cp; step++) {
@@ -412,7 +412,7 @@ void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *
         float *dkv = dm->cp_all_gather ? m->dkv[0] + (size_t)s * blk : m->dkv[0];
         gl_attn_pos kp = cp_runs(dm, s);
         OPS->attn_block_bwd(d, m->dq_acc, qw, dkv, dkv + kw, 2 * kw, d_o, qw, lse, m->delta,
-                            qkv, dm->qkvw, kv, 2 * kw, (char *)kv + (size_t)kw * d->act_bytes,
+                            in->qk, in->ldqk, kv, 2 * kw, (char *)kv + (size_t)kw * d->act_bytes,
                             2 * kw, dm->B, dm->S, dm->S, dm->hq, dm->hkv, D, scale, &qp, &kp,
                             GL_ATTN_CAUSAL);
         if (dm->cp_all_gather)

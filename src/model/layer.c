@@ -464,9 +464,11 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     }
     if (dm->rope)
         OPS->rope_fwd(d, q, ldq, dm->B, dm->S, dm->hq + dm->hkv, D, m->cos, m->sin);
-    if (m->cp)                  /* the other ranks' keys too (cp.c; no QK norm) */
-        gl_model_cp_attn_fwd(m, A->o, A->lse, A->qkv);
-    else
+    if (m->cp) {                /* the other ranks' keys too (cp.c) */
+        gl_attn_in in = { q, ldq, gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D),
+                          dm->qkvw };
+        gl_model_cp_attn_fwd(m, A->o, A->lse, &in);
+    } else
         OPS->attn_fwd(d, A->o, qw, A->lse, q, ldq, gl_act_at(m, q, (size_t)qw), ldq,
                       gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       dm->B, dm->S, dm->hq, dm->hkv, D, (float)(1.0 / sqrt((double)D)),
@@ -614,9 +616,11 @@ attention:
     gl_grads_ready(m, lo->wo, (size_t)h * qw);
     const void *q = dm->qk_norm ? A->qkn : A->qkv;     /* as the forward's */
     int ldq = dm->qk_norm ? dm->qkw : dm->qkvw;
-    if (m->cp)
-        gl_model_cp_attn_bwd(m, m->dqkv, m->d_o, A->o, A->lse, A->qkv);
-    else
+    if (m->cp) {
+        gl_attn_in in = { q, ldq, gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D),
+                          dm->qkvw };
+        gl_model_cp_attn_bwd(m, m->dqkv, m->d_o, A->o, A->lse, &in);
+    } else
         OPS->attn_bwd(d, m->dqkv, gl_act_at(m, m->dqkv, (size_t)qw),
                       gl_act_at(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
                       m->d_o, qw, A->o, qw, A->lse,

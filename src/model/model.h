@@ -608,11 +608,23 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank);
  * context-parallel rank cp_rank of cp ranks, for a sequence of Sfull. */
 int gl_model_cp_position(int Sfull, int cp, int cp_rank, int t);
 
+/* Attention's inputs in one layer's [n, ...] rows: the hq query heads
+ * then the hkv key heads side by side in rows of stride ldqk (the fused
+ * QKV rows, or the QK norm's qkn), the hkv value heads in rows of stride
+ * ldv (the fused rows' last hkv D columns). */
+typedef struct {
+    const void *qk;
+    int ldqk;
+    const void *v;
+    int ldv;
+} gl_attn_in;
+
 /* The attention of one layer under CP > 1, in place of attn_fwd /
- * attn_bwd (layer.c): o, lse from qkv; dqkv from d_o, o, lse, qkv. */
-void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const void *qkv);
+ * attn_bwd (layer.c): o, lse from in; dqkv (the fused layout, q then k
+ * then v heads in rows of qkvw) from d_o, o, lse and in. */
+void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in);
 void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
-                          const float *lse, const void *qkv);
+                          const float *lse, const gl_attn_in *in);
 
 /* RoPE inverse frequencies (D/2 of them) with optional Llama 3.1 scaling,
  * and the cos/sin tables [S, D/2] they give (host). */

@@ -1693,9 +1693,6 @@ static void check_layout(gl_config *c)
             "context parallelism's block attention does not draw yet; add "
             "--attention-dropout 0 --hidden-dropout 0", cp, c->arch.attention_dropout,
             c->arch.hidden_dropout);
-    if (cp > 1 && c->arch.qk_layernorm)
-        bad("--context-parallel-size %d with --qk-layernorm is not built yet: the ring "
-            "attention reads q and k before the QK norm; use --context-parallel-size 1", cp);
     if (c->layout.sequence_parallel && (c->arch.seq_length / cp) % tp)
         bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
             "--sequence-parallel: choose a sequence length that is a multiple of %d",
