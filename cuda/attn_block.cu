@@ -23,14 +23,23 @@
  * heads of its group that see it.  Each adds (+=) its f32 sums to the
  * accumulators once, so the result is deterministic.
  *
+ * Attention dropout (gl_attn_dropout, attn_common.cuh's attn_drop, keyed
+ * by the rows' positions in a sequence of dp->seq): the forward lets each
+ * exponential into l undropped and into O times its keep factor; the
+ * backward's dS = P (keep dP - delta) and dV += keep P dO, as
+ * attention_bwd.cu's.  The key is drawn per pair, once per lane (the
+ * lanes of a warp share the pair).
+ *
  * Not the tensor-core tiling of attention_fwd.cu/attention_bwd.cu: K and V
  * rows are read from global memory (L2) by every query row; correct
  * first, the place to speed up later.
  */
 #include <config.h>
 
+#include <limits.h>
 #include <math.h>
 
+#include "attn_common.cuh"
 #include "gl_cuda.h"
 #include "warp.cuh"
 
@@ -129,7 +138,8 @@ __global__ void __launch_bounds__(BLK_THREADS)
 attn_block_fwd_kernel(float *o, int ldo, float *lse, const bf16 *q, int ldq,
                       const bf16 *k, int ldk, const bf16 *v, int ldv, int B,
                       int Sq, int Sk, int Hq, int group, float scale_log2,
-                      blk_pos qp, blk_pos kp, int causal)
+                      blk_pos qp, blk_pos kp, int causal, int drop, attn_drop dr,
+                      int seq)
 {
     constexpr int E = D / 32;
     long w = (long)blockIdx.x * BLK_WARPS + threadIdx.x / 32;
@@ -163,6 +173,8 @@ attn_block_fwd_kernel(float *o, int ldo, float *lse, const bf16 *q, int ldq,
             float corr = exp2f(m - mnew);   /* 0 while m = -inf */
             float p = exp2f(s - mnew);
             l = l * corr + p;
+            if (drop)                       /* into O dropped, into l not */
+                p *= dr.keep(b, h, seq, (int)qpos, (int)blk_pos_at(kp, u));
 #pragma unroll
             for (int e = 0; e < E; e++)
                 acc[e] = fmaf(acc[e], corr, p * vf[e]);
@@ -198,6 +210,26 @@ static void blk_check(const char *what, int Sq, int Sk, int Hq, int Hkv, int D,
         gl_die("%s: unknown mask %d", what, (int)mask);
 }
 
+/* dp as kernel arguments (attn_common.cuh's attn_drop) and the sequence
+ * length of its element index; returns 0 when there is no dropout to
+ * apply.  Dies when dp does not fit the call (gl_attn_block_dropout_check)
+ * or its sequence does not fit an int. */
+static int blk_drop(attn_drop *a, int *seq, const gl_attn_dropout *dp, int Hq,
+                    const gl_attn_pos *qpos, int Sq, const gl_attn_pos *kpos,
+                    int Sk, const char *what)
+{
+    *seq = 0;
+    if (dp)
+        gl_attn_block_dropout_check(dp, Hq, qpos, Sq, kpos, Sk, what);
+    if (!attn_drop_of(a, dp, Hq, what))
+        return 0;
+    if (dp->seq > INT_MAX)
+        gl_die("%s: attention dropout over a sequence of %ld tokens: the CUDA "
+               "kernels index sequences of up to %d", what, dp->seq, INT_MAX);
+    *seq = (int)dp->seq;
+    return 1;
+}
+
 static unsigned blk_grid(long warps)
 {
     return (unsigned)((warps + BLK_WARPS - 1) / BLK_WARPS);
@@ -208,12 +240,14 @@ void gl_cuda_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                             const bf16 *v, int ldv, int B, int Sq, int Sk,
                             int Hq, int Hkv, int D, float scale,
                             const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                            gl_attn_mask mask)
+                            gl_attn_mask mask, const gl_attn_dropout *dp)
 {
     const void *p[] = {q, k, v};
     const int ld[] = {ldq, ldk, ldv};
     blk_check("attn_block_fwd", Sq, Sk, Hq, Hkv, D, scale, qpos, kpos, mask,
               p, ld, 3);
+    attn_drop dr;
+    int seq, drop = blk_drop(&dr, &seq, dp, Hq, qpos, Sq, kpos, Sk, "attn_block_fwd");
     long warps = (long)B * Sq * Hq;
     if (warps <= 0)
         return;
@@ -223,11 +257,11 @@ void gl_cuda_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
     if (D == 64)
         attn_block_fwd_kernel<64><<<blk_grid(warps), BLK_THREADS, 0, s>>>(
             o, ldo, lse, q, ldq, k, ldk, v, ldv, B, Sq, Sk, Hq, Hq / Hkv,
-            scale * BLK_LOG2E, qp, kp, causal);
+            scale * BLK_LOG2E, qp, kp, causal, drop, dr, seq);
     else
         attn_block_fwd_kernel<128><<<blk_grid(warps), BLK_THREADS, 0, s>>>(
             o, ldo, lse, q, ldq, k, ldk, v, ldv, B, Sq, Sk, Hq, Hq / Hkv,
-            scale * BLK_LOG2E, qp, kp, causal);
+            scale * BLK_LOG2E, qp, kp, causal, drop, dr, seq);
     GL_CUDA_LAUNCHED("attn_block_fwd");
 }
 
@@ -333,7 +367,8 @@ attn_block_dq_kernel(float *dq, int lddq, const bf16 *dout, int lddo,
                      const float *lse, const float *delta, const bf16 *q,
                      int ldq, const bf16 *k, int ldk, const bf16 *v, int ldv,
                      int B, int Sq, int Sk, int Hq, int group, float scale,
-                     blk_pos qp, blk_pos kp, int causal)
+                     blk_pos qp, blk_pos kp, int causal, int drop, attn_drop dr,
+                     int seq)
 {
     constexpr int E = D / 32;
     long w = (long)blockIdx.x * BLK_WARPS + threadIdx.x / 32;
@@ -368,6 +403,8 @@ attn_block_dq_kernel(float *dq, int lddq, const bf16 *dout, int lddo,
             load_e<E>(vf, vb + (long)u * ldv);
             float s = warp_sum(dot_e<E>(qf, kf));
             float dp = warp_sum(dot_e<E>(df, vf));
+            if (drop)                       /* dP = keep dP' */
+                dp *= dr.keep(b, h, seq, (int)qpos, (int)blk_pos_at(kp, u));
             float p = exp2f(fmaf(s, sl2, -l2));
             float ds = p * (dp - dt) * scale;
 #pragma unroll
@@ -389,7 +426,8 @@ attn_block_dkv_kernel(float *dk, float *dv, int lddkv, const bf16 *dout,
                       int lddo, const float *lse, const float *delta,
                       const bf16 *q, int ldq, const bf16 *k, int ldk,
                       const bf16 *v, int ldv, int B, int Sq, int Sk, int Hq,
-                      int Hkv, float scale, blk_pos qp, blk_pos kp, int causal)
+                      int Hkv, float scale, blk_pos qp, blk_pos kp, int causal,
+                      int drop, attn_drop dr, int seq)
 {
     constexpr int E = D / 32;
     long w = (long)blockIdx.x * BLK_WARPS + threadIdx.x / 32;
@@ -430,11 +468,13 @@ attn_block_dkv_kernel(float *dk, float *dv, int lddkv, const bf16 *dout,
                 float s = warp_sum(dot_e<E>(qf, kf));
                 float dp = warp_sum(dot_e<E>(df, vf));
                 float p = exp2f(fmaf(s, sl2, -l * BLK_LOG2E));
-                float ds = p * (dp - tb[i]) * scale;
+                float keep = drop ? dr.keep(b, h, seq, (int)blk_pos_at(qp, i), (int)kpos)
+                                  : 1.0f;
+                float ds = p * (keep * dp - tb[i]) * scale;
 #pragma unroll
                 for (int e = 0; e < E; e++) {
                     ak[e] = fmaf(ds, qf[e], ak[e]);
-                    av[e] = fmaf(p, df[e], av[e]);
+                    av[e] = fmaf(keep * p, df[e], av[e]);
                 }
             }
         }
@@ -455,12 +495,14 @@ void gl_cuda_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                             const bf16 *v, int ldv, int B, int Sq, int Sk,
                             int Hq, int Hkv, int D, float scale,
                             const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                            gl_attn_mask mask)
+                            gl_attn_mask mask, const gl_attn_dropout *dp)
 {
     const void *p[] = {q, k, v, dout};
     const int ld[] = {ldq, ldk, ldv, lddo};
     blk_check("attn_block_bwd", Sq, Sk, Hq, Hkv, D, scale, qpos, kpos, mask,
               p, ld, 4);
+    attn_drop dr;
+    int seq, drop = blk_drop(&dr, &seq, dp, Hq, qpos, Sq, kpos, Sk, "attn_block_bwd");
     if (B <= 0 || Sq <= 0 || Sk <= 0 || Hq <= 0)
         return;
     cudaStream_t s = gl_cuda_st(d)->stream;
@@ -470,19 +512,19 @@ void gl_cuda_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
     if (D == 64) {
         attn_block_dq_kernel<64><<<blk_grid(wq), BLK_THREADS, 0, s>>>(
             dq, lddq, dout, lddo, lse, delta, q, ldq, k, ldk, v, ldv, B, Sq,
-            Sk, Hq, Hq / Hkv, scale, qp, kp, causal);
+            Sk, Hq, Hq / Hkv, scale, qp, kp, causal, drop, dr, seq);
         GL_CUDA_LAUNCHED("attn_block_bwd (dq)");
         attn_block_dkv_kernel<64><<<blk_grid(wk), BLK_THREADS, 0, s>>>(
             dk, dv, lddkv, dout, lddo, lse, delta, q, ldq, k, ldk, v, ldv, B,
-            Sq, Sk, Hq, Hkv, scale, qp, kp, causal);
+            Sq, Sk, Hq, Hkv, scale, qp, kp, causal, drop, dr, seq);
     } else {
         attn_block_dq_kernel<128><<<blk_grid(wq), BLK_THREADS, 0, s>>>(
             dq, lddq, dout, lddo, lse, delta, q, ldq, k, ldk, v, ldv, B, Sq,
-            Sk, Hq, Hq / Hkv, scale, qp, kp, causal);
+            Sk, Hq, Hq / Hkv, scale, qp, kp, causal, drop, dr, seq);
         GL_CUDA_LAUNCHED("attn_block_bwd (dq)");
         attn_block_dkv_kernel<128><<<blk_grid(wk), BLK_THREADS, 0, s>>>(
             dk, dv, lddkv, dout, lddo, lse, delta, q, ldq, k, ldk, v, ldv, B,
-            Sq, Sk, Hq, Hkv, scale, qp, kp, causal);
+            Sq, Sk, Hq, Hkv, scale, qp, kp, causal, drop, dr, seq);
     }
     GL_CUDA_LAUNCHED("attn_block_bwd (dk, dv)");
 }

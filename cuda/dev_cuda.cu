@@ -657,11 +657,11 @@ static void cu_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                               const void *v, int ldv, int B, int Sq, int Sk,
                               int Hq, int Hkv, int D, float scale,
                               const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                              gl_attn_mask mask)
+                              gl_attn_mask mask, const gl_attn_dropout *dp)
 {
     gl_cuda_attn_block_fwd(d, o, ldo, lse, (const bf16 *)q, ldq,
                            (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, Sq,
-                           Sk, Hq, Hkv, D, scale, qpos, kpos, mask);
+                           Sk, Hq, Hkv, D, scale, qpos, kpos, mask, dp);
 }
 
 static void cu_attn_merge(gl_dev *d, float *o, float *lse, const float *o_b,
@@ -685,12 +685,12 @@ static void cu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                               const void *v, int ldv, int B, int Sq, int Sk,
                               int Hq, int Hkv, int D, float scale,
                               const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                              gl_attn_mask mask)
+                              gl_attn_mask mask, const gl_attn_dropout *dp)
 {
     gl_cuda_attn_block_bwd(d, dq, lddq, dk, dv, lddkv, (const bf16 *)dout,
                            lddo, lse, delta, (const bf16 *)q, ldq,
                            (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, Sq,
-                           Sk, Hq, Hkv, D, scale, qpos, kpos, mask);
+                           Sk, Hq, Hkv, D, scale, qpos, kpos, mask, dp);
 }
 
 static void cu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,

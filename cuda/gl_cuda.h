@@ -234,7 +234,7 @@ void gl_cuda_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                             const bf16 *v, int ldv, int B, int Sq, int Sk,
                             int Hq, int Hkv, int D, float scale,
                             const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                            gl_attn_mask mask);
+                            gl_attn_mask mask, const gl_attn_dropout *dp);
 void gl_cuda_attn_merge(gl_dev *d, float *o, float *lse, const float *o_b,
                         const float *lse_b, int B, int S, int Hq, int D,
                         int first);
@@ -247,7 +247,7 @@ void gl_cuda_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                             const bf16 *v, int ldv, int B, int Sq, int Sk,
                             int Hq, int Hkv, int D, float scale,
                             const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                            gl_attn_mask mask);
+                            gl_attn_mask mask, const gl_attn_dropout *dp);
 void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
                         const void *src, gl_dtype st, int ldsrc, int rows,
                         int cols);

@@ -12,7 +12,10 @@
  * gradients.  The block backward alone is checked against central finite
  * differences in double, on a block with rows that see no key.  Causal,
  * full and empty blocks, head dims 64 and 128, GQA.  Then the CPU
- * device's float ops against the double kernels.
+ * device's float ops against the double kernels.  With attention dropout
+ * too: blocks keyed by their rows' positions draw the whole sequence's
+ * mask (the ring = attn_fwd / attn_bwd with the same gl_attn_dropout),
+ * and the block backward with a mask matches finite differences.
  */
 #include <config.h>
 
@@ -89,7 +92,8 @@ static void scatter_add(double *x, int ld, const double *y, int B, int S, int n,
  * double, with the block kernels: every rank's output, lse and
  * gradients are scattered back to full-sequence order into o [B S, Hq D],
  * lse [B, Hq, S] and g [B S, (Hq + 2 Hkv) D] (dq | dk | dv). */
-static void ring(const problem *p, int cp, double *o, double *lse, double *g)
+static void ring(const problem *p, int cp, const gl_attn_dropout *dp, double *o, double *lse,
+                 double *g)
 {
     int B = p->B, S = p->S, Hq = p->Hq, Hkv = p->Hkv, D = p->D;
     int n = S / cp, qw = Hq * D, kw = Hkv * D, gw = qw + 2 * kw;
@@ -114,7 +118,7 @@ static void ring(const problem *p, int cp, double *o, double *lse, double *g)
             for (size_t i = 0; i < (size_t)B * n; i++)
                 memcpy(kv + i * 2 * kw, tmp + i * gw + qw, (size_t)2 * kw * sizeof *kv);
             gl_cpu_attn_block_fwd_f64(ob, qw, lb, q, qw, kv, 2 * kw, kv + kw, 2 * kw, B, n, n,
-                                      Hq, Hkv, D, p->scale, &qp, &kp, GL_ATTN_CAUSAL);
+                                      Hq, Hkv, D, p->scale, &qp, &kp, GL_ATTN_CAUSAL, dp);
             gl_cpu_attn_merge_f64(orun, lrun, ob, lb, B, n, Hq, D, step == 0);
         }
         for (int b = 0; b < B; b++)
@@ -136,7 +140,7 @@ static void ring(const problem *p, int cp, double *o, double *lse, double *g)
             memset(dkv, 0, (size_t)B * n * 2 * kw * sizeof *dkv);
             gl_cpu_attn_block_bwd_f64(dq, qw, dkv, dkv + kw, 2 * kw, dout, qw, lrun, delta,
                                       q, qw, kv, 2 * kw, kv + kw, 2 * kw, B, n, n, Hq, Hkv, D,
-                                      p->scale, &qp, &kp, GL_ATTN_CAUSAL);
+                                      p->scale, &qp, &kp, GL_ATTN_CAUSAL, dp);
             scatter_add(g + qw, gw, dkv, B, S, n, 2 * kw, &kp);
         }
         scatter_add(g, gw, dq, B, S, n, qw, &qp);
@@ -146,32 +150,52 @@ static void ring(const problem *p, int cp, double *o, double *lse, double *g)
 }
 
 /* The whole sequence with attn_fwd / attn_bwd: the reference. */
-static void whole(const problem *p, double *o, double *lse, double *g)
+static void whole(const problem *p, const gl_attn_dropout *dp, double *o, double *lse,
+                  double *g)
 {
     int qw = p->Hq * p->D, kw = p->Hkv * p->D, gw = qw + 2 * kw;
     const double *q = p->qkv, *k = q + qw, *v = k + kw;
     gl_cpu_attn_fwd_f64(o, qw, lse, q, p->ld, k, p->ld, v, p->ld, p->B, p->S, p->Hq,
-                        p->Hkv, p->D, p->scale, NULL);
+                        p->Hkv, p->D, p->scale, dp);
     gl_cpu_attn_bwd_f64(g, g + qw, g + qw + kw, gw, p->dout, qw, o, qw, lse, q, p->ld,
                         k, p->ld, v, p->ld, p->B, p->S, p->Hq, p->Hkv, p->D, p->scale,
-                        NULL);
+                        dp);
 }
 
-static void check_ring(int B, int S, int Hq, int Hkv, int D, int cp)
+/* An attention dropout of rate 0.3 for a call of Hq heads over sequences
+ * of S, placed inside a larger tensor (from sample 3 and head 1). */
+static gl_attn_dropout test_dropout(int Hq, long S)
+{
+    gl_attn_dropout dp = { .seed = 1234, .iteration = 7, .layer = 3, .site = 2, .p = 0.3f,
+                           .b0 = 3, .h0 = 1, .heads = Hq + 2, .seq = S };
+    return dp;
+}
+
+static void check_ring(int B, int S, int Hq, int Hkv, int D, int cp, int drop)
 {
     problem p = make_problem(B, S, Hq, Hkv, D);
+    gl_attn_dropout dpv = test_dropout(Hq, S);
+    const gl_attn_dropout *dp = drop ? &dpv : NULL;
+    const char *with = drop ? ", dropout 0.3" : "";
     size_t no = (size_t)B * S * Hq * D, nl = (size_t)B * Hq * S;
     size_t ng = (size_t)B * S * (Hq + 2 * Hkv) * D;
     double *o = dzeros(no), *l = dzeros(nl), *g = dzeros(ng);
     double *ro = dzeros(no), *rl = dzeros(nl), *rg = dzeros(ng);
-    whole(&p, o, l, g);
-    ring(&p, cp, ro, rl, rg);
+    whole(&p, dp, o, l, g);
+    ring(&p, cp, dp, ro, rl, rg);
     double eo = relerr(ro, o, no), el = relerr(rl, l, nl), eg = relerr(rg, g, ng);
     ok(eo < EQ_TOL && el < EQ_TOL,
-       "D %d, %d/%d heads, S %d, CP %d: blocks merged in ring order = attn_fwd (o %.2g, lse %.2g)",
-       D, Hq, Hkv, S, cp, eo, el);
-    ok(eg < EQ_TOL, "D %d, %d/%d heads, S %d, CP %d: block backwards summed = attn_bwd (%.2g)",
-       D, Hq, Hkv, S, cp, eg);
+       "D %d, %d/%d heads, S %d, CP %d%s: blocks merged in ring order = attn_fwd (o %.2g, "
+       "lse %.2g)", D, Hq, Hkv, S, cp, with, eo, el);
+    ok(eg < EQ_TOL, "D %d, %d/%d heads, S %d, CP %d%s: block backwards summed = attn_bwd (%.2g)",
+       D, Hq, Hkv, S, cp, with, eg);
+    if (drop) {         /* the mask is really there */
+        double *uo = dzeros(no), *ul = dzeros(nl), *ug = dzeros(ng);
+        whole(&p, NULL, uo, ul, ug);
+        ok(relerr(uo, o, no) > 0.1, "D %d, S %d, CP %d: dropout changes attn_fwd's output "
+           "(%.2g)", D, S, cp, relerr(uo, o, no));
+        free(uo); free(ul); free(ug);
+    }
     free(o); free(l); free(g); free(ro); free(rl); free(rg);
     free(p.qkv); free(p.dout);
 }
@@ -185,6 +209,7 @@ typedef struct {
     gl_attn_mask mask;
     double *q, *k, *v, *r;        /* r: the loss weights, L = sum r . o */
     double *o, *lse;
+    const gl_attn_dropout *dp;
 } block_ctx;
 
 static double block_loss(void *vc)
@@ -193,7 +218,8 @@ static double block_loss(void *vc)
     size_t no = (size_t)c->B * c->Sq * c->Hq * c->D;
     gl_cpu_attn_block_fwd_f64(c->o, c->Hq * c->D, c->lse, c->q, c->Hq * c->D, c->k,
                               c->Hkv * c->D, c->v, c->Hkv * c->D, c->B, c->Sq, c->Sk,
-                              c->Hq, c->Hkv, c->D, c->scale, &c->qp, &c->kp, c->mask);
+                              c->Hq, c->Hkv, c->D, c->scale, &c->qp, &c->kp, c->mask,
+                              c->dp);
     double s = 0;
     for (size_t i = 0; i < no; i++)
         s += c->r[i] * c->o[i];
@@ -202,10 +228,13 @@ static double block_loss(void *vc)
 
 /* Queries at positions 4..7 and 20..23, keys at 6..11 and 0..1 (out of
  * order): causal rows 4 and 5 see keys 0 and 1 only, the later rows more;
- * with qp starting before every key some rows see none. */
-static void check_block_fd(int D, gl_attn_mask mask, long q0)
+ * with qp starting before every key some rows see none.  drop: with
+ * attention dropout over a sequence of 24 (q0 >= 0). */
+static void check_block_fd(int D, gl_attn_mask mask, long q0, int drop)
 {
-    block_ctx c = { .B = 2, .Sq = 8, .Sk = 8, .Hq = 4, .Hkv = 2, .D = D, .mask = mask };
+    gl_attn_dropout dpv = test_dropout(4, 24);
+    block_ctx c = { .B = 2, .Sq = 8, .Sk = 8, .Hq = 4, .Hkv = 2, .D = D, .mask = mask,
+                    .dp = drop ? &dpv : NULL };
     c.scale = 1 / sqrt((double)D);
     c.qp = (gl_attn_pos){ .split = 4, .start = { q0, 20 } };
     c.kp = (gl_attn_pos){ .split = 6, .start = { 6, 0 } };
@@ -222,14 +251,15 @@ static void check_block_fd(int D, gl_attn_mask mask, long q0)
     gl_cpu_attn_delta_f64(delta, c.r, c.Hq * D, c.o, c.Hq * D, c.B, c.Sq, c.Hq, D);
     gl_cpu_attn_block_bwd_f64(dq, c.Hq * D, dk, dv, c.Hkv * D, c.r, c.Hq * D, c.lse, delta,
                               c.q, c.Hq * D, c.k, c.Hkv * D, c.v, c.Hkv * D, c.B, c.Sq,
-                              c.Sk, c.Hq, c.Hkv, D, c.scale, &c.qp, &c.kp, mask);
+                              c.Sk, c.Hq, c.Hkv, D, c.scale, &c.qp, &c.kp, mask, c.dp);
     const char *m = mask == GL_ATTN_CAUSAL ? "causal" : "full";
     double eq = fd_relerr(block_loss, &c, c.q, nq, dq);
     double ek = fd_relerr(block_loss, &c, c.k, nk, dk);
     double ev = fd_relerr(block_loss, &c, c.v, nk, dv);
     ok(eq < FD_TOL && ek < FD_TOL && ev < FD_TOL,
-       "attn_block_bwd f64, %s, D %d, queries from %ld (%d rows without keys): dq %.2g, "
-       "dk %.2g, dv %.2g vs finite differences", m, D, q0, empty_rows, eq, ek, ev);
+       "attn_block_bwd f64, %s%s, D %d, queries from %ld (%d rows without keys): dq %.2g, "
+       "dk %.2g, dv %.2g vs finite differences", m, drop ? ", dropout 0.3" : "", D, q0,
+       empty_rows, eq, ek, ev);
     free(c.q); free(c.k); free(c.v); free(c.r); free(c.o); free(c.lse);
     free(delta); free(dq); free(dk); free(dv);
 }
@@ -249,16 +279,16 @@ static void check_masks(void)
 
     /* keys all before the queries: causal = full */
     gl_cpu_attn_block_fwd_f64(o1, Hq * D, l1, q, Hq * D, k, Hkv * D, v, Hkv * D, B, S, S,
-                              Hq, Hkv, D, scale, &qp, &before, GL_ATTN_CAUSAL);
+                              Hq, Hkv, D, scale, &qp, &before, GL_ATTN_CAUSAL, NULL);
     gl_cpu_attn_block_fwd_f64(o2, Hq * D, l2, q, Hq * D, k, Hkv * D, v, Hkv * D, B, S, S,
-                              Hq, Hkv, D, scale, &qp, &before, GL_ATTN_FULL);
+                              Hq, Hkv, D, scale, &qp, &before, GL_ATTN_FULL, NULL);
     ok(relerr(o1, o2, nq) == 0 && relerr(l1, l2, nl) == 0,
        "a causal block whose keys all precede its queries is a full block");
 
     /* keys all after the queries: causal is empty (o 0, lse -inf), full
      * is not */
     gl_cpu_attn_block_fwd_f64(o1, Hq * D, l1, q, Hq * D, k, Hkv * D, v, Hkv * D, B, S, S,
-                              Hq, Hkv, D, scale, &qp, &after, GL_ATTN_CAUSAL);
+                              Hq, Hkv, D, scale, &qp, &after, GL_ATTN_CAUSAL, NULL);
     int empty = 1;
     for (size_t i = 0; i < nq; i++)
         empty &= o1[i] == 0;
@@ -266,7 +296,7 @@ static void check_masks(void)
         empty &= l1[i] == -INFINITY;
     ok(empty, "a causal block whose keys all follow its queries: o = 0, lse = -inf");
     gl_cpu_attn_block_fwd_f64(o2, Hq * D, l2, q, Hq * D, k, Hkv * D, v, Hkv * D, B, S, S,
-                              Hq, Hkv, D, scale, &qp, &after, GL_ATTN_FULL);
+                              Hq, Hkv, D, scale, &qp, &after, GL_ATTN_FULL, NULL);
     int finite = 1;
     for (size_t i = 0; i < nl; i++)
         finite &= isfinite(l2[i]);
@@ -297,7 +327,7 @@ static void check_masks(void)
     double *dout = rnd(nq, 1);
     gl_cpu_attn_block_bwd_f64(dq, Hq * D, dk, dv, Hkv * D, dout, Hq * D, l2, delta, q, Hq * D,
                               k, Hkv * D, v, Hkv * D, B, S, S, Hq, Hkv, D, scale, &qp, &after,
-                              GL_ATTN_CAUSAL);
+                              GL_ATTN_CAUSAL, NULL);
     int zero = 1;
     for (size_t i = 0; i < nq; i++)
         zero &= dq[i] == 0;
@@ -326,9 +356,12 @@ static double *to_d(const float *x, size_t n)
     return y;
 }
 
-static void check_device(void)
+static void check_device(int drop)
 {
     gl_dev *d = gl_dev_open_cpu();
+    gl_attn_dropout dpv = test_dropout(4, 12);
+    const gl_attn_dropout *dp = drop ? &dpv : NULL;
+    const char *with = drop ? " with dropout" : "";
     const gl_ops *ops = d->ops;
     int B = 2, Sq = 6, Sk = 6, Hq = 4, Hkv = 2, D = 64, qw = Hq * D, kw = Hkv * D;
     size_t nq = (size_t)B * Sq * qw, nk = (size_t)B * Sk * kw, nl = (size_t)B * Hq * Sq;
@@ -342,27 +375,27 @@ static void check_device(void)
     double *o = dzeros(nq), *l = dzeros(nl), *delta = dzeros(nl);
     double *dq = dzeros(nq), *dk = dzeros(nk), *dv = dzeros(nk);
     gl_cpu_attn_block_fwd_f64(o, qw, l, rq, qw, rk, kw, rv, kw, B, Sq, Sk, Hq, Hkv, D, scale,
-                              &qp, &kp, GL_ATTN_CAUSAL);
+                              &qp, &kp, GL_ATTN_CAUSAL, dp);
     gl_cpu_attn_delta_f64(delta, rdo, qw, o, qw, B, Sq, Hq, D);
     gl_cpu_attn_block_bwd_f64(dq, qw, dk, dv, kw, rdo, qw, l, delta, rq, qw, rk, kw, rv, kw,
-                              B, Sq, Sk, Hq, Hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL);
+                              B, Sq, Sk, Hq, Hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL, dp);
 
     float *fo = calloc(nq, sizeof *fo), *fl = calloc(nl, sizeof *fl);
     float *fdelta = calloc(nl, sizeof *fdelta);
     float *fdq = calloc(nq, sizeof *fdq), *fdk = calloc(nk, sizeof *fdk);
     float *fdv = calloc(nk, sizeof *fdv);
     ops->attn_block_fwd(d, fo, qw, fl, fq, qw, fk, kw, fv, kw, B, Sq, Sk, Hq, Hkv, D, scale,
-                        &qp, &kp, GL_ATTN_CAUSAL);
+                        &qp, &kp, GL_ATTN_CAUSAL, dp);
     ops->attn_delta(d, fdelta, fdo, qw, fo, qw, B, Sq, Hq, D);
     ops->attn_block_bwd(d, fdq, qw, fdk, fdv, kw, fdo, qw, fl, fdelta, fq, qw, fk, kw, fv, kw,
-                        B, Sq, Sk, Hq, Hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL);
+                        B, Sq, Sk, Hq, Hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL, dp);
     double *go = to_d(fo, nq), *gl = to_d(fl, nl), *gdq = to_d(fdq, nq);
     double *gdk = to_d(fdk, nk), *gdv = to_d(fdv, nk);
     ok(relerr(go, o, nq) < F32_TOL && relerr(gl, l, nl) < F32_TOL,
-       "device attn_block_fwd (float) = the double kernel");
+       "device attn_block_fwd (float)%s = the double kernel", with);
     ok(relerr(gdq, dq, nq) < F32_TOL && relerr(gdk, dk, nk) < F32_TOL &&
        relerr(gdv, dv, nk) < F32_TOL,
-       "device attn_delta + attn_block_bwd (float) = the double kernels");
+       "device attn_delta + attn_block_bwd (float)%s = the double kernels", with);
 
     /* merge: the float op against the double kernel on the same pair */
     float *fo2 = to_f(o, nq), *fl2 = to_f(l, nl);
@@ -402,17 +435,24 @@ int main(void)
 {
     plan(NO_PLAN);
     /* Megatron's layout at CP 2 and 4, head dims 64 and 128, GQA and not */
-    check_ring(2, 8, 4, 2, 64, 2);
-    check_ring(1, 16, 4, 2, 64, 4);
-    check_ring(2, 8, 2, 2, 128, 2);
-    check_ring(1, 24, 4, 1, 128, 4);
-    check_ring(1, 4, 2, 1, 64, 2);      /* chunks of one token */
+    check_ring(2, 8, 4, 2, 64, 2, 0);
+    check_ring(1, 16, 4, 2, 64, 4, 0);
+    check_ring(2, 8, 2, 2, 128, 2, 0);
+    check_ring(1, 24, 4, 1, 128, 4, 0);
+    check_ring(1, 4, 2, 1, 64, 2, 0);   /* chunks of one token */
+    /* with attention dropout keyed by positions */
+    check_ring(2, 8, 4, 2, 64, 2, 1);
+    check_ring(1, 16, 4, 2, 64, 4, 1);
+    check_ring(2, 24, 4, 1, 128, 4, 1);
     /* the block backward alone, causal (some rows see no key) and full */
-    check_block_fd(8, GL_ATTN_CAUSAL, 4);
-    check_block_fd(8, GL_ATTN_CAUSAL, -3);
-    check_block_fd(8, GL_ATTN_FULL, 4);
-    check_block_fd(64, GL_ATTN_CAUSAL, 4);
+    check_block_fd(8, GL_ATTN_CAUSAL, 4, 0);
+    check_block_fd(8, GL_ATTN_CAUSAL, -3, 0);
+    check_block_fd(8, GL_ATTN_FULL, 4, 0);
+    check_block_fd(64, GL_ATTN_CAUSAL, 4, 0);
+    check_block_fd(8, GL_ATTN_CAUSAL, 4, 1);
+    check_block_fd(8, GL_ATTN_FULL, 4, 1);
     check_masks();
-    check_device();
+    check_device(0);
+    check_device(1);
     return done_testing();
 }

@@ -2064,7 +2064,7 @@ static float *rand_acc(size_t n)
  */
 static void test_attn_block(const char *what, int B, int Sq, int Sk, int Hq,
                             int Hkv, int D, gl_attn_pos qpos, gl_attn_pos kpos,
-                            gl_attn_mask mask)
+                            gl_attn_mask mask, const gl_attn_dropout *dp)
 {
     int Wq = Hq * D + 8, Wkv = 2 * Hkv * D;     /* q, dout rows; fused K/V */
     int Wo = Hq * D + 4;                        /* f32 output rows, a gap */
@@ -2082,13 +2082,13 @@ static void test_attn_block(const char *what, int B, int Sq, int Sk, int Hq,
     g_poison(go, no * 4);
     g_poison(glse, nl * 4);
     G->ops->attn_block_fwd(G, go, Wo, glse, gq, Wq, gk, Wkv, gv, Wkv, B, Sq,
-                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask);
+                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask, dp);
 
     float *cq = c_buf(q, nq), *ckv = c_buf(kv, nkv), *cdo = c_buf(dout, nq);
     float *ck = ckv, *cv = ckv + Hkv * D;
     float *co = c_buf(NULL, no), *clse = c_buf(NULL, nl);
     C->ops->attn_block_fwd(C, co, Wo, clse, cq, Wq, ck, Wkv, cv, Wkv, B, Sq,
-                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask);
+                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask, dp);
 
     char name[200];
     float *o = dl_f32(go, no), *lse = dl_f32(glse, nl);
@@ -2117,10 +2117,10 @@ static void test_attn_block(const char *what, int B, int Sq, int Sk, int Hq,
     float *cdq = c_buf(dq0, no), *cdk = c_buf(dk0, ndk), *cdv = c_buf(dv0, ndk);
     G->ops->attn_block_bwd(G, gdq, Wo, gdk, gdv, Hkv * D, gdo, Wq, glse2,
                            gdelta2, gq, Wq, gk, Wkv, gv, Wkv, B, Sq, Sk, Hq,
-                           Hkv, D, scale, &qpos, &kpos, mask);
+                           Hkv, D, scale, &qpos, &kpos, mask, dp);
     C->ops->attn_block_bwd(C, cdq, Wo, cdk, cdv, Hkv * D, cdo, Wq, clse,
                            cdelta, cq, Wq, ck, Wkv, cv, Wkv, B, Sq, Sk, Hq,
-                           Hkv, D, scale, &qpos, &kpos, mask);
+                           Hkv, D, scale, &qpos, &kpos, mask, dp);
     float *dq = dl_f32(gdq, no), *dk = dl_f32(gdk, ndk), *dv = dl_f32(gdv, ndk);
     snprintf(name, sizeof name, "attn_block_bwd dq %s", what);
     cmp2d(name, dq, Wo, cdq, Wo, (long)B * Sq, Hq * D, 0, 1e-3);
@@ -2154,32 +2154,42 @@ static gl_attn_pos cp_pos(int CP, int r, int c)
 /* The blocks a ring of CP ranks computes, each alone: rank r's queries
  * against the keys of ranks r (the causal diagonal), r - 1 and r + 1
  * (mixed: one chunk seen whole, the other not at all, or rows without
- * keys), a one-run query block against one-run keys (full and empty). */
+ * keys), also with attention dropout keyed by the rows' positions (the
+ * GPU's mask bits must be the CPU's), a one-run query block against
+ * one-run keys (full and empty). */
 static void test_attn_block_shapes(int B, int c, int Hq, int Hkv, int D)
 {
     char what[160];
     int CP = 2;
+    gl_attn_dropout dp = { .seed = 99, .iteration = 5, .layer = 2, .site = 2,
+                           .p = 0.2f, .b0 = 1, .h0 = Hq, .heads = 3 * Hq,
+                           .seq = 2 * CP * c };
     for (int r = 0; r < CP; r++)
-        for (int rk = 0; rk < CP; rk++) {
-            snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP chunk %d "
-                     "queries of rank %d, keys of rank %d, causal", B, Hq, Hkv,
-                     D, c, r, rk);
-            test_attn_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, cp_pos(CP, r, c),
-                            cp_pos(CP, rk, c), GL_ATTN_CAUSAL);
-        }
+        for (int rk = 0; rk < CP; rk++)
+            for (int drop = 0; drop < 2; drop++) {
+                snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP chunk %d "
+                         "queries of rank %d, keys of rank %d, causal%s", B, Hq,
+                         Hkv, D, c, r, rk, drop ? ", dropout 0.2" : "");
+                test_attn_block(what, B, 2 * c, 2 * c, Hq, Hkv, D,
+                                cp_pos(CP, r, c), cp_pos(CP, rk, c),
+                                GL_ATTN_CAUSAL, drop ? &dp : NULL);
+            }
     gl_attn_pos q1 = { .split = c + 3, .start = { 0, 0 } };
     gl_attn_pos k1 = { .split = c - 1, .start = { 100, 0 } };
     snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d full",
              B, Hq, Hkv, D, c + 3, c - 1);
-    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k1, GL_ATTN_FULL);
+    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k1, GL_ATTN_FULL,
+                    NULL);
     snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d causal, "
              "every key after every query (empty)", B, Hq, Hkv, D, c + 3, c - 1);
-    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k1, GL_ATTN_CAUSAL);
+    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k1, GL_ATTN_CAUSAL,
+                    NULL);
     gl_attn_pos k0 = { .split = 0, .start = { 0, 0 } };  /* run 1 only */
     k0.start[1] = 2;
     snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d causal, "
              "keys from position 2 in run 1", B, Hq, Hkv, D, c + 3, c - 1);
-    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k0, GL_ATTN_CAUSAL);
+    test_attn_block(what, B, c + 3, c - 1, Hq, Hkv, D, q1, k0, GL_ATTN_CAUSAL,
+                    NULL);
 }
 
 /*
@@ -2248,7 +2258,7 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D)
             gl_attn_pos qp = cp_pos(CP, r, c), kp = cp_pos(CP, rk, c);
             G->ops->attn_block_fwd(G, gob, Wo, glb, q, W, kv + Hq * D, W,
                                    kv + (Hq + Hkv) * D, W, B, n, n, Hq, Hkv, D,
-                                   scale, &qp, &kp, GL_ATTN_CAUSAL);
+                                   scale, &qp, &kp, GL_ATTN_CAUSAL, NULL);
             G->ops->attn_merge(G, go[r], glse[r], gob, glb, B, n, Hq, D, j == 0);
         }
 
@@ -2265,7 +2275,7 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D)
                                    gdo[r], Wo, glse[r], gdelta, q, W,
                                    kv + Hq * D, W, kv + (Hq + Hkv) * D, W, B,
                                    n, n, Hq, Hkv, D, scale, &qp, &kp,
-                                   GL_ATTN_CAUSAL);
+                                   GL_ATTN_CAUSAL, NULL);
         }
     }
 
@@ -2446,20 +2456,20 @@ static void bench_attn_ring(int B, int S, int Hq, int Hkv, int D)
     for (int it = 0; it <= reps; it++) {     /* the first is a warm-up */
         tic();
         G->ops->attn_block_fwd(G, ob, Wo, lb, q, W, k, W, v, W, B, S, S, Hq,
-                               Hkv, D, sc, &p0, &p0, GL_ATTN_CAUSAL);
+                               Hkv, D, sc, &p0, &p0, GL_ATTN_CAUSAL, NULL);
         G->ops->attn_merge(G, o, lse, ob, lb, B, S, Hq, D, 1);
         G->ops->attn_block_fwd(G, ob, Wo, lb, q, W, k, W, v, W, B, S, S, Hq,
-                               Hkv, D, sc, &p0, &p1, GL_ATTN_CAUSAL);
+                               Hkv, D, sc, &p0, &p1, GL_ATTN_CAUSAL, NULL);
         G->ops->attn_merge(G, o, lse, ob, lb, B, S, Hq, D, 0);
         double t = toc(1);
         tic();
         G->ops->attn_delta(G, delta, dout, Wo, oact, Wo, B, S, Hq, D);
         G->ops->attn_block_bwd(G, dq, Wo, dk, dv, Hkv * D, dout, Wo, lse, delta,
                                q, W, k, W, v, W, B, S, S, Hq, Hkv, D, sc, &p0,
-                               &p0, GL_ATTN_CAUSAL);
+                               &p0, GL_ATTN_CAUSAL, NULL);
         G->ops->attn_block_bwd(G, dq, Wo, dk, dv, Hkv * D, dout, Wo, lse, delta,
                                q, W, k, W, v, W, B, S, S, Hq, Hkv, D, sc, &p0,
-                               &p1, GL_ATTN_CAUSAL);
+                               &p1, GL_ATTN_CAUSAL, NULL);
         double tb = toc(1);
         if (it > 0)
             f += t / reps, bw += tb / reps;

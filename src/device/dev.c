@@ -57,6 +57,30 @@ void gl_attn_dropout_check(const gl_attn_dropout *dp, int Hq, const char *what)
                what, dp->h0, dp->h0 + Hq - 1, dp->b0, dp->heads);
 }
 
+/* The last position of a block's runs (n rows), -1 without rows. */
+static long last_pos(const gl_attn_pos *p, int n)
+{
+    if (n <= 0)
+        return -1;
+    long a = p->split > 0 ? p->start[0] + p->split - 1 : -1;
+    long b = p->split < n ? p->start[1] + (n - p->split) - 1 : -1;
+    return a > b ? a : b;
+}
+
+void gl_attn_block_dropout_check(const gl_attn_dropout *dp, int Hq,
+                                 const gl_attn_pos *qpos, int Sq,
+                                 const gl_attn_pos *kpos, int Sk, const char *what)
+{
+    gl_attn_dropout_check(dp, Hq, what);
+    long lq = last_pos(qpos, Sq), lk = last_pos(kpos, Sk);
+    if ((qpos->split > 0 && qpos->start[0] < 0) ||
+        (qpos->split < Sq && qpos->start[1] < 0) ||
+        (kpos->split > 0 && kpos->start[0] < 0) ||
+        (kpos->split < Sk && kpos->start[1] < 0) || lq >= dp->seq || lk >= dp->seq)
+        gl_die("%s: query positions up to %ld and key positions up to %ld do not lie "
+               "in the dropout's sequence of %ld", what, lq, lk, dp->seq);
+}
+
 /* Megatron's get_capacity(n k, E, factor): ceil((n k / E) factor) in
  * double, as Python computes it. */
 int gl_moe_capacity(int n, int k, int E, double factor)

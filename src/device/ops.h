@@ -118,6 +118,10 @@ typedef struct {
     long b0;                /* the call's first sample in the global batch */
     long h0;                /* the call's first query head among all */
     long heads;             /* the model's query heads (>= h0 + Hq) */
+    long seq;               /* the block ops only (attn_block_fwd ...): the
+                             * full sequence's S of the element index, above
+                             * every position; attn_fwd and attn_bwd use
+                             * their own S and do not read it */
 } gl_attn_dropout;
 
 /* Dies, naming `what`, when dp does not fit a call of Hq query heads. */
@@ -209,6 +213,13 @@ typedef struct {
 /* Which (query, key) pairs a block attends: causal, key allowed iff its
  * position <= the query's; full, every pair. */
 typedef enum { GL_ATTN_CAUSAL = 0, GL_ATTN_FULL = 1 } gl_attn_mask;
+
+/* gl_attn_dropout_check for a block call (attn_block_fwd, attn_block_bwd)
+ * of Hq heads, Sq query and Sk key rows: also dies when a position of the
+ * runs is not below dp->seq. */
+void gl_attn_block_dropout_check(const gl_attn_dropout *dp, int Hq,
+                                 const gl_attn_pos *qpos, int Sq,
+                                 const gl_attn_pos *kpos, int Sk, const char *what);
 
 struct gl_ops {
     const char *name;
@@ -781,9 +792,16 @@ struct gl_ops {
      * attn_fwd's, with Sq query and Sk key rows; q, k, v, dout are act,
      * and the running output, the lse and every gradient accumulator are
      * f32 (summed over CP blocks without act rounding in between; the
-     * model converts them once, with convert_2d).  No dropout: attention
-     * dropout with CP > 1 is refused by the model (its mask is keyed by
-     * full-sequence positions that the block ops would have to draw). */
+     * model converts them once, with convert_2d).
+     *
+     * Attention dropout (dp NULL or p = 0: none) as attn_fwd's, keyed by
+     * positions: the probability of query row i and key row u of sample
+     * b, query head h, is element (b, h, qpos(i), kpos(u)) of
+     * gl_attn_dropout's full tensor with S = dp->seq, so the blocks of a
+     * sequence draw the mask that attn_fwd on the whole draws.  The lse
+     * stays that of the undropped softmax and each kept probability is
+     * scaled by 1 / (1 - p) before it weighs v, so the merge of dropped
+     * blocks is the dropped whole; the backward takes the same dp. */
 
     /* One block: for query row i (position qpos(i)) and key row u
      * (position kpos(u)) allowed by mask (gl_attn_mask),
@@ -793,13 +811,14 @@ struct gl_ops {
      * lse f32 [B, Hq, Sq] (overwritten).  A row with no allowed key (a
      * causal block whose keys all lie after the query) gets o_i = 0 and
      * lse_i = -inf; a block may be entirely so.  Query head j reads K/V
-     * head j / (Hq / Hkv). */
+     * head j / (Hq / Hkv).  With dropout o_i = sum_u M'_iu exp(s_iu -
+     * lse_i) v_u, M'_iu the keep factor (0 or 1 / (1 - p)). */
     void (*attn_block_fwd)(gl_dev *d, float *o, int ldo, float *lse,
                            const void *q, int ldq, const void *k, int ldk,
                            const void *v, int ldv, int B, int Sq, int Sk,
                            int Hq, int Hkv, int D, float scale,
                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                           gl_attn_mask mask);
+                           gl_attn_mask mask, const gl_attn_dropout *dp);
 
     /* Fold a block (o_b, lse_b) into the running (o, lse), all f32, o and
      * o_b contiguous [B, S, Hq, D], lse and lse_b [B, Hq, S]:
@@ -824,11 +843,11 @@ struct gl_ops {
      * lddkv): with the FINAL lse (the merge's) and delta (attn_delta),
      * for each allowed pair (mask, positions as attn_block_fwd),
      *   P_iu  = exp(scale q_i . k_u - lse_i),   dP_iu = dout_i . v_u,
-     *   dS_iu = P_iu (dP_iu - delta_i),
+     *   dS_iu = P_iu (M'_iu dP_iu - delta_i),
      *   dq_i += scale dS_iu k_u,  dk_u += scale dS_iu q_i,
-     *   dv_u += P_iu dout_i,
-     * summed over the query heads of each K/V head.  Rows whose lse is
-     * -inf add nothing. */
+     *   dv_u += M'_iu P_iu dout_i,
+     * summed over the query heads of each K/V head, M'_iu dp's keep
+     * factor (1 without dropout).  Rows whose lse is -inf add nothing. */
     void (*attn_block_bwd)(gl_dev *d, float *dq, int lddq, float *dk,
                            float *dv, int lddkv, const void *dout, int lddo,
                            const float *lse, const float *delta,
@@ -836,7 +855,7 @@ struct gl_ops {
                            const void *v, int ldv, int B, int Sq, int Sk,
                            int Hq, int Hkv, int D, float scale,
                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                           gl_attn_mask mask);
+                           gl_attn_mask mask, const gl_attn_dropout *dp);
 
     /* A strided 2-D copy with conversion: dst[r, c] = src[r, c] for
      * rows x cols elements, dst of type dt and src of type st (each

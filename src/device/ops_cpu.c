@@ -165,10 +165,10 @@ static void cpu_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                                const void *v, int ldv, int B, int Sq, int Sk,
                                int Hq, int Hkv, int D, float scale,
                                const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                               gl_attn_mask mask)
+                               gl_attn_mask mask, const gl_attn_dropout *dp)
 {
     gl_cpu_attn_block_fwd_f32(o, ldo, lse, q, ldq, k, ldk, v, ldv, B, Sq, Sk,
-                              Hq, Hkv, D, scale, qpos, kpos, mask);
+                              Hq, Hkv, D, scale, qpos, kpos, mask, dp);
 }
 
 static void cpu_attn_merge(gl_dev *d, float *o, float *lse, const float *o_b,
@@ -191,11 +191,11 @@ static void cpu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                                const void *v, int ldv, int B, int Sq, int Sk,
                                int Hq, int Hkv, int D, float scale,
                                const gl_attn_pos *qpos, const gl_attn_pos *kpos,
-                               gl_attn_mask mask)
+                               gl_attn_mask mask, const gl_attn_dropout *dp)
 {
     gl_cpu_attn_block_bwd_f32(dq, lddq, dk, dv, lddkv, dout, lddo, lse, delta,
                               q, ldq, k, ldk, v, ldv, B, Sq, Sk, Hq, Hkv, D,
-                              scale, qpos, kpos, mask);
+                              scale, qpos, kpos, mask, dp);
 }
 
 /* Every buffer is float on the CPU, so the conversion is a strided copy. */

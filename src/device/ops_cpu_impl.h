@@ -156,11 +156,12 @@ static void GL_K(attn_check)(int Hq, int Hkv, const char *what)
                what, Hq, Hkv);
 }
 
-/* The dropout factor of probability (b, h, t, u) of an attention call:
+/* The dropout factor of probability (b, h, t, u) of an attention call
+ * over a sequence of S (t, u: the query's and the key's positions there):
  * 1 / (1 - p) when kept, 0 when dropped, 1 without dropout (dp NULL or
  * p = 0).  The element index is gl_attn_dropout's. */
-static double GL_K(attn_keep)(const gl_attn_dropout *dp, int b, int h, int S,
-                              int t, int u)
+static double GL_K(attn_keep)(const gl_attn_dropout *dp, int b, int h, long S,
+                              long t, long u)
 {
     if (!dp || dp->p <= 0)
         return 1;
@@ -329,10 +330,13 @@ void GL_K(attn_block_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                           const real *k, int ldk, const real *v, int ldv,
                           int B, int Sq, int Sk, int Hq, int Hkv, int D,
                           real scale, const gl_attn_pos *qpos,
-                          const gl_attn_pos *kpos, gl_attn_mask mask)
+                          const gl_attn_pos *kpos, gl_attn_mask mask,
+                          const gl_attn_dropout *drop)
 {
     GL_K(attn_check)(Hq, Hkv, "attn_block_fwd");
     GL_K(block_check)(qpos, Sq, kpos, Sk, mask, "attn_block_fwd");
+    if (drop)
+        gl_attn_block_dropout_check(drop, Hq, qpos, Sq, kpos, Sk, "attn_block_fwd");
     int group = Hq / Hkv;
     double *p = gl_malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof *p);
     double *acc = gl_malloc((size_t)(D > 0 ? D : 1) * sizeof *acc);
@@ -373,7 +377,10 @@ void GL_K(attn_block_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                 for (int u = 0; u < Sk; u++) {
                     if (p[u] == -INFINITY)
                         continue;
-                    double w = exp(p[u] - l);
+                    /* the dropped probability (lse stays the undropped) */
+                    double w = exp(p[u] - l) *
+                               GL_K(attn_keep)(drop, b, j, drop ? drop->seq : 0, qp,
+                                               GL_K(block_pos)(kpos, u));
                     const real *vu = v + ((size_t)b * Sk + u) * ldv + (size_t)g * D;
                     for (int e = 0; e < D; e++)
                         acc[e] += w * vu[e];
@@ -450,10 +457,13 @@ void GL_K(attn_block_bwd)(real *dq, int lddq, real *dk, real *dv, int lddkv,
                           const real *k, int ldk, const real *v, int ldv,
                           int B, int Sq, int Sk, int Hq, int Hkv, int D,
                           real scale, const gl_attn_pos *qpos,
-                          const gl_attn_pos *kpos, gl_attn_mask mask)
+                          const gl_attn_pos *kpos, gl_attn_mask mask,
+                          const gl_attn_dropout *drop)
 {
     GL_K(attn_check)(Hq, Hkv, "attn_block_bwd");
     GL_K(block_check)(qpos, Sq, kpos, Sk, mask, "attn_block_bwd");
+    if (drop)
+        gl_attn_block_dropout_check(drop, Hq, qpos, Sq, kpos, Sk, "attn_block_bwd");
     int group = Hq / Hkv;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Hq; j++) {
@@ -469,7 +479,8 @@ void GL_K(attn_block_bwd)(real *dq, int lddq, real *dk, real *dv, int lddkv,
                 real *dqt = dq + row * lddq + (size_t)j * D;
                 long qp = GL_K(block_pos)(qpos, t);
                 for (int u = 0; u < Sk; u++) {
-                    if (!GL_K(block_allowed)(mask, qp, GL_K(block_pos)(kpos, u)))
+                    long kp = GL_K(block_pos)(kpos, u);
+                    if (!GL_K(block_allowed)(mask, qp, kp))
                         continue;
                     size_t ru = (size_t)b * Sk + u;
                     const real *ku = k + ru * ldk + (size_t)g * D;
@@ -481,12 +492,13 @@ void GL_K(attn_block_bwd)(real *dq, int lddq, real *dk, real *dv, int lddkv,
                         s += (double)qt[e] * ku[e];
                         dp += (double)dot_[e] * vu[e];
                     }
+                    double keep = GL_K(attn_keep)(drop, b, j, drop ? drop->seq : 0, qp, kp);
                     double p = exp(scale * s - l);
-                    real ds = (real)(p * (dp - Dt) * scale);
+                    real ds = (real)(p * (keep * dp - Dt) * scale);
                     for (int e = 0; e < D; e++) {
                         dqt[e] += ds * ku[e];
                         dku[e] += ds * qt[e];
-                        dvu[e] += (real)p * dot_[e];
+                        dvu[e] += (real)(keep * p) * dot_[e];
                     }
                 }
             }

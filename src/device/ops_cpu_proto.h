@@ -42,7 +42,8 @@ void GL_K(attn_block_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                           const real *k, int ldk, const real *v, int ldv,
                           int B, int Sq, int Sk, int Hq, int Hkv, int D,
                           real scale, const gl_attn_pos *qpos,
-                          const gl_attn_pos *kpos, gl_attn_mask mask);
+                          const gl_attn_pos *kpos, gl_attn_mask mask,
+                          const gl_attn_dropout *drop);
 void GL_K(attn_merge)(real *o, real *lse, const real *o_b, const real *lse_b,
                       int B, int S, int Hq, int D, int first);
 void GL_K(attn_delta)(real *delta, const real *dout, int lddo, const real *o,
@@ -53,7 +54,8 @@ void GL_K(attn_block_bwd)(real *dq, int lddq, real *dk, real *dv, int lddkv,
                           const real *k, int ldk, const real *v, int ldv,
                           int B, int Sq, int Sk, int Hq, int Hkv, int D,
                           real scale, const gl_attn_pos *qpos,
-                          const gl_attn_pos *kpos, gl_attn_mask mask);
+                          const gl_attn_pos *kpos, gl_attn_mask mask,
+                          const gl_attn_dropout *drop);
 
 void GL_K(swiglu_fwd)(real *y, const real *gu, int n, int f);
 void GL_K(swiglu_bwd)(real *dgu, const real *dy, const real *gu, int n, int f);

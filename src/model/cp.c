@@ -33,6 +33,13 @@
  * [B, hq/CP, Sfull] (as many floats as [B, hq, S]).  The backward redoes
  * the Q/K/V exchange, exchanges dO and O the same way, runs attn_bwd and
  * sends dQ, dK, dV back by the reverse all-to-all.
+ *
+ * The attention's inputs are those of attn_fwd (gl_attn_in): q and k as
+ * the QK norm (--qk-layernorm) and RoPE left them on the own rows, v from
+ * the fused rows.  Attention dropout keeps the whole sequence's masks:
+ * the block ops key each probability by its query's and key's positions
+ * (the runs above) in the full sequence, and Ulysses' attn_fwd, which
+ * sees the full sequence already, by the global index of its heads.
  */
 #include <config.h>
 
@@ -103,9 +110,6 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
         gl_die_code(2, "--context-parallel-size %d: the %s device has no block attention "
                     "yet (ops.h's attn_block_fwd ...); run context parallelism on the CPU "
                     "(--device cpu) or use --context-parallel-size 1", dm->cp, OPS->name);
-    if (dm->hidden_dropout > 0 || dm->attention_dropout > 0)
-        gl_die_code(2, "--context-parallel-size %d with dropout: add --attention-dropout 0 "
-                    "--hidden-dropout 0", dm->cp);
 
     /* RoPE tables of this rank's rows: the rows of the full table at
      * their positions */
@@ -303,8 +307,22 @@ static int a2a_qkv(gl_model *m, const gl_attn_in *in)
     return qc + 2 * kc;
 }
 
-static void a2a_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in)
+/* The dropout of the rank's head group (Ulysses): its query heads are
+ * cp_rank hq / CP .. of the rank's hq, over the whole sequence. */
+static const gl_attn_dropout *a2a_dp(const gl_model *m, const gl_attn_dropout *dp,
+                                     gl_attn_dropout *own)
 {
+    if (!dp)
+        return NULL;
+    *own = *dp;
+    own->h0 += (long)m->cp_rank * (m->plan->dm.hq / m->plan->dm.cp);
+    return own;
+}
+
+static void a2a_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in,
+                         const gl_attn_dropout *dp)
+{
+    gl_attn_dropout own;
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes;
     int D = dm->D, cp = dm->cp, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
@@ -312,14 +330,16 @@ static void a2a_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in)
     char *f = (char *)m->o_acc;
     OPS->attn_fwd(m->d, m->o_blk, qc, lse, f, w, f + (size_t)qc * ab, w,
                   f + (size_t)(qc + kc) * ab, w, dm->B, dm->Sfull, dm->hq / cp, dm->hkv / cp,
-                  D, (float)(1.0 / sqrt((double)D)), NULL);
+                  D, (float)(1.0 / sqrt((double)D)), a2a_dp(m, dp, &own));
     a2a_part back = { NULL, o, dm->hq * D, qc, 0 };
     a2a_scatter(m, m->o_blk, qc, &back, 1);
 }
 
 static void a2a_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
-                         const float *lse, const gl_attn_in *in)
+                         const float *lse, const gl_attn_in *in,
+                         const gl_attn_dropout *dp)
 {
+    gl_attn_dropout own;
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes;
     int D = dm->D, cp = dm->cp, qw = dm->hq * D, qc = dm->hq / cp * D, kc = dm->hkv / cp * D;
@@ -332,7 +352,7 @@ static void a2a_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o
                   e, 2 * qc, e + (size_t)qc * ab, 2 * qc, lse,
                   f, w, f + (size_t)qc * ab, w, f + (size_t)(qc + kc) * ab, w,
                   dm->B, dm->Sfull, dm->hq / cp, dm->hkv / cp, D,
-                  (float)(1.0 / sqrt((double)D)), NULL);
+                  (float)(1.0 / sqrt((double)D)), a2a_dp(m, dp, &own));
     char *b = dqkv;
     a2a_part back[3] = {
         { NULL, b, dm->qkvw, qc, 0 },
@@ -342,7 +362,8 @@ static void a2a_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o
     a2a_scatter(m, m->dq_acc, w, back, 3);
 }
 
-void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in)
+void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in,
+                          const gl_attn_dropout *dp)
 {
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
@@ -353,7 +374,7 @@ void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in
     gl_attn_pos qp = cp_runs(dm, r);
 
     if (dm->cp_a2a) {
-        a2a_attn_fwd(m, o, lse, in);
+        a2a_attn_fwd(m, o, lse, in, dp);
         return;
     }
     if (dm->cp_all_gather) {
@@ -368,7 +389,7 @@ void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in
         gl_attn_pos kp = cp_runs(dm, s);
         OPS->attn_block_fwd(d, m->o_blk, qw, m->lse_blk, in->qk, in->ldqk, kv, 2 * kw,
                             (char *)kv + (size_t)kw * d->act_bytes, 2 * kw, dm->B, dm->S,
-                            dm->S, dm->hq, dm->hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL);
+                            dm->S, dm->hq, dm->hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL, dp);
         OPS->attn_merge(d, m->o_acc, lse, m->o_blk, m->lse_blk, dm->B, dm->S, dm->hq, D,
                         step == 0);
         if (!dm->cp_all_gather && step + 1 < cp) {
@@ -382,7 +403,8 @@ void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in
 }
 
 void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
-                          const float *lse, const gl_attn_in *in)
+                          const float *lse, const gl_attn_in *in,
+                          const gl_attn_dropout *dp)
 {
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
@@ -393,7 +415,7 @@ void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *
     gl_attn_pos qp = cp_runs(dm, r);
 
     if (dm->cp_a2a) {
-        a2a_attn_bwd(m, dqkv, d_o, o, lse, in);
+        a2a_attn_bwd(m, dqkv, d_o, o, lse, in, dp);
         return;
     }
     OPS->attn_delta(d, m->delta, d_o, qw, o, qw, dm->B, dm->S, dm->hq, D);
@@ -414,7 +436,7 @@ void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *
         OPS->attn_block_bwd(d, m->dq_acc, qw, dkv, dkv + kw, 2 * kw, d_o, qw, lse, m->delta,
                             in->qk, in->ldqk, kv, 2 * kw, (char *)kv + (size_t)kw * d->act_bytes,
                             2 * kw, dm->B, dm->S, dm->S, dm->hq, dm->hkv, D, scale, &qp, &kp,
-                            GL_ATTN_CAUSAL);
+                            GL_ATTN_CAUSAL, dp);
         if (dm->cp_all_gather)
             continue;
         /* the K/V on to the next step (not after the last), the

@@ -219,7 +219,12 @@ enum { SITE_ATTENTION_OUT = 0, SITE_MLP_OUT = 1, SITE_ATTENTION_PROBS = 2 };
  * every TP rank holds all n rows and draws the same mask; the key holds
  * the global layer, so PP stages and virtual chunks draw what one stage
  * would.  Recomputation calls this again with the same key: the same
- * mask. */
+ * mask.
+ *
+ * Under context parallelism the own rows are not one run of the full
+ * tensor's: dp->row0 then numbers them as the rank's rows (its S of each
+ * sample, sample after sample), and the ops are called piece by piece
+ * (dp_piece), each piece a run of one chunk at its global rows. */
 static const gl_dropout *hidden_dp(gl_model *m, const gl_mb *mb, int key, int site,
                                    gl_dropout *dp)
 {
@@ -263,7 +268,44 @@ static const gl_attn_dropout *attn_dp(gl_model *m, const gl_mb *mb, int layer,
     dp->b0 = mb->row0 / dm->S;
     dp->h0 = (long)dm->tp_rank * dm->hq;
     dp->heads = (long)dm->tp * dm->hq;
+    dp->seq = dm->Sfull;        /* for context parallelism's block ops */
     return dp;
+}
+
+/* The piece of hidden dropout dp (hidden_dp's) that begins at own row i
+ * of a call over rows [0, n): *piece is dp placed at the piece's first
+ * row in the full tensor; returns the piece's rows.  Without context
+ * parallelism the rows from i on are one piece.  With it, own row i is
+ * row t = R mod S of the rank's sample R / S (R = dp->row0 + i), at
+ * global row (R / S) Sfull + position(t), and the piece runs to the end
+ * of t's chunk (gl_model_cp_position). */
+static int dp_piece(const gl_model *m, const gl_dropout *dp, int i, int n, gl_dropout *piece)
+{
+    const gl_model_dims *dm = DIMS;
+    *piece = *dp;
+    if (dm->cp <= 1) {
+        piece->row0 = dp->row0 + i;
+        return n - i;
+    }
+    long R = dp->row0 + i;
+    int t = (int)(R % dm->S), c = dm->S / 2;
+    piece->row0 = R / dm->S * dm->Sfull +
+                  gl_model_cp_position(dm->Sfull, dm->cp, m->cp_rank, t);
+    int len = c - t % c;
+    return len < n - i ? len : n - i;
+}
+
+/* y = dropout(x) over the own [nl, h] rows (in place when y is x). */
+static void dropout_rows(gl_model *m, void *y, const void *x, const gl_dropout *dp)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dropout piece;
+    for (int i = 0, len; i < dm->nl; i += len) {
+        len = dp_piece(m, dp, i, dm->nl, &piece);
+        size_t at = (size_t)i * dm->h;
+        OPS->dropout(m->d, gl_act_at(m, y, at), gl_act_at(m, (void *)x, at), len, dm->h,
+                     &piece);
+    }
 }
 
 /* The end of a sublayer, on the rank's own rows: Megatron's
@@ -275,11 +317,18 @@ static void sublayer_end(gl_model *m, void *out, const void *residual, const voi
                          size_t b_off, const gl_dropout *dp)
 {
     const gl_model_dims *dm = DIMS;
-    if (dm->lin_bias || dp)
-        OPS->bias_dropout_add(m->d, out, residual, y, dm->lin_bias ? W(m, b_off) : NULL,
-                              dm->nl, dm->h, dp);
-    else
+    if (!dm->lin_bias && !dp) {
         OPS->add(m->d, out, y, residual, (size_t)dm->nl * dm->h);
+        return;
+    }
+    gl_dropout piece, *pp = dp ? &piece : NULL;
+    for (int i = 0, len; i < dm->nl; i += len) {    /* pieces: dp_piece */
+        len = dp ? dp_piece(m, dp, i, dm->nl, &piece) : dm->nl;
+        size_t at = (size_t)i * dm->h;
+        OPS->bias_dropout_add(m->d, gl_act_at(m, out, at), gl_act_at(m, (void *)residual, at),
+                              gl_act_at(m, (void *)y, at), dm->lin_bias ? W(m, b_off) : NULL,
+                              len, dm->h, pp);
+    }
 }
 
 /* sublayer_end into out, then norm_gathered of out into full (mean and
@@ -296,9 +345,17 @@ static void sublayer_end_norm(gl_model *m, void *out, const void *residual, cons
         norm_gathered(m, full, mean, rstd, out, w_off, b_off);
         return;
     }
-    OPS->bda_layernorm(m->d, out, own_rows(m, full), mean, rstd, residual, y,
-                       dm->lin_bias ? W(m, bias_off) : NULL, dp, W(m, w_off), W(m, b_off),
-                       dm->nl, dm->h, (float)dm->eps, dm->one_p);
+    gl_dropout piece, *pp = dp ? &piece : NULL;
+    void *ln = own_rows(m, full);
+    for (int i = 0, len; i < dm->nl; i += len) {    /* pieces: dp_piece */
+        len = dp ? dp_piece(m, dp, i, dm->nl, &piece) : dm->nl;
+        size_t at = (size_t)i * dm->h;
+        OPS->bda_layernorm(m->d, gl_act_at(m, out, at), gl_act_at(m, ln, at), mean + i,
+                           rstd + i, gl_act_at(m, (void *)residual, at),
+                           gl_act_at(m, (void *)y, at), dm->lin_bias ? W(m, bias_off) : NULL,
+                           pp, W(m, w_off), W(m, b_off), len, dm->h, (float)dm->eps,
+                           dm->one_p);
+    }
     gather_rows(m, full);
 }
 
@@ -311,7 +368,7 @@ static const void *sublayer_end_bwd(gl_model *m, const void *dout, size_t b_off,
     const gl_model_dims *dm = DIMS;
     const void *dy = dout;
     if (dp) {
-        OPS->dropout(m->d, m->tmp, dout, dm->nl, dm->h, dp);
+        dropout_rows(m, m->tmp, dout, dp);
         dy = m->tmp;
     }
     if (dm->lin_bias) {
@@ -467,7 +524,7 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     if (m->cp) {                /* the other ranks' keys too (cp.c) */
         gl_attn_in in = { q, ldq, gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D),
                           dm->qkvw };
-        gl_model_cp_attn_fwd(m, A->o, A->lse, &in);
+        gl_model_cp_attn_fwd(m, A->o, A->lse, &in, attn_dp(m, mb, layer, &adp));
     } else
         OPS->attn_fwd(d, A->o, qw, A->lse, q, ldq, gl_act_at(m, q, (size_t)qw), ldq,
                       gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
@@ -619,7 +676,8 @@ attention:
     if (m->cp) {
         gl_attn_in in = { q, ldq, gl_act_at(m, A->qkv, (size_t)(dm->hq + dm->hkv) * D),
                           dm->qkvw };
-        gl_model_cp_attn_bwd(m, m->dqkv, m->d_o, A->o, A->lse, &in);
+        gl_model_cp_attn_bwd(m, m->dqkv, m->d_o, A->o, A->lse, &in,
+                             attn_dp(m, mb, layer, &adp));
     } else
         OPS->attn_bwd(d, m->dqkv, gl_act_at(m, m->dqkv, (size_t)qw),
                       gl_act_at(m, m->dqkv, (size_t)(dm->hq + dm->hkv) * D), dm->qkvw,
@@ -660,7 +718,7 @@ static void embed_fwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
     gl_dropout dp;              /* Megatron drops the embedding's output too */
     const gl_dropout *dpp = hidden_dp(m, mb, 0, 0, &dp);
     if (dpp)
-        OPS->dropout(m->d, x0, x0, dm->nl, dm->h, dpp);
+        dropout_rows(m, x0, x0, dpp);
 }
 
 static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, void *dy)
@@ -669,7 +727,7 @@ static void embed_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb, voi
     gl_dropout dp;
     const gl_dropout *dpp = hidden_dp(m, mb, 0, 0, &dp);
     if (dpp)                    /* in place: nothing reads dy after this */
-        OPS->dropout(m->d, dy, dy, dm->nl, dm->h, dpp);
+        dropout_rows(m, dy, dy, dpp);
     const void *dz = dy;
     if (dm->learned_pos) {
         OPS->embed_bwd(m->d, G(m, ch->pos), dy, m->positions, dm->nl, dm->h, 0, dm->P);

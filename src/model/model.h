@@ -335,8 +335,9 @@ typedef struct {
  * from the gradient, n reporting weights (lmask, the plain loss mask;
  * NULL: gscale serves both); and row0, the index of its first token
  * among the tokens of the iteration's global batch (its first sample's
- * index in the global batch x S), which places its rows in the full
- * tensors that dropout masks are drawn over (gl_dropout). */
+ * index in the global batch x S, S the rank's rows of a sample: Sfull /
+ * CP), which places its rows in the full tensors that dropout masks are
+ * drawn over (gl_dropout; layer.c maps CP's chunks to their rows). */
 typedef struct {
     const int32_t *ids, *targets;
     const float *gscale;
@@ -600,8 +601,10 @@ void gl_model_fp8_state_set(gl_model *m, const float *host);
  * sends dK/dV round after them back to their owners); with all_gather
  * every rank's K/V is gathered first and dK/dV reduce-scattered back.
  * Dies when the device lacks the block attention ops (ops.h's
- * attn_block_fwd ...; the CPU and CUDA back ends have them) or with
- * dropout.  Call once, after gl_model_new(). */
+ * attn_block_fwd ...; the CPU and CUDA back ends have them).  Dropout
+ * masks stay those of the whole sequence (layer.c's hidden_dp and
+ * attn_dp: keyed by full-sequence positions).  Call once, after
+ * gl_model_new(). */
 void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank);
 
 /* The position in the full sequence of row t (0 <= t < S) of a sample on
@@ -621,10 +624,16 @@ typedef struct {
 
 /* The attention of one layer under CP > 1, in place of attn_fwd /
  * attn_bwd (layer.c): o, lse from in; dqkv (the fused layout, q then k
- * then v heads in rows of qkvw) from d_o, o, lse and in. */
-void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in);
+ * then v heads in rows of qkvw) from d_o, o, lse and in.  dp (NULL: no
+ * attention dropout) is the one attn_fwd would take for the rank's heads
+ * of whole sequences, with seq the full sequence's length: the block ops
+ * key each probability by its query's and key's positions there, and
+ * Ulysses moves h0 to the rank's head group. */
+void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in,
+                          const gl_attn_dropout *dp);
 void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *o,
-                          const float *lse, const gl_attn_in *in);
+                          const float *lse, const gl_attn_in *in,
+                          const gl_attn_dropout *dp);
 
 /* RoPE inverse frequencies (D/2 of them) with optional Llama 3.1 scaling,
  * and the cos/sin tables [S, D/2] they give (host). */

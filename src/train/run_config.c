@@ -1687,12 +1687,6 @@ static void check_layout(gl_config *c)
             "multiples of %d; use --cp-comm-type p2p or all_gather, or another CP or TP size",
             cp, c->arch.num_attention_heads / tp, c->arch.num_attention_heads, tp,
             c->arch.num_query_groups / tp, c->arch.num_query_groups, tp, cp);
-    if (cp > 1 && (c->arch.attention_dropout > 0 || c->arch.hidden_dropout > 0))
-        bad("--context-parallel-size %d with dropout (--attention-dropout %g, "
-            "--hidden-dropout %g): dropout masks are keyed by full-sequence positions, which "
-            "context parallelism's block attention does not draw yet; add "
-            "--attention-dropout 0 --hidden-dropout 0", cp, c->arch.attention_dropout,
-            c->arch.hidden_dropout);
     if (c->layout.sequence_parallel && (c->arch.seq_length / cp) % tp)
         bad("--seq-length %d%s is not divisible by --tensor-model-parallel-size %d under "
             "--sequence-parallel: choose a sequence length that is a multiple of %d",
