@@ -11,7 +11,9 @@
  * layer, a shared expert, seq_aux_loss and z-loss); DeepSeek-like
  * (sigmoid scores, top-k scaling, the expert bias: a buffer whose
  * gradient stays zero); with a capacity factor (dropping by position)
- * and with padding.
+ * and with padding; global_aux_loss (one micro-batch a step: the running
+ * counts are the micro-batch's, the gradient through them as aux_loss's;
+ * t/train-moe.t checks several micro-batches and the layouts).
  * The statistics (tokens per expert sum to n k less the dropped slots)
  * and full recomputation (the same gradients, bit for bit, and nothing
  * counted twice) are checked too.
@@ -85,6 +87,7 @@ static double model_loss(harness *H, int grads, double *aux)
     d->ops->upload(d, H->lacc, &z, sizeof z);
     d->ops->zero(d, m->g, m->plan->nflat * sizeof(float));
     d->ops->zero(d, m->moe_stats, ns * sizeof(float));
+    gl_model_moe_step_end(m);           /* each call a step of one micro-batch */
     gl_model_forward(m, 0, 0, &H->mb, H->lacc);
     if (grads) {
         gl_model_backward(m, 0, 0, &H->mb);
@@ -265,6 +268,8 @@ int main(void)
           NULL, 0, GL_MOE_LB_AUX_LOSS, 0.1, 0, 0.5, 0, 1 },
         { "softmax top 1 of 4, capacity factor 1, padded", 4, 1, 0, 0, 0, 0, NULL, 6,
           GL_MOE_LB_NONE, 0, 0.01, 1.0, 1, 0 },
+        { "softmax top 2 of 4, global_aux_loss", 4, 2, 0, 0, 0, 0, NULL, 0,
+          GL_MOE_LB_GLOBAL_AUX_LOSS, 0.1, 0, 0, 0, 0 },
     };
     plan(NO_PLAN);
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)

@@ -20,13 +20,22 @@
 # micro-batches (the same --micro-batch-size): those layouts must give the
 # same numbers with dropping too, which the capacity runs check.
 #
+# global_aux_loss (Megatron's) counts tokens per expert over the
+# micro-batches of every DP rank and over the step's micro-batches so
+# far, and takes their mean: TP, SP, PP and full recomputation keep the
+# single-rank run's numbers; D DP ranks of micro-batch B with coefficient
+# X, with or without the distributed optimizer, give one rank's of
+# micro-batch D B with coefficient X/D (the same counts; the gradient
+# averaged over DP).  With one micro-batch a step it is aux_loss; with
+# several its losses differ from aux_loss's.
+#
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
 . "$(dirname "$0")/train-lib.sh"
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 21
+plan 36
 # shellcheck disable=SC2086
 {
 base="$tiny $mixtral"
@@ -97,5 +106,38 @@ for v in tp2-sp pp2 dp2; do
         fail "cap-$v: MoE losses differ"
     fi
 done
+
+# global_aux_loss
+# both NAME RANKS FLAGS...: check, then the MoE losses against $ref's
+both() {
+    check "$@"
+    if same_moe "$tmp/$ref.jsonl" "$tmp/$1.jsonl"; then
+        pass "$1: MoE losses within $tol of $ref"
+    else
+        fail "$1: MoE losses differ from $ref"
+    fi
+}
+base="$tiny $mixtral --moe-router-load-balancing-type global_aux_loss"
+run global-ref 1 || bail_out "the single-rank global_aux_loss run failed"
+ref=global-ref
+both global-tp2 2 --tensor-model-parallel-size 2
+both global-tp2-sp 2 --tensor-model-parallel-size 2 --sequence-parallel
+both global-pp2 2 --pipeline-model-parallel-size 2
+both global-rc-full 1 --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 2
+run global-mb4 1 --micro-batch-size 4 --moe-aux-loss-coeff 0.005 ||
+    bail_out "the single-rank global_aux_loss run of micro-batch 4 failed"
+ref=global-mb4
+both global-dp2 2
+both global-dp2-distopt 2 --use-distributed-optimizer
+run aux-mb8 1 --micro-batch-size 8 --moe-router-load-balancing-type aux_loss ||
+    bail_out "the single-rank aux_loss run of micro-batch 8 failed"
+ref=aux-mb8
+both global-mb8 1 --micro-batch-size 8
+if same_moe "$tmp/mixtral-ref.jsonl" "$tmp/global-ref.jsonl"; then
+    fail "global_aux_loss over 4 micro-batches gives aux_loss's MoE losses"
+else
+    pass "global_aux_loss over 4 micro-batches: MoE losses other than aux_loss's"
+fi
 }
 done_testing

@@ -53,6 +53,8 @@ struct gl_moe_acts {
     void *yp;                   /* [R_max, h] expert outputs (partial) */
     void *sgu;                  /* [n, 2 fsl] shared experts' fc1 */
     float *counts;              /* [G, E] load-balancing counts (summed over TP) */
+    int gsteps;                 /* global_aux_loss: the micro-batches its counts
+                                 * (the step's so far, this one included) add */
 };
 
 /* Shared by every layer: rebuilt or transient values. */
@@ -65,6 +67,12 @@ struct gl_moe_scratch {
     float *dlogits;             /* [n, E] */
     float *bias;                /* [E] the expert bias in f32 */
     float *tok;                 /* [E] tokens per expert of one call */
+    /* global_aux_loss's running state (Megatron's global_tokens_per_expert
+     * and ga_steps), per global layer, zeroed at the end of every step
+     * (gl_model_moe_step_end): this rank's own counts summed over the
+     * step's micro-batches so far, and their number */
+    float *gcount;              /* [L, E] */
+    int *gsteps;                /* [L] (host) */
 };
 
 static void *W(const gl_model *m, size_t off)
@@ -115,18 +123,29 @@ static int aux_groups(const gl_model *m)
 static int aux_on(const gl_model *m)
 {
     return m->moe_opts.aux_loss_coeff > 0 &&
-           (m->moe_opts.load_balancing_type == GL_MOE_LB_AUX_LOSS ||
-            m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS);
+           m->moe_opts.load_balancing_type != GL_MOE_LB_NONE;
 }
 
-/* Megatron's scales (ops.h: moe_aux_loss, moe_z_loss), T = the micro-
- * batch's n tokens whatever the layout. */
-static float aux_scale(const gl_model *m)
+static int aux_global(const gl_model *m)
+{
+    return m->moe_opts.load_balancing_type == GL_MOE_LB_GLOBAL_AUX_LOSS;
+}
+
+/* Megatron's scales (ops.h: moe_aux_loss, moe_z_loss).  aux_loss and
+ * seq_aux_loss: T = the micro-batch's n tokens whatever the layout.
+ * global_aux_loss: T = the tokens of the micro-batch's counterparts on
+ * every CP and DP rank, n CP DP, and the counts x->counts hold are the
+ * running sum over x->gsteps micro-batches, whose mean is the loss's. */
+static float aux_scale(const gl_model *m, const struct gl_moe_acts *x)
 {
     const gl_model_dims *dm = DIMS;
     double c = m->moe_opts.aux_loss_coeff;
     if (m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS)
         return (float)(c * dm->E / ((double)dm->topk * dm->S * dm->S * dm->B));
+    if (aux_global(m)) {
+        double T = (double)dm->n * dm->cp * (m->moe_dp ? gl_comm_size(m->moe_dp) : 1);
+        return (float)(c * dm->E / ((double)dm->topk * T * T * x->gsteps));
+    }
     return (float)(c * dm->E / ((double)dm->topk * dm->n * dm->n));
 }
 
@@ -164,6 +183,12 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     s->dlogits = OPS->alloc(d, n * (size_t)dm->E * sizeof(float));
     s->bias = OPS->alloc(d, (size_t)dm->E * sizeof(float));
     s->tok = OPS->alloc(d, (size_t)dm->E * sizeof(float));
+    if (aux_global(m)) {
+        size_t bytes = (size_t)dm->L * dm->E * sizeof(float);
+        s->gcount = OPS->alloc(d, bytes);
+        OPS->zero(d, s->gcount, bytes);
+        s->gsteps = gl_calloc((size_t)dm->L, sizeof *s->gsteps);
+    }
     m->moe_scratch = s;
     return s;
 }
@@ -232,12 +257,51 @@ void gl_moe_free(gl_model *m)
     if (!s)
         return;
     void *bufs[] = { s->xp, s->a, s->dyp, s->da, s->dgu, s->dxp, s->ss, s->dss, s->dsgu,
-                     s->dweight, s->dlogits, s->bias, s->tok };
+                     s->dweight, s->dlogits, s->bias, s->tok, s->gcount };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             OPS->free(d, bufs[i]);
+    free(s->gsteps);
     free(s);
     m->moe_scratch = NULL;
+}
+
+void gl_model_moe_step_end(gl_model *m)
+{
+    struct gl_moe_scratch *s = m->moe_scratch;
+    if (!s || !s->gcount)
+        return;
+    OPS->zero(m->d, s->gcount, (size_t)DIMS->L * DIMS->E * sizeof(float));
+    memset(s->gsteps, 0, (size_t)DIMS->L * sizeof *s->gsteps);
+}
+
+/* global_aux_loss's counts of this micro-batch of global layer `layer`
+ * (Megatron's _apply_global_aux_loss): the own rows' top-k counts join
+ * the layer's running sum of the step; x->counts gets that sum over the
+ * TP (under SP), CP and DP ranks -- every rank's micro-batches of the
+ * step so far, each micro-batch's tokens counted once -- and x->gsteps
+ * their number (aux_scale divides by it: the mean).  Megatron sums each
+ * micro-batch's counts over TP x CP x DP before adding them up; the sum
+ * of the running sums is the same integers. */
+static void global_counts(gl_model *m, int layer, struct gl_moe_acts *x, const float *lg,
+                          int nown, int r0, const gl_moe_route_cfg *cfg)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    struct gl_moe_scratch *s = m->moe_scratch;
+    size_t E = (size_t)dm->E;
+    float *run = s->gcount + (size_t)layer * E;
+    OPS->moe_aux_counts(d, run, lg, nown, r0, 0, cfg);
+    x->gsteps = ++s->gsteps[layer];
+    gl_comm *over[] = { dm->sp ? m->tp : NULL, m->cp, m->moe_dp };
+    const float *src = run;
+    for (size_t i = 0; i < sizeof over / sizeof *over; i++)
+        if (over[i]) {
+            gl_all_reduce(over[i], src, x->counts, E, GL_DT_F32, GL_OP_SUM, d->stream);
+            src = x->counts;
+        }
+    if (src == run)
+        OPS->copy(d, x->counts, run, E * sizeof(float));
 }
 
 size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo)
@@ -355,7 +419,14 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     int r0, nown;
     own_range(m, &r0, &nown);
     const float *lg = x->logits + (size_t)r0 * E;
-    if (aux_on(m)) {
+    if (aux_on(m) && aux_global(m)) {
+        /* counted once per micro-batch: a recomputation keeps them */
+        if (!m->in_recompute)
+            global_counts(m, layer, x, lg, nown, r0, &cfg);
+        if (st)
+            OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, 0, aux_scale(m, x), 0.0f,
+                              &cfg);
+    } else if (aux_on(m)) {
         int G = aux_groups(m), seq = G > 1 ? dm->S : 0;
         OPS->zero(d, x->counts, (size_t)G * E * sizeof(float));
         OPS->moe_aux_counts(d, x->counts, lg, nown, r0, seq, &cfg);
@@ -363,7 +434,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
             gl_all_reduce(m->tp, x->counts, x->counts, (size_t)G * E, GL_DT_F32, GL_OP_SUM,
                           d->stream);
         if (st)
-            OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, seq, aux_scale(m), 0.0f,
+            OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, seq, aux_scale(m, x), 0.0f,
                               &cfg);
     }
     if (st && m->moe_opts.z_loss_coeff > 0)
@@ -433,7 +504,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     float gs = (float)m->moe_loss_gscale;
     if (aux_on(m)) {
         int seq = aux_groups(m) > 1 ? dm->S : 0;
-        float sc = aux_scale(m);
+        float sc = aux_scale(m, x);
         OPS->moe_aux_loss(d, NULL, dl, lg, x->counts, nown, r0, seq, sc, sc * gs, &cfg);
     }
     if (m->moe_opts.z_loss_coeff > 0) {

@@ -1047,7 +1047,8 @@ static const gl_option table[] = {
     CHOICE("moe-router-load-balancing-type", moe.load_balancing_type, "NAME", G_MOE,
            gl_moe_lb_names, NULL,
            "auxiliary balancing loss: aux_loss (per micro-batch), seq_aux_loss (per "
-           "sequence), global_aux_loss (global batch) or none (sinkhorn is not built)"),
+           "sequence), global_aux_loss (running over the step's micro-batches and the "
+           "data-parallel ranks) or none (sinkhorn is not built)"),
     DBL("moe-aux-loss-coeff", moe.aux_loss_coeff, G_MOE, NONNEG,
         "weight of the balancing loss"),
     DBL("moe-z-loss-coeff", moe.z_loss_coeff, G_MOE, NONNEG, "weight of the router's z-loss",
@@ -1550,8 +1551,8 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 }
 
 /* Mixture of experts: the flags against each other and the layout, and
- * what gridlm does not train yet (expert parallelism, FP8 experts,
- * global_aux_loss, the CUDA device). */
+ * what gridlm does not train yet (expert parallelism, FP8 experts, the
+ * CUDA device). */
 static void check_moe(gl_config *c)
 {
     gl_arch *a = &c->arch;
@@ -1612,10 +1613,6 @@ static void check_moe(gl_config *c)
     if (c->fp8.format != GL_FP8_OFF)
         bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
             "--fp8-format, or train a dense model in FP8");
-    if (m->load_balancing_type == GL_MOE_LB_GLOBAL_AUX_LOSS && m->aux_loss_coeff > 0)
-        bad("--moe-router-load-balancing-type global_aux_loss is not built yet (its counts "
-            "run over the data-parallel ranks and the step's micro-batches): use aux_loss or "
-            "seq_aux_loss");
     if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "

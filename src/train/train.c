@@ -136,12 +136,17 @@ static void check_supported(const gl_config *c)
  * on each TP rank, and so are the losses without sequence parallelism
  * (under it each TP rank holds its rows' share); pipeline stages hold
  * their own layers.  One all-reduce over the world sums them, and the
- * TP repetitions are divided out.  The expert bias (DeepSeek-V3's
+ * TP repetitions are divided out; the division by the step's micro-
+ * batches of every DP rank makes each loss what the objective adds (a
+ * global_aux_loss share is a part of the loss of the DP ranks'
+ * micro-batches together, which the gradient's average over DP divides
+ * by DP as Megatron's does).  The expert bias (DeepSeek-V3's
  * aux-loss-free balancing) then moves by the rate against the sign of
  * each expert's excess over the step's mean, the same on every rank: in
  * the weights and, where this rank holds them, the master weights (the
  * optimizer leaves the buffer alone: its gradient is zero and, a vector,
- * it has no weight decay).  A skipped step (NaN/Inf) moves nothing. */
+ * it has no weight decay).  A skipped step (NaN/Inf) moves nothing.
+ * Last, global_aux_loss's running counts start again. */
 typedef struct {
     double aux, z, load_max, dropped;   /* this step's (log record's units) */
 } moe_step_stats;
@@ -209,6 +214,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
         d->ops->free(d, tmp);
     }
     d->ops->zero(d, m->moe_stats, ns * sizeof(float));
+    gl_model_moe_step_end(m);
 }
 
 /* The device memory peak of this rank, in GiB. */
@@ -433,6 +439,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_model_set_cp(m, group(g->cp), g->me.cp);
     m->dropout_seed = (uint64_t)(unsigned)c->seed;
     m->moe_opts = c->moe;       /* the MoE losses' scale: model.h's default */
+    m->moe_dp = group(g->dp);   /* global_aux_loss's counts */
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, gradg, c->optim.use_distributed_optimizer);
     size_t mb0, mb1;
