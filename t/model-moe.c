@@ -46,6 +46,25 @@ typedef struct {
     int by_position;            /* --moe-token-drop-policy position */
 } variant;
 
+static const variant variants[] = {
+    { "Mixtral-like: softmax top 2 of 4, aux_loss", 4, 2, 0, 0, 0, 0, NULL, 0,
+      GL_MOE_LB_AUX_LOSS, 0.1, 0, 0, 0, 0 },
+    { "Qwen3-MoE-like: pre-softmax top 2 of 6, dense layer 0, shared expert, "
+      "seq_aux_loss, z-loss", 6, 2, 1, 0, 0, 0, "[0,1]", 8,
+      GL_MOE_LB_SEQ_AUX_LOSS, 0.1, 0.01, 0, 0, 0 },
+    { "sigmoid top 2 of 4 with expert bias and scaling 2.5", 4, 2, 0, 1, 1, 2.5, NULL, 0,
+      GL_MOE_LB_AUX_LOSS, 0.05, 0, 0, 0, 0 },
+    /* dropping by position: a function of the selection alone (by
+     * probs, a step of finite differences may move a token across
+     * an expert's capacity line; t/ops-moe.c checks that policy) */
+    { "softmax top 2 of 4, capacity factor 0.5 by position (dropping)", 4, 2, 0, 0, 0, 0,
+      NULL, 0, GL_MOE_LB_AUX_LOSS, 0.1, 0, 0.5, 0, 1 },
+    { "softmax top 1 of 4, capacity factor 1, padded", 4, 1, 0, 0, 0, 0, NULL, 6,
+      GL_MOE_LB_NONE, 0, 0.01, 1.0, 1, 0 },
+    { "softmax top 2 of 4, global_aux_loss", 4, 2, 0, 0, 0, 0, NULL, 0,
+      GL_MOE_LB_GLOBAL_AUX_LOSS, 0.1, 0, 0, 0, 0 },
+};
+
 static void micro_config(model_cfg *c, const variant *v)
 {
     model_cfg_micro(c);
@@ -103,6 +122,37 @@ static double model_loss(harness *H, int grads, double *aux)
     return l / H->count + extra;
 }
 
+/* The MoE layers' buffers (gl_model_moe_bytes) are what the first
+ * forward and backward allocated on the device; for the first variant,
+ * by hand too. */
+static void check_moe_bytes(const variant *v, gl_model *m, size_t before)
+{
+    size_t after, per_layer, shared;
+    m->d->ops->mem_info(m->d, &after, NULL, NULL);
+    gl_model_moe_bytes(m, &per_layer, &shared);
+    size_t layers = (size_t)gl_arch_num_moe_layers(&m->plan->arch);
+    ok(after - before == layers * per_layer + shared,
+       "%s: the MoE buffers, %zu MoE layers x %zu + %zu shared bytes, are the %zu bytes "
+       "allocated", v->what, layers, per_layer, shared, after - before);
+    if (v != &variants[0])
+        return;
+    /* n = 2 x 8 tokens, h 16, E 4, top 2, expert FFN 12 (SwiGLU: fc1 24
+     * wide), f32 activations, no capacity: 32 routed rows (each token
+     * twice), aux_loss's one group of counts */
+    size_t n = 16, h = 16, E = 4, k = 2, R = 32, f = 12, fc1 = 24, b = 4;
+    size_t want_layer = n * E * b                   /* logits */
+                        + n * k * 3 * b             /* experts, weights, rows */
+                        + R * b + (E + 1) * b       /* row_tok, offsets */
+                        + R * fc1 * b + R * h * b   /* gu, yp */
+                        + E * b;                    /* counts */
+    size_t want_shared = R * (3 * h + 2 * f + fc1) * b  /* xp, dyp, dxp, a, da, dgu */
+                         + n * k * b + n * E * b        /* dweight, dlogits */
+                         + 2 * E * b;                   /* bias, tok */
+    ok(per_layer == want_layer && shared == want_shared,
+       "%s: by hand, %zu bytes per MoE layer (got %zu) and %zu shared (got %zu)", v->what,
+       want_layer, per_layer, want_shared, shared);
+}
+
 static void run_variant(const variant *v)
 {
     model_cfg c;
@@ -134,8 +184,11 @@ static void run_variant(const variant *v)
     H.lacc = d->ops->alloc(d, sizeof(float));
     m->moe_loss_gscale = H.count;       /* the MoE losses with weight 1 */
 
+    size_t before;
+    d->ops->mem_info(d, &before, NULL, NULL);
     double aux;
     double got = model_loss(&H, 1, &aux);
+    check_moe_bytes(v, m, before);
     ok(isfinite(got) && (aux > 0) == (v->aux > 0 || v->z > 0),
        "%s: objective %.6f, MoE losses %.3g", v->what, got, aux);
 
@@ -253,26 +306,8 @@ static void run_variant(const variant *v)
 
 int main(void)
 {
-    static const variant vs[] = {
-        { "Mixtral-like: softmax top 2 of 4, aux_loss", 4, 2, 0, 0, 0, 0, NULL, 0,
-          GL_MOE_LB_AUX_LOSS, 0.1, 0, 0, 0, 0 },
-        { "Qwen3-MoE-like: pre-softmax top 2 of 6, dense layer 0, shared expert, "
-          "seq_aux_loss, z-loss", 6, 2, 1, 0, 0, 0, "[0,1]", 8,
-          GL_MOE_LB_SEQ_AUX_LOSS, 0.1, 0.01, 0, 0, 0 },
-        { "sigmoid top 2 of 4 with expert bias and scaling 2.5", 4, 2, 0, 1, 1, 2.5, NULL, 0,
-          GL_MOE_LB_AUX_LOSS, 0.05, 0, 0, 0, 0 },
-        /* dropping by position: a function of the selection alone (by
-         * probs, a step of finite differences may move a token across
-         * an expert's capacity line; t/ops-moe.c checks that policy) */
-        { "softmax top 2 of 4, capacity factor 0.5 by position (dropping)", 4, 2, 0, 0, 0, 0,
-          NULL, 0, GL_MOE_LB_AUX_LOSS, 0.1, 0, 0.5, 0, 1 },
-        { "softmax top 1 of 4, capacity factor 1, padded", 4, 1, 0, 0, 0, 0, NULL, 6,
-          GL_MOE_LB_NONE, 0, 0.01, 1.0, 1, 0 },
-        { "softmax top 2 of 4, global_aux_loss", 4, 2, 0, 0, 0, 0, NULL, 0,
-          GL_MOE_LB_GLOBAL_AUX_LOSS, 0.1, 0, 0, 0, 0 },
-    };
     plan(NO_PLAN);
-    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
-        run_variant(&vs[i]);
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        run_variant(&variants[i]);
     return done_testing();
 }

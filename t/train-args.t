@@ -154,6 +154,19 @@ plan_ok "model_flags give the same model on one rank" model= num_layers=4 \
 "$prog" $base --dry-run --world-size 1 --use-distributed-optimizer >"$tmp"/out 2>"$tmp"/err
 plan_ok "one rank: the distributed optimizer asked for, the plain one runs" \
     use_distributed_optimizer=1 distributed_optimizer=0
+# A mixture-of-experts model under TP 2 x PP 2: every layer's MoE block
+# holds the router (4 x 64, whole on each TP rank), the 4 experts' three
+# SwiGLU matrices of width 32 and the shared expert's of width 16, both
+# split over TP.  A layer: 6144 (attention) + 256 + 3 x 4 x 32 x 64 / 2
+# + 3 x 16 x 64 / 2 + 128 (norms) = 20352; a stage 2 x 20352 + 16384
+# (embedding or head, + 64 the final norm); the model 4 x 40320 + 2 x
+# 32768 + 64.
+"$prog" $base --dry-run --world-size 8 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --global-batch-size 8 --num-experts 4 \
+    --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-shared-expert-intermediate-size 16 \
+    >"$tmp"/out 2>"$tmp"/err
+plan_ok "MoE parameters: router, experts and shared expert, per stage and TP rank" \
+    num_params=226880 "stage_rank_params=57088 57152" max_rank_params=57152
 
 # --help: exit 0, every group, defaults shown.
 "$prog" --help >"$tmp"/out 2>"$tmp"/err

@@ -454,6 +454,20 @@ typedef struct {
  * to them; nothing else does. */
 void gl_model_moe_step_end(gl_model *m);
 
+/* The device bytes the MoE layers allocate at their first forward,
+ * beside the arena (act_slot_bytes, act_shared_bytes) and moe_stats:
+ * per MoE layer and micro-batch slot, per_layer (the router's logits
+ * [n, E] f32; the routing map: experts, weights and rows [n, k], the
+ * permuted rows' tokens and the offsets; the experts' fc1 outputs and
+ * partial outputs over the routed rows -- n k, k copies of each token,
+ * or the capacity's rows -- the shared experts' fc1 outputs; the
+ * balancing counts), and once, shared (the permuted rows' activations
+ * and gradients the layers rebuild, the shared experts' and the
+ * router's gradients, global_aux_loss's running counts).  Both 0 for a
+ * dense model.  The weights, gradients and optimizer state of the
+ * router and the experts are the parameter plan's (plan->param). */
+void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared);
+
 typedef struct gl_fp8_state gl_fp8_state;
 
 /* Allocate the rank's model on d: weights (zero until initialised),

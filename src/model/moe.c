@@ -193,6 +193,31 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     return s;
 }
 
+void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared)
+{
+    const gl_model_dims *dm = DIMS;
+    *per_layer = *shared = 0;
+    if (!dm->E)
+        return;
+    gl_moe_route_cfg c = route_cfg(m);
+    size_t ab = m->d->act_bytes, fb = sizeof(float), ib = sizeof(int32_t);
+    size_t n = (size_t)dm->n, k = (size_t)dm->topk, E = (size_t)dm->E, h = (size_t)dm->h;
+    size_t R = (size_t)gl_moe_rows_max(dm->n, &c), R1 = R ? R : 1;
+    size_t fel = (size_t)dm->fel, fsl = (size_t)dm->fsl;
+    size_t guw = dm->swiglu ? 2 * fel : fel, sgw = dm->swiglu ? 2 * fsl : fsl;
+    /* acts(): logits; the map (experts, weights, rows, row_tok, offsets);
+     * gu, yp; the shared experts' fc1; the counts */
+    *per_layer = n * E * fb + n * k * (ib + fb + ib) + R1 * ib + (E + 1) * ib +
+                 R1 * guw * ab + R1 * h * ab + (dm->fs ? n * sgw * ab : 0) +
+                 (size_t)aux_groups(m) * E * fb;
+    /* scratch(): xp, a, dyp, da, dgu, dxp; the shared experts' ss, dss,
+     * dsgu; dweight, dlogits, bias, tok; global_aux_loss's counts */
+    *shared = R * (h + fel + h + fel + guw + h) * ab +
+              (dm->fs ? n * (fsl + fsl + sgw) * ab : 0) +
+              n * k * fb + n * E * fb + 2 * E * fb +
+              (aux_global(m) ? (size_t)dm->L * E * fb : 0);
+}
+
 /* A layer's kept buffers, made at its first forward. */
 static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
 {

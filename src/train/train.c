@@ -255,6 +255,28 @@ static void report_activations(const gl_config *c, const gl_model *m, const gl_s
     gl_info0("activations (rank 0): %.2f MiB per micro-batch in flight x %d in flight, "
              "%.2f MiB shared (%s%s)", m->act_slot_bytes / mib, inflight,
              m->act_shared_bytes / mib, how, cpnote);
+
+    /* the MoE layers' buffers, beside those (model.h: gl_model_moe_bytes):
+     * every MoE layer of every slot keeps its own, whatever the
+     * recomputation */
+    const gl_model_dims *dm = &m->plan->dm;
+    if (!dm->E)
+        return;
+    size_t per_layer, shared;
+    gl_model_moe_bytes(m, &per_layer, &shared);
+    long kept = 0;
+    int layers = 0;
+    for (int k = 0; k < m->plan->nchunks; k++)
+        for (int i = 0; i < dm->Lc; i++)
+            if (m->plan->chunk[k].layer[i].moe) {
+                kept += m->nslots[k];
+                layers++;
+            }
+    gl_info0("MoE layers (rank 0): %d, %.2f MiB each per micro-batch in flight (the routed "
+             "rows: %d tokens x top %d%s), %.2f MiB shared; %.2f MiB in all", layers,
+             per_layer / mib, dm->n, dm->topk,
+             c->moe.capacity_factor > 0 ? ", or the capacity's" : "", shared / mib,
+             ((double)per_layer * kept + shared) / mib);
 }
 
 /* Step 3: gradients of replicated parameters and the DP reduction. */
