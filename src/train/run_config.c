@@ -400,7 +400,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_MOE_FORCE "forced (benchmark) routing is not built: the router routes by its scores"
 #define R_MOE_FP8 "FP8 training of MoE layers is not built: drop it (and --fp8-format)"
 #define R_MOE_JITTER "router input jitter is not built: drop it"
-#define R_MOE_LOG "tokens per expert (max and mean per layer) are part of every MoE log line: drop it"
+#define R_MOE_LOG "per-layer MoE values are not written (gridlm has no MoE TensorBoard scalars): the log line and --log-json give the MoE losses summed over the layers and the largest expert load: drop it"
 #define R_MOE_PROBS_IN "weighting the experts' inputs (not their outputs) is not built: the routing weights scale the experts' outputs"
 #define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
 #define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
@@ -1077,7 +1077,10 @@ static const gl_option table[] = {
                "allgather and alltoall give the same tokens to the same experts with one "
                "expert group; flex (DeepEP, HybridEP) is for expert parallelism, which "
                "gridlm does not build yet"),
-    REFUSE("expert-tensor-parallel-size", R_MOE_ETP),
+    INT("expert-tensor-parallel-size", expert_tensor_parallel_size, G_MOE, POS,
+        "ETP: the experts' tensor parallelism; must equal --tensor-model-parallel-size "
+        "(gridlm splits each expert over TP as the dense MLP)",
+        .defstr = "--tensor-model-parallel-size"),
     REFUSE("moe-extended-tp", R_MOE_ETP),
     REFUSE("overlap-moe-expert-parallel-comm", R_MOE_EP),
     REFUSE("moe-enable-deepep", R_MOE_EP), REFUSE("moe-deepep-num-sms", R_MOE_EP),
@@ -1561,6 +1564,13 @@ static void check_moe(gl_config *c)
     if (refused_any("num-experts moe-router-topk moe-layer-freq moe-ffn-hidden-size "
                     "moe-shared-expert-intermediate-size"))
         return;
+    /* Megatron's default ETP is the TP size: the split gridlm makes */
+    int etp = c->expert_tensor_parallel_size;
+    if (etp && etp != tp)
+        bad("--expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
+            "gridlm splits each expert over TP as the dense MLP (Megatron's default); a "
+            "tensor parallelism of the experts' own is not built: use %d or drop it", etp, tp,
+            tp);
     if (a->num_experts <= 0) {
         char given[1024];
         int n = moe_flags_without_experts(c, given, sizeof given);

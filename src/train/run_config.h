@@ -136,6 +136,9 @@ typedef struct gl_config {
     int bf16;                        /* --bf16 */
     gl_fp8_opts fp8;                 /* --fp8-* (arch/arch.h) */
     gl_moe_opts moe;                 /* --moe-* training settings (arch/arch.h) */
+    int expert_tensor_parallel_size; /* --expert-tensor-parallel-size: 0 (not
+                                      * given) or the TP size, as gridlm
+                                      * splits the experts over TP */
     gl_attn_backend attention_backend; /* --attention-backend */
 
     /* --- data --- */
