@@ -29,13 +29,19 @@
 # averaged over DP).  With one micro-batch a step it is aux_loss; with
 # several its losses differ from aux_loss's.
 #
+# Context parallelism: the MoE losses are Megatron's over whole sequences
+# (counts summed over the CP ranks), their gradient averaged over DP x CP
+# as Megatron's: CP 2 trains as one rank with the MoE coefficients halved,
+# and logs twice that rank's MoE losses -- for aux_loss, seq_aux_loss
+# and global_aux_loss, each with the z-loss.
+#
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
 . "$(dirname "$0")/train-lib.sh"
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 36
+plan 42
 # shellcheck disable=SC2086
 {
 base="$tiny $mixtral"
@@ -139,5 +145,33 @@ if same_moe "$tmp/mixtral-ref.jsonl" "$tmp/global-ref.jsonl"; then
 else
     pass "global_aux_loss over 4 micro-batches: MoE losses other than aux_loss's"
 fi
+
+# context parallelism
+# twice REF GOT: GOT's MoE losses are twice REF's, within $tol
+twice() {
+    awk -v t="$tol" '
+    function val(line, key,   s) {
+        if (!match(line, "\"" key "\": [^,}]*")) return "none"
+        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
+    }
+    function far(a, b,   d) { if (a == "none" || b == "none" || b + 0 == 0) return 1
+                             d = (a / 2 - b) / b; return d < 0 ? -d >= t : d >= t }
+    /"valid_loss"/ { next }
+    FNR == NR { ra[FNR] = val($0, "moe_aux_loss"); rz[FNR] = val($0, "moe_z_loss"); n = FNR; next }
+    { m = FNR; if (far(val($0, "moe_aux_loss"), ra[FNR]) || far(val($0, "moe_z_loss"), rz[FNR])) bad = 1 }
+    END { exit bad || m != n || n == 0 }' "$1" "$2"
+}
+for lb in aux_loss seq_aux_loss global_aux_loss; do
+    base="$tiny $mixtral --moe-router-load-balancing-type $lb"
+    ref=cp-$lb-ref
+    run "$ref" 1 --moe-aux-loss-coeff 0.005 --moe-z-loss-coeff 0.0005 ||
+        bail_out "the single-rank $lb run with halved coefficients failed"
+    check "cp2-$lb" 2 --context-parallel-size 2 --moe-z-loss-coeff 0.001
+    if twice "$tmp/$ref.jsonl" "$tmp/cp2-$lb.jsonl"; then
+        pass "cp2-$lb: MoE losses twice $ref's within $tol"
+    else
+        fail "cp2-$lb: MoE losses not twice $ref's"
+    fi
+done
 }
 done_testing

@@ -131,8 +131,11 @@ static int aux_global(const gl_model *m)
     return m->moe_opts.load_balancing_type == GL_MOE_LB_GLOBAL_AUX_LOSS;
 }
 
-/* Megatron's scales (ops.h: moe_aux_loss, moe_z_loss).  aux_loss and
- * seq_aux_loss: T = the micro-batch's n tokens whatever the layout.
+/* Megatron's scales (ops.h: moe_aux_loss, moe_z_loss), the sums over
+ * the TP x CP group's tokens: under context parallelism a rank holds
+ * dm->S of each sequence's CP S and n of the micro-batch's CP n tokens
+ * (its TP ranks' together).  aux_loss: T = the micro-batch's CP n
+ * tokens whatever the layout; seq_aux_loss: per sequence of CP S.
  * global_aux_loss: T = the tokens of the micro-batch's counterparts on
  * every CP and DP rank, n CP DP, and the counts x->counts hold are the
  * running sum over x->gsteps micro-batches, whose mean is the loss's. */
@@ -140,18 +143,23 @@ static float aux_scale(const gl_model *m, const struct gl_moe_acts *x)
 {
     const gl_model_dims *dm = DIMS;
     double c = m->moe_opts.aux_loss_coeff;
-    if (m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS)
-        return (float)(c * dm->E / ((double)dm->topk * dm->S * dm->S * dm->B));
+    if (m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS) {
+        double S = (double)dm->S * dm->cp;
+        return (float)(c * dm->E / ((double)dm->topk * S * S * dm->B));
+    }
     if (aux_global(m)) {
         double T = (double)dm->n * dm->cp * (m->moe_dp ? gl_comm_size(m->moe_dp) : 1);
         return (float)(c * dm->E / ((double)dm->topk * T * T * x->gsteps));
     }
-    return (float)(c * dm->E / ((double)dm->topk * dm->n * dm->n));
+    double T = (double)dm->n * dm->cp;
+    return (float)(c * dm->E / ((double)dm->topk * T * T));
 }
 
+/* Megatron's mean over the rank's tokens with the coefficient divided by
+ * the TP x CP size: coeff / (n CP) on the own rows' sum. */
 static float z_scale(const gl_model *m)
 {
-    return (float)(m->moe_opts.z_loss_coeff / DIMS->n);
+    return (float)(m->moe_opts.z_loss_coeff / ((double)DIMS->n * DIMS->cp));
 }
 
 /* The scratch, made at the first MoE forward. */
@@ -457,6 +465,9 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         OPS->moe_aux_counts(d, x->counts, lg, nown, r0, seq, &cfg);
         if (dm->sp && m->tp)
             gl_all_reduce(m->tp, x->counts, x->counts, (size_t)G * E, GL_DT_F32, GL_OP_SUM,
+                          d->stream);
+        if (m->cp)              /* each CP rank holds a part of every sequence */
+            gl_all_reduce(m->cp, x->counts, x->counts, (size_t)G * E, GL_DT_F32, GL_OP_SUM,
                           d->stream);
         if (st)
             OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, seq, aux_scale(m, x), 0.0f,
