@@ -182,7 +182,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
         }
         if (sum > 0 && mx * E / sum > out->load_max)
             out->load_max = mx * E / sum;
-        routed += mbs * dm->n * dm->topk;
+        routed += mbs * dm->n * dm->cp * dm->topk;     /* every CP rank's part */
     }
     out->dropped = routed > 0 ? out->dropped / routed : 0;
     free(h);
