@@ -87,6 +87,7 @@ int main(int argc, char **argv)
         .tp = c.layout.tensor_model_parallel_size,
         .cp = c.layout.context_parallel_size,
         .ep = c.layout.expert_model_parallel_size,
+        .etp = c.layout.expert_tensor_parallel_size,
         .dp = c.data_parallel_size,
         .pp = c.layout.pipeline_model_parallel_size,
         .ranks_per_node = b.local_size,
