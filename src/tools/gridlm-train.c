@@ -99,7 +99,7 @@ int main(int argc, char **argv)
     int status = 0;
     if (c.dry_run) {
         summary(&c, d);
-        gl_dry_run_report(&b, g, stdout);
+        gl_dry_run_report(&b, g, c.arch.num_experts, stdout);
     } else {
         status = gl_train_run(&c, &b, g, d);
     }
