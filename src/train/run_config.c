@@ -1601,7 +1601,7 @@ static void check_moe(gl_config *c)
         bad("--expert-tensor-parallel-size %d must divide the experts' FFN width %d "
             "(--moe-ffn-hidden-size, else --ffn-hidden-size): ETP splits each expert's "
             "matrices; choose one of %s", etp, F, divisors(F, 64, list, sizeof list));
-    if (F % tp && etp == tp)
+    if (F % tp)
         bad("--tensor-model-parallel-size %d must divide the experts' FFN width %d "
             "(--moe-ffn-hidden-size, else --ffn-hidden-size): TP splits each expert as "
             "the dense MLP", tp, F);
