@@ -1623,8 +1623,9 @@ static void check_moe(gl_config *c)
         bad("--moe-pad-expert-input-to-capacity pads to the experts' capacity, which "
             "--moe-expert-capacity-factor sets: add it, or drop the padding");
     /* A dry run plans the expert grid of any EP and ETP that fit (the
-     * groups, which experts each rank holds, the memory per rank); the
-     * training of one is not built yet. */
+     * groups, which experts each rank holds, the memory per rank: with a
+     * warning from gl_config_finish); the training of one is not built
+     * yet. */
     if (ep != 1 && !c->dry_run)
         bad("--expert-model-parallel-size %d: expert parallelism is not built yet; the "
             "experts are replicated over data-parallel ranks and split over "
@@ -1633,10 +1634,7 @@ static void check_moe(gl_config *c)
         bad("--expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
             "a tensor parallelism of the experts' own is not built yet (they split over TP "
             "as the dense MLP): drop it, or set it to %d", etp, tp, tp);
-    if ((ep != 1 || etp != tp) && c->dry_run)
-        warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
-              "this dry run, but training needs EP 1 and ETP = TP (%d) until expert "
-              "parallelism is built", ep, etp, tp);
+
     if (c->fp8.format != GL_FP8_OFF)
         bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
             "--fp8-format, or train a dense model in FP8");
@@ -2337,6 +2335,13 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
     check_batch(c);
     check_fp8_shapes(c);
     finish_schedule(c);
+
+    /* Said once the plan stands: what check_moe refuses outside a dry run. */
+    int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
+    if (c->dry_run && (ep != 1 || etp != tp))
+        warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
+              "this dry run, but training needs EP 1 and ETP = TP (%d) until expert "
+              "parallelism is built", ep, etp, tp);
 }
 
 /* ------------------------------------------------------------------ */
