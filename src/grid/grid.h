@@ -2,7 +2,7 @@
  * grid.h: the process grid, as data.
  *
  * The world of W ranks is a grid TP x CP x DP x PP in Megatron's order
- * tp-cp-dp-pp, first axis fastest:
+ * tp-cp-ep-dp-pp (EP is 1 in this grid), first axis fastest:
  *
  *     rank = tp + TP * (cp + CP * (dp + DP * pp))
  *
@@ -25,6 +25,7 @@
  * stage's ranks anew.  With ETP = TP and CP = 1 this is EP subdividing DP
  * (dp = ep + EP edp); with CP > 1 an EP group may span CP ranks.
  * ETP of 0 means TP, Megatron's default.
+ *
  * Everything here is pure arithmetic: no MPI, no CUDA, no allocation, no
  * printing.  src/boot turns these member lists into communicators.
  */

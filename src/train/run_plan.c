@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "base/log.h"
+#include "grid/grid.h"
 #include "model/model.h"
 #include "train/optim.h"
 #include "train/run_plan.h"
@@ -114,8 +115,11 @@ void gl_run_plan_print(const gl_config *c, FILE *out)
     fprintf(out, "expert_data_parallel_size=%d\n", c->expert_data_parallel_size);
     fprintf(out, "experts_per_rank=%d\n", E / ep);
     fprintf(out, "expert_placement=");
-    for (int i = 0; E && i < ep; i++)
-        fprintf(out, "%s%d:[%d,%d)", i ? " " : "", i, i * (E / ep), (i + 1) * (E / ep));
+    gl_grid_spec grid = {.ep = ep};   /* all gl_grid_experts reads */
+    for (int i = 0, first; E && i < ep; i++) {
+        int count = gl_grid_experts(&grid, E, i, &first);
+        fprintf(out, "%s%d:[%d,%d)", i ? " " : "", i, first, first + count);
+    }
 
     /* What one rank of each stage holds. */
     int ab = c->device == GL_DEVICE_CPU ? 4 : 2;
