@@ -1634,7 +1634,6 @@ static void check_moe(gl_config *c)
         bad("--expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
             "a tensor parallelism of the experts' own is not built yet (they split over TP "
             "as the dense MLP): drop it, or set it to %d", etp, tp, tp);
-
     if (c->fp8.format != GL_FP8_OFF)
         bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
             "--fp8-format, or train a dense model in FP8");
