@@ -164,6 +164,13 @@ attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
         int q0 = (kt + it % per) * T;
         int hq = kvh * group + it / per;      /* the query head */
 
+        /* GROUPS: the dropout mask of the warp's 8 transposed tiles, one
+         * Philox call per lane per tile (8 per query tile instead of 32),
+         * drawn by every lane (keep_cols shuffles) before the products */
+        uint32_t keepm = 0;
+        if constexpr (DROP == ATTN_DROP_GROUPS)
+            keepm = dr.keep_cols_block(b, hq, S, q0, k0 + warp * 16, lane);
+
         /* S^T = K Q^T and dP^T = V dO^T: 16 keys x 64 queries each */
         float p[8][4], dp[8][4];
 #pragma unroll
@@ -196,14 +203,10 @@ attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
             }
         }
         /* P^T = exp(S^T scale - lse) where key <= query < S, else 0;
-         * dS^T = P^T (dP^T - D).  GROUPS: the keep bits of n-tile i,
-         * drawn by every lane before the branch (keep_cols shuffles): 8
-         * Philox calls per lane per query tile instead of 32. */
+         * dS^T = P^T (dP^T - D) */
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            uint32_t bits = 0;
-            if constexpr (DROP == ATTN_DROP_GROUPS)
-                bits = dr.keep_cols(b, hq, S, q0 + i * 8, k0 + warp * 16, lane);
+            uint32_t bits = keepm >> 4 * i;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int key = k0 + warp * 16 + g + (e >> 1) * 8;
@@ -340,6 +343,14 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
         int key0 = j * T;
 
         if (key0 <= wrow0 + 16 * MT - 1) {     /* else all masked */
+            /* GROUPS: the dropout mask of the warp's MT x 8 tiles, one
+             * Philox call per lane per tile (MT x 8 per key tile instead
+             * of 4 MT x 8), drawn by every lane (keep_rows shuffles)
+             * before the products */
+            uint64_t keepm = 0;
+            if constexpr (DROP == ATTN_DROP_GROUPS)
+                keepm = dr.keep_rows_block<MT>(b, h, S, wrow0, key0, lane);
+
             /* S = Q K^T and dP = dO V^T: 16 MT queries x 64 keys each */
             float p[MT][8][4], dp[MT][8][4];
 #pragma unroll
@@ -375,18 +386,12 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
                 }
             }
             /* dS = P (dP - D), P = exp(S scale - lse) where key <= query;
-             * with dropout dP = keep dP'.  GROUPS: the keep bits of
-             * (m-tile, n-tile), drawn by every lane before the branch
-             * (keep_rows shuffles): MT x 8 Philox calls per lane per key
-             * tile instead of 4 MT x 8. */
+             * with dropout dP = keep dP' */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
-                    uint32_t bits = 0;
-                    if constexpr (DROP == ATTN_DROP_GROUPS)
-                        bits = dr.keep_rows(b, h, S, wrow0 + mt * 16, key0 + i * 8,
-                                            lane);
+                    uint32_t bits = (uint32_t)(keepm >> 4 * (8 * mt + i));
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         int key = key0 + i * 8 + 2 * t + (e & 1);

@@ -121,6 +121,15 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
         /* A warp whose queries all precede this tile's keys has nothing
          * to add (its rows see only masked keys): it waits at the barrier. */
         if (key0 <= wrow0 + 16 * MT - 1) {
+            /* GROUPS: the dropout mask of the warp's MT x 8 tiles, one
+             * Philox call per lane per tile (MT x 8 per key tile instead
+             * of 4 MT x 8), drawn by every lane (keep_rows shuffles)
+             * before the products, while s is not yet live.  Rows past S
+             * and keys past the diagonal are drawn too (and unused). */
+            uint64_t keepm = 0;
+            if constexpr (DROP == ATTN_DROP_GROUPS)
+                keepm = dr.keep_rows_block<MT>(b, h, S, wrow0, key0, lane);
+
             /* S = Q K^T for 32 rows x 64 keys: MT x 8 n-tiles */
             float s[MT][8][4];
 #pragma unroll
@@ -200,18 +209,14 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
                     }
                 }
 
-            /* P' = keep P (after l has summed P).  GROUPS: per lane one
-             * Philox call per (m-tile, n-tile), MT x 8 per key tile
-             * instead of 4 MT x 8, drawn by every lane (keep_rows
-             * shuffles) including those of rows past S or keys past the
-             * diagonal; a masked score is 0 either way. */
+            /* P' = keep P (after l has summed P); a masked score is 0
+             * either way */
             if constexpr (DROP == ATTN_DROP_GROUPS) {
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                     for (int i = 0; i < 8; i++) {
-                        uint32_t bits = dr.keep_rows(b, h, S, wrow0 + mt * 16,
-                                                     key0 + i * 8, lane);
+                        uint32_t bits = (uint32_t)(keepm >> 4 * (8 * mt + i));
 #pragma unroll
                         for (int e = 0; e < 4; e++)
                             s[mt][i][e] *= dr.factor(bits, e);

@@ -290,6 +290,39 @@ struct attn_drop {
         }
         return bits;
     }
+
+    /* keep_rows of the MT x 8 tiles of a warp's block of scores (MT <= 2):
+     * m-tile mt (queries i0 + 16 mt ..), n-tile n (keys j0 + 8 n ..) in
+     * bits 4 (8 mt + n) .. + 3.  One tile at a time (a rolled loop: the
+     * state of one Philox call live), so that the kernels can draw the
+     * mask before the score products, while few registers are live. */
+    template <int MT>
+    __device__ __forceinline__ uint64_t keep_rows_block(int b, int h, int S,
+                                                        int i0, int j0,
+                                                        int lane) const
+    {
+        static_assert(MT * 8 * 4 <= 64, "the bits of one block fit 64");
+        uint64_t m = 0;
+#pragma unroll 1
+        for (int n = 0; n < MT * 8; n++)
+            m |= (uint64_t)keep_rows(b, h, S, i0 + 16 * (n >> 3), j0 + 8 * (n & 7),
+                                     lane) << 4 * n;
+        return m;
+    }
+
+    /* keep_cols of the 8 tiles of a warp's transposed block (keys j0 ..
+     * j0 + 15, queries i0 + 8 n ..): tile n in bits 4 n .. + 3; rolled
+     * as keep_rows_block. */
+    __device__ __forceinline__ uint32_t keep_cols_block(int b, int h, int S,
+                                                        int i0, int j0,
+                                                        int lane) const
+    {
+        uint32_t m = 0;
+#pragma unroll 1
+        for (int n = 0; n < 8; n++)
+            m |= keep_cols(b, h, S, i0 + 8 * n, j0, lane) << 4 * n;
+        return m;
+    }
 };
 
 /* The dropout path of a launch: NONE without dropout (drop == 0), GROUPS
