@@ -210,6 +210,8 @@ typedef struct {
  * position <= the query's; full, every pair. */
 typedef enum { GL_ATTN_CAUSAL = 0, GL_ATTN_FULL = 1 } gl_attn_mask;
 
+/* A back end's table (ops_cpu.c, cuda/dev_cuda.cu) sets every member by
+ * name, .op = fn, so that a member added or moved shifts no other. */
 struct gl_ops {
     const char *name;
 
