@@ -693,9 +693,9 @@ static void cu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                            Sk, Hq, Hkv, D, scale, qpos, kpos, mask);
 }
 
-static void cu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
-                          const void *src, gl_dtype st, int ldsrc, int rows,
-                          int cols)
+static void cu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, long lddst,
+                          const void *src, gl_dtype st, long ldsrc, int rows,
+                          long cols)
 {
     gl_cuda_convert_2d(d, dst, dt, lddst, src, st, ldsrc, rows, cols);
 }
