@@ -2573,6 +2573,56 @@ static void test_convert_2d(int rows, int cols, int ld_src, int ld_dst)
     free(x);
 }
 
+/* convert_2d with a stride past 2^31 elements (ops.h's limits): two act
+ * rows 2^31 + 256 elements apart copied out to a contiguous f32 block,
+ * then other values copied back in from one; only the two rows' spans
+ * of the 4 GiB view are written or read.  Needs 5 GiB of the device. */
+static void test_convert_2d_wide(void)
+{
+    enum { rows = 2, cols = 300 };
+    const long ld = (1L << 31) + 256;
+    size_t in_use, peak, total;
+    size_t wide_bytes = ((size_t)(rows - 1) * ld + cols) * 2;
+    G->ops->mem_info(G, &in_use, &peak, &total);
+    if (total < in_use + wide_bytes + ((size_t)1 << 30)) {
+        skip(2, "convert_2d past 2^31 elements: less than 5 GiB free on the device");
+        return;
+    }
+    char *wide = G->ops->alloc(G, wide_bytes);
+    float *x = rand_f32((size_t)rows * cols, -3, 3);
+    uint16_t row[cols];
+    for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < cols; c++)
+            row[c] = f2bf(x[r * cols + c]);
+        G->ops->upload(G, wide + (size_t)r * ld * 2, row, sizeof row);
+    }
+    float *dst = G->ops->alloc(G, (size_t)rows * cols * 4);
+    G->ops->convert_2d(G, dst, GL_DT_F32, cols, wide, GL_DT_BF16, ld, rows, cols);
+    float *got = dl_f32(dst, (size_t)rows * cols);
+    long bad = 0;
+    for (int i = 0; i < rows * cols; i++)
+        bad += got[i] != round_bf(x[i]);
+    ok(bad == 0, "convert_2d act -> f32, %d x %d, source stride %ld (%ld wrong)", rows,
+       cols, ld, bad);
+
+    for (int i = 0; i < rows * cols; i++)
+        x[i] = -2 * x[i];
+    float *src = g_f32(x, (size_t)rows * cols);
+    G->ops->convert_2d(G, wide, GL_DT_BF16, ld, src, GL_DT_F32, cols, rows, cols);
+    bad = 0;
+    for (int r = 0; r < rows; r++) {
+        G->ops->download(G, row, wide + (size_t)r * ld * 2, sizeof row);
+        for (int c = 0; c < cols; c++)
+            bad += bf2f(row[c]) != round_bf(x[r * cols + c]);
+    }
+    ok(bad == 0, "convert_2d f32 -> act, %d x %d, destination stride %ld (%ld wrong)",
+       rows, cols, ld, bad);
+    G->ops->free(G, wide);
+    G->ops->free(G, dst);
+    G->ops->free(G, src);
+    free(got);
+    free(x);
+}
 
 static cudaEvent_t ev0, ev1;
 
@@ -3013,6 +3063,7 @@ int main(void)
         test_attn_ring(1, 4, 128, 8, 2, 128);  /* S = 1024 */
     test_convert_2d(37, 45, 50, 48);
     test_convert_2d(256, 1024, 3072, 1024);
+    test_convert_2d_wide();
 
     /* FP8: quantization in the 16-byte path (rows % 16 == 0, cols % 8 ==
      * 0), with partial tiles, in the general path, each output alone;

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "model/layer.h"
 #include "model/moe.h"
 
 #define OPS (m->d->ops)
