@@ -23,8 +23,10 @@
  * before moe_route_bwd, as ops.h says), moe_gemm's dgrad and wgrad,
  * swiglu's, fc1's per expert, permute's (into dmg), the shared experts',
  * then the router: moe_route_bwd, the auxiliary and z losses' gradients
- * added into dlogits with the backward scale m->moe_loss_gscale, the
- * router's weight gradient and (gl_moe_router_dx) its share of dmg.
+ * added into dlogits with the backward scale m->moe_loss_gscale, then
+ * dlogits' own rows rounded to act (gemm's operand dtype: on CUDA bf16,
+ * not the f32 of dlogits), the router's weight gradient and
+ * (gl_moe_router_dx) its share of dmg.
  *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
@@ -63,6 +65,9 @@ struct gl_moe_scratch {
     void *ss, *dss, *dsgu;      /* shared experts: activation and gradients */
     float *dweight;             /* [n, k] */
     float *dlogits;             /* [n, E] */
+    void *dlact;                /* [n, E]: its first nown rows, the own rows
+                                   of dlogits in act, the router products'
+                                   operand (gemm reads act, ops.h) */
     float *bias;                /* [E] the expert bias in f32 */
     float *tok;                 /* [E] tokens per expert of one call */
 };
@@ -162,6 +167,7 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     }
     s->dweight = OPS->alloc(d, n * (size_t)dm->topk * sizeof(float));
     s->dlogits = OPS->alloc(d, n * (size_t)dm->E * sizeof(float));
+    s->dlact = OPS->alloc(d, n * (size_t)dm->E * ab);
     s->bias = OPS->alloc(d, (size_t)dm->E * sizeof(float));
     s->tok = OPS->alloc(d, (size_t)dm->E * sizeof(float));
     m->moe_scratch = s;
@@ -232,7 +238,7 @@ void gl_moe_free(gl_model *m)
     if (!s)
         return;
     void *bufs[] = { s->xp, s->a, s->dyp, s->da, s->dgu, s->dxp, s->ss, s->dss, s->dsgu,
-                     s->dweight, s->dlogits, s->bias, s->tok };
+                     s->dweight, s->dlogits, s->dlact, s->bias, s->tok };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             OPS->free(d, bufs[i]);
@@ -440,8 +446,12 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         float sc = z_scale(m);
         OPS->moe_z_loss(d, NULL, dl, lg, nown, E, sc, sc * gs);
     }
-    OPS->gemm(d, 1, 0, E, h, nown, 1.0f, dl, E, gl_act_at(m, (void *)mg, (size_t)r0 * h), h,
-              1.0f, G(m, lo->router), GL_DT_F32, h);
+    /* the router's products take act operands: dlogits' own rows
+     * rounded to act, as Megatron's cast of the logits to fp32 hands
+     * its gradient back in the router's dtype */
+    OPS->to_act(d, s->dlact, dl, (size_t)nown * E);
+    OPS->gemm(d, 1, 0, E, h, nown, 1.0f, s->dlact, E, gl_act_at(m, (void *)mg, (size_t)r0 * h),
+              h, 1.0f, G(m, lo->router), GL_DT_F32, h);
     gl_grads_ready(m, lo->router, (size_t)E * h);
     if (m->plan->arch.moe_router_enable_expert_bias)
         gl_grads_ready(m, lo->ebias, (size_t)E);     /* a buffer: its zero gradient is final */
@@ -452,6 +462,7 @@ void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own)
     const gl_model_dims *dm = DIMS;
     int r0, nown;
     own_range(m, &r0, &nown);
-    OPS->gemm(m->d, 0, 0, nown, dm->h, dm->E, 1.0f, m->moe_scratch->dlogits + (size_t)r0 * dm->E,
-              dm->E, W(m, lo->router), dm->h, 1.0f, own, m->d->act, dm->h);
+    (void)r0;                   /* dlact holds the own rows from its row 0 */
+    OPS->gemm(m->d, 0, 0, nown, dm->h, dm->E, 1.0f, m->moe_scratch->dlact, dm->E,
+              W(m, lo->router), dm->h, 1.0f, own, m->d->act, dm->h);
 }
