@@ -997,12 +997,11 @@ static void test_moe(void)
     REFUSED(BASE MOE_OK "--moe-router-num-groups 2", 0,
             "--moe-router-num-groups is not supported: group-limited routing");
     /* not built yet: the global batch's aux loss, the per-token
-     * normalisation of the MoE losses, the CUDA kernels */
+     * normalisation of the MoE losses */
     REFUSED(BASE MOE_OK "--moe-router-load-balancing-type global_aux_loss "
             "--moe-aux-loss-coeff 0.01", 0, "global_aux_loss is not built yet");
     REFUSED(BASE MOE_OK "--calculate-per-token-loss --moe-z-loss-coeff 0.001", 0,
             "--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff");
-    REFUSED(BASE MOE_OK "--device cuda", 0, "mixture-of-experts training is not built for CUDA yet");
 }
 
 int main(void)

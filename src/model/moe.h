@@ -47,7 +47,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                 gl_layer_acts *A, const void *mg, const void *dz, void *dmg);
 
 /* own [nl, h] (the reduced gradient of mg's own rows) += the router's
- * share, from the dlogits gl_moe_bwd left. */
+ * share, from the dlogits gl_moe_bwd left (their own rows, in act). */
 void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own);
 
 /* Free what gl_moe_fwd allocated for A, and the model's MoE scratch. */

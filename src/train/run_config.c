@@ -1645,10 +1645,6 @@ static void check_moe(gl_config *c)
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
             "--calculate-per-token-loss, or the MoE losses");
-    if (c->device == GL_DEVICE_CUDA)
-        bad("--num-experts %d --device cuda: mixture-of-experts training is not built for "
-            "CUDA yet (the MoE ops have CUDA kernels; the MoE layer has been checked on the "
-            "CPU device only): train mixture-of-experts models on --device cpu", E);
 }
 
 static void check_layout(gl_config *c)
