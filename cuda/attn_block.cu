@@ -503,11 +503,11 @@ __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
 
-/* Grid-stride over rows x cols; a bf16 -> bf16 copy passes through fp32
- * exactly. */
+/* Grid-stride over rows x cols, every index in 64 bits (ops.h's limits);
+ * a bf16 -> bf16 copy passes through fp32 exactly. */
 template <class TD, class TS>
-__global__ void convert_2d_kernel(TD *dst, int lddst, const TS *src, int ldsrc,
-                                  int rows, int cols)
+__global__ void convert_2d_kernel(TD *dst, long lddst, const TS *src, long ldsrc,
+                                  int rows, long cols)
 {
     long n = (long)rows * cols;
     for (long x = (long)blockIdx.x * blockDim.x + threadIdx.x; x < n;
@@ -517,9 +517,9 @@ __global__ void convert_2d_kernel(TD *dst, int lddst, const TS *src, int ldsrc,
     }
 }
 
-void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
-                        const void *src, gl_dtype st, int ldsrc, int rows,
-                        int cols)
+void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, long lddst,
+                        const void *src, gl_dtype st, long ldsrc, int rows,
+                        long cols)
 {
     if ((dt != GL_DT_BF16 && dt != GL_DT_F32) ||
         (st != GL_DT_BF16 && st != GL_DT_F32))

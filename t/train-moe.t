@@ -65,25 +65,11 @@ ref=mixtral-ref
 if run ck-save 2 --tensor-model-parallel-size 2 --train-iters 10 --lr-decay-iters 20 \
         --save "$tmp/ck" --save-interval 10 &&
    run ck-load 1 --load "$tmp/ck" --lr-decay-iters 20; then
-    first=$(head -1 "$tmp/ck-load.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
-    grep -v valid "$tmp/mixtral-ref.jsonl" | sed -n '11,20p' >"$tmp/tail.jsonl"
-    grep -v valid "$tmp/ck-load.jsonl" >"$tmp/got.jsonl"
-    w=$(awk '
-    function val(line, key,   s) {
-        if (!match(line, "\"" key "\": [^,}]*")) return "null"
-        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
-    }
-    function rel(a, b,   d) { d = (a - b) / b; return d < 0 ? -d : d }
-    FNR == NR { rl[FNR] = val($0, "loss"); ra[FNR] = val($0, "moe_aux_loss"); n = FNR; next }
-    { m = FNR; d = rel(val($0, "loss"), rl[FNR]); if (d > w) w = d
-      d = rel(val($0, "moe_aux_loss"), ra[FNR]); if (d > w) w = d }
-    END { if (m != n || n != 10) print "mismatch"; else printf "%.3g\n", w }
-    ' "$tmp/tail.jsonl" "$tmp/got.jsonl")
-    if [ "$first" = 11 ] && [ "$w" != mismatch ] &&
-       awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+    if w=$(resumed_within "$tmp/mixtral-ref.jsonl" "$tmp/ck-load.jsonl" 11 10 1e-5 \
+               loss moe_aux_loss); then
         pass "saved at TP 2, resumed at TP 1: iterations 11-20 within $w"
     else
-        fail "TP 2 -> TP 1 resume: first iteration '$first', worst $w"
+        fail "TP 2 -> TP 1 resume: worst $w"
     fi
 else
     fail "TP 2 -> TP 1 resume: a run failed"

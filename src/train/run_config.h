@@ -136,9 +136,6 @@ typedef struct gl_config {
     int bf16;                        /* --bf16 */
     gl_fp8_opts fp8;                 /* --fp8-* (arch/arch.h) */
     gl_moe_opts moe;                 /* --moe-* training settings (arch/arch.h) */
-    int expert_tensor_parallel_size; /* --expert-tensor-parallel-size: 0 (not
-                                      * given) or the TP size, as gridlm
-                                      * splits the experts over TP */
     gl_attn_backend attention_backend; /* --attention-backend */
 
     /* --- data --- */
@@ -168,6 +165,9 @@ typedef struct gl_config {
     /* --- derived by gl_config_finish() --- */
     int world_size;
     int data_parallel_size;
+    int expert_data_parallel_size;   /* EDP: world / (ETP x EP x PP), the
+                                      * ranks that hold the same experts
+                                      * (grid/grid.h's expert grid) */
     int num_micro_batches;           /* global / (mbs x dp): the most, after
                                       * any --rampup-batch-size */
     gl_vocab_source vocab_source;    /* set by gl_config_parse */

@@ -433,10 +433,6 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_config cc = *c0;             /* shallow: the loader may set the vocabulary */
     const gl_config *c = &cc;
     check_supported(c);
-    if (c->arch.num_experts > 0 && d->index >= 0)    /* --device auto found a GPU */
-        gl_die_code(2, "--num-experts %d on %s: mixture-of-experts training is not built for "
-                    "CUDA yet (checked on the CPU device only): train mixture-of-experts "
-                    "models with --device cpu", c->arch.num_experts, d->name);
     int tp_rank = g->me.tp, pp_rank = g->me.pp, dp_rank = g->me.dp;
     int world = b->size, rank = b->rank;
     int pp = c->layout.pipeline_model_parallel_size, V = c->layout.virtual_pipeline_size;
