@@ -178,19 +178,7 @@ resumed() {
     if run "save-$ck" "$1" $2 --save "$tmp/ck-$ck" --save-interval 10 \
            --train-iters 10 --lr-decay-iters 20 &&
        run "resume-$ck" "$3" $4 --load "$tmp/ck-$ck"; then
-        w=$(awk '
-        function val(line, key,   s) {
-            if (!match(line, "\"" key "\": [^,}]*")) return "null"
-            s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
-        }
-        function rel(a, b,   d) { d = (a - b) / b; return d < 0 ? -d : d }
-        /valid_loss/ { next }
-        FNR == NR { rl[val($0, "iteration")] = val($0, "loss"); next }
-        { i = val($0, "iteration"); if (!(i in rl) || i < 11) bad = 1
-          d = rel(val($0, "loss"), rl[i]); if (d > w) w = d; n++ }
-        END { if (bad || n != 10) print "mismatch"; else printf "%.3g\n", w }
-        ' "$tmp/ref.jsonl" "$tmp/resume-$ck.jsonl")
-        if [ -n "$w" ] && [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+        if w=$(resumed_within "$tmp/ref.jsonl" "$tmp/resume-$ck.jsonl" 11 10 1e-5); then
             pass "$what: iterations 11-20 within $w"
         else
             fail "$what: worst relative difference $w"
