@@ -70,7 +70,7 @@ static int loss(int argc, char **argv)
     c.global_batch_size = 0;
     gl_config_finish(&c, 1, 1);
 
-    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
     gl_model *m = gl_model_new(p, d, NULL, &one);

@@ -104,7 +104,7 @@ static void run_variant(const variant *v)
 {
     model_cfg c;
     micro_config(&c, v);
-    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
     harness H = { .d = d };

@@ -104,7 +104,7 @@ static void run_variant(const variant *v)
 {
     model_cfg c;
     micro_config(&c, v);
-    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
     harness H = { .d = d };
@@ -174,7 +174,7 @@ static void run_variant(const variant *v)
         lay.recompute_granularity = GL_RECOMPUTE_FULL;
         snprintf(lay.recompute_method, sizeof lay.recompute_method, "uniform");
         lay.recompute_num_layers = 2;
-        gl_model_plan *p2 = gl_model_plan_new(&c.arch, &lay, 0, 0, 1);
+        gl_model_plan *p2 = gl_model_plan_new(&c.arch, &lay, 0, 0, 0, 1);
         harness H2 = H;
         H2.m = gl_model_new(p2, d, NULL, &one);
         H2.m->moe_opts = m->moe_opts;

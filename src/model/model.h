@@ -168,6 +168,13 @@ typedef struct {
     int buffer;                 /* not trained (the expert bias): its gradient
                                  * stays zero, the optimizer leaves it alone,
                                  * the checkpoint holds it */
+    int expert;                 /* a routed expert's stacked weights: with
+                                 * expert parallelism this rank holds the
+                                 * experts [global_offset[0], + local_shape[0])
+                                 * of its EP index, and its gradient is summed
+                                 * over the expert-data-parallel group (EDP),
+                                 * not DP (optim.h); the other parameters
+                                 * are replicated over EP and summed over DP */
 } gl_param;
 
 /* A parameter as a 2-D row-major matrix in which its local piece is one
@@ -218,6 +225,9 @@ typedef struct {
     float attention_dropout;    /* --attention-dropout */
     /* Mixture of experts (all 0 in a dense model). */
     int E, topk;                /* experts, experts per token */
+    int ep, ep_rank;            /* --expert-model-parallel-size, this rank's EP
+                                 * index (1, 0 without expert parallelism) */
+    int El, e0;                 /* local experts: [e0, e0 + El) of E */
     int fe, fel;                /* an expert's FFN width; its TP-local part */
     int fs, fsl;                /* the shared experts' width; local (0: none) */
 } gl_model_dims;
@@ -267,10 +277,11 @@ typedef struct {
 } gl_model_plan;
 
 /* The parameter table and flat layout of the rank at (tp_rank, pp_rank)
- * for a data-parallel group of dp ranks.  Pure: no device, no MPI.  Dies
- * naming the flag when the model does not split evenly. */
+ * and EP index ep_rank (0 without expert parallelism; the rank's place in
+ * its EP group) for a data-parallel group of dp ranks.  Pure: no device,
+ * no MPI.  Dies naming the flag when the model does not split evenly. */
 gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *l, int tp_rank, int pp_rank,
-                                 int dp);
+                                 int ep_rank, int dp);
 void gl_model_plan_free(gl_model_plan *p);
 
 /* The flat range [*begin, *end) whose gradients the backward leaves as
@@ -412,6 +423,10 @@ typedef struct {
      * a block's output and lse, dq and attn_delta's rows (f32). */
     gl_comm *cp;
     int cp_rank;
+    /* Expert parallelism (moe.c): the EP group (NULL for EP = 1), whose
+     * member i holds the experts of EP index i (dims: e0, El); set by the
+     * caller after gl_model_new, with a plan made for this rank's index. */
+    gl_comm *ep;
     void *kv[2];
     float *dkv[2];
     float *o_acc, *o_blk, *lse_blk, *dq_acc, *delta;

@@ -341,6 +341,10 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     int with_optim = !c->ckpt.no_save_optim;
     int nkinds = with_optim ? K_COUNT : 1;
     size_t sb = o->shard_begin, se = o->shard_end;
+    if (o->ep) {                /* plain: every rank holds it all (optim.h) */
+        sb = 0;
+        se = p->nflat;
+    }
 
     gl_train_save_wait(pending);
     o->d->ops->sync(o->d);
@@ -370,13 +374,12 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                 t->shape[0] = lg[i].shape[0];
                 t->shape[1] = lg[i].shape[1];
             }
-            /* the part of the piece in this rank's DP shard, written by TP
-             * rank 0 alone for replicated tensors */
+            /* the part of the piece this rank owns (its DP shard's, an
+             * expert's its EDP shard's: optim.h), written by TP rank 0
+             * alone for replicated tensors */
             size_t a = 0, b = 0;
-            if (q && (q->shard != GL_SHARD_NONE || dm->tp_rank == 0)) {
-                a = q->offset > sb ? q->offset : sb;
-                b = q->offset + q->count < se ? q->offset + q->count : se;
-            }
+            if (q && (q->shard != GL_SHARD_NONE || dm->tp_rank == 0))
+                gl_optim_owned(o, q, &a, &b);
             if (b > a) {
                 t->writes = 1;
                 t->first = (long)(a - q->offset);

@@ -293,7 +293,52 @@ static void build_buckets(gl_optim *o, const gl_config *c)
     o->m->grad_ready_arg = o;
 }
 
-gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
+/* ---- expert parallelism (optim.h) ---- */
+
+void gl_optim_owned(const gl_optim *o, const gl_param *q, size_t *a, size_t *b)
+{
+    size_t sb = o->shard_begin, se = o->shard_end;
+    if (q->expert && o->ep) {
+        size_t shard = o->m->plan->nflat / (size_t)o->edp_size;
+        sb = shard * (size_t)o->edp_rank;
+        se = sb + shard;
+    }
+    *a = q->offset > sb ? q->offset : sb;
+    *b = q->offset + q->count < se ? q->offset + q->count : se;
+    if (*b < *a)
+        *b = *a;
+}
+
+/* Under expert parallelism: the flat buffer's ranges by the group that
+ * sums them (flag 1: the experts', over EDP; 0: the rest, over DP), each
+ * parameter's extended over its alignment gap; and the counted ranges
+ * of the gradient norm, each parameter's owned part (gl_optim_owned). */
+static void ep_ranges(gl_optim *o)
+{
+    const gl_model_plan *p = o->m->plan;
+    int n = p->nparams;
+    o->red = gl_malloc((size_t)(n ? n : 1) * sizeof *o->red);
+    o->norm = gl_malloc((size_t)(n ? n : 1) * sizeof *o->norm);
+    for (int k = 0; k < n; k++) {
+        const gl_param *q = &p->param[o->porder[k]];
+        size_t a, b;
+        extent(o, k, &a, &b);
+        if (k == 0)
+            a = 0;
+        int f = q->expert;
+        if (o->nred && o->red[o->nred - 1].flag == f)
+            o->red[o->nred - 1].end = b;
+        else
+            o->red[o->nred++] = (gl_range){ a, b, f };
+        if (!q->counted)
+            continue;
+        gl_optim_owned(o, q, &a, &b);
+        if (b > a)
+            o->norm[o->nnorm++] = (gl_range){ a, b, 1 };
+    }
+}
+
+gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *edp, int dist)
 {
     const gl_model_plan *p = m->plan;
     gl_dev *d = m->d;
@@ -304,6 +349,17 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     o->dp_size = o->dp ? gl_comm_size(dp) : 1;
     o->dp_rank = o->dp ? gl_comm_rank(dp) : 0;
     o->dist = gl_optim_is_distributed(dist, o->dp_size);
+    o->ep = p->dm.ep > 1;
+    o->edp = (edp && gl_comm_size(edp) > 1) ? edp : NULL;
+    o->edp_size = o->edp ? gl_comm_size(edp) : 1;
+    o->edp_rank = o->edp ? gl_comm_rank(edp) : 0;
+    if (o->ep && (o->dist || c->optim.overlap_grad_reduce))
+        gl_die_code(2, "--expert-model-parallel-size %d: the distributed optimizer and "
+                    "--overlap-grad-reduce are not built with expert parallelism yet",
+                    p->dm.ep);
+    if (p->nflat % (size_t)o->edp_size)
+        gl_die("optimizer: flat buffer of %zu elements does not split over EDP %d",
+               p->nflat, o->edp_size);
     o->beta1 = c->optim.adam_beta1;
     o->beta2 = c->optim.adam_beta2;
     o->eps = c->optim.adam_eps;
@@ -333,15 +389,20 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
 
     /* counted ranges within the shard */
     int nr;
-    gl_range *r = flag_ranges(p, 1, &nr);
-    o->norm = gl_malloc((size_t)(nr ? nr : 1) * sizeof *o->norm);
-    for (int i = 0; i < nr; i++) {
-        size_t a = r[i].begin > o->shard_begin ? r[i].begin : o->shard_begin;
-        size_t b = r[i].end < o->shard_end ? r[i].end : o->shard_end;
-        if (r[i].flag && b > a)
-            o->norm[o->nnorm++] = (gl_range){ a, b, 1 };
+    gl_range *r;
+    if (o->ep) {
+        ep_ranges(o);
+    } else {
+        r = flag_ranges(p, 1, &nr);
+        o->norm = gl_malloc((size_t)(nr ? nr : 1) * sizeof *o->norm);
+        for (int i = 0; i < nr; i++) {
+            size_t a = r[i].begin > o->shard_begin ? r[i].begin : o->shard_begin;
+            size_t b = r[i].end < o->shard_end ? r[i].end : o->shard_end;
+            if (r[i].flag && b > a)
+                o->norm[o->nnorm++] = (gl_range){ a, b, 1 };
+        }
+        free(r);
     }
-    free(r);
 
     /* AdamW segments within the update range: those of the embedding and
      * output layer after the others when they have their own rate */
@@ -391,6 +452,7 @@ void gl_optim_free(gl_optim *o)
     d->ops->free(d, o->mom2);
     d->ops->free(d, o->gshard);
     free(o->norm);
+    free(o->red);
     free(o->seg);
     free(o->bucket);
     free(o->porder);
@@ -430,6 +492,17 @@ void gl_optim_reduce(gl_optim *o)
             o->bucket[j].launched = 0;
         }
         memset(o->pdone, 0, (size_t)o->m->plan->nparams);
+        return;
+    }
+    if (o->ep) {
+        /* the experts' ranges over EDP, the rest over DP (plain only) */
+        for (int i = 0; i < o->nred; i++) {
+            gl_comm *grp = o->red[i].flag ? o->edp : o->dp;
+            float *g = o->m->g + o->red[i].begin;
+            if (grp)
+                gl_all_reduce(grp, g, g, o->red[i].end - o->red[i].begin, GL_DT_F32,
+                              GL_OP_SUM, o->d->stream);
+        }
         return;
     }
     if (o->dist)

@@ -103,6 +103,15 @@ typedef struct {
     gl_dev *d;
     gl_comm *dp;                /* NULL when DP = 1 */
     int dp_size, dp_rank, dist;
+    /* expert parallelism (EP > 1): the expert parameters' gradients are
+     * summed over the expert-data-parallel group edp (NULL when EDP = 1)
+     * and their norm taken over its shards (gl_optim_owned); red: the
+     * flat buffer's ranges by group (flag 1: EDP) */
+    int ep;
+    gl_comm *edp;
+    int edp_size, edp_rank;
+    gl_range *red;
+    int nred;
     size_t shard_begin, shard_end;     /* this rank's shard of the flat buffer */
     size_t upd_begin, upd_end;         /* what AdamW updates here */
     float *master;              /* fp32 weights of [upd_begin, upd_end) */
@@ -141,7 +150,14 @@ static inline int gl_optim_is_distributed(int asked, int dp_size)
 
 /* Allocate the optimizer state of m.  dp may be NULL (DP = 1); dist:
  * --use-distributed-optimizer (gl_optim_is_distributed decides). */
-gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist);
+gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *edp, int dist);
+
+/* The part [*a, *b) of q's range of the flat buffer this rank owns: the
+ * one it counts in the gradient norm and writes to a checkpoint.  Its DP
+ * shard's part; an expert parameter's (gl_param.expert) under expert
+ * parallelism, its EDP shard's (the rank's experts are replicated over
+ * EDP only).  Empty: *a == *b. */
+void gl_optim_owned(const gl_optim *o, const gl_param *q, size_t *a, size_t *b);
 void gl_optim_free(gl_optim *o);
 
 /* Where gl_model_init_weights() should put master weights: returns

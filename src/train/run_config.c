@@ -458,6 +458,7 @@ static const int moe_dtype_values[] = {GL_MOE_DTYPE_FP32, GL_MOE_DTYPE_FP64};
 static const char *const moe_drop_policies[] = {"probs", "position", NULL};
 static const int moe_drop_values[] = {GL_DROP_BY_PROBS, GL_DROP_BY_POSITION};
 static const char *const moe_dispatchers[] = {"allgather", "alltoall", NULL};
+static const int moe_dispatcher_values[] = {GL_DISPATCH_ALLGATHER, GL_DISPATCH_ALLTOALL};
 static const char *const attn_backends[] = {"flash", "fused", "unfused", "local", "auto", NULL};
 static const int attn_backend_values[] = {GL_ATTN_BACKEND_FLASH, GL_ATTN_BACKEND_FUSED,
                                           GL_ATTN_BACKEND_UNFUSED, GL_ATTN_BACKEND_LOCAL,
@@ -605,7 +606,8 @@ static const gl_option table[] = {
         "with CP > 1, how attention sees the other ranks' keys: p2p (ring) or all_gather",
         .choices = cp_comm_types, .defstr = "p2p"),
     INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
-        "EP: for mixture-of-experts models; must be 1"),
+        "EP: ranks that split the experts of mixture-of-experts layers (with "
+        "--moe-token-dispatcher-type alltoall)"),
     INT("num-layers-per-virtual-pipeline-stage", layout.num_layers_per_virtual_pipeline_stage, G_PAR,
         POS, "layers per chunk of the interleaved 1F1B schedule", .defstr = "no interleaving"),
     FLAG("sequence-parallel", layout.sequence_parallel, G_PAR,
@@ -1070,12 +1072,11 @@ static const gl_option table[] = {
     ACCEPT("moe-use-legacy-grouped-gemm", "gridlm's grouped expert products are its own"),
     ACCEPT("moe-shared-expert-overlap", "an overlap of communication: the shared experts' "
            "result is the same"),
-    SAME_AS_IN("moe-token-dispatcher-type", G_MOE, moe_dispatchers,
-               "allgather or alltoall (accepted: with one expert group both give the same "
-               "tokens to the same experts)",
-               "allgather and alltoall give the same tokens to the same experts with one "
-               "expert group; flex (DeepEP, HybridEP) is for expert parallelism, which "
-               "gridlm does not build yet"),
+    CHOICE("moe-token-dispatcher-type", moe.token_dispatcher, "NAME", G_MOE, moe_dispatchers,
+           moe_dispatcher_values, "how tokens travel to the experts of other EP ranks: "
+           "alltoall (built); allgather only with --expert-model-parallel-size 1, where both "
+           "give the same tokens to the same experts", .defstr = "allgather",
+           .hint = "flex (DeepEP, HybridEP) is not built: use alltoall"),
     REFUSE("expert-tensor-parallel-size", R_MOE_ETP),
     REFUSE("moe-extended-tp", R_MOE_ETP),
     REFUSE("overlap-moe-expert-parallel-comm", R_MOE_EP),
@@ -1552,6 +1553,39 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 /* Mixture of experts: the flags against each other and the layout, and
  * what gridlm does not train yet (expert parallelism, FP8 experts,
  * global_aux_loss, the CUDA device). */
+/* Expert parallelism: what is built (moe.c, optim.h) is EP with the
+ * alltoall dispatcher, TP = CP = 1, the plain optimizer without overlap,
+ * no capacity; the rest is refused by name. */
+static void check_ep(const gl_config *c)
+{
+    int ep = c->layout.expert_model_parallel_size;
+    if (ep == 1)
+        return;
+    if (c->arch.num_experts % ep)
+        bad("--expert-model-parallel-size %d must divide --num-experts %d: each EP rank "
+            "holds as many experts; choose a divisor", ep, c->arch.num_experts);
+    if (c->layout.tensor_model_parallel_size > 1 || c->layout.context_parallel_size > 1)
+        bad("--expert-model-parallel-size %d with --tensor-model-parallel-size %d and "
+            "--context-parallel-size %d: expert parallelism is built with TP = CP = 1 only; "
+            "use TP 1 and CP 1, or --expert-model-parallel-size 1", ep,
+            c->layout.tensor_model_parallel_size, c->layout.context_parallel_size);
+    if (c->moe.token_dispatcher != GL_DISPATCH_ALLTOALL)
+        bad("--expert-model-parallel-size %d with --moe-token-dispatcher-type allgather (the "
+            "default): the allgather dispatcher is not built; add "
+            "--moe-token-dispatcher-type alltoall (the same tokens reach the same experts)",
+            ep);
+    if (c->moe.capacity_factor > 0)
+        bad("--expert-model-parallel-size %d with --moe-expert-capacity-factor: token "
+            "dropping is not built with expert parallelism; drop the capacity factor, or "
+            "use --expert-model-parallel-size 1", ep);
+    if (c->optim.use_distributed_optimizer || c->optim.overlap_grad_reduce)
+        bad("--expert-model-parallel-size %d with %s: the expert gradients' reduction over "
+            "expert-data-parallel ranks is built for the plain optimizer only; drop it, or "
+            "use --expert-model-parallel-size 1", ep,
+            c->optim.use_distributed_optimizer ? "--use-distributed-optimizer"
+                                               : "--overlap-grad-reduce");
+}
+
 static void check_moe(gl_config *c)
 {
     gl_arch *a = &c->arch;
@@ -1604,11 +1638,7 @@ static void check_moe(gl_config *c)
     if (m->pad_expert_input_to_capacity && m->capacity_factor <= 0)
         bad("--moe-pad-expert-input-to-capacity pads to the experts' capacity, which "
             "--moe-expert-capacity-factor sets: add it, or drop the padding");
-    if (c->layout.expert_model_parallel_size != 1)
-        bad("--expert-model-parallel-size %d: expert parallelism is not built yet; the "
-            "experts are replicated over data-parallel ranks and split over "
-            "--tensor-model-parallel-size: use --expert-model-parallel-size 1",
-            c->layout.expert_model_parallel_size);
+    check_ep(c);
     if (c->fp8.format != GL_FP8_OFF)
         bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
             "--fp8-format, or train a dense model in FP8");

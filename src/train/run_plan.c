@@ -15,7 +15,7 @@
  * as many), tied copies included, alignment padding not. */
 static long rank_params(const gl_config *c, int pp_rank)
 {
-    gl_model_plan *p = gl_model_plan_new(&c->arch, &c->layout, 0, pp_rank, c->data_parallel_size);
+    gl_model_plan *p = gl_model_plan_new(&c->arch, &c->layout, 0, pp_rank, 0, c->data_parallel_size);
     long n = 0;
     for (int i = 0; i < p->nparams; i++)
         n += (long)p->param[i].count;

@@ -1,0 +1,132 @@
+#!/bin/sh
+# train-ep: expert parallelism gives the numbers of one expert group.
+#
+# The models of t/train-moe-lib.sh, 20 iterations on the CPU device, with
+# --moe-token-dispatcher-type alltoall:
+#   mixtral:  softmax top 2 of 4 experts on every layer, aux_loss;
+#   qwen8:    the Qwen3-like model (a shared expert, pre-softmax routing,
+#             seq_aux_loss and z-loss, the first layer dense) with 8
+#             experts, so that EP 4 splits them.
+# Each under EP 2 (two ranks, EDP 1), EP 4 (four ranks), EP 2 on four
+# ranks (EDP 2: the expert gradients summed over two ranks) and EP 2 with
+# PP 2 must give the single-rank run's loss, grad norm, validation losses
+# and MoE losses within 1e-5 relative.  A checkpoint saved by mixtral at
+# EP 4 (one expert a rank) resumes at EP 1 and at EP 2 with the
+# uninterrupted run's losses.  What is not built with EP > 1 is refused
+# by name: the allgather dispatcher, TP or CP, the distributed optimizer,
+# a capacity factor.
+#
+# Runs beyond two ranks are skipped under MPICH (check, train-lib.sh).
+#
+# Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
+
+. "$(dirname "$0")/train-lib.sh"
+. "$(dirname "$0")/model-flags.sh"
+. "$(dirname "$0")/train-moe-lib.sh"
+
+plan 23
+a2a="--moe-token-dispatcher-type alltoall"
+qwen8=$(echo "$qwen" | sed 's/--num-experts 6/--num-experts 8/')
+
+# ep_layouts MODEL: EP 2, EP 4, EP 2 x EDP 2, EP 2 x PP 2 against
+# MODEL's single-rank run (two results each)
+ep_layouts() {
+    model=$1
+    ref=$model-ref
+    for v in ep2 ep4 ep2-edp2 ep2-pp2; do
+        case $v in
+        ep2) n=2 f="--expert-model-parallel-size 2" ;;
+        ep4) n=4 f="--expert-model-parallel-size 4" ;;
+        ep2-edp2) n=4 f="--expert-model-parallel-size 2" ;;
+        *) n=4 f="--expert-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
+        esac
+        if [ "$n" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+            skip "$model-$v" "$n ranks under MPICH"
+            skip "$model-$v: MoE losses" "$n ranks under MPICH"
+            continue
+        fi
+        # shellcheck disable=SC2086
+        check "$model-$v" "$n" $f
+        if same_moe "$tmp/$ref.jsonl" "$tmp/$model-$v.jsonl"; then
+            pass "$model-$v: MoE losses within $tol"
+        else
+            fail "$model-$v: MoE losses differ from $ref"
+        fi
+    done
+}
+
+# resumed NAME: iterations 11-20 of $tmp/NAME.jsonl within 1e-5 of the
+# reference's (loss and aux loss); prints the worst, or "mismatch"
+resumed() {
+    grep -v valid "$tmp/mixtral-ref.jsonl" | sed -n '11,20p' >"$tmp/tail.jsonl"
+    grep -v valid "$tmp/$1.jsonl" >"$tmp/got.jsonl"
+    awk '
+    function val(line, key,   s) {
+        if (!match(line, "\"" key "\": [^,}]*")) return "null"
+        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
+    }
+    function rel(a, b,   d) { d = (a - b) / b; return d < 0 ? -d : d }
+    FNR == NR { rl[FNR] = val($0, "loss"); ra[FNR] = val($0, "moe_aux_loss"); n = FNR; next }
+    { m = FNR; d = rel(val($0, "loss"), rl[FNR]); if (d > w) w = d
+      d = rel(val($0, "moe_aux_loss"), ra[FNR]); if (d > w) w = d }
+    END { if (m != n || n != 10) print "mismatch"; else printf "%.3g\n", w + 0 }
+    ' "$tmp/tail.jsonl" "$tmp/got.jsonl"
+}
+
+# shellcheck disable=SC2086
+{
+base="$tiny $mixtral $a2a"
+run mixtral-ref 1 || bail_out "the single-rank mixtral run failed"
+ep_layouts mixtral
+
+# a checkpoint saved at EP 4 resumes at EP 1 and EP 2
+if [ "$GL_MPI_FLAVOR" = mpich ]; then
+    skip "EP 4 -> EP 1 resume" "4 ranks under MPICH"
+    skip "EP 4 -> EP 2 resume" "4 ranks under MPICH"
+elif run ck-save 4 --expert-model-parallel-size 4 --train-iters 10 --lr-decay-iters 20 \
+        --save "$tmp/ck" --save-interval 10; then
+    for to in 1 2; do
+        if run "ck-load$to" "$to" --expert-model-parallel-size "$to" --load "$tmp/ck" \
+               --lr-decay-iters 20; then
+            first=$(head -1 "$tmp/ck-load$to.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
+            w=$(resumed "ck-load$to")
+            if [ "$first" = 11 ] && [ "$w" != mismatch ] &&
+               awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+                pass "saved at EP 4, resumed at EP $to: iterations 11-20 within $w"
+            else
+                fail "EP 4 -> EP $to resume: first iteration '$first', worst $w"
+            fi
+        else
+            fail "EP 4 -> EP $to resume: the run failed"
+        fi
+    done
+else
+    fail "EP 4 -> EP 1 resume: the saving run failed"
+    fail "EP 4 -> EP 2 resume: the saving run failed"
+fi
+
+base="$tiny $qwen8 $a2a"
+run qwen8-ref 1 || bail_out "the single-rank qwen8 run failed"
+ep_layouts qwen8
+}
+
+# what is not built is refused by name
+refused "EP 2 with the allgather dispatcher is refused" \
+    "--moe-token-dispatcher-type alltoall" -- \
+    --world-size 2 $tiny $mixtral --expert-model-parallel-size 2 --dry-run
+refused "EP 2 with TP 2 is refused" \
+    "expert parallelism is built with TP = CP = 1 only" -- \
+    --world-size 4 $tiny $mixtral $a2a --expert-model-parallel-size 2 \
+    --tensor-model-parallel-size 2 --dry-run
+refused "EP 2 with the distributed optimizer is refused" \
+    "--use-distributed-optimizer: the expert gradients" -- \
+    --world-size 2 $tiny $mixtral $a2a --expert-model-parallel-size 2 \
+    --use-distributed-optimizer --dry-run
+refused "EP 2 with a capacity factor is refused" \
+    "token dropping is not built with expert parallelism" -- \
+    --world-size 2 $tiny $mixtral $a2a $capacity --expert-model-parallel-size 2 --dry-run
+refused "EP 3 of 4 experts is refused" \
+    "--expert-model-parallel-size 3 must divide --num-experts 4" -- \
+    --world-size 3 $tiny $mixtral $a2a --expert-model-parallel-size 3 \
+    --global-batch-size 6 --dry-run
+done_testing
