@@ -393,7 +393,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_STRAGGLER "gridlm reports stragglers always: see --straggler-threshold"
 #define R_INPROCESS "applies with --inprocess-restart only, which gridlm refuses"
 #define R_MOE_ETP "the experts split over --tensor-model-parallel-size as the dense MLP does; a tensor parallelism of their own is not built: drop it"
-#define R_MOE_EP "expert parallelism is not built yet (one expert group: --expert-model-parallel-size 1): drop it"
+#define R_MOE_EP "DeepEP and the overlap of expert-parallel communication are not built (gridlm's expert parallelism exchanges tokens with --moe-token-dispatcher-type alltoall): drop it"
 #define R_MOE_RECOMPUTE "recomputing MoE layers alone is not built: use --recompute-granularity selective"
 #define R_MOE_UPCYCLE "upcycling a dense checkpoint into experts is not built: train the MoE model from its own initialisation"
 #define R_MOE_GROUPS "group-limited routing (DeepSeek's device-limited top-k) is not built: the router takes the top-k over all experts; drop it"
