@@ -111,7 +111,7 @@ static void run_variant(const variant *v)
     H.m = gl_model_new(p, d, NULL, &one);
     H.m->dropout_seed = 99;
     H.m->iteration = 7;
-    gl_model_init_weights(H.m, 1234, NULL, 0, 0);
+    gl_model_init_weights(H.m, 1234, NULL);
     float *w = H.m->w;                 /* CPU device: host memory, fp32 */
     /* Biases and 1p norm weights start at zero: give them, and the
      * positions, values of their own, so that the forward and the
@@ -157,7 +157,7 @@ static void run_variant(const variant *v)
         for (size_t e = 0; e < p->nflat; e++)
             nz += H.m->g[e] != 0.0f;
         gl_model *fm = gl_model_new_forward_only(p, d, NULL);
-        gl_model_init_weights(fm, 1234, NULL, 0, 0);
+        gl_model_init_weights(fm, 1234, NULL);
         memcpy(fm->w, w, p->nflat * sizeof(float));     /* with the values set above */
         ok(fm->g == NULL, "%s: a forward-only model has no gradient buffer", v->what);
         d->ops->upload(d, H.lacc, &z, sizeof z);

@@ -116,7 +116,7 @@ static void run_variant(const variant *v)
     m->moe_opts.capacity_factor = v->capacity;
     m->moe_opts.pad_expert_input_to_capacity = v->pad;
     m->moe_opts.token_drop_policy = v->by_position ? GL_DROP_BY_POSITION : GL_DROP_BY_PROBS;
-    gl_model_init_weights(m, 1234, NULL, 0, 0);
+    gl_model_init_weights(m, 1234, NULL);
     float *w = m->w;
     for (int i = 0; i < p->nparams; i++)       /* an expert bias of its own */
         if (p->param[i].buffer)

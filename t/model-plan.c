@@ -258,7 +258,8 @@ static void test_init(int moe)
     gl_model *m = gl_model_new(p, d, NULL, NULL);
     float *master = d->ops->alloc(d, 1000 * sizeof(float));
     size_t mb = p->nflat - 1500;
-    gl_model_init_weights(m, 99, master, mb, mb + 1000);
+    gl_master mr = { .n = 1, .at = { master }, .begin = { mb }, .end = { mb + 1000 } };
+    gl_model_init_weights(m, 99, &mr);
     const float *w = m->w;
     long bad = 0, total = 0;
     for (int i = 0; i < p->nparams; i++) {

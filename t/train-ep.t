@@ -8,13 +8,16 @@
 #             seq_aux_loss and z-loss, the first layer dense) with 8
 #             experts, so that EP 4 splits them.
 # Each under EP 2 (two ranks, EDP 1), EP 4 (four ranks), EP 2 on four
-# ranks (EDP 2: the expert gradients summed over two ranks) and EP 2 with
-# PP 2 must give the single-rank run's loss, grad norm, validation losses
-# and MoE losses within 1e-5 relative.  A checkpoint saved by mixtral at
-# EP 4 (one expert a rank) resumes at EP 1 and at EP 2 with the
-# uninterrupted run's losses.  What is not built with EP > 1 is refused
-# by name: the allgather dispatcher, TP or CP, the distributed optimizer,
-# a capacity factor.
+# ranks (EDP 2: the expert gradients summed over two ranks), EP 2 with
+# PP 2, EP 2 with the distributed optimizer, and EP 2 on four ranks with
+# the distributed optimizer (the experts sharded over EDP 2) and the
+# overlapped reduction and gathering in small buckets must give the
+# single-rank run's loss, grad norm, validation losses and MoE losses
+# within 1e-5 relative.  A checkpoint saved by mixtral at EP 4 (one
+# expert a rank) with the distributed optimizer resumes at EP 1 and at
+# EP 2 x EDP 2 with the distributed optimizer with the uninterrupted
+# run's losses.  What is not built with EP > 1 is refused by name: the
+# allgather dispatcher, TP or CP, a capacity factor.
 #
 # Runs beyond two ranks are skipped under MPICH (check, train-lib.sh).
 #
@@ -24,21 +27,25 @@
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 23
+plan 31
 a2a="--moe-token-dispatcher-type alltoall"
 qwen8=$(echo "$qwen" | sed 's/--num-experts 6/--num-experts 8/')
 
-# ep_layouts MODEL: EP 2, EP 4, EP 2 x EDP 2, EP 2 x PP 2 against
+# ep_layouts MODEL: EP 2, EP 4, EP 2 x EDP 2, EP 2 x PP 2, EP 2 with the
+# distributed optimizer, EP 2 x EDP 2 with it and the overlaps, against
 # MODEL's single-rank run (two results each)
 ep_layouts() {
     model=$1
     ref=$model-ref
-    for v in ep2 ep4 ep2-edp2 ep2-pp2; do
+    for v in ep2 ep4 ep2-edp2 ep2-pp2 ep2-distopt ep2-edp2-distopt; do
         case $v in
         ep2) n=2 f="--expert-model-parallel-size 2" ;;
         ep4) n=4 f="--expert-model-parallel-size 4" ;;
         ep2-edp2) n=4 f="--expert-model-parallel-size 2" ;;
-        *) n=4 f="--expert-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
+        ep2-pp2) n=4 f="--expert-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
+        ep2-distopt) n=2 f="--expert-model-parallel-size 2 --use-distributed-optimizer" ;;
+        *) n=4 f="--expert-model-parallel-size 2 --use-distributed-optimizer
+                  --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000" ;;
         esac
         if [ "$n" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
             skip "$model-$v" "$n ranks under MPICH"
@@ -79,14 +86,17 @@ base="$tiny $mixtral $a2a"
 run mixtral-ref 1 || bail_out "the single-rank mixtral run failed"
 ep_layouts mixtral
 
-# a checkpoint saved at EP 4 resumes at EP 1 and EP 2
+# a checkpoint saved at EP 4 resumes at EP 1 and EP 2 (EP 2 x EDP 2,
+# the moments read into both shards of the distributed optimizer)
 if [ "$GL_MPI_FLAVOR" = mpich ]; then
     skip "EP 4 -> EP 1 resume" "4 ranks under MPICH"
     skip "EP 4 -> EP 2 resume" "4 ranks under MPICH"
-elif run ck-save 4 --expert-model-parallel-size 4 --train-iters 10 --lr-decay-iters 20 \
-        --save "$tmp/ck" --save-interval 10; then
+elif run ck-save 4 --expert-model-parallel-size 4 --use-distributed-optimizer \
+        --train-iters 10 --lr-decay-iters 20 --save "$tmp/ck" --save-interval 10; then
     for to in 1 2; do
-        if run "ck-load$to" "$to" --expert-model-parallel-size "$to" --load "$tmp/ck" \
+        n=1 f=
+        [ "$to" = 2 ] && n=4 f=--use-distributed-optimizer
+        if run "ck-load$to" "$n" --expert-model-parallel-size "$to" $f --load "$tmp/ck" \
                --lr-decay-iters 20; then
             first=$(head -1 "$tmp/ck-load$to.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
             w=$(resumed "ck-load$to")
@@ -118,10 +128,10 @@ refused "EP 2 with TP 2 is refused" \
     "expert parallelism is built with TP = CP = 1 only" -- \
     --world-size 4 $tiny $mixtral $a2a --expert-model-parallel-size 2 \
     --tensor-model-parallel-size 2 --dry-run
-refused "EP 2 with the distributed optimizer is refused" \
-    "--use-distributed-optimizer: the expert gradients" -- \
-    --world-size 2 $tiny $mixtral $a2a --expert-model-parallel-size 2 \
-    --use-distributed-optimizer --dry-run
+refused "EP 2 with CP 2 is refused" \
+    "expert parallelism is built with TP = CP = 1 only" -- \
+    --world-size 4 $tiny $mixtral $a2a --expert-model-parallel-size 2 \
+    --context-parallel-size 2 --dry-run
 refused "EP 2 with a capacity factor is refused" \
     "token dropping is not built with expert parallelism" -- \
     --world-size 2 $tiny $mixtral $a2a $capacity --expert-model-parallel-size 2 --dry-run

@@ -271,6 +271,11 @@ typedef struct {
     size_t rep_begin, rep_end;  /* the TP-replicated range */
     size_t qk_norm_begin;       /* [qk_norm_begin, rep_end): its QK-norm
                                  * weights (empty without --qk-layernorm) */
+    size_t exp_begin;           /* [exp_begin, nflat): the routed experts
+                                 * under expert parallelism (region 3, on a
+                                 * DP shard boundary; its size a multiple of
+                                 * GL_MODEL_ALIGN x dp); empty (nflat)
+                                 * without, the experts then in region 1 */
     int embed_param, head_param;/* indexes into param, -1 when absent here
                                  * (head_param is -1 when the head shares
                                  * the embedding's range) */
@@ -476,21 +481,31 @@ void gl_model_free(gl_model *m);
 gl_model *gl_model_new_forward_only(const gl_model_plan *p, gl_dev *d,
                                     gl_comm *tp);
 
+/* Where fp32 master weights live: n (0 to 2) ranges of the flat buffer,
+ * range i's values in the device array at[i] (at[i][0] is element
+ * begin[i]).  The optimizer's (optim.h): everything, or its DP shard and,
+ * under expert parallelism, the experts' EDP shard. */
+typedef struct {
+    int n;
+    float *at[2];
+    size_t begin[2], end[2];
+} gl_master;
+
+/* Copy the fp32 device values src of flat elements [off, off + count)
+ * into the parts of mr's ranges they meet (mr may be NULL). */
+void gl_master_put(gl_dev *d, const gl_master *mr, size_t off, const float *src, size_t count);
+
 /* Fill the weights from the counter-based RNG (gl_param_init_value).  When
- * master is not NULL it receives the fp32 values of the flat range
- * [mbegin, mend) (master[0] is element mbegin). */
-void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
-                           size_t mbegin, size_t mend);
+ * mr is not NULL its ranges receive the fp32 values. */
+void gl_model_init_weights(gl_model *m, uint64_t seed, const gl_master *mr);
 
 /* Set every parameter's weights from fp32 values on the host: for each
  * parameter q in turn, fill(arg, q, host) writes the rank's q->count
  * values into host, which go to the weights (rounded to the compute
- * dtype) and, when master is not NULL, to the master weights of the flat
- * range [mbegin, mend) (master[0] is element mbegin).  The initialisation
- * and checkpoint loading both come through here. */
+ * dtype) and, when mr is not NULL, to the master weights of its ranges.
+ * The initialisation and checkpoint loading both come through here. */
 typedef void gl_weights_fill(void *arg, const gl_param *q, float *host);
-void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, float *master,
-                          size_t mbegin, size_t mend);
+void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, const gl_master *mr);
 
 /* Pointers into the flat buffers. */
 void *gl_model_weight(const gl_model *m, size_t offset);

@@ -326,6 +326,8 @@ size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo)
     const gl_model_dims *dm = DIMS;
     if (dm->fs)
         return lo->sdown + (size_t)dm->h * dm->fsl;
+    if (dm->ep > 1)             /* the experts are in region 3: wo ends it */
+        return lo->wo + (size_t)dm->h * dm->hq * dm->D;
     return lo->edown + (size_t)dm->El * dm->h * dm->fel;
 }
 
@@ -333,6 +335,8 @@ void gl_moe_need(gl_model *m, const gl_layer_offs *lo)
 {
     const gl_model_dims *dm = DIMS;
     gl_need_weights(m, lo->router, (size_t)dm->E * dm->h);
+    if (dm->ep > 1)             /* the experts in region 3 (model.h) */
+        gl_need_weights(m, lo->egu, lo->edown + (size_t)dm->El * dm->h * dm->fel - lo->egu);
     if (m->plan->arch.moe_router_enable_expert_bias)
         gl_need_weights(m, lo->ebias, (size_t)dm->E);
 }

@@ -189,16 +189,25 @@ static size_t start_group(builder *b)
  * range: the gate/up product runs as two grouped products into the two
  * halves of its output rows), w_down; the shared experts' [w_gate; w_up]
  * adjacent as the dense MLP's, and w_down. */
-static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
+static void add_experts(builder *b, gl_layer_offs *lo, int l, int ci)
 {
     const gl_model_dims *dm = &b->p->dm;
-    lo->moe = 1;
     lo->egu = start_group(b);
     if (dm->swiglu)
         add_param(b, GL_T_EXPERT_W_GATE, l, ci);
     add_param(b, GL_T_EXPERT_W_UP, l, ci);
     lo->edown = start_group(b);
     add_param(b, GL_T_EXPERT_W_DOWN, l, ci);
+}
+
+/* (under expert parallelism the routed experts go to region 3 instead:
+ * gl_model_plan.exp_begin) */
+static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
+{
+    const gl_model_dims *dm = &b->p->dm;
+    lo->moe = 1;
+    if (dm->ep == 1)
+        add_experts(b, lo, l, ci);
     if (dm->fs) {
         lo->sgu = start_group(b);
         if (dm->swiglu)
@@ -358,9 +367,25 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
         }
     }
     p->rep_end = b.cursor;
-    p->nflat = align_up(b.cursor, (size_t)GL_MODEL_ALIGN * (size_t)(dp > 0 ? dp : 1));
+    size_t dp_align = (size_t)GL_MODEL_ALIGN * (size_t)(dp > 0 ? dp : 1);
+    /* Region 3, under expert parallelism only: the routed experts, which
+     * are summed and sharded over EDP rather than DP (optim.h), after
+     * the rest, on a DP shard boundary */
+    if (dm->ep > 1) {
+        b.cursor = align_up(b.cursor, dp_align);
+        p->exp_begin = b.cursor;
+        for (int ci = 0; ci < p->nchunks; ci++) {
+            gl_chunk_plan *ch = &p->chunk[ci];
+            for (int i = 0; i < dm->Lc; i++)
+                if (ch->layer[i].moe)
+                    add_experts(&b, &ch->layer[i], ch->first_layer + i, ci);
+        }
+    }
+    p->nflat = align_up(b.cursor, dp_align);
     if (p->nflat == 0)
         p->nflat = GL_MODEL_ALIGN;
+    if (dm->ep == 1)
+        p->exp_begin = p->nflat;
     return p;
 }
 

@@ -258,11 +258,11 @@ int main(int argc, char **argv)
     gl_model_plan *plan = gl_model_plan_new(&c.arch, &c.layout, g->me.tp, g->me.pp, 0, c.data_parallel_size);
     gl_model *m = gl_model_new_forward_only(plan, d, tpc);
     if (ck) {
-        gl_ckpt_load_weights(ck, m, NULL, 0, 0);
+        gl_ckpt_load_weights(ck, m, NULL);
         gl_ckpt_close(ck);
         ck = NULL;
     } else {
-        gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL, 0, 0);
+        gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL);
     }
 
     gl_batch_buf bb;

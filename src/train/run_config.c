@@ -1554,8 +1554,8 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
  * what gridlm does not train yet (expert parallelism, FP8 experts,
  * global_aux_loss, the CUDA device). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with the
- * alltoall dispatcher, TP = CP = 1, the plain optimizer without overlap,
- * no capacity; the rest is refused by name. */
+ * alltoall dispatcher, TP = CP = 1, no capacity; the rest is refused by
+ * name. */
 static void check_ep(const gl_config *c)
 {
     int ep = c->layout.expert_model_parallel_size;
@@ -1578,12 +1578,6 @@ static void check_ep(const gl_config *c)
         bad("--expert-model-parallel-size %d with --moe-expert-capacity-factor: token "
             "dropping is not built with expert parallelism; drop the capacity factor, or "
             "use --expert-model-parallel-size 1", ep);
-    if (c->optim.use_distributed_optimizer || c->optim.overlap_grad_reduce)
-        bad("--expert-model-parallel-size %d with %s: the expert gradients' reduction over "
-            "expert-data-parallel ranks is built for the plain optimizer only; drop it, or "
-            "use --expert-model-parallel-size 1", ep,
-            c->optim.use_distributed_optimizer ? "--use-distributed-optimizer"
-                                               : "--overlap-grad-reduce");
 }
 
 static void check_moe(gl_config *c)

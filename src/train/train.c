@@ -183,8 +183,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
     free(h);
 
     if (update && p->arch.moe_router_enable_expert_bias) {
-        size_t mb0 = 0, mb1 = 0;
-        float *master = gl_optim_master_target(o, &mb0, &mb1);
+        const gl_master *mr = gl_optim_master_target(o);
         float *tmp = d->ops->alloc(d, (size_t)E * sizeof(float));
         float rate = (float)c->moe.router_bias_update_rate;
         for (int ci = 0; ci < p->nchunks; ci++)
@@ -199,11 +198,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
                 d->ops->to_act(d, gl_model_weight(m, lo->ebias), tmp, (size_t)E);
                 /* the part of the master weights this rank holds (a DP
                  * shard may cut the bias) */
-                size_t a = lo->ebias > mb0 ? lo->ebias : mb0;
-                size_t b = lo->ebias + (size_t)E < mb1 ? lo->ebias + (size_t)E : mb1;
-                if (master && b > a)
-                    d->ops->copy(d, master + (a - mb0), tmp + (a - lo->ebias),
-                                 (b - a) * sizeof(float));
+                gl_master_put(d, mr, lo->ebias, tmp, (size_t)E);
             }
         d->ops->sync(d);
         d->ops->free(d, tmp);
@@ -439,9 +434,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     m->moe_opts = c->moe;       /* the MoE losses' scale: model.h's default */
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, gradg, group(g->edp), c->optim.use_distributed_optimizer);
-    size_t mb0, mb1;
-    float *master = gl_optim_master_target(o, &mb0, &mb1);
-    gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, master, mb0, mb1);
+    gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, gl_optim_master_target(o));
     MPI_Comm mpi_world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
     gl_train_progress pr;
     memset(&pr, 0, sizeof pr);
