@@ -27,7 +27,7 @@
  * router's weight gradient and (gl_moe_router_dx) its share of dmg.
  *
  * Expert parallelism (m->ep, EP ranks): the rank holds the experts
- * [e0, e0 + El) of dims.h, El = E / EP; its EP group's ranks hold the
+ * [e0, e0 + El) (model.h's dims), El = E / EP; its EP group's ranks hold the
  * others, in EP index order.  The routing is the rank's own, on its own
  * tokens, as without EP; the permuted rows xp, grouped by expert, are
  * then El-expert blocks, one per EP rank, and travel as Megatron's
@@ -39,20 +39,21 @@
  *             source rank, then by local expert within each source
  *   sort      xa -> xr grouped by local expert (by source within one)
  *   experts   fc1, activation, w_down on xr with the local map (El
- *             experts) -> yl [Rl, h]
+ *             experts) -> yl [Rl, h] (in the scratch dyl)
  *   unsort    yl -> xa by source again
  *   combine   the reverse all-to-allv: yp [R, h] in xp's order, then
  *             moe_unpermute with the routing weights as without EP.
  *
  * The sort and unsort are moe_permute / moe_permute_bwd on a map of one
- * "expert" and one slot per row (sort_map), whose row_tok and rows are
+ * "expert" and one slot per row (smap), whose row_tok and rows are
  * the permutation and its inverse.  The backward runs the same steps in
  * reverse: dyp by the same dispatch and sort to the experts, their
  * backward (the weight gradients of the local experts, summed over every
  * EP rank's tokens), dxl unsorted and sent back, moe_permute_bwd into
  * dmg.  Every rank of an EP group runs the same layers' exchanges in the
  * same order (the schedule is the same on each), so the collectives
- * match.
+ * match; a forward-only pass (validation) and full recomputation run
+ * the forward's exchanges on every rank of the group alike.
  *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a

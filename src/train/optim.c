@@ -79,7 +79,6 @@ static int owner_at(const gl_optim *o, size_t a)
     return (int)(a / (o->shard_end - o->shard_begin));
 }
 
-
 /* The extent of the k-th parameter in offset order: its range and the
  * alignment gap after it. */
 static void extent(const gl_optim *o, int k, size_t *a, size_t *b)
@@ -103,8 +102,9 @@ static int bucket_at(const gl_optim *o, size_t x)
     return lo;
 }
 
-/* Enqueue bucket b's DP sum on the communication stream, after what the
- * compute stream has enqueued so far (the gradients it holds). */
+/* Enqueue bucket b's sum over its group (DP; EDP for the experts' region)
+ * on the communication stream, after what the compute stream has
+ * enqueued so far (the gradients it holds). */
 static void launch(gl_optim *o, gl_bucket *b)
 {
     gl_dev *d = o->d;
