@@ -1554,8 +1554,10 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
  * what gridlm does not train yet (expert parallelism, FP8 experts,
  * global_aux_loss, the CUDA device). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with the
- * alltoall dispatcher, TP = CP = 1, no capacity; the rest is refused by
- * name. */
+ * alltoall dispatcher and TP = CP = 1; the rest is refused by name.  A
+ * capacity factor is allowed: each rank drops on its own micro-batch's
+ * routing before the dispatch, as Megatron's router does, the decision
+ * of EP 1 for the same micro-batch. */
 static void check_ep(const gl_config *c)
 {
     int ep = c->layout.expert_model_parallel_size;
@@ -1574,10 +1576,6 @@ static void check_ep(const gl_config *c)
             "default): the allgather dispatcher is not built; add "
             "--moe-token-dispatcher-type alltoall (the same tokens reach the same experts)",
             ep);
-    if (c->moe.capacity_factor > 0)
-        bad("--expert-model-parallel-size %d with --moe-expert-capacity-factor: token "
-            "dropping is not built with expert parallelism; drop the capacity factor, or "
-            "use --expert-model-parallel-size 1", ep);
 }
 
 static void check_moe(gl_config *c)
