@@ -36,6 +36,10 @@
  * forward's (dropped) output: D_t of kernel 1 is unchanged, and only the
  * two P^T / dS^T (P / dS) steps of kernels 2 and 3 take the keep factor:
  *   P'^T for dV,   dS = P (keep dP' - D).
+ * DROP is the launch's attn_drop_mode: with S a multiple of 4 (GROUPS) a
+ * lane draws one Philox call per 16 x 8 tile, i.e. per four of its
+ * elements (attn_drop::keep_cols in kernel 2, keep_rows in kernel 3);
+ * else one per element (EACH).
  */
 #include <config.h>
 
@@ -80,7 +84,7 @@ __global__ void attn_delta_kernel(float *delta, const bf16 *dout, int lddo,
     }
 }
 
-template <int D, bool DROP>
+template <int D, int DROP>
 __global__ void __launch_bounds__(ATTN_THREADS)
 attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
                      const float *lse, const float *delta, const bf16 *q,
@@ -160,6 +164,13 @@ attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
         int q0 = (kt + it % per) * T;
         int hq = kvh * group + it / per;      /* the query head */
 
+        /* GROUPS: the dropout mask of the warp's 8 transposed tiles, one
+         * Philox call per lane per tile (8 per query tile instead of 32),
+         * drawn by every lane (keep_cols shuffles) before the products */
+        uint32_t keepm = 0;
+        if constexpr (DROP == ATTN_DROP_GROUPS)
+            keepm = dr.keep_cols_block(b, hq, S, q0, k0 + warp * 16, lane);
+
         /* S^T = K Q^T and dP^T = V dO^T: 16 keys x 64 queries each */
         float p[8][4], dp[8][4];
 #pragma unroll
@@ -194,7 +205,8 @@ attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
         /* P^T = exp(S^T scale - lse) where key <= query < S, else 0;
          * dS^T = P^T (dP^T - D) */
 #pragma unroll
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < 8; i++) {
+            uint32_t bits = keepm >> 4 * i;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int key = k0 + warp * 16 + g + (e >> 1) * 8;
@@ -202,12 +214,15 @@ attn_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ldg, const bf16 *dout, int lddo,
                 float pv = 0, kf = 1;
                 if (key <= qg && qg < S) {
                     pv = exp2f(p[i][e] * scale_log2 - tL[qi] * LOG2E);
-                    if constexpr (DROP)
+                    if constexpr (DROP == ATTN_DROP_GROUPS)
+                        kf = dr.factor(bits, e);
+                    else if constexpr (DROP == ATTN_DROP_EACH)
                         kf = dr.keep(b, hq, S, qg, key);
                 }
                 p[i][e] = DROP ? pv * kf : pv;
                 dp[i][e] = pv * ((DROP ? kf * dp[i][e] : dp[i][e]) - tD[qi]);
             }
+        }
         /* dV += P^T dO, dK += dS^T Q: k runs over the 64 queries */
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
@@ -259,7 +274,7 @@ struct dq_shape {
     static constexpr int ROWS = ATTN_WARPS * 16 * MT;
 };
 
-template <int D, bool DROP>
+template <int D, int DROP>
 __global__ void __launch_bounds__(ATTN_THREADS)
 attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
                    const float *lse, const float *delta, const bf16 *q, int ldq,
@@ -328,6 +343,14 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
         int key0 = j * T;
 
         if (key0 <= wrow0 + 16 * MT - 1) {     /* else all masked */
+            /* GROUPS: the dropout mask of the warp's MT x 8 tiles, one
+             * Philox call per lane per tile (MT x 8 per key tile instead
+             * of 4 MT x 8), drawn by every lane (keep_rows shuffles)
+             * before the products */
+            uint64_t keepm = 0;
+            if constexpr (DROP == ATTN_DROP_GROUPS)
+                keepm = dr.keep_rows_block<MT>(b, h, S, wrow0, key0, lane);
+
             /* S = Q K^T and dP = dO V^T: 16 MT queries x 64 keys each */
             float p[MT][8][4], dp[MT][8][4];
 #pragma unroll
@@ -367,7 +390,8 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int i = 0; i < 8; i++)
+                for (int i = 0; i < 8; i++) {
+                    uint32_t bits = (uint32_t)(keepm >> 4 * (8 * mt + i));
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         int key = key0 + i * 8 + 2 * t + (e & 1);
@@ -375,11 +399,14 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
                         float pv = 0, dpk = dp[mt][i][e];
                         if (key <= row) {
                             pv = exp2f(p[mt][i][e] * scale_log2 - lse2[mt][e >> 1]);
-                            if constexpr (DROP)
+                            if constexpr (DROP == ATTN_DROP_GROUPS)
+                                dpk *= dr.factor(bits, e);
+                            else if constexpr (DROP == ATTN_DROP_EACH)
                                 dpk *= dr.keep(b, h, S, row, key);
                         }
                         dp[mt][i][e] = pv * (dpk - dl[mt][e >> 1]);
                     }
+                }
             /* dQ += dS K: k runs over the 64 keys */
             mma_p_tile<D, MT>(acc, dp, tK, lane);
         }
@@ -402,7 +429,7 @@ attn_bwd_dq_kernel(bf16 *dq, int ldg, const bf16 *dout, int lddo,
         }
 }
 
-template <int D, bool DROP>
+template <int D, int DROP>
 static void launch(gl_dev *d, float *delta, bf16 *dq, bf16 *dk, bf16 *dv,
                    int ldg, const bf16 *dout, int lddo, const float *lse,
                    const bf16 *q, int ldq, const bf16 *k, int ldk,
@@ -434,6 +461,25 @@ static void launch(gl_dev *d, float *delta, bf16 *dq, bf16 *dk, bf16 *dv,
     GL_CUDA_LAUNCHED("attn_bwd_dq");
 }
 
+/* launch<D, mode> for the attn_drop_mode `mode`. */
+template <int D>
+static void launch_d(gl_dev *d, float *delta, bf16 *dq, bf16 *dk, bf16 *dv,
+                     int ldg, const bf16 *dout, int lddo, const float *lse,
+                     const bf16 *q, int ldq, const bf16 *k, int ldk,
+                     const bf16 *v, int ldv, int B, int S, int Hq, int Hkv,
+                     float scale, int mode, const attn_drop &dr)
+{
+    if (mode == ATTN_DROP_GROUPS)
+        launch<D, ATTN_DROP_GROUPS>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q,
+                                    ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    else if (mode == ATTN_DROP_EACH)
+        launch<D, ATTN_DROP_EACH>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q,
+                                  ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    else
+        launch<D, ATTN_DROP_NONE>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q,
+                                  ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+}
+
 void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
                       const bf16 *dout, int lddo, const bf16 *o, int ldo,
                       const float *lse, const bf16 *q, int ldq, const bf16 *k,
@@ -454,16 +500,10 @@ void gl_cuda_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
     attn_delta_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, st->stream>>>(
         delta, dout, lddo, o, ldo, S, Hq, D, rows);
     GL_CUDA_LAUNCHED("attn_delta");
-    if (D == 64 && drop)
-        launch<64, true>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
-                         ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
-    else if (D == 64)
-        launch<64, false>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
-                          ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
-    else if (drop)
-        launch<128, true>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
-                          ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    if (D == 64)
+        launch_d<64>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k, ldk, v,
+                     ldv, B, S, Hq, Hkv, scale, attn_drop_mode(drop, S), dr);
     else
-        launch<128, false>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k,
-                           ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+        launch_d<128>(d, delta, dq, dk, dv, ldg, dout, lddo, lse, q, ldq, k, ldk, v,
+                      ldv, B, S, Hq, Hkv, scale, attn_drop_mode(drop, S), dr);
 }

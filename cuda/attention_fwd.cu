@@ -26,7 +26,10 @@
  * Attention dropout (DROP, gl_attn_dropout): l and lse are those of the
  * undropped softmax, and each exponential is multiplied by its keep
  * factor (0 or 1/(1-p), attn_drop) after it entered l and before it
- * enters O, so o_t = sum_u P'_tu v_u with P' = M P / (1 - p).
+ * enters O, so o_t = sum_u P'_tu v_u with P' = M P / (1 - p).  DROP is
+ * the launch's attn_drop_mode: with S a multiple of 4 (GROUPS) a lane
+ * draws one Philox call per 16 x 8 tile of scores, i.e. per four of its
+ * scores (attn_drop::keep_rows); else one per score (EACH).
  */
 #include <config.h>
 
@@ -41,7 +44,7 @@
 #define FWD_MT 2
 #define FWD_ROWS (ATTN_WARPS * 16 * FWD_MT)
 
-template <int D, bool DROP>
+template <int D, int DROP>
 __global__ void __launch_bounds__(ATTN_THREADS)
 attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
                 const bf16 *k, int ldk, const bf16 *v, int ldv, int S, int Hq,
@@ -118,6 +121,15 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
         /* A warp whose queries all precede this tile's keys has nothing
          * to add (its rows see only masked keys): it waits at the barrier. */
         if (key0 <= wrow0 + 16 * MT - 1) {
+            /* GROUPS: the dropout mask of the warp's MT x 8 tiles, one
+             * Philox call per lane per tile (MT x 8 per key tile instead
+             * of 4 MT x 8), drawn by every lane (keep_rows shuffles)
+             * before the products, while s is not yet live.  Rows past S
+             * and keys past the diagonal are drawn too (and unused). */
+            uint64_t keepm = 0;
+            if constexpr (DROP == ATTN_DROP_GROUPS)
+                keepm = dr.keep_rows_block<MT>(b, h, S, wrow0, key0, lane);
+
             /* S = Q K^T for 32 rows x 64 keys: MT x 8 n-tiles */
             float s[MT][8][4];
 #pragma unroll
@@ -197,8 +209,19 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
                     }
                 }
 
-            /* P' = keep P (after l has summed P) */
-            if constexpr (DROP) {
+            /* P' = keep P (after l has summed P); a masked score is 0
+             * either way */
+            if constexpr (DROP == ATTN_DROP_GROUPS) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        uint32_t bits = (uint32_t)(keepm >> 4 * (8 * mt + i));
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            s[mt][i][e] *= dr.factor(bits, e);
+                    }
+            } else if constexpr (DROP == ATTN_DROP_EACH) {
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -242,7 +265,7 @@ attn_fwd_kernel(bf16 *o, int ldo, float *lse, const bf16 *q, int ldq,
         }
 }
 
-template <int D, bool DROP>
+template <int D, int DROP>
 static void launch(gl_cuda_state *st, bf16 *o, int ldo, float *lse,
                    const bf16 *q, int ldq, const bf16 *k, int ldk,
                    const bf16 *v, int ldv, int B, int S, int Hq, int Hkv,
@@ -256,6 +279,24 @@ static void launch(gl_cuda_state *st, bf16 *o, int ldo, float *lse,
     attn_fwd_kernel<D, DROP><<<grid, ATTN_THREADS, smem, st->stream>>>(
         o, ldo, lse, q, ldq, k, ldk, v, ldv, S, Hq, Hq / Hkv, scale * LOG2E, dr);
     GL_CUDA_LAUNCHED("attn_fwd");
+}
+
+/* launch<D, mode> for the attn_drop_mode `mode`. */
+template <int D>
+static void launch_d(gl_cuda_state *st, bf16 *o, int ldo, float *lse,
+                     const bf16 *q, int ldq, const bf16 *k, int ldk,
+                     const bf16 *v, int ldv, int B, int S, int Hq, int Hkv,
+                     float scale, int mode, const attn_drop &dr)
+{
+    if (mode == ATTN_DROP_GROUPS)
+        launch<D, ATTN_DROP_GROUPS>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S,
+                                    Hq, Hkv, scale, dr);
+    else if (mode == ATTN_DROP_EACH)
+        launch<D, ATTN_DROP_EACH>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S,
+                                  Hq, Hkv, scale, dr);
+    else
+        launch<D, ATTN_DROP_NONE>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S,
+                                  Hq, Hkv, scale, dr);
 }
 
 /* Shared by both directions: the shapes the kernels handle. */
@@ -293,12 +334,10 @@ void gl_cuda_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
     if (B <= 0 || S <= 0 || Hq <= 0)
         return;
     gl_cuda_state *st = gl_cuda_st(d);
-    if (D == 64 && drop)
-        launch<64, true>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
-    else if (D == 64)
-        launch<64, false>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
-    else if (drop)
-        launch<128, true>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+    if (D == 64)
+        launch_d<64>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale,
+                     attn_drop_mode(drop, S), dr);
     else
-        launch<128, false>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale, dr);
+        launch_d<128>(st, o, ldo, lse, q, ldq, k, ldk, v, ldv, B, S, Hq, Hkv, scale,
+                      attn_drop_mode(drop, S), dr);
 }

@@ -119,6 +119,34 @@ __device__ __forceinline__ float dot_e(const float (&a)[E], const float (&b)[E])
     return s;
 }
 
+/*
+ * The per-row loop of the forward and of the dq backward: walk the keys
+ * that a query at position qpos attends (blk_keys_seen, both runs, in
+ * key order), calling f(kf, vf, s) for each with the lane's elements kf,
+ * vf of its key and value rows and the raw score s = q . k_u (a warp sum,
+ * the same in every lane; the caller scales it).  qf is the lane's part
+ * of the query; kb and vb point at the lane's part of key row 0 of the
+ * kv head, row strides ldk and ldv.
+ */
+template <int E, class F>
+__device__ __forceinline__ void blk_row_keys(const float (&qf)[E],
+                                             const bf16 *kb, int ldk,
+                                             const bf16 *vb, int ldv,
+                                             const blk_pos &kp, long qpos,
+                                             int causal, F f)
+{
+    for (int r = 0; r < 2; r++) {
+        int lo, hi;
+        blk_keys_seen(kp, r, qpos, causal, &lo, &hi);
+        for (int u = lo; u < hi; u++) {
+            float kf[E], vf[E];
+            load_e<E>(kf, kb + (long)u * ldk);
+            load_e<E>(vf, vb + (long)u * ldv);
+            f(kf, vf, warp_sum(dot_e<E>(qf, kf)));
+        }
+    }
+}
+
 /* ---- forward ---- */
 
 /* Warp w of the grid: query row i of head h of sample b, w = (b Sq + i)
@@ -151,24 +179,18 @@ attn_block_fwd_kernel(float *o, int ldo, float *lse, const bf16 *q, int ldq,
     const bf16 *kb = k + (long)b * Sk * ldk + (long)g * D + lane * E;
     const bf16 *vb = v + (long)b * Sk * ldv + (long)g * D + lane * E;
 
-    for (int r = 0; r < 2; r++) {
-        int lo, hi;
-        blk_keys_seen(kp, r, qpos, causal, &lo, &hi);
-        for (int u = lo; u < hi; u++) {
-            float kf[E], vf[E];
-            load_e<E>(kf, kb + (long)u * ldk);
-            load_e<E>(vf, vb + (long)u * ldv);
-            float s = warp_sum(dot_e<E>(qf, kf)) * scale_log2;
-            float mnew = fmaxf(m, s);
-            float corr = exp2f(m - mnew);   /* 0 while m = -inf */
-            float p = exp2f(s - mnew);
-            l = l * corr + p;
+    blk_row_keys<E>(qf, kb, ldk, vb, ldv, kp, qpos, causal,
+                    [&](const float (&)[E], const float (&vf)[E], float qk) {
+        float s = qk * scale_log2;
+        float mnew = fmaxf(m, s);
+        float corr = exp2f(m - mnew);       /* 0 while m = -inf */
+        float p = exp2f(s - mnew);
+        l = l * corr + p;
 #pragma unroll
-            for (int e = 0; e < E; e++)
-                acc[e] = fmaf(acc[e], corr, p * vf[e]);
-            m = mnew;
-        }
-    }
+        for (int e = 0; e < E; e++)
+            acc[e] = fmaf(acc[e], corr, p * vf[e]);
+        m = mnew;
+    });
 
     /* a row without keys: o = 0, lse = -inf (l = 0) */
     float inv = l > 0 ? 1.0f / l : 0.0f;
@@ -359,22 +381,15 @@ attn_block_dq_kernel(float *dq, int lddq, const bf16 *dout, int lddo,
     long qpos = blk_pos_at(qp, i);
     const bf16 *kb = k + (long)b * Sk * ldk + (long)g * D + lane * E;
     const bf16 *vb = v + (long)b * Sk * ldv + (long)g * D + lane * E;
-    for (int r = 0; r < 2; r++) {
-        int lo, hi;
-        blk_keys_seen(kp, r, qpos, causal, &lo, &hi);
-        for (int u = lo; u < hi; u++) {
-            float kf[E], vf[E];
-            load_e<E>(kf, kb + (long)u * ldk);
-            load_e<E>(vf, vb + (long)u * ldv);
-            float s = warp_sum(dot_e<E>(qf, kf));
-            float dp = warp_sum(dot_e<E>(df, vf));
-            float p = exp2f(fmaf(s, sl2, -l2));
-            float ds = p * (dp - dt) * scale;
+    blk_row_keys<E>(qf, kb, ldk, vb, ldv, kp, qpos, causal,
+                    [&](const float (&kf)[E], const float (&vf)[E], float s) {
+        float dp = warp_sum(dot_e<E>(df, vf));
+        float p = exp2f(fmaf(s, sl2, -l2));
+        float ds = p * (dp - dt) * scale;
 #pragma unroll
-            for (int e = 0; e < E; e++)
-                acc[e] = fmaf(ds, kf[e], acc[e]);
-        }
-    }
+        for (int e = 0; e < E; e++)
+            acc[e] = fmaf(ds, kf[e], acc[e]);
+    });
     float *dqr = dq + row * lddq + (long)h * D + lane * E;
 #pragma unroll
     for (int e = 0; e < E; e++)
@@ -503,11 +518,11 @@ __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
 
-/* Grid-stride over rows x cols; a bf16 -> bf16 copy passes through fp32
- * exactly. */
+/* Grid-stride over rows x cols, every index in 64 bits (ops.h's limits);
+ * a bf16 -> bf16 copy passes through fp32 exactly. */
 template <class TD, class TS>
-__global__ void convert_2d_kernel(TD *dst, int lddst, const TS *src, int ldsrc,
-                                  int rows, int cols)
+__global__ void convert_2d_kernel(TD *dst, long lddst, const TS *src, long ldsrc,
+                                  int rows, long cols)
 {
     long n = (long)rows * cols;
     for (long x = (long)blockIdx.x * blockDim.x + threadIdx.x; x < n;
@@ -517,9 +532,9 @@ __global__ void convert_2d_kernel(TD *dst, int lddst, const TS *src, int ldsrc,
     }
 }
 
-void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
-                        const void *src, gl_dtype st, int ldsrc, int rows,
-                        int cols)
+void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, long lddst,
+                        const void *src, gl_dtype st, long ldsrc, int rows,
+                        long cols)
 {
     if ((dt != GL_DT_BF16 && dt != GL_DT_F32) ||
         (st != GL_DT_BF16 && st != GL_DT_F32))

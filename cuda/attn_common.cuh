@@ -185,22 +185,154 @@ __device__ __forceinline__ void mma_p_tile(float (&acc)[MT][D / 8][4],
  * when kept, 0 when dropped, from element
  *   e = ((b0 + b) heads + h0 + h) S^2 + i S + j
  * of the full probability tensor, exactly as the CPU reference draws it.
- * One Philox call per element (its other three words are not reused).
+ *
+ * Each Philox call gives the words of four elements 4 n .. 4 n + 3.
+ * keep() uses one of them (one call per element).  When S is a multiple
+ * of 4, e of key j of query i is j mod 4 (mod 4), so keys 4 m .. 4 m + 3
+ * of one query are one Philox group, and the two helpers below draw each
+ * group once and pass its bits to the lanes that hold it with warp
+ * shuffles: one call per lane per 16 x 8 accumulator tile instead of
+ * four.  The kernels choose per launch (attn_drop_mode):
+ *   ATTN_DROP_EACH    keep() per element, any S;
+ *   ATTN_DROP_GROUPS  keep_rows() / keep_cols(), S a multiple of 4 and
+ *                     tiles starting at multiples of 8.
+ * Both draw the same mask.
  */
+enum { ATTN_DROP_NONE = 0, ATTN_DROP_EACH = 1, ATTN_DROP_GROUPS = 2 };
+
 struct attn_drop {
     uint64_t seed;
     uint32_t iteration, stream, threshold;
     float scale;                  /* 1 / (1 - p) */
     long b0, h0, heads;
 
+    /* e of probability (b, h, i, j): query i, key j. */
+    __device__ __forceinline__ uint64_t elem(int b, int h, int S, int i, int j) const
+    {
+        return ((uint64_t)(b0 + b) * (uint64_t)heads + (uint64_t)(h0 + h)) *
+                   (uint64_t)S * (uint64_t)S +
+               (uint64_t)i * (uint64_t)S + (uint64_t)j;
+    }
+
     __device__ __forceinline__ float keep(int b, int h, int S, int i, int j) const
     {
-        uint64_t e = ((uint64_t)(b0 + b) * (uint64_t)heads + (uint64_t)(h0 + h)) *
-                         (uint64_t)S * (uint64_t)S +
-                     (uint64_t)i * (uint64_t)S + (uint64_t)j;
-        return gl_dropout_keep(seed, iteration, stream, e, threshold) ? scale : 0.0f;
+        return gl_dropout_keep(seed, iteration, stream, elem(b, h, S, i, j),
+                               threshold) ? scale : 0.0f;
+    }
+
+    /* The keep bits of elements e .. e + 3 (e a multiple of 4): bit c for
+     * element e + c.  One Philox call. */
+    __device__ __forceinline__ uint32_t keep4(uint64_t e) const
+    {
+        uint32_t w[4];
+        gl_dropout_words(w, seed, iteration, stream, e >> 2);
+        return (uint32_t)(w[0] >= threshold) | (uint32_t)(w[1] >= threshold) << 1 |
+               (uint32_t)(w[2] >= threshold) << 2 | (uint32_t)(w[3] >= threshold) << 3;
+    }
+
+    /* The factor of a keep bit (from keep_rows / keep_cols). */
+    __device__ __forceinline__ float factor(uint32_t bits, int e) const
+    {
+        return (bits >> e & 1) ? scale : 0.0f;
+    }
+
+    /*
+     * The keep bits of one lane's accumulator c[0..3] (mma layout, lane =
+     * 4 g + t) of a 16 x 8 tile whose rows are queries i0 .. i0 + 15 and
+     * whose columns are keys j0 .. j0 + 7: bit 2 hr + c for c[2 hr + c],
+     * query i0 + 8 hr + g, key j0 + 2 t + c.  S % 4 == 0 and j0 % 4 == 0.
+     *
+     * The lanes t = 2 m and 2 m + 1 of group g hold keys j0 + 4 m .. +3
+     * (one Philox group) of queries i0 + g and i0 + g + 8: lane t draws
+     * the group of query i0 + g + 8 (t & 1), keeps its words 2 (t & 1)
+     * and 2 (t & 1) + 1 (its own keys) and hands the other two to lane
+     * t ^ 1, which holds them for the other query: one Philox call and
+     * one shuffle per lane for the four elements.  Every lane of the warp
+     * must call it (the shuffle), with warp-uniform i0, j0.
+     */
+    __device__ __forceinline__ uint32_t keep_rows(int b, int h, int S, int i0,
+                                                  int j0, int lane) const
+    {
+        int g = lane >> 2, t = lane & 3, odd = t & 1;
+        uint32_t mine = keep4(elem(b, h, S, i0 + g + 8 * odd, j0 + 4 * (t >> 1)));
+        uint32_t other = __shfl_xor_sync(0xffffffffu, mine, 1);
+        uint32_t top = odd ? other : mine;     /* query i0 + g */
+        uint32_t bot = odd ? mine : other;     /* query i0 + g + 8 */
+        return (top >> 2 * odd & 3) | (bot >> 2 * odd & 3) << 2;
+    }
+
+    /*
+     * The same for the transposed tile of the dK/dV backward: rows are
+     * keys j0 .. j0 + 15, columns queries i0 .. i0 + 7; bit 2 hr + c for
+     * c[2 hr + c], key j0 + 8 hr + g, query i0 + 2 t + c.  S % 4 == 0 and
+     * j0 % 4 == 0.
+     *
+     * Keys j0 + 8 hr + 4 m .. +3 (m = g >> 2) of query i0 + 2 t + c, one
+     * Philox group, are held by the four lanes g = 4 m + r (r = 0..3) of
+     * the same t, lane r holding word r as its c[2 hr + c].  Those four
+     * lanes hold four groups ((hr, c) = (0,0), (0,1), (1,0), (1,1)):
+     * lane r draws group s = r (hr = r >> 1, c = r & 1), and reads bit r
+     * of group s from lane g = 4 m + s for each s (four shuffles): one
+     * Philox call per lane for its four elements.  Every lane must call
+     * it, with warp-uniform i0, j0.
+     */
+    __device__ __forceinline__ uint32_t keep_cols(int b, int h, int S, int i0,
+                                                  int j0, int lane) const
+    {
+        int g = lane >> 2, t = lane & 3, r = g & 3;
+        uint32_t mine = keep4(elem(b, h, S, i0 + 2 * t + (r & 1),
+                                   j0 + 8 * (r >> 1) + 4 * (g >> 2)));
+        uint32_t bits = 0;
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            uint32_t x = __shfl_sync(0xffffffffu, mine, (lane & ~12) | s << 2);
+            bits |= (x >> r & 1) << s;
+        }
+        return bits;
+    }
+
+    /* keep_rows of the MT x 8 tiles of a warp's block of scores (MT <= 2):
+     * m-tile mt (queries i0 + 16 mt ..), n-tile n (keys j0 + 8 n ..) in
+     * bits 4 (8 mt + n) .. + 3.  One tile at a time (a rolled loop: the
+     * state of one Philox call live), so that the kernels can draw the
+     * mask before the score products, while few registers are live. */
+    template <int MT>
+    __device__ __forceinline__ uint64_t keep_rows_block(int b, int h, int S,
+                                                        int i0, int j0,
+                                                        int lane) const
+    {
+        static_assert(MT * 8 * 4 <= 64, "the bits of one block fit 64");
+        uint64_t m = 0;
+#pragma unroll 1
+        for (int n = 0; n < MT * 8; n++)
+            m |= (uint64_t)keep_rows(b, h, S, i0 + 16 * (n >> 3), j0 + 8 * (n & 7),
+                                     lane) << 4 * n;
+        return m;
+    }
+
+    /* keep_cols of the 8 tiles of a warp's transposed block (keys j0 ..
+     * j0 + 15, queries i0 + 8 n ..): tile n in bits 4 n .. + 3; rolled
+     * as keep_rows_block. */
+    __device__ __forceinline__ uint32_t keep_cols_block(int b, int h, int S,
+                                                        int i0, int j0,
+                                                        int lane) const
+    {
+        uint32_t m = 0;
+#pragma unroll 1
+        for (int n = 0; n < 8; n++)
+            m |= keep_cols(b, h, S, i0 + 8 * n, j0, lane) << 4 * n;
+        return m;
     }
 };
+
+/* The dropout path of a launch: NONE without dropout (drop == 0), GROUPS
+ * when S is a multiple of 4, else EACH. */
+static inline int attn_drop_mode(int drop, int S)
+{
+    if (!drop)
+        return ATTN_DROP_NONE;
+    return S % 4 == 0 ? ATTN_DROP_GROUPS : ATTN_DROP_EACH;
+}
 
 /* dp as kernel arguments; returns 0 (no dropout to apply) when dp is NULL
  * or its p is 0.  Checks dp against a call of Hq heads (dies otherwise). */

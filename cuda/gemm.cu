@@ -187,6 +187,8 @@ static void set_scales(gl_gemm_plan *p, const float *lt_a, const float *lt_b)
         p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &lt_b, sizeof lt_b));
 }
 
+static void plan_name(const gl_gemm_plan *p, char *buf, size_t n);
+
 static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
 {
     cudaDataType_t ct = p->ctype == GL_DT_F32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -268,10 +270,19 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
     cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
         st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, TUNE_MAX, res,
         &found);
-    if (hs == CUBLAS_STATUS_NOT_SUPPORTED && p->epi != GL_EPI_NONE)
-        found = 0;                   /* no algorithm with this epilogue */
-    else
+    if (hs != CUBLAS_STATUS_SUCCESS && p->epi != GL_EPI_NONE) {
+        /* no algorithm with this epilogue: the plain kernels run */
+        if (hs != CUBLAS_STATUS_NOT_SUPPORTED) {
+            char nm[96];
+            plan_name(p, nm, sizeof nm);
+            gl_warn("gemm %s: cuBLASLt refuses epilogue %d (status %d, %s); "
+                    "the plain kernels run instead", nm, p->epi, (int)hs,
+                    cublasLtGetStatusString(hs));
+        }
+        found = 0;
+    } else {
         GL_CUBLAS_CHECK(hs);
+    }
     GL_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->ncand = 0;
     for (int i = 0; i < found; i++)

@@ -248,9 +248,9 @@ void gl_cuda_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                             int Hq, int Hkv, int D, float scale,
                             const gl_attn_pos *qpos, const gl_attn_pos *kpos,
                             gl_attn_mask mask);
-void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
-                        const void *src, gl_dtype st, int ldsrc, int rows,
-                        int cols);
+void gl_cuda_convert_2d(gl_dev *d, void *dst, gl_dtype dt, long lddst,
+                        const void *src, gl_dtype st, long ldsrc, int rows,
+                        long cols);
 
 /* The shapes, scale (> 0) and alignment the attention kernels need (dies
  * otherwise):

@@ -108,6 +108,32 @@ __device__ __forceinline__ bool better(float ka, int ea, float kb, int eb)
     return ka > kb || (ka == kb && ea < eb);
 }
 
+/* One arg-max round of a warp's top-k selection: the best expert under
+ * better() (largest key, then lowest index) among the E whose taken flag
+ * is 0, or -1 when none is left.  Each lane scans experts lane, lane +
+ * 32, ...; the butterfly then leaves the same winner in every lane. */
+__device__ __forceinline__ int warp_best_untaken(const float *key,
+                                                 const int *taken, int E)
+{
+    int lane = threadIdx.x % 32;
+    float bk = 0;
+    int be = -1;
+    for (int e = lane; e < E; e += 32)
+        if (!taken[e] && better(key[e], e, bk, be)) {
+            bk = key[e];
+            be = e;
+        }
+    for (int o = 16; o > 0; o /= 2) {
+        float ok = __shfl_xor_sync(0xffffffffu, bk, o);
+        int oe = __shfl_xor_sync(0xffffffffu, be, o);
+        if (better(ok, oe, bk, be)) {
+            bk = ok;
+            be = oe;
+        }
+    }
+    return be;
+}
+
 __device__ __forceinline__ float sigmoidf_(float x)
 {
     return 1.0f / (1.0f + expf(-x));
@@ -137,21 +163,7 @@ route_kernel(int32_t *expert, float *weight, int *routed, const float *logits,
         __syncwarp();
         /* k arg-max rounds */
         for (int j = 0; j < k; j++) {
-            float bk = 0;
-            int be = -1;
-            for (int e = lane; e < E; e += 32)
-                if (!taken[e] && better(key[e], e, bk, be)) {
-                    bk = key[e];
-                    be = e;
-                }
-            for (int o = 16; o > 0; o /= 2) {
-                float ok = __shfl_xor_sync(0xffffffffu, bk, o);
-                int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (better(ok, oe, bk, be)) {
-                    bk = ok;
-                    be = oe;
-                }
-            }
+            int be = warp_best_untaken(key, taken, E);
             if (lane == 0) {
                 taken[be] = 1;
                 expert[(size_t)t * k + j] = be;
@@ -1032,21 +1044,7 @@ aux_counts_kernel(float *counts, const float *logits, int n, long row0,
             taken[e] = 0;
         __syncwarp();
         for (int j = 0; j < k; j++) {
-            float bk = 0;
-            int be = -1;
-            for (int e = lane; e < E; e += 32)
-                if (!taken[e] && better(l[e], e, bk, be)) {
-                    bk = l[e];
-                    be = e;
-                }
-            for (int o = 16; o > 0; o /= 2) {
-                float ok = __shfl_xor_sync(0xffffffffu, bk, o);
-                int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (better(ok, oe, bk, be)) {
-                    bk = ok;
-                    be = oe;
-                }
-            }
+            int be = warp_best_untaken(l, taken, E);
             if (lane == 0) {
                 taken[be] = 1;
                 /* adds of 1: the same sum in any order */

@@ -180,7 +180,7 @@ static void test_layout(const gl_boot *b, gl_dev *cpu, int tp, int cp, int pp)
         if (!f)
             bail_out("cannot create a temporary file");
     }
-    gl_dry_run_report(b, g, f);
+    gl_dry_run_report(b, g, 0, f);
     if (b->rank == 0) {
         char line[4096], expect_boot[64], expect_health[64];
         char first_tp[256], first_pp[256];
@@ -226,6 +226,88 @@ static void test_layout(const gl_boot *b, gl_dev *cpu, int tp, int cp, int pp)
     gl_groups_free(g);
 }
 
+/* The expert grid's groups (grid.h): EP, EDP and ETP communicators with
+ * the grid's members, in the health check's count, and the report's
+ * expert columns: etp, ep, edp and the experts of each rank. */
+static void test_experts(const gl_boot *b, int tp, int ep, int etp, int num_experts)
+{
+    gl_grid_spec spec = { .tp = tp, .ep = ep, .etp = etp };
+    gl_groups *g = gl_groups_create(b, &spec, GL_COMM_MPI);
+    const gl_grid_spec *s = &g->spec;
+    char lay[64];
+    snprintf(lay, sizeof lay, "TP=%d EP=%d ETP=%d EDP=%d", s->tp, s->ep, s->etp, s->edp);
+
+    int *m = gl_malloc(sizeof(int) * (size_t)b->size), good = 1;
+    gl_comm *comms[] = { g->ep, g->edp, g->etp };
+    gl_axis axes[] = { GL_AXIS_EP, GL_AXIS_EDP, GL_AXIS_ETP };
+    gl_ecoord e = gl_grid_ecoord(s, b->rank);
+    good &= e.etp == g->eme.etp && e.ep == g->eme.ep && e.edp == g->eme.edp && e.pp == g->eme.pp;
+    for (int i = 0; i < 3; i++) {
+        int k = gl_grid_group(s, axes[i], b->rank, m);
+        good &= comms[i] != NULL && gl_comm_size(comms[i]) == k &&
+                gl_comm_rank(comms[i]) == gl_grid_group_index(s, axes[i], b->rank) &&
+                !strcmp(gl_comm_name(comms[i]), gl_axis_name(axes[i]));
+        for (int j = 0; good && j < k; j++)
+            good &= gl_comm_world_rank(comms[i], j) == m[j];
+    }
+    ok(all_true(good), "%s: the ep, edp and etp groups are the expert grid's", lay);
+
+    int want = 1 + s->world / s->tp + s->world / s->cp + s->world / s->dp +
+               s->world / s->pp + s->world / (s->dp * s->cp) +
+               s->world / (s->tp * s->pp) + s->world / s->pp +
+               s->world / s->ep + s->world / s->edp + s->world / s->etp;
+    gl_groups_health_check(g, NULL);
+    ok(all_true(g->health_groups == want), "%s: health check counts the expert groups: %d",
+       lay, g->health_groups);
+
+    char path[] = "/tmp/gridlm-boot-test.XXXXXX";
+    FILE *f = NULL;
+    if (b->rank == 0) {
+        int fd = mkstemp(path);
+        f = fd >= 0 ? fdopen(fd, "w+") : NULL;
+        if (!f)
+            bail_out("cannot create a temporary file");
+    }
+    gl_dry_run_report(b, g, num_experts, f);
+    if (b->rank == 0) {
+        char line[4096], grid[128], first_ep[256];
+        int rows = 0, saw_grid = 0, saw_ep = 0;
+        snprintf(grid, sizeof grid, "expert grid: ETP=%d EP=%d EDP=%d PP=%d", s->etp, s->ep,
+                 s->edp, s->pp);
+        first_group(s, GL_AXIS_EP, first_ep, sizeof first_ep);
+        rewind(f);
+        while (fgets(line, sizeof line, f)) {
+            int r, node, c[7];
+            char host[256], local[32], gpu[16], bus[64], experts[64], want_x[64];
+            if (sscanf(line, "%d %255s %d %31s %15s %63s %d %d %d %d %d %d %d %63s", &r, host,
+                       &node, local, gpu, bus, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5],
+                       &c[6], experts) == 14) {
+                gl_ecoord x = gl_grid_ecoord(s, r);
+                int n = num_experts / s->ep;
+                snprintf(want_x, sizeof want_x, "[%d,%d)", x.ep * n, (x.ep + 1) * n);
+                if (r == rows && x.etp == c[4] && x.ep == c[5] && x.edp == c[6] &&
+                    !strcmp(experts, want_x))
+                    rows++;
+            }
+            saw_grid |= !strncmp(line, grid, strlen(grid));
+            if (!strncmp(line, "  ep ", 5))
+                saw_ep = strstr(line, first_ep) != NULL;
+        }
+        ok(rows == b->size, "%s: report rows give etp, ep, edp and the experts of %d (%d rows)",
+           lay, num_experts, rows);
+        ok(saw_grid && saw_ep, "%s: report says '%s' and lists the ep groups", lay, grid);
+        if (tap_failed()) {
+            rewind(f);
+            while (fgets(line, sizeof line, f))
+                diag("%s", strtok(line, "\n"));
+        }
+        fclose(f);
+        remove(path);
+    }
+    free(m);
+    gl_groups_free(g);
+}
+
 int main(int argc, char **argv)
 {
     gl_boot b;
@@ -255,6 +337,12 @@ int main(int argc, char **argv)
         test_layout(&b, cpu, 2, 1, 2);
         test_layout(&b, cpu, 1, 2, 2);
         test_layout(&b, cpu, 1, 1, 4);
+    }
+    if (W % 2 == 0)
+        test_experts(&b, 1, 2, 1, 8);
+    if (W % 4 == 0) {
+        test_experts(&b, 2, 2, 1, 4);
+        test_experts(&b, 1, 2, 2, 6);
     }
     gl_dev_close(cpu);
 

@@ -1,9 +1,11 @@
 /*
  * grid.t: the process grid of src/grid (pure, no MPI).
  *
- * First the worked examples of reference/grid.md exactly, then properties
- * over every layout of 1..64 ranks: coordinates round-trip through the
- * Megatron formula written out here, every axis partitions the world into
+ * First the worked examples of reference/grid.md exactly, and of the
+ * expert grid (Megatron's parallel folding) worked out by hand, then
+ * properties over every layout of 1..64 ranks: coordinates of both grids
+ * round-trip through the Megatron formulas written out here, both grids
+ * give the same pipeline stage, every axis partitions the world into
  * groups of the right size whose members differ only in that axis and
  * are listed in index order, colours identify groups, and TP node-locality
  * agrees with a brute-force look at each group.  Last, bad layouts give
@@ -94,18 +96,115 @@ static void test_reference_example(void)
     is_groups(&s, GL_AXIS_DP_CP, "[0,2,4,6] [1,3,5,7] [8,10,12,14] [9,11,13,15]",
               "TP=2 CP=2 PP=2: DP x CP groups");
 
-    /* EP subdivides DP, EP fastest. */
+    /* TP = ETP = CP = 1: EP subdivides DP, EP fastest. */
     s = (gl_grid_spec){ .world = 8, .ep = 2 };
-    ok(gl_grid_init(&s, NULL) == 0 && s.dp == 8, "W=8 EP=2 gives DP=8");
+    ok(gl_grid_init(&s, NULL) == 0 && s.dp == 8 && s.etp == 1 && s.edp == 4,
+       "W=8 EP=2 gives DP=8, ETP=1, EDP=4");
     is_groups(&s, GL_AXIS_EP, "[0,1] [2,3] [4,5] [6,7]", "EP groups");
     is_groups(&s, GL_AXIS_EDP, "[0,2,4,6] [1,3,5,7]", "expert-data-parallel groups");
 }
 
+/* The expert grid: Megatron's RankGenerator(tp=ETP, ep=EP, dp=EDP, pp=PP,
+ * cp=1), order etp-ep-edp-pp; a group of one axis is the ranks whose
+ * other expert coordinates agree, rank = etp + ETP (ep + EP (edp + EDP
+ * pp)).  The groups below are worked out by hand from that formula. */
+static void test_expert_examples(void)
+{
+    int m[4], first;
+
+    /* 16 ranks, TP 2, CP 1, PP 2, EP 4, ETP 1: DP = 4, a stage holds 8
+     * ranks, EDP = 16 / (1 x 4 x 2) = 2; rank = ep + 4 (edp + 2 pp). */
+    gl_grid_spec s = { .world = 16, .tp = 2, .pp = 2, .ep = 4, .etp = 1 };
+    is_int(gl_grid_init(&s, NULL), 0, "W=16 TP=2 PP=2 EP=4 ETP=1 is a layout");
+    ok(s.dp == 4 && s.edp == 2 && s.etp == 1, "with DP 4, EDP 2 (got DP %d EDP %d)",
+       s.dp, s.edp);
+    is_groups(&s, GL_AXIS_EP, "[0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15]",
+              "EP=4 ETP=1: EP groups, 4 consecutive ranks");
+    is_groups(&s, GL_AXIS_EDP, "[0,4] [1,5] [2,6] [3,7] [8,12] [9,13] [10,14] [11,15]",
+              "EP=4 ETP=1: EDP groups, stride EP within a stage");
+    is_groups(&s, GL_AXIS_ETP, "[0] [1] [2] [3] [4] [5] [6] [7] [8] [9] [10] [11] [12] "
+              "[13] [14] [15]", "ETP=1: every rank its own ETP group");
+    is_groups(&s, GL_AXIS_PP, "[0,8] [1,9] [2,10] [3,11] [4,12] [5,13] [6,14] [7,15]",
+              "the PP groups, of both grids");
+    is_groups(&s, GL_AXIS_DP, "[0,2,4,6] [1,3,5,7] [8,10,12,14] [9,11,13,15]",
+              "the attention grid's DP groups are unchanged");
+    gl_ecoord e = gl_grid_ecoord(&s, 13);
+    ok(e.etp == 0 && e.ep == 1 && e.edp == 1 && e.pp == 1,
+       "rank 13 is etp 0, ep 1, edp 1, pp 1 (got %d %d %d %d)", e.etp, e.ep, e.edp, e.pp);
+    is_int(gl_grid_erank(&s, e), 13, "and back");
+    is_int(gl_grid_ep_index(&s, 13), 1, "gl_grid_ep_index(13)");
+    is_int(gl_grid_edp_index(&s, 13), 1, "gl_grid_edp_index(13)");
+    is_int(gl_grid_etp_index(&s, 13), 0, "gl_grid_etp_index(13)");
+    is_int(gl_grid_group_index(&s, GL_AXIS_EDP, 13), 1, "rank 13 is member 1 of its EDP group");
+    is_int(gl_grid_group_color(&s, GL_AXIS_EDP, 13), 9, "whose colour is its lowest rank, 9");
+    int k = gl_grid_experts(&s, 64, gl_grid_ep_index(&s, 13), &first);
+    ok(k == 16 && first == 16, "64 experts over EP 4: rank 13 holds experts [16, 32) (got "
+       "[%d, %d))", first, first + k);
+    k = gl_grid_experts(&s, 64, 3, &first);
+    ok(k == 16 && first == 48, "EP index 3 holds experts [48, 64)");
+    is_int(gl_grid_expert_grid_differs(&s), 1, "EP 4: the expert grid is its own");
+
+    /* 16 ranks, TP 2, CP 2, EP 2, ETP left out (= TP 2): EDP = 16 / 4 = 4;
+     * rank = etp + 2 (ep + 2 edp).  The EP groups are the CP groups: the
+     * expert grid folds CP into EP and EDP. */
+    s = (gl_grid_spec){ .world = 16, .tp = 2, .cp = 2, .ep = 2 };
+    ok(gl_grid_init(&s, NULL) == 0 && s.etp == 2 && s.edp == 4 && s.dp == 4,
+       "W=16 TP=2 CP=2 EP=2: ETP defaults to TP 2, EDP 4");
+    is_groups(&s, GL_AXIS_ETP, "[0,1] [2,3] [4,5] [6,7] [8,9] [10,11] [12,13] [14,15]",
+              "ETP = TP: the ETP groups are the TP groups");
+    is_groups(&s, GL_AXIS_EP, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]",
+              "CP=2 EP=2: EP groups stride over TP, as the CP groups");
+    is_groups(&s, GL_AXIS_EDP, "[0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]",
+              "CP=2 EP=2: EDP groups");
+
+    /* 8 ranks, TP 2, EP 2, ETP 1: EDP = 4; rank = ep + 2 edp: the experts
+     * are whole and an EP group is a TP group. */
+    s = (gl_grid_spec){ .world = 8, .tp = 2, .ep = 2, .etp = 1 };
+    ok(gl_grid_init(&s, NULL) == 0 && s.edp == 4, "W=8 TP=2 EP=2 ETP=1: EDP 4");
+    is_groups(&s, GL_AXIS_EP, "[0,1] [2,3] [4,5] [6,7]", "ETP=1 under TP=2: EP groups");
+    is_groups(&s, GL_AXIS_EDP, "[0,2,4,6] [1,3,5,7]", "ETP=1 under TP=2: EDP groups");
+    is_int(gl_grid_group_size(&s, GL_AXIS_ETP), 1, "ETP groups of one");
+
+    /* 8 ranks, TP 1, EP 2, ETP 4: EDP = 1; rank = etp + 4 ep. */
+    s = (gl_grid_spec){ .world = 8, .ep = 2, .etp = 4 };
+    ok(gl_grid_init(&s, NULL) == 0 && s.edp == 1, "W=8 EP=2 ETP=4: EDP 1");
+    is_groups(&s, GL_AXIS_ETP, "[0,1,2,3] [4,5,6,7]", "ETP=4 over TP=1: ETP groups");
+    is_groups(&s, GL_AXIS_EP, "[0,4] [1,5] [2,6] [3,7]", "ETP=4: EP groups stride 4");
+    is_groups(&s, GL_AXIS_EDP, "[0] [1] [2] [3] [4] [5] [6] [7]", "EDP 1: groups of one");
+    is_int(gl_grid_expert_grid_differs(&s), 1, "ETP != TP: the expert grid is its own");
+
+    /* EP 1 and ETP = TP: the expert grid's groups are the attention
+     * grid's TP and DP x CP groups. */
+    s = (gl_grid_spec){ .world = 16, .tp = 2, .cp = 2, .pp = 2 };
+    ok(gl_grid_init(&s, NULL) == 0 && s.edp == 4, "W=16 TP=2 CP=2 PP=2, EP 1: EDP = DP x CP");
+    is_int(gl_grid_expert_grid_differs(&s), 0, "EP 1, ETP = TP: no grid of its own");
+    char a[256], b[256];
+    list_groups(&s, GL_AXIS_EDP, a, sizeof a);
+    list_groups(&s, GL_AXIS_DP_CP, b, sizeof b);
+    is_string(a, b, "EP 1: the EDP groups are the DP x CP groups");
+    k = gl_grid_group(&s, GL_AXIS_EP, 5, m);
+    ok(k == 1 && m[0] == 5, "EP 1: the EP group of rank 5 is [5]");
+}
+
 /* The coordinates that must agree between two members of a group of the
  * axis, packed into one number; written from the definitions in grid.h,
- * independently of grid.c. */
-static long fixed_key(const gl_grid_spec *s, gl_axis axis, gl_coord c)
+ * independently of grid.c: the attention grid's coordinates for its
+ * axes, the expert grid's (from the formula in expert_coord) for EP, EDP
+ * and ETP. */
+static gl_ecoord expert_coord(const gl_grid_spec *s, int r)
 {
+    gl_ecoord e;
+    e.etp = r % s->etp;
+    e.ep = r / s->etp % s->ep;
+    e.edp = r / (s->etp * s->ep) % s->edp;
+    e.pp = r / (s->etp * s->ep * s->edp);
+    return e;
+}
+
+static long fixed_key(const gl_grid_spec *s, gl_axis axis, int r)
+{
+    gl_coord c = gl_grid_coord(s, r);
+    gl_ecoord e = expert_coord(s, r);
     int tp = c.tp, cp = c.cp, dp = c.dp, pp = c.pp;
     switch (axis) {
     case GL_AXIS_TP:    tp = -1; break;
@@ -114,8 +213,9 @@ static long fixed_key(const gl_grid_spec *s, gl_axis axis, gl_coord c)
     case GL_AXIS_PP:    pp = -1; break;
     case GL_AXIS_DP_CP: cp = -1; dp = -1; break;
     case GL_AXIS_MP:    tp = -1; pp = -1; break;
-    case GL_AXIS_EP:    dp = dp / s->ep; break;
-    case GL_AXIS_EDP:   dp = dp % s->ep; break;
+    case GL_AXIS_EP:    tp = e.etp; cp = -1; dp = e.edp; break;
+    case GL_AXIS_EDP:   tp = e.etp; cp = e.ep; dp = -1; break;
+    case GL_AXIS_ETP:   tp = -1; cp = e.ep; dp = e.edp; break;
     default: break;
     }
     return (((long)(tp + 1) * 100 + (cp + 1)) * 100 + (dp + 1)) * 100 + (pp + 1);
@@ -137,8 +237,17 @@ static int check_layout(const gl_grid_spec *s, char *why, size_t len)
             BAD("rank %d: Megatron formula gives another rank", r);
         if (gl_grid_rank(s, c) != r)
             BAD("rank %d: gl_grid_rank(coord) != rank", r);
-        if (gl_grid_ep_index(s, r) != c.dp % s->ep || gl_grid_edp_index(s, r) != c.dp / s->ep)
-            BAD("rank %d: EP/EDP index", r);
+        gl_ecoord e = expert_coord(s, r), g = gl_grid_ecoord(s, r);
+        if (e.etp + s->etp * (e.ep + s->ep * (e.edp + s->edp * e.pp)) != r)
+            BAD("rank %d: the expert formula gives another rank", r);
+        if (g.etp != e.etp || g.ep != e.ep || g.edp != e.edp || g.pp != e.pp ||
+            gl_grid_erank(s, g) != r)
+            BAD("rank %d: expert coordinates", r);
+        if (e.pp != c.pp)
+            BAD("rank %d: stage %d in the attention grid, %d in the expert grid", r, c.pp, e.pp);
+        if (gl_grid_ep_index(s, r) != e.ep || gl_grid_edp_index(s, r) != e.edp ||
+            gl_grid_etp_index(s, r) != e.etp)
+            BAD("rank %d: EP/EDP/ETP index", r);
     }
     for (int a = 0; a < GL_AXIS_COUNT; a++) {
         int size = gl_grid_group_size(s, a), members[MAXW], count[MAXW] = {0};
@@ -155,7 +264,7 @@ static int check_layout(const gl_grid_spec *s, char *why, size_t len)
                 BAD("%s: rank %d colour %d", gl_axis_name(a), r, color);
             if (color >= 0 && color < W)
                 colors[color] = 1;
-            long key = fixed_key(s, a, gl_grid_coord(s, r));
+            long key = fixed_key(s, a, r);
             for (int i = 0; i < k; i++) {
                 int m = members[i];
                 if (m < 0 || m >= W) {
@@ -164,7 +273,7 @@ static int check_layout(const gl_grid_spec *s, char *why, size_t len)
                 }
                 if (i > 0 && members[i - 1] >= m)
                     BAD("%s: members of rank %d's group not ascending", gl_axis_name(a), r);
-                if (fixed_key(s, a, gl_grid_coord(s, m)) != key)
+                if (fixed_key(s, a, m) != key)
                     BAD("%s: rank %d and %d differ off the axis", gl_axis_name(a), r, m);
                 if (gl_grid_group_index(s, a, m) != i)
                     BAD("%s: member %d of rank %d's group has index %d",
@@ -226,26 +335,30 @@ static void test_all_layouts(void)
         for (int pp = 1; tp * cp * pp <= W; pp++) {
             if (W % (tp * cp * pp))
                 continue;
-            int dp = W / (tp * cp * pp);
-            for (int ep = 1; ep <= dp; ep++) {
-                if (dp % ep)
+            int dp = W / (tp * cp * pp), stage = W / pp;
+            for (int ep = 1; ep <= stage; ep++)
+            for (int etp = 1; ep * etp <= stage; etp++) {
+                if (stage % (ep * etp))
                     continue;
-                gl_grid_spec s = { .world = W, .tp = tp, .cp = cp, .ep = ep, .pp = pp };
+                gl_grid_spec s = { .world = W, .tp = tp, .cp = cp, .ep = ep, .pp = pp,
+                                   .etp = etp };
                 gl_error err;
                 char w[256];
                 if (gl_grid_init(&s, &err) != 0) {
                     if (!nbad++)
-                        snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d refused: %s",
-                                 tp, cp, pp, ep, err.text);
+                        snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d ETP=%d refused: "
+                                 "%s", tp, cp, pp, ep, etp, err.text);
                     continue;
                 }
                 nlay++;
-                if (s.dp != dp)
-                    snprintf(w, sizeof w, "dp %d, want %d", s.dp, dp);
+                if (s.dp != dp || s.edp != stage / (ep * etp))
+                    snprintf(w, sizeof w, "dp %d edp %d, want %d %d", s.dp, s.edp, dp,
+                             stage / (ep * etp));
                 else if (!check_layout(&s, w, sizeof w))
                     continue;
                 if (!nbad++)
-                    snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d: %s", tp, cp, pp, ep, w);
+                    snprintf(why, sizeof why, "TP=%d CP=%d PP=%d EP=%d ETP=%d: %s", tp, cp, pp,
+                             ep, etp, w);
             }
         }
         layouts += nlay;
@@ -285,8 +398,21 @@ static void test_errors(void)
                 "--tensor-model-parallel-size 8", "world size 4");
     check_error((gl_grid_spec){ .world = 16, .cp = 32 }, "CP=32 on 16 ranks",
                 "--context-parallel-size 32", "divides 16");
-    check_error((gl_grid_spec){ .world = 16, .tp = 2, .ep = 3 }, "EP=3 with DP=8",
-                "--expert-model-parallel-size 3", "data-parallel size 8");
+    check_error((gl_grid_spec){ .world = 16, .tp = 2, .ep = 3 }, "EP=3 with ETP=TP=2 on 16 ranks",
+                "--expert-model-parallel-size 3 x --expert-tensor-parallel-size 2 (left out: TP) "
+                "= 6 does not divide the 16 ranks", "choose sizes whose product divides 16");
+    check_error((gl_grid_spec){ .world = 16, .tp = 2, .pp = 2, .ep = 16, .etp = 1 },
+                "EP=16 with PP=2 on 16 ranks", "--expert-model-parallel-size 16",
+                "does not divide the 8 ranks of a pipeline stage (world 16 / "
+                "--pipeline-model-parallel-size 2)");
+    check_error((gl_grid_spec){ .world = 8, .ep = 2, .etp = 3 }, "ETP=3 on 8 ranks",
+                "--expert-tensor-parallel-size 3 = 6", "or start a multiple of 6 ranks");
+    check_error((gl_grid_spec){ .world = 12, .tp = 2, .ep = 8 }, "EP=8 ETP=2 on 12 ranks",
+                "= 16 does not divide the 12 ranks", "or start a multiple of 16 ranks");
+    check_error((gl_grid_spec){ .world = 8, .etp = -1 }, "negative ETP",
+                "--expert-tensor-parallel-size -1", "positive integer");
+    check_error((gl_grid_spec){ .world = 8, .ep = 2, .edp = 2 }, "EDP=2 where 4 follows",
+                "expert data-parallel size 2", "set it to 4");
     check_error((gl_grid_spec){ .world = 16, .tp = 2, .dp = 4 }, "DP=4 where 8 follows",
                 "--data-parallel-size 4", "set it to 8");
     check_error((gl_grid_spec){ .world = 8, .pp = -2 }, "negative PP",
@@ -309,6 +435,7 @@ int main(void)
 {
     plan(NO_PLAN);
     test_reference_example();
+    test_expert_examples();
     test_all_layouts();
     test_errors();
     return done_testing();

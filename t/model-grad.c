@@ -30,7 +30,7 @@
 #include "model/model.h"
 #include "tap.h"
 #include "model-cfg.h"
-
+#include "model-ref.h"
 
 typedef struct {
     const char *what;
@@ -70,48 +70,16 @@ static void micro_config(model_cfg *c, const variant *v)
     c->arch.hidden_dropout = v->dropout;
 }
 
-#include "model-ref.h"
-
-
-/* ---- the model under test ---- */
-
-typedef struct {
-    gl_dev *d;
-    gl_model *m;
-    gl_mb mb;
-    float *lacc;
-    double count;
-} harness;
-
-/* The model's loss (mean over unmasked tokens); leaves weight gradients of
- * the mean in m->g when grads is set. */
-static double model_loss(harness *H, int grads)
-{
-    gl_dev *d = H->d;
-    float z = 0, l;
-    d->ops->upload(d, H->lacc, &z, sizeof z);
-    d->ops->zero(d, H->m->g, H->m->plan->nflat * sizeof(float));
-    gl_model_forward(H->m, 0, 0, &H->mb, H->lacc);
-    if (grads) {
-        gl_model_backward(H->m, 0, 0, &H->mb);
-        d->ops->scale_f32(d, H->m->g, (float)(1.0 / H->count), H->m->plan->nflat);
-    }
-    d->ops->download(d, &l, H->lacc, sizeof l);
-    return l / H->count;
-}
-
 static void run_variant(const variant *v)
 {
     model_cfg c;
     micro_config(&c, v);
-    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 0, 1);
-    gl_dev *d = gl_dev_open_cpu();
-    int one = 1;
-    harness H = { .d = d };
-    H.m = gl_model_new(p, d, NULL, &one);
+    ref_harness H;
+    ref_harness_new(&H, &c.arch, &c.layout, 3);     /* the 4th micro-batch */
+    gl_model_plan *p = H.p;
+    gl_dev *d = H.d;
     H.m->dropout_seed = 99;
     H.m->iteration = 7;
-    gl_model_init_weights(H.m, 1234, NULL);
     float *w = H.m->w;                 /* CPU device: host memory, fp32 */
     /* Biases and 1p norm weights start at zero: give them, and the
      * positions, values of their own, so that the forward and the
@@ -126,19 +94,12 @@ static void run_variant(const variant *v)
             for (size_t e = 0; e < q->count; e++)
                 w[q->offset + e] = (float)(1.0 + 0.5 * sin(1.0 + 0.7 * (double)(e + 13 * i)));
     }
-
-    int n = p->dm.n;
-    ref_batch B;
-    ref_batch_new(&B, d, n, c.arch.vocab_size);
-    H.count = B.count;
-    H.mb = (gl_mb){ .ids = B.dids, .targets = B.dtg, .gscale = B.dmask,
-                    .row0 = 3 * n };    /* the 4th micro-batch */
-    H.lacc = d->ops->alloc(d, sizeof(float));
+    const ref_batch *B = &H.B;
 
     /* 1. forward against the reference */
     ref_model R = { p, w };
-    double want = ref_loss(&c.arch, &R, B.ids, B.tg, B.mask);
-    double got = model_loss(&H, 1);
+    double want = ref_loss(&c.arch, &R, B->ids, B->tg, B->mask);
+    double got = ref_harness_loss(&H, 1, NULL);
     if (!v->dropout)
         ok(fabs(got - want) <= 2e-6 * fabs(want), "%s: loss %.7f matches the double "
            "reference %.7f", v->what, got, want);
@@ -182,7 +143,7 @@ static void run_variant(const variant *v)
            "(%zu bytes) are smaller than the training model's (%zu)", v->what,
            fm->arena_bytes, H.m->arena_bytes);
         gl_model_free(fm);
-        model_loss(&H, 1);              /* the gradients again, for part 2 */
+        ref_harness_loss(&H, 1, NULL);  /* the gradients again, for part 2 */
     }
 
     /* 2. gradients against finite differences */
@@ -190,16 +151,10 @@ static void run_variant(const variant *v)
     float *g = malloc(N * sizeof(float)), *w0 = malloc(N * sizeof(float));
     memcpy(g, H.m->g, N * sizeof(float));
     memcpy(w0, w, N * sizeof(float));
-    const double eps = 2e-3;
-    double worst_dir = 0, worst_el = 0;
-    int nchecked = 0;
+    ref_fd_stats st = { 0, 0, 0 };
     for (int i = 0; i < p->nparams; i++) {
         const gl_param *q = &p->param[i];
-        const float *gq = g + q->offset;
-        double norm = 0;
-        for (size_t e = 0; e < q->count; e++)
-            norm += (double)gq[e] * gq[e];
-        norm = sqrt(norm);
+        double norm = ref_grad_norm(q, g);
         if (strstr(q->name, "attention.wk.bias") &&
             c.arch.position_embedding_type != GL_POS_ROPE) {
             /* Without RoPE, K's bias adds q . bk to every score of a
@@ -210,64 +165,16 @@ static void run_variant(const variant *v)
                "invariance says", v->what, q->name, norm);
             continue;
         }
-        if (!(norm > 0)) {
-            ok(0, "%s: %s has a zero gradient", v->what, q->name);
-            continue;
-        }
-        /* along u = g / |g|: (L(w + eps u) - L(w - eps u)) / 2 eps = |g| */
-        double lp, lm;
-        for (size_t e = 0; e < q->count; e++)
-            w[q->offset + e] = (float)(w0[q->offset + e] + eps * gq[e] / norm);
-        lp = model_loss(&H, 0);
-        for (size_t e = 0; e < q->count; e++)
-            w[q->offset + e] = (float)(w0[q->offset + e] - eps * gq[e] / norm);
-        lm = model_loss(&H, 0);
-        memcpy(w + q->offset, w0 + q->offset, q->count * sizeof(float));
-        double fd = (lp - lm) / (2 * eps), rel = fabs(fd - norm) / norm;
-        if (rel > worst_dir)
-            worst_dir = rel;
-        ok(rel < 2e-3, "%s: %s: directional derivative %.6g vs |grad| %.6g (rel %.1e)",
-           v->what, q->name, fd, norm, rel);
-
-        /* the two largest elements, one at a time */
-        size_t best[2] = { 0, 0 };
-        for (size_t e = 0; e < q->count; e++)
-            if (fabsf(gq[e]) > fabsf(gq[best[0]])) {
-                best[1] = best[0];
-                best[0] = e;
-            } else if (e != best[0] && fabsf(gq[e]) > fabsf(gq[best[1]])) {
-                best[1] = e;
-            }
-        for (int b = 0; b < 2 && b < (int)q->count; b++) {
-            size_t e = q->offset + best[b];
-            w[e] = (float)(w0[e] + eps);
-            lp = model_loss(&H, 0);
-            w[e] = (float)(w0[e] - eps);
-            lm = model_loss(&H, 0);
-            w[e] = w0[e];
-            fd = (lp - lm) / (2 * eps);
-            /* absolute error relative to the tensor's largest entry:
-             * float rounding of the loss is ~1e-7 / eps */
-            double err = fabs(fd - g[e]) / fabs(gq[best[0]]);
-            if (err > worst_el)
-                worst_el = err;
-            nchecked++;
-            if (err >= 5e-3)
-                ok(0, "%s: %s[%zu]: fd %.6g vs grad %.6g", v->what, q->name,
-                   best[b], fd, (double)g[e]);
-        }
+        /* along the gradient, then the two largest elements */
+        ref_fd_tensor(&H, v->what, q, norm, g, w0, 2, &st);
     }
-    ok(worst_el < 5e-3, "%s: %d single elements match finite differences "
-       "(worst %.1e)", v->what, nchecked, worst_el);
+    ok(st.worst_el < 5e-3, "%s: %d single elements match finite differences "
+       "(worst %.1e)", v->what, st.nchecked, st.worst_el);
     diag("%s: worst relative error along gradients %.1e, elements %.1e",
-         v->what, worst_dir, worst_el);
+         v->what, st.worst_dir, st.worst_el);
 
     free(g); free(w0);
-    ref_batch_free(&B, d);
-    d->ops->free(d, H.lacc);
-    gl_model_free(H.m);
-    gl_model_plan_free(p);
-    gl_dev_close(d);
+    ref_harness_free(&H);
 }
 
 int main(void)

@@ -6,8 +6,9 @@
  * linear biases, GeLU with the tanh approximation, learned positions;
  * Qwen3's RMSNorm over each head of q and k before RoPE), reading the logical weights of a single-rank model
  * (TP = PP = 1, CPU device: the flat buffer is fp32 host memory) through
- * its parameter table; and the test batch the gradient tests feed both
- * the model and the reference.  Shared by t/model-grad.c, t/model-moe.c,
+ * its parameter table; the test batch the gradient tests feed both
+ * the model and the reference; and the model under test with its
+ * finite-difference checks (ref_harness, ref_fd_tensor).  Shared by t/model-grad.c, t/model-moe.c,
  * t/train-eval-ref.c and t/eval-ref.c; functions are static (one copy per
  * test program).
  */
@@ -299,6 +300,158 @@ static inline void ref_batch_free(ref_batch *b, gl_dev *d)
     d->ops->free(d, b->dids);
     d->ops->free(d, b->dtg);
     d->ops->free(d, b->dmask);
+}
+
+/* ---- the model under test ---- */
+
+/* One model of a gradient test on one rank of the CPU device (host
+ * memory, fp32): its plan, the model with the weights of
+ * gl_model_init_weights(seed 1234), the test batch as micro-batch
+ * number `index` (its first token row0 = index n), and a device float
+ * for the summed loss.
+ * The test sets the model's options (dropout, MoE) and any weights of
+ * its own afterwards. */
+typedef struct {
+    gl_model_plan *p;
+    gl_dev *d;
+    gl_model *m;
+    ref_batch B;
+    gl_mb mb;
+    float *lacc;
+    double count;               /* the batch's unmasked tokens */
+} ref_harness;
+
+static inline void ref_harness_new(ref_harness *H, const gl_arch *arch,
+                                   const gl_layout *layout, int index)
+{
+    int one = 1;
+    H->p = gl_model_plan_new(arch, layout, 0, 0, 0, 1);
+    H->d = gl_dev_open_cpu();
+    H->m = gl_model_new(H->p, H->d, NULL, &one);
+    gl_model_init_weights(H->m, 1234, NULL);
+    ref_batch_new(&H->B, H->d, H->p->dm.n, arch->vocab_size);
+    H->count = H->B.count;
+    H->mb = (gl_mb){ .ids = H->B.dids, .targets = H->B.dtg, .gscale = H->B.dmask,
+                     .row0 = (long)index * H->p->dm.n };
+    H->lacc = H->d->ops->alloc(H->d, sizeof(float));
+}
+
+static inline void ref_harness_free(ref_harness *H)
+{
+    ref_batch_free(&H->B, H->d);
+    H->d->ops->free(H->d, H->lacc);
+    gl_model_free(H->m);
+    gl_model_plan_free(H->p);
+    gl_dev_close(H->d);
+}
+
+/* The objective: the mean cross-entropy over the unmasked tokens plus,
+ * in a mixture-of-experts model, the MoE losses (*moe, when not NULL,
+ * gets their sum; 0 in a dense model).  Leaves the gradients of the
+ * objective in m->g when grads is set (the MoE losses' backward scale,
+ * m->moe_loss_gscale, is the test's). */
+static inline double ref_harness_loss(ref_harness *H, int grads, double *moe)
+{
+    gl_dev *d = H->d;
+    gl_model *m = H->m;
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t per_layer = (size_t)GL_MOE_STATS + dm->E;
+    float z = 0, l;
+    d->ops->upload(d, H->lacc, &z, sizeof z);
+    d->ops->zero(d, m->g, m->plan->nflat * sizeof(float));
+    if (dm->E) {
+        d->ops->zero(d, m->moe_stats, dm->L * per_layer * sizeof(float));
+        gl_model_moe_step_end(m);   /* each call a step of one micro-batch */
+    }
+    gl_model_forward(m, 0, 0, &H->mb, H->lacc);
+    if (grads) {
+        gl_model_backward(m, 0, 0, &H->mb);
+        d->ops->scale_f32(d, m->g, (float)(1.0 / H->count), m->plan->nflat);
+    }
+    d->ops->download(d, &l, H->lacc, sizeof l);
+    double extra = 0;               /* the auxiliary and z losses */
+    for (int L = 0; dm->E && L < dm->L; L++)
+        extra += (double)m->moe_stats[L * per_layer] + m->moe_stats[L * per_layer + 1];
+    if (moe)
+        *moe = extra;
+    return l / H->count + extra;
+}
+
+/* What the finite-difference checks found, over the tensors checked. */
+typedef struct {
+    double worst_dir;           /* worst relative error along a gradient */
+    double worst_el;            /* worst error of a single element */
+    int nchecked;               /* single elements checked */
+} ref_fd_stats;
+
+/* The gradient norm of parameter q in the gradients g. */
+static inline double ref_grad_norm(const gl_param *q, const float *g)
+{
+    double norm = 0;
+    for (size_t e = 0; e < q->count; e++)
+        norm += (double)g[q->offset + e] * g[q->offset + e];
+    return sqrt(norm);
+}
+
+/* Check parameter q's gradient (in g, of the weights w0, both copies of
+ * the whole flat buffer; norm its ref_grad_norm) against central finite
+ * differences of ref_harness_loss with step eps: along u = g / |g|,
+ * (L(w + eps u) - L(w - eps u)) / 2 eps must give |g| (one result), then
+ * its nbest largest elements one at a time (a result only when one is
+ * off: the caller reports st->worst_el).  A zero gradient fails.  The
+ * model's weights are w0 again on return. */
+static inline void ref_fd_tensor(ref_harness *H, const char *what, const gl_param *q,
+                                 double norm, const float *g, const float *w0, int nbest,
+                                 ref_fd_stats *st)
+{
+    const double eps = 2e-3;
+    float *w = H->m->w;
+    const float *gq = g + q->offset;
+    if (!(norm > 0)) {
+        ok(0, "%s: %s has a zero gradient", what, q->name);
+        return;
+    }
+    double lp, lm;
+    for (size_t e = 0; e < q->count; e++)
+        w[q->offset + e] = (float)(w0[q->offset + e] + eps * gq[e] / norm);
+    lp = ref_harness_loss(H, 0, NULL);
+    for (size_t e = 0; e < q->count; e++)
+        w[q->offset + e] = (float)(w0[q->offset + e] - eps * gq[e] / norm);
+    lm = ref_harness_loss(H, 0, NULL);
+    memcpy(w + q->offset, w0 + q->offset, q->count * sizeof(float));
+    double fd = (lp - lm) / (2 * eps), rel = fabs(fd - norm) / norm;
+    if (rel > st->worst_dir)
+        st->worst_dir = rel;
+    ok(rel < 2e-3, "%s: %s: directional derivative %.6g vs |grad| %.6g (rel %.1e)",
+       what, q->name, fd, norm, rel);
+
+    /* the largest elements (at most two), one at a time */
+    size_t best[2] = { 0, 0 };
+    for (size_t e = 0; e < q->count; e++)
+        if (fabsf(gq[e]) > fabsf(gq[best[0]])) {
+            best[1] = best[0];
+            best[0] = e;
+        } else if (e != best[0] && fabsf(gq[e]) > fabsf(gq[best[1]])) {
+            best[1] = e;
+        }
+    for (int b = 0; b < nbest && b < 2 && b < (int)q->count; b++) {
+        size_t e = q->offset + best[b];
+        w[e] = (float)(w0[e] + eps);
+        lp = ref_harness_loss(H, 0, NULL);
+        w[e] = (float)(w0[e] - eps);
+        lm = ref_harness_loss(H, 0, NULL);
+        w[e] = w0[e];
+        fd = (lp - lm) / (2 * eps);
+        /* absolute error relative to the tensor's largest entry: float
+         * rounding of the loss is ~1e-7 / eps */
+        double err = fabs(fd - g[e]) / fabs(gq[best[0]]);
+        if (err > st->worst_el)
+            st->worst_el = err;
+        st->nchecked++;
+        if (err >= 5e-3)
+            ok(0, "%s: %s[%zu]: fd %.6g vs grad %.6g", what, q->name, best[b], fd,
+               (double)g[e]);
+    }
 }
 
 #endif

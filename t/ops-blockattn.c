@@ -12,7 +12,8 @@
  * gradients.  The block backward alone is checked against central finite
  * differences in double, on a block with rows that see no key.  Causal,
  * full and empty blocks, head dims 64 and 128, GQA.  Then the CPU
- * device's float ops against the double kernels.
+ * device's float ops against the double kernels, and convert_2d with
+ * strides past 2^31 elements.
  */
 #include <config.h>
 
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/hash.h"
 #include "device/ops.h"
@@ -326,6 +328,44 @@ static double *to_d(const float *x, size_t n)
     return y;
 }
 
+/* convert_2d with strides past 2^31 elements (ops.h's limits): two rows
+ * 2^31 + 64 floats apart in an 8 GiB view (mapped without reserving it:
+ * only the two rows' pages are touched) copied out to a contiguous
+ * block, then other values copied back in from one.  Skipped where the
+ * view cannot be mapped. */
+static void convert_2d_wide(gl_dev *d)
+{
+    enum { rows = 2, cols = 100 };
+    const long ld = (1L << 31) + 64;
+    size_t bytes = ((size_t)(rows - 1) * ld + cols) * sizeof(float);
+    float *wide = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (wide == MAP_FAILED) {
+        skip(2, "convert_2d past 2^31 elements: cannot map an 8 GiB view");
+        return;
+    }
+    float blk[rows * cols];
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            wide[r * ld + c] = (float)(r * 1000 + c);
+    d->ops->convert_2d(d, blk, GL_DT_F32, cols, wide, GL_DT_F32, ld, rows, cols);
+    int right = 1;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            right &= blk[r * cols + c] == (float)(r * 1000 + c);
+    ok(right, "device convert_2d reads rows %ld elements apart", ld);
+
+    for (int i = 0; i < rows * cols; i++)
+        blk[i] = -blk[i];
+    d->ops->convert_2d(d, wide, GL_DT_F32, ld, blk, GL_DT_F32, cols, rows, cols);
+    right = 1;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            right &= wide[r * ld + c] == -(float)(r * 1000 + c);
+    ok(right, "device convert_2d writes rows %ld elements apart", ld);
+    munmap(wide, bytes);
+}
+
 static void check_device(void)
 {
     gl_dev *d = gl_dev_open_cpu();
@@ -388,6 +428,7 @@ static void check_device(void)
         for (int c = 0; c < 5; c++)
             right &= dst[r * 5 + c] == (c < 4 ? (float)(r * 7 + 2 + c) : -1.0f);
     ok(right, "device convert_2d copies rows x cols between strides, nothing more");
+    convert_2d_wide(d);
 
     free(q); free(k); free(v); free(dout); free(fq); free(fk); free(fv); free(fdo);
     free(rq); free(rk); free(rv); free(rdo); free(o); free(l); free(delta);

@@ -39,6 +39,7 @@
 #include <cuda_runtime.h>
 
 #include "base/log.h"
+#include "base/philox.h"
 #include "device/fp8.h"
 #include "device/ops.h"
 #include "gpu-util.h"
@@ -669,14 +670,212 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq)
 }
 
 /* With attention dropout p = 0.1: the kernels draw gl_attn_dropout's mask
- * (keyed by global sample b0 + b and head h0 + h, here b0 = 3, h0 = 2 of
- * Hq + 2 heads), as the CPU does.  Under GRIDLM_ATTENTION=auto this also
- * runs the fallback from cuDNN to the native kernels. */
-static void test_attn_dropout(int B, int S, int Hq, int Hkv, int D, int cq)
+ * (keyed by global sample b0 + b and head h0 + h of h0 + Hq + 2 heads),
+ * as the CPU does.  Under GRIDLM_ATTENTION=auto this also runs the
+ * fallback from cuDNN to the native kernels. */
+static void test_attn_dropout(int B, int S, int Hq, int Hkv, int D, int cq,
+                              long b0, long h0)
 {
     gl_attn_dropout dp = { .seed = 42, .iteration = 5, .layer = 7, .site = 2,
-                           .p = 0.1f, .b0 = 3, .h0 = 2, .heads = Hq + 2 };
+                           .p = 0.1f, .b0 = b0, .h0 = h0, .heads = h0 + Hq + 2 };
     test_attn_dp(B, S, Hq, Hkv, D, cq, &dp);
+}
+
+/* The keep bit of probability (b, h, i, j) of dp's mask: the definition
+ * of base/philox.h, which the CPU reference draws too. */
+static int mask_kept(const gl_attn_dropout *dp, int S, int b, int h, int i, int j)
+{
+    uint64_t e = ((uint64_t)(dp->b0 + b) * (uint64_t)dp->heads +
+                  (uint64_t)(dp->h0 + h)) * (uint64_t)S * (uint64_t)S +
+                 (uint64_t)i * (uint64_t)S + (uint64_t)j;
+    return gl_dropout_keep(dp->seed, dp->iteration,
+                           gl_dropout_stream(dp->layer, dp->site), e,
+                           gl_dropout_threshold(dp->p));
+}
+
+/* One read-out of the mask: got[n] times factor[n] must be want[n] (1 for
+ * a kept visible probability, 0 for a dropped or masked one) within bf16
+ * rounding.  Prints the first miss; returns the number of misses. */
+static long mask_misses(const char *what, const float *got, const float *factor,
+                        const unsigned char *want, size_t n, const long *where)
+{
+    long miss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = (double)got[i] * factor[i];
+        if (fabs(r - want[i]) <= 0.03)
+            continue;
+        if (miss++ == 0)
+            diag("  %s: first miss at (b %ld, head %ld, query %ld, key %ld): "
+                 "read %g, want %d", what, where[4 * i], where[4 * i + 1],
+                 where[4 * i + 2], where[4 * i + 3], r, want[i]);
+    }
+    return miss;
+}
+
+/*
+ * The attention-dropout mask itself, element by element, in each of the
+ * three kernels that draw it (forward, dK/dV and dQ backward).  With
+ * q = 0 every score is 0 and P_tu = 1 / (t + 1) for u <= t; inputs that
+ * are one-hot over a window of D positions w .. w + D - 1 then make each
+ * output element one probability times its keep factor K (1 / (1 - p)
+ * or 0; 0 too where u > t or a position is past S):
+ *   forward, v_u = e_(u - w):                  o_t[d] = K(t, w + d) / (t + 1)
+ *   backward with o = 0 (so D_t = 0):
+ *     do_t = v_u = e_0, k_u = e_(u - w):      dq_t[d] = scale K(t, w + d) / (t + 1)
+ *     do_t = e_(t - w) for the query heads h = r (mod group) only:
+ *                                             dv_u[d] = K_h(w + d, u) / (w + d + 1)
+ *       (dv of a kv head sums its group's query heads: one r per call).
+ * Every window of every (sample, head) is read and compared with
+ * mask_kept, bit for bit.  S % 4 == 0 runs the kernels' grouped draws,
+ * other S the per-element ones.
+ */
+static void test_attn_dropout_mask(int B, int S, int Hq, int Hkv, int D,
+                                   long b0, long h0, long heads)
+{
+    gl_attn_dropout dp = { .seed = 0x0123456789abcdefULL, .iteration = 77,
+                           .layer = 9, .site = 3, .p = 0.3f, .b0 = b0,
+                           .h0 = h0, .heads = heads };
+    int group = Hq / Hkv, W = (Hq + 2 * Hkv) * D;
+    size_t ntok = (size_t)B * S, nqkv = ntok * W, no = ntok * Hq * D;
+    float scale = 1.0f / sqrtf((float)D), kf = 1.0f / (1.0f - dp.p);
+    float *qkv = gl_malloc(nqkv * sizeof *qkv), *dout = gl_malloc(no * sizeof *dout);
+    float *lse = gl_malloc((size_t)B * Hq * S * sizeof *lse);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < Hq; h++)
+            for (int t = 0; t < S; t++)
+                lse[((size_t)b * Hq + h) * S + t] = logf((float)(t + 1));
+    /* read-outs: one slot per (b, head, token, d) of o / dq / dv */
+    size_t nr = ntok * Hq * D;
+    float *factor = gl_malloc(nr * sizeof *factor);
+    unsigned char *want = gl_malloc(nr);
+    long *where = gl_malloc(nr * 4 * sizeof *where);
+    float *zeros = c_buf(NULL, no);
+    void *go = G->ops->alloc(G, no * 2), *gz = g_act(zeros, no);
+    void *gd = G->ops->alloc(G, nqkv * 2);
+    float *glse = g_f32(lse, (size_t)B * Hq * S);
+    float *glse_out = g_f32(NULL, (size_t)B * Hq * S);
+    long miss[3] = {0, 0, 0};
+    char name[160];
+
+    for (int w = 0; w < S; w += D) {
+        /* forward: q = 0, k = 0, v_u = e_(u - w) */
+        memset(qkv, 0, nqkv * sizeof *qkv);
+        for (size_t tok = 0; tok < ntok; tok++) {
+            int u = (int)(tok % S);
+            for (int g = 0; g < Hkv; g++)
+                if (u >= w && u < w + D)
+                    qkv[tok * W + (Hq + Hkv + g) * D + (u - w)] = 1;
+        }
+        void *gqkv = g_act(qkv, nqkv);
+        uint16_t *gq = gqkv, *gk = gq + Hq * D, *gv = gk + Hkv * D;
+        G->ops->attn_fwd(G, go, Hq * D, glse_out, gq, W, gk, W, gv, W, B, S, Hq,
+                         Hkv, D, scale, &dp);
+        float *o = dl_act(go, no);
+        size_t n = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < S; t++)
+                for (int h = 0; h < Hq; h++)
+                    for (int d = 0; d < D; d++, n++) {
+                        int u = w + d;
+                        factor[n] = (float)(t + 1) / kf;
+                        want[n] = u < S && u <= t && mask_kept(&dp, S, b, h, t, u);
+                        where[4 * n] = b, where[4 * n + 1] = h;
+                        where[4 * n + 2] = t, where[4 * n + 3] = u;
+                    }
+        snprintf(name, sizeof name, "attn_fwd window %d", w);
+        miss[0] += mask_misses(name, o, factor, want, nr, where);
+        free(o);
+        G->ops->free(G, gqkv);
+
+        /* dq: q = 0, k_u = e_(u - w), v_u = do_t = e_0, o = 0 */
+        memset(qkv, 0, nqkv * sizeof *qkv);
+        memset(dout, 0, no * sizeof *dout);
+        for (size_t tok = 0; tok < ntok; tok++) {
+            int u = (int)(tok % S);
+            for (int g = 0; g < Hkv; g++) {
+                if (u >= w && u < w + D)
+                    qkv[tok * W + (Hq + g) * D + (u - w)] = 1;
+                qkv[tok * W + (Hq + Hkv + g) * D] = 1;
+            }
+            for (int h = 0; h < Hq; h++)
+                dout[(tok * Hq + h) * D] = 1;
+        }
+        gqkv = g_act(qkv, nqkv);
+        void *gdo = g_act(dout, no);
+        gq = gqkv, gk = gq + Hq * D, gv = gk + Hkv * D;
+        uint16_t *gdq = gd, *gdk = gdq + Hq * D, *gdv = gdk + Hkv * D;
+        G->ops->attn_bwd(G, gdq, gdk, gdv, W, gdo, Hq * D, gz, Hq * D, glse, gq, W,
+                         gk, W, gv, W, B, S, Hq, Hkv, D, scale, &dp);
+        float *dg = dl_act(gd, nqkv), *dq = gl_malloc(nr * sizeof *dq);
+        n = 0;
+        for (size_t tok = 0; tok < ntok; tok++)
+            for (int h = 0; h < Hq; h++)
+                for (int d = 0; d < D; d++, n++) {
+                    dq[n] = dg[tok * W + h * D + d];
+                    factor[n] = (float)(tok % S + 1) / (kf * scale);
+                }
+        snprintf(name, sizeof name, "attn_bwd dq window %d", w);
+        miss[1] += mask_misses(name, dq, factor, want, nr, where);
+        free(dg);
+        G->ops->free(G, gdo);
+
+        /* dv: do_t = e_(t - w) on the heads r (mod group), one call per r */
+        for (int r = 0; r < group; r++) {
+            memset(dout, 0, no * sizeof *dout);
+            for (size_t tok = 0; tok < ntok; tok++) {
+                int t = (int)(tok % S);
+                for (int h = r; h < Hq; h += group)
+                    if (t >= w && t < w + D)
+                        dout[(tok * Hq + h) * D + (t - w)] = 1;
+            }
+            gdo = g_act(dout, no);
+            G->ops->attn_bwd(G, gdq, gdk, gdv, W, gdo, Hq * D, gz, Hq * D, glse,
+                             gq, W, gk, W, gv, W, B, S, Hq, Hkv, D, scale, &dp);
+            dg = dl_act(gd, nqkv);
+            n = 0;
+            for (int b = 0; b < B; b++)
+                for (int u = 0; u < S; u++)
+                    for (int g = 0; g < Hkv; g++)
+                        for (int d = 0; d < D; d++, n++) {
+                            int t = w + d, h = g * group + r;
+                            dq[n] = dg[((size_t)b * S + u) * W + (Hq + Hkv + g) * D + d];
+                            factor[n] = (float)(t + 1) / kf;
+                            want[n] = t < S && u <= t && mask_kept(&dp, S, b, h, t, u);
+                            where[4 * n] = b, where[4 * n + 1] = h;
+                            where[4 * n + 2] = t, where[4 * n + 3] = u;
+                        }
+            snprintf(name, sizeof name, "attn_bwd dv window %d heads %d mod %d", w,
+                     r, group);
+            miss[2] += mask_misses(name, dq, factor, want, n, where);
+            free(dg);
+            G->ops->free(G, gdo);
+        }
+        free(dq);
+        G->ops->free(G, gqkv);
+    }
+    const char *kind = S % 4 ? "per element" : "grouped";
+    ok(miss[0] == 0, "attn_fwd dropout mask B=%d S=%d Hq=%d Hkv=%d D=%d at "
+       "(b0 %ld, h0 %ld of %ld), %s: %ld misses", B, S, Hq, Hkv, D, b0, h0,
+       heads, kind, miss[0]);
+    ok(miss[1] == 0, "attn_bwd dq dropout mask B=%d S=%d Hq=%d Hkv=%d D=%d at "
+       "(b0 %ld, h0 %ld of %ld), %s: %ld misses", B, S, Hq, Hkv, D, b0, h0,
+       heads, kind, miss[1]);
+    ok(miss[2] == 0, "attn_bwd dv dropout mask B=%d S=%d Hq=%d Hkv=%d D=%d at "
+       "(b0 %ld, h0 %ld of %ld), %s: %ld misses", B, S, Hq, Hkv, D, b0, h0,
+       heads, kind, miss[2]);
+
+    G->ops->free(G, go);
+    G->ops->free(G, gz);
+    G->ops->free(G, gd);
+    G->ops->free(G, glse);
+    G->ops->free(G, glse_out);
+    C->ops->free(C, zeros);
+    free(qkv);
+    free(dout);
+    free(lse);
+    free(factor);
+    free(want);
+    free(where);
 }
 
 /* ---- FP8 ---- */
@@ -1446,7 +1645,11 @@ static void test_dropout(int n, int w, float p, long row0, long col0,
 /* bda_layernorm (bias-dropout-add, then LayerNorm of its result) against
  * the CPU's, and bit for bit against the GPU's two ops one after the
  * other (which recomputation relies on), with out aliasing y (as under
- * sequence parallelism) or apart from residual and y. */
+ * sequence parallelism) or apart from residual and y.  The GPU normalises
+ * out as stored (bf16), the CPU its fp32 value: out is compared with the
+ * CPU's, the norm, mean and rstd with the CPU's LayerNorm of the GPU's
+ * stored out (a rounding of out by half a bf16 ulp moves the mean by up
+ * to that much, which the norm's tolerances do not allow for). */
 static void test_bda_layernorm(int n, int h, float p, int with_bias, int one_plus,
                                int alias_y)
 {
@@ -1488,9 +1691,12 @@ static void test_bda_layernorm(int n, int h, float p, int with_bias, int one_plu
     snprintf(name, sizeof name, "bda_layernorm n=%d h=%d p=%g%s%s%s", n, h, (double)p,
              with_bias ? "" : " no bias", one_plus ? " 1p" : "", alias_y ? " (out = y)" : "");
     cmp(name, out, co, (long)nh, BF_RTOL, 1e-3);
-    cmp(name, ln, cln, (long)nh, BF_RTOL, 2e-3);
-    cmp(name, m, cm, n, 1e-5, 1e-5);
-    cmp(name, rs, crs, n, 1e-4, 0);
+    float *cgo = c_buf(out, nh);
+    C->ops->layernorm_fwd(C, cln, cm, crs, cgo, cw, cb, n, h, 1e-5f, one_plus);
+    C->ops->free(C, cgo);
+    cmp(name, ln, cln, (long)nh, BF_RTOL, 1e-3);
+    cmp(name, m, cm, n, 1e-5, 1e-6);
+    cmp(name, rs, crs, n, 1e-5, 0);
     ok(!memcmp(out, out2, nh * 4) && !memcmp(ln, ln2, nh * 4) && !memcmp(m, m2, (size_t)n * 4) &&
        !memcmp(rs, rs2, (size_t)n * 4),
        "%s: the bits of bias_dropout_add then layernorm_fwd", name);
@@ -2367,6 +2573,56 @@ static void test_convert_2d(int rows, int cols, int ld_src, int ld_dst)
     free(x);
 }
 
+/* convert_2d with a stride past 2^31 elements (ops.h's limits): two act
+ * rows 2^31 + 256 elements apart copied out to a contiguous f32 block,
+ * then other values copied back in from one; only the two rows' spans
+ * of the 4 GiB view are written or read.  Needs 5 GiB of the device. */
+static void test_convert_2d_wide(void)
+{
+    enum { rows = 2, cols = 300 };
+    const long ld = (1L << 31) + 256;
+    size_t in_use, peak, total;
+    size_t wide_bytes = ((size_t)(rows - 1) * ld + cols) * 2;
+    G->ops->mem_info(G, &in_use, &peak, &total);
+    if (total < in_use + wide_bytes + ((size_t)1 << 30)) {
+        skip(2, "convert_2d past 2^31 elements: less than 5 GiB free on the device");
+        return;
+    }
+    char *wide = G->ops->alloc(G, wide_bytes);
+    float *x = rand_f32((size_t)rows * cols, -3, 3);
+    uint16_t row[cols];
+    for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < cols; c++)
+            row[c] = f2bf(x[r * cols + c]);
+        G->ops->upload(G, wide + (size_t)r * ld * 2, row, sizeof row);
+    }
+    float *dst = G->ops->alloc(G, (size_t)rows * cols * 4);
+    G->ops->convert_2d(G, dst, GL_DT_F32, cols, wide, GL_DT_BF16, ld, rows, cols);
+    float *got = dl_f32(dst, (size_t)rows * cols);
+    long bad = 0;
+    for (int i = 0; i < rows * cols; i++)
+        bad += got[i] != round_bf(x[i]);
+    ok(bad == 0, "convert_2d act -> f32, %d x %d, source stride %ld (%ld wrong)", rows,
+       cols, ld, bad);
+
+    for (int i = 0; i < rows * cols; i++)
+        x[i] = -2 * x[i];
+    float *src = g_f32(x, (size_t)rows * cols);
+    G->ops->convert_2d(G, wide, GL_DT_BF16, ld, src, GL_DT_F32, cols, rows, cols);
+    bad = 0;
+    for (int r = 0; r < rows; r++) {
+        G->ops->download(G, row, wide + (size_t)r * ld * 2, sizeof row);
+        for (int c = 0; c < cols; c++)
+            bad += bf2f(row[c]) != round_bf(x[r * cols + c]);
+    }
+    ok(bad == 0, "convert_2d f32 -> act, %d x %d, destination stride %ld (%ld wrong)",
+       rows, cols, ld, bad);
+    G->ops->free(G, wide);
+    G->ops->free(G, dst);
+    G->ops->free(G, src);
+    free(got);
+    free(x);
+}
 
 static cudaEvent_t ev0, ev1;
 
@@ -2771,8 +3027,22 @@ int main(void)
     test_attn(1, 256, 4, 4, 128, 4);               /* MHA, D=128 */
     test_attn(2, 130, 6, 3, 128, 6);
     test_attn(1, 1, 2, 1, 64, 2);                  /* one token */
-    test_attn_dropout(2, 200, 8, 2, 64, 8);
-    test_attn_dropout(2, 130, 6, 3, 128, 6);
+    /* attention dropout against the CPU: S % 4 == 0 (the kernels' grouped
+     * draws) and not (per element), D = 64 and 128, GQA and MHA, sample
+     * and head offsets (e past 2^32 at b0 = 40000) */
+    test_attn_dropout(2, 200, 8, 2, 64, 8, 3, 2);
+    test_attn_dropout(2, 130, 6, 3, 128, 6, 3, 2);
+    test_attn_dropout(1, 128, 4, 4, 128, 4, 0, 0);
+    test_attn_dropout(2, 131, 4, 1, 64, 4, 1, 5);
+    test_attn_dropout(1, 1000, 8, 2, 64, 4, 40000, 8);
+    test_attn_dropout(1, 1000, 4, 2, 128, 2, 7, 1);
+    /* the mask bit for bit in all three kernels */
+    test_attn_dropout_mask(2, 128, 2, 2, 64, 3, 1, 4);
+    test_attn_dropout_mask(2, 130, 4, 2, 128, 1, 3, 8);
+    test_attn_dropout_mask(1, 1000, 4, 1, 64, 40000, 2, 8);
+    test_attn_dropout_mask(1, 1000, 2, 1, 128, 5, 0, 2);
+    test_attn_dropout_mask(2, 203, 4, 4, 64, 0, 0, 4);
+    test_attn_dropout_mask(1, 12, 2, 1, 64, 2, 1, 3);
     if (!quick) {
         test_attn(1, 4096, 32, 8, 64, 4);          /* the 1.5B model's shape */
         test_attn(1, 4096, 32, 8, 128, 4);
@@ -2793,6 +3063,7 @@ int main(void)
         test_attn_ring(1, 4, 128, 8, 2, 128);  /* S = 1024 */
     test_convert_2d(37, 45, 50, 48);
     test_convert_2d(256, 1024, 3072, 1024);
+    test_convert_2d_wide();
 
     /* FP8: quantization in the 16-byte path (rows % 16 == 0, cols % 8 ==
      * 0), with partial tiles, in the general path, each output alone;

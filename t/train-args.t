@@ -154,6 +154,77 @@ plan_ok "model_flags give the same model on one rank" model= num_layers=4 \
 "$prog" $base --dry-run --world-size 1 --use-distributed-optimizer >"$tmp"/out 2>"$tmp"/err
 plan_ok "one rank: the distributed optimizer asked for, the plain one runs" \
     use_distributed_optimizer=1 distributed_optimizer=0
+plan_ok "a dense model: the expert grid is the attention grid's, no experts" \
+    expert_model_parallel_size=1 expert_tensor_parallel_size=1 expert_data_parallel_size=1 \
+    experts_per_rank=0 expert_placement= stage_rank_expert_params=0
+# A mixture-of-experts model under TP 2 x PP 2: every layer's MoE block
+# holds the router (4 x 64, whole on each TP rank), the 4 experts' three
+# SwiGLU matrices of width 32 and the shared expert's of width 16, both
+# split over TP.  A layer: 6144 (attention) + 256 + 3 x 4 x 32 x 64 / 2
+# + 3 x 16 x 64 / 2 + 128 (norms) = 20352; a stage 2 x 20352 + 16384
+# (embedding or head, + 64 the final norm); the model 4 x 40320 + 2 x
+# 32768 + 64.
+"$prog" $base --dry-run --world-size 8 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --global-batch-size 8 --num-experts 4 \
+    --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-shared-expert-intermediate-size 16 \
+    >"$tmp"/out 2>"$tmp"/err
+plan_ok "MoE parameters: router, experts and shared expert, per stage and TP rank" \
+    num_params=226880 "stage_rank_params=57088 57152" max_rank_params=57152
+
+# The expert grid (issue 14): a dry run plans any EP and ETP that fit,
+# training refuses what expert parallelism does not build yet.  The model: 2
+# MoE layers of 8 SwiGLU experts of FFN 96 over h 64, so 3 x 8 x 96 x 64 =
+# 147456 expert weights a layer, 294912 in all; the rest (the tied 128 x
+# 64 embedding, 32 learned positions, per layer two LayerNorms, QKV, the
+# output projection and the router, the final norm) 44672.
+moe="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 128
+  --swiglu --disable-bias-linear --num-experts 8 --moe-router-topk 2 --ffn-hidden-size 96
+  --mock-data --train-iters 2 --lr 1e-3 --device cpu"
+"$prog" $moe --dry-run --world-size 8 --expert-model-parallel-size 4 \
+    --use-distributed-optimizer >"$tmp"/out 2>"$tmp"/err
+code=$?
+[ $code -eq 0 ] && [ "$(wc -l <"$tmp"/err)" -eq 1 ] &&
+    grep -q "warning: --expert-model-parallel-size 4 --expert-tensor-parallel-size 1: planned by this dry run, but training needs .*--moe-token-dispatcher-type alltoall" "$tmp"/err
+ok $? "8 ranks, EP 4 with the allgather dispatcher: planned, with one warning that training needs alltoall"
+# A rank holds 2 of the 8 experts: 294912 / 4 = 73728 expert weights.
+# Its bytes (fp32 on the CPU device): 8 a weight (weight, gradient) and,
+# sharded by the distributed optimizer, 16 an owned one (moments, master,
+# gradient shard): 44672 x 8 + 44672 / 8 (DP) x 16 + 73728 x 8 + 73728 /
+# 2 (EDP) x 16 = 446720 + 1179648.
+plan_ok "EP 4: the expert grid, 2 experts a rank, the memory of its own only" \
+    expert_model_parallel_size=4 expert_tensor_parallel_size=1 expert_data_parallel_size=2 \
+    experts_per_rank=2 "expert_placement=0:[0,2) 1:[2,4) 2:[4,6) 3:[6,8)" \
+    stage_rank_params=118400 max_rank_params=118400 stage_rank_expert_params=73728 \
+    stage_rank_state_bytes=1626368 max_rank_state_bytes=1626368
+"$prog" $moe --dry-run --world-size 8 --tensor-model-parallel-size 2 \
+    --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 >"$tmp"/out 2>"$tmp"/err
+plan_ok "TP 2, EP 2, ETP 1: EDP 4, 4 whole experts a rank (294912 / 2)" \
+    tensor_model_parallel_size=2 data_parallel_size=4 expert_model_parallel_size=2 \
+    expert_tensor_parallel_size=1 expert_data_parallel_size=4 experts_per_rank=4 \
+    stage_rank_expert_params=147456
+"$prog" $moe --dry-run --world-size 8 --tensor-model-parallel-size 2 >"$tmp"/out 2>"$tmp"/err
+plan_ok "ETP left out is TP (Megatron's default): each expert split in 2" \
+    expert_tensor_parallel_size=2 expert_data_parallel_size=4 experts_per_rank=8 \
+    stage_rank_expert_params=147456
+refused "experts not divisible by EP" \
+    "--num-experts 8 is not divisible by --expert-model-parallel-size 3" \
+    "choose an EP of 1, 2, 4 or 8" -- $moe --dry-run --world-size 6 --expert-model-parallel-size 3
+refused "an ETP that does not divide the experts' FFN width" \
+    "--expert-tensor-parallel-size 5 must divide the experts' FFN width 96" -- \
+    $moe --dry-run --world-size 10 --expert-tensor-parallel-size 5
+refused "EP x ETP larger than a pipeline stage" \
+    "--expert-model-parallel-size 8 x --expert-tensor-parallel-size 1 = 8 does not divide the 4 ranks of a pipeline stage" \
+    "start a multiple of 16 ranks" -- \
+    $moe --dry-run --world-size 8 --pipeline-model-parallel-size 2 --expert-model-parallel-size 8
+refused "ETP for a dense model" \
+    "--expert-tensor-parallel-size 2 needs a mixture-of-experts model" -- \
+    $base --expert-tensor-parallel-size 2
+refused "training at EP 2 with the allgather dispatcher" \
+    "--expert-model-parallel-size 2 with --moe-token-dispatcher-type allgather (the default): the allgather dispatcher is not built" -- \
+    $moe --expert-model-parallel-size 2
+refused "training at ETP != TP" \
+    "--expert-tensor-parallel-size 2 differs from --tensor-model-parallel-size 1" \
+    "drop it, or set it to 1" -- $moe --expert-tensor-parallel-size 2
 
 # --help: exit 0, every group, defaults shown.
 "$prog" --help >"$tmp"/out 2>"$tmp"/err
@@ -234,6 +305,18 @@ if [ -n "$MPIEXEC" ]; then
         pass "2 ranks, --dry-run at TP 2 succeeds"
     else
         echo "# exit $code"; fail_run "2 ranks, --dry-run at TP 2 succeeds"
+    fi
+
+    # EP 2: the expert grid, each rank's experts, the ep and edp groups
+    # and the memory of each rank, its 4 experts' 147456 weights among them.
+    mpirun $moe --expert-model-parallel-size 2 --dry-run
+    code=$?
+    if [ $code -eq 0 ] && grep -q "^expert grid: ETP=1 EP=2 EDP=1 PP=1" "$tmp"/out &&
+        grep -q "^ *1 .* 0 *1 *0  \[4,8)$" "$tmp"/out && grep -q "^  ep .*\[0,1\]" "$tmp"/out &&
+        grep -q "memory per rank of stage 0: .*(192128 parameters, 147456 of them in its 4 of 8 experts of each MoE layer" "$tmp"/out; then
+        pass "2 ranks, --dry-run at EP 2: expert grid, experts per rank, groups, memory"
+    else
+        echo "# exit $code"; fail_run "2 ranks, --dry-run at EP 2"
     fi
 fi
 

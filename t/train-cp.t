@@ -107,19 +107,7 @@ esac
 if run save-cp2 2 $CP2 --save "$tmp/ck" --save-interval 10 --train-iters 10 \
        --lr-decay-iters 20 &&
    run resume-cp1 1 --load "$tmp/ck"; then
-    w=$(awk '
-    function val(line, key,   s) {
-        if (!match(line, "\"" key "\": [^,}]*")) return "null"
-        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
-    }
-    function rel(a, b,   d) { d = (a - b) / b; return d < 0 ? -d : d }
-    /valid_loss/ { next }
-    FNR == NR { rl[val($0, "iteration")] = val($0, "loss"); next }
-    { i = val($0, "iteration"); if (!(i in rl) || i < 11) bad = 1
-      d = rel(val($0, "loss"), rl[i]); if (d > w) w = d; n++ }
-    END { if (bad || n != 10) print "mismatch"; else printf "%.3g\n", w }
-    ' "$tmp/ref.jsonl" "$tmp/resume-cp1.jsonl")
-    if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+    if w=$(resumed_within "$tmp/ref.jsonl" "$tmp/resume-cp1.jsonl" 11 10 1e-5); then
         pass "saved at CP 2, resumed at CP 1: iterations 11-20 within $w"
     else
         fail "saved at CP 2, resumed at CP 1: worst relative difference $w"

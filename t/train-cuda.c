@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    plan(9);
+    plan(11);
     char dir[] = "/tmp/train-cuda.XXXXXX", jg[64], jc[64];
     if (!mkdtemp(dir))
         bail_out("mkdtemp failed");
@@ -260,6 +260,25 @@ int main(int argc, char **argv)
     ok(ql < 1e-3, "Qwen3 form (QK norm, head size 128): bf16 GPU losses within %.2e of the "
        "fp32 CPU ones", ql);
     ok(qv < 1e-3, "Qwen3 form: validation losses within %.2e of the CPU's", qv);
+    unlink(jqg);
+    unlink(jqc);
+
+    /* a mixture-of-experts form (Mixtral-like, top-2 of 4 with the
+     * load-balancing loss), GPU against CPU */
+    static const char *const moe[] = {"--num-experts", "4", "--moe-router-topk", "2",
+                                      "--moe-ffn-hidden-size", "256",
+                                      "--moe-aux-loss-coeff", "0.01"};
+    snprintf(jqg, sizeof jqg, "%s/moe-gpu.jsonl", dir);
+    snprintf(jqc, sizeof jqc, "%s/moe-cpu.jsonl", dir);
+    gpu_run(moe, 8, 0, jqg);
+    qn = tiny_plus(qargv, moe, 8);
+    cpu = gl_dev_open_cpu();
+    train(qn, (char **)qargv, cpu, jqc);
+    gl_dev_close(cpu);
+    double ml = log_diff(jqg, jqc, "loss", 20), ma = log_diff(jqg, jqc, "moe_aux_loss", 20);
+    ok(ml < 1e-3, "MoE (4 experts, top 2): bf16 GPU losses within %.2e of the fp32 CPU "
+       "ones", ml);
+    ok(ma < 1e-2, "MoE: the load-balancing losses within %.2e of the CPU's", ma);
     unlink(jqg);
     unlink(jqc);
 

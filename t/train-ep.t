@@ -151,17 +151,15 @@ done
 # what is not built is refused by name
 refused "EP 2 with the allgather dispatcher is refused" \
     "--moe-token-dispatcher-type alltoall" -- \
-    --world-size 2 $tiny $mixtral --expert-model-parallel-size 2 --dry-run
+    $tiny $mixtral --expert-model-parallel-size 2
 refused "EP 2 with TP 2 is refused" \
     "expert parallelism is built with TP = CP = 1 only" -- \
-    --world-size 4 $tiny $mixtral $a2a --expert-model-parallel-size 2 \
-    --tensor-model-parallel-size 2 --dry-run
+    $tiny $mixtral $a2a --expert-model-parallel-size 2 --tensor-model-parallel-size 2
 refused "EP 2 with CP 2 is refused" \
     "expert parallelism is built with TP = CP = 1 only" -- \
-    --world-size 4 $tiny $mixtral $a2a --expert-model-parallel-size 2 \
-    --context-parallel-size 2 --dry-run
+    $tiny $mixtral $a2a --expert-model-parallel-size 2 --context-parallel-size 2
 refused "EP 3 of 4 experts is refused" \
-    "--expert-model-parallel-size 3 must divide --num-experts 4" -- \
+    "--num-experts 4 is not divisible by --expert-model-parallel-size 3" -- \
     --world-size 3 $tiny $mixtral $a2a --expert-model-parallel-size 3 \
     --global-batch-size 6 --dry-run
 done_testing

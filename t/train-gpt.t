@@ -99,19 +99,7 @@ base="$base --train-iters 10"
 if run full 1 --save "$tmp/ck" --save-interval 5 &&
    run resumed 2 --load "$tmp/ck/iter_0000005.h5" --tensor-model-parallel-size 2 \
        --sequence-parallel; then
-    w=$(awk '
-        function val(line, key,   s) {
-            if (!match(line, "\"" key "\": [^,}]*")) return "null"
-            s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
-        }
-        /valid_loss/ { next }
-        FNR == NR { l[val($0, "iteration")] = val($0, "loss"); next }
-        { it = val($0, "iteration"); a = val($0, "loss"); b = l[it]; n++
-          if (b == "" || b + 0 == 0) bad = 1
-          else { d = (a - b) / b; if (d < 0) d = -d; if (d > w) w = d } }
-        END { if (bad || n != 5) print "mismatch"; else printf "%.3g\n", w }
-    ' "$tmp/full.jsonl" "$tmp/resumed.jsonl")
-    if [ "$w" != mismatch ] && awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+    if w=$(resumed_within "$tmp/full.jsonl" "$tmp/resumed.jsonl" 6 5 1e-5); then
         pass "a GPT checkpoint resumes under TP 2 + SP: iterations 6-10 within $w"
     else
         fail "the resumed GPT run differs: $w"

@@ -21,6 +21,17 @@
 #                             word, split on spaces), then one result: it
 #                             must differ from the run named $ref by more
 #                             than 1e-3 (the comparisons can fail)
+#   resumed_within REF GOT FIRST N TOL [KEY...]
+#                             a resumed run (JSON log GOT) against the
+#                             uninterrupted one (REF): prints the largest
+#                             relative difference of KEY (loss unless
+#                             given; several: each of them) between each
+#                             training record of GOT and REF's record of
+#                             the same iteration, or "mismatch" unless GOT
+#                             holds exactly N training records, of distinct
+#                             iterations FIRST or later, each found in REF
+#                             with non-zero values; status 0 when it is a
+#                             difference under TOL
 #   corpus DOCS VOCAB         a synthetic corpus of DOCS documents
 #                             ($tmp/corpus.jsonl), a tokenizer of VOCAB
 #                             entries trained on it ($tmp/tok.json) and
@@ -130,6 +141,38 @@ differs() {
     else
         fail "$1 run failed"
     fi
+}
+
+resumed_within() {
+    ref_log=$1 got_log=$2 first=$3 nrec=$4 rtol=$5
+    shift 5
+    w=$(awk -v first="$first" -v n="$nrec" -v keys="${*:-loss}" '
+    function val(line, key,   s) {
+        if (!match(line, "\"" key "\": [^,}]*")) return "null"
+        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
+    }
+    BEGIN { nk = split(keys, key, " ") }
+    /"valid_loss"/ { next }
+    FNR == NR {
+        i = val($0, "iteration") + 0; in_ref[i] = 1
+        for (k = 1; k <= nk; k++) ref[i, k] = val($0, key[k])
+        next
+    }
+    {
+        ng++
+        i = val($0, "iteration") + 0
+        if (!(i in in_ref) || i < first + 0 || (i in seen)) { bad = 1; next }
+        seen[i] = 1
+        for (k = 1; k <= nk; k++) {
+            a = val($0, key[k]); b = ref[i, k]
+            if (a == "null" || b == "null" || b + 0 == 0) { bad = 1; continue }
+            d = (a - b) / b; if (d < 0) d = -d; if (d > w) w = d
+        }
+    }
+    END { if (bad || ng != n + 0) print "mismatch"; else printf "%.3g\n", w }
+    ' "$ref_log" "$got_log")
+    echo "$w"
+    [ "$w" != mismatch ] && awk -v w="$w" -v t="$rtol" 'BEGIN { exit !(w < t) }'
 }
 
 corpus() {

@@ -20,13 +20,28 @@
 # micro-batches (the same --micro-batch-size): those layouts must give the
 # same numbers with dropping too, which the capacity runs check.
 #
+# global_aux_loss (Megatron's) counts tokens per expert over the
+# micro-batches of every DP rank and over the step's micro-batches so
+# far, and takes their mean: TP, SP, PP and full recomputation keep the
+# single-rank run's numbers; D DP ranks of micro-batch B with coefficient
+# X, with or without the distributed optimizer, give one rank's of
+# micro-batch D B with coefficient X/D (the same counts; the gradient
+# averaged over DP).  With one micro-batch a step it is aux_loss; with
+# several its losses differ from aux_loss's.
+#
+# Context parallelism: the MoE losses are Megatron's over whole sequences
+# (counts summed over the CP ranks), their gradient averaged over DP x CP
+# as Megatron's: CP 2 trains as one rank with the MoE coefficients halved,
+# and logs twice that rank's MoE losses -- for aux_loss, seq_aux_loss
+# and global_aux_loss, each with the z-loss.
+#
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
 . "$(dirname "$0")/train-lib.sh"
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 21
+plan 42
 # shellcheck disable=SC2086
 {
 base="$tiny $mixtral"
@@ -50,25 +65,11 @@ ref=mixtral-ref
 if run ck-save 2 --tensor-model-parallel-size 2 --train-iters 10 --lr-decay-iters 20 \
         --save "$tmp/ck" --save-interval 10 &&
    run ck-load 1 --load "$tmp/ck" --lr-decay-iters 20; then
-    first=$(head -1 "$tmp/ck-load.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
-    grep -v valid "$tmp/mixtral-ref.jsonl" | sed -n '11,20p' >"$tmp/tail.jsonl"
-    grep -v valid "$tmp/ck-load.jsonl" >"$tmp/got.jsonl"
-    w=$(awk '
-    function val(line, key,   s) {
-        if (!match(line, "\"" key "\": [^,}]*")) return "null"
-        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
-    }
-    function rel(a, b,   d) { d = (a - b) / b; return d < 0 ? -d : d }
-    FNR == NR { rl[FNR] = val($0, "loss"); ra[FNR] = val($0, "moe_aux_loss"); n = FNR; next }
-    { m = FNR; d = rel(val($0, "loss"), rl[FNR]); if (d > w) w = d
-      d = rel(val($0, "moe_aux_loss"), ra[FNR]); if (d > w) w = d }
-    END { if (m != n || n != 10) print "mismatch"; else printf "%.3g\n", w }
-    ' "$tmp/tail.jsonl" "$tmp/got.jsonl")
-    if [ "$first" = 11 ] && [ "$w" != mismatch ] &&
-       awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+    if w=$(resumed_within "$tmp/mixtral-ref.jsonl" "$tmp/ck-load.jsonl" 11 10 1e-5 \
+               loss moe_aux_loss); then
         pass "saved at TP 2, resumed at TP 1: iterations 11-20 within $w"
     else
-        fail "TP 2 -> TP 1 resume: first iteration '$first', worst $w"
+        fail "TP 2 -> TP 1 resume: worst $w"
     fi
 else
     fail "TP 2 -> TP 1 resume: a run failed"
@@ -95,6 +96,67 @@ for v in tp2-sp pp2 dp2; do
         pass "cap-$v: MoE losses and dropped fraction within $tol"
     else
         fail "cap-$v: MoE losses differ"
+    fi
+done
+
+# global_aux_loss
+# both NAME RANKS FLAGS...: check, then the MoE losses against $ref's
+both() {
+    check "$@"
+    if same_moe "$tmp/$ref.jsonl" "$tmp/$1.jsonl"; then
+        pass "$1: MoE losses within $tol of $ref"
+    else
+        fail "$1: MoE losses differ from $ref"
+    fi
+}
+base="$tiny $mixtral --moe-router-load-balancing-type global_aux_loss"
+run global-ref 1 || bail_out "the single-rank global_aux_loss run failed"
+ref=global-ref
+both global-tp2 2 --tensor-model-parallel-size 2
+both global-tp2-sp 2 --tensor-model-parallel-size 2 --sequence-parallel
+both global-pp2 2 --pipeline-model-parallel-size 2
+both global-rc-full 1 --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 2
+run global-mb4 1 --micro-batch-size 4 --moe-aux-loss-coeff 0.005 ||
+    bail_out "the single-rank global_aux_loss run of micro-batch 4 failed"
+ref=global-mb4
+both global-dp2 2
+both global-dp2-distopt 2 --use-distributed-optimizer
+run aux-mb8 1 --micro-batch-size 8 --moe-router-load-balancing-type aux_loss ||
+    bail_out "the single-rank aux_loss run of micro-batch 8 failed"
+ref=aux-mb8
+both global-mb8 1 --micro-batch-size 8
+if same_moe "$tmp/mixtral-ref.jsonl" "$tmp/global-ref.jsonl"; then
+    fail "global_aux_loss over 4 micro-batches gives aux_loss's MoE losses"
+else
+    pass "global_aux_loss over 4 micro-batches: MoE losses other than aux_loss's"
+fi
+
+# context parallelism
+# twice REF GOT: GOT's MoE losses are twice REF's, within $tol
+twice() {
+    awk -v t="$tol" '
+    function val(line, key,   s) {
+        if (!match(line, "\"" key "\": [^,}]*")) return "none"
+        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
+    }
+    function far(a, b,   d) { if (a == "none" || b == "none" || b + 0 == 0) return 1
+                             d = (a / 2 - b) / b; return d < 0 ? -d >= t : d >= t }
+    /"valid_loss"/ { next }
+    FNR == NR { ra[FNR] = val($0, "moe_aux_loss"); rz[FNR] = val($0, "moe_z_loss"); n = FNR; next }
+    { m = FNR; if (far(val($0, "moe_aux_loss"), ra[FNR]) || far(val($0, "moe_z_loss"), rz[FNR])) bad = 1 }
+    END { exit bad || m != n || n == 0 }' "$1" "$2"
+}
+for lb in aux_loss seq_aux_loss global_aux_loss; do
+    base="$tiny $mixtral --moe-router-load-balancing-type $lb"
+    ref=cp-$lb-ref
+    run "$ref" 1 --moe-aux-loss-coeff 0.005 --moe-z-loss-coeff 0.0005 ||
+        bail_out "the single-rank $lb run with halved coefficients failed"
+    check "cp2-$lb" 2 --context-parallel-size 2 --moe-z-loss-coeff 0.001
+    if twice "$tmp/$ref.jsonl" "$tmp/cp2-$lb.jsonl"; then
+        pass "cp2-$lb: MoE losses twice $ref's within $tol"
+    else
+        fail "cp2-$lb: MoE losses not twice $ref's"
     fi
 done
 }

@@ -14,7 +14,7 @@
 /* The axes that get a communicator, in creation order. */
 static const gl_axis axes[] = {
     GL_AXIS_TP, GL_AXIS_CP, GL_AXIS_DP, GL_AXIS_PP, GL_AXIS_DP_CP, GL_AXIS_MP,
-    GL_AXIS_EP, GL_AXIS_EDP
+    GL_AXIS_EP, GL_AXIS_EDP, GL_AXIS_ETP
 };
 #define NAXES ((int)(sizeof axes / sizeof axes[0]))
 
@@ -28,14 +28,17 @@ static gl_comm **slot(gl_groups *g, gl_axis a)
     case GL_AXIS_DP_CP: return &g->dp_cp;
     case GL_AXIS_MP: return &g->mp;
     case GL_AXIS_EP: return &g->ep;
+    case GL_AXIS_ETP: return &g->etp;
     default: return &g->edp;
     }
 }
 
-/* EP groups exist only with expert parallelism. */
+/* The expert groups exist only when the expert grid is not the
+ * attention grid's (see groups.h). */
 static int axis_wanted(const gl_grid_spec *s, gl_axis a)
 {
-    return s->ep > 1 || (a != GL_AXIS_EP && a != GL_AXIS_EDP);
+    int expert = a == GL_AXIS_EP || a == GL_AXIS_EDP || a == GL_AXIS_ETP;
+    return !expert || gl_grid_expert_grid_differs(s);
 }
 
 /* An error every rank would find alike: rank 0 says it and MPI_Abort
@@ -99,6 +102,7 @@ gl_groups *gl_groups_create(const gl_boot *b, const gl_grid_spec *spec,
     if (gl_grid_init(&g->spec, &err) != 0)
         die_once(b->rank, "%s", err.text);
     g->me = gl_grid_coord(&g->spec, b->rank);
+    g->eme = gl_grid_ecoord(&g->spec, b->rank);
 
     if (kind == GL_COMM_NCCL) {
 #ifdef GL_HAVE_NCCL
@@ -210,6 +214,7 @@ void gl_groups_health_check(gl_groups *g, gl_dev *d)
 typedef struct {
     int rank, local_rank, local_size, node_id, gpu;
     gl_coord c;
+    gl_ecoord e;
     char host[256];
     char bus[32];
 } place_row;
@@ -255,7 +260,25 @@ static int embd_members(const gl_grid_spec *s, int unused, int r, int *m)
     return gl_grid_embd_group(s, r, m);
 }
 
-void gl_dry_run_report(const gl_boot *b, const gl_groups *g, FILE *out)
+/* The placement table's expert columns: " etp ep edp experts" or, with
+ * row, that rank's values (the experts "[first,end)", or "-" for a
+ * dense model). */
+static void expert_columns(FILE *out, const gl_grid_spec *s, int num_experts,
+                           const place_row *row)
+{
+    if (!row) {
+        fprintf(out, " %4s %4s %4s  %s", "etp", "ep", "edp", "experts");
+        return;
+    }
+    char experts[48] = "-";
+    if (num_experts > 0) {
+        int first, n = gl_grid_experts(s, num_experts, row->e.ep, &first);
+        snprintf(experts, sizeof experts, "[%d,%d)", first, first + n);
+    }
+    fprintf(out, " %4d %4d %4d  %s", row->e.etp, row->e.ep, row->e.edp, experts);
+}
+
+void gl_dry_run_report(const gl_boot *b, const gl_groups *g, int num_experts, FILE *out)
 {
     place_row me, *rows = NULL;
     memset(&me, 0, sizeof me);
@@ -265,6 +288,7 @@ void gl_dry_run_report(const gl_boot *b, const gl_groups *g, FILE *out)
     me.node_id = b->node_id;
     me.gpu = b->gpu;
     me.c = g->me;
+    me.e = g->eme;
     snprintf(me.host, sizeof me.host, "%s", b->host);
     snprintf(me.bus, sizeof me.bus, "%s", b->gpu >= 0 && b->gpu_bus_id[0] ? b->gpu_bus_id : "-");
     if (b->rank == 0)
@@ -274,11 +298,22 @@ void gl_dry_run_report(const gl_boot *b, const gl_groups *g, FILE *out)
         return;
 
     const gl_grid_spec *s = &g->spec;
+    int experts = gl_grid_expert_grid_differs(s) || num_experts > 0;
     fprintf(out, "gridlm dry run: %d ranks on %d node%s, TP=%d CP=%d PP=%d DP=%d EP=%d, "
             "%s communicators\n", b->size, b->num_nodes, b->num_nodes == 1 ? "" : "s",
             s->tp, s->cp, s->pp, s->dp, s->ep, g->kind == GL_COMM_NCCL ? "NCCL" : "MPI");
-    fprintf(out, "%6s  %-20s %5s %6s %4s  %-14s %4s %4s %4s %4s\n", "rank", "host",
+    if (experts)
+        fprintf(out, "expert grid: ETP=%d EP=%d EDP=%d PP=%d (order etp-ep-edp-pp)\n",
+                s->etp, s->ep, s->edp, s->pp);
+    if (num_experts > 0)
+        fprintf(out, "experts: %d per MoE layer, %d per rank: EP index i holds [%d i, "
+                "%d (i + 1))\n", num_experts, num_experts / s->ep, num_experts / s->ep,
+                num_experts / s->ep);
+    fprintf(out, "%6s  %-20s %5s %6s %4s  %-14s %4s %4s %4s %4s", "rank", "host",
             "node", "local", "gpu", "pci bus id", "tp", "cp", "dp", "pp");
+    if (experts)
+        expert_columns(out, s, num_experts, NULL);
+    fputc('\n', out);
     for (int r = 0; r < b->size; r++) {
         const place_row *p = &rows[r];
         char local[24], gpu[16];
@@ -287,9 +322,12 @@ void gl_dry_run_report(const gl_boot *b, const gl_groups *g, FILE *out)
             snprintf(gpu, sizeof gpu, "%d", p->gpu);
         else
             snprintf(gpu, sizeof gpu, "-");
-        fprintf(out, "%6d  %-20s %5d %6s %4s  %-14s %4d %4d %4d %4d\n", p->rank,
+        fprintf(out, "%6d  %-20s %5d %6s %4s  %-14s %4d %4d %4d %4d", p->rank,
                 p->host, p->node_id, local, gpu, p->bus, p->c.tp, p->c.cp,
                 p->c.dp, p->c.pp);
+        if (experts)
+            expert_columns(out, s, num_experts, p);
+        fputc('\n', out);
     }
     free(rows);
 

@@ -6,7 +6,7 @@
  * bootstrap used it, else MPI_Bcast) and splits it into one gl_comm per
  * axis for this rank with the grid's colours (gl_comm_split).  Member i
  * of every group is the rank whose index along the axis is i (its tp, cp,
- * dp or pp coordinate).
+ * dp or pp coordinate; for the expert axes its etp, ep or edp).
  *
  * It warns (rank 0) when a TP group spans nodes: tensor-parallel traffic
  * would then cross the network.
@@ -35,8 +35,14 @@ typedef struct {
     gl_comm *embd;         /* first and last stage of this pipeline (tied
                             * embeddings); NULL on middle stages; just this
                             * rank when PP = 1 */
-    gl_comm *ep, *edp;     /* expert-parallel and expert-data-parallel;
-                            * NULL when EP = 1 */
+    gl_ecoord eme;         /* this rank in the expert grid */
+    gl_comm *ep, *edp;     /* expert-parallel (different experts) and
+                            * expert-data-parallel (the same experts) */
+    gl_comm *etp;          /* expert-tensor-parallel (one expert's matrices
+                            * split); the three expert groups are NULL
+                            * unless gl_grid_expert_grid_differs (EP > 1 or
+                            * ETP != TP): else they are the rank alone, tp
+                            * and dp_cp */
     int health_groups;     /* groups verified job-wide by the last
                             * gl_groups_health_check, -1 before */
 } gl_groups;
@@ -57,10 +63,13 @@ void gl_groups_free(gl_groups *g);
 void gl_groups_health_check(gl_groups *g, gl_dev *d);
 
 /* Rank 0 writes the placement table gathered from every rank (rank, host,
- * local rank, GPU ordinal and PCI bus id or "-", tp/cp/dp/pp), the group
- * lists per axis, "bootstrap: pmix|mpi" and "health check: N groups OK"
- * to out.  Collective; out is used on rank 0 only. */
-void gl_dry_run_report(const gl_boot *b, const gl_groups *g, FILE *out);
+ * local rank, GPU ordinal and PCI bus id or "-", tp/cp/dp/pp; then, with
+ * an expert grid of its own or num_experts > 0, etp/ep/edp and the
+ * experts [first,end) each MoE layer holds there of num_experts), the
+ * group lists per axis, "bootstrap: pmix|mpi" and "health check: N groups
+ * OK" to out.  num_experts is 0 for a dense model.  Collective; out is
+ * used on rank 0 only. */
+void gl_dry_run_report(const gl_boot *b, const gl_groups *g, int num_experts, FILE *out);
 
 #ifdef __cplusplus
 }

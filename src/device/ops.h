@@ -210,6 +210,8 @@ typedef struct {
  * position <= the query's; full, every pair. */
 typedef enum { GL_ATTN_CAUSAL = 0, GL_ATTN_FULL = 1 } gl_attn_mask;
 
+/* A back end's table (ops_cpu.c, cuda/dev_cuda.cu) sets every member by
+ * name, .op = fn, so that a member added or moved shifts no other. */
 struct gl_ops {
     const char *name;
 
@@ -842,11 +844,18 @@ struct gl_ops {
      * rows x cols elements, dst of type dt and src of type st (each
      * d->act or GL_DT_F32), row strides lddst and ldsrc in elements of
      * their own type; no overlap.  Moves K/V out of the fused QKV buffer
-     * into the ring's contiguous chunks, and the f32 accumulators of the
-     * ops above back into act views. */
-    void (*convert_2d)(gl_dev *d, void *dst, gl_dtype dt, int lddst,
-                       const void *src, gl_dtype st, int ldsrc, int rows,
-                       int cols);
+     * into the ring's contiguous chunks, the f32 accumulators of the ops
+     * above back into act views, and a2a's chunks of [B, S, w] rows in and
+     * out of the full sequence [B, Sfull, w].
+     *
+     * Limits: rows < 2^31; cols, lddst and ldsrc are longs (64 bits), and
+     * every index (r ld + c, rows x cols) is taken in 64 bits, so a stride
+     * or a whole view may pass 2^31 elements (a2a's Sfull w under long
+     * sequences and large context parallelism).  Callers compute their
+     * strides in long too. */
+    void (*convert_2d)(gl_dev *d, void *dst, gl_dtype dt, long lddst,
+                       const void *src, gl_dtype st, long ldsrc, int rows,
+                       long cols);
     /* ---- fused GPT-form ops (issue 16's speed work) ----
      *
      * Bias-dropout-add, then LayerNorm of its result, in one call:

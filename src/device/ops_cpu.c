@@ -199,15 +199,15 @@ static void cpu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
 }
 
 /* Every buffer is float on the CPU, so the conversion is a strided copy. */
-static void cpu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, int lddst,
-                           const void *src, gl_dtype st, int ldsrc, int rows,
-                           int cols)
+static void cpu_convert_2d(gl_dev *d, void *dst, gl_dtype dt, long lddst,
+                           const void *src, gl_dtype st, long ldsrc, int rows,
+                           long cols)
 {
     if (dt != GL_DT_F32 || st != GL_DT_F32)
         gl_die("convert_2d: the CPU device holds only f32 buffers");
-    for (int r = 0; r < rows; r++)
-        memcpy((float *)dst + (size_t)r * lddst,
-               (const float *)src + (size_t)r * ldsrc, (size_t)cols * sizeof(float));
+    for (int r = 0; r < rows; r++)      /* offsets in 64 bits (ops.h) */
+        memcpy((float *)dst + (long)r * lddst,
+               (const float *)src + (long)r * ldsrc, (size_t)cols * sizeof(float));
 }
 
 static void cpu_swiglu_fwd(gl_dev *d, void *y, const void *gu, int n, int f)

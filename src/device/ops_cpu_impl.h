@@ -160,7 +160,7 @@ static void GL_K(attn_check)(int Hq, int Hkv, const char *what)
  * 1 / (1 - p) when kept, 0 when dropped, 1 without dropout (dp NULL or
  * p = 0).  The element index is gl_attn_dropout's. */
 static double GL_K(attn_keep)(const gl_attn_dropout *dp, int b, int h, int S,
-                              int t, int u)
+                              long t, long u)
 {
     if (!dp || dp->p <= 0)
         return 1;
@@ -172,6 +172,177 @@ static double GL_K(attn_keep)(const gl_attn_dropout *dp, int b, int h, int S,
     return 1.0 / (1.0 - (double)dp->p);
 }
 
+/*
+ * The position of row i of a block (gl_attn_pos: two contiguous runs).
+ * The whole sequence of attn_fwd and attn_bwd is one run from position
+ * 0: there row t is position t.
+ */
+static long GL_K(block_pos)(const gl_attn_pos *p, int i)
+{
+    return i < p->split ? p->start[0] + i : p->start[1] + (i - p->split);
+}
+
+/*
+ * The keys a query at position qp attends, as row ranges [lo[r], hi[r])
+ * of the two runs r of the keys' positions kpos (Sk rows).  Under the
+ * full mask a run is whole; under the causal mask (keys at positions <=
+ * qp), as a run's positions rise by one a row, its allowed keys are a
+ * prefix of it.  So a row visits exactly its allowed keys, in key order:
+ * in the whole sequence, rows 0 .. t of run 0.
+ */
+typedef struct {
+    int lo[2], hi[2];
+} GL_K(attn_keys);
+
+static GL_K(attn_keys) GL_K(keys_seen)(const gl_attn_pos *kpos, int Sk,
+                                       gl_attn_mask mask, long qp)
+{
+    GL_K(attn_keys) ks;
+    for (int r = 0; r < 2; r++) {
+        int lo = r == 0 ? 0 : kpos->split, hi = r == 0 ? kpos->split : Sk;
+        if (mask == GL_ATTN_CAUSAL && lo < hi) {
+            long n = qp - kpos->start[r] + 1;   /* start + i <= qp: i < n */
+            if (n < hi - lo)
+                hi = lo + (n > 0 ? (int)n : 0);
+        }
+        ks.lo[r] = lo;
+        ks.hi[r] = hi;
+    }
+    return ks;
+}
+
+/*
+ * One (sample b, query head j) of an attention call, as its query rows
+ * see it: the Sk key and value rows of the query head's kv head (k and v
+ * point at that head in key row 0; row strides ldk and ldv; D elements a
+ * head), their positions kpos, the mask, and the dropout (NULL: none, as
+ * in every block call), whose element index attn_keep forms from b, j,
+ * the sequence length S and the positions of the query and the key.
+ */
+typedef struct {
+    const real *k, *v;
+    int ldk, ldv, Sk, D;
+    real scale;
+    const gl_attn_pos *kpos;
+    gl_attn_mask mask;
+    const gl_attn_dropout *drop;
+    int b, j, S;
+} GL_K(attn_head);
+
+/* Point h at sample b and query head j of the calls' k and v, of Sk key
+ * rows a sample and Hq / Hkv = group query heads a kv head. */
+static void GL_K(attn_head_at)(GL_K(attn_head) *h, const real *k,
+                               const real *v, int b, int j, int group)
+{
+    size_t head = (size_t)(j / group) * h->D;
+    h->k = k + (size_t)b * h->Sk * h->ldk + head;
+    h->v = v + (size_t)b * h->Sk * h->ldv + head;
+    h->b = b;
+    h->j = j;
+}
+
+/*
+ * One query row of attn_fwd and attn_block_fwd: the output ot (D
+ * elements) and the lse *lt of query qt, at position qp, against the keys
+ * of h that it attends (A, keys_seen):
+ *   s_u = scale qt . k_u,  lse = log sum_{u in A} exp(s_u),
+ *   ot  = sum_{u in A} exp(s_u - lse) keep_u v_u,
+ * keep_u the dropout factor of attn_keep (1 without dropout).  p (Sk
+ * doubles, of which the rows of A are used) and acc (D doubles) are
+ * scratch.  An empty A gives ot = 0 and lse = -inf.
+ */
+static void GL_K(attn_row_fwd)(real *ot, real *lt, const real *qt, long qp,
+                               const GL_K(attn_head) *h, double *p,
+                               double *acc)
+{
+    int D = h->D;
+    GL_K(attn_keys) ks = GL_K(keys_seen)(h->kpos, h->Sk, h->mask, qp);
+    double mx = -INFINITY;
+    for (int r = 0; r < 2; r++)
+        for (int u = ks.lo[r]; u < ks.hi[r]; u++) {
+            const real *ku = h->k + (size_t)u * h->ldk;
+            double dot = 0;
+            for (int e = 0; e < D; e++)
+                dot += (double)qt[e] * ku[e];
+            p[u] = h->scale * dot;
+            if (p[u] > mx)
+                mx = p[u];
+        }
+    if (mx == -INFINITY) {               /* no allowed key */
+        memset(ot, 0, (size_t)D * sizeof *ot);
+        *lt = -INFINITY;
+        return;
+    }
+    double sum = 0;
+    for (int r = 0; r < 2; r++)
+        for (int u = ks.lo[r]; u < ks.hi[r]; u++)
+            sum += exp(p[u] - mx);
+    double l = mx + log(sum);
+    for (int e = 0; e < D; e++)
+        acc[e] = 0;
+    for (int r = 0; r < 2; r++)
+        for (int u = ks.lo[r]; u < ks.hi[r]; u++) {
+            /* w = P' = M P / (1 - p), the dropped probability */
+            double w = exp(p[u] - l) *
+                       GL_K(attn_keep)(h->drop, h->b, h->j, h->S, qp,
+                                       GL_K(block_pos)(h->kpos, u));
+            const real *vu = h->v + (size_t)u * h->ldv;
+            for (int e = 0; e < D; e++)
+                acc[e] += w * vu[e];
+        }
+    for (int e = 0; e < D; e++)
+        ot[e] = (real)acc[e];
+    *lt = (real)l;
+}
+
+/*
+ * The backward of one query row of attn_row_fwd, with dropout.  For query
+ * qt at position qp and each key u it attends, with s_u = scale qt.k_u,
+ * P_u = exp(s_u - l) (l the row's lse), keep_u = M_u / (1 - p) (1
+ * without dropout) and P'_u = keep_u P_u:
+ *   O_t   = sum_u P'_u v_u
+ *   dv_u += P'_u dO_t
+ *   dP'_u = dO_t.v_u,   dP_u = keep_u dP'_u
+ *   ds_u  = P_u (dP_u - sum_w P_w dP_w)       (the softmax's backward,
+ *                                              with the undropped P)
+ * and the row sum is sum_w P_w keep_w dP'_w = sum_w P'_w dO_t.v_w
+ * = dO_t.O_t = Dt with O the (dropped) output: the usual Dt, unchanged.
+ * dq_t += scale ds_u k_u, dk_u += scale ds_u q_t.  dqt is the row's dq
+ * (D elements); dk and dv point at h's kv head in key row 0, row stride
+ * lddkv; all three accumulate.
+ */
+static void GL_K(attn_row_bwd)(real *dqt, real *dk, real *dv, int lddkv,
+                               const real *qt, const real *dot_, long qp,
+                               double l, double Dt, const GL_K(attn_head) *h)
+{
+    int D = h->D;
+    GL_K(attn_keys) ks = GL_K(keys_seen)(h->kpos, h->Sk, h->mask, qp);
+    for (int r = 0; r < 2; r++)
+        for (int u = ks.lo[r]; u < ks.hi[r]; u++) {
+            const real *ku = h->k + (size_t)u * h->ldk;
+            const real *vu = h->v + (size_t)u * h->ldv;
+            real *dku = dk + (size_t)u * lddkv;
+            real *dvu = dv + (size_t)u * lddkv;
+            double s = 0, dp = 0;
+            for (int e = 0; e < D; e++) {
+                s += (double)qt[e] * ku[e];
+                dp += (double)dot_[e] * vu[e];
+            }
+            /* dp = dO.V_u is dP' of the dropped probability P' = keep P;
+             * dP = keep dP' (keep: attn_keep) */
+            double keep = GL_K(attn_keep)(h->drop, h->b, h->j, h->S, qp,
+                                          GL_K(block_pos)(h->kpos, u));
+            double p = exp(h->scale * s - l);
+            real ds = (real)(p * (keep * dp - Dt) * h->scale);
+            for (int e = 0; e < D; e++) {
+                dqt[e] += ds * ku[e];
+                dku[e] += ds * qt[e];
+                dvu[e] += (real)(keep * p) * dot_[e];
+            }
+        }
+}
+
+/* attn_fwd: attn_row_fwd over every row, the sequence one causal block. */
 void GL_K(attn_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                     const real *k, int ldk, const real *v, int ldv,
                     int B, int S, int Hq, int Hkv, int D, real scale,
@@ -180,40 +351,25 @@ void GL_K(attn_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
     GL_K(attn_check)(Hq, Hkv, "attn_fwd");
     if (drop)
         gl_attn_dropout_check(drop, Hq, "attn_fwd");
+    gl_attn_pos whole = { .split = S, .start = { 0, 0 } };
+    GL_K(attn_head) h = { .ldk = ldk, .ldv = ldv, .Sk = S, .D = D,
+                          .scale = scale, .kpos = &whole,
+                          .mask = GL_ATTN_CAUSAL, .drop = drop, .S = S };
     int group = Hq / Hkv;
     double *p = gl_malloc((size_t)(S > 0 ? S : 1) * sizeof *p);
+    double *acc = gl_malloc((size_t)(D > 0 ? D : 1) * sizeof *acc);
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Hq; j++) {
-            int g = j / group;
+            GL_K(attn_head_at)(&h, k, v, b, j, group);
             for (int t = 0; t < S; t++) {
-                const real *qt = q + ((size_t)b * S + t) * ldq + (size_t)j * D;
-                double mx = -INFINITY;
-                for (int u = 0; u <= t; u++) {
-                    const real *ku = k + ((size_t)b * S + u) * ldk + (size_t)g * D;
-                    double dot = 0;
-                    for (int e = 0; e < D; e++)
-                        dot += (double)qt[e] * ku[e];
-                    p[u] = scale * dot;
-                    if (p[u] > mx)
-                        mx = p[u];
-                }
-                double sum = 0;
-                for (int u = 0; u <= t; u++)
-                    sum += exp(p[u] - mx);
-                double l = mx + log(sum);
-                /* p = P' = M P / (1 - p), the dropped probabilities */
-                for (int u = 0; u <= t; u++)
-                    p[u] = exp(p[u] - l) * GL_K(attn_keep)(drop, b, j, S, t, u);
-                real *ot = o + ((size_t)b * S + t) * ldo + (size_t)j * D;
-                for (int e = 0; e < D; e++) {
-                    double acc = 0;
-                    for (int u = 0; u <= t; u++)
-                        acc += p[u] * v[((size_t)b * S + u) * ldv + (size_t)g * D + e];
-                    ot[e] = (real)acc;
-                }
-                lse[((size_t)b * Hq + j) * S + t] = (real)l;
+                size_t row = (size_t)b * S + t;
+                GL_K(attn_row_fwd)(o + row * ldo + (size_t)j * D,
+                                   lse + ((size_t)b * Hq + j) * S + t,
+                                   q + row * ldq + (size_t)j * D, t, &h,
+                                   p, acc);
             }
         }
+    free(acc);
     free(p);
 }
 
@@ -224,19 +380,8 @@ static void GL_K(zero_heads)(real *x, int ld, int BS, int heads, int D)
         memset(x + (size_t)r * ld, 0, (size_t)heads * D * sizeof(real));
 }
 
-/*
- * The backward of attn_fwd, with dropout.  Per row t of one head, with
- * s_u = scale q_t.k_u, P_u = exp(s_u - lse_t), keep_u = M_u / (1 - p)
- * (1 without dropout) and P'_u = keep_u P_u:
- *   O_t   = sum_u P'_u v_u
- *   dv_u += P'_u dO_t
- *   dP'_u = dO_t.v_u,   dP_u = keep_u dP'_u
- *   ds_u  = P_u (dP_u - sum_w P_w dP_w)       (the softmax's backward,
- *                                              with the undropped P)
- * and the row sum is sum_w P_w keep_w dP'_w = sum_w P'_w dO_t.v_w
- * = dO_t.O_t with O the (dropped) output: the usual Dt, unchanged.
- * dq_t += scale ds_u k_u, dk_u += scale ds_u q_t.
- */
+/* The backward of attn_fwd: attn_row_bwd over every row, with the row
+ * sum Dt = dO_t.O_t summed here in double. */
 void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
                     const real *dout, int lddo, const real *o, int ldo,
                     const real *lse, const real *q, int ldq,
@@ -247,45 +392,30 @@ void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
     GL_K(attn_check)(Hq, Hkv, "attn_bwd");
     if (drop)
         gl_attn_dropout_check(drop, Hq, "attn_bwd");
+    gl_attn_pos whole = { .split = S, .start = { 0, 0 } };
+    GL_K(attn_head) h = { .ldk = ldk, .ldv = ldv, .Sk = S, .D = D,
+                          .scale = scale, .kpos = &whole,
+                          .mask = GL_ATTN_CAUSAL, .drop = drop, .S = S };
     int group = Hq / Hkv;
     GL_K(zero_heads)(dq, ldg, B * S, Hq, D);
     GL_K(zero_heads)(dk, ldg, B * S, Hkv, D);
     GL_K(zero_heads)(dv, ldg, B * S, Hkv, D);
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Hq; j++) {
-            int g = j / group;
+            GL_K(attn_head_at)(&h, k, v, b, j, group);
+            size_t kv = (size_t)b * S * ldg + (size_t)(j / group) * D;
             for (int t = 0; t < S; t++) {
                 size_t row = (size_t)b * S + t;
-                const real *qt = q + row * ldq + (size_t)j * D;
                 const real *dot_ = dout + row * lddo + (size_t)j * D;
                 const real *ot = o + row * ldo + (size_t)j * D;
-                real *dqt = dq + row * ldg + (size_t)j * D;
-                double l = lse[((size_t)b * Hq + j) * S + t];
                 double Dt = 0;
                 for (int e = 0; e < D; e++)
                     Dt += (double)dot_[e] * ot[e];
-                for (int u = 0; u <= t; u++) {
-                    size_t ru = (size_t)b * S + u;
-                    const real *ku = k + ru * ldk + (size_t)g * D;
-                    const real *vu = v + ru * ldv + (size_t)g * D;
-                    real *dku = dk + ru * ldg + (size_t)g * D;
-                    real *dvu = dv + ru * ldg + (size_t)g * D;
-                    double s = 0, dp = 0;
-                    for (int e = 0; e < D; e++) {
-                        s += (double)qt[e] * ku[e];
-                        dp += (double)dot_[e] * vu[e];
-                    }
-                    /* dp = dO.V_u is dP' of the dropped probability
-                     * P' = keep P; dP = keep dP' (keep: attn_keep) */
-                    double keep = GL_K(attn_keep)(drop, b, j, S, t, u);
-                    double p = exp(scale * s - l);
-                    real ds = (real)(p * (keep * dp - Dt) * scale);
-                    for (int e = 0; e < D; e++) {
-                        dqt[e] += ds * ku[e];
-                        dku[e] += ds * qt[e];
-                        dvu[e] += (real)(keep * p) * dot_[e];
-                    }
-                }
+                GL_K(attn_row_bwd)(dq + row * ldg + (size_t)j * D,
+                                   dk + kv, dv + kv, ldg,
+                                   q + row * ldq + (size_t)j * D, dot_, t,
+                                   lse[((size_t)b * Hq + j) * S + t], Dt,
+                                   &h);
             }
         }
 }
@@ -301,13 +431,9 @@ void GL_K(attn_bwd)(real *dq, real *dk, real *dv, int ldg,
  * of the keys merge exactly (attn_merge) into attention over all of
  * them, and the backward of each block from the final lse and delta is
  * attn_bwd's restricted to the block's pairs, so the blocks' gradients
- * add up to attn_bwd's.
+ * add up to attn_bwd's.  The rows are attn_fwd's and attn_bwd's
+ * (attn_row_fwd, attn_row_bwd), without dropout.
  */
-static long GL_K(block_pos)(const gl_attn_pos *p, int i)
-{
-    return i < p->split ? p->start[0] + i : p->start[1] + (i - p->split);
-}
-
 static void GL_K(block_check)(const gl_attn_pos *qpos, int Sq,
                               const gl_attn_pos *kpos, int Sk,
                               gl_attn_mask mask, const char *what)
@@ -320,11 +446,6 @@ static void GL_K(block_check)(const gl_attn_pos *qpos, int Sq,
         gl_die("%s: unknown mask %d", what, (int)mask);
 }
 
-static int GL_K(block_allowed)(gl_attn_mask mask, long qp, long kp)
-{
-    return mask == GL_ATTN_FULL || kp <= qp;
-}
-
 void GL_K(attn_block_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
                           const real *k, int ldk, const real *v, int ldv,
                           int B, int Sq, int Sk, int Hq, int Hkv, int D,
@@ -333,60 +454,25 @@ void GL_K(attn_block_fwd)(real *o, int ldo, real *lse, const real *q, int ldq,
 {
     GL_K(attn_check)(Hq, Hkv, "attn_block_fwd");
     GL_K(block_check)(qpos, Sq, kpos, Sk, mask, "attn_block_fwd");
+    GL_K(attn_head) h = { .ldk = ldk, .ldv = ldv, .Sk = Sk, .D = D,
+                          .scale = scale, .kpos = kpos, .mask = mask };
     int group = Hq / Hkv;
     double *p = gl_malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof *p);
     double *acc = gl_malloc((size_t)(D > 0 ? D : 1) * sizeof *acc);
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Hq; j++) {
-            int g = j / group;
+            GL_K(attn_head_at)(&h, k, v, b, j, group);
             for (int t = 0; t < Sq; t++) {
-                const real *qt = q + ((size_t)b * Sq + t) * ldq + (size_t)j * D;
-                real *ot = o + ((size_t)b * Sq + t) * ldo + (size_t)j * D;
-                long qp = GL_K(block_pos)(qpos, t);
-                double mx = -INFINITY;
-                for (int u = 0; u < Sk; u++) {
-                    if (!GL_K(block_allowed)(mask, qp, GL_K(block_pos)(kpos, u))) {
-                        p[u] = -INFINITY;
-                        continue;
-                    }
-                    const real *ku = k + ((size_t)b * Sk + u) * ldk + (size_t)g * D;
-                    double dot = 0;
-                    for (int e = 0; e < D; e++)
-                        dot += (double)qt[e] * ku[e];
-                    p[u] = scale * dot;
-                    if (p[u] > mx)
-                        mx = p[u];
-                }
-                real *lt = lse + ((size_t)b * Hq + j) * Sq + t;
-                if (mx == -INFINITY) {           /* no allowed key */
-                    memset(ot, 0, (size_t)D * sizeof *ot);
-                    *lt = -INFINITY;
-                    continue;
-                }
-                double sum = 0;
-                for (int u = 0; u < Sk; u++)
-                    if (p[u] != -INFINITY)
-                        sum += exp(p[u] - mx);
-                double l = mx + log(sum);
-                for (int e = 0; e < D; e++)
-                    acc[e] = 0;
-                for (int u = 0; u < Sk; u++) {
-                    if (p[u] == -INFINITY)
-                        continue;
-                    double w = exp(p[u] - l);
-                    const real *vu = v + ((size_t)b * Sk + u) * ldv + (size_t)g * D;
-                    for (int e = 0; e < D; e++)
-                        acc[e] += w * vu[e];
-                }
-                for (int e = 0; e < D; e++)
-                    ot[e] = (real)acc[e];
-                *lt = (real)l;
+                size_t row = (size_t)b * Sq + t;
+                GL_K(attn_row_fwd)(o + row * ldo + (size_t)j * D,
+                                   lse + ((size_t)b * Hq + j) * Sq + t,
+                                   q + row * ldq + (size_t)j * D,
+                                   GL_K(block_pos)(qpos, t), &h, p, acc);
             }
         }
     free(acc);
     free(p);
 }
-
 /*
  * The merge of two partial softmaxes over disjoint key sets: with
  * lse' = log(e^lse + e^lse_b), each part's weights were normalised by its
@@ -442,8 +528,9 @@ void GL_K(attn_delta)(real *delta, const real *dout, int lddo, const real *o,
             }
 }
 
-/* attn_bwd's inner loop over the block's allowed pairs, with P from the
- * final lse and the row sum delta given (see attn_bwd for the math). */
+/* The backward of a block: attn_row_bwd over its rows, with P from the
+ * final lse and the row sum delta given; a row without keys (lse -inf)
+ * has no gradient. */
 void GL_K(attn_block_bwd)(real *dq, int lddq, real *dk, real *dv, int lddkv,
                           const real *dout, int lddo, const real *lse,
                           const real *delta, const real *q, int ldq,
@@ -454,41 +541,24 @@ void GL_K(attn_block_bwd)(real *dq, int lddq, real *dk, real *dv, int lddkv,
 {
     GL_K(attn_check)(Hq, Hkv, "attn_block_bwd");
     GL_K(block_check)(qpos, Sq, kpos, Sk, mask, "attn_block_bwd");
+    GL_K(attn_head) h = { .ldk = ldk, .ldv = ldv, .Sk = Sk, .D = D,
+                          .scale = scale, .kpos = kpos, .mask = mask };
     int group = Hq / Hkv;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Hq; j++) {
-            int g = j / group;
+            GL_K(attn_head_at)(&h, k, v, b, j, group);
+            size_t kv = (size_t)b * Sk * lddkv + (size_t)(j / group) * D;
             for (int t = 0; t < Sq; t++) {
                 size_t row = (size_t)b * Sq + t;
                 double l = lse[((size_t)b * Hq + j) * Sq + t];
                 if (l == -INFINITY)            /* a row without keys */
                     continue;
-                double Dt = delta[((size_t)b * Hq + j) * Sq + t];
-                const real *qt = q + row * ldq + (size_t)j * D;
-                const real *dot_ = dout + row * lddo + (size_t)j * D;
-                real *dqt = dq + row * lddq + (size_t)j * D;
-                long qp = GL_K(block_pos)(qpos, t);
-                for (int u = 0; u < Sk; u++) {
-                    if (!GL_K(block_allowed)(mask, qp, GL_K(block_pos)(kpos, u)))
-                        continue;
-                    size_t ru = (size_t)b * Sk + u;
-                    const real *ku = k + ru * ldk + (size_t)g * D;
-                    const real *vu = v + ru * ldv + (size_t)g * D;
-                    real *dku = dk + ru * lddkv + (size_t)g * D;
-                    real *dvu = dv + ru * lddkv + (size_t)g * D;
-                    double s = 0, dp = 0;
-                    for (int e = 0; e < D; e++) {
-                        s += (double)qt[e] * ku[e];
-                        dp += (double)dot_[e] * vu[e];
-                    }
-                    double p = exp(scale * s - l);
-                    real ds = (real)(p * (dp - Dt) * scale);
-                    for (int e = 0; e < D; e++) {
-                        dqt[e] += ds * ku[e];
-                        dku[e] += ds * qt[e];
-                        dvu[e] += (real)p * dot_[e];
-                    }
-                }
+                GL_K(attn_row_bwd)(dq + row * lddq + (size_t)j * D,
+                                   dk + kv, dv + kv, lddkv,
+                                   q + row * ldq + (size_t)j * D,
+                                   dout + row * lddo + (size_t)j * D,
+                                   GL_K(block_pos)(qpos, t), l,
+                                   delta[((size_t)b * Hq + j) * Sq + t], &h);
             }
         }
 }

@@ -2,19 +2,29 @@
  * grid.h: the process grid, as data.
  *
  * The world of W ranks is a grid TP x CP x DP x PP in Megatron's order
- * tp-cp-ep-dp-pp, first axis fastest:
+ * tp-cp-ep-dp-pp (EP is 1 in this grid), first axis fastest:
  *
  *     rank = tp + TP * (cp + CP * (dp + DP * pp))
  *
  * so a TP group is TP consecutive ranks (one node, NVLink, when TP divides
- * the ranks per node) and DP and PP groups stride across nodes.  Expert
- * parallelism (EP) does not add a dimension: it subdivides the DP ranks
- * for expert layers, the EP index being the fastest part of the DP index,
+ * the ranks per node) and DP and PP groups stride across nodes.  This is
+ * the grid of the attention layers and of every dense weight.
  *
- *     dp = ep + EP * edp,
+ * Mixture-of-experts layers lay the same ranks out again, in a grid of
+ * their own ("parallel folding", Megatron's expert RankGenerator): expert
+ * tensor parallelism ETP, expert parallelism EP (the ranks holding
+ * different experts of one layer), expert data parallelism EDP (the ranks
+ * holding the same experts) and the same PP, order etp-ep-edp-pp:
  *
- * so an EP group is EP data-parallel neighbours and the expert-data-
- * parallel group (EDP) strides over them.  EP must divide DP.
+ *     rank = etp + ETP * (ep + EP * (edp + EDP * pp)),
+ *     EDP  = W / (ETP x EP x PP).
+ *
+ * Both grids put PP outermost over blocks of TP x CP x DP = ETP x EP x EDP
+ * ranks, so a rank's pipeline stage, and every PP group, is the same in
+ * both; within a stage the expert grid ignores CP and DP and cuts the
+ * stage's ranks anew.  With ETP = TP and CP = 1 this is EP subdividing DP
+ * (dp = ep + EP edp); with CP > 1 an EP group may span CP ranks.
+ * ETP of 0 means TP, Megatron's default.
  *
  * Everything here is pure arithmetic: no MPI, no CUDA, no allocation, no
  * printing.  src/boot turns these member lists into communicators.
@@ -30,25 +40,32 @@
 extern "C" {
 #endif
 
-/* The layout.  tp, cp, ep and pp of 0 mean 1; dp of 0 means "derive it"
- * (W / (TP CP PP)), a non-zero dp must equal that.  ranks_per_node is the
- * number of ranks on each node (ranks numbered node by node); 0 means
- * unknown, and then every TP group counts as node-local. */
+/* The layout.  tp, cp, ep and pp of 0 mean 1; etp of 0 means tp; dp
+ * and edp of 0 mean "derive it" (W / (TP CP PP), W / (ETP EP PP)), a
+ * non-zero one must equal that.  ranks_per_node is the number of ranks on
+ * each node (ranks numbered node by node); 0 means unknown, and then
+ * every TP group counts as node-local. */
 typedef struct {
     int world, tp, cp, ep, dp, pp;
+    int etp, edp;
     int ranks_per_node;
 } gl_grid_spec;
 
 /* The groups a rank belongs to.  Every axis partitions the world: each
  * rank is in exactly one group of each axis.
- *   TP, CP, DP, PP  ranks that differ only in that coordinate;
+ *   TP, CP, DP, PP  ranks that differ only in that coordinate (of the
+ *                   attention grid; PP is the same in both grids);
  *   DP_CP           differ only in cp and dp (gradients of dense weights
  *                   are reduced over DP x CP), index cp + CP * dp;
  *   MP              differ only in tp and pp (model-parallel: one replica
  *                   of the model), index tp + TP * pp;
- *   EP              differ only in the EP part of dp (dp % EP);
- *   EDP             differ only in the rest of dp (dp / EP): the data-
- *                   parallel group of expert weights. */
+ * and in the expert grid:
+ *   EP              differ only in ep: the ranks that hold different
+ *                   experts of one MoE layer (the tokens' all-to-all);
+ *   EDP             differ only in edp: the ranks that hold the same
+ *                   experts (expert gradients are reduced over it);
+ *   ETP             differ only in etp: the ranks that split each of
+ *                   the same experts' matrices. */
 typedef enum {
     GL_AXIS_TP = 0,
     GL_AXIS_CP,
@@ -58,24 +75,46 @@ typedef enum {
     GL_AXIS_MP,
     GL_AXIS_EP,
     GL_AXIS_EDP,
+    GL_AXIS_ETP,
     GL_AXIS_COUNT
 } gl_axis;
 
+/* A rank's coordinates in the attention grid, and in the expert grid. */
 typedef struct { int tp, cp, dp, pp; } gl_coord;
+typedef struct { int etp, ep, edp, pp; } gl_ecoord;
 
-/* Fill in the defaults (see gl_grid_spec), derive dp and check the layout.
- * Returns 0, or -1 with one line in err naming the flag, its value and the
- * fix (e.g. "--pipeline-model-parallel-size 3 ... does not divide ...").
- * err may be NULL. */
+/* Fill in the defaults (see gl_grid_spec), derive dp and edp and check
+ * the layout: TP x CP x PP divides the world, and ETP x EP divides the
+ * ranks of a pipeline stage (TP x CP x DP), that is ETP x EP x PP divides
+ * the world.  Returns 0, or -1 with one line in err naming the flag, its
+ * value and the fix (e.g. "--pipeline-model-parallel-size 3 ... does not
+ * divide ...").  err may be NULL. */
 int gl_grid_init(gl_grid_spec *s, gl_error *err);
 
 /* rank -> coordinates and back.  rank in [0, world). */
 gl_coord gl_grid_coord(const gl_grid_spec *s, int rank);
 int gl_grid_rank(const gl_grid_spec *s, gl_coord c);
 
-/* The EP index (dp % EP) and the expert-data-parallel index (dp / EP). */
+/* rank -> expert-grid coordinates and back. */
+gl_ecoord gl_grid_ecoord(const gl_grid_spec *s, int rank);
+int gl_grid_erank(const gl_grid_spec *s, gl_ecoord c);
+
+/* rank's expert-grid coordinates one by one: its EP index (which block of
+ * experts it holds: gl_grid_experts), its expert-data-parallel index and
+ * its expert-tensor-parallel index. */
 int gl_grid_ep_index(const gl_grid_spec *s, int rank);
 int gl_grid_edp_index(const gl_grid_spec *s, int rank);
+int gl_grid_etp_index(const gl_grid_spec *s, int rank);
+
+/* The experts [*first, *first + count) of one MoE layer that the ranks of
+ * EP index ep hold, of num_experts in all (a multiple of EP): count =
+ * num_experts / EP, first = ep x count.  Returns count. */
+int gl_grid_experts(const gl_grid_spec *s, int num_experts, int ep, int *first);
+
+/* 1 when the expert grid differs from the attention grid (EP > 1 or
+ * ETP != TP).  Otherwise its groups are ones the attention grid has:
+ * ETP = TP, EP = the rank alone, EDP = DP_CP. */
+int gl_grid_expert_grid_differs(const gl_grid_spec *s);
 
 /* Size of every group of the axis. */
 int gl_grid_group_size(const gl_grid_spec *s, gl_axis axis);
@@ -105,7 +144,7 @@ int gl_grid_embd_color(const gl_grid_spec *s, int rank);
  * blocks of ranks_per_node (always 1 when ranks_per_node is unknown). */
 int gl_grid_tp_node_local(const gl_grid_spec *s);
 
-/* "tp", "cp", "dp", "pp", "dp_cp", "mp", "ep", "edp". */
+/* "tp", "cp", "dp", "pp", "dp_cp", "mp", "ep", "edp", "etp". */
 const char *gl_axis_name(gl_axis axis);
 
 #ifdef __cplusplus

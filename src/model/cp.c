@@ -251,16 +251,18 @@ static void a2a_seq(gl_model *m, void *full, void *blocks, int w, int to_full)
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
     size_t ab = d->act_bytes;
-    int c = dm->S / 2, cw = c * w;
+    /* strides and chunk widths in long: Sfull w may pass 2^31 elements
+     * (ops.h: convert_2d's limits) */
+    long c = dm->S / 2, cw = c * w, ldfull = (long)dm->Sfull * w, ldblk = (long)dm->S * w;
     for (int s = 0; s < dm->cp; s++) {
         gl_attn_pos p = cp_runs(dm, s);
         for (int k = 0; k < 2; k++) {
             char *b = (char *)blocks + ((size_t)s * dm->n * w + (size_t)k * cw) * ab;
             char *f = (char *)full + (size_t)p.start[k] * w * ab;
             if (to_full)
-                OPS->convert_2d(d, f, d->act, dm->Sfull * w, b, d->act, dm->S * w, dm->B, cw);
+                OPS->convert_2d(d, f, d->act, ldfull, b, d->act, ldblk, dm->B, cw);
             else
-                OPS->convert_2d(d, b, d->act, dm->S * w, f, d->act, dm->Sfull * w, dm->B, cw);
+                OPS->convert_2d(d, b, d->act, ldblk, f, d->act, ldfull, dm->B, cw);
         }
     }
 }

@@ -65,6 +65,7 @@
 #include <math.h>
 
 #include "base/log.h"
+#include "model/layer.h"
 #include "model/model.h"
 #include "model/moe.h"
 

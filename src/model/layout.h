@@ -23,6 +23,9 @@ typedef struct gl_layout {
     int pipeline_model_parallel_size;/* --pipeline-model-parallel-size (1) */
     int context_parallel_size;       /* --context-parallel-size (1) */
     int expert_model_parallel_size;  /* --expert-model-parallel-size (1) */
+    int expert_tensor_parallel_size; /* --expert-tensor-parallel-size (0: TP,
+                                      * Megatron's default, which
+                                      * gl_config_parse fills in) */
     int num_layers_per_virtual_pipeline_stage; /* 0: no interleaving */
     int virtual_pipeline_size;       /* derived: chunks per pipeline rank (1: none) */
     int sequence_parallel;           /* --sequence-parallel */

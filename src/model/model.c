@@ -37,9 +37,10 @@ static void *carve(carver *cv, size_t bytes)
 
 /* One layer's activations (what its forward writes).  Under selective
  * recomputation (sel not NULL) the norm outputs and the SwiGLU output are
- * sel's, shared by every layer (model.h). */
+ * sel's, shared by every layer (model.h).  An MoE layer (moe set) has no
+ * dense MLP: no gu or s (its experts' buffers are moe.c's). */
 static void layout_layer_acts(gl_model *m, carver *cv, gl_layer_acts *A,
-                              const gl_layer_acts *sel)
+                              const gl_layer_acts *sel, int moe)
 {
     const gl_model_dims *dm = &m->plan->dm;
     size_t ab = m->d->act_bytes, fb = sizeof(float);
@@ -53,8 +54,8 @@ static void layout_layer_acts(gl_model *m, carver *cv, gl_layer_acts *A,
     }
     A->o = carve(cv, n * (size_t)(dm->hq * dm->D) * ab);
     A->mg = sel ? sel->mg : carve(cv, n * h * ab);
-    A->gu = carve(cv, n * (size_t)dm->guw * ab);
-    A->s = sel ? sel->s : carve(cv, n * (size_t)dm->fl * ab);
+    A->gu = moe ? NULL : carve(cv, n * (size_t)dm->guw * ab);
+    A->s = moe ? NULL : sel ? sel->s : carve(cv, n * (size_t)dm->fl * ab);
     A->rstd1 = carve(cv, nl * fb);
     A->rstd2 = carve(cv, nl * fb);
     A->mean1 = carve(cv, nl * fb);
@@ -90,7 +91,7 @@ static void layout_forward_only(gl_model *m, carver *cv)
     const gl_model_dims *dm = &m->plan->dm;
     size_t nlh = (size_t)dm->nl * (size_t)dm->h * m->d->act_bytes;
     gl_layer_acts shared = { 0 };   /* (no FP8 or MoE buffers of its own yet) */
-    layout_layer_acts(m, cv, &shared, NULL);
+    layout_layer_acts(m, cv, &shared, NULL, 0);
     for (int c = 0; c < m->plan->nchunks; c++) {
         gl_slot *sl = &m->slot[c][0];
         void *xb[2] = { carve(cv, nlh), carve(cv, nlh) };
@@ -155,7 +156,7 @@ static void layout(gl_model *m, carver *cv)
     gl_layer_acts *racts = gl_calloc((size_t)G + 1, sizeof *racts);
     void **rx = gl_calloc((size_t)G + 1, sizeof *rx);
     for (int k = 0; k < G; k++)
-        layout_layer_acts(m, cv, &racts[k], NULL);
+        layout_layer_acts(m, cv, &racts[k], NULL, 0);
     for (int k = 0; k + 1 < G; k++)           /* inputs of a group's layers 1.. */
         rx[k] = carve(cv, nl * h * ab);
     m->act_shared_bytes = cv->off - shared0;
@@ -174,7 +175,8 @@ static void layout(gl_model *m, carver *cv)
                 if (f >= 0)
                     sl->layer[i] = racts[i - f];
                 else
-                    layout_layer_acts(m, cv, &sl->layer[i], psel);
+                    layout_layer_acts(m, cv, &sl->layer[i], psel,
+                                      m->plan->chunk[c].layer[i].moe);
             }
             m->act_slot_bytes = cv->off - slot0;
         }

@@ -452,16 +452,41 @@ typedef struct {
      * last zeroed it (device f32, NULL in a dense model; the losses are
      * this rank's shares: under sequence parallelism the TP ranks' sum,
      * else each TP rank's is the whole).  in_recompute: set while
-     * full recomputation re-runs a forward (nothing is counted twice). */
+     * full recomputation re-runs a forward (nothing is counted twice).
+     * moe_dp: the data-parallel group that global_aux_loss's counts are
+     * summed over (NULL: DP 1; set by the caller, as Megatron's TP x CP
+     * x DP group less the TP and CP the model holds). */
     gl_moe_opts moe_opts;
     double moe_loss_gscale;
     float *moe_stats;
     struct gl_moe_scratch *moe_scratch;
     int in_recompute;
+    gl_comm *moe_dp;
 } gl_model;
 
 /* Elements of moe_stats per layer: GL_MOE_STATS + E. */
 #define GL_MOE_STATS 3
+
+/* The end of a training step (after its last backward): the running
+ * counts of --moe-router-load-balancing-type global_aux_loss start again
+ * (Megatron's reset_model_temporary_tensors in finalize_model_grads).
+ * Every training forward of an MoE layer adds its micro-batch's counts
+ * to them; nothing else does. */
+void gl_model_moe_step_end(gl_model *m);
+
+/* The device bytes the MoE layers allocate at their first forward,
+ * beside the arena (act_slot_bytes, act_shared_bytes) and moe_stats:
+ * per MoE layer and micro-batch slot, per_layer (the router's logits
+ * [n, E] f32; the routing map: experts, weights and rows [n, k], the
+ * permuted rows' tokens and the offsets; the experts' fc1 outputs and
+ * partial outputs over the routed rows -- n k, k copies of each token,
+ * or the capacity's rows -- the shared experts' fc1 outputs; the
+ * balancing counts), and once, shared (the permuted rows' activations
+ * and gradients the layers rebuild, the shared experts' and the
+ * router's gradients, global_aux_loss's running counts).  Both 0 for a
+ * dense model.  The weights, gradients and optimizer state of the
+ * router and the experts are the parameter plan's (plan->param). */
+void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared);
 
 typedef struct gl_fp8_state gl_fp8_state;
 

@@ -23,8 +23,10 @@
  * before moe_route_bwd, as ops.h says), moe_gemm's dgrad and wgrad,
  * swiglu's, fc1's per expert, permute's (into dmg), the shared experts',
  * then the router: moe_route_bwd, the auxiliary and z losses' gradients
- * added into dlogits with the backward scale m->moe_loss_gscale, the
- * router's weight gradient and (gl_moe_router_dx) its share of dmg.
+ * added into dlogits with the backward scale m->moe_loss_gscale, then
+ * dlogits' own rows rounded to act (gemm's operand dtype: on CUDA bf16,
+ * not the f32 of dlogits), the router's weight gradient and
+ * (gl_moe_router_dx) its share of dmg.
  *
  * Expert parallelism (m->ep, EP ranks): the rank holds the experts
  * [e0, e0 + El) (model.h's dims), El = E / EP; its EP group's ranks hold the
@@ -66,10 +68,13 @@
 #include <config.h>
 
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "model/layer.h"
 #include "model/moe.h"
 
 #define OPS (m->d->ops)
@@ -89,6 +94,8 @@ struct gl_moe_acts {
     gl_moe_map smap;            /* xa (by source) <-> xr (by expert) */
     size_t *sendc, *sendd;      /* [EP] rows sent to each EP rank, displacements */
     size_t *recvc, *recvd;      /* [EP] rows received from each, displacements */
+    int gsteps;                 /* global_aux_loss: the micro-batches its counts
+                                 * (the step's so far, this one included) add */
 };
 
 /* Shared by every layer: rebuilt or transient values. */
@@ -101,6 +108,9 @@ struct gl_moe_scratch {
     void *ss, *dss, *dsgu;      /* shared experts: activation and gradients */
     float *dweight;             /* [n, k] */
     float *dlogits;             /* [n, E] */
+    void *dlact;                /* [n, E]: its first nown rows, the own rows
+                                   of dlogits in act, the router products'
+                                   operand (gemm reads act, ops.h) */
     float *bias;                /* [E] the expert bias in f32 */
     float *tok;                 /* [E] tokens per expert of one call */
     /* expert parallelism only: */
@@ -109,6 +119,15 @@ struct gl_moe_scratch {
     int32_t *cnt;               /* [2 E] counts sent | received (device) */
     int32_t *cnt_host;          /* [2 E] the same on the host */
     int32_t *perm_host;         /* [2 rlmax] a sort and its inverse */
+    /* global_aux_loss's running state (Megatron's global_tokens_per_expert
+     * and ga_steps), per global layer, zeroed at the end of every step
+     * (gl_model_moe_step_end): this rank's own counts summed over the
+     * step's micro-batches so far, and their number */
+    float *gcount;              /* [L, E] */
+    int *gsteps;                /* [L] (host) */
+    int *checks;                /* [2 L] GRIDLM_MOE_CHECK: forwards and
+                                   backwards checked per layer; NULL: off */
+    int check_layer;            /* the layer gl_moe_bwd last checked */
 };
 
 static void *W(const gl_model *m, size_t off)
@@ -159,25 +178,118 @@ static int aux_groups(const gl_model *m)
 static int aux_on(const gl_model *m)
 {
     return m->moe_opts.aux_loss_coeff > 0 &&
-           (m->moe_opts.load_balancing_type == GL_MOE_LB_AUX_LOSS ||
-            m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS);
+           m->moe_opts.load_balancing_type != GL_MOE_LB_NONE;
 }
 
-/* Megatron's scales (ops.h: moe_aux_loss, moe_z_loss), T = the micro-
- * batch's n tokens whatever the layout. */
-static float aux_scale(const gl_model *m)
+static int aux_global(const gl_model *m)
+{
+    return m->moe_opts.load_balancing_type == GL_MOE_LB_GLOBAL_AUX_LOSS;
+}
+
+/* Megatron's scales (ops.h: moe_aux_loss, moe_z_loss), the sums over
+ * the TP x CP group's tokens: under context parallelism a rank holds
+ * dm->S of each sequence's CP S and n of the micro-batch's CP n tokens
+ * (its TP ranks' together).  aux_loss: T = the micro-batch's CP n
+ * tokens whatever the layout; seq_aux_loss: per sequence of CP S.
+ * global_aux_loss: T = the tokens of the micro-batch's counterparts on
+ * every CP and DP rank, n CP DP, and the counts x->counts hold are the
+ * running sum over x->gsteps micro-batches, whose mean is the loss's. */
+static float aux_scale(const gl_model *m, const struct gl_moe_acts *x)
 {
     const gl_model_dims *dm = DIMS;
     double c = m->moe_opts.aux_loss_coeff;
-    if (m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS)
-        return (float)(c * dm->E / ((double)dm->topk * dm->S * dm->S * dm->B));
-    return (float)(c * dm->E / ((double)dm->topk * dm->n * dm->n));
+    if (m->moe_opts.load_balancing_type == GL_MOE_LB_SEQ_AUX_LOSS) {
+        double S = (double)dm->S * dm->cp;
+        return (float)(c * dm->E / ((double)dm->topk * S * S * dm->B));
+    }
+    if (aux_global(m)) {
+        double T = (double)dm->n * dm->cp * (m->moe_dp ? gl_comm_size(m->moe_dp) : 1);
+        return (float)(c * dm->E / ((double)dm->topk * T * T * x->gsteps));
+    }
+    double T = (double)dm->n * dm->cp;
+    return (float)(c * dm->E / ((double)dm->topk * T * T));
 }
 
+/* Megatron's mean over the rank's tokens with the coefficient divided by
+ * the TP x CP size: coeff / (n CP) on the own rows' sum. */
 static float z_scale(const gl_model *m)
 {
-    return (float)(m->moe_opts.z_loss_coeff / DIMS->n);
+    return (float)(m->moe_opts.z_loss_coeff / ((double)DIMS->n * DIMS->cp));
 }
+
+/* ---- GRIDLM_MOE_CHECK=N: a diagnostic of non-finite values ----
+ *
+ * With N > 0, the first N forwards and the first N backwards of every
+ * MoE layer download each buffer the block writes (and its inputs) after
+ * the op that wrote it, and print to stderr, one line each,
+ *   moe layer L fwd|bwd op NAME: n nonfinite of m (max |finite| x)
+ * so that a NaN is traced to the first op that made it.  A debugging
+ * aid: it waits for the device at every line.  Unset, 0 or empty: off,
+ * one cached test per call. */
+static int check_limit(void)
+{
+    static int limit = -1;
+    if (limit < 0) {
+        const char *e = getenv("GRIDLM_MOE_CHECK");
+        limit = e && *e ? atoi(e) : 0;
+        if (limit < 0)
+            limit = 0;
+    }
+    return limit;
+}
+
+/* Whether this pass (0 forward, 1 backward) of the layer is checked,
+ * counting it. */
+static int check_now(gl_model *m, int layer, int bwd)
+{
+    struct gl_moe_scratch *s = m->moe_scratch;
+    if (!s || !s->checks || layer < 0 || layer >= DIMS->L)
+        return 0;
+    int *c = &s->checks[2 * (size_t)layer + bwd];
+    if (*c >= check_limit())
+        return 0;
+    (*c)++;
+    return 1;
+}
+
+/* One line on count values at p: f32, or act (fp32 or bf16). */
+static void check_buf(gl_model *m, int layer, int bwd, const char *op, const void *p,
+                      size_t count, int f32)
+{
+    gl_dev *d = m->d;
+    size_t es = f32 ? sizeof(float) : d->act_bytes;
+    size_t bad = 0;
+    double mx = 0;
+    if (p && count) {
+        unsigned char *h = gl_malloc(count * es);
+        OPS->download(d, h, p, count * es);
+        for (size_t i = 0; i < count; i++) {
+            float v;
+            if (es == sizeof(float)) {
+                memcpy(&v, h + i * es, sizeof v);
+            } else {            /* bf16: the high half of an fp32 */
+                uint16_t u;
+                memcpy(&u, h + i * es, sizeof u);
+                uint32_t w = (uint32_t)u << 16;
+                memcpy(&v, &w, sizeof v);
+            }
+            if (!isfinite(v))
+                bad++;
+            else if (fabs(v) > mx)
+                mx = fabs(v);
+        }
+        free(h);
+    }
+    fprintf(stderr, "moe layer %d %s op %s: %zu nonfinite of %zu (max |finite| %g)\n", layer,
+            bwd ? "bwd" : "fwd", op, bad, p ? count : 0, mx);
+}
+
+/* A check of the current pass: ck, layer and bwd in scope. */
+#define CHECK(op, p, count, f32)                                               \
+    do {                                                                       \
+        if (ck)                                                                \
+            check_buf(m, layer, bwd, op, p, (size_t)(count), f32);             \
+    } while (0)
 
 /* The scratch, made at the first MoE forward. */
 static struct gl_moe_scratch *scratch(gl_model *m)
@@ -215,10 +327,46 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     }
     s->dweight = OPS->alloc(d, n * (size_t)dm->topk * sizeof(float));
     s->dlogits = OPS->alloc(d, n * (size_t)dm->E * sizeof(float));
+    s->dlact = OPS->alloc(d, n * (size_t)dm->E * ab);
     s->bias = OPS->alloc(d, (size_t)dm->E * sizeof(float));
     s->tok = OPS->alloc(d, (size_t)dm->E * sizeof(float));
+    if (aux_global(m)) {
+        size_t bytes = (size_t)dm->L * dm->E * sizeof(float);
+        s->gcount = OPS->alloc(d, bytes);
+        OPS->zero(d, s->gcount, bytes);
+        s->gsteps = gl_calloc((size_t)dm->L, sizeof *s->gsteps);
+    }
+    if (check_limit() > 0)
+        s->checks = gl_calloc(2 * (size_t)dm->L, sizeof(int));
+    s->check_layer = -1;
     m->moe_scratch = s;
     return s;
+}
+
+void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared)
+{
+    const gl_model_dims *dm = DIMS;
+    *per_layer = *shared = 0;
+    if (!dm->E)
+        return;
+    gl_moe_route_cfg c = route_cfg(m);
+    size_t ab = m->d->act_bytes, fb = sizeof(float), ib = sizeof(int32_t);
+    size_t n = (size_t)dm->n, k = (size_t)dm->topk, E = (size_t)dm->E, h = (size_t)dm->h;
+    size_t R = (size_t)gl_moe_rows_max(dm->n, &c), R1 = R ? R : 1;
+    size_t fel = (size_t)dm->fel, fsl = (size_t)dm->fsl;
+    size_t guw = dm->swiglu ? 2 * fel : fel, sgw = dm->swiglu ? 2 * fsl : fsl;
+    /* acts(): logits; the map (experts, weights, rows, row_tok, offsets);
+     * gu, yp; the shared experts' fc1; the counts */
+    *per_layer = n * E * fb + n * k * (ib + fb + ib) + R1 * ib + (E + 1) * ib +
+                 R1 * guw * ab + R1 * h * ab + (dm->fs ? n * sgw * ab : 0) +
+                 (size_t)aux_groups(m) * E * fb;
+    /* scratch(): xp, a, dyp, da, dgu, dxp; the shared experts' ss, dss,
+     * dsgu; dweight, dlogits, dlact, bias, tok; global_aux_loss's
+     * counts */
+    *shared = R * (h + fel + h + fel + guw + h) * ab +
+              (dm->fs ? n * (fsl + fsl + sgw) * ab : 0) +
+              n * k * fb + n * E * fb + n * E * ab + 2 * E * fb +
+              (aux_global(m) ? (size_t)dm->L * E * fb : 0);
 }
 
 /* A layer's kept buffers, made at its first forward. */
@@ -312,14 +460,55 @@ void gl_moe_free(gl_model *m)
     if (!s)
         return;
     void *bufs[] = { s->xp, s->a, s->dyp, s->da, s->dgu, s->dxp, s->ss, s->dss, s->dsgu,
-                     s->dweight, s->dlogits, s->bias, s->tok, s->xa, s->dyl, s->dxl, s->cnt };
+                     s->dweight, s->dlogits, s->dlact, s->bias, s->tok, s->gcount,
+                     s->xa, s->dyl, s->dxl, s->cnt };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             OPS->free(d, bufs[i]);
+    free(s->gsteps);
+    free(s->checks);
     free(s->cnt_host);
     free(s->perm_host);
     free(s);
     m->moe_scratch = NULL;
+}
+
+void gl_model_moe_step_end(gl_model *m)
+{
+    struct gl_moe_scratch *s = m->moe_scratch;
+    if (!s || !s->gcount)
+        return;
+    OPS->zero(m->d, s->gcount, (size_t)DIMS->L * DIMS->E * sizeof(float));
+    memset(s->gsteps, 0, (size_t)DIMS->L * sizeof *s->gsteps);
+}
+
+/* global_aux_loss's counts of this micro-batch of global layer `layer`
+ * (Megatron's _apply_global_aux_loss): the own rows' top-k counts join
+ * the layer's running sum of the step; x->counts gets that sum over the
+ * TP (under SP), CP and DP ranks -- every rank's micro-batches of the
+ * step so far, each micro-batch's tokens counted once -- and x->gsteps
+ * their number (aux_scale divides by it: the mean).  Megatron sums each
+ * micro-batch's counts over TP x CP x DP before adding them up; the sum
+ * of the running sums is the same integers. */
+static void global_counts(gl_model *m, int layer, struct gl_moe_acts *x, const float *lg,
+                          int nown, int r0, const gl_moe_route_cfg *cfg)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    struct gl_moe_scratch *s = m->moe_scratch;
+    size_t E = (size_t)dm->E;
+    float *run = s->gcount + (size_t)layer * E;
+    OPS->moe_aux_counts(d, run, lg, nown, r0, 0, cfg);
+    x->gsteps = ++s->gsteps[layer];
+    gl_comm *over[] = { dm->sp ? m->tp : NULL, m->cp, m->moe_dp };
+    const float *src = run;
+    for (size_t i = 0; i < sizeof over / sizeof *over; i++)
+        if (over[i]) {
+            gl_all_reduce(over[i], src, x->counts, E, GL_DT_F32, GL_OP_SUM, d->stream);
+            src = x->counts;
+        }
+    if (src == run)
+        OPS->copy(d, x->counts, run, E * sizeof(float));
 }
 
 size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo)
@@ -518,11 +707,18 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     int n = dm->n, h = dm->h, E = dm->E;
     int count = !m->no_dropout && !m->in_recompute && m->moe_stats;
     float *st = count ? m->moe_stats + (size_t)layer * (GL_MOE_STATS + E) : NULL;
+    int ck = check_now(m, layer, 0), bwd = 0;
     (void)mb;
+
+    CHECK("input mg", mg, (size_t)n * h, 0);
+    CHECK("weight router", W(m, lo->router), (size_t)E * h, 0);
+    CHECK("weight experts fc1", W(m, lo->egu), (size_t)dm->El * s->guw * h, 0);
+    CHECK("weight experts down", W(m, lo->edown), (size_t)dm->El * h * dm->fel, 0);
 
     /* router, in fp32 from its product on (ops.h) */
     OPS->gemm(d, 0, 1, n, E, h, 1.0f, mg, h, W(m, lo->router), h, 0.0f, x->logits,
               GL_DT_F32, E);
+    CHECK("gemm logits", x->logits, (size_t)n * E, 1);
     const float *bias = NULL;
     if (m->plan->arch.moe_router_enable_expert_bias) {
         OPS->to_f32(d, s->bias, W(m, lo->ebias), (size_t)E);
@@ -531,6 +727,10 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     OPS->moe_route(d, &x->map, x->logits, bias, &cfg, st ? st + GL_MOE_STATS : NULL,
                    st ? st + 2 : NULL);
     int R = x->map.offsets_host[E];
+    CHECK("moe_route weight", x->map.weight, (size_t)n * dm->topk, 1);
+    if (ck)
+        fprintf(stderr, "moe layer %d fwd routing: %d rows of %d (rows_max)\n", layer, R,
+                x->map.rows_max);
 
     /* the routed experts: here, or on their EP ranks and back */
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
@@ -545,6 +745,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         ep_exchange(m, x, s->xa, x->yp, 1);
     }
     OPS->moe_unpermute(d, y, x->yp, h, &x->map);
+    CHECK("moe_unpermute y", y, (size_t)n * h, 0);
 
     /* the shared experts: a dense MLP, its output added */
     if (dm->fs) {
@@ -553,6 +754,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         expert_act(m, s->ss, x->sgu, n, dm->fsl);
         OPS->gemm(d, 0, 1, n, h, dm->fsl, 1.0f, s->ss, dm->fsl, W(m, lo->sdown), dm->fsl, 1.0f,
                   y, d->act, h);
+        CHECK("shared experts y", y, (size_t)n * h, 0);
     }
 
     /* the load-balancing counts over the micro-batch (own rows, summed
@@ -562,19 +764,32 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     int r0, nown;
     own_range(m, &r0, &nown);
     const float *lg = x->logits + (size_t)r0 * E;
-    if (aux_on(m)) {
+    if (aux_on(m) && aux_global(m)) {
+        /* counted once per micro-batch: a recomputation keeps them */
+        if (!m->in_recompute)
+            global_counts(m, layer, x, lg, nown, r0, &cfg);
+        if (st)
+            OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, 0, aux_scale(m, x), 0.0f,
+                              &cfg);
+    } else if (aux_on(m)) {
         int G = aux_groups(m), seq = G > 1 ? dm->S : 0;
         OPS->zero(d, x->counts, (size_t)G * E * sizeof(float));
         OPS->moe_aux_counts(d, x->counts, lg, nown, r0, seq, &cfg);
         if (dm->sp && m->tp)
             gl_all_reduce(m->tp, x->counts, x->counts, (size_t)G * E, GL_DT_F32, GL_OP_SUM,
                           d->stream);
+        if (m->cp)              /* each CP rank holds a part of every sequence */
+            gl_all_reduce(m->cp, x->counts, x->counts, (size_t)G * E, GL_DT_F32, GL_OP_SUM,
+                          d->stream);
         if (st)
-            OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, seq, aux_scale(m), 0.0f,
+            OPS->moe_aux_loss(d, st, NULL, lg, x->counts, nown, r0, seq, aux_scale(m, x), 0.0f,
                               &cfg);
     }
     if (st && m->moe_opts.z_loss_coeff > 0)
         OPS->moe_z_loss(d, st + 1, NULL, lg, nown, E, z_scale(m), 0.0f);
+    if (aux_on(m))
+        CHECK("moe_aux_counts counts", x->counts, (size_t)aux_groups(m) * E, 1);
+    CHECK("stats (aux, z, dropped, tokens per expert)", st, GL_MOE_STATS + E, 1);
 }
 
 void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
@@ -587,8 +802,13 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     gl_moe_route_cfg cfg = route_cfg(m);
     int n = dm->n, h = dm->h, E = dm->E;
     int R = x->map.offsets_host[E];
+    int ck = check_now(m, layer, 1), bwd = 1;
     (void)mb;
-    (void)layer;
+    if (ck)
+        s->check_layer = layer;
+
+    CHECK("input dz", dz, (size_t)n * h, 0);
+    CHECK("input mg", mg, (size_t)n * h, 0);
 
     /* the shared experts: dmg = their input gradient (partial) */
     if (dm->fs) {
@@ -608,10 +828,12 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         gl_grads_ready(m, lo->sgu, (size_t)s->sgw * h);
         OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
                   d->act, h);
+        CHECK("shared experts dmg", dmg, (size_t)n * h, 0);
     }
 
     /* the routed experts, back to dmg; dweight summed over TP */
     OPS->moe_unpermute_bwd(d, s->dyp, s->dweight, dz, x->yp, h, &x->map);
+    CHECK("moe_unpermute_bwd dyp", s->dyp, (size_t)R * h, 0);
     if (m->tp)
         gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
                       GL_OP_SUM, d->stream);
@@ -627,10 +849,12 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         ep_exchange(m, x, s->xa, s->dxp, 1);
     }
     OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
+    CHECK("moe_permute_bwd dmg", dmg, (size_t)n * h, 0);
 
     /* the router: dlogits from the weights, the auxiliary and z losses on
      * the own rows; its weight gradient from the own rows */
     OPS->moe_route_bwd(d, s->dlogits, s->dweight, x->logits, &x->map, &cfg);
+    CHECK("moe_route_bwd dlogits", s->dlogits, (size_t)n * E, 1);
     int r0, nown;
     own_range(m, &r0, &nown);
     float *dl = s->dlogits + (size_t)r0 * E;
@@ -638,15 +862,22 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     float gs = (float)m->moe_loss_gscale;
     if (aux_on(m)) {
         int seq = aux_groups(m) > 1 ? dm->S : 0;
-        float sc = aux_scale(m);
+        float sc = aux_scale(m, x);
         OPS->moe_aux_loss(d, NULL, dl, lg, x->counts, nown, r0, seq, sc, sc * gs, &cfg);
     }
     if (m->moe_opts.z_loss_coeff > 0) {
         float sc = z_scale(m);
         OPS->moe_z_loss(d, NULL, dl, lg, nown, E, sc, sc * gs);
     }
-    OPS->gemm(d, 1, 0, E, h, nown, 1.0f, dl, E, gl_act_at(m, (void *)mg, (size_t)r0 * h), h,
-              1.0f, G(m, lo->router), GL_DT_F32, h);
+    /* the router's products take act operands: dlogits' own rows
+     * rounded to act, as Megatron's cast of the logits to fp32 hands
+     * its gradient back in the router's dtype */
+    CHECK("aux/z losses dlogits", dl, (size_t)nown * E, 1);
+    OPS->to_act(d, s->dlact, dl, (size_t)nown * E);
+    CHECK("to_act dlogits", s->dlact, (size_t)nown * E, 0);
+    OPS->gemm(d, 1, 0, E, h, nown, 1.0f, s->dlact, E, gl_act_at(m, (void *)mg, (size_t)r0 * h),
+              h, 1.0f, G(m, lo->router), GL_DT_F32, h);
+    CHECK("gemm router grad", G(m, lo->router), (size_t)E * h, 1);
     gl_grads_ready(m, lo->router, (size_t)E * h);
     if (m->plan->arch.moe_router_enable_expert_bias)
         gl_grads_ready(m, lo->ebias, (size_t)E);     /* a buffer: its zero gradient is final */
@@ -657,6 +888,12 @@ void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own)
     const gl_model_dims *dm = DIMS;
     int r0, nown;
     own_range(m, &r0, &nown);
-    OPS->gemm(m->d, 0, 0, nown, dm->h, dm->E, 1.0f, m->moe_scratch->dlogits + (size_t)r0 * dm->E,
-              dm->E, W(m, lo->router), dm->h, 1.0f, own, m->d->act, dm->h);
+    (void)r0;                   /* dlact holds the own rows from its row 0 */
+    struct gl_moe_scratch *s = m->moe_scratch;
+    OPS->gemm(m->d, 0, 0, nown, dm->h, dm->E, 1.0f, s->dlact, dm->E,
+              W(m, lo->router), dm->h, 1.0f, own, m->d->act, dm->h);
+    /* checked when gl_moe_bwd just checked this layer */
+    int layer = s->check_layer, ck = layer >= 0, bwd = 1;
+    CHECK("gemm router dx (own rows of dmg)", own, (size_t)nown * dm->h, 0);
+    s->check_layer = -1;
 }

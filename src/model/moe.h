@@ -25,30 +25,6 @@
 
 #include "model/model.h"
 
-/* ---- helpers of layer.c and moe.c ---- */
-
-/* base advanced by elems activations of the model's compute dtype. */
-static inline void *gl_act_at(const gl_model *m, void *base, size_t elems)
-{
-    return (char *)base + elems * m->d->act_bytes;
-}
-
-/* Tell the gradient reducer that the parameters starting in
- * [off, off + count) are complete (model.h: grad_ready). */
-static inline void gl_grads_ready(gl_model *m, size_t off, size_t count)
-{
-    if (m->grad_final && m->grad_ready)
-        m->grad_ready(m->grad_ready_arg, off, off + count);
-}
-
-/* Ask for the weights in [off, off + count) before a forward reads them
- * (model.h: weights_needed). */
-static inline void gl_need_weights(gl_model *m, size_t off, size_t count)
-{
-    if (m->weights_needed)
-        m->weights_needed(m->weights_needed_arg, off, off + count);
-}
-
 /* End (exclusive) of the TP-split range of MoE layer lo (its experts'
  * and shared experts' matrices; under expert parallelism without the
  * routed experts, which are in region 3), for the weights_needed
@@ -74,7 +50,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                 gl_layer_acts *A, const void *mg, const void *dz, void *dmg);
 
 /* own [nl, h] (the reduced gradient of mg's own rows) += the router's
- * share, from the dlogits gl_moe_bwd left. */
+ * share, from the dlogits gl_moe_bwd left (their own rows, in act). */
 void gl_moe_router_dx(gl_model *m, const gl_layer_offs *lo, void *own);
 
 /* Free what gl_moe_fwd allocated for A, and the model's MoE scratch. */

@@ -247,7 +247,8 @@ int main(int argc, char **argv)
 
     gl_grid_spec spec = {
         .world = b.size, .tp = tp, .cp = cp, .ep = c.layout.expert_model_parallel_size,
-        .dp = c.data_parallel_size, .pp = pp, .ranks_per_node = b.local_size,
+        .etp = c.layout.expert_tensor_parallel_size, .dp = c.data_parallel_size, .pp = pp,
+        .ranks_per_node = b.local_size,
     };
     gl_dev *d = gl_boot_open_device(&b, c.device);
     gl_groups *g = gl_groups_create(&b, &spec, d->comm);

@@ -47,6 +47,20 @@ static void summary(const gl_config *c, const gl_dev *d)
     char attn[256];
     gl_info0("attention: %s",
              gl_config_attention_describe(c, d->index >= 0, attn, sizeof attn));
+    /* What one rank of each stage holds (run_plan.h): of the experts,
+     * only its own. */
+    int ep = c->layout.expert_model_parallel_size, E = c->arch.num_experts;
+    for (int s = 0; s < c->layout.pipeline_model_parallel_size; s++) {
+        gl_rank_params p = gl_run_plan_rank_params(c, s);
+        char experts[128] = "";
+        if (E > 0)
+            snprintf(experts, sizeof experts, ", %ld of them in its %d of %d experts of each "
+                     "MoE layer", p.experts, E / ep, E);
+        gl_info0("memory per rank of stage %d: %.3f GiB of weights, gradients and optimizer "
+                 "state (%ld parameters%s; activations not counted)", s,
+                 gl_run_plan_state_bytes(c, p, (int)d->act_bytes) / 1073741824.0,
+                 p.dense + p.experts, experts);
+    }
 }
 
 int main(int argc, char **argv)
@@ -87,6 +101,7 @@ int main(int argc, char **argv)
         .tp = c.layout.tensor_model_parallel_size,
         .cp = c.layout.context_parallel_size,
         .ep = c.layout.expert_model_parallel_size,
+        .etp = c.layout.expert_tensor_parallel_size,
         .dp = c.data_parallel_size,
         .pp = c.layout.pipeline_model_parallel_size,
         .ranks_per_node = b.local_size,
@@ -98,7 +113,7 @@ int main(int argc, char **argv)
     int status = 0;
     if (c.dry_run) {
         summary(&c, d);
-        gl_dry_run_report(&b, g, stdout);
+        gl_dry_run_report(&b, g, c.arch.num_experts, stdout);
     } else {
         status = gl_train_run(&c, &b, g, d);
     }

@@ -20,6 +20,7 @@
 #include "train/run_config.h"
 #include "base/log.h"
 #include "base/options.h"
+#include "grid/grid.h"
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
@@ -400,7 +401,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_MOE_FORCE "forced (benchmark) routing is not built: the router routes by its scores"
 #define R_MOE_FP8 "FP8 training of MoE layers is not built: drop it (and --fp8-format)"
 #define R_MOE_JITTER "router input jitter is not built: drop it"
-#define R_MOE_LOG "tokens per expert (max and mean per layer) are part of every MoE log line: drop it"
+#define R_MOE_LOG "per-layer MoE values are not written (gridlm has no MoE TensorBoard scalars): the log line and --log-json give the MoE losses summed over the layers and the largest expert load: drop it"
 #define R_MOE_PROBS_IN "weighting the experts' inputs (not their outputs) is not built: the routing weights scale the experts' outputs"
 #define R_MLA "multi-latent attention is not supported: gridlm's attention is grouped-query (--num-query-groups)"
 #define R_MTP "multi-token prediction is not supported: gridlm predicts the next token"
@@ -608,6 +609,9 @@ static const gl_option table[] = {
     INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
         "EP: ranks that split the experts of mixture-of-experts layers (with "
         "--moe-token-dispatcher-type alltoall)"),
+    INT("expert-tensor-parallel-size", layout.expert_tensor_parallel_size, G_PAR, POS,
+        "ETP: ranks that split each expert's matrices (--dry-run only unless equal to TP)",
+        .defstr = "--tensor-model-parallel-size"),
     INT("num-layers-per-virtual-pipeline-stage", layout.num_layers_per_virtual_pipeline_stage, G_PAR,
         POS, "layers per chunk of the interleaved 1F1B schedule", .defstr = "no interleaving"),
     FLAG("sequence-parallel", layout.sequence_parallel, G_PAR,
@@ -1049,7 +1053,8 @@ static const gl_option table[] = {
     CHOICE("moe-router-load-balancing-type", moe.load_balancing_type, "NAME", G_MOE,
            gl_moe_lb_names, NULL,
            "auxiliary balancing loss: aux_loss (per micro-batch), seq_aux_loss (per "
-           "sequence), global_aux_loss (global batch) or none (sinkhorn is not built)"),
+           "sequence), global_aux_loss (running over the step's micro-batches and the "
+           "data-parallel ranks) or none (sinkhorn is not built)"),
     DBL("moe-aux-loss-coeff", moe.aux_loss_coeff, G_MOE, NONNEG,
         "weight of the balancing loss"),
     DBL("moe-z-loss-coeff", moe.z_loss_coeff, G_MOE, NONNEG, "weight of the router's z-loss",
@@ -1077,7 +1082,6 @@ static const gl_option table[] = {
            "alltoall (built); allgather only with --expert-model-parallel-size 1, where both "
            "give the same tokens to the same experts", .defstr = "allgather",
            .hint = "flex (DeepEP, HybridEP) is not built: use alltoall"),
-    REFUSE("expert-tensor-parallel-size", R_MOE_ETP),
     REFUSE("moe-extended-tp", R_MOE_ETP),
     REFUSE("overlap-moe-expert-parallel-comm", R_MOE_EP),
     REFUSE("moe-enable-deepep", R_MOE_EP), REFUSE("moe-deepep-num-sms", R_MOE_EP),
@@ -1551,8 +1555,8 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 }
 
 /* Mixture of experts: the flags against each other and the layout, and
- * what gridlm does not train yet (expert parallelism, FP8 experts,
- * global_aux_loss, the CUDA device). */
+ * what gridlm does not train yet (FP8 experts; expert parallelism beyond
+ * TP = CP = 1). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with the
  * alltoall dispatcher and TP = CP = 1; the rest is refused by name.  A
  * capacity factor is allowed: each rank drops on its own micro-batch's
@@ -1563,9 +1567,6 @@ static void check_ep(const gl_config *c)
     int ep = c->layout.expert_model_parallel_size;
     if (ep == 1)
         return;
-    if (c->arch.num_experts % ep)
-        bad("--expert-model-parallel-size %d must divide --num-experts %d: each EP rank "
-            "holds as many experts; choose a divisor", ep, c->arch.num_experts);
     if (c->layout.tensor_model_parallel_size > 1 || c->layout.context_parallel_size > 1)
         bad("--expert-model-parallel-size %d with --tensor-model-parallel-size %d and "
             "--context-parallel-size %d: expert parallelism is built with TP = CP = 1 only; "
@@ -1583,6 +1584,7 @@ static void check_moe(gl_config *c)
     gl_arch *a = &c->arch;
     const gl_moe_opts *m = &c->moe;
     int tp = c->layout.tensor_model_parallel_size;
+    int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
     if (refused_any("num-experts moe-router-topk moe-layer-freq moe-ffn-hidden-size "
                     "moe-shared-expert-intermediate-size"))
         return;
@@ -1597,6 +1599,9 @@ static void check_moe(gl_config *c)
             bad("--expert-model-parallel-size %d needs a mixture-of-experts model "
                 "(--num-experts): a dense model has no experts to split; use "
                 "--expert-model-parallel-size 1", c->layout.expert_model_parallel_size);
+        if (etp != tp)
+            bad("--expert-tensor-parallel-size %d needs a mixture-of-experts model "
+                "(--num-experts): a dense model has no experts to split; drop it", etp);
         return;
     }
     int E = a->num_experts, F = gl_arch_moe_ffn(a), S = a->moe_shared_expert_intermediate_size;
@@ -1609,6 +1614,16 @@ static void check_moe(gl_config *c)
         bad("%s", err.text);
     else
         snprintf(a->moe_layer_freq, sizeof a->moe_layer_freq, "%s", canon);
+    /* The experts: E / EP of them on each rank, each split over ETP. */
+    char list[256];
+    if (E % ep)
+        bad("--num-experts %d is not divisible by --expert-model-parallel-size %d: each EP "
+            "rank holds the same number of experts; choose an EP of %s", E, ep,
+            divisors(E, E, list, sizeof list));
+    if (F % etp && etp != tp)
+        bad("--expert-tensor-parallel-size %d must divide the experts' FFN width %d "
+            "(--moe-ffn-hidden-size, else --ffn-hidden-size): ETP splits each expert's "
+            "matrices; choose one of %s", etp, F, divisors(F, 64, list, sizeof list));
     if (F % tp)
         bad("--tensor-model-parallel-size %d must divide the experts' FFN width %d "
             "(--moe-ffn-hidden-size, else --ffn-hidden-size): TP splits each expert as "
@@ -1630,22 +1645,22 @@ static void check_moe(gl_config *c)
     if (m->pad_expert_input_to_capacity && m->capacity_factor <= 0)
         bad("--moe-pad-expert-input-to-capacity pads to the experts' capacity, which "
             "--moe-expert-capacity-factor sets: add it, or drop the padding");
-    check_ep(c);
+    /* A dry run plans the expert grid of any EP and ETP that fit (the
+     * groups, which experts each rank holds, the memory per rank: with a
+     * warning from gl_config_finish); training checks what is built. */
+    if (!c->dry_run)
+        check_ep(c);
+    if (etp != tp && !c->dry_run)
+        bad("--expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
+            "a tensor parallelism of the experts' own is not built yet (they split over TP "
+            "as the dense MLP): drop it, or set it to %d", etp, tp, tp);
     if (c->fp8.format != GL_FP8_OFF)
         bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
             "--fp8-format, or train a dense model in FP8");
-    if (m->load_balancing_type == GL_MOE_LB_GLOBAL_AUX_LOSS && m->aux_loss_coeff > 0)
-        bad("--moe-router-load-balancing-type global_aux_loss is not built yet (its counts "
-            "run over the data-parallel ranks and the step's micro-batches): use aux_loss or "
-            "seq_aux_loss");
     if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
             "--calculate-per-token-loss, or the MoE losses");
-    if (c->device == GL_DEVICE_CUDA)
-        bad("--num-experts %d --device cuda: mixture-of-experts training is not built for "
-            "CUDA yet (the MoE ops have CUDA kernels; the MoE layer has been checked on the "
-            "CPU device only): train mixture-of-experts models on --device cpu", E);
 }
 
 static void check_layout(gl_config *c)
@@ -2133,6 +2148,9 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
         free(ckpt_file);
     }
 
+    /* Megatron's default: the experts split over TP as the dense MLP. */
+    if (!c->layout.expert_tensor_parallel_size)
+        c->layout.expert_tensor_parallel_size = c->layout.tensor_model_parallel_size;
     if (shape_known(c)) {   /* the checks below divide by the shape */
         gl_arch_resolve(&c->arch);
         check_model(c);
@@ -2277,6 +2295,23 @@ static void finish_schedule(gl_config *c)
             "warm-up or raise --lr-decay-samples", c->optim.lr_warmup_samples, decay);
 }
 
+/* The expert grid over the world (grid/grid.h): ETP x EP must divide the
+ * ranks of a pipeline stage; its EDP. */
+static void finish_expert_grid(gl_config *c)
+{
+    const gl_layout *l = &c->layout;
+    gl_grid_spec s = {
+        .world = c->world_size, .tp = l->tensor_model_parallel_size,
+        .cp = l->context_parallel_size, .pp = l->pipeline_model_parallel_size,
+        .ep = l->expert_model_parallel_size, .etp = l->expert_tensor_parallel_size,
+    };
+    gl_error err;
+    if (gl_grid_init(&s, &err))
+        bad("%s", err.text);
+    else
+        c->expert_data_parallel_size = s.edp;
+}
+
 void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 {
     int tp = c->layout.tensor_model_parallel_size, pp = c->layout.pipeline_model_parallel_size;
@@ -2296,6 +2331,8 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
             tp, cp, pp, model, alt, below + model);
     }
     c->data_parallel_size = world_size / model;
+    if (world_size % model == 0)
+        finish_expert_grid(c);
     if (ranks_per_node > 0 && tp > ranks_per_node)
         warn0("--tensor-model-parallel-size %d is larger than the %d ranks of a node: tensor-"
               "parallel traffic will cross the network; keep TP within a node (e.g. TP %d) "
@@ -2309,6 +2346,15 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
     check_batch(c);
     check_fp8_shapes(c);
     finish_schedule(c);
+
+    /* Said once the plan stands: what check_moe refuses outside a dry run. */
+    int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
+    int ep_built = ep == 1 || (tp == 1 && c->layout.context_parallel_size == 1 &&
+                               c->moe.token_dispatcher == GL_DISPATCH_ALLTOALL);
+    if (c->dry_run && (!ep_built || etp != tp))
+        warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
+              "this dry run, but training needs ETP = TP (%d) and, with EP > 1, TP 1, CP 1 "
+              "and --moe-token-dispatcher-type alltoall", ep, etp, tp);
 }
 
 /* ------------------------------------------------------------------ */

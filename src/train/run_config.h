@@ -165,6 +165,9 @@ typedef struct gl_config {
     /* --- derived by gl_config_finish() --- */
     int world_size;
     int data_parallel_size;
+    int expert_data_parallel_size;   /* EDP: world / (ETP x EP x PP), the
+                                      * ranks that hold the same experts
+                                      * (grid/grid.h's expert grid) */
     int num_micro_batches;           /* global / (mbs x dp): the most, after
                                       * any --rampup-batch-size */
     gl_vocab_source vocab_source;    /* set by gl_config_parse */

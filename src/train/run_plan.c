@@ -6,21 +6,52 @@
 #include <stdlib.h>
 
 #include "base/log.h"
+#include "grid/grid.h"
 #include "model/model.h"
 #include "train/optim.h"
 #include "train/run_plan.h"
 
-/* The parameters one rank of pipeline stage pp_rank holds: the sum of
- * its pieces in the plan training builds (TP rank 0; every TP rank holds
- * as many), tied copies included, alignment padding not. */
-static long rank_params(const gl_config *c, int pp_rank)
+/* A stacked experts tensor [E, out, in] (the only 3-D parameters) is
+ * counted from its logical shape, whatever share of it the plan gives a
+ * rank: E / EP experts, each's FFN width (out or in) over ETP. */
+gl_rank_params gl_run_plan_rank_params(const gl_config *c, int pp_rank)
 {
     gl_model_plan *p = gl_model_plan_new(&c->arch, &c->layout, 0, pp_rank, 0, c->data_parallel_size);
-    long n = 0;
-    for (int i = 0; i < p->nparams; i++)
-        n += (long)p->param[i].count;
+    long split = (long)c->layout.expert_model_parallel_size *
+                 (c->layout.expert_tensor_parallel_size ? c->layout.expert_tensor_parallel_size
+                                                        : c->layout.tensor_model_parallel_size);
+    gl_rank_params n = {0, 0};
+    for (int i = 0; i < p->nparams; i++) {
+        const gl_param *q = &p->param[i];
+        if (q->ndim == 3)
+            n.experts += q->shape[0] * q->shape[1] * q->shape[2] / split;
+        else
+            n.dense += (long)q->count;
+    }
     gl_model_plan_free(p);
     return n;
+}
+
+/* The bytes of n parameters whose optimizer state shards over `shard`
+ * ranks (see gl_run_plan_state_bytes). */
+static double state_bytes(const gl_config *c, long n, int shard, int act_bytes)
+{
+    int dist = gl_optim_is_distributed(c->optim.use_distributed_optimizer, shard);
+    double owned = dist ? (double)n / shard : (double)n;
+    double bytes = (double)n * (act_bytes + 4);          /* weights, fp32 gradients */
+    bytes += owned * 8;                                  /* the two moments */
+    if (dist || act_bytes != 4)
+        bytes += owned * 4;                              /* fp32 master weights */
+    if (dist && !c->optim.overlap_grad_reduce)
+        bytes += owned * 4;                              /* the gradient shard */
+    return bytes;
+}
+
+double gl_run_plan_state_bytes(const gl_config *c, gl_rank_params p, int act_bytes)
+{
+    int dp_cp = c->data_parallel_size * c->layout.context_parallel_size;
+    int edp = c->expert_data_parallel_size ? c->expert_data_parallel_size : dp_cp;
+    return state_bytes(c, p.dense, dp_cp, act_bytes) + state_bytes(c, p.experts, edp, act_bytes);
 }
 
 void gl_run_plan_print(const gl_config *c, FILE *out)
@@ -76,14 +107,43 @@ void gl_run_plan_print(const gl_config *c, FILE *out)
     fprintf(out, "layer_flops_per_token=%.0f\n", gl_arch_layer_flops(&c->arch));
     fprintf(out, "head_flops_per_token=%.0f\n", gl_arch_head_flops(&c->arch, tp));
     fprintf(out, "num_params=%ld\n", gl_arch_num_params(&c->arch));
+
+    /* The expert grid and where the experts live. */
+    int ep = l->expert_model_parallel_size, E = c->arch.num_experts > 0 ? c->arch.num_experts : 0;
+    fprintf(out, "expert_model_parallel_size=%d\n", ep);
+    fprintf(out, "expert_tensor_parallel_size=%d\n", l->expert_tensor_parallel_size);
+    fprintf(out, "expert_data_parallel_size=%d\n", c->expert_data_parallel_size);
+    fprintf(out, "experts_per_rank=%d\n", E / ep);
+    fprintf(out, "expert_placement=");
+    gl_grid_spec grid = {.ep = ep};   /* all gl_grid_experts reads */
+    for (int i = 0, first; E && i < ep; i++) {
+        int count = gl_grid_experts(&grid, E, i, &first);
+        fprintf(out, "%s%d:[%d,%d)", i ? " " : "", i, first, first + count);
+    }
+
+    /* What one rank of each stage holds. */
+    int ab = c->device == GL_DEVICE_CPU ? 4 : 2;
     long max = 0;
-    fprintf(out, "stage_rank_params=");
+    double max_bytes = 0;
+    char *experts = gl_malloc((size_t)pp * 24 + 1), *bytes = gl_malloc((size_t)pp * 24 + 1);
+    size_t ne = 0, nb = 0;
+    fprintf(out, "\nstage_rank_params=");
     for (int s = 0; s < pp; s++) {
-        long p = rank_params(c, s);
-        fprintf(out, "%s%ld", s ? " " : "", p);
-        if (p > max)
-            max = p;
+        gl_rank_params p = gl_run_plan_rank_params(c, s);
+        double b = gl_run_plan_state_bytes(c, p, ab);
+        fprintf(out, "%s%ld", s ? " " : "", p.dense + p.experts);
+        ne += (size_t)sprintf(experts + ne, "%s%ld", s ? " " : "", p.experts);
+        nb += (size_t)sprintf(bytes + nb, "%s%.0f", s ? " " : "", b);
+        if (p.dense + p.experts > max)
+            max = p.dense + p.experts;
+        if (b > max_bytes)
+            max_bytes = b;
     }
     fprintf(out, "\nmax_rank_params=%ld\n", max);
+    fprintf(out, "stage_rank_expert_params=%s\n", experts);
+    fprintf(out, "stage_rank_state_bytes=%s\n", bytes);
+    fprintf(out, "max_rank_state_bytes=%.0f\n", max_bytes);
+    free(experts);
+    free(bytes);
     fflush(out);
 }

@@ -36,10 +36,28 @@
  *   layer_flops_per_token       gl_arch_layer_flops
  *   head_flops_per_token        gl_arch_head_flops
  *   num_params                  gl_arch_num_params
+ *   expert_model_parallel_size, expert_tensor_parallel_size,
+ *   expert_data_parallel_size   the expert grid (grid/grid.h)
+ *   experts_per_rank            experts of each MoE layer a rank holds,
+ *                               num_experts / EP (0: a dense model)
+ *   expert_placement            "ep:[first,end)" for each EP index, the
+ *                               experts its ranks hold, separated by
+ *                               spaces (empty for a dense model)
  *   stage_rank_params           the parameters one rank of each pipeline
  *                               stage holds, first stage first, separated
- *                               by spaces (TP ranks hold equal shares)
+ *                               by spaces (TP ranks hold equal shares; of
+ *                               the experts, only its own: E/EP experts,
+ *                               each's FFN split over ETP)
  *   max_rank_params             the largest of them
+ *   stage_rank_expert_params    the part of stage_rank_params in experts
+ *   stage_rank_state_bytes      the bytes of one rank's weights (bf16,
+ *                               fp32 with --device cpu), fp32 gradients
+ *                               and optimizer state (fp32 master weights
+ *                               and moments, sharded over DP x CP, and
+ *                               the experts' over EDP, with the
+ *                               distributed optimizer), for each stage:
+ *                               gl_run_plan_state_bytes
+ *   max_rank_state_bytes        the largest of them
  */
 #ifndef GL_TRAIN_RUN_PLAN_H
 #define GL_TRAIN_RUN_PLAN_H
@@ -54,6 +72,26 @@ extern "C" {
 
 /* Print the plan of c, finished (gl_config_finish), to out. */
 void gl_run_plan_print(const gl_config *c, FILE *out);
+
+/* The parameters one rank of pipeline stage pp_rank holds, from the
+ * parameter plan training builds (TP rank 0; every TP rank holds as
+ * many), tied copies included, alignment padding not: experts, its share
+ * of the stacked experts (its num_experts / EP experts of each MoE layer,
+ * each's FFN width split over ETP), and dense, everything else (the
+ * routers and the shared experts among them). */
+typedef struct {
+    long dense, experts;
+} gl_rank_params;
+gl_rank_params gl_run_plan_rank_params(const gl_config *c, int pp_rank);
+
+/* The bytes of p's weights (act_bytes each: 2 for bf16, 4 for fp32),
+ * fp32 gradients and AdamW state as the optimizer allocates them: fp32
+ * moments and master weights (none apart from fp32 weights with the
+ * plain optimizer), over the rank's shard with the distributed optimizer
+ * (DP x CP ranks share the dense parameters, EDP the experts), plus the
+ * fp32 gradient shard without --overlap-grad-reduce.  Activations,
+ * scratch buffers and workspaces not counted. */
+double gl_run_plan_state_bytes(const gl_config *c, gl_rank_params p, int act_bytes);
 
 #ifdef __cplusplus
 }

@@ -136,12 +136,17 @@ static void check_supported(const gl_config *c)
  * on each TP rank, and so are the losses without sequence parallelism
  * (under it each TP rank holds its rows' share); pipeline stages hold
  * their own layers.  One all-reduce over the world sums them, and the
- * TP repetitions are divided out.  The expert bias (DeepSeek-V3's
+ * TP repetitions are divided out; the division by the step's micro-
+ * batches of every DP rank makes each loss what the objective adds (a
+ * global_aux_loss share is a part of the loss of the DP ranks'
+ * micro-batches together, which the gradient's average over DP divides
+ * by DP as Megatron's does).  The expert bias (DeepSeek-V3's
  * aux-loss-free balancing) then moves by the rate against the sign of
  * each expert's excess over the step's mean, the same on every rank: in
  * the weights and, where this rank holds them, the master weights (the
  * optimizer leaves the buffer alone: its gradient is zero and, a vector,
- * it has no weight decay).  A skipped step (NaN/Inf) moves nothing. */
+ * it has no weight decay).  A skipped step (NaN/Inf) moves nothing.
+ * Last, global_aux_loss's running counts start again. */
 typedef struct {
     double aux, z, load_max, dropped;   /* this step's (log record's units) */
 } moe_step_stats;
@@ -177,7 +182,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
         }
         if (sum > 0 && mx * E / sum > out->load_max)
             out->load_max = mx * E / sum;
-        routed += mbs * dm->n * dm->topk;
+        routed += mbs * dm->n * dm->cp * dm->topk;     /* every CP rank's part */
     }
     out->dropped = routed > 0 ? out->dropped / routed : 0;
     free(h);
@@ -204,6 +209,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
         d->ops->free(d, tmp);
     }
     d->ops->zero(d, m->moe_stats, ns * sizeof(float));
+    gl_model_moe_step_end(m);
 }
 
 /* The device memory peak of this rank, in GiB. */
@@ -244,6 +250,28 @@ static void report_activations(const gl_config *c, const gl_model *m, const gl_s
     gl_info0("activations (rank 0): %.2f MiB per micro-batch in flight x %d in flight, "
              "%.2f MiB shared (%s%s)", m->act_slot_bytes / mib, inflight,
              m->act_shared_bytes / mib, how, cpnote);
+
+    /* the MoE layers' buffers, beside those (model.h: gl_model_moe_bytes):
+     * every MoE layer of every slot keeps its own, whatever the
+     * recomputation */
+    const gl_model_dims *dm = &m->plan->dm;
+    if (!dm->E)
+        return;
+    size_t per_layer, shared;
+    gl_model_moe_bytes(m, &per_layer, &shared);
+    long kept = 0;
+    int layers = 0;
+    for (int k = 0; k < m->plan->nchunks; k++)
+        for (int i = 0; i < dm->Lc; i++)
+            if (m->plan->chunk[k].layer[i].moe) {
+                kept += m->nslots[k];
+                layers++;
+            }
+    gl_info0("MoE layers (rank 0): %d, %.2f MiB each per micro-batch in flight (the routed "
+             "rows: %d tokens x top %d%s), %.2f MiB shared; %.2f MiB in all", layers,
+             per_layer / mib, dm->n, dm->topk,
+             c->moe.capacity_factor > 0 ? ", or the capacity's" : "", shared / mib,
+             ((double)per_layer * kept + shared) / mib);
 }
 
 /* Step 3: gradients of replicated parameters and the DP reduction. */
@@ -400,10 +428,6 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_config cc = *c0;             /* shallow: the loader may set the vocabulary */
     const gl_config *c = &cc;
     check_supported(c);
-    if (c->arch.num_experts > 0 && d->index >= 0)    /* --device auto found a GPU */
-        gl_die_code(2, "--num-experts %d on %s: mixture-of-experts training is not built for "
-                    "CUDA yet (checked on the CPU device only): train mixture-of-experts "
-                    "models with --device cpu", c->arch.num_experts, d->name);
     int tp_rank = g->me.tp, pp_rank = g->me.pp, dp_rank = g->me.dp;
     int world = b->size, rank = b->rank;
     int pp = c->layout.pipeline_model_parallel_size, V = c->layout.virtual_pipeline_size;
@@ -432,6 +456,7 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_model_set_cp(m, group(g->cp), g->me.cp);
     m->dropout_seed = (uint64_t)(unsigned)c->seed;
     m->moe_opts = c->moe;       /* the MoE losses' scale: model.h's default */
+    m->moe_dp = group(g->dp);   /* global_aux_loss's counts */
     gl_model_fp8_enable(m, &c->fp8);
     gl_optim *o = gl_optim_new(c, m, gradg, group(g->edp), c->optim.use_distributed_optimizer);
     gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, gl_optim_master_target(o));
