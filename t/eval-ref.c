@@ -70,7 +70,7 @@ static int loss(int argc, char **argv)
     c.global_batch_size = 0;
     gl_config_finish(&c, 1, 1);
 
-    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
     gl_model *m = gl_model_new(p, d, NULL, &one);
@@ -79,10 +79,10 @@ static int loss(int argc, char **argv)
         gl_error err;
         if (gl_ckpt_open(MPI_COMM_SELF, c.ckpt.load, 0, &ck, &err) != GL_CKPT_OK)
             gl_die("eval-ref: %s", err.text);
-        gl_ckpt_load_weights(ck, m, NULL, 0, 0);
+        gl_ckpt_load_weights(ck, m, NULL);
         gl_ckpt_close(ck);
     } else {
-        gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL, 0, 0);
+        gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL);
     }
     ref_model R = { p, m->w };
 

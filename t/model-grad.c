@@ -118,7 +118,7 @@ static void run_variant(const variant *v)
         for (size_t e = 0; e < p->nflat; e++)
             nz += H.m->g[e] != 0.0f;
         gl_model *fm = gl_model_new_forward_only(p, d, NULL);
-        gl_model_init_weights(fm, 1234, NULL, 0, 0);
+        gl_model_init_weights(fm, 1234, NULL);
         memcpy(fm->w, w, p->nflat * sizeof(float));     /* with the values set above */
         ok(fm->g == NULL, "%s: a forward-only model has no gradient buffer", v->what);
         d->ops->upload(d, H.lacc, &z, sizeof z);

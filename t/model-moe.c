@@ -185,7 +185,7 @@ static void run_variant(const variant *v)
         lay.recompute_granularity = GL_RECOMPUTE_FULL;
         snprintf(lay.recompute_method, sizeof lay.recompute_method, "uniform");
         lay.recompute_num_layers = 2;
-        gl_model_plan *p2 = gl_model_plan_new(&c.arch, &lay, 0, 0, 1);
+        gl_model_plan *p2 = gl_model_plan_new(&c.arch, &lay, 0, 0, 0, 1);
         int one = 1;
         ref_harness H2 = H;
         H2.m = gl_model_new(p2, H.d, NULL, &one);

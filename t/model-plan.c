@@ -137,7 +137,7 @@ static void test_layout(int tp, int pp, int vpp, int dp, int tied, int qk, int s
     long counted = 0;
     for (int r = 0; r < tp; r++)
         for (int s = 0; s < pp; s++) {
-            gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, r, s, dp);
+            gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, r, s, 0, dp);
             unsigned char *used = calloc(p->nflat, 1);
             size_t tb, te;
             gl_model_tp_sum_range(p, &tb, &te);
@@ -253,12 +253,13 @@ static void test_init(int moe)
         c.arch.moe_router_topk = 2;
         c.arch.moe_shared_expert_intermediate_size = 32;
     }
-    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     gl_model *m = gl_model_new(p, d, NULL, NULL);
     float *master = d->ops->alloc(d, 1000 * sizeof(float));
     size_t mb = p->nflat - 1500;
-    gl_model_init_weights(m, 99, master, mb, mb + 1000);
+    gl_master mr = { .n = 1, .at = { master }, .begin = { mb }, .end = { mb + 1000 } };
+    gl_model_init_weights(m, 99, &mr);
     const float *w = m->w;
     long bad = 0, total = 0;
     for (int i = 0; i < p->nparams; i++) {

@@ -325,10 +325,10 @@ static inline void ref_harness_new(ref_harness *H, const gl_arch *arch,
                                    const gl_layout *layout, int index)
 {
     int one = 1;
-    H->p = gl_model_plan_new(arch, layout, 0, 0, 1);
+    H->p = gl_model_plan_new(arch, layout, 0, 0, 0, 1);
     H->d = gl_dev_open_cpu();
     H->m = gl_model_new(H->p, H->d, NULL, &one);
-    gl_model_init_weights(H->m, 1234, NULL, 0, 0);
+    gl_model_init_weights(H->m, 1234, NULL);
     ref_batch_new(&H->B, H->d, H->p->dm.n, arch->vocab_size);
     H->count = H->B.count;
     H->mb = (gl_mb){ .ids = H->B.dids, .targets = H->B.dtg, .gscale = H->B.dmask,

@@ -172,7 +172,7 @@ plan_ok "MoE parameters: router, experts and shared expert, per stage and TP ran
     num_params=226880 "stage_rank_params=57088 57152" max_rank_params=57152
 
 # The expert grid (issue 14): a dry run plans any EP and ETP that fit,
-# training refuses them until expert parallelism is built.  The model: 2
+# training refuses what expert parallelism does not build yet.  The model: 2
 # MoE layers of 8 SwiGLU experts of FFN 96 over h 64, so 3 x 8 x 96 x 64 =
 # 147456 expert weights a layer, 294912 in all; the rest (the tied 128 x
 # 64 embedding, 32 learned positions, per layer two LayerNorms, QKV, the
@@ -184,8 +184,8 @@ moe="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --v
     --use-distributed-optimizer >"$tmp"/out 2>"$tmp"/err
 code=$?
 [ $code -eq 0 ] && [ "$(wc -l <"$tmp"/err)" -eq 1 ] &&
-    grep -q "warning: --expert-model-parallel-size 4 --expert-tensor-parallel-size 1: planned by this dry run, but training needs EP 1" "$tmp"/err
-ok $? "8 ranks, EP 4: planned, with one warning that training needs EP 1"
+    grep -q "warning: --expert-model-parallel-size 4 --expert-tensor-parallel-size 1: planned by this dry run, but training needs .*--moe-token-dispatcher-type alltoall" "$tmp"/err
+ok $? "8 ranks, EP 4 with the allgather dispatcher: planned, with one warning that training needs alltoall"
 # A rank holds 2 of the 8 experts: 294912 / 4 = 73728 expert weights.
 # Its bytes (fp32 on the CPU device): 8 a weight (weight, gradient) and,
 # sharded by the distributed optimizer, 16 an owned one (moments, master,
@@ -219,8 +219,8 @@ refused "EP x ETP larger than a pipeline stage" \
 refused "ETP for a dense model" \
     "--expert-tensor-parallel-size 2 needs a mixture-of-experts model" -- \
     $base --expert-tensor-parallel-size 2
-refused "training at EP 2" \
-    "--expert-model-parallel-size 2: expert parallelism is not built yet" -- \
+refused "training at EP 2 with the allgather dispatcher" \
+    "--expert-model-parallel-size 2 with --moe-token-dispatcher-type allgather (the default): the allgather dispatcher is not built" -- \
     $moe --expert-model-parallel-size 2
 refused "training at ETP != TP" \
     "--expert-tensor-parallel-size 2 differs from --tensor-model-parallel-size 1" \

@@ -46,11 +46,11 @@ int main(int argc, char **argv)
     if (!c.data.mock_data)
         gl_die("train-eval-ref: only --mock-data");
 
-    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 1);
+    gl_model_plan *p = gl_model_plan_new(&c.arch, &c.layout, 0, 0, 0, 1);
     gl_dev *d = gl_dev_open_cpu();
     int one = 1;
     gl_model *m = gl_model_new(p, d, NULL, &one);
-    gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL, 0, 0);
+    gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL);
     ref_model R = { p, m->w };
 
     gl_batch_source *src = gl_batch_mock(&c);

@@ -168,6 +168,10 @@ typedef enum { GL_MOE_DTYPE_ACT = 0, GL_MOE_DTYPE_FP32, GL_MOE_DTYPE_FP64 } gl_m
 /* --moe-token-drop-policy (ops.h's gl_moe_drop has the same values). */
 typedef enum { GL_DROP_BY_PROBS = 0, GL_DROP_BY_POSITION } gl_drop_policy;
 
+/* --moe-token-dispatcher-type: how tokens reach the experts of other
+ * expert-parallel ranks (the same experts' products either way). */
+typedef enum { GL_DISPATCH_ALLGATHER = 0, GL_DISPATCH_ALLTOALL } gl_moe_dispatcher;
+
 typedef struct gl_moe_opts {
     gl_moe_lb load_balancing_type;   /* --moe-router-load-balancing-type (aux_loss) */
     double aux_loss_coeff;           /* --moe-aux-loss-coeff (0) */
@@ -177,6 +181,7 @@ typedef struct gl_moe_opts {
     gl_drop_policy token_drop_policy;/* --moe-token-drop-policy (probs) */
     int pad_expert_input_to_capacity;/* --moe-pad-expert-input-to-capacity */
     double router_bias_update_rate;  /* --moe-router-bias-update-rate (1e-3) */
+    gl_moe_dispatcher token_dispatcher; /* --moe-token-dispatcher-type (allgather) */
 } gl_moe_opts;
 
 /* Megatron's defaults: aux_loss with coefficient 0, no z-loss, the

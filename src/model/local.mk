@@ -42,3 +42,9 @@ TESTS += t/model-moe.t
 dist_check_SCRIPTS += t/train-moe.t t/train-moe-qwen.t
 TESTS += t/train-moe.t t/train-moe-qwen.t
 EXTRA_DIST += t/train-moe-lib.sh
+
+# Expert parallelism: EP 2 and 4, with EDP and PP, give the single-rank
+# numbers for the Mixtral- and Qwen3-like models; an EP 4 checkpoint
+# resumes at EP 1 and 2 (shell; t/train-lib.sh, t/train-moe-lib.sh).
+dist_check_SCRIPTS += t/train-ep.t
+TESTS += t/train-ep.t

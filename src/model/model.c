@@ -378,8 +378,18 @@ static void init_host(const gl_param *q, uint64_t seed, float *host)
         pthread_join(th[t], NULL);
 }
 
-void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, float *master,
-                          size_t mbegin, size_t mend)
+void gl_master_put(gl_dev *d, const gl_master *mr, size_t off, const float *src, size_t count)
+{
+    for (int i = 0; mr && i < mr->n; i++) {
+        size_t a = off > mr->begin[i] ? off : mr->begin[i];
+        size_t b = off + count < mr->end[i] ? off + count : mr->end[i];
+        if (b > a)
+            d->ops->copy(d, mr->at[i] + (a - mr->begin[i]), src + (a - off),
+                         (b - a) * sizeof(float));
+    }
+}
+
+void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, const gl_master *mr)
 {
     const gl_model_plan *p = m->plan;
     gl_dev *d = m->d;
@@ -394,13 +404,7 @@ void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, float *
         fill(arg, q, host);
         d->ops->upload(d, stage, host, q->count * sizeof(float));
         d->ops->to_act(d, gl_model_weight(m, q->offset), stage, q->count);
-        if (master) {
-            size_t a = q->offset > mbegin ? q->offset : mbegin;
-            size_t b = q->offset + q->count < mend ? q->offset + q->count : mend;
-            if (b > a)
-                d->ops->copy(d, master + (a - mbegin), stage + (a - q->offset),
-                             (b - a) * sizeof(float));
-        }
+        gl_master_put(d, mr, q->offset, stage, q->count);
         d->ops->sync(d);          /* host and stage are reused */
     }
     d->ops->free(d, stage);
@@ -412,14 +416,14 @@ static void init_fill(void *arg, const gl_param *q, float *host)
     init_host(q, *(const uint64_t *)arg, host);
 }
 
-void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
-                           size_t mbegin, size_t mend)
+void gl_model_init_weights(gl_model *m, uint64_t seed, const gl_master *mr)
 {
     gl_dev *d = m->d;
     d->ops->zero(d, m->w, m->plan->nflat * d->act_bytes);
-    if (master && mend > mbegin)
-        d->ops->zero(d, master, (mend - mbegin) * sizeof(float));
-    gl_model_set_weights(m, init_fill, &seed, master, mbegin, mend);
+    for (int i = 0; mr && i < mr->n; i++)
+        if (mr->end[i] > mr->begin[i])
+            d->ops->zero(d, mr->at[i], (mr->end[i] - mr->begin[i]) * sizeof(float));
+    gl_model_set_weights(m, init_fill, &seed, mr);
 }
 
 /* RoPE frequencies theta_i = base^(-2i/D), i < D/2.  With llama3

@@ -168,6 +168,13 @@ typedef struct {
     int buffer;                 /* not trained (the expert bias): its gradient
                                  * stays zero, the optimizer leaves it alone,
                                  * the checkpoint holds it */
+    int expert;                 /* a routed expert's stacked weights: with
+                                 * expert parallelism this rank holds the
+                                 * experts [global_offset[0], + local_shape[0])
+                                 * of its EP index, and its gradient is summed
+                                 * over the expert-data-parallel group (EDP),
+                                 * not DP (optim.h); the other parameters
+                                 * are replicated over EP and summed over DP */
 } gl_param;
 
 /* A parameter as a 2-D row-major matrix in which its local piece is one
@@ -218,6 +225,9 @@ typedef struct {
     float attention_dropout;    /* --attention-dropout */
     /* Mixture of experts (all 0 in a dense model). */
     int E, topk;                /* experts, experts per token */
+    int ep, ep_rank;            /* --expert-model-parallel-size, this rank's EP
+                                 * index (1, 0 without expert parallelism) */
+    int El, e0;                 /* local experts: [e0, e0 + El) of E */
     int fe, fel;                /* an expert's FFN width; its TP-local part */
     int fs, fsl;                /* the shared experts' width; local (0: none) */
 } gl_model_dims;
@@ -261,16 +271,22 @@ typedef struct {
     size_t rep_begin, rep_end;  /* the TP-replicated range */
     size_t qk_norm_begin;       /* [qk_norm_begin, rep_end): its QK-norm
                                  * weights (empty without --qk-layernorm) */
+    size_t exp_begin;           /* [exp_begin, nflat): the routed experts
+                                 * under expert parallelism (region 3, on a
+                                 * DP shard boundary; its size a multiple of
+                                 * GL_MODEL_ALIGN x dp); empty (nflat)
+                                 * without, the experts then in region 1 */
     int embed_param, head_param;/* indexes into param, -1 when absent here
                                  * (head_param is -1 when the head shares
                                  * the embedding's range) */
 } gl_model_plan;
 
 /* The parameter table and flat layout of the rank at (tp_rank, pp_rank)
- * for a data-parallel group of dp ranks.  Pure: no device, no MPI.  Dies
- * naming the flag when the model does not split evenly. */
+ * and EP index ep_rank (0 without expert parallelism; the rank's place in
+ * its EP group) for a data-parallel group of dp ranks.  Pure: no device,
+ * no MPI.  Dies naming the flag when the model does not split evenly. */
 gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *l, int tp_rank, int pp_rank,
-                                 int dp);
+                                 int ep_rank, int dp);
 void gl_model_plan_free(gl_model_plan *p);
 
 /* The flat range [*begin, *end) whose gradients the backward leaves as
@@ -413,6 +429,10 @@ typedef struct {
      * a block's output and lse, dq and attn_delta's rows (f32). */
     gl_comm *cp;
     int cp_rank;
+    /* Expert parallelism (moe.c): the EP group (NULL for EP = 1), whose
+     * member i holds the experts of EP index i (dims: e0, El); set by the
+     * caller after gl_model_new, with a plan made for this rank's index. */
+    gl_comm *ep;
     void *kv[2];
     float *dkv[2];
     float *o_acc, *o_blk, *lse_blk, *dq_acc, *delta;
@@ -487,21 +507,31 @@ void gl_model_free(gl_model *m);
 gl_model *gl_model_new_forward_only(const gl_model_plan *p, gl_dev *d,
                                     gl_comm *tp);
 
+/* Where fp32 master weights live: n (0 to 2) ranges of the flat buffer,
+ * range i's values in the device array at[i] (at[i][0] is element
+ * begin[i]).  The optimizer's (optim.h): everything, or its DP shard and,
+ * under expert parallelism, the experts' EDP shard. */
+typedef struct {
+    int n;
+    float *at[2];
+    size_t begin[2], end[2];
+} gl_master;
+
+/* Copy the fp32 device values src of flat elements [off, off + count)
+ * into the parts of mr's ranges they meet (mr may be NULL). */
+void gl_master_put(gl_dev *d, const gl_master *mr, size_t off, const float *src, size_t count);
+
 /* Fill the weights from the counter-based RNG (gl_param_init_value).  When
- * master is not NULL it receives the fp32 values of the flat range
- * [mbegin, mend) (master[0] is element mbegin). */
-void gl_model_init_weights(gl_model *m, uint64_t seed, float *master,
-                           size_t mbegin, size_t mend);
+ * mr is not NULL its ranges receive the fp32 values. */
+void gl_model_init_weights(gl_model *m, uint64_t seed, const gl_master *mr);
 
 /* Set every parameter's weights from fp32 values on the host: for each
  * parameter q in turn, fill(arg, q, host) writes the rank's q->count
  * values into host, which go to the weights (rounded to the compute
- * dtype) and, when master is not NULL, to the master weights of the flat
- * range [mbegin, mend) (master[0] is element mbegin).  The initialisation
- * and checkpoint loading both come through here. */
+ * dtype) and, when mr is not NULL, to the master weights of its ranges.
+ * The initialisation and checkpoint loading both come through here. */
 typedef void gl_weights_fill(void *arg, const gl_param *q, float *host);
-void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, float *master,
-                          size_t mbegin, size_t mend);
+void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, const gl_master *mr);
 
 /* Pointers into the flat buffers. */
 void *gl_model_weight(const gl_model *m, size_t offset);

@@ -28,6 +28,35 @@
  * not the f32 of dlogits), the router's weight gradient and
  * (gl_moe_router_dx) its share of dmg.
  *
+ * Expert parallelism (m->ep, EP ranks): the rank holds the experts
+ * [e0, e0 + El) (model.h's dims), El = E / EP; its EP group's ranks hold the
+ * others, in EP index order.  The routing is the rank's own, on its own
+ * tokens, as without EP; the permuted rows xp, grouped by expert, are
+ * then El-expert blocks, one per EP rank, and travel as Megatron's
+ * all-to-all dispatcher moves them:
+ *
+ *   counts    the rows per expert, all-to-all over EP (El per peer),
+ *             so each rank knows what it receives
+ *   dispatch  xp's block j to EP rank j (all-to-allv): xa [Rl, h], by
+ *             source rank, then by local expert within each source
+ *   sort      xa -> xr grouped by local expert (by source within one)
+ *   experts   fc1, activation, w_down on xr with the local map (El
+ *             experts) -> yl [Rl, h] (in the scratch dyl)
+ *   unsort    yl -> xa by source again
+ *   combine   the reverse all-to-allv: yp [R, h] in xp's order, then
+ *             moe_unpermute with the routing weights as without EP.
+ *
+ * The sort and unsort are moe_permute / moe_permute_bwd on a map of one
+ * "expert" and one slot per row (smap), whose row_tok and rows are
+ * the permutation and its inverse.  The backward runs the same steps in
+ * reverse: dyp by the same dispatch and sort to the experts, their
+ * backward (the weight gradients of the local experts, summed over every
+ * EP rank's tokens), dxl unsorted and sent back, moe_permute_bwd into
+ * dmg.  Every rank of an EP group runs the same layers' exchanges in the
+ * same order (the schedule is the same on each), so the collectives
+ * match; a forward-only pass (validation) and full recomputation run
+ * the forward's exchanges on every rank of the group alike.
+ *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
  * dense layer and nothing of the MoE block; full recomputation re-runs
@@ -59,6 +88,12 @@ struct gl_moe_acts {
     void *yp;                   /* [R_max, h] expert outputs (partial) */
     void *sgu;                  /* [n, 2 fsl] shared experts' fc1 */
     float *counts;              /* [G, E] load-balancing counts (summed over TP) */
+    /* expert parallelism only (see the top): */
+    void *xr;                   /* [Rl_max, h] the received rows, sorted */
+    gl_moe_map lmap;            /* the local experts' groups of xr */
+    gl_moe_map smap;            /* xa (by source) <-> xr (by expert) */
+    size_t *sendc, *sendd;      /* [EP] rows sent to each EP rank, displacements */
+    size_t *recvc, *recvd;      /* [EP] rows received from each, displacements */
     int gsteps;                 /* global_aux_loss: the micro-batches its counts
                                  * (the step's so far, this one included) add */
 };
@@ -66,6 +101,8 @@ struct gl_moe_acts {
 /* Shared by every layer: rebuilt or transient values. */
 struct gl_moe_scratch {
     int rmax, guw;              /* permuted rows; fc1 width (2 fel or fel) */
+    int rlmax;                  /* rows the local experts may get: rmax, or
+                                 * EP rmax under expert parallelism */
     int sgw;                    /* shared fc1 width */
     void *xp, *a, *dyp, *da, *dgu, *dxp;
     void *ss, *dss, *dsgu;      /* shared experts: activation and gradients */
@@ -76,6 +113,12 @@ struct gl_moe_scratch {
                                    operand (gemm reads act, ops.h) */
     float *bias;                /* [E] the expert bias in f32 */
     float *tok;                 /* [E] tokens per expert of one call */
+    /* expert parallelism only: */
+    void *xa;                   /* [rlmax, h] rows by source rank */
+    void *dyl, *dxl;            /* [rlmax, h] the local experts' gradients */
+    int32_t *cnt;               /* [2 E] counts sent | received (device) */
+    int32_t *cnt_host;          /* [2 E] the same on the host */
+    int32_t *perm_host;         /* [2 rlmax] a sort and its inverse */
     /* global_aux_loss's running state (Megatron's global_tokens_per_expert
      * and ga_steps), per global layer, zeroed at the end of every step
      * (gl_model_moe_step_end): this rank's own counts summed over the
@@ -258,16 +301,25 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     struct gl_moe_scratch *s = gl_calloc(1, sizeof *s);
     size_t ab = m->d->act_bytes, n = (size_t)dm->n, h = (size_t)dm->h;
     s->rmax = gl_moe_rows_max(dm->n, &c);
+    s->rlmax = m->ep ? dm->ep * s->rmax : s->rmax;
     s->guw = dm->swiglu ? 2 * dm->fel : dm->fel;
     s->sgw = dm->swiglu ? 2 * dm->fsl : dm->fsl;
-    size_t R = (size_t)s->rmax;
+    size_t R = (size_t)s->rmax, Rl = (size_t)s->rlmax;
     gl_dev *d = m->d;
     s->xp = OPS->alloc(d, R * h * ab);
-    s->a = OPS->alloc(d, R * (size_t)dm->fel * ab);
+    s->a = OPS->alloc(d, Rl * (size_t)dm->fel * ab);
     s->dyp = OPS->alloc(d, R * h * ab);
-    s->da = OPS->alloc(d, R * (size_t)dm->fel * ab);
-    s->dgu = OPS->alloc(d, R * (size_t)s->guw * ab);
+    s->da = OPS->alloc(d, Rl * (size_t)dm->fel * ab);
+    s->dgu = OPS->alloc(d, Rl * (size_t)s->guw * ab);
     s->dxp = OPS->alloc(d, R * h * ab);
+    if (m->ep) {
+        s->xa = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
+        s->dyl = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
+        s->dxl = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
+        s->cnt = OPS->alloc(d, 2 * (size_t)dm->E * sizeof(int32_t));
+        s->cnt_host = gl_calloc(2 * (size_t)dm->E, sizeof(int32_t));
+        s->perm_host = gl_calloc(2 * (Rl ? Rl : 1), sizeof(int32_t));
+    }
     if (dm->fs) {
         s->ss = OPS->alloc(d, n * (size_t)dm->fsl * ab);
         s->dss = OPS->alloc(d, n * (size_t)dm->fsl * ab);
@@ -340,11 +392,28 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
     mp->row_tok = OPS->alloc(d, (R ? R : 1) * sizeof(int32_t));
     mp->offsets = OPS->alloc(d, (E + 1) * sizeof(int32_t));
     mp->offsets_host = OPS->alloc_host(d, (E + 1) * sizeof(int32_t));
-    x->gu = OPS->alloc(d, (R ? R : 1) * (size_t)s->guw * ab);
+    size_t Rl = (size_t)s->rlmax;
+    x->gu = OPS->alloc(d, (Rl ? Rl : 1) * (size_t)s->guw * ab);
     x->yp = OPS->alloc(d, (R ? R : 1) * (size_t)dm->h * ab);
     if (dm->fs)
         x->sgu = OPS->alloc(d, n * (size_t)s->sgw * ab);
     x->counts = OPS->alloc(d, (size_t)aux_groups(m) * E * sizeof(float));
+    if (m->ep) {
+        int El = dm->El, P = dm->ep;
+        x->xr = OPS->alloc(d, (Rl ? Rl : 1) * (size_t)dm->h * ab);
+        x->lmap = (gl_moe_map){ .n = 0, .k = 1, .E = El, .rows_max = s->rlmax };
+        x->lmap.offsets = OPS->alloc(d, ((size_t)El + 1) * sizeof(int32_t));
+        x->lmap.offsets_host = OPS->alloc_host(d, ((size_t)El + 1) * sizeof(int32_t));
+        x->smap = (gl_moe_map){ .n = 0, .k = 1, .E = 1, .rows_max = s->rlmax };
+        x->smap.row_tok = OPS->alloc(d, (Rl ? Rl : 1) * sizeof(int32_t));
+        x->smap.rows = OPS->alloc(d, (Rl ? Rl : 1) * sizeof(int32_t));
+        x->smap.offsets = OPS->alloc(d, 2 * sizeof(int32_t));
+        x->smap.offsets_host = OPS->alloc_host(d, 2 * sizeof(int32_t));
+        x->sendc = gl_calloc(4 * (size_t)P, sizeof(size_t));
+        x->sendd = x->sendc + P;
+        x->recvc = x->sendc + 2 * P;
+        x->recvd = x->sendc + 3 * P;
+    }
     A->moe = x;
     return x;
 }
@@ -367,6 +436,16 @@ void gl_moe_acts_free(gl_model *m, gl_layer_acts *A)
     if (x->sgu)
         OPS->free(d, x->sgu);
     OPS->free(d, x->counts);
+    if (x->xr) {
+        OPS->free(d, x->xr);
+        OPS->free(d, x->lmap.offsets);
+        OPS->free_host(d, x->lmap.offsets_host);
+        OPS->free(d, x->smap.row_tok);
+        OPS->free(d, x->smap.rows);
+        OPS->free(d, x->smap.offsets);
+        OPS->free_host(d, x->smap.offsets_host);
+        free(x->sendc);
+    }
     free(x);
     A->moe = NULL;
 }
@@ -381,12 +460,15 @@ void gl_moe_free(gl_model *m)
     if (!s)
         return;
     void *bufs[] = { s->xp, s->a, s->dyp, s->da, s->dgu, s->dxp, s->ss, s->dss, s->dsgu,
-                     s->dweight, s->dlogits, s->dlact, s->bias, s->tok, s->gcount };
+                     s->dweight, s->dlogits, s->dlact, s->bias, s->tok, s->gcount,
+                     s->xa, s->dyl, s->dxl, s->cnt };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             OPS->free(d, bufs[i]);
     free(s->gsteps);
     free(s->checks);
+    free(s->cnt_host);
+    free(s->perm_host);
     free(s);
     m->moe_scratch = NULL;
 }
@@ -434,13 +516,17 @@ size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo)
     const gl_model_dims *dm = DIMS;
     if (dm->fs)
         return lo->sdown + (size_t)dm->h * dm->fsl;
-    return lo->edown + (size_t)dm->E * dm->h * dm->fel;
+    if (dm->ep > 1)             /* the experts are in region 3: wo ends it */
+        return lo->wo + (size_t)dm->h * dm->hq * dm->D;
+    return lo->edown + (size_t)dm->El * dm->h * dm->fel;
 }
 
 void gl_moe_need(gl_model *m, const gl_layer_offs *lo)
 {
     const gl_model_dims *dm = DIMS;
     gl_need_weights(m, lo->router, (size_t)dm->E * dm->h);
+    if (dm->ep > 1)             /* the experts in region 3 (model.h) */
+        gl_need_weights(m, lo->egu, lo->edown + (size_t)dm->El * dm->h * dm->fel - lo->egu);
     if (m->plan->arch.moe_router_enable_expert_bias)
         gl_need_weights(m, lo->ebias, (size_t)dm->E);
 }
@@ -449,40 +535,40 @@ void gl_moe_need(gl_model *m, const gl_layer_offs *lo)
 static size_t up_off(const gl_model *m, const gl_layer_offs *lo)
 {
     const gl_model_dims *dm = DIMS;
-    return lo->egu + (dm->swiglu ? (size_t)dm->E * dm->fel * dm->h : 0);
+    return lo->egu + (dm->swiglu ? (size_t)dm->El * dm->fel * dm->h : 0);
 }
 
 /* gu [R, guw] = xp [Wg_e; Wu_e]^T per expert: the gate and up products,
  * each from its own stacked weights, into the two halves of gu's rows. */
 static void fc1_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
-                    const void *xp, int guw)
+                    const gl_moe_map *map, const void *xp, int guw)
 {
     const gl_model_dims *dm = DIMS;
     void *Y = x->gu;
     if (dm->swiglu) {
-        OPS->moe_gemm(m->d, Y, guw, xp, W(m, lo->egu), dm->h, dm->fel, &x->map);
+        OPS->moe_gemm(m->d, Y, guw, xp, W(m, lo->egu), dm->h, dm->fel, map);
         Y = gl_act_at(m, Y, (size_t)dm->fel);
     }
-    OPS->moe_gemm(m->d, Y, guw, xp, W(m, up_off(m, lo)), dm->h, dm->fel, &x->map);
+    OPS->moe_gemm(m->d, Y, guw, xp, W(m, up_off(m, lo)), dm->h, dm->fel, map);
 }
 
 /* fc1's backward: dW += dgu_e^T xp_e, dxp = dgu_e [Wg_e; Wu_e] (the up
  * half's added to the gate half's). */
-static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
+static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, const gl_moe_map *map,
                     const void *xp, const void *dgu, void *dxp, int guw)
 {
     const gl_model_dims *dm = DIMS;
     const void *dY = dgu;
     int acc = 0;
     if (dm->swiglu) {
-        OPS->moe_gemm_wgrad(m->d, G(m, lo->egu), dY, guw, xp, dm->h, dm->fel, &x->map);
-        OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, lo->egu), dm->h, dm->fel, &x->map, 0);
+        OPS->moe_gemm_wgrad(m->d, G(m, lo->egu), dY, guw, xp, dm->h, dm->fel, map);
+        OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, lo->egu), dm->h, dm->fel, map, 0);
         dY = gl_act_at(m, (void *)dY, (size_t)dm->fel);
         acc = 1;
     }
     size_t uo = up_off(m, lo);
-    OPS->moe_gemm_wgrad(m->d, G(m, uo), dY, guw, xp, dm->h, dm->fel, &x->map);
-    OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, uo), dm->h, dm->fel, &x->map, acc);
+    OPS->moe_gemm_wgrad(m->d, G(m, uo), dY, guw, xp, dm->h, dm->fel, map);
+    OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, uo), dm->h, dm->fel, map, acc);
 }
 
 /* The experts' activation: a [rows, fel] of gu [rows, guw]. */
@@ -494,6 +580,120 @@ static void expert_act(gl_model *m, void *a, const void *gu, int rows, int f)
         OPS->swiglu_fwd(m->d, a, gu, rows, f);
     else
         OPS->gelu_fwd(m->d, a, gu, NULL, rows, f);
+}
+
+/* ---- expert parallelism (see the top) ---- */
+
+/* The exchange of x's routing: the rows per expert over EP, then the
+ * host's send and receive counts and displacements of x, the local
+ * experts' map and the sort map.  Returns Rl, the rows received. */
+static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int E = dm->E, El = dm->El, P = dm->ep;
+    const int32_t *off = x->map.offsets_host;
+    int32_t *sc = s->cnt_host, *rc = s->cnt_host + E;
+    for (int e = 0; e < E; e++)
+        sc[e] = off[e + 1] - off[e];
+    OPS->upload(d, s->cnt, sc, (size_t)E * sizeof(int32_t));
+    gl_all_to_all(m->ep, s->cnt, s->cnt + E, (size_t)El, GL_DT_I32, d->stream);
+    OPS->download(d, rc, s->cnt + E, (size_t)E * sizeof(int32_t));
+
+    /* rows to and from each EP rank; xa is by source, then local expert */
+    size_t rd = 0;
+    for (int j = 0; j < P; j++) {
+        x->sendc[j] = (size_t)(off[(j + 1) * El] - off[j * El]);
+        x->sendd[j] = (size_t)off[j * El];
+        x->recvc[j] = 0;
+        for (int le = 0; le < El; le++)
+            x->recvc[j] += (size_t)rc[j * El + le];
+        x->recvd[j] = rd;
+        rd += x->recvc[j];
+    }
+    int Rl = (int)rd;
+    if (Rl > s->rlmax)
+        gl_die("moe: %d rows arrived for %d local experts, room for %d", Rl, El, s->rlmax);
+
+    /* the sort: row r of xr (by local expert, then source) is row
+     * perm[r] of xa; inv the other way */
+    int32_t *perm = s->perm_host, *inv = s->perm_host + s->rlmax;
+    int32_t *lo = x->lmap.offsets_host;
+    int r = 0;
+    for (int le = 0; le < El; le++) {
+        lo[le] = r;
+        for (int j = 0; j < P; j++) {
+            int first = (int)x->recvd[j];
+            for (int q = 0; q < le; q++)
+                first += rc[j * El + q];
+            for (int i = 0; i < rc[j * El + le]; i++, r++) {
+                perm[r] = first + i;
+                inv[first + i] = r;
+            }
+        }
+    }
+    lo[El] = r;
+    OPS->upload(d, x->lmap.offsets, lo, ((size_t)El + 1) * sizeof(int32_t));
+    x->smap.n = Rl;
+    x->smap.offsets_host[0] = 0;
+    x->smap.offsets_host[1] = Rl;
+    OPS->upload(d, x->smap.offsets, x->smap.offsets_host, 2 * sizeof(int32_t));
+    if (Rl > 0) {
+        OPS->upload(d, x->smap.row_tok, perm, (size_t)Rl * sizeof(int32_t));
+        OPS->upload(d, x->smap.rows, inv, (size_t)Rl * sizeof(int32_t));
+    }
+    return Rl;
+}
+
+/* All-to-allv of rows of h: forward (send counts x->sendc, receive
+ * x->recvc) or back (the reverse). */
+static void ep_exchange(gl_model *m, const struct gl_moe_acts *x, const void *send, void *recv,
+                        int back)
+{
+    int P = DIMS->ep;
+    size_t h = (size_t)DIMS->h;
+    size_t *c = gl_malloc(4 * (size_t)P * sizeof *c);   /* in elements */
+    for (int j = 0; j < 4 * P; j++)
+        c[j] = x->sendc[j] * h;                          /* sendc, sendd, recvc, recvd */
+    size_t *sc = c, *sd = c + P, *rc = c + 2 * P, *rd = c + 3 * P;
+    if (!back)
+        gl_all_to_allv(m->ep, send, sc, sd, recv, rc, rd, m->d->act, m->d->stream);
+    else
+        gl_all_to_allv(m->ep, send, rc, rd, recv, sc, sd, m->d->act, m->d->stream);
+    free(c);
+}
+
+/* The local experts' forward on xr [Rl, h] (lmap) into yl [Rl, h]. */
+static void experts_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
+                        struct gl_moe_scratch *s, const gl_moe_map *map, const void *xin,
+                        int rows, void *yout)
+{
+    const gl_model_dims *dm = DIMS;
+    fc1_fwd(m, lo, x, map, xin, s->guw);
+    expert_act(m, s->a, x->gu, rows, dm->fel);
+    OPS->moe_gemm(m->d, yout, dm->h, s->a, W(m, lo->edown), dm->fel, dm->h, map);
+}
+
+/* Their backward from dyl [rows, h]: the weight gradients added, dxl. */
+static void experts_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
+                        struct gl_moe_scratch *s, const gl_moe_map *map, const void *xin,
+                        int rows, const void *dyl, void *dxl)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int h = dm->h, fel = dm->fel;
+    expert_act(m, s->a, x->gu, rows, fel);
+    OPS->moe_gemm_dgrad(d, s->da, dyl, h, W(m, lo->edown), fel, h, map, 0);
+    OPS->moe_gemm_wgrad(d, G(m, lo->edown), dyl, h, s->a, fel, h, map);
+    gl_grads_ready(m, lo->edown, (size_t)dm->El * h * fel);
+    if (rows > 0) {
+        if (dm->swiglu)
+            OPS->swiglu_bwd(d, s->dgu, s->da, x->gu, rows, fel);
+        else
+            OPS->gelu_bwd(d, s->dgu, NULL, s->da, x->gu, NULL, rows, fel);
+    }
+    fc1_bwd(m, lo, map, xin, s->dgu, dxl, s->guw);
+    gl_grads_ready(m, lo->egu, (size_t)dm->El * s->guw * h);
 }
 
 void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
@@ -512,8 +712,8 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
 
     CHECK("input mg", mg, (size_t)n * h, 0);
     CHECK("weight router", W(m, lo->router), (size_t)E * h, 0);
-    CHECK("weight experts fc1", W(m, lo->egu), (size_t)E * s->guw * h, 0);
-    CHECK("weight experts down", W(m, lo->edown), (size_t)E * h * dm->fel, 0);
+    CHECK("weight experts fc1", W(m, lo->egu), (size_t)dm->El * s->guw * h, 0);
+    CHECK("weight experts down", W(m, lo->edown), (size_t)dm->El * h * dm->fel, 0);
 
     /* router, in fp32 from its product on (ops.h) */
     OPS->gemm(d, 0, 1, n, E, h, 1.0f, mg, h, W(m, lo->router), h, 0.0f, x->logits,
@@ -532,15 +732,18 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         fprintf(stderr, "moe layer %d fwd routing: %d rows of %d (rows_max)\n", layer, R,
                 x->map.rows_max);
 
-    /* the routed experts */
+    /* the routed experts: here, or on their EP ranks and back */
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
-    CHECK("moe_permute xp", s->xp, (size_t)R * h, 0);
-    fc1_fwd(m, lo, x, s->xp, s->guw);
-    CHECK("moe_gemm fc1 gu", x->gu, (size_t)R * s->guw, 0);
-    expert_act(m, s->a, x->gu, R, dm->fel);
-    CHECK("swiglu/gelu a", s->a, (size_t)R * dm->fel, 0);
-    OPS->moe_gemm(d, x->yp, h, s->a, W(m, lo->edown), dm->fel, h, &x->map);
-    CHECK("moe_gemm down yp", x->yp, (size_t)R * h, 0);
+    if (!m->ep) {
+        experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
+    } else {
+        int Rl = ep_plan(m, s, x);
+        ep_exchange(m, x, s->xp, s->xa, 0);
+        OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
+        experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
+        OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
+        ep_exchange(m, x, s->xa, x->yp, 1);
+    }
     OPS->moe_unpermute(d, y, x->yp, h, &x->map);
     CHECK("moe_unpermute y", y, (size_t)n * h, 0);
 
@@ -597,7 +800,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     struct gl_moe_scratch *s = scratch(m);
     struct gl_moe_acts *x = A->moe;
     gl_moe_route_cfg cfg = route_cfg(m);
-    int n = dm->n, h = dm->h, E = dm->E, fel = dm->fel;
+    int n = dm->n, h = dm->h, E = dm->E;
     int R = x->map.offsets_host[E];
     int ck = check_now(m, layer, 1), bwd = 1;
     (void)mb;
@@ -634,27 +837,17 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     if (m->tp)
         gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
                       GL_OP_SUM, d->stream);
-    CHECK("moe_unpermute_bwd dweight", s->dweight, (size_t)n * dm->topk, 1);
-    expert_act(m, s->a, x->gu, R, fel);
-    CHECK("swiglu/gelu a (rebuilt)", s->a, (size_t)R * fel, 0);
-    OPS->moe_gemm_dgrad(d, s->da, s->dyp, h, W(m, lo->edown), fel, h, &x->map, 0);
-    CHECK("moe_gemm_dgrad down da", s->da, (size_t)R * fel, 0);
-    OPS->moe_gemm_wgrad(d, G(m, lo->edown), s->dyp, h, s->a, fel, h, &x->map);
-    CHECK("moe_gemm_wgrad down grad", G(m, lo->edown), (size_t)E * h * fel, 1);
-    gl_grads_ready(m, lo->edown, (size_t)E * h * fel);
-    if (R > 0) {
-        if (dm->swiglu)
-            OPS->swiglu_bwd(d, s->dgu, s->da, x->gu, R, fel);
-        else
-            OPS->gelu_bwd(d, s->dgu, NULL, s->da, x->gu, NULL, R, fel);
+    if (!m->ep) {
+        OPS->moe_permute(d, s->xp, mg, h, &x->map);
+        experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
+    } else {
+        int Rl = x->lmap.offsets_host[dm->El];
+        ep_exchange(m, x, s->dyp, s->xa, 0);
+        OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
+        experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+        OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
+        ep_exchange(m, x, s->xa, s->dxp, 1);
     }
-    CHECK("swiglu/gelu_bwd dgu", s->dgu, (size_t)R * s->guw, 0);
-    OPS->moe_permute(d, s->xp, mg, h, &x->map);
-    CHECK("moe_permute xp (rebuilt)", s->xp, (size_t)R * h, 0);
-    fc1_bwd(m, lo, x, s->xp, s->dgu, s->dxp, s->guw);
-    CHECK("moe_gemm_dgrad fc1 dxp", s->dxp, (size_t)R * h, 0);
-    CHECK("moe_gemm_wgrad fc1 grad", G(m, lo->egu), (size_t)E * s->guw * h, 1);
-    gl_grads_ready(m, lo->egu, (size_t)E * s->guw * h);
     OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
     CHECK("moe_permute_bwd dmg", dmg, (size_t)n * h, 0);
 

@@ -26,10 +26,13 @@
 #include "model/model.h"
 
 /* End (exclusive) of the TP-split range of MoE layer lo (its experts'
- * and shared experts' matrices), for the weights_needed callback. */
+ * and shared experts' matrices; under expert parallelism without the
+ * routed experts, which are in region 3), for the weights_needed
+ * callback. */
 size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo);
 
-/* Ask for the layer's MoE weights (router, expert bias, experts). */
+/* Ask for the layer's MoE weights (router, expert bias; the routed
+ * experts under expert parallelism). */
 void gl_moe_need(gl_model *m, const gl_layer_offs *lo);
 
 /* Forward of global layer `layer`'s MoE block on mg [n, h]: y [n, h]

@@ -26,7 +26,7 @@ static size_t align_up(size_t x, size_t a)
  * that does not split evenly (the configuration checks most of these
  * already, with the same flags named). */
 static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, int tp_rank,
-                      int pp_rank)
+                      int pp_rank, int ep_rank)
 {
     memset(dm, 0, sizeof *dm);
     dm->L = a->num_layers;
@@ -108,6 +108,13 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
         dm->fel = dm->fe / dm->tp;
         dm->fsl = dm->fs / dm->tp;
     }
+    dm->ep = l->expert_model_parallel_size > 0 ? l->expert_model_parallel_size : 1;
+    if (dm->ep > 1 && (dm->E % dm->ep || ep_rank < 0 || ep_rank >= dm->ep))
+        gl_die_code(2, "--expert-model-parallel-size %d must divide --num-experts %d",
+                    dm->ep, dm->E);
+    dm->ep_rank = dm->ep > 1 ? ep_rank : 0;
+    dm->El = dm->E / dm->ep;
+    dm->e0 = dm->ep_rank * dm->El;
 }
 
 /* The table under construction. */
@@ -149,6 +156,12 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
             q->global_offset[d] = (long)r * q->local_shape[d];
         }
     }
+    /* a routed expert's stacked weights: the rank's experts only */
+    q->expert = q->ndim == 3;
+    if (q->expert) {
+        q->local_shape[0] = p->dm.El;
+        q->global_offset[0] = p->dm.e0;
+    }
     q->count = (size_t)q->local_shape[0] * (size_t)q->local_shape[1] *
                (size_t)q->local_shape[2];
     q->offset = b->cursor;
@@ -176,16 +189,25 @@ static size_t start_group(builder *b)
  * range: the gate/up product runs as two grouped products into the two
  * halves of its output rows), w_down; the shared experts' [w_gate; w_up]
  * adjacent as the dense MLP's, and w_down. */
-static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
+static void add_experts(builder *b, gl_layer_offs *lo, int l, int ci)
 {
     const gl_model_dims *dm = &b->p->dm;
-    lo->moe = 1;
     lo->egu = start_group(b);
     if (dm->swiglu)
         add_param(b, GL_T_EXPERT_W_GATE, l, ci);
     add_param(b, GL_T_EXPERT_W_UP, l, ci);
     lo->edown = start_group(b);
     add_param(b, GL_T_EXPERT_W_DOWN, l, ci);
+}
+
+/* (under expert parallelism the routed experts go to region 3 instead:
+ * gl_model_plan.exp_begin) */
+static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
+{
+    const gl_model_dims *dm = &b->p->dm;
+    lo->moe = 1;
+    if (dm->ep == 1)
+        add_experts(b, lo, l, ci);
     if (dm->fs) {
         lo->sgu = start_group(b);
         if (dm->swiglu)
@@ -197,12 +219,12 @@ static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
 }
 
 gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_rank,
-                                 int pp_rank, int dp)
+                                 int pp_rank, int ep_rank, int dp)
 {
     gl_model_plan *p = gl_calloc(1, sizeof *p);
     p->arch = *a;
     p->layout = *lay;
-    plan_dims(&p->dm, a, lay, tp_rank, pp_rank);
+    plan_dims(&p->dm, a, lay, tp_rank, pp_rank, ep_rank);
     const gl_model_dims *dm = &p->dm;
     builder b = { p, &p->arch, 0, 0 };
 
@@ -345,9 +367,25 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
         }
     }
     p->rep_end = b.cursor;
-    p->nflat = align_up(b.cursor, (size_t)GL_MODEL_ALIGN * (size_t)(dp > 0 ? dp : 1));
+    size_t dp_align = (size_t)GL_MODEL_ALIGN * (size_t)(dp > 0 ? dp : 1);
+    /* Region 3, under expert parallelism only: the routed experts, which
+     * are summed and sharded over EDP rather than DP (optim.h), after
+     * the rest, on a DP shard boundary */
+    if (dm->ep > 1) {
+        b.cursor = align_up(b.cursor, dp_align);
+        p->exp_begin = b.cursor;
+        for (int ci = 0; ci < p->nchunks; ci++) {
+            gl_chunk_plan *ch = &p->chunk[ci];
+            for (int i = 0; i < dm->Lc; i++)
+                if (ch->layer[i].moe)
+                    add_experts(&b, &ch->layer[i], ch->first_layer + i, ci);
+        }
+    }
+    p->nflat = align_up(b.cursor, dp_align);
     if (p->nflat == 0)
         p->nflat = GL_MODEL_ALIGN;
+    if (dm->ep == 1)
+        p->exp_begin = p->nflat;
     return p;
 }
 
@@ -395,12 +433,12 @@ void gl_param_view(const gl_param *q, long view[2], long local[2], long offset[2
     } else if (q->shard == GL_SHARD_ROWS) {   /* dim 1 split: columns of [E, A B] */
         lv[0] = q->local_shape[0];
         lv[1] = q->local_shape[1] * q->local_shape[2];
-        ov[0] = 0;
+        ov[0] = q->global_offset[0];          /* the first local expert */
         ov[1] = q->global_offset[1] * q->shape[2];
     } else {                                  /* dim 2 split (or none): [E A, B] */
         lv[0] = q->local_shape[0] * q->local_shape[1];
         lv[1] = q->local_shape[2];
-        ov[0] = 0;
+        ov[0] = q->global_offset[0] * q->shape[1]; /* (dim 1 whole here) */
         ov[1] = q->global_offset[2];
     }
     if (local) {

@@ -237,6 +237,10 @@ int main(int argc, char **argv)
     if (cp > 1)
         gl_die_code(2, "--context-parallel-size %d: gridlm's model has no context "
                     "parallelism yet; use 1", cp);
+    if (c.layout.expert_model_parallel_size > 1)
+        gl_die_code(2, "--expert-model-parallel-size %d: gridlm-eval does not split the "
+                    "experts; use 1 (a checkpoint saved at any EP loads at EP 1)",
+                    c.layout.expert_model_parallel_size);
     if (!gave_gbs && b.size % (tp * pp) == 0)
         c.global_batch_size = c.layout.micro_batch_size * (b.size / (tp * pp)) * pp;
     gl_config_finish(&c, b.size, b.local_size);
@@ -252,14 +256,14 @@ int main(int argc, char **argv)
     gl_comm *ppc = g->pp && gl_comm_size(g->pp) > 1 ? g->pp : NULL;
     MPI_Comm world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
 
-    gl_model_plan *plan = gl_model_plan_new(&c.arch, &c.layout, g->me.tp, g->me.pp, c.data_parallel_size);
+    gl_model_plan *plan = gl_model_plan_new(&c.arch, &c.layout, g->me.tp, g->me.pp, 0, c.data_parallel_size);
     gl_model *m = gl_model_new_forward_only(plan, d, tpc);
     if (ck) {
-        gl_ckpt_load_weights(ck, m, NULL, 0, 0);
+        gl_ckpt_load_weights(ck, m, NULL);
         gl_ckpt_close(ck);
         ck = NULL;
     } else {
-        gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL, 0, 0);
+        gl_model_init_weights(m, (uint64_t)(unsigned)c.seed, NULL);
     }
 
     gl_batch_buf bb;

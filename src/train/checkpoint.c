@@ -246,7 +246,7 @@ static float *download_shard(gl_optim *o, const float *src, size_t sb, size_t se
 {
     float *h = gl_malloc((se > sb ? se - sb : 1) * sizeof(float));
     if (se > sb)
-        o->d->ops->download(o->d, h, src + (sb - o->upd_begin), (se - sb) * sizeof(float));
+        o->d->ops->download(o->d, h, src + sb, (se - sb) * sizeof(float));
     return h;
 }
 
@@ -340,7 +340,8 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     const gl_model_dims *dm = &p->dm;
     int with_optim = !c->ckpt.no_save_optim;
     int nkinds = with_optim ? K_COUNT : 1;
-    size_t sb = o->shard_begin, se = o->shard_end;
+    size_t sb, se;              /* the indexes of the owned elements (optim.h) */
+    gl_optim_owned_span(o, &sb, &se);
 
     gl_train_save_wait(pending);
     o->d->ops->sync(o->d);
@@ -370,18 +371,17 @@ void gl_train_save(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                 t->shape[0] = lg[i].shape[0];
                 t->shape[1] = lg[i].shape[1];
             }
-            /* the part of the piece in this rank's DP shard, written by TP
-             * rank 0 alone for replicated tensors */
+            /* the part of the piece this rank owns (its DP shard's, an
+             * expert's its EDP shard's: optim.h), written by TP rank 0
+             * alone for replicated tensors */
             size_t a = 0, b = 0;
-            if (q && (q->shard != GL_SHARD_NONE || dm->tp_rank == 0)) {
-                a = q->offset > sb ? q->offset : sb;
-                b = q->offset + q->count < se ? q->offset + q->count : se;
-            }
+            if (q && (q->shard != GL_SHARD_NONE || dm->tp_rank == 0))
+                gl_optim_owned(o, q, &a, &b);
             if (b > a) {
                 t->writes = 1;
                 t->first = (long)(a - q->offset);
                 t->nelem = (long)(b - a);
-                t->data = host[k] + (a - sb);
+                t->data = host[k] + (gl_optim_index(o, a) - sb);
                 if (t->nelem == (long)q->count) {
                     t->first = 0;
                     t->nelem = 0;          /* the whole slab */
@@ -575,31 +575,33 @@ static void piece_fill(void *arg, const gl_param *q, float *host)
     read_piece(arg, q, kind_prefix[K_MODEL], host);
 }
 
-void gl_ckpt_load_weights(gl_ckpt *ck, gl_model *m, float *master, size_t mbegin,
-                          size_t mend)
+void gl_ckpt_load_weights(gl_ckpt *ck, gl_model *m, const gl_master *mr)
 {
-    gl_model_set_weights(m, piece_fill, ck, master, mbegin, mend);
+    gl_model_set_weights(m, piece_fill, ck, mr);
 }
 
-/* The moments of the update range [upd_begin, upd_end). */
+/* The moments of the update ranges (optim.h: mr). */
 static void load_moments(gl_ckpt *ck, gl_optim *o)
 {
     const gl_model_plan *p = o->m->plan;
     gl_dev *d = o->d;
     size_t mx = max_count(p);
     float *host = gl_malloc(mx * sizeof(float)), *tmp = gl_malloc(mx * sizeof(float));
-    for (int i = 0; i < p->nparams; i++) {
-        const gl_param *q = &p->param[i];
-        size_t a = q->offset > o->upd_begin ? q->offset : o->upd_begin;
-        size_t b = q->offset + q->count < o->upd_end ? q->offset + q->count : o->upd_end;
-        if (b <= a)
-            continue;
-        read_part(ck, q, kind_prefix[K_EXP_AVG], a, b, host, tmp);
-        d->ops->upload(d, o->mom1 + (a - o->upd_begin), host, (b - a) * sizeof(float));
-        read_part(ck, q, kind_prefix[K_EXP_AVG_SQ], a, b, host, tmp);
-        d->ops->upload(d, o->mom2 + (a - o->upd_begin), host, (b - a) * sizeof(float));
-        d->ops->sync(d);
-    }
+    for (int i = 0; i < p->nparams; i++)
+        for (int u = 0; u < o->mr.n; u++) {
+            const gl_param *q = &p->param[i];
+            size_t a = q->offset > o->mr.begin[u] ? q->offset : o->mr.begin[u];
+            size_t b = q->offset + q->count < o->mr.end[u] ? q->offset + q->count
+                                                             : o->mr.end[u];
+            if (b <= a)
+                continue;
+            size_t ix = gl_optim_index(o, a);
+            read_part(ck, q, kind_prefix[K_EXP_AVG], a, b, host, tmp);
+            d->ops->upload(d, o->mom1 + ix, host, (b - a) * sizeof(float));
+            read_part(ck, q, kind_prefix[K_EXP_AVG_SQ], a, b, host, tmp);
+            d->ops->upload(d, o->mom2 + ix, host, (b - a) * sizeof(float));
+            d->ops->sync(d);
+        }
     free(host);
     free(tmp);
 }
@@ -688,9 +690,7 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
     int load_optim = !c->ckpt.finetune && !c->ckpt.no_load_optim;
     gl_train_check_optim_state(c, (int)attr_i64(ck, "has_optimizer_state", 0), file);
 
-    size_t mb, me;
-    float *master = gl_optim_master_target(o, &mb, &me);
-    gl_ckpt_load_weights(ck, m, master, mb, me);
+    gl_ckpt_load_weights(ck, m, gl_optim_master_target(o));
     load_fp8(ck, m, file);
     if (load_optim) {
         load_moments(ck, o);

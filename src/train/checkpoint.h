@@ -110,10 +110,9 @@ int gl_train_load(const gl_config *c, MPI_Comm world, gl_model *m, gl_optim *o,
                   gl_train_progress *pr);
 
 /* Read every weight this rank's model holds from ck (fp32, converted to
- * the compute dtype); master (may be NULL) receives the fp32 values of the
- * flat range [mbegin, mend).  Independent per rank.  Dies on error. */
-void gl_ckpt_load_weights(gl_ckpt *ck, gl_model *m, float *master, size_t mbegin,
-                          size_t mend);
+ * the compute dtype); mr's ranges (mr may be NULL) receive the fp32
+ * values.  Independent per rank.  Dies on error. */
+void gl_ckpt_load_weights(gl_ckpt *ck, gl_model *m, const gl_master *mr);
 
 /* The configuration as the JSON text of the "config" attribute
  * (malloc'd). */

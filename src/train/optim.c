@@ -65,6 +65,20 @@ static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
 
 /* ---- overlapped reduction (optim.h) ---- */
 
+/* The group that sums flat element a's gradient (NULL: no other rank),
+ * and the rank of that group whose shard holds a. */
+static gl_comm *group_at(const gl_optim *o, size_t a)
+{
+    return a >= o->xbegin ? o->edp : o->dp;
+}
+
+static int owner_at(const gl_optim *o, size_t a)
+{
+    if (a >= o->xbegin)
+        return (int)((a - o->xbegin) / (o->xshard_end - o->xshard_begin));
+    return (int)(a / (o->shard_end - o->shard_begin));
+}
+
 /* The extent of the k-th parameter in offset order: its range and the
  * alignment gap after it. */
 static void extent(const gl_optim *o, int k, size_t *a, size_t *b)
@@ -88,19 +102,23 @@ static int bucket_at(const gl_optim *o, size_t x)
     return lo;
 }
 
-/* Enqueue bucket b's DP sum on the communication stream, after what the
- * compute stream has enqueued so far (the gradients it holds). */
+/* Enqueue bucket b's sum over its group (DP; EDP for the experts' region)
+ * on the communication stream, after what the compute stream has
+ * enqueued so far (the gradients it holds). */
 static void launch(gl_optim *o, gl_bucket *b)
 {
     gl_dev *d = o->d;
     float *g = o->m->g + b->begin;
+    gl_comm *grp = group_at(o, b->begin);  /* the experts': EDP, maybe none */
+    b->launched = 1;
+    if (!grp)
+        return;
     d->ops->comm_wait_compute(d);
     if (o->dist)
-        gl_reduce(o->dp, g, g, b->end - b->begin, GL_DT_F32, GL_OP_SUM, b->owner,
+        gl_reduce(grp, g, g, b->end - b->begin, GL_DT_F32, GL_OP_SUM, b->owner,
                   d->comm_stream);
     else
-        gl_all_reduce(o->dp, g, g, b->end - b->begin, GL_DT_F32, GL_OP_SUM, d->comm_stream);
-    b->launched = 1;
+        gl_all_reduce(grp, g, g, b->end - b->begin, GL_DT_F32, GL_OP_SUM, d->comm_stream);
 }
 
 /* model.h's grad_ready: the parameters starting in [begin, end) are
@@ -138,8 +156,10 @@ static void on_grad_ready(void *arg, size_t begin, size_t end)
 static void dispatch_next(gl_optim *o)
 {
     gl_bucket *b = &o->bucket[o->gorder[o->gnext++]];
-    gl_broadcast(o->dp, gl_model_weight(o->m, b->begin), b->end - b->begin, o->d->act,
-                 b->owner, o->d->comm_stream);
+    gl_comm *grp = group_at(o, b->begin);
+    if (grp)
+        gl_broadcast(grp, gl_model_weight(o->m, b->begin), b->end - b->begin, o->d->act,
+                     b->owner, o->d->comm_stream);
     b->gather = GL_GATHER_SENT;
 }
 
@@ -220,13 +240,20 @@ static void build_buckets(gl_optim *o, const gl_config *c)
     if (c->optim.ddp_bucket_size <= 0 && size < 40000000)
         size = 40000000;
 
-    /* forced cuts, ascending: the shard boundaries, the replicated range */
-    size_t *forced = gl_malloc((size_t)(o->dp_size + 1) * sizeof *forced);
+    /* forced cuts, ascending: the shard boundaries, the replicated range,
+     * the experts' region (expert parallelism) and its EDP shards */
+    size_t *forced = gl_malloc((size_t)(o->dp_size + o->edp_size + 2) * sizeof *forced);
     int nf = 0;
+    size_t shard = o->shard_end - o->shard_begin, xshard = o->xshard_end - o->xshard_begin;
     for (int r = 1; o->dist && r < o->dp_size; r++)
-        forced[nf++] = p->nflat / (size_t)o->dp_size * (size_t)r;
+        forced[nf++] = shard * (size_t)r;
     if (p->rep_end > p->rep_begin && p->rep_begin > 0)
         forced[nf++] = p->rep_begin;
+    if (o->xbegin < p->nflat) {
+        forced[nf++] = o->xbegin;
+        for (int r = 1; o->dist && r < o->edp_size; r++)
+            forced[nf++] = o->xbegin + xshard * (size_t)r;
+    }
     for (int i = 1; i < nf; i++)
         for (int k = i; k > 0 && forced[k - 1] > forced[k]; k--) {
             size_t t = forced[k];
@@ -253,11 +280,10 @@ static void build_buckets(gl_optim *o, const gl_config *c)
 
     o->bucket = gl_calloc((size_t)(ncut ? ncut : 1), sizeof *o->bucket);
     o->nbucket = ncut;
-    size_t shard = p->nflat / (size_t)o->dp_size;
     for (int j = 0; j < ncut; j++) {
         o->bucket[j].begin = j ? cut[j - 1] : 0;
         o->bucket[j].end = cut[j];
-        o->bucket[j].owner = (int)(o->bucket[j].begin / shard);
+        o->bucket[j].owner = owner_at(o, o->bucket[j].begin);
     }
     free(cut);
     free(forced);
@@ -293,7 +319,42 @@ static void build_buckets(gl_optim *o, const gl_config *c)
     o->m->grad_ready_arg = o;
 }
 
-gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
+/* ---- expert parallelism (optim.h) ---- */
+
+size_t gl_optim_index(const gl_optim *o, size_t a)
+{
+    size_t base = 0;
+    for (int i = 0; i < o->mr.n; i++) {
+        if (a >= o->mr.begin[i] && a < o->mr.end[i])
+            return base + (a - o->mr.begin[i]);
+        base += o->mr.end[i] - o->mr.begin[i];
+    }
+    gl_die("optimizer: flat element %zu is not in this rank's update range", a);
+}
+
+void gl_optim_owned(const gl_optim *o, const gl_param *q, size_t *a, size_t *b)
+{
+    int x = q->offset >= o->xbegin;        /* region 3: summed over EDP */
+    size_t sb = x ? o->xshard_begin : o->shard_begin;
+    size_t se = x ? o->xshard_end : o->shard_end;
+    *a = q->offset > sb ? q->offset : sb;
+    *b = q->offset + q->count < se ? q->offset + q->count : se;
+    if (*b < *a)
+        *b = *a;
+}
+
+void gl_optim_owned_span(const gl_optim *o, size_t *i0, size_t *i1)
+{
+    if (o->dist) {
+        *i0 = 0;
+        *i1 = o->nu;
+    } else {
+        *i0 = o->shard_begin;
+        *i1 = o->xbegin < o->m->plan->nflat ? o->xshard_end : o->shard_end;
+    }
+}
+
+gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *edp, int dist)
 {
     const gl_model_plan *p = m->plan;
     gl_dev *d = m->d;
@@ -304,26 +365,43 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     o->dp_size = o->dp ? gl_comm_size(dp) : 1;
     o->dp_rank = o->dp ? gl_comm_rank(dp) : 0;
     o->dist = gl_optim_is_distributed(dist, o->dp_size);
+    o->edp = (edp && gl_comm_size(edp) > 1) ? edp : NULL;
+    o->edp_size = o->edp ? gl_comm_size(edp) : 1;
+    o->edp_rank = o->edp ? gl_comm_rank(edp) : 0;
     o->beta1 = c->optim.adam_beta1;
     o->beta2 = c->optim.adam_beta2;
     o->eps = c->optim.adam_eps;
-    if (p->nflat % (size_t)o->dp_size)
-        gl_die("optimizer: flat buffer of %zu elements does not split over DP %d",
-               p->nflat, o->dp_size);
-    size_t shard = p->nflat / (size_t)o->dp_size;
+
+    /* the shards: [0, xbegin) over DP, [xbegin, nflat) over EDP */
+    o->xbegin = p->exp_begin;
+    size_t nx = p->nflat - o->xbegin;
+    if (o->xbegin % (size_t)o->dp_size || nx % (size_t)o->edp_size)
+        gl_die("optimizer: flat buffer of %zu + %zu elements does not split over DP %d "
+               "and EDP %d", o->xbegin, nx, o->dp_size, o->edp_size);
+    size_t shard = o->xbegin / (size_t)o->dp_size, xshard = nx / (size_t)o->edp_size;
     o->shard_begin = shard * (size_t)o->dp_rank;
     o->shard_end = o->shard_begin + shard;
-    o->upd_begin = o->dist ? o->shard_begin : 0;
-    o->upd_end = o->dist ? o->shard_end : p->nflat;
-    size_t nu = o->upd_end - o->upd_begin;
+    o->xshard_begin = o->xbegin + xshard * (size_t)o->edp_rank;
+    o->xshard_end = o->xshard_begin + xshard;
 
     o->master_is_w = !o->dist && d->act == GL_DT_F32;
-    o->master = o->master_is_w ? (float *)m->w : d->ops->alloc(d, nu * sizeof(float));
-    o->mom1 = d->ops->alloc(d, nu * sizeof(float));
-    o->mom2 = d->ops->alloc(d, nu * sizeof(float));
+    if (o->dist) {
+        o->nu = shard + xshard;
+        o->mr = (gl_master){ .n = nx ? 2 : 1,
+                             .begin = { o->shard_begin, o->xshard_begin },
+                             .end = { o->shard_end, o->xshard_end } };
+    } else {
+        o->nu = p->nflat;
+        o->mr = (gl_master){ .n = 1, .begin = { 0 }, .end = { p->nflat } };
+    }
+    o->master = o->master_is_w ? (float *)m->w : d->ops->alloc(d, o->nu * sizeof(float));
+    o->mr.at[0] = o->master;
+    o->mr.at[1] = o->master + shard;
+    o->mom1 = d->ops->alloc(d, o->nu * sizeof(float));
+    o->mom2 = d->ops->alloc(d, o->nu * sizeof(float));
     o->overlap = c->optim.overlap_grad_reduce && o->dp;
     if (o->dist && !o->overlap)
-        o->gshard = d->ops->alloc(d, shard * sizeof(float));
+        o->gshard = d->ops->alloc(d, o->nu * sizeof(float));
     o->porder = params_by_offset(p);
     if (o->overlap)
         build_buckets(o, c);
@@ -331,20 +409,33 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
     if (o->gather)
         build_gather_order(o);
 
-    /* counted ranges within the shard */
+    /* counted ranges within the shard (under expert parallelism each
+     * parameter's owned part: gl_optim_owned) */
     int nr;
-    gl_range *r = flag_ranges(p, 1, &nr);
-    o->norm = gl_malloc((size_t)(nr ? nr : 1) * sizeof *o->norm);
-    for (int i = 0; i < nr; i++) {
-        size_t a = r[i].begin > o->shard_begin ? r[i].begin : o->shard_begin;
-        size_t b = r[i].end < o->shard_end ? r[i].end : o->shard_end;
-        if (r[i].flag && b > a)
-            o->norm[o->nnorm++] = (gl_range){ a, b, 1 };
+    gl_range *r;
+    if (nx) {
+        o->norm = gl_malloc((size_t)(p->nparams ? p->nparams : 1) * sizeof *o->norm);
+        for (int k = 0; k < p->nparams; k++) {
+            const gl_param *q = &p->param[o->porder[k]];
+            size_t a, b;
+            gl_optim_owned(o, q, &a, &b);
+            if (q->counted && b > a)
+                o->norm[o->nnorm++] = (gl_range){ a, b, 1 };
+        }
+    } else {
+        r = flag_ranges(p, 1, &nr);
+        o->norm = gl_malloc((size_t)(nr ? nr : 1) * sizeof *o->norm);
+        for (int i = 0; i < nr; i++) {
+            size_t a = r[i].begin > o->shard_begin ? r[i].begin : o->shard_begin;
+            size_t b = r[i].end < o->shard_end ? r[i].end : o->shard_end;
+            if (r[i].flag && b > a)
+                o->norm[o->nnorm++] = (gl_range){ a, b, 1 };
+        }
+        free(r);
     }
-    free(r);
 
-    /* AdamW segments within the update range: those of the embedding and
-     * output layer after the others when they have their own rate */
+    /* AdamW segments within the update ranges: those of the embedding
+     * and output layer after the others when they have their own rate */
     int decoupled = c->optim.decoupled_lr > 0;
     r = flag_ranges(p, decoupled ? 2 : 0, &nr);
     if (decoupled) {
@@ -357,25 +448,25 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist)
         free(r);
         r = sorted;
     }
-    o->seg = gl_malloc((size_t)(nr ? nr : 1) * sizeof *o->seg);
-    const float *grad = o->gshard ? o->gshard : m->g;
-    size_t gbase = o->gshard ? o->shard_begin : 0;
-    for (int i = 0; i < nr; i++) {
-        size_t a = r[i].begin > o->upd_begin ? r[i].begin : o->upd_begin;
-        size_t b = r[i].end < o->upd_end ? r[i].end : o->upd_end;
-        if (b <= a)
-            continue;
-        gl_adamw_seg *s = &o->seg[o->nseg++];
-        s->master = o->master + (a - o->upd_begin);
-        s->grad = grad + (a - gbase);
-        s->m = o->mom1 + (a - o->upd_begin);
-        s->v = o->mom2 + (a - o->upd_begin);
-        s->act_out = o->master_is_w ? NULL : gl_model_weight(m, a);
-        s->count = b - a;
-        s->weight_decay = r[i].flag & 1 ? (float)c->optim.weight_decay : 0.0f;
-        if (r[i].flag < 2)
-            o->nseg_main = o->nseg;
-    }
+    o->seg = gl_malloc((size_t)(2 * nr + 1) * sizeof *o->seg);
+    for (int i = 0; i < nr; i++)
+        for (int u = 0; u < o->mr.n; u++) {
+            size_t a = r[i].begin > o->mr.begin[u] ? r[i].begin : o->mr.begin[u];
+            size_t b = r[i].end < o->mr.end[u] ? r[i].end : o->mr.end[u];
+            if (b <= a)
+                continue;
+            size_t ix = gl_optim_index(o, a);
+            gl_adamw_seg *sg = &o->seg[o->nseg++];
+            sg->master = o->master + ix;
+            sg->grad = o->gshard ? o->gshard + ix : m->g + a;
+            sg->m = o->mom1 + ix;
+            sg->v = o->mom2 + ix;
+            sg->act_out = o->master_is_w ? NULL : gl_model_weight(m, a);
+            sg->count = b - a;
+            sg->weight_decay = r[i].flag & 1 ? (float)c->optim.weight_decay : 0.0f;
+            if (r[i].flag < 2)
+                o->nseg_main = o->nseg;
+        }
     free(r);
     return o;
 }
@@ -407,16 +498,14 @@ void gl_optim_free(gl_optim *o)
     free(o);
 }
 
-float *gl_optim_master_target(gl_optim *o, size_t *begin, size_t *end)
+const gl_master *gl_optim_master_target(gl_optim *o)
 {
-    *begin = o->upd_begin;
-    *end = o->upd_end;
-    return o->master_is_w ? NULL : o->master;
+    return o->master_is_w ? NULL : &o->mr;
 }
 
 void gl_optim_reduce(gl_optim *o)
 {
-    size_t n = o->m->plan->nflat;
+    size_t n = o->m->plan->nflat, xb = o->xbegin;
     if (!o->dp)
         return;
     gl_optim_weights_ready(o);
@@ -432,20 +521,30 @@ void gl_optim_reduce(gl_optim *o)
         memset(o->pdone, 0, (size_t)o->m->plan->nparams);
         return;
     }
-    if (o->dist)
-        gl_reduce_scatter(o->dp, o->m->g, o->gshard, n / (size_t)o->dp_size, GL_DT_F32,
-                          GL_OP_SUM, o->d->stream);
-    else
-        gl_all_reduce(o->dp, o->m->g, o->m->g, n, GL_DT_F32, GL_OP_SUM, o->d->stream);
+    /* [0, xb) over DP; the experts' [xb, n) over EDP (expert parallelism) */
+    float *g = o->m->g;
+    size_t shard = o->shard_end - o->shard_begin, xshard = o->xshard_end - o->xshard_begin;
+    if (o->dist) {
+        gl_reduce_scatter(o->dp, g, o->gshard, shard, GL_DT_F32, GL_OP_SUM, o->d->stream);
+        if (xb < n && o->edp)
+            gl_reduce_scatter(o->edp, g + xb, o->gshard + shard, xshard, GL_DT_F32, GL_OP_SUM,
+                              o->d->stream);
+        else if (xb < n)
+            o->d->ops->copy(o->d, o->gshard + shard, g + xb, xshard * sizeof(float));
+    } else {
+        gl_all_reduce(o->dp, g, g, xb, GL_DT_F32, GL_OP_SUM, o->d->stream);
+        if (xb < n && o->edp)
+            gl_all_reduce(o->edp, g + xb, g + xb, n - xb, GL_DT_F32, GL_OP_SUM, o->d->stream);
+    }
 }
 
 void gl_optim_sumsq(gl_optim *o, float *out)
 {
-    const float *grad = o->gshard ? o->gshard : o->m->g;
-    size_t gbase = o->gshard ? o->shard_begin : 0;
-    for (int i = 0; i < o->nnorm; i++)
-        o->d->ops->sumsq_f32(o->d, out, grad + (o->norm[i].begin - gbase),
-                             o->norm[i].end - o->norm[i].begin);
+    for (int i = 0; i < o->nnorm; i++) {
+        size_t a = o->norm[i].begin;
+        const float *g = o->gshard ? o->gshard + gl_optim_index(o, a) : o->m->g + a;
+        o->d->ops->sumsq_f32(o->d, out, g, o->norm[i].end - a);
+    }
 }
 
 void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scale)
@@ -472,5 +571,9 @@ void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scal
         size_t shard = o->shard_end - o->shard_begin;
         gl_all_gather(o->dp, gl_model_weight(o->m, o->shard_begin), o->m->w, shard,
                       o->d->act, o->d->stream);
+        if (o->edp && o->xbegin < o->m->plan->nflat)     /* the experts over EDP */
+            gl_all_gather(o->edp, gl_model_weight(o->m, o->xshard_begin),
+                          gl_model_weight(o->m, o->xbegin), o->xshard_end - o->xshard_begin,
+                          o->d->act, o->d->stream);
     }
 }

@@ -65,6 +65,19 @@
  * once), of parameters counted on this rank (model.h: TP-replicated norm
  * weights on TP rank 0 only, tied copies never).  The sum over the world
  * is then the squared norm of the whole model's gradient.
+ *
+ * Expert parallelism (EP > 1): the plan puts the routed experts in a
+ * region of their own at the end of the flat buffer, [xbegin, nflat)
+ * (model.h: exp_begin); the ranks of one EP group hold different experts
+ * there and the same everything else.  Everything above then applies to
+ * [0, xbegin) over DP, N = xbegin, and to the experts' region over the
+ * expert-data-parallel group EDP (the ranks holding the same experts):
+ * its gradients summed over EDP, sharded over EDP by the distributed
+ * optimizer (a second update range: gl_master's two ranges) and
+ * all-gathered over EDP after the step, its buckets reduced and
+ * broadcast over EDP, its norm counted on its EDP shard, so that each
+ * expert counts once in the world's sum.  Without expert parallelism
+ * the region is empty and nothing changes.
  */
 #ifndef GL_TRAIN_OPTIM_H
 #define GL_TRAIN_OPTIM_H
@@ -103,12 +116,21 @@ typedef struct {
     gl_dev *d;
     gl_comm *dp;                /* NULL when DP = 1 */
     int dp_size, dp_rank, dist;
-    size_t shard_begin, shard_end;     /* this rank's shard of the flat buffer */
-    size_t upd_begin, upd_end;         /* what AdamW updates here */
-    float *master;              /* fp32 weights of [upd_begin, upd_end) */
+    gl_comm *edp;               /* expert-data-parallel; NULL when EDP = 1 */
+    int edp_size, edp_rank;
+    size_t xbegin;              /* the plan's exp_begin: [xbegin, nflat) is
+                                 * summed and sharded over EDP (empty
+                                 * without expert parallelism) */
+    size_t shard_begin, shard_end;     /* this rank's DP shard of [0, xbegin) */
+    size_t xshard_begin, xshard_end;   /* its EDP shard of [xbegin, nflat) */
+    gl_master mr;               /* what AdamW updates here: [0, nflat), or
+                                 * (distributed) the DP shard then the EDP
+                                 * shard, their fp32 weights in master */
+    size_t nu;                  /* the elements of mr's ranges */
+    float *master;              /* [nu] fp32 weights of mr's ranges in turn */
     int master_is_w;            /* master aliases the model's weights */
-    float *mom1, *mom2;         /* AdamW moments, same range */
-    float *gshard;              /* reduced gradient shard (distributed) */
+    float *mom1, *mom2;         /* [nu] AdamW moments, the same elements */
+    float *gshard;              /* [nu] reduced gradient shards (distributed) */
     gl_range *norm;             /* counted ranges within the shard */
     int nnorm;
     gl_adamw_seg *seg;          /* AdamW segments (weight decay or not) */
@@ -141,12 +163,27 @@ static inline int gl_optim_is_distributed(int asked, int dp_size)
 
 /* Allocate the optimizer state of m.  dp may be NULL (DP = 1); dist:
  * --use-distributed-optimizer (gl_optim_is_distributed decides). */
-gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, int dist);
+gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *edp, int dist);
+
+/* The part [*a, *b) of q's range of the flat buffer this rank owns: the
+ * one it counts in the gradient norm and writes to a checkpoint.  Its DP
+ * shard's part; under expert parallelism an expert parameter's (in
+ * [xbegin, nflat)) its EDP shard's (the rank's experts are replicated
+ * over EDP only).  Empty: *a == *b. */
+void gl_optim_owned(const gl_optim *o, const gl_param *q, size_t *a, size_t *b);
 void gl_optim_free(gl_optim *o);
 
 /* Where gl_model_init_weights() should put master weights: returns
  * NULL when they are the model's weights themselves. */
-float *gl_optim_master_target(gl_optim *o, size_t *begin, size_t *end);
+const gl_master *gl_optim_master_target(gl_optim *o);
+
+/* Index into master, mom1, mom2 and gshard of flat element a, which must
+ * lie in one of mr's ranges (dies otherwise). */
+size_t gl_optim_index(const gl_optim *o, size_t a);
+
+/* The indexes [*i0, *i1) of master, mom1 and mom2 that hold every element
+ * gl_optim_owned gives this rank (what a checkpoint writer downloads). */
+void gl_optim_owned_span(const gl_optim *o, size_t *i0, size_t *i1);
 
 /* Sum the gradients over DP (all-reduce, or reduce-scatter into the
  * shard); with overlap, the buckets not yet under way, then the compute

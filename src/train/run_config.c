@@ -394,7 +394,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_STRAGGLER "gridlm reports stragglers always: see --straggler-threshold"
 #define R_INPROCESS "applies with --inprocess-restart only, which gridlm refuses"
 #define R_MOE_ETP "the experts split over --tensor-model-parallel-size as the dense MLP does; a tensor parallelism of their own is not built: drop it"
-#define R_MOE_EP "expert parallelism is not built yet (one expert group: --expert-model-parallel-size 1): drop it"
+#define R_MOE_EP "DeepEP and the overlap of expert-parallel communication are not built (gridlm's expert parallelism exchanges tokens with --moe-token-dispatcher-type alltoall): drop it"
 #define R_MOE_RECOMPUTE "recomputing MoE layers alone is not built: use --recompute-granularity selective"
 #define R_MOE_UPCYCLE "upcycling a dense checkpoint into experts is not built: train the MoE model from its own initialisation"
 #define R_MOE_GROUPS "group-limited routing (DeepSeek's device-limited top-k) is not built: the router takes the top-k over all experts; drop it"
@@ -459,6 +459,7 @@ static const int moe_dtype_values[] = {GL_MOE_DTYPE_FP32, GL_MOE_DTYPE_FP64};
 static const char *const moe_drop_policies[] = {"probs", "position", NULL};
 static const int moe_drop_values[] = {GL_DROP_BY_PROBS, GL_DROP_BY_POSITION};
 static const char *const moe_dispatchers[] = {"allgather", "alltoall", NULL};
+static const int moe_dispatcher_values[] = {GL_DISPATCH_ALLGATHER, GL_DISPATCH_ALLTOALL};
 static const char *const attn_backends[] = {"flash", "fused", "unfused", "local", "auto", NULL};
 static const int attn_backend_values[] = {GL_ATTN_BACKEND_FLASH, GL_ATTN_BACKEND_FUSED,
                                           GL_ATTN_BACKEND_UNFUSED, GL_ATTN_BACKEND_LOCAL,
@@ -606,8 +607,8 @@ static const gl_option table[] = {
         "with CP > 1, how attention sees the other ranks' keys: p2p (ring) or all_gather",
         .choices = cp_comm_types, .defstr = "p2p"),
     INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
-        "EP: ranks that hold different experts of each MoE layer (--dry-run only: "
-        "training needs 1)"),
+        "EP: ranks that split the experts of mixture-of-experts layers (with "
+        "--moe-token-dispatcher-type alltoall)"),
     INT("expert-tensor-parallel-size", layout.expert_tensor_parallel_size, G_PAR, POS,
         "ETP: ranks that split each expert's matrices (--dry-run only unless equal to TP)",
         .defstr = "--tensor-model-parallel-size"),
@@ -1076,12 +1077,11 @@ static const gl_option table[] = {
     ACCEPT("moe-use-legacy-grouped-gemm", "gridlm's grouped expert products are its own"),
     ACCEPT("moe-shared-expert-overlap", "an overlap of communication: the shared experts' "
            "result is the same"),
-    SAME_AS_IN("moe-token-dispatcher-type", G_MOE, moe_dispatchers,
-               "allgather or alltoall (accepted: with one expert group both give the same "
-               "tokens to the same experts)",
-               "allgather and alltoall give the same tokens to the same experts with one "
-               "expert group; flex (DeepEP, HybridEP) is for expert parallelism, which "
-               "gridlm does not build yet"),
+    CHOICE("moe-token-dispatcher-type", moe.token_dispatcher, "NAME", G_MOE, moe_dispatchers,
+           moe_dispatcher_values, "how tokens travel to the experts of other EP ranks: "
+           "alltoall (built); allgather only with --expert-model-parallel-size 1, where both "
+           "give the same tokens to the same experts", .defstr = "allgather",
+           .hint = "flex (DeepEP, HybridEP) is not built: use alltoall"),
     REFUSE("moe-extended-tp", R_MOE_ETP),
     REFUSE("overlap-moe-expert-parallel-comm", R_MOE_EP),
     REFUSE("moe-enable-deepep", R_MOE_EP), REFUSE("moe-deepep-num-sms", R_MOE_EP),
@@ -1555,8 +1555,30 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 }
 
 /* Mixture of experts: the flags against each other and the layout, and
- * what gridlm does not train yet (expert parallelism, FP8 experts, the
- * CUDA device). */
+ * what gridlm does not train yet (FP8 experts; expert parallelism beyond
+ * TP = CP = 1). */
+/* Expert parallelism: what is built (moe.c, optim.h) is EP with the
+ * alltoall dispatcher and TP = CP = 1; the rest is refused by name.  A
+ * capacity factor is allowed: each rank drops on its own micro-batch's
+ * routing before the dispatch, as Megatron's router does, the decision
+ * of EP 1 for the same micro-batch. */
+static void check_ep(const gl_config *c)
+{
+    int ep = c->layout.expert_model_parallel_size;
+    if (ep == 1)
+        return;
+    if (c->layout.tensor_model_parallel_size > 1 || c->layout.context_parallel_size > 1)
+        bad("--expert-model-parallel-size %d with --tensor-model-parallel-size %d and "
+            "--context-parallel-size %d: expert parallelism is built with TP = CP = 1 only; "
+            "use TP 1 and CP 1, or --expert-model-parallel-size 1", ep,
+            c->layout.tensor_model_parallel_size, c->layout.context_parallel_size);
+    if (c->moe.token_dispatcher != GL_DISPATCH_ALLTOALL)
+        bad("--expert-model-parallel-size %d with --moe-token-dispatcher-type allgather (the "
+            "default): the allgather dispatcher is not built; add "
+            "--moe-token-dispatcher-type alltoall (the same tokens reach the same experts)",
+            ep);
+}
+
 static void check_moe(gl_config *c)
 {
     gl_arch *a = &c->arch;
@@ -1625,12 +1647,9 @@ static void check_moe(gl_config *c)
             "--moe-expert-capacity-factor sets: add it, or drop the padding");
     /* A dry run plans the expert grid of any EP and ETP that fit (the
      * groups, which experts each rank holds, the memory per rank: with a
-     * warning from gl_config_finish); the training of one is not built
-     * yet. */
-    if (ep != 1 && !c->dry_run)
-        bad("--expert-model-parallel-size %d: expert parallelism is not built yet; the "
-            "experts are replicated over data-parallel ranks and split over "
-            "--tensor-model-parallel-size: use --expert-model-parallel-size 1", ep);
+     * warning from gl_config_finish); training checks what is built. */
+    if (!c->dry_run)
+        check_ep(c);
     if (etp != tp && !c->dry_run)
         bad("--expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
             "a tensor parallelism of the experts' own is not built yet (they split over TP "
@@ -2321,10 +2340,12 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 
     /* Said once the plan stands: what check_moe refuses outside a dry run. */
     int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
-    if (c->dry_run && (ep != 1 || etp != tp))
+    int ep_built = ep == 1 || (tp == 1 && c->layout.context_parallel_size == 1 &&
+                               c->moe.token_dispatcher == GL_DISPATCH_ALLTOALL);
+    if (c->dry_run && (!ep_built || etp != tp))
         warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
-              "this dry run, but training needs EP 1 and ETP = TP (%d) until expert "
-              "parallelism is built", ep, etp, tp);
+              "this dry run, but training needs ETP = TP (%d) and, with EP > 1, TP 1, CP 1 "
+              "and --moe-token-dispatcher-type alltoall", ep, etp, tp);
 }
 
 /* ------------------------------------------------------------------ */

@@ -16,7 +16,7 @@
  * rank: E / EP experts, each's FFN width (out or in) over ETP. */
 gl_rank_params gl_run_plan_rank_params(const gl_config *c, int pp_rank)
 {
-    gl_model_plan *p = gl_model_plan_new(&c->arch, &c->layout, 0, pp_rank, c->data_parallel_size);
+    gl_model_plan *p = gl_model_plan_new(&c->arch, &c->layout, 0, pp_rank, 0, c->data_parallel_size);
     long split = (long)c->layout.expert_model_parallel_size *
                  (c->layout.expert_tensor_parallel_size ? c->layout.expert_tensor_parallel_size
                                                         : c->layout.tensor_model_parallel_size);

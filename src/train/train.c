@@ -188,8 +188,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
     free(h);
 
     if (update && p->arch.moe_router_enable_expert_bias) {
-        size_t mb0 = 0, mb1 = 0;
-        float *master = gl_optim_master_target(o, &mb0, &mb1);
+        const gl_master *mr = gl_optim_master_target(o);
         float *tmp = d->ops->alloc(d, (size_t)E * sizeof(float));
         float rate = (float)c->moe.router_bias_update_rate;
         for (int ci = 0; ci < p->nchunks; ci++)
@@ -204,11 +203,7 @@ static void moe_step(const gl_config *c, gl_groups *g, gl_model *m, gl_optim *o,
                 d->ops->to_act(d, gl_model_weight(m, lo->ebias), tmp, (size_t)E);
                 /* the part of the master weights this rank holds (a DP
                  * shard may cut the bias) */
-                size_t a = lo->ebias > mb0 ? lo->ebias : mb0;
-                size_t b = lo->ebias + (size_t)E < mb1 ? lo->ebias + (size_t)E : mb1;
-                if (master && b > a)
-                    d->ops->copy(d, master + (a - mb0), tmp + (a - lo->ebias),
-                                 (b - a) * sizeof(float));
+                gl_master_put(d, mr, lo->ebias, tmp, (size_t)E);
             }
         d->ops->sync(d);
         d->ops->free(d, tmp);
@@ -446,7 +441,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
      * the gradient of its part of the sequences */
     int cp = c->layout.context_parallel_size;
     gl_comm *gradg = group(cp > 1 ? g->dp_cp : g->dp);
-    gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank,
+    /* expert parallelism: the rank's experts are those of its index in
+     * the EP group; their gradients are summed over EDP (optim.h) */
+    int ep_rank = group(g->ep) ? gl_comm_rank(g->ep) : 0;
+    gl_model_plan *plan = gl_model_plan_new(&c->arch, &c->layout, tp_rank, pp_rank, ep_rank,
                                             c->data_parallel_size * cp);
     /* one schedule per batch size (a ramp-up's several) */
     gl_sched **by_m = gl_calloc((size_t)M + 1, sizeof *by_m);
@@ -454,15 +452,14 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     build_scheds(c, pp_rank, by_m, slots);
     gl_sched *sched = by_m[M];
     gl_model *m = gl_model_new(plan, d, group(g->tp), slots);
+    m->ep = group(g->ep);               /* its index is ep_rank's */
     gl_model_set_cp(m, group(g->cp), g->me.cp);
     m->dropout_seed = (uint64_t)(unsigned)c->seed;
     m->moe_opts = c->moe;       /* the MoE losses' scale: model.h's default */
     m->moe_dp = group(g->dp);   /* global_aux_loss's counts */
     gl_model_fp8_enable(m, &c->fp8);
-    gl_optim *o = gl_optim_new(c, m, gradg, c->optim.use_distributed_optimizer);
-    size_t mb0, mb1;
-    float *master = gl_optim_master_target(o, &mb0, &mb1);
-    gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, master, mb0, mb1);
+    gl_optim *o = gl_optim_new(c, m, gradg, group(g->edp), c->optim.use_distributed_optimizer);
+    gl_model_init_weights(m, (uint64_t)(unsigned)c->seed, gl_optim_master_target(o));
     MPI_Comm mpi_world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
     gl_train_progress pr;
     memset(&pr, 0, sizeof pr);

@@ -1,0 +1,165 @@
+#!/bin/sh
+# train-ep: expert parallelism gives the numbers of one expert group.
+#
+# The models of t/train-moe-lib.sh, 20 iterations on the CPU device, with
+# --moe-token-dispatcher-type alltoall:
+#   mixtral:  softmax top 2 of 4 experts on every layer, aux_loss;
+#   qwen8:    the Qwen3-like model (a shared expert, pre-softmax routing,
+#             seq_aux_loss and z-loss, the first layer dense) with 8
+#             experts, so that EP 4 splits them.
+# Each under EP 2 (two ranks, EDP 1), EP 4 (four ranks), EP 2 on four
+# ranks (EDP 2: the expert gradients summed over two ranks), EP 2 with
+# PP 2, EP 2 with the distributed optimizer, and EP 2 on four ranks with
+# the distributed optimizer (the experts sharded over EDP 2) and the
+# overlapped reduction and gathering in small buckets must give the
+# single-rank run's loss, grad norm, validation losses and MoE losses
+# within 1e-5 relative.  A checkpoint saved by mixtral at EP 4 (one
+# expert a rank) with the distributed optimizer resumes at EP 1 and at
+# EP 2 x EDP 2 with the distributed optimizer with the uninterrupted
+# run's losses.  Dropping (--moe-expert-capacity-factor, with and
+# without padding) is decided on each rank's own micro-batch before the
+# dispatch: EP 2, and EP 4 with the distributed optimizer, drop as the
+# single rank does.  What is not built with EP > 1 is refused by name:
+# the allgather dispatcher, TP or CP.
+#
+# Runs beyond two ranks are skipped under MPICH (check, train-lib.sh).
+#
+# Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
+
+. "$(dirname "$0")/train-lib.sh"
+. "$(dirname "$0")/model-flags.sh"
+. "$(dirname "$0")/train-moe-lib.sh"
+
+plan 38
+a2a="--moe-token-dispatcher-type alltoall"
+qwen8=$(echo "$qwen" | sed 's/--num-experts 6/--num-experts 8/')
+
+# ep_layouts MODEL: EP 2, EP 4, EP 2 x EDP 2, EP 2 x PP 2, EP 2 with the
+# distributed optimizer, EP 2 x EDP 2 with it and the overlaps, against
+# MODEL's single-rank run (two results each)
+ep_layouts() {
+    model=$1
+    ref=$model-ref
+    for v in ep2 ep4 ep2-edp2 ep2-pp2 ep2-distopt ep2-edp2-distopt; do
+        case $v in
+        ep2) n=2 f="--expert-model-parallel-size 2" ;;
+        ep4) n=4 f="--expert-model-parallel-size 4" ;;
+        ep2-edp2) n=4 f="--expert-model-parallel-size 2" ;;
+        ep2-pp2) n=4 f="--expert-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
+        ep2-distopt) n=2 f="--expert-model-parallel-size 2 --use-distributed-optimizer" ;;
+        *) n=4 f="--expert-model-parallel-size 2 --use-distributed-optimizer
+                  --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000" ;;
+        esac
+        if [ "$n" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+            skip "$model-$v" "$n ranks under MPICH"
+            skip "$model-$v: MoE losses" "$n ranks under MPICH"
+            continue
+        fi
+        # shellcheck disable=SC2086
+        check "$model-$v" "$n" $f
+        if same_moe "$tmp/$ref.jsonl" "$tmp/$model-$v.jsonl"; then
+            pass "$model-$v: MoE losses within $tol"
+        else
+            fail "$model-$v: MoE losses differ from $ref"
+        fi
+    done
+}
+
+# resumed NAME: iterations 11-20 of $tmp/NAME.jsonl within 1e-5 of the
+# reference's (loss and aux loss); prints the worst, or "mismatch"
+resumed() {
+    grep -v valid "$tmp/mixtral-ref.jsonl" | sed -n '11,20p' >"$tmp/tail.jsonl"
+    grep -v valid "$tmp/$1.jsonl" >"$tmp/got.jsonl"
+    awk '
+    function val(line, key,   s) {
+        if (!match(line, "\"" key "\": [^,}]*")) return "null"
+        s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
+    }
+    function rel(a, b,   d) { d = (a - b) / b; return d < 0 ? -d : d }
+    FNR == NR { rl[FNR] = val($0, "loss"); ra[FNR] = val($0, "moe_aux_loss"); n = FNR; next }
+    { m = FNR; d = rel(val($0, "loss"), rl[FNR]); if (d > w) w = d
+      d = rel(val($0, "moe_aux_loss"), ra[FNR]); if (d > w) w = d }
+    END { if (m != n || n != 10) print "mismatch"; else printf "%.3g\n", w + 0 }
+    ' "$tmp/tail.jsonl" "$tmp/got.jsonl"
+}
+
+# shellcheck disable=SC2086
+{
+base="$tiny $mixtral $a2a"
+run mixtral-ref 1 || bail_out "the single-rank mixtral run failed"
+ep_layouts mixtral
+
+# a checkpoint saved at EP 4 resumes at EP 1 and EP 2 (EP 2 x EDP 2,
+# the moments read into both shards of the distributed optimizer)
+if [ "$GL_MPI_FLAVOR" = mpich ]; then
+    skip "EP 4 -> EP 1 resume" "4 ranks under MPICH"
+    skip "EP 4 -> EP 2 resume" "4 ranks under MPICH"
+elif run ck-save 4 --expert-model-parallel-size 4 --use-distributed-optimizer \
+        --train-iters 10 --lr-decay-iters 20 --save "$tmp/ck" --save-interval 10; then
+    for to in 1 2; do
+        n=1 f=
+        [ "$to" = 2 ] && n=4 f=--use-distributed-optimizer
+        if run "ck-load$to" "$n" --expert-model-parallel-size "$to" $f --load "$tmp/ck" \
+               --lr-decay-iters 20; then
+            first=$(head -1 "$tmp/ck-load$to.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
+            w=$(resumed "ck-load$to")
+            if [ "$first" = 11 ] && [ "$w" != mismatch ] &&
+               awk -v w="$w" 'BEGIN { exit !(w < 1e-5) }'; then
+                pass "saved at EP 4, resumed at EP $to: iterations 11-20 within $w"
+            else
+                fail "EP 4 -> EP $to resume: first iteration '$first', worst $w"
+            fi
+        else
+            fail "EP 4 -> EP $to resume: the run failed"
+        fi
+    done
+else
+    fail "EP 4 -> EP 1 resume: the saving run failed"
+    fail "EP 4 -> EP 2 resume: the saving run failed"
+fi
+
+base="$tiny $qwen8 $a2a"
+run qwen8-ref 1 || bail_out "the single-rank qwen8 run failed"
+ep_layouts qwen8
+
+# dropping: each rank's calls drop what the single rank's do
+for pad in "" --moe-pad-expert-input-to-capacity; do
+    base="$tiny $mixtral $a2a $capacity $pad"
+    ref=cap-ref${pad:+-pad}
+    run "$ref" 1 || bail_out "the single-rank capacity run failed"
+    for v in ep2 ep4-distopt; do
+        case $v in
+        ep2) n=2 f="--expert-model-parallel-size 2" ;;
+        *) n=4 f="--expert-model-parallel-size 4 --use-distributed-optimizer" ;;
+        esac
+        name=cap-$v${pad:+-pad}
+        if [ "$n" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+            skip "$name" "$n ranks under MPICH"
+            skip "$name: MoE losses and dropped fraction" "$n ranks under MPICH"
+            continue
+        fi
+        check "$name" "$n" $f
+        if same_moe "$tmp/$ref.jsonl" "$tmp/$name.jsonl"; then
+            pass "$name: MoE losses and dropped fraction within $tol"
+        else
+            fail "$name: MoE losses or dropped fraction differ from $ref"
+        fi
+    done
+done
+}
+
+# what is not built is refused by name
+refused "EP 2 with the allgather dispatcher is refused" \
+    "--moe-token-dispatcher-type alltoall" -- \
+    $tiny $mixtral --expert-model-parallel-size 2
+refused "EP 2 with TP 2 is refused" \
+    "expert parallelism is built with TP = CP = 1 only" -- \
+    $tiny $mixtral $a2a --expert-model-parallel-size 2 --tensor-model-parallel-size 2
+refused "EP 2 with CP 2 is refused" \
+    "expert parallelism is built with TP = CP = 1 only" -- \
+    $tiny $mixtral $a2a --expert-model-parallel-size 2 --context-parallel-size 2
+refused "EP 3 of 4 experts is refused" \
+    "--num-experts 4 is not divisible by --expert-model-parallel-size 3" -- \
+    --world-size 3 $tiny $mixtral $a2a --expert-model-parallel-size 3 \
+    --global-batch-size 6 --dry-run
+done_testing
