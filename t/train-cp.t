@@ -32,7 +32,7 @@ shape="--device cpu --seed 1234 --num-layers 2 --hidden-size 64
 tiny="$llama_form $shape"
 base="$tiny --mock-data --vocab-size 512 --seq-length 32"
 
-plan 35
+plan 36
 if ! run ref 1; then
     bail_out "the single-rank reference run failed"
 fi
@@ -47,6 +47,7 @@ check cp2 2 $CP2
 check cp2-all-gather 2 $CP2 $AG
 check cp2-a2a 2 $CP2 $A2A
 check cp4 4 $CP4
+check cp4-all-gather 4 $CP4 $AG
 check cp4-a2a 4 $CP4 $A2A
 check cp2-tp2-sp 4 $CP2 --tensor-model-parallel-size 2 --sequence-parallel
 check cp2-tp2-sp-all-gather 4 $CP2 $AG --tensor-model-parallel-size 2 --sequence-parallel
