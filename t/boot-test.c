@@ -127,6 +127,17 @@ static void first_group(const gl_grid_spec *s, gl_axis a, char *out, size_t len)
         snprintf(out + n, len - n, "]");
 }
 
+/* After a failed check, the report file f as diagnostics, line by line. */
+static void diag_report_if_failed(FILE *f)
+{
+    char line[4096];
+    if (!tap_failed())
+        return;
+    rewind(f);
+    while (fgets(line, sizeof line, f))
+        diag("%s", strtok(line, "\n"));
+}
+
 /* Groups of one layout: members as the grid says, health check on host
  * memory and through the CPU device, and the dry-run report. */
 static void test_layout(const gl_boot *b, gl_dev *cpu, int tp, int cp, int pp)
@@ -214,11 +225,7 @@ static void test_layout(const gl_boot *b, gl_dev *cpu, int tp, int cp, int pp)
         ok(saw_health, "%s: report says '%.*s'", lay, (int)strlen(expect_health) - 1,
            expect_health);
         ok(saw_tp && saw_pp, "%s: report lists the tp and pp groups", lay);
-        if (tap_failed()) {
-            rewind(f);
-            while (fgets(line, sizeof line, f))
-                diag("%s", strtok(line, "\n"));
-        }
+        diag_report_if_failed(f);
         fclose(f);
         remove(path);
     }
@@ -296,11 +303,7 @@ static void test_experts(const gl_boot *b, int tp, int ep, int etp, int num_expe
         ok(rows == b->size, "%s: report rows give etp, ep, edp and the experts of %d (%d rows)",
            lay, num_experts, rows);
         ok(saw_grid && saw_ep, "%s: report says '%s' and lists the ep groups", lay, grid);
-        if (tap_failed()) {
-            rewind(f);
-            while (fgets(line, sizeof line, f))
-                diag("%s", strtok(line, "\n"));
-        }
+        diag_report_if_failed(f);
         fclose(f);
         remove(path);
     }

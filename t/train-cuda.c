@@ -137,6 +137,19 @@ static void gpu_run(const char *const *extra, int nextra, int native,
     gl_dev_close(gpu);
 }
 
+/* tiny plus the flags of extra on a fresh GPU (logging to jg) and on
+ * the CPU device (to jc). */
+static void both_devices(const char *const *extra, int nextra, const char *jg,
+                         const char *jc)
+{
+    const char *argv[sizeof tiny / sizeof tiny[0] + 8];
+    int n = tiny_plus(argv, extra, nextra);
+    gpu_run(extra, nextra, 0, jg);
+    gl_dev *cpu = gl_dev_open_cpu();
+    train(n, (char **)argv, cpu, jc);
+    gl_dev_close(cpu);
+}
+
 /* The value of key in each line of a JSON log that has it. */
 static int read_key(const char *path, const char *key, double *loss, int max)
 {
@@ -250,12 +263,7 @@ int main(int argc, char **argv)
     char jqg[64], jqc[64];
     snprintf(jqg, sizeof jqg, "%s/qwen3-gpu.jsonl", dir);
     snprintf(jqc, sizeof jqc, "%s/qwen3-cpu.jsonl", dir);
-    gpu_run(qwen3, 3, 0, jqg);
-    const char *qargv[sizeof tiny / sizeof tiny[0] + 8];
-    int qn = tiny_plus(qargv, qwen3, 3);
-    cpu = gl_dev_open_cpu();
-    train(qn, (char **)qargv, cpu, jqc);
-    gl_dev_close(cpu);
+    both_devices(qwen3, 3, jqg, jqc);
     double ql = log_diff(jqg, jqc, "loss", 20), qv = log_diff(jqg, jqc, "valid_loss", 2);
     ok(ql < 1e-3, "Qwen3 form (QK norm, head size 128): bf16 GPU losses within %.2e of the "
        "fp32 CPU ones", ql);
@@ -270,11 +278,7 @@ int main(int argc, char **argv)
                                       "--moe-aux-loss-coeff", "0.01"};
     snprintf(jqg, sizeof jqg, "%s/moe-gpu.jsonl", dir);
     snprintf(jqc, sizeof jqc, "%s/moe-cpu.jsonl", dir);
-    gpu_run(moe, 8, 0, jqg);
-    qn = tiny_plus(qargv, moe, 8);
-    cpu = gl_dev_open_cpu();
-    train(qn, (char **)qargv, cpu, jqc);
-    gl_dev_close(cpu);
+    both_devices(moe, 8, jqg, jqc);
     double ml = log_diff(jqg, jqc, "loss", 20), ma = log_diff(jqg, jqc, "moe_aux_loss", 20);
     ok(ml < 1e-3, "MoE (4 experts, top 2): bf16 GPU losses within %.2e of the fp32 CPU "
        "ones", ml);
