@@ -117,6 +117,10 @@
  * any candidate, and tuning would only cost determinism. */
 #define TUNE_DEFAULT 0
 
+/* A ragged plan's open dimension (gl_cuda_gemm_ragged). */
+enum { RAGGED_NONE = 0, RAGGED_M, RAGGED_K };
+#define RAGGED_MIN 128      /* the smallest bucket */
+
 /* Where a plan's tuning stands. */
 enum {
     TUNE_OFF = 0,           /* p->algo is final */
@@ -137,6 +141,8 @@ struct gl_gemm_plan {
     unsigned align_a, align_b, align_c;
     int epi;                            /* GL_EPI_*: none, or an epilogue
                                            of gl_cuda_gemm_epilogue */
+    int ragged;                         /* RAGGED_*: the dimension left
+                                           open (gl_cuda_gemm_ragged) */
     /* plan */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -301,8 +307,9 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
     p->algo = p->cand[0];
     /* epilogue plans are not tuned: their candidates would write the
      * auxiliary outputs too */
-    p->tune = tune && p->ncand > 1 && p->epi == GL_EPI_NONE ? TUNE_WANTED
-                                                             : TUNE_OFF;
+    p->tune = tune && p->ncand > 1 && p->epi == GL_EPI_NONE && !p->ragged
+                  ? TUNE_WANTED
+                  : TUNE_OFF;
     p->verbose = tune == 2;
 }
 
@@ -317,7 +324,8 @@ static gl_gemm_plan *plan_find(gl_cuda_state *st, const gl_gemm_plan *key)
             p->fast_accum == key->fast_accum &&
             p->ctype == key->ctype && p->beta_zero == key->beta_zero &&
             p->align_a == key->align_a && p->align_b == key->align_b &&
-            p->align_c == key->align_c && p->epi == key->epi)
+            p->align_c == key->align_c && p->epi == key->epi &&
+            p->ragged == key->ragged)
             return p;
     }
     if (st->nplans == st->cap_plans) {
@@ -563,6 +571,84 @@ void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
     gl_gemm_plan key = plan_key(transa, transb, m, n, k, A, lda, CUDA_R_16BF,
                                 B, ldb, CUDA_R_16BF, beta, C, ctype, ldc);
     plan_run(st, plan_find(st, &key), alpha, A, B, beta, C);
+}
+
+/* The bucket of a ragged dimension: the next power of two, at least
+ * RAGGED_MIN. */
+static int ragged_bucket(int v)
+{
+    int b = RAGGED_MIN;
+    while (b < v && b < (1 << 30))
+        b *= 2;
+    return b;
+}
+
+static void layout_dims(cublasLtMatrixLayout_t l, int rows, int cols)
+{
+    uint64_t r = (uint64_t)rows, c = (uint64_t)cols;
+    GL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
+    GL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
+}
+
+/* A ragged plan's layouts set to the call's m and k (plan_make's shapes
+ * with the open dimension filled in). */
+static void ragged_dims(gl_gemm_plan *p, int m, int k)
+{
+    layout_dims(p->la, p->transb ? k : p->n, p->transb ? p->n : k);
+    layout_dims(p->lb, p->transa ? m : k, p->transa ? k : m);
+    layout_dims(p->lc, p->n, m);
+}
+
+/* gl_cuda_gemm for the products one of whose dimensions changes from call
+ * to call (the experts' products, whose rows follow the routing): m, or k
+ * when ragged_k.  A plan per exact shape would ask cuBLASLt's heuristic
+ * on the host at nearly every call (tens of microseconds each, hundreds
+ * of calls per step) and grow the plan list without end; instead the
+ * open dimension is bucketed (ragged_bucket), the plan is made and its
+ * algorithm chosen for the bucket's size, and each call sets the exact
+ * size on the plan's layouts before it enqueues (cublasLtMatmul reads
+ * them then, as it reads FP8's scale pointers).  The algorithm of a
+ * shape thus depends only on its bucket: a run repeats bit for bit, and
+ * the same rows give the same bits whatever came before.  Ragged plans
+ * are not tuned.  Where cuBLASLt refuses every candidate of the bucket
+ * for the exact size, the call takes gl_cuda_gemm's exact plan. */
+void gl_cuda_gemm_ragged(gl_dev *d, int ragged_k, int transa, int transb,
+                         int m, int n, int k, float alpha, const void *A,
+                         int lda, const void *B, int ldb, float beta, void *C,
+                         gl_dtype ctype, int ldc)
+{
+    if (m <= 0 || n <= 0 || (ragged_k && k <= 0))
+        return;
+    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
+        gl_die("gemm: output dtype %s is not bf16 or fp32",
+               gl_dtype_name(ctype));
+    if (k <= 0)
+        gl_die("gemm: k = %d (m=%d n=%d): an empty inner dimension", k, m, n);
+    gl_cuda_state *st = gl_cuda_st(d);
+    int bm = ragged_k ? m : ragged_bucket(m), bk = ragged_k ? ragged_bucket(k) : k;
+    gl_gemm_plan key = plan_key(transa, transb, bm, n, bk, A, lda, CUDA_R_16BF,
+                                B, ldb, CUDA_R_16BF, beta, C, ctype, ldc);
+    key.ragged = ragged_k ? RAGGED_K : RAGGED_M;
+    gl_gemm_plan *p = plan_find(st, &key);
+    ragged_dims(p, m, k);
+    cublasStatus_t s = matmul(st, p, &p->algo, &alpha, A, B, &beta, C);
+    for (int i = 0; s == CUBLAS_STATUS_NOT_SUPPORTED && i < p->ncand; i++)
+        if (memcmp(&p->cand[i], &p->algo, sizeof p->algo))
+            s = matmul(st, p, &p->cand[i], &alpha, A, B, &beta, C);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+        /* nothing was written: the exact shape's own plan */
+        gl_cuda_gemm(d, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta,
+                     C, ctype, ldc);
+        return;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        char nm[96];
+        plan_name(p, nm, sizeof nm);
+        gl_die("gemm %s (ragged, m=%d k=%d): status %d (%s)", nm, m, k,
+               (int)s, cublasLtGetStatusString(s));
+    }
 }
 
 /* A bf16 product C[m, n] = op(A) op(B) with a cuBLASLt epilogue over

@@ -151,6 +151,12 @@ void gl_cuda_free_counted(gl_dev *d, void *p);
 void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
                   float alpha, const void *A, int lda, const void *B, int ldb,
                   float beta, void *C, gl_dtype ctype, int ldc);
+/* As gl_cuda_gemm, for products whose m (or k, with ragged_k) changes
+ * from call to call: one plan per power-of-two bucket of it (gemm.cu). */
+void gl_cuda_gemm_ragged(gl_dev *d, int ragged_k, int transa, int transb,
+                         int m, int n, int k, float alpha, const void *A,
+                         int lda, const void *B, int ldb, float beta, void *C,
+                         gl_dtype ctype, int ldc);
 void gl_cuda_gemm_close(gl_dev *d);
 
 /* elementwise.cu */

@@ -34,7 +34,11 @@
  * moe_route); the device arrays of operand pointers are written by a
  * one-thread kernel from the device offsets (no upload, no staging
  * buffer to protect).  Where cuBLAS's grouped kernels lose, a loop of
- * cublasGemmEx, one full-size product per expert: measured on an H200
+ * one full-size product per expert (gemm.cu's gl_cuda_gemm_ragged: a
+ * cuBLASLt plan per power-of-two bucket of the rows, so the host does not
+ * ask cuBLAS's heuristic for every new row count, which made the loop
+ * host-bound at 600 products a step: iterations of 75 to 107 ms on the
+ * 8-expert shape below, 2026-11-24): measured on an H200
  * (t/ops-cuda.c, GL_OPS_CUDA_BENCH=1; W1 forward, h 2048, 8192 tokens),
  * E = 8 top-2 f = 5632 (2048 rows per expert) 331 TFLOP/s grouped and
  * 838 looped, E = 128 top-8 f = 768 (512 rows) 309 grouped and 287
@@ -814,42 +818,38 @@ static const int32_t *host_offsets(gl_dev *d, const gl_moe_map *map,
     return buf;
 }
 
-/* The grouped products as one cublasGemmEx per expert with rows (the
- * same column-major forms as grouped(), host pointers from off). */
-static cublasStatus_t loop_gemm(gl_dev *d, int form, void *C, const void *A,
-                                const void *B, int in, int out, int ldY,
-                                float beta, const int32_t *off, int E)
+/* The grouped products as one product per expert with rows, in ops.h's
+ * row-major terms (the same products as grouped()'s column-major forms),
+ * through gl_cuda_gemm_ragged: the rows change with the routing, and a
+ * plan per bucket of them keeps cuBLASLt's heuristic off the host's path
+ * (gemm.cu).  Host offsets from off.
+ *   fwd:   Y_e [m_e, out]   = X_e [m_e, in] W_e^T       (W_e [out, in])
+ *   dgrad: dX_e [m_e, in]   = dY_e [m_e, out] W_e  (+ dX_e when beta 1)
+ *   wgrad: dW_e [out, in]  += dY_e^T X_e               (fp32, k = m_e) */
+static void loop_gemm(gl_dev *d, int form, void *C, const void *A,
+                      const void *B, int in, int out, int ldY, float beta,
+                      const int32_t *off, int E)
 {
-    float one = 1;
     for (int e = 0; e < E; e++) {
         long r0 = off[e];
         int me = off[e + 1] - off[e];
         if (me <= 0)
             continue;
         const bf16 *W = (const bf16 *)A, *R = (const bf16 *)B;
-        cublasStatus_t s;
         if (form == GP_FWD)
-            s = cublasGemmEx(moe_blas(d), CUBLAS_OP_T, CUBLAS_OP_N, out, me,
-                             in, &one, W + (long)e * out * in, CUDA_R_16BF,
-                             in, R + r0 * in, CUDA_R_16BF, in, &beta,
-                             (bf16 *)C + r0 * ldY, CUDA_R_16BF, ldY,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            gl_cuda_gemm_ragged(d, 0, 0, 1, me, out, in, 1.0f, R + r0 * in,
+                                in, W + (long)e * out * in, in, beta,
+                                (bf16 *)C + r0 * ldY, GL_DT_BF16, ldY);
         else if (form == GP_DGRAD)
-            s = cublasGemmEx(moe_blas(d), CUBLAS_OP_N, CUBLAS_OP_N, in, me,
-                             out, &one, W + (long)e * out * in, CUDA_R_16BF,
-                             in, R + r0 * ldY, CUDA_R_16BF, ldY, &beta,
-                             (bf16 *)C + r0 * in, CUDA_R_16BF, in,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            gl_cuda_gemm_ragged(d, 0, 0, 0, me, in, out, 1.0f, R + r0 * ldY,
+                                ldY, W + (long)e * out * in, in, beta,
+                                (bf16 *)C + r0 * in, GL_DT_BF16, in);
         else    /* A is dY, B is X */
-            s = cublasGemmEx(moe_blas(d), CUBLAS_OP_N, CUBLAS_OP_T, in, out,
-                             me, &one, R + r0 * in, CUDA_R_16BF, in,
-                             W + r0 * ldY, CUDA_R_16BF, ldY, &beta,
-                             (float *)C + (long)e * out * in, CUDA_R_32F, in,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (s != CUBLAS_STATUS_SUCCESS)
-            return s;
+            gl_cuda_gemm_ragged(d, 1, 1, 0, out, in, me, 1.0f, W + r0 * ldY,
+                                ldY, R + r0 * in, in, beta,
+                                (float *)C + (long)e * out * in, GL_DT_F32,
+                                in);
     }
-    return CUBLAS_STATUS_SUCCESS;
 }
 
 /* Whether to loop over the experts rather than make one grouped call:
@@ -915,7 +915,10 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
         ng++;
     }
     int total = off[E];
-    if (ng > 0) {
+    int loop = ng > 0 && ((st->moe_loop & (1 << form)) || loop_wanted(total, ng));
+    if (loop)
+        loop_gemm(d, form, C, A, B, in, out, ldY, beta0, off, E);
+    if (ng > 0 && !loop) {
         void **ptrs = (void **)gl_cuda_scratch(d, &st->s_moe_ptr,
                                                (size_t)3 * E * sizeof(void *));
         group_ptrs_kernel<<<1, 1, 0, st->stream>>>(
@@ -924,20 +927,18 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
             out, ldY);
         GL_CUDA_LAUNCHED("moe group_ptrs_kernel");
         cudaDataType_t ct = form == GP_WGRAD ? CUDA_R_32F : CUDA_R_16BF;
-        cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
-        if (!(st->moe_loop & (1 << form)) && !loop_wanted(total, ng))
-            s = cublasGemmGroupedBatchedEx(
+        cublasStatus_t s = cublasGemmGroupedBatchedEx(
                 moe_blas(d), ta, tb, mm, nn, kk, alpha,
                 (const void *const *)ptrs, CUDA_R_16BF, lda,
                 (const void *const *)(ptrs + E), CUDA_R_16BF, ldb, beta,
                 ptrs + 2 * E, ct, ldc, ng, gs, CUBLAS_COMPUTE_32F);
         if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
-            /* a loop was wanted, or this cuBLAS has no grouped kernel for
-             * these types (CUDA 13.0's has none for an fp32 output: the
-             * weight gradient), which is then not asked again */
-            if (!loop_wanted(total, ng))
-                st->moe_loop |= 1 << form;
-            s = loop_gemm(d, form, C, A, B, in, out, ldY, beta0, off, E);
+            /* this cuBLAS has no grouped kernel for these types (CUDA
+             * 13.0's has none for an fp32 output: the weight gradient),
+             * which is then not asked again; nothing was written */
+            st->moe_loop |= 1 << form;
+            loop_gemm(d, form, C, A, B, in, out, ldY, beta0, off, E);
+            s = CUBLAS_STATUS_SUCCESS;
         }
         if (s != CUBLAS_STATUS_SUCCESS)
             gl_die("%s: cublasGemmGroupedBatchedEx over %d experts (in %d, "
