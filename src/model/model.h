@@ -482,10 +482,13 @@ void gl_model_moe_step_end(gl_model *m);
  * permuted rows' tokens and the offsets; the experts' fc1 outputs and
  * partial outputs over the routed rows -- n k, k copies of each token,
  * or the capacity's rows -- the shared experts' fc1 outputs; the
- * balancing counts), and once, shared (the permuted rows' activations
- * and gradients the layers rebuild, the shared experts' and the
- * router's gradients, global_aux_loss's running counts).  Both 0 for a
- * dense model.  The weights, gradients and optimizer state of the
+ * balancing counts; under expert parallelism the rows received for the
+ * local experts, EP times the routed rows at most, and their maps), and
+ * once, shared (the permuted rows' activations and gradients the layers
+ * rebuild, the shared experts' and the router's gradients,
+ * global_aux_loss's running counts; under expert parallelism the rows
+ * as they travel and the exchanged counts).  moe.c allocates the
+ * buffers from the same sizes.  Both 0 for a dense model.  The weights, gradients and optimizer state of the
  * router and the experts are the parameter plan's (plan->param). */
 void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared);
 
