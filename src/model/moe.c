@@ -501,34 +501,33 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
     return x;
 }
 
+/* Free what acts() allocated for a map: its device arrays and host
+ * offsets, skipping those it has not (NULL). */
+static void map_free(gl_dev *d, gl_moe_map *mp)
+{
+    void *dev[] = { mp->expert, mp->weight, mp->rows, mp->row_tok, mp->offsets };
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        if (dev[i])
+            d->ops->free(d, dev[i]);
+    if (mp->offsets_host)
+        d->ops->free_host(d, mp->offsets_host);
+    memset(mp, 0, sizeof *mp);
+}
+
 void gl_moe_acts_free(gl_model *m, gl_layer_acts *A)
 {
     struct gl_moe_acts *x = A->moe;
     if (!x)
         return;
     gl_dev *d = m->d;
-    OPS->free(d, x->logits);
-    OPS->free(d, x->map.expert);
-    OPS->free(d, x->map.weight);
-    OPS->free(d, x->map.rows);
-    OPS->free(d, x->map.row_tok);
-    OPS->free(d, x->map.offsets);
-    OPS->free_host(d, x->map.offsets_host);
-    OPS->free(d, x->gu);
-    OPS->free(d, x->yp);
-    if (x->sgu)
-        OPS->free(d, x->sgu);
-    OPS->free(d, x->counts);
-    if (x->xr) {
-        OPS->free(d, x->xr);
-        OPS->free(d, x->lmap.offsets);
-        OPS->free_host(d, x->lmap.offsets_host);
-        OPS->free(d, x->smap.row_tok);
-        OPS->free(d, x->smap.rows);
-        OPS->free(d, x->smap.offsets);
-        OPS->free_host(d, x->smap.offsets_host);
-        free(x->sendc);
-    }
+    void *bufs[] = { x->logits, x->gu, x->yp, x->sgu, x->counts, x->xr };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i])
+            OPS->free(d, bufs[i]);
+    map_free(d, &x->map);
+    map_free(d, &x->lmap);
+    map_free(d, &x->smap);
+    free(x->sendc);
     free(x);
     A->moe = NULL;
 }
