@@ -14,9 +14,10 @@
  * and with padding; global_aux_loss (one micro-batch a step: the running
  * counts are the micro-batch's, the gradient through them as aux_loss's;
  * t/train-moe.t checks several micro-batches and the layouts).
- * The statistics (tokens per expert sum to n k less the dropped slots)
- * and full recomputation (the same gradients, bit for bit, and nothing
- * counted twice) are checked too.
+ * The statistics (tokens per expert sum to n k less the dropped slots),
+ * full recomputation (the same gradients, bit for bit, and nothing
+ * counted twice) and the expert-parallel dispatch path at EP 1
+ * (m->moe_dispatch: the same numbers bit for bit) are checked too.
  *
  * With --ep, under MPI (t/model-moe-ep.t: two ranks), the first, second
  * and fourth variants run one forward and backward with expert
@@ -97,17 +98,19 @@ static void micro_config(model_cfg *c, const variant *v)
 
 /* The MoE layers' buffers (gl_model_moe_bytes) are what the first
  * forward and backward allocated on the device; for the first variant,
- * by hand too (at EP = P: the rows the local experts may get are P R). */
+ * by hand too (at EP = P: the rows the local experts may get are P R;
+ * the dispatch's buffers at EP > 1 or with m->moe_dispatch). */
 static void check_moe_bytes(const variant *v, gl_model *m, size_t before)
 {
     size_t after, per_layer, shared;
     size_t P = (size_t)m->plan->dm.ep;
+    int disp = P > 1 || m->moe_dispatch;       /* the EP buffers */
     m->d->ops->mem_info(m->d, &after, NULL, NULL);
     gl_model_moe_bytes(m, &per_layer, &shared);
     size_t layers = (size_t)gl_arch_num_moe_layers(&m->plan->arch);
     char ep[32] = "";
-    if (P > 1)
-        snprintf(ep, sizeof ep, " (EP %zu)", P);
+    if (disp)
+        snprintf(ep, sizeof ep, " (EP %zu, dispatched)", P);
     ok(after - before == layers * per_layer + shared,
        "%s%s: the MoE buffers, %zu MoE layers x %zu + %zu shared bytes, are the %zu bytes "
        "allocated", v->what, ep, layers, per_layer, shared, after - before);
@@ -128,7 +131,7 @@ static void check_moe_bytes(const variant *v, gl_model *m, size_t before)
                          + Rl * (2 * f + fc1) * b   /* a, da, dgu */
                          + n * k * b + 2 * n * E * b    /* dweight, dlogits, dlact */
                          + 2 * E * b;                   /* bias, tok */
-    if (P > 1) {
+    if (disp) {
         want_layer += Rl * h * b                    /* xr */
                       + (El + 1) * b                /* the local experts' offsets */
                       + 2 * Rl * b + 2 * b;         /* the sort: rows both ways, offsets */
@@ -227,6 +230,26 @@ static void run_variant(const variant *v)
            "(%.9g), the same gradients", v->what, got2, aux2);
         gl_model_free(H2.m);
         gl_model_plan_free(p2);
+    }
+
+    /* the expert-parallel dispatch at EP 1 (m->moe_dispatch: the path
+     * one GPU runs with GRIDLM_MOE_DISPATCH=1): the same numbers bit for
+     * bit, and its buffers as gl_model_moe_bytes counts them */
+    {
+        ref_harness H3;
+        ref_harness_new(&H3, &c.arch, &c.layout, 0);
+        H3.m->moe_dispatch = 1;
+        set_moe_opts(H3.m, v);
+        H3.m->moe_loss_gscale = m->moe_loss_gscale;
+        memcpy(H3.m->w, w0, N * sizeof(float));
+        size_t before3;
+        H3.d->ops->mem_info(H3.d, &before3, NULL, NULL);
+        double aux3, got3 = ref_harness_loss(&H3, 1, &aux3);
+        check_moe_bytes(v, H3.m, before3);
+        ok(got3 == got && aux3 == aux && !memcmp(H3.m->g, g, N * sizeof(float)),
+           "%s: the dispatch path at EP 1: the same objective (%.9g), MoE losses (%.9g) "
+           "and gradients", v->what, got3, aux3);
+        ref_harness_free(&H3);
     }
 
     /* each tensor along its gradient and at its largest element */

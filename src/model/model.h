@@ -463,6 +463,14 @@ typedef struct {
     struct gl_moe_scratch *moe_scratch;
     int in_recompute;
     gl_comm *moe_dp;
+    /* moe_dispatch: 1 when the MoE layers run the expert-parallel
+     * dispatch (moe.c: counts, exchange, sort to the local experts,
+     * unsort, exchange back) at EP 1 too, its exchanges then copies on
+     * the device, so that one GPU runs that code; the numbers are the
+     * direct path's bit for bit.  EP > 1 always dispatches.  0 unless
+     * GRIDLM_MOE_DISPATCH=1 asks for it (t/train-cuda.c); set before the
+     * first forward. */
+    int moe_dispatch;
 } gl_model;
 
 /* Elements of moe_stats per layer: GL_MOE_STATS + E. */

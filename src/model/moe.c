@@ -57,6 +57,12 @@
  * match; a forward-only pass (validation) and full recomputation run
  * the forward's exchanges on every rank of the group alike.
  *
+ * At EP 1 the layers take the direct path (experts on xp, no exchange)
+ * unless m->moe_dispatch (GRIDLM_MOE_DISPATCH=1) asks for the steps
+ * above: El = E, the exchanges copies on the device, the sort the
+ * identity; the numbers are the direct path's bit for bit, through the
+ * dispatcher's code (so that one GPU runs it: t/train-cuda.c).
+ *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
  * dense layer and nothing of the MoE block; full recomputation re-runs
@@ -323,10 +329,11 @@ typedef struct {
 } moe_sizes;
 
 /* Whether the MoE layers run the expert-parallel dispatch (the EP
- * buffers exist): EP > 1. */
+ * buffers exist): EP > 1, or at EP 1 when m->moe_dispatch asks for it
+ * (m->ep is then NULL and the exchanges are copies). */
 static int dispatched(const gl_model *m)
 {
-    return DIMS->ep > 1;
+    return DIMS->ep > 1 || m->moe_dispatch;
 }
 
 static void sizes(const gl_model *m, moe_sizes *z)
@@ -676,10 +683,15 @@ static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
     int E = dm->E, El = dm->El, P = dm->ep;
     const int32_t *off = x->map.offsets_host;
     int32_t *sc = s->cnt_host, *rc = s->cnt_host + E;
+    if (!m->ep && P > 1)
+        gl_die("moe: expert parallelism %d without its EP group (m->ep)", P);
     for (int e = 0; e < E; e++)
         sc[e] = off[e + 1] - off[e];
     OPS->upload(d, s->cnt, sc, (size_t)E * sizeof(int32_t));
-    gl_all_to_all(m->ep, s->cnt, s->cnt + E, (size_t)El, GL_DT_I32, d->stream);
+    if (m->ep)
+        gl_all_to_all(m->ep, s->cnt, s->cnt + E, (size_t)El, GL_DT_I32, d->stream);
+    else                        /* EP 1: what one rank sends itself */
+        OPS->copy(d, s->cnt + E, s->cnt, (size_t)E * sizeof(int32_t));
     OPS->download(d, rc, s->cnt + E, (size_t)E * sizeof(int32_t));
 
     /* rows to and from each EP rank; xa is by source, then local expert */
@@ -728,12 +740,18 @@ static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
 }
 
 /* All-to-allv of rows of h: forward (send counts x->sendc, receive
- * x->recvc) or back (the reverse). */
+ * x->recvc) or back (the reverse).  At EP 1 (m->moe_dispatch) the
+ * rows a rank sends itself are a copy. */
 static void ep_exchange(gl_model *m, const struct gl_moe_acts *x, const void *send, void *recv,
                         int back)
 {
     int P = DIMS->ep;
     size_t h = (size_t)DIMS->h;
+    if (!m->ep) {
+        if (x->sendc[0])
+            OPS->copy(m->d, recv, send, x->sendc[0] * h * m->d->act_bytes);
+        return;
+    }
     size_t *c = gl_malloc(4 * (size_t)P * sizeof *c);   /* in elements */
     for (int j = 0; j < 4 * P; j++)
         c[j] = x->sendc[j] * h;                          /* sendc, sendd, recvc, recvd */
@@ -816,7 +834,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
 
     /* the routed experts: here, or on their EP ranks and back */
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
-    if (!m->ep) {
+    if (!dispatched(m)) {
         experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
     } else {
         int Rl = ep_plan(m, s, x);
@@ -919,7 +937,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     if (m->tp)
         gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
                       GL_OP_SUM, d->stream);
-    if (!m->ep) {
+    if (!dispatched(m)) {
         OPS->moe_permute(d, s->xp, mg, h, &x->map);
         experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
     } else {
