@@ -65,6 +65,10 @@
 #      renormalisation, with the two lowest experts, or with w1 and w3
 #      swapped must miss.  A tiny MoE model trained one step exports as a
 #      Mixtral and round-trips; one with shared experts is refused.
+#      Also under EP 2, and with a capacity factor: 2 drops nothing (the
+#      oracle's loss), 0.5 drops tokens in evaluation as training does
+#      (Megatron's router drops whatever the mode), the same at EP 1 and
+#      EP 2.
 #   n  Qwen3MoeForCausalLM: Qwen3's attention (q_norm, k_norm, head_dim
 #      32) with a sparse MoE block of 4 experts of moe_intermediate_size
 #      32, top 2, norm_topk_prob true, in layers 0, 2 and 3 and a dense
@@ -73,7 +77,7 @@
 #      after RoPE, or with the two lowest experts must miss.  o is n with norm_topk_prob false (gridlm's
 #      --moe-router-pre-softmax).  A tiny MoE model with QK norm trained
 #      one step exports as a Qwen3-MoE and round-trips; one with a sigmoid
-#      router is refused.
+#      router is refused.  n also under EP 2.
 #
 # Skipped without python3 with numpy and safetensors, or without MPI.
 : "${PYTHON3:=python3}"
@@ -274,6 +278,31 @@ run "m: import-hf (MixtralForCausalLM, per-expert tensors stacked)" \
 check m "1 rank" 1
 check m "TP 2" 2 --tensor-model-parallel-size 2
 check m "PP 2" 2 --pipeline-model-parallel-size 2
+check m "EP 2" 2 --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall
+# Token dropping in evaluation, as in training (Megatron's router applies
+# the capacity whatever the mode), on each micro-batch of one document
+# here: factor 2 (a capacity of every token: 4 experts, top 2) drops
+# nothing and gives the oracle's loss; factor 0.5 drops half the slots,
+# moving the loss away from the dropless oracle's by more than 10 x TOL,
+# the same loss at EP 1 and EP 2.
+check m "capacity factor 2 (nothing dropped)" 1 --moe-expert-capacity-factor 2
+# shellcheck disable=SC2086
+cap_loss() {
+    n=$1; shift
+    $MPIEXEC $MPIEXEC_FLAGS -n "$n" "$eval_" --device cpu --load "$tmp/m.h5" \
+        --data-path "$tmp/m.docs" --seq-length $S --json --moe-expert-capacity-factor 0.5 \
+        "$@" 2>>"$tmp/cap.err" | sed -n 's/^{"loss": \([^,]*\),.*/\1/p'
+}
+l1=$(cap_loss 1)
+l2=$(cap_loss 2 --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall)
+echo "# m, capacity factor 0.5: loss $l1 (EP 1), $l2 (EP 2), dropless $want_loss"
+test -n "$l1" && test -n "$l2" &&
+    awk -v a="$l1" -v b="$l2" -v w="$want_loss" -v t=$TOL 'BEGIN {
+        d = (a - b) / b; if (d < 0) d = -d; e = (a - w) / w; if (e < 0) e = -e
+        exit !(d < t && e > 10 * t) }'
+st=$?
+test $st -eq 0 || tail -5 "$tmp/cap.err" | sed 's/^/#   /'
+ok $st "m, capacity factor 0.5: tokens dropped in evaluation, the same loss at EP 1 and EP 2"
 run "m: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/m.h5" "$tmp/m.out"
 run "m: the export equals the original bit for bit (every expert), config.json too" \
     "$PYTHON3" "$py" same "$tmp/m" "$tmp/m.out"
@@ -299,6 +328,7 @@ run "n: import-hf (Qwen3MoeForCausalLM, mlp_only_layers [1])" \
 check n "1 rank" 1
 check n "TP 2" 2 --tensor-model-parallel-size 2
 check n "PP 2" 2 --pipeline-model-parallel-size 2
+check n "EP 2" 2 --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall
 run "n: export-hf --dtype fp32" "$ckpt" export-hf --dtype fp32 "$tmp/n.h5" "$tmp/n.out"
 run "n: the export equals the original bit for bit (every expert), config.json too" \
     "$PYTHON3" "$py" same "$tmp/n" "$tmp/n.out"

@@ -14,18 +14,28 @@
  * and with padding; global_aux_loss (one micro-batch a step: the running
  * counts are the micro-batch's, the gradient through them as aux_loss's;
  * t/train-moe.t checks several micro-batches and the layouts).
- * The statistics (tokens per expert sum to n k less the dropped slots)
- * and full recomputation (the same gradients, bit for bit, and nothing
- * counted twice) are checked too.
+ * The statistics (tokens per expert sum to n k less the dropped slots),
+ * full recomputation (the same gradients, bit for bit, and nothing
+ * counted twice) and the expert-parallel dispatch path at EP 1
+ * (m->moe_dispatch: the same numbers bit for bit) are checked too.
+ *
+ * With --ep, under MPI (t/model-moe-ep.t: two ranks), the first, second
+ * and fourth variants run one forward and backward with expert
+ * parallelism over the world (EP = the world's size), and the MoE
+ * buffers they allocate are checked against gl_model_moe_bytes (and by
+ * hand for the first); rank 0 prints, a failure on another rank fails
+ * its exit status.
  */
 #include <config.h>
 
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "comm/comm.h"
 #include "device/ops.h"
 #include "model/model.h"
 #include "tap.h"
@@ -88,33 +98,60 @@ static void micro_config(model_cfg *c, const variant *v)
 
 /* The MoE layers' buffers (gl_model_moe_bytes) are what the first
  * forward and backward allocated on the device; for the first variant,
- * by hand too. */
+ * by hand too (at EP = P: the rows the local experts may get are P R;
+ * the dispatch's buffers at EP > 1 or with m->moe_dispatch). */
 static void check_moe_bytes(const variant *v, gl_model *m, size_t before)
 {
     size_t after, per_layer, shared;
+    size_t P = (size_t)m->plan->dm.ep;
+    int disp = P > 1 || m->moe_dispatch;       /* the EP buffers */
     m->d->ops->mem_info(m->d, &after, NULL, NULL);
     gl_model_moe_bytes(m, &per_layer, &shared);
     size_t layers = (size_t)gl_arch_num_moe_layers(&m->plan->arch);
+    char ep[32] = "";
+    if (disp)
+        snprintf(ep, sizeof ep, " (EP %zu, dispatched)", P);
     ok(after - before == layers * per_layer + shared,
-       "%s: the MoE buffers, %zu MoE layers x %zu + %zu shared bytes, are the %zu bytes "
-       "allocated", v->what, layers, per_layer, shared, after - before);
+       "%s%s: the MoE buffers, %zu MoE layers x %zu + %zu shared bytes, are the %zu bytes "
+       "allocated", v->what, ep, layers, per_layer, shared, after - before);
     if (v != &variants[0])
         return;
     /* n = 2 x 8 tokens, h 16, E 4, top 2, expert FFN 12 (SwiGLU: fc1 24
      * wide), f32 activations, no capacity: 32 routed rows (each token
-     * twice), aux_loss's one group of counts */
+     * twice), aux_loss's one group of counts; Rl rows for the El local
+     * experts */
     size_t n = 16, h = 16, E = 4, k = 2, R = 32, f = 12, fc1 = 24, b = 4;
+    size_t El = E / P, Rl = P * R;
     size_t want_layer = n * E * b                   /* logits */
                         + n * k * 3 * b             /* experts, weights, rows */
                         + R * b + (E + 1) * b       /* row_tok, offsets */
-                        + R * fc1 * b + R * h * b   /* gu, yp */
+                        + Rl * fc1 * b + R * h * b  /* gu, yp */
                         + E * b;                    /* counts */
-    size_t want_shared = R * (3 * h + 2 * f + fc1) * b  /* xp, dyp, dxp, a, da, dgu */
+    size_t want_shared = R * 3 * h * b              /* xp, dyp, dxp */
+                         + Rl * (2 * f + fc1) * b   /* a, da, dgu */
                          + n * k * b + 2 * n * E * b    /* dweight, dlogits, dlact */
                          + 2 * E * b;                   /* bias, tok */
+    if (disp) {
+        want_layer += Rl * h * b                    /* xr */
+                      + (El + 1) * b                /* the local experts' offsets */
+                      + 2 * Rl * b + 2 * b;         /* the sort: rows both ways, offsets */
+        want_shared += 3 * Rl * h * b               /* xa, dyl, dxl */
+                       + 2 * E * b;                 /* the counts sent and received */
+    }
     ok(per_layer == want_layer && shared == want_shared,
-       "%s: by hand, %zu bytes per MoE layer (got %zu) and %zu shared (got %zu)", v->what,
-       want_layer, per_layer, want_shared, shared);
+       "%s%s: by hand, %zu bytes per MoE layer (got %zu) and %zu shared (got %zu)", v->what,
+       ep, want_layer, per_layer, want_shared, shared);
+}
+
+/* The run's MoE options of variant v. */
+static void set_moe_opts(gl_model *m, const variant *v)
+{
+    m->moe_opts.load_balancing_type = v->lb;
+    m->moe_opts.aux_loss_coeff = v->aux;
+    m->moe_opts.z_loss_coeff = v->z;
+    m->moe_opts.capacity_factor = v->capacity;
+    m->moe_opts.pad_expert_input_to_capacity = v->pad;
+    m->moe_opts.token_drop_policy = v->by_position ? GL_DROP_BY_POSITION : GL_DROP_BY_PROBS;
 }
 
 static void run_variant(const variant *v)
@@ -125,12 +162,7 @@ static void run_variant(const variant *v)
     ref_harness_new(&H, &c.arch, &c.layout, 0);
     gl_model_plan *p = H.p;
     gl_model *m = H.m;
-    m->moe_opts.load_balancing_type = v->lb;
-    m->moe_opts.aux_loss_coeff = v->aux;
-    m->moe_opts.z_loss_coeff = v->z;
-    m->moe_opts.capacity_factor = v->capacity;
-    m->moe_opts.pad_expert_input_to_capacity = v->pad;
-    m->moe_opts.token_drop_policy = v->by_position ? GL_DROP_BY_POSITION : GL_DROP_BY_PROBS;
+    set_moe_opts(m, v);
     float *w = m->w;
     for (int i = 0; i < p->nparams; i++)       /* an expert bias of its own */
         if (p->param[i].buffer)
@@ -200,6 +232,26 @@ static void run_variant(const variant *v)
         gl_model_plan_free(p2);
     }
 
+    /* the expert-parallel dispatch at EP 1 (m->moe_dispatch: the path
+     * one GPU runs with GRIDLM_MOE_DISPATCH=1): the same numbers bit for
+     * bit, and its buffers as gl_model_moe_bytes counts them */
+    {
+        ref_harness H3;
+        ref_harness_new(&H3, &c.arch, &c.layout, 0);
+        H3.m->moe_dispatch = 1;
+        set_moe_opts(H3.m, v);
+        H3.m->moe_loss_gscale = m->moe_loss_gscale;
+        memcpy(H3.m->w, w0, N * sizeof(float));
+        size_t before3;
+        H3.d->ops->mem_info(H3.d, &before3, NULL, NULL);
+        double aux3, got3 = ref_harness_loss(&H3, 1, &aux3);
+        check_moe_bytes(v, H3.m, before3);
+        ok(got3 == got && aux3 == aux && !memcmp(H3.m->g, g, N * sizeof(float)),
+           "%s: the dispatch path at EP 1: the same objective (%.9g), MoE losses (%.9g) "
+           "and gradients", v->what, got3, aux3);
+        ref_harness_free(&H3);
+    }
+
     /* each tensor along its gradient and at its largest element */
     ref_fd_stats st = { 0, 0, 0 };
     for (int i = 0; i < p->nparams; i++) {
@@ -218,8 +270,51 @@ static void run_variant(const variant *v)
     ref_harness_free(&H);
 }
 
-int main(void)
+/* --ep: variant v with expert parallelism over the world (see the top). */
+static void run_variant_ep(const variant *v, int rank, int size)
 {
+    model_cfg c;
+    micro_config(&c, v);
+    c.layout.expert_model_parallel_size = size;
+    ref_harness H;
+    ref_harness_new_ep(&H, &c.arch, &c.layout, 0, rank);
+    gl_model *m = H.m;
+    m->ep = gl_comm_mpi(MPI_COMM_WORLD, "ep");
+    set_moe_opts(m, v);
+    m->moe_loss_gscale = H.count;
+    size_t before;
+    H.d->ops->mem_info(H.d, &before, NULL, NULL);
+    double aux, got = ref_harness_loss(&H, 1, &aux);
+    check_moe_bytes(v, m, before);
+    ok(isfinite(got), "%s (EP %d): objective %.6f", v->what, size, got);
+    gl_comm_free(m->ep);
+    m->ep = NULL;
+    ref_harness_free(&H);
+}
+
+static int main_ep(int *argc, char ***argv)
+{
+    int rank, size;
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    tap_quiet(rank != 0);
+    plan(NO_PLAN);
+    if (size < 2)
+        bail_out("--ep: run on 2 ranks or more (mpiexec -n 2)");
+    const variant *ep_variants[] = { &variants[0], &variants[1], &variants[3] };
+    for (size_t i = 0; i < sizeof ep_variants / sizeof *ep_variants; i++)
+        if (ep_variants[i]->E % size == 0)
+            run_variant_ep(ep_variants[i], rank, size);
+    int rc = done_testing();
+    MPI_Finalize();
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--ep"))
+        return main_ep(&argc, &argv);
     plan(NO_PLAN);
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         run_variant(&variants[i]);

@@ -321,11 +321,13 @@ typedef struct {
     double count;               /* the batch's unmasked tokens */
 } ref_harness;
 
-static inline void ref_harness_new(ref_harness *H, const gl_arch *arch,
-                                   const gl_layout *layout, int index)
+/* The same for EP index ep_rank of layout's expert parallelism (the
+ * caller sets m->ep, the EP group). */
+static inline void ref_harness_new_ep(ref_harness *H, const gl_arch *arch,
+                                      const gl_layout *layout, int index, int ep_rank)
 {
     int one = 1;
-    H->p = gl_model_plan_new(arch, layout, 0, 0, 0, 1);
+    H->p = gl_model_plan_new(arch, layout, 0, 0, ep_rank, 1);
     H->d = gl_dev_open_cpu();
     H->m = gl_model_new(H->p, H->d, NULL, &one);
     gl_model_init_weights(H->m, 1234, NULL);
@@ -334,6 +336,12 @@ static inline void ref_harness_new(ref_harness *H, const gl_arch *arch,
     H->mb = (gl_mb){ .ids = H->B.dids, .targets = H->B.dtg, .gscale = H->B.dmask,
                      .row0 = (long)index * H->p->dm.n };
     H->lacc = H->d->ops->alloc(H->d, sizeof(float));
+}
+
+static inline void ref_harness_new(ref_harness *H, const gl_arch *arch,
+                                   const gl_layout *layout, int index)
+{
+    ref_harness_new_ep(H, arch, layout, index, 0);
 }
 
 static inline void ref_harness_free(ref_harness *H)

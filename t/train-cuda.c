@@ -34,6 +34,12 @@
  * (--kv-channels 128), on the GPU against the CPU with the same bounds as
  * the first comparison.
  *
+ * Then a mixture-of-experts form against the CPU, and the same through
+ * the expert-parallel dispatcher's code at EP 1 (GRIDLM_MOE_DISPATCH=1,
+ * moe.c), with native attention: the direct path's numbers within 1e-6
+ * (the same kernels on the same rows: in practice exactly), and the
+ * CPU's within 1e-3.
+ *
  * cuBLASLt tuning is off (GRIDLM_GEMM_TUNE=0) so that every run takes
  * the same algorithms.  Prints "1..0 # SKIP" without a GPU.  MPI is initialised (a world of
  * one) because the loop makes a few host-side MPI calls of its own
@@ -212,7 +218,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    plan(11);
+    plan(13);
     char dir[] = "/tmp/train-cuda.XXXXXX", jg[64], jc[64];
     if (!mkdtemp(dir))
         bail_out("mkdtemp failed");
@@ -283,6 +289,28 @@ int main(int argc, char **argv)
     ok(ml < 1e-3, "MoE (4 experts, top 2): bf16 GPU losses within %.2e of the fp32 CPU "
        "ones", ml);
     ok(ma < 1e-2, "MoE: the load-balancing losses within %.2e of the CPU's", ma);
+
+    /* the MoE layers through the expert-parallel dispatcher's code at
+     * EP 1 (GRIDLM_MOE_DISPATCH=1, read when the model is made: the
+     * counts and the exchanges as copies, the sort to the local experts
+     * and back, moe.c), native attention, against the direct path */
+    char jd[64], jdd[64];
+    snprintf(jd, sizeof jd, "%s/moe-direct.jsonl", dir);
+    snprintf(jdd, sizeof jdd, "%s/moe-dispatch.jsonl", dir);
+    unsetenv("GRIDLM_MOE_DISPATCH");
+    gpu_run(moe, 8, 1, jd);
+    setenv("GRIDLM_MOE_DISPATCH", "1", 1);
+    gpu_run(moe, 8, 1, jdd);
+    unsetenv("GRIDLM_MOE_DISPATCH");
+    double dd = fmax(run_diff(jdd, jd), log_diff(jdd, jd, "moe_aux_loss", 20));
+    ok(dd <= 1e-6, "MoE, the dispatch path at EP 1: losses, grad norms, validation and "
+       "load-balancing losses equal the direct path's (largest relative difference %.3e)",
+       dd);
+    double dc = log_diff(jdd, jqc, "loss", 20);
+    ok(dc < 1e-3, "MoE, the dispatch path at EP 1: bf16 GPU losses within %.2e of the fp32 "
+       "CPU ones", dc);
+    unlink(jd);
+    unlink(jdd);
     unlink(jqg);
     unlink(jqc);
 

@@ -34,6 +34,10 @@ check_PROGRAMS += t/model-moe.t
 t_model_moe_t_SOURCES = t/model-moe.c t/model-cfg.h t/model-ref.h
 t_model_moe_t_LDADD = $(TAP_LIBS)
 TESTS += t/model-moe.t
+# The same program's allocated-bytes check under expert parallelism
+# (t/model-moe.t --ep on two ranks).
+dist_check_SCRIPTS += t/model-moe-ep.t
+TESTS += t/model-moe-ep.t
 
 # Mixture-of-experts training: Mixtral-, Qwen3-MoE- and DeepSeek-like
 # models give the single-rank numbers under TP, SP, PP, DP and the

@@ -207,6 +207,8 @@ static gl_model *model_new(const gl_model_plan *p, gl_dev *d,
     m->recompute = fwd_only ? GL_RECOMPUTE_NONE : p->layout.recompute_granularity;
     const char *epi = getenv("GRIDLM_GEMM_EPILOGUE");
     m->gelu_epilogue = epi && !strcmp(epi, "1");
+    const char *disp = getenv("GRIDLM_MOE_DISPATCH");
+    m->moe_dispatch = disp && !strcmp(disp, "1");
     plan_recompute(m, &p->layout);
     m->nslots = gl_calloc((size_t)p->nchunks, sizeof *m->nslots);
     m->slot = gl_calloc((size_t)p->nchunks, sizeof *m->slot);

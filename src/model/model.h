@@ -463,6 +463,14 @@ typedef struct {
     struct gl_moe_scratch *moe_scratch;
     int in_recompute;
     gl_comm *moe_dp;
+    /* moe_dispatch: 1 when the MoE layers run the expert-parallel
+     * dispatch (moe.c: counts, exchange, sort to the local experts,
+     * unsort, exchange back) at EP 1 too, its exchanges then copies on
+     * the device, so that one GPU runs that code; the numbers are the
+     * direct path's bit for bit.  EP > 1 always dispatches.  0 unless
+     * GRIDLM_MOE_DISPATCH=1 asks for it (t/train-cuda.c); set before the
+     * first forward. */
+    int moe_dispatch;
 } gl_model;
 
 /* Elements of moe_stats per layer: GL_MOE_STATS + E. */
@@ -482,10 +490,13 @@ void gl_model_moe_step_end(gl_model *m);
  * permuted rows' tokens and the offsets; the experts' fc1 outputs and
  * partial outputs over the routed rows -- n k, k copies of each token,
  * or the capacity's rows -- the shared experts' fc1 outputs; the
- * balancing counts), and once, shared (the permuted rows' activations
- * and gradients the layers rebuild, the shared experts' and the
- * router's gradients, global_aux_loss's running counts).  Both 0 for a
- * dense model.  The weights, gradients and optimizer state of the
+ * balancing counts; under expert parallelism the rows received for the
+ * local experts, EP times the routed rows at most, and their maps), and
+ * once, shared (the permuted rows' activations and gradients the layers
+ * rebuild, the shared experts' and the router's gradients,
+ * global_aux_loss's running counts; under expert parallelism the rows
+ * as they travel and the exchanged counts).  moe.c allocates the
+ * buffers from the same sizes.  Both 0 for a dense model.  The weights, gradients and optimizer state of the
  * router and the experts are the parameter plan's (plan->param). */
 void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared);
 

@@ -57,6 +57,12 @@
  * match; a forward-only pass (validation) and full recomputation run
  * the forward's exchanges on every rank of the group alike.
  *
+ * At EP 1 the layers take the direct path (experts on xp, no exchange)
+ * unless m->moe_dispatch (GRIDLM_MOE_DISPATCH=1) asks for the steps
+ * above: El = E, the exchanges copies on the device, the sort the
+ * identity; the numbers are the direct path's bit for bit, through the
+ * dispatcher's code (so that one GPU runs it: t/train-cuda.c).
+ *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
  * dense layer and nothing of the MoE block; full recomputation re-runs
@@ -291,82 +297,167 @@ static void check_buf(gl_model *m, int layer, int bwd, const char *op, const voi
             check_buf(m, layer, bwd, op, p, (size_t)(count), f32);             \
     } while (0)
 
+/* ---- the buffers' sizes ----
+ *
+ * One fact for the three places that need them: scratch() and acts()
+ * allocate each buffer with the bytes sizes() gives it, and
+ * gl_model_moe_bytes adds the same numbers up.  A size of 0: the buffer
+ * is not allocated (NULL).  Host arrays (offsets_host, the EP counts and
+ * sort) are not device memory and are not listed. */
+
+/* A layer's kept buffers (struct gl_moe_acts). */
+enum {
+    B_LOGITS, B_EXPERT, B_WEIGHT, B_ROWS, B_ROW_TOK, B_OFFSETS, B_GU, B_YP, B_SGU, B_COUNTS,
+    B_XR, B_LOFFSETS, B_SROW_TOK, B_SROWS, B_SOFFSETS,         /* expert parallelism */
+    NB_LAYER
+};
+
+/* The shared scratch (struct gl_moe_scratch). */
+enum {
+    S_XP, S_A, S_DYP, S_DA, S_DGU, S_DXP, S_SS, S_DSS, S_DSGU, S_DWEIGHT, S_DLOGITS, S_DLACT,
+    S_BIAS, S_TOK, S_GCOUNT,
+    S_XA, S_DYL, S_DXL, S_CNT,                                  /* expert parallelism */
+    NB_SHARED
+};
+
+typedef struct {
+    int rmax;                   /* the routing's rows (gl_moe_rows_max) */
+    int rlmax;                  /* rows the local experts may get */
+    int guw, sgw;               /* fc1 widths: routed and shared experts */
+    size_t layer[NB_LAYER];     /* bytes of each */
+    size_t shared[NB_SHARED];
+} moe_sizes;
+
+/* Whether the MoE layers run the expert-parallel dispatch (the EP
+ * buffers exist): EP > 1, or at EP 1 when m->moe_dispatch asks for it
+ * (m->ep is then NULL and the exchanges are copies). */
+static int dispatched(const gl_model *m)
+{
+    return DIMS->ep > 1 || m->moe_dispatch;
+}
+
+static void sizes(const gl_model *m, moe_sizes *z)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_moe_route_cfg c = route_cfg(m);
+    memset(z, 0, sizeof *z);
+    z->rmax = gl_moe_rows_max(dm->n, &c);
+    /* under EP every rank of the group may send all its rows here */
+    z->rlmax = dispatched(m) ? dm->ep * z->rmax : z->rmax;
+    z->guw = dm->swiglu ? 2 * dm->fel : dm->fel;
+    z->sgw = dm->swiglu ? 2 * dm->fsl : dm->fsl;
+    size_t ab = m->d->act_bytes, fb = sizeof(float), ib = sizeof(int32_t);
+    size_t n = (size_t)dm->n, k = (size_t)dm->topk, E = (size_t)dm->E, h = (size_t)dm->h;
+    size_t R = z->rmax ? (size_t)z->rmax : 1, Rl = z->rlmax ? (size_t)z->rlmax : 1;
+    size_t fel = (size_t)dm->fel, fsl = dm->fs ? (size_t)dm->fsl : 0;
+    size_t guw = (size_t)z->guw, sgw = dm->fs ? (size_t)z->sgw : 0;
+    size_t *L = z->layer, *S = z->shared;
+
+    L[B_LOGITS] = n * E * fb;
+    L[B_EXPERT] = n * k * ib;
+    L[B_WEIGHT] = n * k * fb;
+    L[B_ROWS] = n * k * ib;
+    L[B_ROW_TOK] = R * ib;
+    L[B_OFFSETS] = (E + 1) * ib;
+    L[B_GU] = Rl * guw * ab;                /* the experts' rows here */
+    L[B_YP] = R * h * ab;
+    L[B_SGU] = n * sgw * ab;
+    L[B_COUNTS] = (size_t)aux_groups(m) * E * fb;
+
+    S[S_XP] = R * h * ab;
+    S[S_A] = Rl * fel * ab;
+    S[S_DYP] = R * h * ab;
+    S[S_DA] = Rl * fel * ab;
+    S[S_DGU] = Rl * guw * ab;
+    S[S_DXP] = R * h * ab;
+    S[S_SS] = n * fsl * ab;
+    S[S_DSS] = n * fsl * ab;
+    S[S_DSGU] = n * sgw * ab;
+    S[S_DWEIGHT] = n * k * fb;
+    S[S_DLOGITS] = n * E * fb;
+    S[S_DLACT] = n * E * ab;
+    S[S_BIAS] = E * fb;
+    S[S_TOK] = E * fb;
+    S[S_GCOUNT] = aux_global(m) ? (size_t)dm->L * E * fb : 0;
+
+    if (dispatched(m)) {
+        L[B_XR] = Rl * h * ab;
+        L[B_LOFFSETS] = ((size_t)dm->El + 1) * ib;
+        L[B_SROW_TOK] = Rl * ib;
+        L[B_SROWS] = Rl * ib;
+        L[B_SOFFSETS] = 2 * ib;
+        S[S_XA] = Rl * h * ab;
+        S[S_DYL] = Rl * h * ab;
+        S[S_DXL] = Rl * h * ab;
+        S[S_CNT] = 2 * E * ib;
+    }
+}
+
+/* A device buffer of `bytes` (sizes()), NULL for 0. */
+static void *buf(gl_model *m, size_t bytes)
+{
+    return bytes ? OPS->alloc(m->d, bytes) : NULL;
+}
+
+void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared)
+{
+    *per_layer = *shared = 0;
+    if (!DIMS->E)
+        return;
+    moe_sizes z;
+    sizes(m, &z);
+    for (int i = 0; i < NB_LAYER; i++)
+        *per_layer += z.layer[i];
+    for (int i = 0; i < NB_SHARED; i++)
+        *shared += z.shared[i];
+}
+
 /* The scratch, made at the first MoE forward. */
 static struct gl_moe_scratch *scratch(gl_model *m)
 {
     if (m->moe_scratch)
         return m->moe_scratch;
     const gl_model_dims *dm = DIMS;
-    gl_moe_route_cfg c = route_cfg(m);
     struct gl_moe_scratch *s = gl_calloc(1, sizeof *s);
-    size_t ab = m->d->act_bytes, n = (size_t)dm->n, h = (size_t)dm->h;
-    s->rmax = gl_moe_rows_max(dm->n, &c);
-    s->rlmax = m->ep ? dm->ep * s->rmax : s->rmax;
-    s->guw = dm->swiglu ? 2 * dm->fel : dm->fel;
-    s->sgw = dm->swiglu ? 2 * dm->fsl : dm->fsl;
-    size_t R = (size_t)s->rmax, Rl = (size_t)s->rlmax;
-    gl_dev *d = m->d;
-    s->xp = OPS->alloc(d, R * h * ab);
-    s->a = OPS->alloc(d, Rl * (size_t)dm->fel * ab);
-    s->dyp = OPS->alloc(d, R * h * ab);
-    s->da = OPS->alloc(d, Rl * (size_t)dm->fel * ab);
-    s->dgu = OPS->alloc(d, Rl * (size_t)s->guw * ab);
-    s->dxp = OPS->alloc(d, R * h * ab);
-    if (m->ep) {
-        s->xa = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
-        s->dyl = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
-        s->dxl = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
-        s->cnt = OPS->alloc(d, 2 * (size_t)dm->E * sizeof(int32_t));
-        s->cnt_host = gl_calloc(2 * (size_t)dm->E, sizeof(int32_t));
-        s->perm_host = gl_calloc(2 * (Rl ? Rl : 1), sizeof(int32_t));
-    }
-    if (dm->fs) {
-        s->ss = OPS->alloc(d, n * (size_t)dm->fsl * ab);
-        s->dss = OPS->alloc(d, n * (size_t)dm->fsl * ab);
-        s->dsgu = OPS->alloc(d, n * (size_t)s->sgw * ab);
-    }
-    s->dweight = OPS->alloc(d, n * (size_t)dm->topk * sizeof(float));
-    s->dlogits = OPS->alloc(d, n * (size_t)dm->E * sizeof(float));
-    s->dlact = OPS->alloc(d, n * (size_t)dm->E * ab);
-    s->bias = OPS->alloc(d, (size_t)dm->E * sizeof(float));
-    s->tok = OPS->alloc(d, (size_t)dm->E * sizeof(float));
-    if (aux_global(m)) {
-        size_t bytes = (size_t)dm->L * dm->E * sizeof(float);
-        s->gcount = OPS->alloc(d, bytes);
-        OPS->zero(d, s->gcount, bytes);
+    moe_sizes z;
+    sizes(m, &z);
+    const size_t *S = z.shared;
+    s->rmax = z.rmax;
+    s->rlmax = z.rlmax;
+    s->guw = z.guw;
+    s->sgw = z.sgw;
+    s->xp = buf(m, S[S_XP]);
+    s->a = buf(m, S[S_A]);
+    s->dyp = buf(m, S[S_DYP]);
+    s->da = buf(m, S[S_DA]);
+    s->dgu = buf(m, S[S_DGU]);
+    s->dxp = buf(m, S[S_DXP]);
+    s->ss = buf(m, S[S_SS]);
+    s->dss = buf(m, S[S_DSS]);
+    s->dsgu = buf(m, S[S_DSGU]);
+    s->dweight = buf(m, S[S_DWEIGHT]);
+    s->dlogits = buf(m, S[S_DLOGITS]);
+    s->dlact = buf(m, S[S_DLACT]);
+    s->bias = buf(m, S[S_BIAS]);
+    s->tok = buf(m, S[S_TOK]);
+    s->gcount = buf(m, S[S_GCOUNT]);
+    if (s->gcount) {
+        OPS->zero(m->d, s->gcount, S[S_GCOUNT]);
         s->gsteps = gl_calloc((size_t)dm->L, sizeof *s->gsteps);
+    }
+    s->xa = buf(m, S[S_XA]);
+    s->dyl = buf(m, S[S_DYL]);
+    s->dxl = buf(m, S[S_DXL]);
+    s->cnt = buf(m, S[S_CNT]);
+    if (dispatched(m)) {
+        s->cnt_host = gl_calloc(2 * (size_t)dm->E, sizeof(int32_t));
+        s->perm_host = gl_calloc(2 * (size_t)(s->rlmax ? s->rlmax : 1), sizeof(int32_t));
     }
     if (check_limit() > 0)
         s->checks = gl_calloc(2 * (size_t)dm->L, sizeof(int));
     s->check_layer = -1;
     m->moe_scratch = s;
     return s;
-}
-
-void gl_model_moe_bytes(const gl_model *m, size_t *per_layer, size_t *shared)
-{
-    const gl_model_dims *dm = DIMS;
-    *per_layer = *shared = 0;
-    if (!dm->E)
-        return;
-    gl_moe_route_cfg c = route_cfg(m);
-    size_t ab = m->d->act_bytes, fb = sizeof(float), ib = sizeof(int32_t);
-    size_t n = (size_t)dm->n, k = (size_t)dm->topk, E = (size_t)dm->E, h = (size_t)dm->h;
-    size_t R = (size_t)gl_moe_rows_max(dm->n, &c), R1 = R ? R : 1;
-    size_t fel = (size_t)dm->fel, fsl = (size_t)dm->fsl;
-    size_t guw = dm->swiglu ? 2 * fel : fel, sgw = dm->swiglu ? 2 * fsl : fsl;
-    /* acts(): logits; the map (experts, weights, rows, row_tok, offsets);
-     * gu, yp; the shared experts' fc1; the counts */
-    *per_layer = n * E * fb + n * k * (ib + fb + ib) + R1 * ib + (E + 1) * ib +
-                 R1 * guw * ab + R1 * h * ab + (dm->fs ? n * sgw * ab : 0) +
-                 (size_t)aux_groups(m) * E * fb;
-    /* scratch(): xp, a, dyp, da, dgu, dxp; the shared experts' ss, dss,
-     * dsgu; dweight, dlogits, dlact, bias, tok; global_aux_loss's
-     * counts */
-    *shared = R * (h + fel + h + fel + guw + h) * ab +
-              (dm->fs ? n * (fsl + fsl + sgw) * ab : 0) +
-              n * k * fb + n * E * fb + n * E * ab + 2 * E * fb +
-              (aux_global(m) ? (size_t)dm->L * E * fb : 0);
 }
 
 /* A layer's kept buffers, made at its first forward. */
@@ -377,37 +468,36 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
     const gl_model_dims *dm = DIMS;
     struct gl_moe_scratch *s = scratch(m);
     gl_dev *d = m->d;
-    size_t ab = d->act_bytes, n = (size_t)dm->n, k = (size_t)dm->topk, E = (size_t)dm->E;
-    size_t R = (size_t)s->rmax;
+    moe_sizes z;
+    sizes(m, &z);
+    const size_t *L = z.layer;
     struct gl_moe_acts *x = gl_calloc(1, sizeof *x);
-    x->logits = OPS->alloc(d, n * E * sizeof(float));
+    x->logits = buf(m, L[B_LOGITS]);
     gl_moe_map *mp = &x->map;
     mp->n = dm->n;
     mp->k = dm->topk;
     mp->E = dm->E;
     mp->rows_max = s->rmax;
-    mp->expert = OPS->alloc(d, n * k * sizeof(int32_t));
-    mp->weight = OPS->alloc(d, n * k * sizeof(float));
-    mp->rows = OPS->alloc(d, n * k * sizeof(int32_t));
-    mp->row_tok = OPS->alloc(d, (R ? R : 1) * sizeof(int32_t));
-    mp->offsets = OPS->alloc(d, (E + 1) * sizeof(int32_t));
-    mp->offsets_host = OPS->alloc_host(d, (E + 1) * sizeof(int32_t));
-    size_t Rl = (size_t)s->rlmax;
-    x->gu = OPS->alloc(d, (Rl ? Rl : 1) * (size_t)s->guw * ab);
-    x->yp = OPS->alloc(d, (R ? R : 1) * (size_t)dm->h * ab);
-    if (dm->fs)
-        x->sgu = OPS->alloc(d, n * (size_t)s->sgw * ab);
-    x->counts = OPS->alloc(d, (size_t)aux_groups(m) * E * sizeof(float));
-    if (m->ep) {
+    mp->expert = buf(m, L[B_EXPERT]);
+    mp->weight = buf(m, L[B_WEIGHT]);
+    mp->rows = buf(m, L[B_ROWS]);
+    mp->row_tok = buf(m, L[B_ROW_TOK]);
+    mp->offsets = buf(m, L[B_OFFSETS]);
+    mp->offsets_host = OPS->alloc_host(d, ((size_t)dm->E + 1) * sizeof(int32_t));
+    x->gu = buf(m, L[B_GU]);
+    x->yp = buf(m, L[B_YP]);
+    x->sgu = buf(m, L[B_SGU]);
+    x->counts = buf(m, L[B_COUNTS]);
+    if (dispatched(m)) {
         int El = dm->El, P = dm->ep;
-        x->xr = OPS->alloc(d, (Rl ? Rl : 1) * (size_t)dm->h * ab);
+        x->xr = buf(m, L[B_XR]);
         x->lmap = (gl_moe_map){ .n = 0, .k = 1, .E = El, .rows_max = s->rlmax };
-        x->lmap.offsets = OPS->alloc(d, ((size_t)El + 1) * sizeof(int32_t));
+        x->lmap.offsets = buf(m, L[B_LOFFSETS]);
         x->lmap.offsets_host = OPS->alloc_host(d, ((size_t)El + 1) * sizeof(int32_t));
         x->smap = (gl_moe_map){ .n = 0, .k = 1, .E = 1, .rows_max = s->rlmax };
-        x->smap.row_tok = OPS->alloc(d, (Rl ? Rl : 1) * sizeof(int32_t));
-        x->smap.rows = OPS->alloc(d, (Rl ? Rl : 1) * sizeof(int32_t));
-        x->smap.offsets = OPS->alloc(d, 2 * sizeof(int32_t));
+        x->smap.row_tok = buf(m, L[B_SROW_TOK]);
+        x->smap.rows = buf(m, L[B_SROWS]);
+        x->smap.offsets = buf(m, L[B_SOFFSETS]);
         x->smap.offsets_host = OPS->alloc_host(d, 2 * sizeof(int32_t));
         x->sendc = gl_calloc(4 * (size_t)P, sizeof(size_t));
         x->sendd = x->sendc + P;
@@ -418,34 +508,33 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
     return x;
 }
 
+/* Free what acts() allocated for a map: its device arrays and host
+ * offsets, skipping those it has not (NULL). */
+static void map_free(gl_dev *d, gl_moe_map *mp)
+{
+    void *dev[] = { mp->expert, mp->weight, mp->rows, mp->row_tok, mp->offsets };
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        if (dev[i])
+            d->ops->free(d, dev[i]);
+    if (mp->offsets_host)
+        d->ops->free_host(d, mp->offsets_host);
+    memset(mp, 0, sizeof *mp);
+}
+
 void gl_moe_acts_free(gl_model *m, gl_layer_acts *A)
 {
     struct gl_moe_acts *x = A->moe;
     if (!x)
         return;
     gl_dev *d = m->d;
-    OPS->free(d, x->logits);
-    OPS->free(d, x->map.expert);
-    OPS->free(d, x->map.weight);
-    OPS->free(d, x->map.rows);
-    OPS->free(d, x->map.row_tok);
-    OPS->free(d, x->map.offsets);
-    OPS->free_host(d, x->map.offsets_host);
-    OPS->free(d, x->gu);
-    OPS->free(d, x->yp);
-    if (x->sgu)
-        OPS->free(d, x->sgu);
-    OPS->free(d, x->counts);
-    if (x->xr) {
-        OPS->free(d, x->xr);
-        OPS->free(d, x->lmap.offsets);
-        OPS->free_host(d, x->lmap.offsets_host);
-        OPS->free(d, x->smap.row_tok);
-        OPS->free(d, x->smap.rows);
-        OPS->free(d, x->smap.offsets);
-        OPS->free_host(d, x->smap.offsets_host);
-        free(x->sendc);
-    }
+    void *bufs[] = { x->logits, x->gu, x->yp, x->sgu, x->counts, x->xr };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i])
+            OPS->free(d, bufs[i]);
+    map_free(d, &x->map);
+    map_free(d, &x->lmap);
+    map_free(d, &x->smap);
+    free(x->sendc);
     free(x);
     A->moe = NULL;
 }
@@ -594,10 +683,15 @@ static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
     int E = dm->E, El = dm->El, P = dm->ep;
     const int32_t *off = x->map.offsets_host;
     int32_t *sc = s->cnt_host, *rc = s->cnt_host + E;
+    if (!m->ep && P > 1)
+        gl_die("moe: expert parallelism %d without its EP group (m->ep)", P);
     for (int e = 0; e < E; e++)
         sc[e] = off[e + 1] - off[e];
     OPS->upload(d, s->cnt, sc, (size_t)E * sizeof(int32_t));
-    gl_all_to_all(m->ep, s->cnt, s->cnt + E, (size_t)El, GL_DT_I32, d->stream);
+    if (m->ep)
+        gl_all_to_all(m->ep, s->cnt, s->cnt + E, (size_t)El, GL_DT_I32, d->stream);
+    else                        /* EP 1: what one rank sends itself */
+        OPS->copy(d, s->cnt + E, s->cnt, (size_t)E * sizeof(int32_t));
     OPS->download(d, rc, s->cnt + E, (size_t)E * sizeof(int32_t));
 
     /* rows to and from each EP rank; xa is by source, then local expert */
@@ -646,12 +740,18 @@ static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
 }
 
 /* All-to-allv of rows of h: forward (send counts x->sendc, receive
- * x->recvc) or back (the reverse). */
+ * x->recvc) or back (the reverse).  At EP 1 (m->moe_dispatch) the
+ * rows a rank sends itself are a copy. */
 static void ep_exchange(gl_model *m, const struct gl_moe_acts *x, const void *send, void *recv,
                         int back)
 {
     int P = DIMS->ep;
     size_t h = (size_t)DIMS->h;
+    if (!m->ep) {
+        if (x->sendc[0])
+            OPS->copy(m->d, recv, send, x->sendc[0] * h * m->d->act_bytes);
+        return;
+    }
     size_t *c = gl_malloc(4 * (size_t)P * sizeof *c);   /* in elements */
     for (int j = 0; j < 4 * P; j++)
         c[j] = x->sendc[j] * h;                          /* sendc, sendd, recvc, recvd */
@@ -734,7 +834,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
 
     /* the routed experts: here, or on their EP ranks and back */
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
-    if (!m->ep) {
+    if (!dispatched(m)) {
         experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
     } else {
         int Rl = ep_plan(m, s, x);
@@ -837,7 +937,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     if (m->tp)
         gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
                       GL_OP_SUM, d->stream);
-    if (!m->ep) {
+    if (!dispatched(m)) {
         OPS->moe_permute(d, s->xp, mg, h, &x->map);
         experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
     } else {

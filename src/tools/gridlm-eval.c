@@ -16,7 +16,11 @@
  * s G + j B DP + r B + b (G = --global-batch-size, by default B x DP x PP
  * so that every pipeline stage has work), padded rows are masked.  The
  * pipeline runs forward only (train/pipeline.h) on a forward-only model
- * (model/model.h): no gradients, one set of layer activations.
+ * (model/model.h): no gradients, one set of layer activations.  A
+ * mixture-of-experts model runs with its experts split over
+ * --expert-model-parallel-size ranks as in training, and drops tokens
+ * over --moe-expert-capacity-factor as training's forward does
+ * (Megatron's router applies the capacity in evaluation too).
  *
  * The model's shape comes from the checkpoint's "config" attribute when
  * --load is given (flags that contradict it stop the run); without
@@ -237,10 +241,6 @@ int main(int argc, char **argv)
     if (cp > 1)
         gl_die_code(2, "--context-parallel-size %d: gridlm's model has no context "
                     "parallelism yet; use 1", cp);
-    if (c.layout.expert_model_parallel_size > 1)
-        gl_die_code(2, "--expert-model-parallel-size %d: gridlm-eval does not split the "
-                    "experts; use 1 (a checkpoint saved at any EP loads at EP 1)",
-                    c.layout.expert_model_parallel_size);
     if (!gave_gbs && b.size % (tp * pp) == 0)
         c.global_batch_size = c.layout.micro_batch_size * (b.size / (tp * pp)) * pp;
     gl_config_finish(&c, b.size, b.local_size);
@@ -256,8 +256,19 @@ int main(int argc, char **argv)
     gl_comm *ppc = g->pp && gl_comm_size(g->pp) > 1 ? g->pp : NULL;
     MPI_Comm world = g->world ? gl_comm_mpi_handle(g->world) : MPI_COMM_WORLD;
 
-    gl_model_plan *plan = gl_model_plan_new(&c.arch, &c.layout, g->me.tp, g->me.pp, 0, c.data_parallel_size);
+    /* expert parallelism: the rank holds the experts of its EP index,
+     * and the tokens travel to them (moe.c) */
+    gl_comm *epc = g->ep && gl_comm_size(g->ep) > 1 ? g->ep : NULL;
+    int ep_rank = epc ? gl_comm_rank(epc) : 0;
+    gl_model_plan *plan = gl_model_plan_new(&c.arch, &c.layout, g->me.tp, g->me.pp, ep_rank,
+                                            c.data_parallel_size);
     gl_model *m = gl_model_new_forward_only(plan, d, tpc);
+    m->ep = epc;
+    /* the MoE options as in training's validation: Megatron's router
+     * drops over a capacity (--moe-expert-capacity-factor) whatever the
+     * mode, so evaluation drops as training does; the auxiliary and z
+     * losses are training's alone (a forward-only pass has none) */
+    m->moe_opts = c.moe;
     if (ck) {
         gl_ckpt_load_weights(ck, m, NULL);
         gl_ckpt_close(ck);
