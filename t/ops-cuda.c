@@ -464,6 +464,16 @@ static void test_f32_helpers(size_t n)
         ok(out[2] == 1, "nonfinite_f32 finds %s at %zu", i ? "Inf" : "NaN", at);
         G->ops->upload(G, gx + at, x + at, 4);
     }
+    /* sumsq reads float4s from x's first 16-byte boundary: starts off
+     * it, and counts that leave a head and a tail of 1 to 3 elements */
+    for (size_t off = 1; off < 4 && off < n; off++) {
+        float z[2] = {0, 0};
+        G->ops->upload(G, go, z, 8);
+        G->ops->sumsq_f32(G, go, gx + off, n - off);
+        C->ops->sumsq_f32(C, z + 1, cx + off, n - off);
+        G->ops->download(G, out, go, 8);
+        is_double(out[0], z[1], 1e-5 * z[1], "sumsq_f32 n=%zu from element %zu", n - off, off);
+    }
     G->ops->scale_f32(G, gx, -0.75f, n);
     C->ops->scale_f32(C, cx, -0.75f, n);
     float *y = dl_f32(gx, n);
