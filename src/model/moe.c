@@ -57,6 +57,22 @@
  * match; a forward-only pass (validation) and full recomputation run
  * the forward's exchanges on every rank of the group alike.
  *
+ * Expert parallelism with tensor parallelism (ETP = TP, the only ETP
+ * built): the expert grid's ETP groups are then the TP groups and each
+ * EP group joins the ranks of one TP index, which hold the same F/TP
+ * slice of their experts.  Every TP rank routes all n rows alike (mg is
+ * gathered under SP) and exchanges them with its EP peers as above, so
+ * that each slice sees every row routed to its experts; what comes back
+ * is partial over TP, as without EP, and layer.c reduces it.  Megatron's
+ * alltoall dispatcher moves the same rows in another order: each TP rank
+ * sends its own n/TP tokens over EP, gathers the rows that arrived over
+ * ETP before the experts and reduce-scatters their outputs over ETP
+ * before the way back.  Routing is per token and the experts act per
+ * row, so both give the same numbers (up to the order of the weight
+ * gradients' sums); here the gather and the reduction are those layer.c
+ * makes for any MLP, and each EP exchange carries all n rows, TP times
+ * Megatron's n/TP.
+ *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
  * dense layer and nothing of the MoE block; full recomputation re-runs

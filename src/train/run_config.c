@@ -1555,23 +1555,23 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 }
 
 /* Mixture of experts: the flags against each other and the layout, and
- * what gridlm does not train yet (FP8 experts; expert parallelism beyond
- * TP = CP = 1). */
+ * what gridlm does not train yet (FP8 experts; expert parallelism with
+ * CP > 1 or an ETP of the experts' own). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with the
- * alltoall dispatcher and TP = CP = 1; the rest is refused by name.  A
- * capacity factor is allowed: each rank drops on its own micro-batch's
- * routing before the dispatch, as Megatron's router does, the decision
- * of EP 1 for the same micro-batch. */
+ * alltoall dispatcher, CP = 1 and ETP = TP (with or without sequence
+ * parallelism); the rest is refused by name.  A capacity factor is
+ * allowed: each rank drops on its own micro-batch's routing before the
+ * dispatch, as Megatron's router does, the decision of EP 1 for the same
+ * micro-batch. */
 static void check_ep(const gl_config *c)
 {
     int ep = c->layout.expert_model_parallel_size;
     if (ep == 1)
         return;
-    if (c->layout.tensor_model_parallel_size > 1 || c->layout.context_parallel_size > 1)
-        bad("--expert-model-parallel-size %d with --tensor-model-parallel-size %d and "
-            "--context-parallel-size %d: expert parallelism is built with TP = CP = 1 only; "
-            "use TP 1 and CP 1, or --expert-model-parallel-size 1", ep,
-            c->layout.tensor_model_parallel_size, c->layout.context_parallel_size);
+    if (c->layout.context_parallel_size > 1)
+        bad("--expert-model-parallel-size %d with --context-parallel-size %d: expert "
+            "parallelism is built with CP = 1 only; use CP 1, or --expert-model-parallel-size 1",
+            ep, c->layout.context_parallel_size);
     if (c->moe.token_dispatcher != GL_DISPATCH_ALLTOALL)
         bad("--expert-model-parallel-size %d with --moe-token-dispatcher-type allgather (the "
             "default): the allgather dispatcher is not built; add "
@@ -2340,12 +2340,12 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 
     /* Said once the plan stands: what check_moe refuses outside a dry run. */
     int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
-    int ep_built = ep == 1 || (tp == 1 && c->layout.context_parallel_size == 1 &&
+    int ep_built = ep == 1 || (c->layout.context_parallel_size == 1 &&
                                c->moe.token_dispatcher == GL_DISPATCH_ALLTOALL);
     if (c->dry_run && (!ep_built || etp != tp))
         warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
-              "this dry run, but training needs ETP = TP (%d) and, with EP > 1, TP 1, CP 1 "
-              "and --moe-token-dispatcher-type alltoall", ep, etp, tp);
+              "this dry run, but training needs ETP = TP (%d) and, with EP > 1, CP 1 and "
+              "--moe-token-dispatcher-type alltoall", ep, etp, tp);
 }
 
 /* ------------------------------------------------------------------ */
