@@ -21,7 +21,9 @@
 # relative.  A checkpoint saved by mixtral at EP 4 (one
 # expert a rank) with the distributed optimizer resumes at EP 1 and at
 # EP 2 x EDP 2 with the distributed optimizer with the uninterrupted
-# run's losses.  Dropping (--moe-expert-capacity-factor, with and
+# run's losses, and at EP 2 x TP 2 and EP 2 x TP 2 x SP with ETP 1
+# (the experts' matrices split over ETP by their global offsets) too.
+# Dropping (--moe-expert-capacity-factor, with and
 # without padding) is decided on each rank's own micro-batch before the
 # dispatch: EP 2, EP 4 with the distributed optimizer, and EP 2 x TP 2
 # with SP and ETP 1 (each TP rank dispatching its own tokens' rows, the
@@ -36,7 +38,7 @@
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 60
+plan 62
 a2a="--moe-token-dispatcher-type alltoall"
 qwen8=$(echo "$qwen" | sed 's/--num-experts 6/--num-experts 8/')
 
@@ -108,18 +110,26 @@ base="$tiny $mixtral $a2a"
 run mixtral-ref 1 || bail_out "the single-rank mixtral run failed"
 ep_layouts mixtral ep2-tp2-sp-distopt
 
-# a checkpoint saved at EP 4 resumes at EP 1 and EP 2 (EP 2 x EDP 2,
-# the moments read into both shards of the distributed optimizer)
+# a checkpoint saved at EP 4 resumes at EP 1, EP 2 (EP 2 x EDP 2, the
+# moments read into both shards of the distributed optimizer), EP 2 x
+# TP 2 (each expert's matrices split in two) and EP 2 x TP 2 x SP with
+# ETP 1 (two experts whole on each of two ranks)
+resumes="1 2 2-tp2 2-tp2-sp-etp1"
 if [ "$GL_MPI_FLAVOR" = mpich ]; then
-    skip "EP 4 -> EP 1 resume" "4 ranks under MPICH"
-    skip "EP 4 -> EP 2 resume" "4 ranks under MPICH"
+    for to in $resumes; do
+        skip "EP 4 -> EP $to resume" "4 ranks under MPICH"
+    done
 elif run ck-save 4 --expert-model-parallel-size 4 --use-distributed-optimizer \
         --train-iters 10 --lr-decay-iters 20 --save "$tmp/ck" --save-interval 10; then
-    for to in 1 2; do
-        n=1 f=
-        [ "$to" = 2 ] && n=4 f=--use-distributed-optimizer
-        if run "ck-load$to" "$n" --expert-model-parallel-size "$to" $f --load "$tmp/ck" \
-               --lr-decay-iters 20; then
+    for to in $resumes; do
+        case $to in
+        1) n=1 f="--expert-model-parallel-size 1" ;;
+        2) n=4 f="--expert-model-parallel-size 2 --use-distributed-optimizer" ;;
+        2-tp2) n=4 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2" ;;
+        *) n=2 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2
+                  --sequence-parallel --expert-tensor-parallel-size 1" ;;
+        esac
+        if run "ck-load$to" "$n" $f --load "$tmp/ck" --lr-decay-iters 20; then
             first=$(head -1 "$tmp/ck-load$to.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
             w=$(resumed "ck-load$to")
             if [ "$first" = 11 ] && [ "$w" != mismatch ] &&
@@ -133,8 +143,9 @@ elif run ck-save 4 --expert-model-parallel-size 4 --use-distributed-optimizer \
         fi
     done
 else
-    fail "EP 4 -> EP 1 resume: the saving run failed"
-    fail "EP 4 -> EP 2 resume: the saving run failed"
+    for to in $resumes; do
+        fail "EP 4 -> EP $to resume: the saving run failed"
+    done
 fi
 
 base="$tiny $qwen8 $a2a"

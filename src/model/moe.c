@@ -57,8 +57,8 @@
  * match; a forward-only pass (validation) and full recomputation run
  * the forward's exchanges on every rank of the group alike.
  *
- * Expert parallelism with tensor parallelism (ETP = TP, the only ETP
- * built): the expert grid's ETP groups are then the TP groups and each
+ * Expert parallelism with tensor parallelism, the experts split (ETP =
+ * TP, the default): the expert grid's ETP groups are the TP groups and each
  * EP group joins the ranks of one TP index, which hold the same F/TP
  * slice of their experts.  Every TP rank routes all n rows alike (mg is
  * gathered under SP) and exchanges them with its EP peers as above, so
