@@ -11,16 +11,24 @@
 # ranks (EDP 2: the expert gradients summed over two ranks), EP 2 with
 # PP 2, EP 2 with the distributed optimizer, and EP 2 on four ranks with
 # the distributed optimizer (the experts sharded over EDP 2) and the
-# overlapped reduction and gathering in small buckets must give the
-# single-rank run's loss, grad norm, validation losses and MoE losses
-# within 1e-5 relative.  A checkpoint saved by mixtral at EP 4 (one
+# overlapped reduction and gathering in small buckets, EP 2 with TP 2 on
+# four ranks (ETP = TP: each EP group joins the ranks of one TP index),
+# without and with sequence parallelism (and for mixtral once more with
+# the distributed optimizer), and unsplit experts (ETP 1) under TP 2:
+# EP 2 on two ranks (the EP group is the TP group) and EP 4 with SP on
+# four (the EP group joins two TP groups), must give the single-rank
+# run's loss, grad norm, validation losses and MoE losses within 1e-5
+# relative.  A checkpoint saved by mixtral at EP 4 (one
 # expert a rank) with the distributed optimizer resumes at EP 1 and at
 # EP 2 x EDP 2 with the distributed optimizer with the uninterrupted
-# run's losses.  Dropping (--moe-expert-capacity-factor, with and
+# run's losses, and at EP 2 x TP 2 and EP 2 x TP 2 x SP with ETP 1
+# (the experts' matrices split over ETP by their global offsets) too.
+# Dropping (--moe-expert-capacity-factor, with and
 # without padding) is decided on each rank's own micro-batch before the
-# dispatch: EP 2, and EP 4 with the distributed optimizer, drop as the
-# single rank does.  What is not built with EP > 1 is refused by name:
-# the allgather dispatcher, TP or CP.
+# dispatch: EP 2, EP 4 with the distributed optimizer, and EP 2 x TP 2
+# with SP and ETP 1 (each TP rank dispatching its own tokens' rows, the
+# padding rows among them) drop as the single rank does.  What is not built with EP > 1 is refused by name:
+# the allgather dispatcher, CP, or an ETP other than TP (or 1 with EP).
 #
 # Runs beyond two ranks are skipped under MPICH (check, train-lib.sh).
 #
@@ -30,23 +38,36 @@
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 38
+plan 62
 a2a="--moe-token-dispatcher-type alltoall"
 qwen8=$(echo "$qwen" | sed 's/--num-experts 6/--num-experts 8/')
 
-# ep_layouts MODEL: EP 2, EP 4, EP 2 x EDP 2, EP 2 x PP 2, EP 2 with the
-# distributed optimizer, EP 2 x EDP 2 with it and the overlaps, against
+# ep_layouts MODEL [MORE...]: EP 2, EP 4, EP 2 x EDP 2, EP 2 x PP 2, EP 2
+# with the distributed optimizer, EP 2 x EDP 2 with it and the overlaps,
+# EP 2 x TP 2 without and with SP, ETP 1 under TP 2 with EP 2, and with
+# EP 4 and SP, and the MORE variants, against
 # MODEL's single-rank run (two results each)
 ep_layouts() {
     model=$1
+    shift
     ref=$model-ref
-    for v in ep2 ep4 ep2-edp2 ep2-pp2 ep2-distopt ep2-edp2-distopt; do
+    for v in ep2 ep4 ep2-edp2 ep2-pp2 ep2-distopt ep2-edp2-distopt ep2-tp2 ep2-tp2-sp \
+             ep2-tp2-etp1 ep4-tp2-sp-etp1 "$@"; do
         case $v in
         ep2) n=2 f="--expert-model-parallel-size 2" ;;
         ep4) n=4 f="--expert-model-parallel-size 4" ;;
         ep2-edp2) n=4 f="--expert-model-parallel-size 2" ;;
         ep2-pp2) n=4 f="--expert-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
         ep2-distopt) n=2 f="--expert-model-parallel-size 2 --use-distributed-optimizer" ;;
+        ep2-tp2) n=4 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2" ;;
+        ep2-tp2-sp) n=4 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2
+                           --sequence-parallel" ;;
+        ep2-tp2-etp1) n=2 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2
+                             --expert-tensor-parallel-size 1" ;;
+        ep4-tp2-sp-etp1) n=4 f="--expert-model-parallel-size 4 --tensor-model-parallel-size 2
+                                --sequence-parallel --expert-tensor-parallel-size 1" ;;
+        ep2-tp2-sp-distopt) n=4 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2
+                                   --sequence-parallel --use-distributed-optimizer" ;;
         *) n=4 f="--expert-model-parallel-size 2 --use-distributed-optimizer
                   --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000" ;;
         esac
@@ -87,20 +108,28 @@ resumed() {
 {
 base="$tiny $mixtral $a2a"
 run mixtral-ref 1 || bail_out "the single-rank mixtral run failed"
-ep_layouts mixtral
+ep_layouts mixtral ep2-tp2-sp-distopt
 
-# a checkpoint saved at EP 4 resumes at EP 1 and EP 2 (EP 2 x EDP 2,
-# the moments read into both shards of the distributed optimizer)
+# a checkpoint saved at EP 4 resumes at EP 1, EP 2 (EP 2 x EDP 2, the
+# moments read into both shards of the distributed optimizer), EP 2 x
+# TP 2 (each expert's matrices split in two) and EP 2 x TP 2 x SP with
+# ETP 1 (two experts whole on each of two ranks)
+resumes="1 2 2-tp2 2-tp2-sp-etp1"
 if [ "$GL_MPI_FLAVOR" = mpich ]; then
-    skip "EP 4 -> EP 1 resume" "4 ranks under MPICH"
-    skip "EP 4 -> EP 2 resume" "4 ranks under MPICH"
+    for to in $resumes; do
+        skip "EP 4 -> EP $to resume" "4 ranks under MPICH"
+    done
 elif run ck-save 4 --expert-model-parallel-size 4 --use-distributed-optimizer \
         --train-iters 10 --lr-decay-iters 20 --save "$tmp/ck" --save-interval 10; then
-    for to in 1 2; do
-        n=1 f=
-        [ "$to" = 2 ] && n=4 f=--use-distributed-optimizer
-        if run "ck-load$to" "$n" --expert-model-parallel-size "$to" $f --load "$tmp/ck" \
-               --lr-decay-iters 20; then
+    for to in $resumes; do
+        case $to in
+        1) n=1 f="--expert-model-parallel-size 1" ;;
+        2) n=4 f="--expert-model-parallel-size 2 --use-distributed-optimizer" ;;
+        2-tp2) n=4 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2" ;;
+        *) n=2 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2
+                  --sequence-parallel --expert-tensor-parallel-size 1" ;;
+        esac
+        if run "ck-load$to" "$n" $f --load "$tmp/ck" --lr-decay-iters 20; then
             first=$(head -1 "$tmp/ck-load$to.jsonl" | sed 's/.*"iteration": \([0-9]*\).*/\1/')
             w=$(resumed "ck-load$to")
             if [ "$first" = 11 ] && [ "$w" != mismatch ] &&
@@ -114,8 +143,9 @@ elif run ck-save 4 --expert-model-parallel-size 4 --use-distributed-optimizer \
         fi
     done
 else
-    fail "EP 4 -> EP 1 resume: the saving run failed"
-    fail "EP 4 -> EP 2 resume: the saving run failed"
+    for to in $resumes; do
+        fail "EP 4 -> EP $to resume: the saving run failed"
+    done
 fi
 
 base="$tiny $qwen8 $a2a"
@@ -127,9 +157,11 @@ for pad in "" --moe-pad-expert-input-to-capacity; do
     base="$tiny $mixtral $a2a $capacity $pad"
     ref=cap-ref${pad:+-pad}
     run "$ref" 1 || bail_out "the single-rank capacity run failed"
-    for v in ep2 ep4-distopt; do
+    for v in ep2 ep4-distopt ep2-tp2-sp-etp1; do
         case $v in
         ep2) n=2 f="--expert-model-parallel-size 2" ;;
+        ep2-tp2-sp-etp1) n=2 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2
+                                --sequence-parallel --expert-tensor-parallel-size 1" ;;
         *) n=4 f="--expert-model-parallel-size 4 --use-distributed-optimizer" ;;
         esac
         name=cap-$v${pad:+-pad}
@@ -152,11 +184,11 @@ done
 refused "EP 2 with the allgather dispatcher is refused" \
     "--moe-token-dispatcher-type alltoall" -- \
     $tiny $mixtral --expert-model-parallel-size 2
-refused "EP 2 with TP 2 is refused" \
-    "expert parallelism is built with TP = CP = 1 only" -- \
-    $tiny $mixtral $a2a --expert-model-parallel-size 2 --tensor-model-parallel-size 2
+refused "ETP 1 under TP 2 without EP is refused" \
+    "--expert-tensor-parallel-size 1 differs from --tensor-model-parallel-size 2" -- \
+    $tiny $mixtral $a2a --tensor-model-parallel-size 2 --expert-tensor-parallel-size 1
 refused "EP 2 with CP 2 is refused" \
-    "expert parallelism is built with TP = CP = 1 only" -- \
+    "expert parallelism is built with CP = 1 only" -- \
     $tiny $mixtral $a2a --expert-model-parallel-size 2 --context-parallel-size 2
 refused "EP 3 of 4 experts is refused" \
     "--num-experts 4 is not divisible by --expert-model-parallel-size 3" -- \

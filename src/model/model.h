@@ -228,7 +228,11 @@ typedef struct {
     int ep, ep_rank;            /* --expert-model-parallel-size, this rank's EP
                                  * index (1, 0 without expert parallelism) */
     int El, e0;                 /* local experts: [e0, e0 + El) of E */
-    int fe, fel;                /* an expert's FFN width; its TP-local part */
+    int etp, etp_rank;          /* --expert-tensor-parallel-size (TP when
+                                 * unset), this rank's ETP index: tp_rank mod
+                                 * ETP (the ETP ranks are the fastest of the
+                                 * expert grid, the TP ranks of the other's) */
+    int fe, fel;                /* an expert's FFN width; its ETP-local part */
     int fs, fsl;                /* the shared experts' width; local (0: none) */
 } gl_model_dims;
 

@@ -63,6 +63,36 @@
  * identity; the numbers are the direct path's bit for bit, through the
  * dispatcher's code (so that one GPU runs it: t/train-cuda.c).
  *
+ * Expert parallelism with tensor parallelism, the experts split (ETP =
+ * TP, the default): the expert grid's ETP groups are the TP groups and each
+ * EP group joins the ranks of one TP index, which hold the same F/TP
+ * slice of their experts.  Every TP rank routes all n rows alike (mg is
+ * gathered under SP) and exchanges them with its EP peers as above, so
+ * that each slice sees every row routed to its experts; what comes back
+ * is partial over TP, as without EP, and layer.c reduces it.  Megatron's
+ * alltoall dispatcher moves the same rows in another order: each TP rank
+ * sends its own n/TP tokens over EP, gathers the rows that arrived over
+ * ETP before the experts and reduce-scatters their outputs over ETP
+ * before the way back.  Routing is per token and the experts act per
+ * row, so both give the same numbers (up to the order of the weight
+ * gradients' sums); here the gather and the reduction are those layer.c
+ * makes for any MLP, and each EP exchange carries all n rows, TP times
+ * Megatron's n/TP.
+ *
+ * Unsplit experts under tensor parallelism (ETP 1 < TP, with EP > 1,
+ * Megatron's common setting): each rank holds its El experts whole, and
+ * an EP group may join ranks of one TP group.  Every TP rank still routes
+ * all n rows alike (the drops are those of the whole micro-batch), but
+ * dispatches only the rows of its share of the tokens (by_share: its own
+ * rows under SP, else the TP index's n / TP of them), as Megatron's
+ * ranks dispatch their own tokens: the share's rows of xp, still grouped
+ * by expert, are gathered into a send buffer by a one-expert map (shmap,
+ * built on the host from row_tok), and what comes back is scattered to
+ * xp's order with zeros on the other shares' rows.  y is then whole on
+ * the share's tokens and zero on the others', a partial sum over TP that
+ * layer.c's reduction completes; so are dweight (summed over TP as
+ * before) and dmg.
+ *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
  * dense layer and nothing of the MoE block; full recomputation re-runs
@@ -100,6 +130,9 @@ struct gl_moe_acts {
     gl_moe_map smap;            /* xa (by source) <-> xr (by expert) */
     size_t *sendc, *sendd;      /* [EP] rows sent to each EP rank, displacements */
     size_t *recvc, *recvd;      /* [EP] rows received from each, displacements */
+    /* by_share only (ETP 1 < TP): */
+    gl_moe_map shmap;           /* xp's rows (n = R) <-> the share's (sent) */
+    int32_t *soff;              /* [E + 1] host: the share's rows per expert */
     int gsteps;                 /* global_aux_loss: the micro-batches its counts
                                  * (the step's so far, this one included) add */
 };
@@ -125,6 +158,7 @@ struct gl_moe_scratch {
     int32_t *cnt;               /* [2 E] counts sent | received (device) */
     int32_t *cnt_host;          /* [2 E] the same on the host */
     int32_t *perm_host;         /* [2 rlmax] a sort and its inverse */
+    int32_t *tok_host;          /* [rmax] row_tok on the host (by_share) */
     /* global_aux_loss's running state (Megatron's global_tokens_per_expert
      * and ga_steps), per global layer, zeroed at the end of every step
      * (gl_model_moe_step_end): this rank's own counts summed over the
@@ -173,6 +207,27 @@ static void own_range(const gl_model *m, int *r0, int *nown)
     const gl_model_dims *dm = DIMS;
     *r0 = dm->sp ? dm->tp_rank * dm->nl : 0;
     *nown = dm->sp ? dm->nl : dm->n;
+}
+
+/* Whether the rank dispatches only its share of the tokens: unsplit
+ * experts (ETP 1) under TP > 1 with expert parallelism (see the top). */
+static int by_share(const gl_model *m)
+{
+    return m->ep && DIMS->etp < DIMS->tp;
+}
+
+/* The rank's share of the tokens under by_share: [t0, t1), its own rows
+ * under SP, else its TP index's part of the n. */
+static void share_range(const gl_model *m, int *t0, int *t1)
+{
+    const gl_model_dims *dm = DIMS;
+    if (dm->sp) {
+        *t0 = dm->tp_rank * dm->nl;
+        *t1 = *t0 + dm->nl;
+    } else {
+        *t0 = (int)((long)dm->tp_rank * dm->n / dm->tp);
+        *t1 = (int)((long)(dm->tp_rank + 1) * dm->n / dm->tp);
+    }
 }
 
 /* Groups of the auxiliary loss: B sequences (seq_aux_loss) or 1. */
@@ -309,6 +364,7 @@ static void check_buf(gl_model *m, int layer, int bwd, const char *op, const voi
 enum {
     B_LOGITS, B_EXPERT, B_WEIGHT, B_ROWS, B_ROW_TOK, B_OFFSETS, B_GU, B_YP, B_SGU, B_COUNTS,
     B_XR, B_LOFFSETS, B_SROW_TOK, B_SROWS, B_SOFFSETS,         /* expert parallelism */
+    B_HROW_TOK, B_HROWS, B_HOFFSETS,                            /* by_share's map */
     NB_LAYER
 };
 
@@ -391,6 +447,11 @@ static void sizes(const gl_model *m, moe_sizes *z)
         S[S_DXL] = Rl * h * ab;
         S[S_CNT] = 2 * E * ib;
     }
+    if (by_share(m)) {
+        L[B_HROW_TOK] = R * ib;
+        L[B_HROWS] = R * ib;
+        L[B_HOFFSETS] = 2 * ib;
+    }
 }
 
 /* A device buffer of `bytes` (sizes()), NULL for 0. */
@@ -452,6 +513,8 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     if (dispatched(m)) {
         s->cnt_host = gl_calloc(2 * (size_t)dm->E, sizeof(int32_t));
         s->perm_host = gl_calloc(2 * (size_t)(s->rlmax ? s->rlmax : 1), sizeof(int32_t));
+        if (by_share(m))
+            s->tok_host = gl_calloc((size_t)(s->rmax ? s->rmax : 1), sizeof(int32_t));
     }
     if (check_limit() > 0)
         s->checks = gl_calloc(2 * (size_t)dm->L, sizeof(int));
@@ -503,6 +566,14 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
         x->sendd = x->sendc + P;
         x->recvc = x->sendc + 2 * P;
         x->recvd = x->sendc + 3 * P;
+        if (by_share(m)) {
+            x->shmap = (gl_moe_map){ .n = 0, .k = 1, .E = 1, .rows_max = s->rmax };
+            x->shmap.row_tok = buf(m, L[B_HROW_TOK]);
+            x->shmap.rows = buf(m, L[B_HROWS]);
+            x->shmap.offsets = buf(m, L[B_HOFFSETS]);
+            x->shmap.offsets_host = OPS->alloc_host(d, 2 * sizeof(int32_t));
+            x->soff = gl_calloc((size_t)dm->E + 1, sizeof(int32_t));
+        }
     }
     A->moe = x;
     return x;
@@ -534,6 +605,8 @@ void gl_moe_acts_free(gl_model *m, gl_layer_acts *A)
     map_free(d, &x->map);
     map_free(d, &x->lmap);
     map_free(d, &x->smap);
+    map_free(d, &x->shmap);
+    free(x->soff);
     free(x->sendc);
     free(x);
     A->moe = NULL;
@@ -558,6 +631,7 @@ void gl_moe_free(gl_model *m)
     free(s->checks);
     free(s->cnt_host);
     free(s->perm_host);
+    free(s->tok_host);
     free(s);
     m->moe_scratch = NULL;
 }
@@ -673,15 +747,17 @@ static void expert_act(gl_model *m, void *a, const void *gu, int rows, int f)
 
 /* ---- expert parallelism (see the top) ---- */
 
-/* The exchange of x's routing: the rows per expert over EP, then the
- * host's send and receive counts and displacements of x, the local
- * experts' map and the sort map.  Returns Rl, the rows received. */
-static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
+/* The exchange of the rows to send, grouped by expert at the host's
+ * offsets off [E + 1] (x's routing, or by_share the share's): the rows
+ * per expert over EP, then the host's send and receive counts and
+ * displacements of x, the local experts' map and the sort map.  Returns
+ * Rl, the rows received. */
+static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x,
+                   const int32_t *off)
 {
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
     int E = dm->E, El = dm->El, P = dm->ep;
-    const int32_t *off = x->map.offsets_host;
     int32_t *sc = s->cnt_host, *rc = s->cnt_host + E;
     if (!m->ep && P > 1)
         gl_die("moe: expert parallelism %d without its EP group (m->ep)", P);
@@ -737,6 +813,43 @@ static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
         OPS->upload(d, x->smap.rows, inv, (size_t)Rl * sizeof(int32_t));
     }
     return Rl;
+}
+
+/* by_share: the rows of xp (x's routing, R rows) whose token is in the
+ * rank's share, in xp's order (so still grouped by expert): x->soff
+ * their offsets per expert, x->shmap the map from xp's rows to theirs
+ * (row_tok: the xp row of each; rows: each xp row's, or -1).  Returns
+ * their number. */
+static int share_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int E = dm->E, R = x->map.offsets_host[E], t0, t1;
+    share_range(m, &t0, &t1);
+    const int32_t *off = x->map.offsets_host;
+    int32_t *tok = s->tok_host, *sel = s->perm_host, *at = s->perm_host + s->rlmax;
+    if (R > 0)
+        OPS->download(d, tok, x->map.row_tok, (size_t)R * sizeof(int32_t));
+    int q = 0;
+    for (int e = 0; e < E; e++) {
+        x->soff[e] = q;
+        for (int r = off[e]; r < off[e + 1]; r++) {
+            int mine = tok[r] >= t0 && tok[r] < t1;
+            at[r] = mine ? q : -1;
+            if (mine)
+                sel[q++] = r;
+        }
+    }
+    x->soff[E] = q;
+    x->shmap.n = R;
+    x->shmap.offsets_host[0] = 0;
+    x->shmap.offsets_host[1] = q;
+    OPS->upload(d, x->shmap.offsets, x->shmap.offsets_host, 2 * sizeof(int32_t));
+    if (q > 0)
+        OPS->upload(d, x->shmap.row_tok, sel, (size_t)q * sizeof(int32_t));
+    if (R > 0)
+        OPS->upload(d, x->shmap.rows, at, (size_t)R * sizeof(int32_t));
+    return q;
 }
 
 /* All-to-allv of rows of h: forward (send counts x->sendc, receive
@@ -836,13 +949,23 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
     if (!dispatched(m)) {
         experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
-    } else {
-        int Rl = ep_plan(m, s, x);
+    } else if (!by_share(m)) {
+        int Rl = ep_plan(m, s, x, x->map.offsets_host);
         ep_exchange(m, x, s->xp, s->xa, 0);
         OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
         experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
         OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
         ep_exchange(m, x, s->xa, x->yp, 1);
+    } else {                    /* the share's rows (dyp, dxp: scratch here) */
+        share_plan(m, s, x);
+        OPS->moe_permute(d, s->dyp, s->xp, h, &x->shmap);
+        int Rl = ep_plan(m, s, x, x->soff);
+        ep_exchange(m, x, s->dyp, s->xa, 0);
+        OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
+        experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
+        OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
+        ep_exchange(m, x, s->xa, s->dxp, 1);
+        OPS->moe_permute_bwd(d, x->yp, s->dxp, h, &x->shmap, 0);
     }
     OPS->moe_unpermute(d, y, x->yp, h, &x->map);
     CHECK("moe_unpermute y", y, (size_t)n * h, 0);
@@ -941,12 +1064,18 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         OPS->moe_permute(d, s->xp, mg, h, &x->map);
         experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
     } else {
-        int Rl = x->lmap.offsets_host[dm->El];
-        ep_exchange(m, x, s->dyp, s->xa, 0);
+        /* by_share: the share's rows of dyp sent, dxp's scattered back
+         * (xp: scratch here) */
+        int Rl = x->lmap.offsets_host[dm->El], sh = by_share(m);
+        if (sh)
+            OPS->moe_permute(d, s->xp, s->dyp, h, &x->shmap);
+        ep_exchange(m, x, sh ? s->xp : s->dyp, s->xa, 0);
         OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
         experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
         OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
-        ep_exchange(m, x, s->xa, s->dxp, 1);
+        ep_exchange(m, x, s->xa, sh ? s->xp : s->dxp, 1);
+        if (sh)
+            OPS->moe_permute_bwd(d, s->dxp, s->xp, h, &x->shmap, 0);
     }
     OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
     CHECK("moe_permute_bwd dmg", dmg, (size_t)n * h, 0);

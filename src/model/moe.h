@@ -19,6 +19,9 @@
  * -- are taken on the rank's own rows (its nl rows under sequence
  * parallelism, all n rows without), so that its weight gradient is a
  * partial sum over TP exactly when the other replicated weights' are.
+ * Under expert parallelism with whole experts (ETP 1 < TP) each TP rank
+ * dispatches only its share of the tokens, and y is whole on the share's
+ * rows and zero on the others': still a partial sum over TP (moe.c).
  */
 #ifndef GL_MODEL_MOE_H
 #define GL_MODEL_MOE_H

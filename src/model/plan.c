@@ -101,11 +101,14 @@ static void plan_dims(gl_model_dims *dm, const gl_arch *a, const gl_layout *l, i
         dm->topk = a->moe_router_topk;
         dm->fe = gl_arch_moe_ffn(a);
         dm->fs = a->moe_shared_expert_intermediate_size;
-        if (dm->fe % dm->tp || dm->fs % dm->tp)
-            gl_die_code(2, "--tensor-model-parallel-size %d must divide the experts' FFN "
-                        "width (%d) and --moe-shared-expert-intermediate-size (%d)",
-                        dm->tp, dm->fe, dm->fs);
-        dm->fel = dm->fe / dm->tp;
+        dm->etp = l->expert_tensor_parallel_size > 0 ? l->expert_tensor_parallel_size : dm->tp;
+        dm->etp_rank = tp_rank % dm->etp;
+        if (dm->fe % dm->etp || dm->fs % dm->tp)
+            gl_die_code(2, "the experts' FFN width %d must split over "
+                        "--expert-tensor-parallel-size %d, and "
+                        "--moe-shared-expert-intermediate-size %d over "
+                        "--tensor-model-parallel-size %d", dm->fe, dm->etp, dm->fs, dm->tp);
+        dm->fel = dm->fe / dm->etp;
         dm->fsl = dm->fs / dm->tp;
     }
     dm->ep = l->expert_model_parallel_size > 0 ? l->expert_model_parallel_size : 1;
@@ -147,8 +150,12 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
     q->init_std = t->init == GL_INIT_ONES || t->init == GL_INIT_ZEROS ? 0 : std;
     int tp = p->dm.tp, r = p->dm.tp_rank;
     /* the split dimension: the first or second of a matrix, the second or
-     * third of stacked experts (every expert's matrix alike) */
+     * third of stacked experts (every expert's matrix alike: over ETP) */
     int split = shard == GL_SHARD_NONE ? -1 : (shard == GL_SHARD_COLS) + (q->ndim == 3);
+    if (q->ndim == 3) {
+        tp = p->dm.etp;
+        r = p->dm.etp_rank;
+    }
     for (int d = 0; d < GL_TENSOR_MAXDIM; d++) {
         q->local_shape[d] = q->shape[d];
         if (d == split) {

@@ -610,7 +610,8 @@ static const gl_option table[] = {
         "EP: ranks that split the experts of mixture-of-experts layers (with "
         "--moe-token-dispatcher-type alltoall)"),
     INT("expert-tensor-parallel-size", layout.expert_tensor_parallel_size, G_PAR, POS,
-        "ETP: ranks that split each expert's matrices (--dry-run only unless equal to TP)",
+        "ETP: ranks that split each expert's matrices (TP, or 1 with EP > 1; others "
+        "--dry-run only)",
         .defstr = "--tensor-model-parallel-size"),
     INT("num-layers-per-virtual-pipeline-stage", layout.num_layers_per_virtual_pipeline_stage, G_PAR,
         POS, "layers per chunk of the interleaved 1F1B schedule", .defstr = "no interleaving"),
@@ -1555,23 +1556,24 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 }
 
 /* Mixture of experts: the flags against each other and the layout, and
- * what gridlm does not train yet (FP8 experts; expert parallelism beyond
- * TP = CP = 1). */
+ * what gridlm does not train yet (FP8 experts; expert parallelism with
+ * CP > 1; an ETP other than TP, or 1 with EP > 1). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with the
- * alltoall dispatcher and TP = CP = 1; the rest is refused by name.  A
- * capacity factor is allowed: each rank drops on its own micro-batch's
- * routing before the dispatch, as Megatron's router does, the decision
- * of EP 1 for the same micro-batch. */
+ * alltoall dispatcher and CP = 1, the experts split over ETP = TP or
+ * whole (ETP 1), with or without sequence parallelism; the rest is
+ * refused by name.  A capacity factor is
+ * allowed: each rank drops on its own micro-batch's routing before the
+ * dispatch, as Megatron's router does, the decision of EP 1 for the same
+ * micro-batch. */
 static void check_ep(const gl_config *c)
 {
     int ep = c->layout.expert_model_parallel_size;
     if (ep == 1)
         return;
-    if (c->layout.tensor_model_parallel_size > 1 || c->layout.context_parallel_size > 1)
-        bad("--expert-model-parallel-size %d with --tensor-model-parallel-size %d and "
-            "--context-parallel-size %d: expert parallelism is built with TP = CP = 1 only; "
-            "use TP 1 and CP 1, or --expert-model-parallel-size 1", ep,
-            c->layout.tensor_model_parallel_size, c->layout.context_parallel_size);
+    if (c->layout.context_parallel_size > 1)
+        bad("--expert-model-parallel-size %d with --context-parallel-size %d: expert "
+            "parallelism is built with CP = 1 only; use CP 1, or --expert-model-parallel-size 1",
+            ep, c->layout.context_parallel_size);
     if (c->moe.token_dispatcher != GL_DISPATCH_ALLTOALL)
         bad("--expert-model-parallel-size %d with --moe-token-dispatcher-type allgather (the "
             "default): the allgather dispatcher is not built; add "
@@ -1650,10 +1652,12 @@ static void check_moe(gl_config *c)
      * warning from gl_config_finish); training checks what is built. */
     if (!c->dry_run)
         check_ep(c);
-    if (etp != tp && !c->dry_run)
+    if (etp != tp && !(etp == 1 && ep > 1) && !c->dry_run)
         bad("--expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
-            "a tensor parallelism of the experts' own is not built yet (they split over TP "
-            "as the dense MLP): drop it, or set it to %d", etp, tp, tp);
+            "the experts split over TP as the dense MLP, or (with "
+            "--expert-model-parallel-size above 1) not at all; another tensor parallelism "
+            "of their own is not built: drop it, or set it to %d%s", etp, tp, tp,
+            ep > 1 ? " or 1" : "");
     if (c->fp8.format != GL_FP8_OFF)
         bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
             "--fp8-format, or train a dense model in FP8");
@@ -2340,12 +2344,12 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 
     /* Said once the plan stands: what check_moe refuses outside a dry run. */
     int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
-    int ep_built = ep == 1 || (tp == 1 && c->layout.context_parallel_size == 1 &&
+    int ep_built = ep == 1 || (c->layout.context_parallel_size == 1 &&
                                c->moe.token_dispatcher == GL_DISPATCH_ALLTOALL);
-    if (c->dry_run && (!ep_built || etp != tp))
+    if (c->dry_run && (!ep_built || (etp != tp && !(etp == 1 && ep > 1))))
         warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
-              "this dry run, but training needs ETP = TP (%d) and, with EP > 1, TP 1, CP 1 "
-              "and --moe-token-dispatcher-type alltoall", ep, etp, tp);
+              "this dry run, but training needs ETP = TP (%d), or 1 with EP > 1, and, with "
+              "EP > 1, CP 1 and --moe-token-dispatcher-type alltoall", ep, etp, tp);
 }
 
 /* ------------------------------------------------------------------ */
