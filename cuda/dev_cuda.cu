@@ -423,6 +423,11 @@ static void cu_ce_bwd(gl_dev *d, float *loss, void *logits, int ld,
                    rowmax, stats, gscale, n, vl, valid, vocab_start);
 }
 
+static void cu_add_f32(gl_dev *d, float *y, const float *x, size_t count)
+{
+    gl_cuda_add_f32(gl_cuda_st(d)->stream, y, x, count);
+}
+
 static void cu_scale_f32(gl_dev *d, float *x, float s, size_t count)
 {
     gl_cuda_scale_f32(gl_cuda_st(d)->stream, x, s, count);
@@ -802,6 +807,7 @@ static const gl_ops gl_ops_cuda = {
     .swiglu_bwd_fp8 = cu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cu_head_rmsnorm_bwd,
+    .add_f32 = cu_add_f32,
 };
 
 /* ---- opening ---- */

@@ -102,6 +102,14 @@ __global__ void scale_f32_kernel(float *x, float s, size_t n)
         x[i] *= s;
 }
 
+/* y += x in fp32. */
+__global__ void add_f32_kernel(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
 /* A cast of n elements: vec over the groups of 8 when both pointers are
  * 16-byte aligned, scalar over the rest (or everything). */
 template <typename D, typename S>
@@ -154,6 +162,14 @@ void gl_cuda_add(cudaStream_t st, bf16 *y, const bf16 *x, const bf16 *r,
             y + done, x + done, r + done, n - done);
         GL_CUDA_LAUNCHED("add_scalar");
     }
+}
+
+void gl_cuda_add_f32(cudaStream_t st, float *y, const float *x, size_t n)
+{
+    if (!n)
+        return;
+    add_f32_kernel<<<gl_cuda_grid(n, THREADS), THREADS, 0, st>>>(y, x, n);
+    GL_CUDA_LAUNCHED("add_f32");
 }
 
 void gl_cuda_scale_f32(cudaStream_t st, float *x, float s, size_t n)

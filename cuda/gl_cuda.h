@@ -165,6 +165,7 @@ void gl_cuda_to_f32(cudaStream_t st, float *dst, const bf16 *src, size_t n);
 void gl_cuda_add(cudaStream_t st, bf16 *y, const bf16 *x, const bf16 *r,
                  size_t n);
 void gl_cuda_scale_f32(cudaStream_t st, float *x, float s, size_t n);
+void gl_cuda_add_f32(cudaStream_t st, float *y, const float *x, size_t n);
 
 /* reduce.cu */
 void gl_cuda_sumsq(gl_dev *d, float *out, const float *x, size_t n);

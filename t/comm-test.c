@@ -491,6 +491,41 @@ static void check_send_recv(gl_comm *c, const mem *m, size_t n, verdict *v)
         m->release(from_next);
         free(h);
     }
+    /* Two brackets left in flight (gl_comm_group_post), the second posted
+     * before the first is waited for, then one gl_comm_wait_posted: a
+     * ring each way, as context parallelism's ring posts its passes. */
+    {
+        size_t es = sizeof(double);
+        double *h = gl_malloc(n * es);
+        for (size_t j = 0; j < n; j++)
+            h[j] = value(me, j, 1);
+        void *s = upload(m, h, n * es), *from_prev = m->alloc(n * es),
+             *from_next = m->alloc(n * es);
+        gl_comm_group_start();
+        gl_send(c, s, n, GL_DT_F64, next, m->stream);
+        gl_recv(c, from_prev, n, GL_DT_F64, prev, m->stream);
+        gl_comm_group_post();
+        gl_comm_group_start();
+        gl_send(c, s, n, GL_DT_F64, prev, m->stream);
+        gl_recv(c, from_next, n, GL_DT_F64, next, m->stream);
+        gl_comm_group_post();
+        gl_comm_wait_posted();
+        gl_comm_barrier(c);
+        for (int dir = 0; dir < 2; dir++) {
+            int peer = dir ? next : prev;
+            m->get(h, dir ? from_next : from_prev, n * es);
+            for (size_t j = 0; j < n; j++)
+                if (h[j] != value(peer, j, 1)) {
+                    fail(v, "posted send/recv ring: element %zu from member %d is %g, "
+                         "want %g", j, peer, h[j], value(peer, j, 1));
+                    break;
+                }
+        }
+        m->release(s);
+        m->release(from_prev);
+        m->release(from_next);
+        free(h);
+    }
     /* Outside a bracket: blocking, so one side sends first. */
     if (size > 1) {
         double x = me, got = -1;
@@ -548,7 +583,8 @@ static void suite(gl_comm *c, const mem *m, const char *label, const int *member
         if (c) check_broadcast(c, m, n, &v);
         agree(&v, "%s %s: broadcast from every root, 5 dtypes, n=%zu", m->name, label, n);
         if (c) check_send_recv(c, m, n, &v);
-        agree(&v, "%s %s: send/recv rings both ways in a group, n=%zu", m->name, label, n);
+        agree(&v, "%s %s: send/recv rings both ways in a group, and in two brackets "
+              "left in flight then waited for, n=%zu", m->name, label, n);
     }
     if (c && gl_comm_size(c) == 2)
         check_bf16_rounding(c, m, &v);

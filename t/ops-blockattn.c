@@ -9,8 +9,9 @@
  * 2 CP - 1 - r, two runs of positions each), one block per (query rank,
  * key rank), merged in ring order, must give attn_fwd's output and lse,
  * and the blocks' backwards from the final lse must add up to attn_bwd's
- * gradients.  The block backward alone is checked against central finite
- * differences in double, on a block with rows that see no key.  Causal,
+ * gradients.  The ring's gradient, and the block backward alone (on a
+ * block with rows that see no key), are checked against central finite
+ * differences in double.  Causal,
  * full and empty blocks, head dims 64 and 128, GQA.  Then the CPU
  * device's float ops against the double kernels, and convert_2d with
  * strides past 2^31 elements.  With attention dropout too: blocks keyed
@@ -199,6 +200,51 @@ static void check_ring(int B, int S, int Hq, int Hkv, int D, int cp, int drop)
         free(uo); free(ul); free(ug);
     }
     free(o); free(l); free(g); free(ro); free(rl); free(rg);
+    free(p.qkv); free(p.dout);
+}
+
+/* ---- the ring's gradient against finite differences --------------------
+ *
+ * The gradient that the ring's backward gives (each rank's blocks from
+ * the final lse, dk and dv taken back to their owners) against central
+ * finite differences of the ring's own forward, L = sum dout . o, over
+ * every element of the fused q | k | v rows (the padding's gradient is
+ * zero).  A check of the ring itself, not through attn_bwd. */
+
+typedef struct {
+    const problem *p;
+    int cp;
+    const gl_attn_dropout *dp;
+    double *o, *lse, *g;
+} ring_ctx;
+
+static double ring_loss(void *vc)
+{
+    ring_ctx *c = vc;
+    size_t no = (size_t)c->p->B * c->p->S * c->p->Hq * c->p->D;
+    ring(c->p, c->cp, c->dp, c->o, c->lse, c->g);
+    double s = 0;
+    for (size_t i = 0; i < no; i++)
+        s += c->p->dout[i] * c->o[i];
+    return s;
+}
+
+static void check_ring_fd(int B, int S, int Hq, int Hkv, int D, int cp, int drop)
+{
+    problem p = make_problem(B, S, Hq, Hkv, D);
+    gl_attn_dropout dpv = test_dropout(Hq, S);
+    int gw = (Hq + 2 * Hkv) * D;
+    size_t rows = (size_t)B * S, nx = rows * p.ld;
+    ring_ctx c = { &p, cp, drop ? &dpv : NULL, dzeros(rows * Hq * D),
+                   dzeros((size_t)B * Hq * S), dzeros(rows * gw) };
+    ring_loss(&c);
+    double *grad = dzeros(nx);      /* the ring's gradient in the rows' layout */
+    for (size_t i = 0; i < rows; i++)
+        memcpy(grad + i * p.ld, c.g + i * gw, (size_t)gw * sizeof *grad);
+    double e = fd_relerr(ring_loss, &c, p.qkv, nx, grad);
+    ok(e < FD_TOL, "the ring's dq, dk, dv at CP %d, D %d, %d/%d heads, S %d%s vs finite "
+       "differences of its forward (%.2g)", cp, D, Hq, Hkv, S, drop ? ", dropout 0.3" : "", e);
+    free(grad); free(c.o); free(c.lse); free(c.g);
     free(p.qkv); free(p.dout);
 }
 
@@ -486,6 +532,10 @@ int main(void)
     check_ring(2, 8, 4, 2, 64, 2, 1);
     check_ring(1, 16, 4, 2, 64, 4, 1);
     check_ring(2, 24, 4, 1, 128, 4, 1);
+    /* the ring's gradient by finite differences: chunks of one token at
+     * CP 4, GQA; chunks of two at CP 2 with dropout */
+    check_ring_fd(1, 8, 4, 2, 8, 4, 0);
+    check_ring_fd(1, 8, 2, 1, 8, 2, 1);
     /* the block backward alone, causal (some rows see no key) and full */
     check_block_fd(8, GL_ATTN_CAUSAL, 4, 0);
     check_block_fd(8, GL_ATTN_CAUSAL, -3, 0);

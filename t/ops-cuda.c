@@ -478,6 +478,13 @@ static void test_f32_helpers(size_t n)
     C->ops->scale_f32(C, cx, -0.75f, n);
     float *y = dl_f32(gx, n);
     cmp("scale_f32", y, cx, (long)n, 0, 0);
+    /* add_f32 (the CP ring's dK/dV sums): one rounding per element, the
+     * CPU's bits */
+    G->ops->add_f32(G, gx, gw, n);
+    C->ops->add_f32(C, cx, cw, n);
+    float *ya = dl_f32(gx, n);
+    cmp("add_f32", ya, cx, (long)n, 0, 0);
+    free(ya);
     G->ops->free(G, gx);
     G->ops->free(G, gw);
     G->ops->free(G, go);

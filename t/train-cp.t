@@ -14,9 +14,10 @@
 # full recomputation, and in Megatron's GPT form: the masks are the
 # single rank's.  Real data with --eod-mask-loss, so documents end
 # inside a chunk and targets are masked.  A checkpoint saved at CP 2
-# resumes at CP 1, one saved at CP 1 at CP 2, and one saved at CP 2 at
-# CP 2 with TP 2.  a2a with heads that CP does not divide and a2a+p2p
-# are refused.
+# resumes at CP 1, one saved at CP 1 at CP 2 and at CP 4, one saved at
+# CP 4 at CP 1, and one saved at CP 2 at CP 2 with TP 2.  The ring
+# waiting for each pass before its block gives the overlapped ring's
+# bits.  a2a with heads that CP does not divide and a2a+p2p are refused.
 # Ranks beyond two are skipped under MPICH (busy polling).
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
@@ -32,7 +33,7 @@ shape="--device cpu --seed 1234 --num-layers 2 --hidden-size 64
 tiny="$llama_form $shape"
 base="$tiny --mock-data --vocab-size 512 --seq-length 32"
 
-plan 36
+plan 39
 if ! run ref 1; then
     bail_out "the single-rank reference run failed"
 fi
@@ -57,6 +58,30 @@ check cp2-dp2-full-recompute 4 $CP2 --recompute-granularity full --recompute-met
     --recompute-num-layers 1
 check cp2-dp2-distopt 4 $CP2 --use-distributed-optimizer
 }
+
+# The ring's exchanges overlap the blocks' computation (cp.c); waiting
+# for each pass before its block (GRIDLM_CP_RING_OVERLAP=0) computes the
+# same sums in the same order: CP 4's losses, gradient norms and
+# validation losses to the last digit printed (%.9g).
+if [ "$GL_MPI_FLAVOR" = mpich ]; then
+    skip "cp4-serial" "4 ranks under MPICH"
+else
+    GRIDLM_CP_RING_OVERLAP=0
+    export GRIDLM_CP_RING_OVERLAP
+    # shellcheck disable=SC2086
+    if run cp4-serial 4 $CP4 && grep -q "each pass waited for before the block" \
+           "$tmp/cp4-serial.log"; then
+        w=$(worst "$tmp/cp4.jsonl" "$tmp/cp4-serial.jsonl")
+        if [ "$w" = 0 ]; then
+            pass "cp4-serial: the ring waiting for each pass gives the overlapped ring's bits"
+        else
+            fail "cp4-serial: worst relative difference $w from the overlapped ring"
+        fi
+    else
+        fail "cp4-serial: the run failed or did not wait for each pass"
+    fi
+    unset GRIDLM_CP_RING_OVERLAP
+fi
 
 # Sequence lengths at the edges: chunks of one token (8 = 2 x CP 4), and
 # 36, which 2 x CP 2 divides and 2 x CP 4 does not.
@@ -167,7 +192,9 @@ esac
 #
 # resumed NAME WHAT SAVE_RANKS "SAVE_FLAGS" RESUME_RANKS "RESUME_FLAGS":
 # one result, described by WHAT (skipped beyond 2 ranks under MPICH, as
-# check).
+# check); the checkpoint stays in $tmp/ck-NAME.
+# resumes CK NAME WHAT RESUME_RANKS "RESUME_FLAGS": the same result for
+# another resume of the checkpoint that resumed CK saved (no save run).
 resumed() {
     ck=$1 what=$2     # not name: run sets it
     shift 2
@@ -177,19 +204,33 @@ resumed() {
     fi
     # shellcheck disable=SC2086
     if run "save-$ck" "$1" $2 --save "$tmp/ck-$ck" --save-interval 10 \
-           --train-iters 10 --lr-decay-iters 20 &&
-       run "resume-$ck" "$3" $4 --load "$tmp/ck-$ck"; then
-        if w=$(resumed_within "$tmp/ref.jsonl" "$tmp/resume-$ck.jsonl" 11 10 1e-5); then
+           --train-iters 10 --lr-decay-iters 20; then
+        resumes "$ck" "$ck" "$what" "$3" "$4"
+    else
+        fail "$what: the save failed"
+    fi
+}
+resumes() {
+    ck=$1 rname=$2 what=$3
+    if [ "$4" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+        skip "$what" "more than 2 ranks under MPICH"
+        return
+    fi
+    # shellcheck disable=SC2086
+    if [ -d "$tmp/ck-$ck" ] && run "resume-$rname" "$4" $5 --load "$tmp/ck-$ck"; then
+        if w=$(resumed_within "$tmp/ref.jsonl" "$tmp/resume-$rname.jsonl" 11 10 1e-5); then
             pass "$what: iterations 11-20 within $w"
         else
             fail "$what: worst relative difference $w"
         fi
     else
-        fail "$what: the save or the resume failed"
+        fail "$what: no checkpoint, or the resume failed"
     fi
 }
 resumed cp2-cp1 "saved at CP 2, resumed at CP 1" 2 "$CP2" 1 ""
 resumed cp1-cp2 "saved at CP 1, resumed at CP 2" 1 "" 2 "$CP2"
+resumes cp1-cp2 cp1-cp4 "saved at CP 1, resumed at CP 4" 4 "$CP4"
+resumed cp4-cp1 "saved at CP 4, resumed at CP 1" 4 "$CP4" 1 ""
 resumed cp2-cp2tp2 "saved at CP 2, resumed at CP 2 with TP 2" 2 "$CP2" 4 \
     "$CP2 --tensor-model-parallel-size 2"
 

@@ -280,6 +280,25 @@ void gl_comm_group_end(void)
     gl_comm_mpi_group_end();
 }
 
+void gl_comm_group_post(void)
+{
+    if (group_depth <= 0)
+        gl_die("gl_comm_group_post without gl_comm_group_start");
+    if (--group_depth > 0)
+        return;
+#ifdef GL_HAVE_NCCL
+    gl_comm_nccl_group_end();
+#endif
+    gl_comm_mpi_group_post();
+}
+
+void gl_comm_wait_posted(void)
+{
+    if (group_depth > 0)
+        gl_die("gl_comm_wait_posted inside a gl_comm_group_start bracket");
+    gl_comm_mpi_wait_posted();
+}
+
 void gl_comm_barrier(gl_comm *c)
 {
     check_args("barrier", c, GL_DT_F32, GL_OP_SUM);

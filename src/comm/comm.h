@@ -105,6 +105,22 @@ void gl_recv(gl_comm *c, void *buf, size_t count, gl_dtype t, int peer,
 void gl_comm_group_start(void);
 void gl_comm_group_end(void);
 
+/* The bracket's end without the wait, so that a rank computes while its
+ * exchange travels (context parallelism's ring).  gl_comm_group_post()
+ * ends the bracket as gl_comm_group_end() does, except that on the MPI
+ * back end its sends and receives are left in flight (MPI_Isend/Irecv
+ * posted, not waited for); on NCCL it is gl_comm_group_end(), the
+ * operations enqueued on their stream.  gl_comm_wait_posted() then waits
+ * on the host until every send and receive posted so far is done (MPI:
+ * MPI_Wait on each, through the wait hook; NCCL: returns at once -- the
+ * caller makes its compute stream wait for the exchange's stream with
+ * events, ops.h's compute_wait_p2p).  Until that wait, a posted send's
+ * buffer must not be written, nor a posted receive's read or written.
+ * A later gl_comm_group_end() completes these too.  Inside an outer
+ * bracket it only closes the inner one, as gl_comm_group_end(). */
+void gl_comm_group_post(void);
+void gl_comm_wait_posted(void);
+
 /* Wait on the host until every operation this rank enqueued on the
  * group's back end is done (NCCL: the stream; MPI: no-op). */
 void gl_comm_barrier(gl_comm *c);

@@ -77,6 +77,8 @@ gl_comm *gl_comm_nccl_world(gl_comm_share_fn share, void *ctx);
 /* Group brackets of each back end, called by gl_comm_group_start/end. */
 void gl_comm_mpi_group_start(void);
 void gl_comm_mpi_group_end(void);
+void gl_comm_mpi_group_post(void);      /* gl_comm_group_post's MPI part */
+void gl_comm_mpi_wait_posted(void);     /* gl_comm_wait_posted's */
 int gl_comm_mpi_in_group(void);
 void gl_comm_nccl_group_start(void);
 void gl_comm_nccl_group_end(void);

@@ -2,7 +2,8 @@
  * comm_mpi.c: the MPI back end of comm.h.  Buffers are host memory; every
  * call has completed when it returns, except sends and receives between
  * gl_comm_group_start() and gl_comm_group_end(), which are posted as
- * MPI_Isend/MPI_Irecv and waited for at the end.
+ * MPI_Isend/MPI_Irecv and waited for at the end (or, when the bracket
+ * ends with gl_comm_group_post(), at gl_comm_wait_posted()).
  *
  * MPI has no bf16 type: bf16 travels as MPI_UINT16_T and is reduced by
  * user-defined operations that widen to fp32, combine, and round back to
@@ -342,10 +343,19 @@ static void mpi_recv(gl_comm *c, void *buf, size_t count, gl_dtype t,
 void gl_comm_mpi_group_start(void) { in_group = 1; }
 int gl_comm_mpi_in_group(void) { return in_group; }
 
-/* Wait for every request; the first that failed is named. */
+/* Close the bracket, its requests left in flight. */
+void gl_comm_mpi_group_post(void) { in_group = 0; }
+
+/* Close the bracket and wait for every request posted. */
 void gl_comm_mpi_group_end(void)
 {
     in_group = 0;
+    gl_comm_mpi_wait_posted();
+}
+
+/* Wait for every request posted; the first that failed is named. */
+void gl_comm_mpi_wait_posted(void)
+{
     for (int i = 0; i < nposted; i++) {
         MPI_Status st;
         gl_comm_wait_begin(posted[i].comm, posted[i].wait_op, 0, posted[i].peer);

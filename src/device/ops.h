@@ -959,6 +959,15 @@ struct gl_ops {
                              const void *dy, const void *x, int ldx,
                              const void *w, const float *rstd, int n,
                              int heads, int D);
+
+    /* ---- context parallelism's ring, its exchanges overlapped (issue
+     * 15) ---- */
+
+    /* y += x over count f32 elements, each element on its own (one
+     * rounding each, so every back end gives the same bits).  y and x
+     * are equal or do not overlap.  The ring adds a block's dK/dV to the
+     * accumulator that travelled while the block was computed. */
+    void (*add_f32)(gl_dev *d, float *y, const float *x, size_t count);
 };
 
 struct gl_dev {

@@ -263,6 +263,12 @@ static void cpu_scale_f32(gl_dev *d, float *x, float s, size_t count)
     gl_cpu_scale_f32(x, s, count);
 }
 
+static void cpu_add_f32(gl_dev *d, float *y, const float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        y[i] += x[i];
+}
+
 static void cpu_sumsq_f32(gl_dev *d, float *out, const float *x, size_t count)
 {
     gl_cpu_sumsq_f32(out, x, count);
@@ -817,4 +823,5 @@ const gl_ops gl_ops_cpu = {
     .swiglu_bwd_fp8 = cpu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cpu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cpu_head_rmsnorm_bwd,
+    .add_f32 = cpu_add_f32,
 };

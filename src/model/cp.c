@@ -22,6 +22,21 @@
  * dK/dV reduce-scattered back.  Running outputs and gradients are f32
  * until the end, so CP adds no act rounding between blocks.
  *
+ * The ring's exchanges overlap the blocks' computation.  At step i the
+ * pass of the K/V that step i + 1 needs is posted (ring_post: on the
+ * device's point-to-point stream, after what the compute stream has
+ * enqueued; MPI_Isend/Irecv on the CPU), block i is computed on the
+ * K/V at hand, and only then does the compute stream wait for the pass
+ * (ring_wait); the two K/V buffers swap roles.  In the backward a block's
+ * dK/dV go to a buffer of their own (dkv_blk) while the accumulator of
+ * that block travels from r - 1; after the wait it is added (add_f32)
+ * and sent on, travelling during step i + 1.  Rank s's own block starts
+ * its accumulator (step 0), so the accumulator of block s is
+ * ((g_s + g_s+1) + g_s+2) ..., each g a block's dK/dV alone, in ring
+ * order.  The order of blocks, merges and sums is fixed by the ring, not
+ * by when data arrives: with GRIDLM_CP_RING_OVERLAP=0 each pass is
+ * waited for at once (cp_ring_serial) and the results are the same bits.
+ *
  * a2a (Ulysses): instead of passing keys around, trade sequence for
  * heads.  An all-to-all turns each rank's Q, K, V [own 2 chunks, all
  * local heads] into [the whole sequence in position order, heads / CP]
@@ -44,6 +59,7 @@
 #include <config.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -106,7 +122,7 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
         gl_die("internal error: context-parallel group of %d ranks, expected %d",
                cp ? gl_comm_size(cp) : 0, dm->cp);
     if (!dm->cp_a2a && (!OPS->attn_block_fwd || !OPS->attn_merge || !OPS->attn_delta ||
-                        !OPS->attn_block_bwd || !OPS->convert_2d))
+                        !OPS->attn_block_bwd || !OPS->convert_2d || !OPS->add_f32))
         gl_die_code(2, "--context-parallel-size %d: the %s device has no block attention "
                     "yet (ops.h's attn_block_fwd ...); run context parallelism on the CPU "
                     "(--device cpu) or use --context-parallel-size 1", dm->cp, OPS->name);
@@ -153,8 +169,11 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
     m->kv[0] = d->ops->alloc(d, many * n * kvw * d->act_bytes);
     m->dkv[0] = d->ops->alloc(d, many * n * kvw * sizeof(float));
     if (!dm->cp_all_gather) {
+        const char *ov = getenv("GRIDLM_CP_RING_OVERLAP");
+        m->cp_ring_serial = ov && !strcmp(ov, "0");
         m->kv[1] = d->ops->alloc(d, n * kvw * d->act_bytes);
         m->dkv[1] = d->ops->alloc(d, n * kvw * sizeof(float));
+        m->dkv_blk = d->ops->alloc(d, n * kvw * sizeof(float));
     } else {
         m->dkv[1] = d->ops->alloc(d, n * kvw * sizeof(float));   /* the owner's sum */
     }
@@ -165,19 +184,46 @@ void gl_model_set_cp(gl_model *m, gl_comm *cp, int cp_rank)
     m->delta = d->ops->alloc(d, (size_t)dm->B * dm->hq * dm->S * sizeof(float));
     gl_info0("context parallelism: %d ranks, %s; rank 0 holds positions [0, %d) and "
              "[%d, %d) of each sequence", dm->cp,
-             dm->cp_all_gather ? "K/V all-gathered" : "K/V passed round the ring (p2p)",
+             dm->cp_all_gather ? "K/V all-gathered"
+             : m->cp_ring_serial ? "K/V passed round the ring (p2p), each pass waited for "
+                                   "before the block (GRIDLM_CP_RING_OVERLAP=0)"
+                                 : "K/V passed round the ring (p2p) while the blocks compute",
              dm->S / 2, dm->Sfull - dm->S / 2, dm->Sfull);
 }
 
-/* Pass buf (count elements) to the next rank of the ring and receive the
- * previous rank's into into. */
-static void ring_pass(gl_model *m, const void *buf, void *into, size_t count, gl_dtype t)
+/* Wait for every pass posted: the compute stream's work from now on
+ * starts after them (and on the MPI back end the host returns when they
+ * are done). */
+static void ring_wait(gl_model *m)
 {
+    gl_comm_wait_posted();
+    OPS->compute_wait_p2p(m->d);
+}
+
+/* Post the pass of buf (count elements) to the next rank of the ring
+ * and the receipt of the previous rank's into into, without waiting: on
+ * the point-to-point stream, after everything the compute stream has
+ * enqueued (buf written, into's last reader done).  Until ring_wait, buf
+ * must not be written nor into touched.  The pipeline's exchanges share
+ * that stream; in the order they are enqueued, as on the CPU. */
+static void ring_post(gl_model *m, const void *buf, void *into, size_t count, gl_dtype t)
+{
+    gl_dev *d = m->d;
     int cp = m->plan->dm.cp, r = m->cp_rank;
+    OPS->p2p_wait_compute(d);
     gl_comm_group_start();
-    gl_send(m->cp, buf, count, t, (r + 1) % cp, m->d->stream);
-    gl_recv(m->cp, into, count, t, (r + cp - 1) % cp, m->d->stream);
-    gl_comm_group_end();
+    gl_send(m->cp, buf, count, t, (r + 1) % cp, d->p2p_stream);
+    gl_recv(m->cp, into, count, t, (r + cp - 1) % cp, d->p2p_stream);
+    gl_comm_group_post();
+    if (m->cp_ring_serial)
+        ring_wait(m);
+}
+
+static void swap_ptr(void **a, void **b)
+{
+    void *t = *a;
+    *a = *b;
+    *b = t;
 }
 
 /* This rank's K/V, [n, 2 hkv D] (each row k then v), into kv: k from
@@ -389,16 +435,17 @@ void gl_model_cp_attn_fwd(gl_model *m, void *o, float *lse, const gl_attn_in *in
         int s = (r - step + cp) % cp;          /* whose K/V this block is */
         void *kv = kv_of(m, s);
         gl_attn_pos kp = cp_runs(dm, s);
+        int pass = !dm->cp_all_gather && step + 1 < cp;
+        if (pass)                              /* the next block's K/V travels */
+            ring_post(m, m->kv[0], m->kv[1], blk, d->act);
         OPS->attn_block_fwd(d, m->o_blk, qw, m->lse_blk, in->qk, in->ldqk, kv, 2 * kw,
                             (char *)kv + (size_t)kw * d->act_bytes, 2 * kw, dm->B, dm->S,
                             dm->S, dm->hq, dm->hkv, D, scale, &qp, &kp, GL_ATTN_CAUSAL, dp);
         OPS->attn_merge(d, m->o_acc, lse, m->o_blk, m->lse_blk, dm->B, dm->S, dm->hq, D,
                         step == 0);
-        if (!dm->cp_all_gather && step + 1 < cp) {
-            ring_pass(m, m->kv[0], m->kv[1], blk, d->act);
-            void *t = m->kv[0];
-            m->kv[0] = m->kv[1];
-            m->kv[1] = t;
+        if (pass) {
+            ring_wait(m);
+            swap_ptr(&m->kv[0], &m->kv[1]);
         }
     }
     OPS->convert_2d(d, o, d->act, qw, m->o_acc, GL_DT_F32, qw, dm->n, qw);
@@ -433,28 +480,39 @@ void gl_model_cp_attn_bwd(gl_model *m, void *dqkv, const void *d_o, const void *
     for (int step = 0; step < cp; step++) {
         int s = (r - step + cp) % cp;
         void *kv = kv_of(m, s);
-        float *dkv = dm->cp_all_gather ? m->dkv[0] + (size_t)s * blk : m->dkv[0];
         gl_attn_pos kp = cp_runs(dm, s);
+        /* where this block's dK/dV go: all_gather, block s's sum; the
+         * ring, the accumulator at the first step (it starts with the own
+         * block), later a buffer of their own, added after the wait */
+        float *dkv = dm->cp_all_gather ? m->dkv[0] + (size_t)s * blk
+                     : step == 0       ? m->dkv[0]
+                                       : m->dkv_blk;
+        int pass = !dm->cp_all_gather && step + 1 < cp;
+        if (pass)
+            ring_post(m, m->kv[0], m->kv[1], blk, d->act);
+        if (!dm->cp_all_gather && step > 0)
+            OPS->zero(d, m->dkv_blk, blk * sizeof(float));
         OPS->attn_block_bwd(d, m->dq_acc, qw, dkv, dkv + kw, 2 * kw, d_o, qw, lse, m->delta,
                             in->qk, in->ldqk, kv, 2 * kw, (char *)kv + (size_t)kw * d->act_bytes,
                             2 * kw, dm->B, dm->S, dm->S, dm->hq, dm->hkv, D, scale, &qp, &kp,
                             GL_ATTN_CAUSAL, dp);
         if (dm->cp_all_gather)
             continue;
-        /* the K/V on to the next step (not after the last), the
-         * accumulator after them (after the last step too: that pass
-         * brings each rank its own) */
-        if (step + 1 < cp) {
-            ring_pass(m, m->kv[0], m->kv[1], blk, d->act);
-            void *t = m->kv[0];
-            m->kv[0] = m->kv[1];
-            m->kv[1] = t;
-        }
-        ring_pass(m, m->dkv[0], m->dkv[1], blk, GL_DT_F32);
+        /* the next K/V, and the accumulator of this block from r - 1 */
+        ring_wait(m);
+        if (pass)
+            swap_ptr(&m->kv[0], &m->kv[1]);
+        if (step > 0)
+            OPS->add_f32(d, m->dkv[0], m->dkv_blk, blk);
+        /* the accumulator on to r + 1, after the last step too: that
+         * pass brings each rank its own */
+        ring_post(m, m->dkv[0], m->dkv[1], blk, GL_DT_F32);
         float *t = m->dkv[0];
         m->dkv[0] = m->dkv[1];
         m->dkv[1] = t;
     }
+    if (!dm->cp_all_gather)
+        ring_wait(m);
     float *own = m->dkv[0];
     if (dm->cp_all_gather) {
         gl_reduce_scatter(m->cp, m->dkv[0], m->dkv[1], blk, GL_DT_F32, GL_OP_SUM, d->stream);

@@ -275,8 +275,8 @@ void gl_model_free(gl_model *m)
     gl_dev *d = m->d;
     gl_model_fp8_free(m);
     /* context parallelism's scratch (cp.c; NULL without it) */
-    void *cpbuf[] = { m->kv[0], m->kv[1], m->dkv[0], m->dkv[1], m->o_acc, m->o_blk,
-                      m->lse_blk, m->dq_acc, m->delta };
+    void *cpbuf[] = { m->kv[0], m->kv[1], m->dkv[0], m->dkv[1], m->dkv_blk, m->o_acc,
+                      m->o_blk, m->lse_blk, m->dq_acc, m->delta };
     for (size_t i = 0; i < sizeof cpbuf / sizeof cpbuf[0]; i++)
         if (cpbuf[i])
             d->ops->free(d, cpbuf[i]);

@@ -430,15 +430,20 @@ typedef struct {
      * block attention: K/V chunks (act) and their gradients (f32) as they
      * travel round the ring, [n, 2 hkv D] each (all_gather: kv[0] and
      * dkv[0] hold every rank's, [cp n, 2 hkv D]), the running output,
-     * a block's output and lse, dq and attn_delta's rows (f32). */
+     * a block's output and lse, dq and attn_delta's rows (f32).
+     * dkv_blk: the ring's dK/dV of one block, added to the accumulator
+     * that arrived meanwhile.  cp_ring_serial: the ring waits for each
+     * exchange before it computes (GRIDLM_CP_RING_OVERLAP=0), the same
+     * arithmetic without the overlap, for tests and timings. */
     gl_comm *cp;
     int cp_rank;
+    int cp_ring_serial;
     /* Expert parallelism (moe.c): the EP group (NULL for EP = 1), whose
      * member i holds the experts of EP index i (dims: e0, El); set by the
      * caller after gl_model_new, with a plan made for this rank's index. */
     gl_comm *ep;
     void *kv[2];
-    float *dkv[2];
+    float *dkv[2], *dkv_blk;
     float *o_acc, *o_blk, *lse_blk, *dq_acc, *delta;
     /* The GeLU MLP through ops->linear_gelu_fwd / linear_dgelu_bwd (one
      * product with its epilogue on a GPU; layer.c: gelu_fused): 0 (the
