@@ -33,6 +33,12 @@
  * the kernels of attention_fwd.cu / attention_bwd.cu costs one attempt.
  * The workspace (cuDNN's own, and the backward's delta and fp32 dq) comes
  * from the device allocator as a grow-only scratch buffer.
+ *
+ * Context parallelism's blocks (attn_block_fwd, attn_block_bwd) use the
+ * same graphs with Sq query rows against Sk key rows, the causal mask or
+ * none, and a backward that reads the caller's delta: see "context
+ * parallelism's blocks" below for which blocks and how their f32
+ * outputs are made.
  */
 #include <config.h>
 
