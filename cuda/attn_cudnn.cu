@@ -203,6 +203,8 @@ struct gl_cudnn {
     int unusable;              /* cudnnCreate failed: every shape refused */
     char unusable_why[256];
     int warned;                /* the one fallback warning was printed */
+    int delta_via_o;           /* the block backward's BWD_DELTA graph was
+                                * refused: it goes through o (said once) */
     plan_entry *e;
     int n, cap;
 };
@@ -670,8 +672,10 @@ static void describe(char *buf, size_t n, const plan_key *k)
 }
 
 /* The cached plan of key k, built on first use; NULL when cuDNN refuses
- * it (dies instead under GL_ATTN_CUDNN, warns once under GL_ATTN_AUTO). */
-static plan_entry *lookup(gl_dev *d, const plan_key *k)
+ * it (dies instead under GL_ATTN_CUDNN, warns once under GL_ATTN_AUTO;
+ * quiet: neither, nor counted, for a caller that has another graph to
+ * try). */
+static plan_entry *lookup(gl_dev *d, const plan_key *k, int quiet)
 {
     gl_cuda_state *st = gl_cuda_st(d);
     gl_cudnn *c = state(d);
@@ -680,7 +684,7 @@ static plan_entry *lookup(gl_dev *d, const plan_key *k)
         if (!memcmp(&c->e[i].key, k, sizeof *k)) {
             if (c->e[i].plan)
                 return &c->e[i];
-            if (st->attn_impl == GL_ATTN_CUDNN) {
+            if (st->attn_impl == GL_ATTN_CUDNN && !quiet) {
                 describe(what, sizeof what, k);
                 gl_die("GRIDLM_ATTENTION=cudnn, but cuDNN %ld built no fused "
                        "attention plan for the %s (see the warning above); "
@@ -726,6 +730,8 @@ static plan_entry *lookup(gl_dev *d, const plan_key *k)
         st->attn_counts.plans++;
         return &c->e[c->n - 1];
     }
+    if (quiet)
+        return NULL;
     st->attn_counts.refused++;
     if (st->attn_impl == GL_ATTN_CUDNN)
         gl_die("GRIDLM_ATTENTION=cudnn, but cuDNN %ld built no fused attention "
@@ -800,7 +806,7 @@ int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 5))
         return 0;
     plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0, S, 1};
-    plan_entry *e = lookup(d, &key);
+    plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
@@ -823,7 +829,7 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 9))
         return 0;
     plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, S, 1};
-    plan_entry *e = lookup(d, &key);
+    plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
@@ -862,7 +868,15 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
  * graph's fp32 accumulator (no bf16 rounding of dq).  The lse comes
  * straight from the graph's statistics (fp32, the natural-log lse of
  * ops.h).  The backward reads the caller's delta and the FINAL lse: the
- * BWD_DELTA graph computes no delta and needs no o. */
+ * BWD_DELTA graph computes no delta and needs no o.  Whether cuDNN's
+ * engine takes a backward graph without the dO.o reduction has not been
+ * seen on a GPU yet, so a refusal of BWD_DELTA falls back, quietly but
+ * for one line in the log, to the BWD graph fed an o' = delta dO / |dO|^2
+ * (rowsum(dO o') = delta, up to o''s bf16 rounding: the rounding delta
+ * gets from o's in whole-sequence attention).  The forward's o, too,
+ * could be an FP32 output of the graph; whether the engine then still
+ * runs flash attention is unseen, so o takes the bf16 path it is known
+ * to. */
 
 /* The smallest and the largest position of a block of n > 0 rows. */
 static long pos_min(const gl_attn_pos *p, int n)
@@ -965,7 +979,7 @@ int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
         return 0;
     int OD = Hq * D;                      /* the bf16 o in the workspace */
     plan_key key = {FWD, B, Sq, Hq, Hkv, D, ldq, ldk, ldv, OD, 0, 0, Sk, causal};
-    plan_entry *e = lookup(d, &key);
+    plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
@@ -979,6 +993,35 @@ int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
     execute(d, e, causal ? 7 : 6, uids, ptrs, ws);
     gl_cuda_convert_2d(d, o, GL_DT_F32, ldo, obf, GL_DT_BF16, OD, B * Sq, OD);
     return 1;
+}
+
+/* Warp per row (b, i, h) of dO [B, S, Hq, D] (row stride lddo): the bf16
+ * row o' = delta dO / |dO|^2 of ox [B, S, Hq D], so that rowsum(dO o') =
+ * delta (0 where dO is 0, and then delta is too).  |o'| <= |o| for the o
+ * delta was made from, so nothing overflows; o' rounds to bf16 as o did. */
+__global__ void delta_as_o_kernel(bf16 *ox, const bf16 *dout, int lddo,
+                                  const float *delta, int B, int S, int Hq,
+                                  int D)
+{
+    long w = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (w >= (long)B * S * Hq)
+        return;
+    int h = (int)(w % Hq);
+    long t = w / Hq;                     /* b S + i */
+    long b = t / S, i = t % S;
+    const bf16 *g = dout + t * lddo + (long)h * D;
+    float ss = 0;
+    for (int e = lane; e < D; e += 32) {
+        float x = __bfloat162float(g[e]);
+        ss += x * x;
+    }
+    for (int off = 16; off > 0; off >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    float f = ss > 0 ? delta[(b * Hq + h) * S + i] / ss : 0.0f;
+    bf16 *o = ox + t * (long)Hq * D + (long)h * D;
+    for (int e = lane; e < D; e += 32)
+        o[e] = __float2bfloat16(f * __bfloat162float(g[e]));
 }
 
 int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
@@ -999,26 +1042,63 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
         return 0;
     /* the bf16 gradients in the workspace as the model's fused QKV rows:
      * dq, dk, dv side by side in rows of W, max(Sq, Sk) rows per sample */
-    int W = (Hq + 2 * Hkv) * D, R = Sq > Sk ? Sq : Sk;
+    int W = (Hq + 2 * Hkv) * D, R = Sq > Sk ? Sq : Sk, OD = Hq * D;
     plan_key key = {BWD_DELTA, B, Sq, Hq, Hkv, D, ldq, ldk, ldv, 0, lddo, W,
                     Sk, causal};
-    plan_entry *e = lookup(d, &key);
-    if (!e)
-        return 0;
+    /* Should cuDNN take no backward graph that reads delta, the
+     * whole-sequence graph (BWD) computes delta = rowsum(dO o) from an o
+     * made for it (delta_as_o_kernel) into the workspace. */
+    plan_entry *e = lookup(d, &key, 1);
+    if (!e) {
+        key.dir = BWD;
+        key.ldo = OD;
+        e = lookup(d, &key, 0);
+        if (!e)
+            return 0;
+        gl_cudnn *c = gl_cuda_st(d)->cudnn;
+        if (!c->delta_via_o) {
+            c->delta_via_o = 1;
+            gl_info0("cuDNN %ld takes no block attention backward that reads "
+                     "delta; it recomputes delta from an o made for it",
+                     gl_cuda_cudnn_version());
+        }
+    }
     gl_cuda_state *st = gl_cuda_st(d);
     size_t wbytes = round256((size_t)e->ws);
     size_t abytes = round256((size_t)B * Hq * Sq * D * sizeof(float));
     size_t gbytes = round256((size_t)B * R * W * sizeof(bf16));
-    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + abytes + gbytes);
+    size_t obytes = 0, dbytes = 0;     /* BWD: o and delta */
+    if (key.dir == BWD) {
+        obytes = round256((size_t)B * Sq * OD * sizeof(bf16));
+        dbytes = round256((size_t)B * Hq * Sq * sizeof(float));
+    }
+    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn,
+                                       wbytes + abytes + gbytes + obytes + dbytes);
     float *dqacc = (float *)(ws + wbytes);
     bf16 *g = (bf16 *)(ws + wbytes + abytes);
     bf16 *gdk = g + (size_t)Hq * D, *gdv = gdk + (size_t)Hkv * D;
-    float fscale = scale, fneg = -3.402823466e38f;
-    const int64_t uids[] = {U_Q, U_K, U_V, U_DO, U_STATS, U_DELTA, U_DQ,
-                            U_DK, U_DV, U_DQACC, U_SCALE, U_NEG};
-    void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)dout, (void *)lse,
-                    (void *)delta, g, gdk, gdv, dqacc, &fscale, &fneg};
-    execute(d, e, causal ? 12 : 11, uids, ptrs, ws);
+    float fscale = scale, fneg = -3.402823466e38f, fone = 1.0f;
+    if (key.dir == BWD_DELTA) {
+        const int64_t uids[] = {U_Q, U_K, U_V, U_DO, U_STATS, U_DELTA, U_DQ,
+                                U_DK, U_DV, U_DQACC, U_SCALE, U_NEG};
+        void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)dout,
+                        (void *)lse, (void *)delta, g, gdk, gdv, dqacc,
+                        &fscale, &fneg};
+        execute(d, e, causal ? 12 : 11, uids, ptrs, ws);
+    } else {
+        bf16 *ox = (bf16 *)(ws + wbytes + abytes + gbytes);
+        float *dws = (float *)(ws + wbytes + abytes + gbytes + obytes);
+        long threads = (long)B * Sq * Hq * 32;
+        delta_as_o_kernel<<<(unsigned)((threads + 255) / 256), 256, 0,
+                            st->stream>>>(ox, dout, lddo, delta, B, Sq, Hq, D);
+        GL_CUDA_LAUNCHED("attn_block_bwd (delta as o)");
+        const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK,
+                                U_DV, U_ONE, U_DELTA, U_DQACC, U_SCALE, U_NEG};
+        void *ptrs[] = {(void *)q, (void *)k, (void *)v, ox, (void *)dout,
+                        (void *)lse, g, gdk, gdv, &fone, dws, dqacc, &fscale,
+                        &fneg};
+        execute(d, e, causal ? 14 : 13, uids, ptrs, ws);
+    }
     /* dq from the fp32 accumulator [B, Hq, Sq, D]; dk, dv from the bf16
      * rows [B, Sk, W] */
     block_add(d, dq, lddq, dqacc, (long)Hq * Sq * D, D, (long)Sq * D, B, Sq,
