@@ -15,6 +15,10 @@
  *                    (the first refusal prints one warning line);
  *   "cudnn"          cudnn or die naming the shape and cuDNN's reason;
  *   "native"         the kernels written here.
+ * Context parallelism's ops->attn_block_fwd / attn_block_bwd follow the
+ * same choice for the blocks cuDNN's graphs describe (full, and the
+ * causal diagonal, without dropout); every other block runs the kernels
+ * of attn_block.cu whatever the choice.
  *
  * Profiler.  GRIDLM_PROFILE=1 when the device is opened wraps every
  * enqueuing op of the table with a pair of CUDA events; the times are
