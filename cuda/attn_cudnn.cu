@@ -33,9 +33,16 @@
  * the kernels of attention_fwd.cu / attention_bwd.cu costs one attempt.
  * The workspace (cuDNN's own, and the backward's delta and fp32 dq) comes
  * from the device allocator as a grow-only scratch buffer.
+ *
+ * Context parallelism's blocks (attn_block_fwd, attn_block_bwd) use the
+ * same graphs with Sq query rows against Sk key rows, the causal mask or
+ * none, and a backward that reads the caller's delta: see "context
+ * parallelism's blocks" below for which blocks and how their f32
+ * outputs are made.
  */
 #include <config.h>
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +122,25 @@ int gl_cudnn_attn_bwd(gl_dev *, bf16 *, bf16 *, bf16 *, int, const bf16 *, int,
     return 0;
 }
 
+int gl_cudnn_attn_block_fwd(gl_dev *, float *, int, float *, const bf16 *,
+                            int, const bf16 *, int, const bf16 *, int, int,
+                            int, int, int, int, int, float,
+                            const gl_attn_pos *, const gl_attn_pos *,
+                            gl_attn_mask)
+{
+    return 0;
+}
+
+int gl_cudnn_attn_block_bwd(gl_dev *, float *, int, float *, float *, int,
+                            const bf16 *, int, const float *, const float *,
+                            const bf16 *, int, const bf16 *, int, const bf16 *,
+                            int, int, int, int, int, int, int, float,
+                            const gl_attn_pos *, const gl_attn_pos *,
+                            gl_attn_mask)
+{
+    return 0;
+}
+
 void gl_cudnn_close(gl_dev *)
 {
 }
@@ -135,11 +161,17 @@ enum {
     U_SCALE, U_NEG, U_ONE, U_DELTA, U_DQACC, U_VIRTUAL = 100
 };
 
-enum { FWD = 0, BWD = 1 };
+/* The graphs: the forward; the whole-sequence backward, which computes
+ * delta = rowsum(dO * o) itself; the block backward, which reads delta
+ * (and needs no o). */
+enum { FWD = 0, BWD = 1, BWD_DELTA = 2 };
 
-/* What identifies a plan: direction, shape and every row stride. */
+/* What identifies a plan: direction, shape, every row stride and the
+ * mask.  S query rows against Sk key rows (S = Sk for whole-sequence
+ * attention); causal: key column j allowed for query row i iff j <= i,
+ * else every pair (a full block of context parallelism). */
 typedef struct {
-    int dir, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg;
+    int dir, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, Sk, causal;
 } plan_key;
 
 /* A graph being built: every descriptor made (destroyed with the plan),
@@ -171,6 +203,8 @@ struct gl_cudnn {
     int unusable;              /* cudnnCreate failed: every shape refused */
     char unusable_why[256];
     int warned;                /* the one fallback warning was printed */
+    int delta_via_o;           /* the block backward's BWD_DELTA graph was
+                                * refused: it goes through o (said once) */
     plan_entry *e;
     int n, cap;
 };
@@ -378,15 +412,15 @@ static desc_t causal_mask(graph *g, desc_t s, shape4 ss, desc_t neg)
     return out;
 }
 
-/* The views of ops.h as 4-D tensors. */
-static shape4 bhsd(const plan_key *k, int H, int ld)       /* [B, H, S, D] */
+/* The views of ops.h as 4-D tensors of S rows (the query or key rows). */
+static shape4 bhsd(const plan_key *k, int H, int S, int ld)  /* [B, H, S, D] */
 {
-    return sh(k->B, H, k->S, k->D, (int64_t)k->S * ld, k->D, ld, 1);
+    return sh(k->B, H, S, k->D, (int64_t)S * ld, k->D, ld, 1);
 }
 
-static shape4 bhds(const plan_key *k, int H, int ld)       /* transposed */
+static shape4 bhds(const plan_key *k, int H, int S, int ld)  /* transposed */
 {
-    return sh(k->B, H, k->D, k->S, (int64_t)k->S * ld, k->D, 1, ld);
+    return sh(k->B, H, k->D, S, (int64_t)S * ld, k->D, 1, ld);
 }
 
 static shape4 packed(int64_t B, int64_t H, int64_t R, int64_t C)
@@ -394,22 +428,32 @@ static shape4 packed(int64_t B, int64_t H, int64_t R, int64_t C)
     return sh(B, H, R, C, H * R * C, R * C, C, 1);
 }
 
+/* The mask of k on scores s [B, Hq, S, Sk]: causal_mask's under a causal
+ * key (the lowest float `neg` bound by value, U_NEG), s itself for a full
+ * block (no U_NEG in the graph). */
+static desc_t mask_of(graph *g, const plan_key *k, desc_t s, shape4 ss)
+{
+    if (!k->causal)
+        return s;
+    return causal_mask(g, s, ss, scalar(g, U_NEG));
+}
+
 static void build_fwd(graph *g, const plan_key *k)
 {
     cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
-    int64_t B = k->B, S = k->S, Hq = k->Hq;
-    shape4 ss = packed(B, Hq, S, S), rs = packed(B, Hq, S, 1);
-    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->ldq), false, false);
-    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->ldk), false, false);
-    desc_t v = tensor(g, U_V, BF, bhsd(k, k->Hkv, k->ldv), false, false);
-    desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->ldo), false, false);
+    int64_t B = k->B, S = k->S, Sk = k->Sk, Hq = k->Hq;
+    shape4 ss = packed(B, Hq, S, Sk), rs = packed(B, Hq, S, 1);
+    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->S, k->ldq), false, false);
+    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->Sk, k->ldk), false, false);
+    desc_t v = tensor(g, U_V, BF, bhsd(k, k->Hkv, k->Sk, k->ldv), false, false);
+    desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->S, k->ldo), false, false);
     desc_t stats = tensor(g, U_STATS, F, rs, false, false);
-    desc_t scale = scalar(g, U_SCALE), neg = scalar(g, U_NEG);
+    desc_t scale = scalar(g, U_SCALE);
 
     desc_t s = virt(g, F, ss), s1 = virt(g, F, ss);
     matmul(g, q, kt, s);
     pointwise(g, CUDNN_POINTWISE_MUL, F, s, scale, NULL, s1);
-    desc_t s2 = causal_mask(g, s1, ss, neg);
+    desc_t s2 = mask_of(g, k, s1, ss);
     desc_t m = virt(g, F, rs), d = virt(g, F, ss), e = virt(g, F, ss);
     /* the engine takes the second product's probabilities in the i/o
      * type (bf16), as the backward's p^T */
@@ -424,8 +468,8 @@ static void build_fwd(graph *g, const plan_key *k)
     matmul(g, p, v, o);
 }
 
-/* dst (Hkv heads) = the sum over each group of Hq/Hkv query heads of
- * a x b, or a x b itself without grouping. */
+/* dst (Hkv heads of the Sk key rows) = the sum over each group of Hq/Hkv
+ * query heads of a x b, or a x b itself without grouping. */
 static void matmul_grouped(graph *g, const plan_key *k, desc_t a, desc_t b,
                            desc_t dst)
 {
@@ -433,7 +477,7 @@ static void matmul_grouped(graph *g, const plan_key *k, desc_t a, desc_t b,
         matmul(g, a, b, dst);
         return;
     }
-    desc_t full = virt(g, CUDNN_DATA_BFLOAT16, packed(k->B, k->Hq, k->S, k->D));
+    desc_t full = virt(g, CUDNN_DATA_BFLOAT16, packed(k->B, k->Hq, k->Sk, k->D));
     matmul(g, a, b, full);
     reduction(g, CUDNN_REDUCE_TENSOR_ADD, full, dst);
 }
@@ -441,39 +485,41 @@ static void matmul_grouped(graph *g, const plan_key *k, desc_t a, desc_t b,
 static void build_bwd(graph *g, const plan_key *k)
 {
     cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
-    int64_t B = k->B, S = k->S, Hq = k->Hq, D = k->D;
-    shape4 ss = packed(B, Hq, S, S), rs = packed(B, Hq, S, 1);
-    /* p and dS transposed: [B, Hq, Skv, Sq] over the same storage */
-    shape4 st = sh(B, Hq, S, S, Hq * S * S, S * S, 1, S);
-    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->ldq), false, false);
-    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->ldk), false, false);
-    desc_t vt = tensor(g, U_V, BF, bhds(k, k->Hkv, k->ldv), false, false);
-    desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->ldo), false, false);
-    desc_t dout = tensor(g, U_DO, BF, bhsd(k, k->Hq, k->lddo), false, false);
+    int64_t B = k->B, S = k->S, Sk = k->Sk, Hq = k->Hq, D = k->D;
+    shape4 ss = packed(B, Hq, S, Sk), rs = packed(B, Hq, S, 1);
+    /* p and dS transposed: [B, Hq, Sk, Sq] over the same storage */
+    shape4 st = sh(B, Hq, Sk, S, Hq * S * Sk, S * Sk, 1, Sk);
+    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->S, k->ldq), false, false);
+    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->Sk, k->ldk), false, false);
+    desc_t vt = tensor(g, U_V, BF, bhds(k, k->Hkv, k->Sk, k->ldv), false, false);
+    desc_t dout = tensor(g, U_DO, BF, bhsd(k, k->Hq, k->S, k->lddo), false, false);
     desc_t stats = tensor(g, U_STATS, F, rs, false, false);
-    desc_t dq = tensor(g, U_DQ, BF, bhsd(k, k->Hq, k->ldg), false, false);
-    desc_t dk = tensor(g, U_DK, BF, bhsd(k, k->Hkv, k->ldg), false, false);
-    desc_t dv = tensor(g, U_DV, BF, bhsd(k, k->Hkv, k->ldg), false, false);
-    desc_t scale = scalar(g, U_SCALE), neg = scalar(g, U_NEG);
-    desc_t one = scalar(g, U_ONE);
-    /* in the workspace: delta per row, and dq accumulated in fp32 (a
-     * non-virtual fp32 dq is what selects cuDNN's flash backward without
-     * an S x S buffer) */
+    desc_t dq = tensor(g, U_DQ, BF, bhsd(k, k->Hq, k->S, k->ldg), false, false);
+    desc_t dk = tensor(g, U_DK, BF, bhsd(k, k->Hkv, k->Sk, k->ldg), false, false);
+    desc_t dv = tensor(g, U_DV, BF, bhsd(k, k->Hkv, k->Sk, k->ldg), false, false);
+    desc_t scale = scalar(g, U_SCALE);
+    /* delta per row: computed into the workspace (BWD) or the caller's
+     * (BWD_DELTA); dq accumulated in fp32 in the workspace (a non-virtual
+     * fp32 dq is what selects cuDNN's flash backward without an S x Sk
+     * buffer) */
     desc_t delta = tensor(g, U_DELTA, F, rs, false, false);
     desc_t dqacc = tensor(g, U_DQACC, F, packed(B, Hq, S, D), false, false);
 
-    /* delta = rowsum(dO * o) */
-    desc_t prod = virt(g, F, packed(B, Hq, S, D)), rsum = virt(g, F, rs);
-    pointwise(g, CUDNN_POINTWISE_MUL, F, dout, o, NULL, prod);
-    reduction(g, CUDNN_REDUCE_TENSOR_ADD, prod, rsum);
-    pointwise(g, CUDNN_POINTWISE_MUL, F, rsum, one, NULL, delta);
+    if (k->dir == BWD) {            /* delta = rowsum(dO * o) */
+        desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->S, k->ldo), false, false);
+        desc_t one = scalar(g, U_ONE);
+        desc_t prod = virt(g, F, packed(B, Hq, S, D)), rsum = virt(g, F, rs);
+        pointwise(g, CUDNN_POINTWISE_MUL, F, dout, o, NULL, prod);
+        reduction(g, CUDNN_REDUCE_TENSOR_ADD, prod, rsum);
+        pointwise(g, CUDNN_POINTWISE_MUL, F, rsum, one, NULL, delta);
+    }
 
     /* p = exp(mask(scale q k^T - stats)) */
     desc_t s = virt(g, F, ss), s1 = virt(g, F, ss), s2 = virt(g, F, ss);
     matmul(g, q, kt, s);
     pointwise(g, CUDNN_POINTWISE_MUL, F, s, scale, NULL, s1);
     pointwise(g, CUDNN_POINTWISE_SUB, F, s1, stats, NULL, s2);
-    desc_t s3 = causal_mask(g, s2, ss, neg);
+    desc_t s3 = mask_of(g, k, s2, ss);
     desc_t p = virt(g, F, ss);
     pointwise(g, CUDNN_POINTWISE_EXP, F, s3, NULL, NULL, p);
 
@@ -496,7 +542,7 @@ static void build_bwd(graph *g, const plan_key *k)
     matmul_grouped(g, k, dst, q, dk);
 
     /* dq = dS k, through the fp32 accumulator */
-    desc_t kk = virt(g, BF, bhsd(k, k->Hkv, k->ldk));
+    desc_t kk = virt(g, BF, bhsd(k, k->Hkv, k->Sk, k->ldk));
     reshape(g, kt, kk);
     matmul(g, ds, kk, dqacc);
     pointwise(g, CUDNN_POINTWISE_IDENTITY, F, dqacc, NULL, NULL, dq);
@@ -614,15 +660,22 @@ static gl_cudnn *state(gl_dev *d)
 
 static void describe(char *buf, size_t n, const plan_key *k)
 {
-    snprintf(buf, n, "%s B=%d S=%d Hq=%d Hkv=%d D=%d (row strides q %d k %d "
-             "v %d o %d%s)", k->dir == FWD ? "forward" : "backward", k->B,
-             k->S, k->Hq, k->Hkv, k->D, k->ldq, k->ldk, k->ldv, k->ldo,
+    static const char *dir[] = {"forward", "backward", "block backward"};
+    char blk[64] = "";
+    if (k->S != k->Sk || !k->causal || k->dir == BWD_DELTA)
+        snprintf(blk, sizeof blk, " against Sk=%d keys, %s", k->Sk,
+                 k->causal ? "causal" : "full");
+    snprintf(buf, n, "%s B=%d S=%d Hq=%d Hkv=%d D=%d%s (row strides q %d k %d "
+             "v %d o %d%s)", dir[k->dir], k->B, k->S, k->Hq, k->Hkv, k->D, blk,
+             k->ldq, k->ldk, k->ldv, k->ldo,
              k->dir == FWD ? "" : ", dO and gradients too");
 }
 
 /* The cached plan of key k, built on first use; NULL when cuDNN refuses
- * it (dies instead under GL_ATTN_CUDNN, warns once under GL_ATTN_AUTO). */
-static plan_entry *lookup(gl_dev *d, const plan_key *k)
+ * it (dies instead under GL_ATTN_CUDNN, warns once under GL_ATTN_AUTO;
+ * quiet: neither, nor counted, for a caller that has another graph to
+ * try). */
+static plan_entry *lookup(gl_dev *d, const plan_key *k, int quiet)
 {
     gl_cuda_state *st = gl_cuda_st(d);
     gl_cudnn *c = state(d);
@@ -631,7 +684,7 @@ static plan_entry *lookup(gl_dev *d, const plan_key *k)
         if (!memcmp(&c->e[i].key, k, sizeof *k)) {
             if (c->e[i].plan)
                 return &c->e[i];
-            if (st->attn_impl == GL_ATTN_CUDNN) {
+            if (st->attn_impl == GL_ATTN_CUDNN && !quiet) {
                 describe(what, sizeof what, k);
                 gl_die("GRIDLM_ATTENTION=cudnn, but cuDNN %ld built no fused "
                        "attention plan for the %s (see the warning above); "
@@ -677,6 +730,8 @@ static plan_entry *lookup(gl_dev *d, const plan_key *k)
         st->attn_counts.plans++;
         return &c->e[c->n - 1];
     }
+    if (quiet)
+        return NULL;
     st->attn_counts.refused++;
     if (st->attn_impl == GL_ATTN_CUDNN)
         gl_die("GRIDLM_ATTENTION=cudnn, but cuDNN %ld built no fused attention "
@@ -750,8 +805,8 @@ int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
     const int ld[] = {ldo, ldq, ldk, ldv, 8};
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 5))
         return 0;
-    plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0};
-    plan_entry *e = lookup(d, &key);
+    plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0, S, 1};
+    plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
@@ -773,8 +828,8 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
     const int ld[] = {ldg, ldg, ldg, lddo, ldo, 8, ldq, ldk, ldv};
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 9))
         return 0;
-    plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg};
-    plan_entry *e = lookup(d, &key);
+    plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, S, 1};
+    plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
@@ -789,6 +844,267 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
                     (void *)lse, dq, dk, dv, &fscale, &fneg, &fone,
                     ws + wbytes, ws + wbytes + dbytes};
     execute(d, e, 14, uids, ptrs, ws);
+    return 1;
+}
+
+/* ---- context parallelism's blocks ----
+ *
+ * A block of Sq queries against Sk keys (ops.h's attn_block_fwd,
+ * attn_block_bwd) is one of the graphs above when its mask, given the
+ * rows' positions, is one the graphs describe:
+ *   full    every pair allowed: a full mask, or a causal one whose keys
+ *           all lie at or before every query (the ring's earlier chunks);
+ *   causal  the causal diagonal: the same positions on both sides,
+ *           increasing with the row, so key u is allowed for query i iff
+ *           u <= i, the graphs' causal mask.
+ * Any other block (keys partly after the queries, or all of them: the
+ * rows without keys) runs the kernels of attn_block.cu.
+ *
+ * The graphs write act (bf16) outputs, the pattern cuDNN's fused
+ * attention engine recognises; the block ops' outputs are f32, so the
+ * forward writes o as bf16 into the workspace and converts it into the
+ * f32 o (convert_2d), and the backward writes dk, dv as bf16 into the
+ * workspace and adds them to the f32 accumulators, and adds dq from the
+ * graph's fp32 accumulator (no bf16 rounding of dq).  The lse comes
+ * straight from the graph's statistics (fp32, the natural-log lse of
+ * ops.h).  The backward reads the caller's delta and the FINAL lse: the
+ * BWD_DELTA graph computes no delta and needs no o.  Whether cuDNN's
+ * engine takes a backward graph without the dO.o reduction has not been
+ * seen on a GPU yet, so a refusal of BWD_DELTA falls back, quietly but
+ * for one line in the log, to the BWD graph fed an o' = delta dO / |dO|^2
+ * (rowsum(dO o') = delta, up to o''s bf16 rounding: the rounding delta
+ * gets from o's in whole-sequence attention).  The forward's o, too,
+ * could be an FP32 output of the graph; whether the engine then still
+ * runs flash attention is unseen, so o takes the bf16 path it is known
+ * to. */
+
+/* The smallest and the largest position of a block of n > 0 rows. */
+static long pos_min(const gl_attn_pos *p, int n)
+{
+    if (p->split == 0)
+        return p->start[1];
+    if (p->split == n || p->start[0] <= p->start[1])
+        return p->start[0];
+    return p->start[1];
+}
+
+static long pos_max(const gl_attn_pos *p, int n)
+{
+    long m0 = p->split > 0 ? p->start[0] + p->split - 1 : LONG_MIN;
+    long m1 = p->split < n ? p->start[1] + (n - p->split) - 1 : LONG_MIN;
+    return m0 > m1 ? m0 : m1;
+}
+
+/* 1 when the rows' positions strictly increase with the row (each run
+ * does; run 1, when there is one, starts after run 0 ends). */
+static int pos_increasing(const gl_attn_pos *p, int n)
+{
+    return p->split == 0 || p->split == n || p->start[1] >= p->start[0] + p->split;
+}
+
+/* 1 when the two blocks' rows have the same positions. */
+static int pos_same(const gl_attn_pos *a, const gl_attn_pos *b, int n)
+{
+    if (a->split != b->split)
+        return 0;
+    if (a->split > 0 && a->start[0] != b->start[0])
+        return 0;
+    return a->split == n || a->start[1] == b->start[1];
+}
+
+/* The graphs' mask for a block: 1 causal, 0 full, -1 none (the kernels
+ * run it; also for splits out of range, which the kernels reject). */
+static int block_causal(const gl_attn_pos *qpos, int Sq, const gl_attn_pos *kpos,
+                        int Sk, gl_attn_mask mask)
+{
+    if (Sq <= 0 || Sk <= 0 || qpos->split < 0 || qpos->split > Sq ||
+        kpos->split < 0 || kpos->split > Sk)
+        return -1;
+    if (mask == GL_ATTN_FULL)
+        return 0;
+    if (mask != GL_ATTN_CAUSAL)
+        return -1;
+    if (pos_max(kpos, Sk) <= pos_min(qpos, Sq))
+        return 0;
+    if (Sq == Sk && pos_same(qpos, kpos, Sq) && pos_increasing(qpos, Sq))
+        return 1;
+    return -1;
+}
+
+/* dst f32 [B, S, H, D] (row stride ldd) += src, element (b, s, h, e) of
+ * src at b sb + s ss + h sh + e: a grid-stride loop, indices in 64 bits. */
+template <class T>
+__global__ void block_add_kernel(float *dst, long ldd, const T *src, long sb,
+                                 long ss, long sh, int S, int H, int D, long n)
+{
+    for (long x = (long)blockIdx.x * blockDim.x + threadIdx.x; x < n;
+         x += (long)gridDim.x * blockDim.x) {
+        long e = x % D, r = x / D;
+        long h = r % H, t = r / H;
+        long s = t % S, b = t / S;
+        float v;
+        if constexpr (sizeof(T) == 2)
+            v = __bfloat162float(src[b * sb + s * ss + h * sh + e]);
+        else
+            v = src[b * sb + s * ss + h * sh + e];
+        dst[(b * S + s) * ldd + h * D + e] += v;
+    }
+}
+
+template <class T>
+static void block_add(gl_dev *d, float *dst, long ldd, const T *src, long sb,
+                      long ss, long sh, int B, int S, int H, int D)
+{
+    long n = (long)B * S * H * D;
+    long blocks = (n + 255) / 256;
+    unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
+    block_add_kernel<T><<<grid, 256, 0, gl_cuda_st(d)->stream>>>(
+        dst, ldd, src, sb, ss, sh, S, H, D, n);
+    GL_CUDA_LAUNCHED("attn_block (cuDNN's gradients added)");
+}
+
+int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
+                            const bf16 *q, int ldq, const bf16 *k, int ldk,
+                            const bf16 *v, int ldv, int B, int Sq, int Sk,
+                            int Hq, int Hkv, int D, float scale,
+                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                            gl_attn_mask mask)
+{
+    int causal = block_causal(qpos, Sq, kpos, Sk, mask);
+    if (causal < 0 || ldo < Hq * D)
+        return 0;
+    const void *p[] = {q, k, v, lse};
+    const int ld[] = {ldq, ldk, ldv, 8};
+    if (!usable(B, Sq, Hq, Hkv, D, scale, p, ld, 4) || Sk <= 0)
+        return 0;
+    int OD = Hq * D;                      /* the bf16 o in the workspace */
+    plan_key key = {FWD, B, Sq, Hq, Hkv, D, ldq, ldk, ldv, OD, 0, 0, Sk, causal};
+    plan_entry *e = lookup(d, &key, 0);
+    if (!e)
+        return 0;
+    gl_cuda_state *st = gl_cuda_st(d);
+    size_t wbytes = round256((size_t)e->ws);
+    size_t obytes = round256((size_t)B * Sq * OD * sizeof(bf16));
+    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + obytes);
+    bf16 *obf = (bf16 *)(ws + wbytes);
+    float fscale = scale, fneg = -3.402823466e38f;   /* the lowest float */
+    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG};
+    void *ptrs[] = {(void *)q, (void *)k, (void *)v, obf, lse, &fscale, &fneg};
+    execute(d, e, causal ? 7 : 6, uids, ptrs, ws);
+    gl_cuda_convert_2d(d, o, GL_DT_F32, ldo, obf, GL_DT_BF16, OD, B * Sq, OD);
+    return 1;
+}
+
+/* Warp per row (b, i, h) of dO [B, S, Hq, D] (row stride lddo): the bf16
+ * row o' = delta dO / |dO|^2 of ox [B, S, Hq D], so that rowsum(dO o') =
+ * delta (0 where dO is 0, and then delta is too).  |o'| <= |o| for the o
+ * delta was made from, so nothing overflows; o' rounds to bf16 as o did. */
+__global__ void delta_as_o_kernel(bf16 *ox, const bf16 *dout, int lddo,
+                                  const float *delta, int B, int S, int Hq,
+                                  int D)
+{
+    long w = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (w >= (long)B * S * Hq)
+        return;
+    int h = (int)(w % Hq);
+    long t = w / Hq;                     /* b S + i */
+    long b = t / S, i = t % S;
+    const bf16 *g = dout + t * lddo + (long)h * D;
+    float ss = 0;
+    for (int e = lane; e < D; e += 32) {
+        float x = __bfloat162float(g[e]);
+        ss += x * x;
+    }
+    for (int off = 16; off > 0; off >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    float f = ss > 0 ? delta[(b * Hq + h) * S + i] / ss : 0.0f;
+    bf16 *o = ox + t * (long)Hq * D + (long)h * D;
+    for (int e = lane; e < D; e += 32)
+        o[e] = __float2bfloat16(f * __bfloat162float(g[e]));
+}
+
+int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
+                            float *dv, int lddkv, const bf16 *dout, int lddo,
+                            const float *lse, const float *delta,
+                            const bf16 *q, int ldq, const bf16 *k, int ldk,
+                            const bf16 *v, int ldv, int B, int Sq, int Sk,
+                            int Hq, int Hkv, int D, float scale,
+                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                            gl_attn_mask mask)
+{
+    int causal = block_causal(qpos, Sq, kpos, Sk, mask);
+    if (causal < 0)
+        return 0;
+    const void *p[] = {dout, lse, delta, q, k, v};
+    const int ld[] = {lddo, 8, 8, ldq, ldk, ldv};
+    if (!usable(B, Sq, Hq, Hkv, D, scale, p, ld, 6) || Sk <= 0)
+        return 0;
+    /* the bf16 gradients in the workspace as the model's fused QKV rows:
+     * dq, dk, dv side by side in rows of W, max(Sq, Sk) rows per sample */
+    int W = (Hq + 2 * Hkv) * D, R = Sq > Sk ? Sq : Sk, OD = Hq * D;
+    plan_key key = {BWD_DELTA, B, Sq, Hq, Hkv, D, ldq, ldk, ldv, 0, lddo, W,
+                    Sk, causal};
+    /* Should cuDNN take no backward graph that reads delta, the
+     * whole-sequence graph (BWD) computes delta = rowsum(dO o) from an o
+     * made for it (delta_as_o_kernel) into the workspace. */
+    plan_entry *e = lookup(d, &key, 1);
+    if (!e) {
+        key.dir = BWD;
+        key.ldo = OD;
+        e = lookup(d, &key, 0);
+        if (!e)
+            return 0;
+        gl_cudnn *c = gl_cuda_st(d)->cudnn;
+        if (!c->delta_via_o) {
+            c->delta_via_o = 1;
+            gl_info0("cuDNN %ld takes no block attention backward that reads "
+                     "delta; it recomputes delta from an o made for it",
+                     gl_cuda_cudnn_version());
+        }
+    }
+    gl_cuda_state *st = gl_cuda_st(d);
+    size_t wbytes = round256((size_t)e->ws);
+    size_t abytes = round256((size_t)B * Hq * Sq * D * sizeof(float));
+    size_t gbytes = round256((size_t)B * R * W * sizeof(bf16));
+    size_t obytes = 0, dbytes = 0;     /* BWD: o and delta */
+    if (key.dir == BWD) {
+        obytes = round256((size_t)B * Sq * OD * sizeof(bf16));
+        dbytes = round256((size_t)B * Hq * Sq * sizeof(float));
+    }
+    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn,
+                                       wbytes + abytes + gbytes + obytes + dbytes);
+    float *dqacc = (float *)(ws + wbytes);
+    bf16 *g = (bf16 *)(ws + wbytes + abytes);
+    bf16 *gdk = g + (size_t)Hq * D, *gdv = gdk + (size_t)Hkv * D;
+    float fscale = scale, fneg = -3.402823466e38f, fone = 1.0f;
+    if (key.dir == BWD_DELTA) {
+        const int64_t uids[] = {U_Q, U_K, U_V, U_DO, U_STATS, U_DELTA, U_DQ,
+                                U_DK, U_DV, U_DQACC, U_SCALE, U_NEG};
+        void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)dout,
+                        (void *)lse, (void *)delta, g, gdk, gdv, dqacc,
+                        &fscale, &fneg};
+        execute(d, e, causal ? 12 : 11, uids, ptrs, ws);
+    } else {
+        bf16 *ox = (bf16 *)(ws + wbytes + abytes + gbytes);
+        float *dws = (float *)(ws + wbytes + abytes + gbytes + obytes);
+        long threads = (long)B * Sq * Hq * 32;
+        delta_as_o_kernel<<<(unsigned)((threads + 255) / 256), 256, 0,
+                            st->stream>>>(ox, dout, lddo, delta, B, Sq, Hq, D);
+        GL_CUDA_LAUNCHED("attn_block_bwd (delta as o)");
+        const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK,
+                                U_DV, U_ONE, U_DELTA, U_DQACC, U_SCALE, U_NEG};
+        void *ptrs[] = {(void *)q, (void *)k, (void *)v, ox, (void *)dout,
+                        (void *)lse, g, gdk, gdv, &fone, dws, dqacc, &fscale,
+                        &fneg};
+        execute(d, e, causal ? 14 : 13, uids, ptrs, ws);
+    }
+    /* dq from the fp32 accumulator [B, Hq, Sq, D]; dk, dv from the bf16
+     * rows [B, Sk, W] */
+    block_add(d, dq, lddq, dqacc, (long)Hq * Sq * D, D, (long)Sq * D, B, Sq,
+              Hq, D);
+    block_add(d, dk, lddkv, gdk, (long)Sk * W, W, D, B, Sk, Hkv, D);
+    block_add(d, dv, lddkv, gdv, (long)Sk * W, W, D, B, Sk, Hkv, D);
     return 1;
 }
 

@@ -15,6 +15,10 @@
  *                    (the first refusal prints one warning line);
  *   "cudnn"          cudnn or die naming the shape and cuDNN's reason;
  *   "native"         the kernels written here.
+ * Context parallelism's ops->attn_block_fwd / attn_block_bwd follow the
+ * same choice for the blocks cuDNN's graphs describe (full, and the
+ * causal diagonal, without dropout); every other block runs the kernels
+ * of attn_block.cu whatever the choice.
  *
  * Profiler.  GRIDLM_PROFILE=1 when the device is opened wraps every
  * enqueuing op of the table with a pair of CUDA events; the times are
@@ -41,12 +45,18 @@ int gl_cuda_attn_impl(gl_dev *d, int impl);
  * without cuDNN. */
 long gl_cuda_cudnn_version(void);
 
-/* How the attention calls of device d ran since it was opened. */
+/* How the attention calls of device d ran since it was opened: attn_fwd
+ * and attn_bwd, and context parallelism's attn_block_fwd and
+ * attn_block_bwd (blk_*).  The same choice rules hold for the blocks:
+ * cuDNN runs the full blocks and the causal diagonal ones without
+ * dropout (under "cudnn" it must), the kernels every other block. */
 typedef struct {
     long fwd_cudnn, bwd_cudnn;     /* calls run by cuDNN */
     long fwd_native, bwd_native;   /* calls run by the kernels here */
     long plans;                    /* cuDNN execution plans built */
     long refused;                  /* shapes cuDNN built no plan for */
+    long blk_fwd_cudnn, blk_bwd_cudnn;   /* block calls run by cuDNN */
+    long blk_fwd_native, blk_bwd_native; /* and by attn_block.cu */
 } gl_attn_counts;
 void gl_cuda_attn_counts(gl_dev *d, gl_attn_counts *c);
 

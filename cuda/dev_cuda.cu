@@ -656,7 +656,9 @@ static void cu_close(gl_dev *d)
     free(d);
 }
 
-/* Context parallelism's block attention (attn_block.cu): act is bf16. */
+/* Context parallelism's block attention: cuDNN for the blocks it takes
+ * (attn_cudnn.cu: full and causal-diagonal blocks without dropout), as
+ * cu_attn_fwd chooses, else attn_block.cu's kernels; act is bf16. */
 static void cu_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                               const void *q, int ldq, const void *k, int ldk,
                               const void *v, int ldv, int B, int Sq, int Sk,
@@ -664,6 +666,15 @@ static void cu_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                               const gl_attn_pos *qpos, const gl_attn_pos *kpos,
                               gl_attn_mask mask, const gl_attn_dropout *dp)
 {
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
+        gl_cudnn_attn_block_fwd(d, o, ldo, lse, (const bf16 *)q, ldq,
+                                (const bf16 *)k, ldk, (const bf16 *)v, ldv, B,
+                                Sq, Sk, Hq, Hkv, D, scale, qpos, kpos, mask)) {
+        st->attn_counts.blk_fwd_cudnn++;
+        return;
+    }
+    st->attn_counts.blk_fwd_native++;
     gl_cuda_attn_block_fwd(d, o, ldo, lse, (const bf16 *)q, ldq,
                            (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, Sq,
                            Sk, Hq, Hkv, D, scale, qpos, kpos, mask, dp);
@@ -692,6 +703,16 @@ static void cu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                               const gl_attn_pos *qpos, const gl_attn_pos *kpos,
                               gl_attn_mask mask, const gl_attn_dropout *dp)
 {
+    gl_cuda_state *st = gl_cuda_st(d);
+    if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
+        gl_cudnn_attn_block_bwd(d, dq, lddq, dk, dv, lddkv, (const bf16 *)dout,
+                                lddo, lse, delta, (const bf16 *)q, ldq,
+                                (const bf16 *)k, ldk, (const bf16 *)v, ldv, B,
+                                Sq, Sk, Hq, Hkv, D, scale, qpos, kpos, mask)) {
+        st->attn_counts.blk_bwd_cudnn++;
+        return;
+    }
+    st->attn_counts.blk_bwd_native++;
     gl_cuda_attn_block_bwd(d, dq, lddq, dk, dv, lddkv, (const bf16 *)dout,
                            lddo, lse, delta, (const bf16 *)q, ldq,
                            (const bf16 *)k, ldk, (const bf16 *)v, ldv, B, Sq,

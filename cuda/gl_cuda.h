@@ -276,6 +276,24 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
                       const float *lse, const bf16 *q, int ldq, const bf16 *k,
                       int ldk, const bf16 *v, int ldv, int B, int S, int Hq,
                       int Hkv, int D, float scale);
+/* The same for context parallelism's blocks (ops.h's attn_block_fwd and
+ * attn_block_bwd, without dropout): 0 also for a block whose mask, given
+ * the positions, is neither full nor the causal diagonal (attn_cudnn.cu
+ * says which), for the kernels of attn_block.cu. */
+int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
+                            const bf16 *q, int ldq, const bf16 *k, int ldk,
+                            const bf16 *v, int ldv, int B, int Sq, int Sk,
+                            int Hq, int Hkv, int D, float scale,
+                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                            gl_attn_mask mask);
+int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
+                            float *dv, int lddkv, const bf16 *dout, int lddo,
+                            const float *lse, const float *delta,
+                            const bf16 *q, int ldq, const bf16 *k, int ldk,
+                            const bf16 *v, int ldv, int B, int Sq, int Sk,
+                            int Hq, int Hkv, int D, float scale,
+                            const gl_attn_pos *qpos, const gl_attn_pos *kpos,
+                            gl_attn_mask mask);
 /* GRIDLM_ATTENTION as a GL_ATTN_* value (dies on a bad value). */
 int gl_cuda_attn_impl_from_env(void);
 void gl_cudnn_close(gl_dev *d);

@@ -32,6 +32,7 @@ libgridlm_a_SOURCES += \
 # where there is none).
 check_PROGRAMS += t/ops-cuda.t
 t_ops_cuda_t_SOURCES = t/ops-cuda.c t/gpu-util.c t/gpu-util.h
+t_ops_cuda_t_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
 t_ops_cuda_t_LDADD = $(TAP_LIBS)
 TESTS += t/ops-cuda.t
 

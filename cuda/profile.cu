@@ -151,6 +151,11 @@ static void report(gl_dev *d, gl_prof *p)
         gl_info0("  attention calls: cuDNN %ld forward %ld backward, gridlm "
                  "kernels %ld forward %ld backward", c->fwd_cudnn, c->bwd_cudnn,
                  c->fwd_native, c->bwd_native);
+    if (c->blk_fwd_cudnn + c->blk_bwd_cudnn + c->blk_fwd_native +
+        c->blk_bwd_native)
+        gl_info0("  block attention calls: cuDNN %ld forward %ld backward, "
+                 "gridlm kernels %ld forward %ld backward", c->blk_fwd_cudnn,
+                 c->blk_bwd_cudnn, c->blk_fwd_native, c->blk_bwd_native);
 }
 
 static void prof_close(gl_dev *d)

@@ -20,6 +20,12 @@
  * backward.  A backward on some heads must leave the other heads' columns
  * of the fused gradient buffer alone.
  *
+ * Context parallelism's blocks (attn_block_fwd, attn_block_bwd): cuDNN
+ * must run the full blocks and the causal diagonal ones of tile-sized
+ * shapes, the kernels of attn_block.cu every other block (the counts of
+ * gl_cuda_attn_counts tell which ran); each against the CPU, the
+ * backward's += into f32 accumulators included (test_block).
+ *
  * GL_ATTN_CUDNN_QUICK=1 leaves out the S = 4096 shapes; GL_ATTN_CUDNN_BENCH=1
  * adds timings of both implementations at the 1.5B model's shapes.
  * Skips without a GPU or in a build without cuDNN.
@@ -296,6 +302,209 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq, int must)
     free(dout);
 }
 
+/* ---- context parallelism's blocks ---- */
+
+/* Rows [0, rows) x cols of a - b, at row strides lda and ldb, into a new
+ * array of row stride cols: what a block backward added to its
+ * accumulators. */
+static float *added(const float *a, long lda, const float *b, long ldb,
+                    long rows, long cols)
+{
+    float *x = gl_malloc((size_t)rows * cols * sizeof *x + 1);
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++)
+            x[r * cols + c] = a[r * lda + c] - b[r * ldb + c];
+    return x;
+}
+
+/* Block calls of each kind since c0: cudnn 1 for cuDNN's, 0 the kernels'. */
+static long blk_ran(const gl_attn_counts *c0, int bwd, int cudnn)
+{
+    gl_attn_counts c1 = counts();
+    if (bwd)
+        return cudnn ? c1.blk_bwd_cudnn - c0->blk_bwd_cudnn
+                     : c1.blk_bwd_native - c0->blk_bwd_native;
+    return cudnn ? c1.blk_fwd_cudnn - c0->blk_fwd_cudnn
+                 : c1.blk_fwd_native - c0->blk_fwd_native;
+}
+
+/*
+ * One block of context parallelism (ops.h's attn_block_fwd and
+ * attn_block_bwd) under GRIDLM_ATTENTION=auto against the CPU: Sq queries
+ * (q, dout rows [B, Sq, Hq D] with a gap) against Sk keys of a fused K/V
+ * buffer [B, Sk, 2 Hkv D], f32 outputs with a gap.  want: 1 when cuDNN
+ * must run the block (a full or causal-diagonal block of a shape it
+ * takes), 0 when the kernels of attn_block.cu must (any other block),
+ * -1 when either may (a ragged shape cuDNN may refuse: a skip then).
+ * The forward's o within 1e-2 of its largest value (attention's: the
+ * probabilities meet v as bf16, and o passes through bf16), its lse 1e-5;
+ * the backward, from the CPU's lse and delta into random f32
+ * accumulators, must add what the CPU adds within 2e-2 of the largest
+ * gradient (attention's), so an overwrite instead of += fails.
+ */
+static void test_block(const char *what, int B, int Sq, int Sk, int Hq,
+                       int Hkv, int D, gl_attn_pos qpos, gl_attn_pos kpos,
+                       gl_attn_mask mask, int want)
+{
+    int Wq = Hq * D + 8, Wkv = 2 * Hkv * D, Wo = Hq * D + 4;
+    long rq = (long)B * Sq, rk = (long)B * Sk;
+    size_t nq = (size_t)rq * Wq, nkv = (size_t)rk * Wkv;
+    size_t no = (size_t)rq * Wo, nl = (size_t)B * Hq * Sq;
+    size_t ndk = (size_t)rk * Hkv * D;
+    float scale = 1.0f / sqrtf((float)D);
+    char name[240];
+    float *q = rand_bf(nq, -1, 1), *kv = rand_bf(nkv, -1, 1);
+    float *dout = rand_bf(nq, -1, 1);
+    for (size_t i = 0; i < nq; i++)              /* sharper softmax */
+        q[i] = round_bf(q[i] * 4);
+    void *gq = g_act(q, nq), *gkv = g_act(kv, nkv), *gdo = g_act(dout, nq);
+    uint16_t *gk = gkv, *gv = gk + Hkv * D;
+    float *go = g_f32(NULL, no), *glse = g_f32(NULL, nl);
+    g_poison(go, no * 4);
+    g_poison(glse, nl * 4);
+
+    /* ---- forward ---- */
+    gl_attn_counts c0 = counts();
+    G->ops->attn_block_fwd(G, go, Wo, glse, gq, Wq, gk, Wkv, gv, Wkv, B, Sq,
+                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask, NULL);
+    G->ops->sync(G);
+    int ran = blk_ran(&c0, 0, 1) == 1;
+    if (want == 0)
+        ok(!ran && blk_ran(&c0, 0, 0) == 1, "attn_block_fwd %s runs the "
+           "kernels of attn_block.cu", what);
+    else if (want < 0 && !ran)
+        skip(1, "cuDNN built no block forward plan for this shape");
+    else
+        ok(ran, "attn_block_fwd %s runs through cuDNN", what);
+    const char *who = ran ? "cuDNN" : "native";
+
+    float *cq = c_buf(q, nq), *ckv = c_buf(kv, nkv), *cdo = c_buf(dout, nq);
+    float *ck = ckv, *cv = ckv + Hkv * D;
+    float *co = c_buf(NULL, no), *clse = c_buf(NULL, nl);
+    C->ops->attn_block_fwd(C, co, Wo, clse, cq, Wq, ck, Wkv, cv, Wkv, B, Sq,
+                           Sk, Hq, Hkv, D, scale, &qpos, &kpos, mask, NULL);
+    float *o = dl_f32(go, no), *lse = dl_f32(glse, nl);
+    snprintf(name, sizeof name, "%s attn_block_fwd o   %s vs CPU", who, what);
+    cmp2d(name, o, Wo, co, Wo, rq, (long)Hq * D, 0, 1e-2);
+    /* rows without keys (-inf) must be so on both sides: compared as 0 */
+    float *clse0 = gl_malloc(nl * sizeof *clse0);
+    for (size_t i = 0; i < nl; i++) {
+        clse0[i] = clse[i];
+        if (isinf(lse[i]) && lse[i] < 0 && isinf(clse[i]) && clse[i] < 0)
+            lse[i] = clse0[i] = 0;
+    }
+    snprintf(name, sizeof name, "%s attn_block_fwd lse %s vs CPU", who, what);
+    cmp2d(name, lse, 0, clse0, 0, 1, (long)nl, 1e-5, 1e-5);
+    free(clse0);
+
+    /* ---- backward from the CPU's lse and delta (of o as act) ---- */
+    float *co_bf = gl_malloc(no * sizeof *co_bf);
+    for (size_t i = 0; i < no; i++)
+        co_bf[i] = round_bf(co[i]);
+    float *cdelta = c_buf(NULL, nl);
+    C->ops->attn_delta(C, cdelta, cdo, Wq, co_bf, Wo, B, Sq, Hq, D);
+    float *dq0 = rand_bf(no, -0.5f, 0.5f), *dk0 = rand_bf(ndk, -0.5f, 0.5f);
+    float *dv0 = rand_bf(ndk, -0.5f, 0.5f);
+    float *gdq = g_f32(dq0, no), *gdk = g_f32(dk0, ndk), *gdv = g_f32(dv0, ndk);
+    float *glse2 = g_f32(clse, nl), *gdelta = g_f32(cdelta, nl);
+    float *cdq = c_buf(dq0, no), *cdk = c_buf(dk0, ndk), *cdv = c_buf(dv0, ndk);
+    c0 = counts();
+    G->ops->attn_block_bwd(G, gdq, Wo, gdk, gdv, Hkv * D, gdo, Wq, glse2,
+                           gdelta, gq, Wq, gk, Wkv, gv, Wkv, B, Sq, Sk, Hq,
+                           Hkv, D, scale, &qpos, &kpos, mask, NULL);
+    G->ops->sync(G);
+    ran = blk_ran(&c0, 1, 1) == 1;
+    if (want == 0)
+        ok(!ran && blk_ran(&c0, 1, 0) == 1, "attn_block_bwd %s runs the "
+           "kernels of attn_block.cu", what);
+    else if (want < 0 && !ran)
+        skip(1, "cuDNN built no block backward plan for this shape");
+    else
+        ok(ran, "attn_block_bwd %s runs through cuDNN", what);
+    who = ran ? "cuDNN" : "native";
+    C->ops->attn_block_bwd(C, cdq, Wo, cdk, cdv, Hkv * D, cdo, Wq, clse,
+                           cdelta, cq, Wq, ck, Wkv, cv, Wkv, B, Sq, Sk, Hq,
+                           Hkv, D, scale, &qpos, &kpos, mask, NULL);
+    float *dq = dl_f32(gdq, no), *dk = dl_f32(gdk, ndk), *dv = dl_f32(gdv, ndk);
+    long HD = (long)Hq * D, KD = (long)Hkv * D;
+    float *a_dq = added(dq, Wo, dq0, Wo, rq, HD);
+    float *w_dq = added(cdq, Wo, dq0, Wo, rq, HD);
+    float *a_dk = added(dk, KD, dk0, KD, rk, KD);
+    float *w_dk = added(cdk, KD, dk0, KD, rk, KD);
+    float *a_dv = added(dv, KD, dv0, KD, rk, KD);
+    float *w_dv = added(cdv, KD, dv0, KD, rk, KD);
+    snprintf(name, sizeof name, "%s attn_block_bwd dq += %s vs CPU", who, what);
+    cmp2d(name, a_dq, HD, w_dq, HD, rq, HD, 0, 2e-2);
+    snprintf(name, sizeof name, "%s attn_block_bwd dk += %s vs CPU", who, what);
+    cmp2d(name, a_dk, KD, w_dk, KD, rk, KD, 0, 2e-2);
+    snprintf(name, sizeof name, "%s attn_block_bwd dv += %s vs CPU", who, what);
+    cmp2d(name, a_dv, KD, w_dv, KD, rk, KD, 0, 2e-2);
+
+    void *gb[] = {gq, gkv, gdo, go, glse, gdq, gdk, gdv, glse2, gdelta};
+    for (size_t i = 0; i < sizeof gb / sizeof gb[0]; i++)
+        G->ops->free(G, gb[i]);
+    float *cb[] = {cq, ckv, cdo, co, clse, cdelta, cdq, cdk, cdv};
+    for (size_t i = 0; i < sizeof cb / sizeof cb[0]; i++)
+        C->ops->free(C, cb[i]);
+    float *hb[] = {q, kv, dout, o, lse, co_bf, dq0, dk0, dv0, dq, dk, dv,
+                   a_dq, w_dq, a_dk, w_dk, a_dv, w_dv};
+    for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++)
+        free(hb[i]);
+}
+
+/* The blocks of one head shape: Megatron's CP layout (2 CP chunks of c
+ * tokens, rank r holding chunks r and 2 CP - 1 - r) at CP = 2, so that
+ * rank r's own block is the causal diagonal in two runs; one-run causal
+ * diagonals; full blocks (a full mask with Sq != Sk, and a causal one
+ * whose keys all precede the queries); with ragged set, ragged sizes
+ * cuDNN may refuse (two more plans each way); and blocks that must stay
+ * on the kernels: a mixed one (rank 1's queries against rank 0's keys)
+ * and causal ones with no keys. */
+static void test_blocks(int B, int c, int Hq, int Hkv, int D, int ragged)
+{
+    char what[200];
+    int CP = 2;
+    for (int r = 0; r < CP; r++) {
+        gl_attn_pos p = { .split = c, .start = { (long)r * c,
+                                                 (long)(2 * CP - 1 - r) * c } };
+        snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP 2 rank %d's "
+                 "diagonal (causal, 2 x %d rows)", B, Hq, Hkv, D, r, c);
+        test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, p, p, GL_ATTN_CAUSAL, 1);
+    }
+    gl_attn_pos q1 = { .split = 2 * c, .start = { 3 * c, 0 } };
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d one run at %d "
+             "(causal diagonal)", B, Hq, Hkv, D, 3 * c);
+    test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, q1, q1, GL_ATTN_CAUSAL, 1);
+    gl_attn_pos k2 = { .split = 0, .start = { 0, 0 } };        /* run 1 only */
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d full",
+             B, Hq, Hkv, D, 2 * c, 4 * c);
+    test_block(what, B, 2 * c, 4 * c, Hq, Hkv, D, q1, k2, GL_ATTN_FULL, 1);
+    k2.start[1] = c;                          /* keys [c, 3c) <= queries */
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d causal, "
+             "every key at or before every query (full)", B, Hq, Hkv, D, 2 * c,
+             2 * c);
+    test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, q1, k2, GL_ATTN_CAUSAL, 1);
+    gl_attn_pos qr = { .split = c + 3, .start = { 0, 0 } };
+    gl_attn_pos kr = { .split = c - 5, .start = { 1000, 0 } };
+    if (ragged) {
+        snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=Sk=%d causal "
+                 "diagonal (ragged)", B, Hq, Hkv, D, c + 3);
+        test_block(what, B, c + 3, c + 3, Hq, Hkv, D, qr, qr, GL_ATTN_CAUSAL, -1);
+        snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d full "
+                 "(ragged)", B, Hq, Hkv, D, c + 3, c - 5);
+        test_block(what, B, c + 3, c - 5, Hq, Hkv, D, qr, kr, GL_ATTN_FULL, -1);
+    }
+
+    gl_attn_pos p0 = { .split = c, .start = { 0, (long)3 * c } };
+    gl_attn_pos p1 = { .split = c, .start = { c, (long)2 * c } };
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP 2 rank 1's queries "
+             "against rank 0's keys (mixed)", B, Hq, Hkv, D);
+    test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, p1, p0, GL_ATTN_CAUSAL, 0);
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d causal, "
+             "every key after every query (empty)", B, Hq, Hkv, D, c + 3, c - 5);
+    test_block(what, B, c + 3, c - 5, Hq, Hkv, D, qr, kr, GL_ATTN_CAUSAL, 0);
+}
+
 /* ---- the profiler ---- */
 
 static void test_profile(void)
@@ -418,8 +627,16 @@ int main(void)
         test_attn(2, 4096, 32, 8, 64, 4, 1);       /* the 1.5B model's shape */
         test_attn(1, 4096, 32, 8, 128, 4, 1);
     }
+
+    /* context parallelism's blocks: D = 64 and 128, GQA 4 (MHA and MQA
+     * share the graphs' grouping with the whole-sequence shapes above) */
+    test_blocks(2, 64, 8, 2, 64, 1);
+    test_blocks(1, 64, 8, 2, 128, 0);
     gl_attn_counts c = counts();
-    diag("cuDNN plans built %ld, shapes refused %ld", c.plans, c.refused);
+    diag("cuDNN plans built %ld, shapes refused %ld; blocks: cuDNN %ld "
+         "forward %ld backward, kernels %ld forward %ld backward", c.plans,
+         c.refused, c.blk_fwd_cudnn, c.blk_bwd_cudnn, c.blk_fwd_native,
+         c.blk_bwd_native);
 
     test_profile();
 

@@ -38,6 +38,7 @@
 
 #include <cuda_runtime.h>
 
+#include "attn_cudnn.h"
 #include "base/log.h"
 #include "base/philox.h"
 #include "device/fp8.h"
@@ -2424,9 +2425,20 @@ static void test_attn_block_shapes(int B, int c, int Hq, int Hkv, int D)
  * dv per rank must give attn_bwd's gradients.  Fused QKV rows [B, S,
  * (Hq + 2 Hkv) D] as the model lays them out; the CPU runs on the whole
  * sequence, the GPU on each rank's rows gathered.
+ *
+ * cudnn 0: under GL_ATTN_NATIVE, every block runs attn_block.cu's fp32
+ * kernels, compared tightly (1e-3 of the largest value, 2e-3 for the
+ * gradients).  cudnn 1: under GL_ATTN_AUTO, each rank's causal diagonal
+ * runs through cuDNN in a build with cuDNN (asserted: CP forward and CP
+ * backward block calls), whose probabilities meet v and dO as bf16, so
+ * attention's tolerances apply (1e-2 and 2e-2).
  */
-static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D)
+static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D,
+                           int cudnn)
 {
+    double otol = cudnn ? 1e-2 : 1e-3, gtol = cudnn ? 2e-2 : 2e-3;
+    gl_attn_counts n0;
+    gl_cuda_attn_counts(G, &n0);
     int S = 2 * CP * c, n = 2 * c;               /* tokens; per rank */
     int W = (Hq + 2 * Hkv) * D, Wo = Hq * D;
     float scale = 1.0f / sqrtf((float)D);
@@ -2502,6 +2514,19 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D)
         }
     }
 
+    if (cudnn) {
+        gl_attn_counts n1;
+        gl_cuda_attn_counts(G, &n1);
+        long f = n1.blk_fwd_cudnn - n0.blk_fwd_cudnn;
+        long b = n1.blk_bwd_cudnn - n0.blk_bwd_cudnn;
+        if (gl_cuda_cudnn_version() == 0)
+            skip(1, "this gridlm was built without cuDNN");
+        else
+            ok(f == CP && b == CP, "ring of %d, B=%d c=%d D=%d: the %d causal "
+               "diagonals through cuDNN (%ld forward, %ld backward block "
+               "calls), the rest through attn_block.cu", CP, B, c, D, CP, f, b);
+    }
+
     /* the GPU's results scattered back to the whole sequence */
     float *o = gl_malloc(nout * sizeof *o), *dg = gl_malloc(nqkv * sizeof *dg);
     float *lse = gl_malloc((size_t)B * Hq * S * sizeof *lse);
@@ -2527,9 +2552,10 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D)
 #undef TOK
 
     char name[200];
-    snprintf(name, sizeof name, "ring of %d (attn_block_fwd + attn_merge) o "
-             "= attn_fwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP, B, S, Hq, Hkv, D);
-    cmp2d(name, o, Wo, co, Wo, (long)B * S, Wo, 0, 1e-3);
+    snprintf(name, sizeof name, "ring of %d%s (attn_block_fwd + attn_merge) o "
+             "= attn_fwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP,
+             cudnn ? " (cuDNN diagonals)" : "", B, S, Hq, Hkv, D);
+    cmp2d(name, o, Wo, co, Wo, (long)B * S, Wo, 0, otol);
     snprintf(name, sizeof name, "ring of %d lse = attn_fwd's, B=%d S=%d D=%d",
              CP, B, S, D);
     cmp(name, lse, clse, (long)B * Hq * S, 1e-5, 1e-5);
@@ -2541,14 +2567,15 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D)
     C->ops->attn_bwd(C, cd, cd + Hq * D, cd + (Hq + Hkv) * D, W, cdo, Wo, o,
                      Wo, clse, cqkv, W, cqkv + Hq * D, W, cqkv + (Hq + Hkv) * D,
                      W, B, S, Hq, Hkv, D, scale, NULL);
-    snprintf(name, sizeof name, "ring of %d (attn_delta + attn_block_bwd) dq "
-             "= attn_bwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP, B, S, Hq, Hkv, D);
-    cmp2d(name, dg, W, cd, W, (long)B * S, Hq * D, 0, 2e-3);
+    snprintf(name, sizeof name, "ring of %d%s (attn_delta + attn_block_bwd) dq "
+             "= attn_bwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP,
+             cudnn ? " (cuDNN diagonals)" : "", B, S, Hq, Hkv, D);
+    cmp2d(name, dg, W, cd, W, (long)B * S, Hq * D, 0, gtol);
     snprintf(name, sizeof name, "ring of %d dk = attn_bwd's, D=%d", CP, D);
-    cmp2d(name, dg + Hq * D, W, cd + Hq * D, W, (long)B * S, Hkv * D, 0, 2e-3);
+    cmp2d(name, dg + Hq * D, W, cd + Hq * D, W, (long)B * S, Hkv * D, 0, gtol);
     snprintf(name, sizeof name, "ring of %d dv = attn_bwd's, D=%d", CP, D);
     cmp2d(name, dg + (Hq + Hkv) * D, W, cd + (Hq + Hkv) * D, W, (long)B * S,
-          Hkv * D, 0, 2e-3);
+          Hkv * D, 0, gtol);
 
     for (int r = 0; r < CP; r++) {
         void *gb[] = {gqkv[r], gdo[r], go[r], glse[r], gdq[r], gdk[r], gdv[r]};
@@ -3079,15 +3106,23 @@ int main(void)
      * (CP 2: causal diagonal, mixed and keyless rows), full and empty
      * blocks, ragged sizes, D = 64 and 128, GQA and MHA; whole rings (CP 2
      * and 4, one-token chunks) against attn_fwd/attn_bwd on the whole
-     * sequence; convert_2d */
+     * sequence; convert_2d.  The kernels of attn_block.cu at their own
+     * tolerances (GL_ATTN_NATIVE), then two rings under GL_ATTN_AUTO,
+     * whose diagonal blocks cuDNN runs (tile-sized chunks: 2 c = 128);
+     * t/attn-cudnn.c tests cuDNN's blocks one by one */
+    int impl = gl_cuda_attn_impl(G, GL_ATTN_NATIVE);
     test_attn_block_shapes(2, 40, 8, 2, 64);
     test_attn_block_shapes(1, 33, 4, 4, 128);
     test_attn_block_shapes(2, 17, 6, 3, 128);
-    test_attn_ring(2, 2, 48, 8, 2, 64);
-    test_attn_ring(1, 4, 20, 4, 1, 128);
-    test_attn_ring(2, 4, 1, 4, 2, 64);
+    test_attn_ring(2, 2, 48, 8, 2, 64, 0);
+    test_attn_ring(1, 4, 20, 4, 1, 128, 0);
+    test_attn_ring(2, 4, 1, 4, 2, 64, 0);
     if (!quick)
-        test_attn_ring(1, 4, 128, 8, 2, 128);  /* S = 1024 */
+        test_attn_ring(1, 4, 128, 8, 2, 128, 0);  /* S = 1024 */
+    gl_cuda_attn_impl(G, GL_ATTN_AUTO);
+    test_attn_ring(2, 2, 64, 8, 2, 64, 1);
+    test_attn_ring(1, 4, 64, 4, 1, 128, 1);
+    gl_cuda_attn_impl(G, impl);
     test_convert_2d(37, 45, 50, 48);
     test_convert_2d(256, 1024, 3072, 1024);
     test_convert_2d_wide();
