@@ -57,6 +57,30 @@
  * match; a forward-only pass (validation) and full recomputation run
  * the forward's exchanges on every rank of the group alike.
  *
+ * The allgather dispatcher (--moe-token-dispatcher-type allgather, the
+ * default; Megatron's MoEAllGatherTokenDispatcher) moves the tokens the
+ * other way round: every rank of the EP group gets every token and
+ * keeps the slots of its own experts.
+ *
+ *   gather    mg, the routing's experts, rows and weights, all-gathered
+ *             over EP: xg [EP n, h] (EP index order), and the slots
+ *   local map the gathered slots of the local experts, grouped by local
+ *             expert in gathered token order (lmap: EP n tokens, El
+ *             experts; the other experts' slots, and dropped ones, get
+ *             row -1), built on the host
+ *   experts   moe_permute of xg, fc1, activation, w_down -> x->yp [Rl, h]
+ *   combine   moe_unpermute with the gathered weights -> [EP n, h], the
+ *             local experts' part of every gathered token's output, then
+ *             reduce-scattered (summed) over EP: y [n, h].
+ *
+ * Its backward is the transpose: dz all-gathered, moe_unpermute_bwd on
+ * lmap (dyp of the local rows, and dweight of the gathered slots, zero
+ * in the other ranks' slots, reduce-scattered to the own tokens'
+ * dweight), the experts' backward, moe_permute_bwd into [EP n, h] and
+ * its reduce-scatter into dmg.  The output is the same sum as without
+ * EP, the partial sums of each rank's slots added over EP: equal to
+ * EP 1 within rounding.
+ *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
  * dense layer and nothing of the MoE block; full recomputation re-runs
@@ -90,7 +114,8 @@ struct gl_moe_acts {
     float *counts;              /* [G, E] load-balancing counts (summed over TP) */
     /* expert parallelism only (see the top): */
     void *xr;                   /* [Rl_max, h] the received rows, sorted */
-    gl_moe_map lmap;            /* the local experts' groups of xr */
+    gl_moe_map lmap;            /* the local experts' groups of xr; allgather:
+                                 * the local map of the EP n gathered tokens */
     gl_moe_map smap;            /* xa (by source) <-> xr (by expert) */
     size_t *sendc, *sendd;      /* [EP] rows sent to each EP rank, displacements */
     size_t *recvc, *recvd;      /* [EP] rows received from each, displacements */
@@ -119,6 +144,12 @@ struct gl_moe_scratch {
     int32_t *cnt;               /* [2 E] counts sent | received (device) */
     int32_t *cnt_host;          /* [2 E] the same on the host */
     int32_t *perm_host;         /* [2 rlmax] a sort and its inverse */
+    /* the allgather dispatcher only: */
+    void *xg;                   /* [EP n, h] gathered tokens, their outputs
+                                 * or gradients */
+    void *xown;                 /* [n, h] the own tokens' reduced gradient */
+    float *dwg;                 /* [EP n, k] dweight of the gathered slots */
+    int32_t *slot_host;         /* [2 EP n k] gathered experts | rows */
     /* global_aux_loss's running state (Megatron's global_tokens_per_expert
      * and ga_steps), per global layer, zeroed at the end of every step
      * (gl_model_moe_step_end): this rank's own counts summed over the
@@ -291,6 +322,12 @@ static void check_buf(gl_model *m, int layer, int bwd, const char *op, const voi
             check_buf(m, layer, bwd, op, p, (size_t)(count), f32);             \
     } while (0)
 
+/* Whether the EP exchange is the allgather dispatcher's (see the top). */
+static int ep_allgather(const gl_model *m)
+{
+    return m->ep && m->moe_opts.token_dispatcher == GL_DISPATCH_ALLGATHER;
+}
+
 /* The scratch, made at the first MoE forward. */
 static struct gl_moe_scratch *scratch(gl_model *m)
 {
@@ -312,8 +349,16 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     s->da = OPS->alloc(d, Rl * (size_t)dm->fel * ab);
     s->dgu = OPS->alloc(d, Rl * (size_t)s->guw * ab);
     s->dxp = OPS->alloc(d, R * h * ab);
+    if (ep_allgather(m)) {
+        size_t ng = (size_t)dm->ep * n;
+        s->xg = OPS->alloc(d, ng * h * ab);
+        s->xown = OPS->alloc(d, n * h * ab);
+        s->dwg = OPS->alloc(d, ng * (size_t)dm->topk * sizeof(float));
+        s->slot_host = gl_calloc(2 * ng * (size_t)dm->topk, sizeof(int32_t));
+    }
     if (m->ep) {
-        s->xa = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
+        if (!ep_allgather(m))
+            s->xa = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
         s->dyl = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
         s->dxl = OPS->alloc(d, (Rl ? Rl : 1) * h * ab);
         s->cnt = OPS->alloc(d, 2 * (size_t)dm->E * sizeof(int32_t));
@@ -394,7 +439,8 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
     mp->offsets_host = OPS->alloc_host(d, (E + 1) * sizeof(int32_t));
     size_t Rl = (size_t)s->rlmax;
     x->gu = OPS->alloc(d, (Rl ? Rl : 1) * (size_t)s->guw * ab);
-    x->yp = OPS->alloc(d, (R ? R : 1) * (size_t)dm->h * ab);
+    size_t Ry = ep_allgather(m) ? Rl : R;     /* allgather: the local rows' */
+    x->yp = OPS->alloc(d, (Ry ? Ry : 1) * (size_t)dm->h * ab);
     if (dm->fs)
         x->sgu = OPS->alloc(d, n * (size_t)s->sgw * ab);
     x->counts = OPS->alloc(d, (size_t)aux_groups(m) * E * sizeof(float));
@@ -404,6 +450,15 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
         x->lmap = (gl_moe_map){ .n = 0, .k = 1, .E = El, .rows_max = s->rlmax };
         x->lmap.offsets = OPS->alloc(d, ((size_t)El + 1) * sizeof(int32_t));
         x->lmap.offsets_host = OPS->alloc_host(d, ((size_t)El + 1) * sizeof(int32_t));
+        if (ep_allgather(m)) {  /* the gathered tokens' slots */
+            size_t slots = (size_t)P * n * k;
+            x->lmap.n = P * dm->n;
+            x->lmap.k = dm->topk;
+            x->lmap.expert = OPS->alloc(d, slots * sizeof(int32_t));
+            x->lmap.weight = OPS->alloc(d, slots * sizeof(float));
+            x->lmap.rows = OPS->alloc(d, slots * sizeof(int32_t));
+            x->lmap.row_tok = OPS->alloc(d, (Rl ? Rl : 1) * sizeof(int32_t));
+        }
         x->smap = (gl_moe_map){ .n = 0, .k = 1, .E = 1, .rows_max = s->rlmax };
         x->smap.row_tok = OPS->alloc(d, (Rl ? Rl : 1) * sizeof(int32_t));
         x->smap.rows = OPS->alloc(d, (Rl ? Rl : 1) * sizeof(int32_t));
@@ -440,6 +495,12 @@ void gl_moe_acts_free(gl_model *m, gl_layer_acts *A)
         OPS->free(d, x->xr);
         OPS->free(d, x->lmap.offsets);
         OPS->free_host(d, x->lmap.offsets_host);
+        if (x->lmap.expert) {
+            OPS->free(d, x->lmap.expert);
+            OPS->free(d, x->lmap.weight);
+            OPS->free(d, x->lmap.rows);
+            OPS->free(d, x->lmap.row_tok);
+        }
         OPS->free(d, x->smap.row_tok);
         OPS->free(d, x->smap.rows);
         OPS->free(d, x->smap.offsets);
@@ -461,7 +522,7 @@ void gl_moe_free(gl_model *m)
         return;
     void *bufs[] = { s->xp, s->a, s->dyp, s->da, s->dgu, s->dxp, s->ss, s->dss, s->dsgu,
                      s->dweight, s->dlogits, s->dlact, s->bias, s->tok, s->gcount,
-                     s->xa, s->dyl, s->dxl, s->cnt };
+                     s->xa, s->dyl, s->dxl, s->cnt, s->xg, s->xown, s->dwg };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             OPS->free(d, bufs[i]);
@@ -469,6 +530,7 @@ void gl_moe_free(gl_model *m)
     free(s->checks);
     free(s->cnt_host);
     free(s->perm_host);
+    free(s->slot_host);
     free(s);
     m->moe_scratch = NULL;
 }
@@ -663,6 +725,59 @@ static void ep_exchange(gl_model *m, const struct gl_moe_acts *x, const void *se
     free(c);
 }
 
+/* The allgather dispatcher's routing (see the top): the own routing's
+ * experts, rows and weights gathered over EP into x->lmap's arrays, and
+ * x->lmap made the map of the local experts' slots of the EP n gathered
+ * tokens.  Returns Rl, their rows. */
+static int ag_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    gl_moe_map *lm = &x->lmap;
+    int El = dm->El, e0 = dm->e0;
+    size_t slots = (size_t)dm->n * dm->topk, all = (size_t)dm->ep * slots;
+    gl_all_gather(m->ep, x->map.expert, lm->expert, slots, GL_DT_I32, d->stream);
+    gl_all_gather(m->ep, x->map.rows, lm->rows, slots, GL_DT_I32, d->stream);
+    gl_all_gather(m->ep, x->map.weight, lm->weight, slots, GL_DT_F32, d->stream);
+    int32_t *ex = s->slot_host, *rows = s->slot_host + all;
+    OPS->download(d, ex, lm->expert, all * sizeof(int32_t));
+    OPS->download(d, rows, lm->rows, all * sizeof(int32_t));
+
+    /* a kept slot of a local expert: its local index; any other, -1 */
+    int32_t *off = lm->offsets_host, *tok = s->perm_host;
+    memset(off, 0, ((size_t)El + 1) * sizeof *off);
+    for (size_t i = 0; i < all; i++) {
+        int le = ex[i] - e0;
+        ex[i] = rows[i] >= 0 && le >= 0 && le < El ? le : -1;
+        if (ex[i] >= 0)
+            off[ex[i] + 1]++;
+    }
+    for (int le = 0; le < El; le++)
+        off[le + 1] += off[le];
+    int Rl = off[El];
+    if (Rl > s->rlmax)
+        gl_die("moe: %d rows gathered for %d local experts, room for %d", Rl, El, s->rlmax);
+
+    /* rows in gathered token order within each local expert */
+    int32_t *next = gl_malloc((size_t)El * sizeof *next);
+    memcpy(next, off, (size_t)El * sizeof *next);
+    int k = dm->topk;
+    for (size_t i = 0; i < all; i++) {
+        rows[i] = ex[i] >= 0 ? next[ex[i]]++ : -1;
+        if (rows[i] >= 0)
+            tok[rows[i]] = (int32_t)(i / (size_t)k);
+    }
+    free(next);
+    for (int r = Rl; r < s->rlmax; r++)
+        tok[r] = -1;
+    OPS->upload(d, lm->expert, ex, all * sizeof(int32_t));
+    OPS->upload(d, lm->rows, rows, all * sizeof(int32_t));
+    OPS->upload(d, lm->offsets, off, ((size_t)El + 1) * sizeof(int32_t));
+    if (s->rlmax > 0)
+        OPS->upload(d, lm->row_tok, tok, (size_t)s->rlmax * sizeof(int32_t));
+    return Rl;
+}
+
 /* The local experts' forward on xr [Rl, h] (lmap) into yl [Rl, h]. */
 static void experts_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
                         struct gl_moe_scratch *s, const gl_moe_map *map, const void *xin,
@@ -694,6 +809,47 @@ static void experts_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts
     }
     fc1_bwd(m, lo, map, xin, s->dgu, dxl, s->guw);
     gl_grads_ready(m, lo->egu, (size_t)dm->El * s->guw * h);
+}
+
+/* The allgather dispatcher's forward (see the top): y [n, h], the
+ * routed experts' output of the own tokens, from mg [n, h] and the own
+ * routing x->map. */
+static void ag_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                   struct gl_moe_acts *x, const void *mg, void *y)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    size_t nh = (size_t)dm->n * dm->h;
+    int Rl = ag_plan(m, s, x);
+    gl_all_gather(m->ep, mg, s->xg, nh, d->act, d->stream);
+    OPS->moe_permute(d, x->xr, s->xg, dm->h, &x->lmap);
+    experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, x->yp);
+    OPS->moe_unpermute(d, s->xg, x->yp, dm->h, &x->lmap);
+    gl_reduce_scatter(m->ep, s->xg, y, nh, d->act, GL_OP_SUM, d->stream);
+}
+
+/* Its backward from dz [n, h]: the local experts' weight gradients
+ * added, s->dweight [n, k] of the own slots, and dmg [n, h] the routed
+ * experts' input gradient (added to dmg's value with accumulate). */
+static void ag_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                   struct gl_moe_acts *x, const void *dz, void *dmg, int accumulate)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    size_t nh = (size_t)dm->n * dm->h;
+    int Rl = x->lmap.offsets_host[dm->El];
+    gl_all_gather(m->ep, dz, s->xg, nh, d->act, d->stream);
+    OPS->moe_unpermute_bwd(d, s->dyl, s->dwg, s->xg, x->yp, dm->h, &x->lmap);
+    gl_reduce_scatter(m->ep, s->dwg, s->dweight, (size_t)dm->n * dm->topk, GL_DT_F32,
+                      GL_OP_SUM, d->stream);
+    experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+    OPS->moe_permute_bwd(d, s->xg, s->dxl, dm->h, &x->lmap, 0);
+    if (!accumulate) {
+        gl_reduce_scatter(m->ep, s->xg, dmg, nh, d->act, GL_OP_SUM, d->stream);
+        return;
+    }
+    gl_reduce_scatter(m->ep, s->xg, s->xown, nh, d->act, GL_OP_SUM, d->stream);
+    OPS->add(d, dmg, dmg, s->xown, nh);
 }
 
 void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
@@ -733,18 +889,22 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                 x->map.rows_max);
 
     /* the routed experts: here, or on their EP ranks and back */
-    OPS->moe_permute(d, s->xp, mg, h, &x->map);
-    if (!m->ep) {
-        experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
+    if (ep_allgather(m)) {
+        ag_fwd(m, lo, s, x, mg, y);
     } else {
-        int Rl = ep_plan(m, s, x);
-        ep_exchange(m, x, s->xp, s->xa, 0);
-        OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
-        experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
-        OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
-        ep_exchange(m, x, s->xa, x->yp, 1);
+        OPS->moe_permute(d, s->xp, mg, h, &x->map);
+        if (!m->ep) {
+            experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
+        } else {
+            int Rl = ep_plan(m, s, x);
+            ep_exchange(m, x, s->xp, s->xa, 0);
+            OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
+            experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
+            OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
+            ep_exchange(m, x, s->xa, x->yp, 1);
+        }
+        OPS->moe_unpermute(d, y, x->yp, h, &x->map);
     }
-    OPS->moe_unpermute(d, y, x->yp, h, &x->map);
     CHECK("moe_unpermute y", y, (size_t)n * h, 0);
 
     /* the shared experts: a dense MLP, its output added */
@@ -831,24 +991,29 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
         CHECK("shared experts dmg", dmg, (size_t)n * h, 0);
     }
 
-    /* the routed experts, back to dmg; dweight summed over TP */
-    OPS->moe_unpermute_bwd(d, s->dyp, s->dweight, dz, x->yp, h, &x->map);
-    CHECK("moe_unpermute_bwd dyp", s->dyp, (size_t)R * h, 0);
-    if (m->tp)
-        gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
-                      GL_OP_SUM, d->stream);
-    if (!m->ep) {
-        OPS->moe_permute(d, s->xp, mg, h, &x->map);
-        experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
+    /* the routed experts, back to dmg; dweight summed over TP (over EP
+     * too under the allgather dispatcher) */
+    if (ep_allgather(m)) {
+        ag_bwd(m, lo, s, x, dz, dmg, dm->fs > 0);
     } else {
-        int Rl = x->lmap.offsets_host[dm->El];
-        ep_exchange(m, x, s->dyp, s->xa, 0);
-        OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
-        experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
-        OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
-        ep_exchange(m, x, s->xa, s->dxp, 1);
+        OPS->moe_unpermute_bwd(d, s->dyp, s->dweight, dz, x->yp, h, &x->map);
+        CHECK("moe_unpermute_bwd dyp", s->dyp, (size_t)R * h, 0);
+        if (m->tp)
+            gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
+                          GL_OP_SUM, d->stream);
+        if (!m->ep) {
+            OPS->moe_permute(d, s->xp, mg, h, &x->map);
+            experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
+        } else {
+            int Rl = x->lmap.offsets_host[dm->El];
+            ep_exchange(m, x, s->dyp, s->xa, 0);
+            OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
+            experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+            OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
+            ep_exchange(m, x, s->xa, s->dxp, 1);
+        }
+        OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
     }
-    OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
     CHECK("moe_permute_bwd dmg", dmg, (size_t)n * h, 0);
 
     /* the router: dlogits from the weights, the auxiliary and z losses on

@@ -394,7 +394,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_STRAGGLER "gridlm reports stragglers always: see --straggler-threshold"
 #define R_INPROCESS "applies with --inprocess-restart only, which gridlm refuses"
 #define R_MOE_ETP "the experts split over --tensor-model-parallel-size as the dense MLP does; a tensor parallelism of their own is not built: drop it"
-#define R_MOE_EP "DeepEP and the overlap of expert-parallel communication are not built (gridlm's expert parallelism exchanges tokens with --moe-token-dispatcher-type alltoall): drop it"
+#define R_MOE_EP "DeepEP and the overlap of expert-parallel communication are not built (gridlm's expert parallelism exchanges tokens with --moe-token-dispatcher-type allgather or alltoall): drop it"
 #define R_MOE_RECOMPUTE "recomputing MoE layers alone is not built: use --recompute-granularity selective"
 #define R_MOE_UPCYCLE "upcycling a dense checkpoint into experts is not built: train the MoE model from its own initialisation"
 #define R_MOE_GROUPS "group-limited routing (DeepSeek's device-limited top-k) is not built: the router takes the top-k over all experts; drop it"
@@ -607,8 +607,7 @@ static const gl_option table[] = {
         "with CP > 1, how attention sees the other ranks' keys: p2p (ring) or all_gather",
         .choices = cp_comm_types, .defstr = "p2p"),
     INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
-        "EP: ranks that split the experts of mixture-of-experts layers (with "
-        "--moe-token-dispatcher-type alltoall)"),
+        "EP: ranks that split the experts of mixture-of-experts layers"),
     INT("expert-tensor-parallel-size", layout.expert_tensor_parallel_size, G_PAR, POS,
         "ETP: ranks that split each expert's matrices (--dry-run only unless equal to TP)",
         .defstr = "--tensor-model-parallel-size"),
@@ -1079,8 +1078,9 @@ static const gl_option table[] = {
            "result is the same"),
     CHOICE("moe-token-dispatcher-type", moe.token_dispatcher, "NAME", G_MOE, moe_dispatchers,
            moe_dispatcher_values, "how tokens travel to the experts of other EP ranks: "
-           "alltoall (built); allgather only with --expert-model-parallel-size 1, where both "
-           "give the same tokens to the same experts", .defstr = "allgather",
+           "allgather (every token to every EP rank, the outputs reduce-scattered back) or "
+           "alltoall (each token to its experts' ranks and back); the same products either "
+           "way", .defstr = "allgather",
            .hint = "flex (DeepEP, HybridEP) is not built: use alltoall"),
     REFUSE("moe-extended-tp", R_MOE_ETP),
     REFUSE("overlap-moe-expert-parallel-comm", R_MOE_EP),
@@ -1557,8 +1557,8 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 /* Mixture of experts: the flags against each other and the layout, and
  * what gridlm does not train yet (FP8 experts; expert parallelism beyond
  * TP = CP = 1). */
-/* Expert parallelism: what is built (moe.c, optim.h) is EP with the
- * alltoall dispatcher and TP = CP = 1; the rest is refused by name.  A
+/* Expert parallelism: what is built (moe.c, optim.h) is EP with either
+ * dispatcher and TP = CP = 1; the rest is refused by name.  A
  * capacity factor is allowed: each rank drops on its own micro-batch's
  * routing before the dispatch, as Megatron's router does, the decision
  * of EP 1 for the same micro-batch. */
@@ -1572,11 +1572,6 @@ static void check_ep(const gl_config *c)
             "--context-parallel-size %d: expert parallelism is built with TP = CP = 1 only; "
             "use TP 1 and CP 1, or --expert-model-parallel-size 1", ep,
             c->layout.tensor_model_parallel_size, c->layout.context_parallel_size);
-    if (c->moe.token_dispatcher != GL_DISPATCH_ALLTOALL)
-        bad("--expert-model-parallel-size %d with --moe-token-dispatcher-type allgather (the "
-            "default): the allgather dispatcher is not built; add "
-            "--moe-token-dispatcher-type alltoall (the same tokens reach the same experts)",
-            ep);
 }
 
 static void check_moe(gl_config *c)
@@ -2340,12 +2335,11 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
 
     /* Said once the plan stands: what check_moe refuses outside a dry run. */
     int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
-    int ep_built = ep == 1 || (tp == 1 && c->layout.context_parallel_size == 1 &&
-                               c->moe.token_dispatcher == GL_DISPATCH_ALLTOALL);
+    int ep_built = ep == 1 || (tp == 1 && c->layout.context_parallel_size == 1);
     if (c->dry_run && (!ep_built || etp != tp))
         warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
-              "this dry run, but training needs ETP = TP (%d) and, with EP > 1, TP 1, CP 1 "
-              "and --moe-token-dispatcher-type alltoall", ep, etp, tp);
+              "this dry run, but training needs ETP = TP (%d) and, with EP > 1, TP 1 and "
+              "CP 1", ep, etp, tp);
 }
 
 /* ------------------------------------------------------------------ */
