@@ -57,6 +57,10 @@
  * match; a forward-only pass (validation) and full recomputation run
  * the forward's exchanges on every rank of the group alike.
  *
+ * With --moe-shared-expert-overlap (shared_overlap) the dispatch is
+ * posted non-blocking (gl_all_to_allv_start) and the shared experts' fc1
+ * and activation (forward) or backward run while it travels.
+ *
  * The allgather dispatcher (--moe-token-dispatcher-type allgather, the
  * default; Megatron's MoEAllGatherTokenDispatcher) moves the tokens the
  * other way round: every rank of the EP group gets every token and
@@ -707,22 +711,101 @@ static int ep_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
     return Rl;
 }
 
+/* x's row counts and displacements in elements of rows of h [4 EP]:
+ * sendc, sendd, recvc, recvd (the caller frees them). */
+static size_t *ep_counts(const gl_model *m, const struct gl_moe_acts *x)
+{
+    int P = DIMS->ep;
+    size_t h = (size_t)DIMS->h;
+    size_t *c = gl_malloc(4 * (size_t)P * sizeof *c);
+    for (int j = 0; j < 4 * P; j++)
+        c[j] = x->sendc[j] * h;
+    return c;
+}
+
 /* All-to-allv of rows of h: forward (send counts x->sendc, receive
  * x->recvc) or back (the reverse). */
 static void ep_exchange(gl_model *m, const struct gl_moe_acts *x, const void *send, void *recv,
                         int back)
 {
     int P = DIMS->ep;
-    size_t h = (size_t)DIMS->h;
-    size_t *c = gl_malloc(4 * (size_t)P * sizeof *c);   /* in elements */
-    for (int j = 0; j < 4 * P; j++)
-        c[j] = x->sendc[j] * h;                          /* sendc, sendd, recvc, recvd */
+    size_t *c = ep_counts(m, x);
     size_t *sc = c, *sd = c + P, *rc = c + 2 * P, *rd = c + 3 * P;
     if (!back)
         gl_all_to_allv(m->ep, send, sc, sd, recv, rc, rd, m->d->act, m->d->stream);
     else
         gl_all_to_allv(m->ep, send, rc, rd, recv, sc, sd, m->d->act, m->d->stream);
     free(c);
+}
+
+/* ep_exchange's forward direction posted without waiting: the shared
+ * experts' overlap (gl_comm_req_wait completes it). */
+static gl_comm_req *ep_exchange_start(gl_model *m, const struct gl_moe_acts *x,
+                                      const void *send, void *recv)
+{
+    int P = DIMS->ep;
+    size_t *c = ep_counts(m, x);
+    gl_comm_req *q = gl_all_to_allv_start(m->ep, send, c, c + P, recv, c + 2 * P, c + 3 * P,
+                                          m->d->act, m->d->stream);
+    free(c);
+    return q;
+}
+
+/* --moe-shared-expert-overlap (Megatron's, with the alltoall dispatcher):
+ * the shared experts' fc1 and activation run while the tokens travel to
+ * the experts (the forward's dispatch), their backward while the output
+ * gradients travel (the backward's dispatch).  The same products on the
+ * same buffers as without it, in the same order per buffer: the same
+ * numbers.  Without EP there is nothing to overlap. */
+static int shared_overlap(const gl_model *m)
+{
+    return m->ep && DIMS->fs && m->moe_opts.shared_expert_overlap && !ep_allgather(m);
+}
+
+/* The shared experts' fc1 and activation: x->sgu, s->ss from mg. */
+static void shared_fc1(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                       struct gl_moe_acts *x, const void *mg)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    OPS->gemm(d, 0, 1, dm->n, s->sgw, dm->h, 1.0f, mg, dm->h, W(m, lo->sgu), dm->h, 0.0f,
+              x->sgu, d->act, s->sgw);
+    expert_act(m, s->ss, x->sgu, dm->n, dm->fsl);
+}
+
+/* Their down product added to y. */
+static void shared_fc2(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                       void *y)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    OPS->gemm(d, 0, 1, dm->n, dm->h, dm->fsl, 1.0f, s->ss, dm->fsl, W(m, lo->sdown), dm->fsl,
+              1.0f, y, d->act, dm->h);
+}
+
+/* Their backward from dz: the weight gradients added, dmg = their input
+ * gradient (partial over TP). */
+static void shared_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                       struct gl_moe_acts *x, const void *mg, const void *dz, void *dmg)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int n = dm->n, h = dm->h, fsl = dm->fsl;
+    expert_act(m, s->ss, x->sgu, n, fsl);
+    OPS->gemm(d, 0, 0, n, fsl, h, 1.0f, dz, h, W(m, lo->sdown), fsl, 0.0f, s->dss, d->act,
+              fsl);
+    OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl, 1.0f, G(m, lo->sdown),
+              GL_DT_F32, fsl);
+    gl_grads_ready(m, lo->sdown, (size_t)h * fsl);
+    if (dm->swiglu)
+        OPS->swiglu_bwd(d, s->dsgu, s->dss, x->sgu, n, fsl);
+    else
+        OPS->gelu_bwd(d, s->dsgu, NULL, s->dss, x->sgu, NULL, n, fsl);
+    OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h, 1.0f, G(m, lo->sgu),
+              GL_DT_F32, h);
+    gl_grads_ready(m, lo->sgu, (size_t)s->sgw * h);
+    OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
+              d->act, h);
 }
 
 /* The allgather dispatcher's routing (see the top): the own routing's
@@ -864,6 +947,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     int count = !m->no_dropout && !m->in_recompute && m->moe_stats;
     float *st = count ? m->moe_stats + (size_t)layer * (GL_MOE_STATS + E) : NULL;
     int ck = check_now(m, layer, 0), bwd = 0;
+    int overlap = shared_overlap(m);
     (void)mb;
 
     CHECK("input mg", mg, (size_t)n * h, 0);
@@ -897,7 +981,13 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
             experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
         } else {
             int Rl = ep_plan(m, s, x);
-            ep_exchange(m, x, s->xp, s->xa, 0);
+            if (overlap) {
+                gl_comm_req *q = ep_exchange_start(m, x, s->xp, s->xa);
+                shared_fc1(m, lo, s, x, mg);
+                gl_comm_req_wait(q);
+            } else {
+                ep_exchange(m, x, s->xp, s->xa, 0);
+            }
             OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
             experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
             OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
@@ -909,11 +999,9 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
 
     /* the shared experts: a dense MLP, its output added */
     if (dm->fs) {
-        OPS->gemm(d, 0, 1, n, s->sgw, h, 1.0f, mg, h, W(m, lo->sgu), h, 0.0f, x->sgu, d->act,
-                  s->sgw);
-        expert_act(m, s->ss, x->sgu, n, dm->fsl);
-        OPS->gemm(d, 0, 1, n, h, dm->fsl, 1.0f, s->ss, dm->fsl, W(m, lo->sdown), dm->fsl, 1.0f,
-                  y, d->act, h);
+        if (!overlap)           /* else run during the dispatch */
+            shared_fc1(m, lo, s, x, mg);
+        shared_fc2(m, lo, s, y);
         CHECK("shared experts y", y, (size_t)n * h, 0);
     }
 
@@ -963,6 +1051,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     int n = dm->n, h = dm->h, E = dm->E;
     int R = x->map.offsets_host[E];
     int ck = check_now(m, layer, 1), bwd = 1;
+    int overlap = shared_overlap(m);
     (void)mb;
     if (ck)
         s->check_layer = layer;
@@ -970,24 +1059,10 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     CHECK("input dz", dz, (size_t)n * h, 0);
     CHECK("input mg", mg, (size_t)n * h, 0);
 
-    /* the shared experts: dmg = their input gradient (partial) */
-    if (dm->fs) {
-        int fsl = dm->fsl;
-        expert_act(m, s->ss, x->sgu, n, fsl);
-        OPS->gemm(d, 0, 0, n, fsl, h, 1.0f, dz, h, W(m, lo->sdown), fsl, 0.0f, s->dss, d->act,
-                  fsl);
-        OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl, 1.0f, G(m, lo->sdown),
-                  GL_DT_F32, fsl);
-        gl_grads_ready(m, lo->sdown, (size_t)h * fsl);
-        if (dm->swiglu)
-            OPS->swiglu_bwd(d, s->dsgu, s->dss, x->sgu, n, fsl);
-        else
-            OPS->gelu_bwd(d, s->dsgu, NULL, s->dss, x->sgu, NULL, n, fsl);
-        OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h, 1.0f, G(m, lo->sgu),
-                  GL_DT_F32, h);
-        gl_grads_ready(m, lo->sgu, (size_t)s->sgw * h);
-        OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
-                  d->act, h);
+    /* the shared experts: dmg = their input gradient (partial); with
+     * the overlap, during the dispatch below */
+    if (dm->fs && !overlap) {
+        shared_bwd(m, lo, s, x, mg, dz, dmg);
         CHECK("shared experts dmg", dmg, (size_t)n * h, 0);
     }
 
@@ -1006,7 +1081,14 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
             experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
         } else {
             int Rl = x->lmap.offsets_host[dm->El];
-            ep_exchange(m, x, s->dyp, s->xa, 0);
+            if (overlap) {
+                gl_comm_req *q = ep_exchange_start(m, x, s->dyp, s->xa);
+                shared_bwd(m, lo, s, x, mg, dz, dmg);
+                CHECK("shared experts dmg", dmg, (size_t)n * h, 0);
+                gl_comm_req_wait(q);
+            } else {
+                ep_exchange(m, x, s->dyp, s->xa, 0);
+            }
             OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
             experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
             OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);

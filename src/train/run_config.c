@@ -1074,8 +1074,9 @@ static const gl_option table[] = {
             "always"),
     ACCEPT("moe-router-fusion", "gridlm's router (scores, top-k, losses) is its own fused op"),
     ACCEPT("moe-use-legacy-grouped-gemm", "gridlm's grouped expert products are its own"),
-    ACCEPT("moe-shared-expert-overlap", "an overlap of communication: the shared experts' "
-           "result is the same"),
+    FLAG("moe-shared-expert-overlap", moe.shared_expert_overlap, G_MOE,
+         "run the shared experts while the tokens travel to the experts of other EP ranks "
+         "(needs --moe-token-dispatcher-type alltoall; the same numbers)"),
     CHOICE("moe-token-dispatcher-type", moe.token_dispatcher, "NAME", G_MOE, moe_dispatchers,
            moe_dispatcher_values, "how tokens travel to the experts of other EP ranks: "
            "allgather (every token to every EP rank, the outputs reduce-scattered back) or "
@@ -1640,6 +1641,10 @@ static void check_moe(gl_config *c)
     if (m->pad_expert_input_to_capacity && m->capacity_factor <= 0)
         bad("--moe-pad-expert-input-to-capacity pads to the experts' capacity, which "
             "--moe-expert-capacity-factor sets: add it, or drop the padding");
+    if (m->shared_expert_overlap && S > 0 && m->token_dispatcher != GL_DISPATCH_ALLTOALL)
+        bad("--moe-shared-expert-overlap with --moe-token-dispatcher-type allgather (the "
+            "default): the shared experts overlap the alltoall dispatcher's exchange only, "
+            "as in Megatron; add --moe-token-dispatcher-type alltoall, or drop the overlap");
     /* A dry run plans the expert grid of any EP and ETP that fit (the
      * groups, which experts each rank holds, the memory per rank: with a
      * warning from gl_config_finish); training checks what is built. */
