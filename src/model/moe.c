@@ -62,9 +62,9 @@
  * and activation (forward) or backward run while it travels.
  *
  * The allgather dispatcher (--moe-token-dispatcher-type allgather, the
- * default; Megatron's MoEAllGatherTokenDispatcher) moves the tokens the
- * other way round: every rank of the EP group gets every token and
- * keeps the slots of its own experts.
+ * default; Megatron's MoEAllGatherTokenDispatcher) sends no token to
+ * a chosen rank: every rank of the EP group gets every token of the
+ * group and keeps the slots of its own experts.
  *
  *   gather    mg, the routing's experts, rows and weights, all-gathered
  *             over EP: xg [EP n, h] (EP index order), and the slots
@@ -147,7 +147,8 @@ struct gl_moe_scratch {
     void *dyl, *dxl;            /* [rlmax, h] the local experts' gradients */
     int32_t *cnt;               /* [2 E] counts sent | received (device) */
     int32_t *cnt_host;          /* [2 E] the same on the host */
-    int32_t *perm_host;         /* [2 rlmax] a sort and its inverse */
+    int32_t *perm_host;         /* [2 rlmax] a sort and its inverse;
+                                 * allgather: lmap's row_tok */
     /* the allgather dispatcher only: */
     void *xg;                   /* [EP n, h] gathered tokens, their outputs
                                  * or gradients */
