@@ -201,6 +201,13 @@ plan_ok "TP 2, EP 2, ETP 1: EDP 4, 4 whole experts a rank (294912 / 2)" \
     tensor_model_parallel_size=2 data_parallel_size=4 expert_model_parallel_size=2 \
     expert_tensor_parallel_size=1 expert_data_parallel_size=4 experts_per_rank=4 \
     stage_rank_expert_params=147456
+[ "$(wc -l <"$tmp"/err)" -eq 1 ] &&
+    grep -q "warning: .*planned by this dry run, but training needs .*with TP > 1, --moe-token-dispatcher-type alltoall" "$tmp"/err
+ok $? "TP 2, EP 2 with the allgather dispatcher: planned, with one warning that training needs alltoall"
+refused "training at EP 2 x TP 2 with the allgather dispatcher" \
+    "--expert-model-parallel-size 2 with --tensor-model-parallel-size 2 and --moe-token-dispatcher-type allgather (the default): the allgather dispatcher is built with TP 1 only" \
+    "add --moe-token-dispatcher-type alltoall" -- \
+    $moe --expert-model-parallel-size 2 --tensor-model-parallel-size 2
 "$prog" $moe --dry-run --world-size 8 --tensor-model-parallel-size 2 >"$tmp"/out 2>"$tmp"/err
 plan_ok "ETP left out is TP (Megatron's default): each expert split in 2" \
     expert_tensor_parallel_size=2 expert_data_parallel_size=4 experts_per_rank=8 \
