@@ -318,8 +318,10 @@ static double a2a_value(int from, int to, size_t j)
 /* gl_all_to_all with n per block, and gl_all_to_allv where member i sends
  * (i + j + k) % 3 * n / 2 + (j == i) elements to member j (some blocks
  * empty, none the same size as all the others), with a gap of 3 elements
- * between blocks on both sides so that the displacements are honoured.
- * Every block lands at its place and the gaps are not written. */
+ * between blocks on both sides so that the displacements are honoured;
+ * then the same with gl_all_to_allv_start and gl_comm_req_wait, the
+ * count arrays freed as soon as the start returns.  Every block lands
+ * at its place and the gaps are not written. */
 static void check_all_to_all(gl_comm *c, const mem *m, size_t n, verdict *v)
 {
     int size = gl_comm_size(c), me = gl_comm_rank(c);
@@ -328,7 +330,7 @@ static void check_all_to_all(gl_comm *c, const mem *m, size_t n, verdict *v)
     for (int di = 0; di < NDT; di++) {
         gl_dtype t = dtypes[di];
         size_t es = gl_dtype_size(t);
-        for (int vary = 0; vary < 2; vary++) {
+        for (int vary = 0; vary < 3; vary++) {      /* 2: non-blocking */
             const size_t gap = vary ? 3 : 0;
             size_t stot = 0, rtot = 0;
             for (int j = 0; j < size; j++) {
@@ -347,7 +349,14 @@ static void check_all_to_all(gl_comm *c, const mem *m, size_t n, verdict *v)
             for (size_t e = 0; e < rtot; e++)
                 store(hr, t, e, 99);
             void *s = upload(m, hs, stot * es), *r = upload(m, hr, rtot * es);
-            if (vary)
+            if (vary == 2) {
+                size_t *cc = gl_malloc(4 * (size_t)size * sizeof *cc);
+                memcpy(cc, sc, 4 * (size_t)size * sizeof *cc);
+                gl_comm_req *q = gl_all_to_allv_start(c, s, cc, cc + size, r, cc + 2 * size,
+                                                      cc + 3 * size, t, m->stream);
+                free(cc);
+                gl_comm_req_wait(q);
+            } else if (vary)
                 gl_all_to_allv(c, s, sc, sd, r, rc, rd, t, m->stream);
             else
                 gl_all_to_all(c, s, r, n, t, m->stream);
@@ -360,7 +369,8 @@ static void check_all_to_all(gl_comm *c, const mem *m, size_t n, verdict *v)
                     double got = load(hr, t, rd[j] + e);
                     if (got != want) {
                         fail(v, "all_to_all%s %s: element %zu from member %d is %g, want %g",
-                             vary ? "v" : "", gl_dtype_name(t), e, j, got, want);
+                             vary == 2 ? "v_start" : vary ? "v" : "", gl_dtype_name(t), e, j,
+                             got, want);
                         bad = 1;
                     }
                 }
@@ -575,8 +585,8 @@ static void suite(gl_comm *c, const mem *m, const char *label, const int *member
         if (c) check_all_gather(c, m, n, &v);
         agree(&v, "%s %s: all_gather, 5 dtypes, in and out of place, n=%zu", m->name, label, n);
         if (c) check_all_to_all(c, m, n, &v);
-        agree(&v, "%s %s: all_to_all and all_to_allv (uneven, empty and spaced blocks), "
-              "5 dtypes, n=%zu", m->name, label, n);
+        agree(&v, "%s %s: all_to_all, all_to_allv and its start/wait (uneven, empty and "
+              "spaced blocks), 5 dtypes, n=%zu", m->name, label, n);
         if (c) check_reduce(c, m, n, &v);
         agree(&v, "%s %s: reduce to every root, 5 dtypes x 3 ops, in and out of place, n=%zu",
               m->name, label, n);

@@ -21,7 +21,8 @@
  *
  * With --ep, under MPI (t/model-moe-ep.t: two ranks), the first, second
  * and fourth variants run one forward and backward with expert
- * parallelism over the world (EP = the world's size), and the MoE
+ * parallelism over the world (EP = the world's size), with the alltoall
+ * and the allgather dispatchers, and the MoE
  * buffers they allocate are checked against gl_model_moe_bytes (and by
  * hand for the first); rank 0 prints, a failure on another rank fails
  * its exit status.
@@ -109,8 +110,9 @@ static void check_moe_bytes(const variant *v, gl_model *m, size_t before)
     gl_model_moe_bytes(m, &per_layer, &shared);
     size_t layers = (size_t)gl_arch_num_moe_layers(&m->plan->arch);
     char ep[32] = "";
+    int ag = P > 1 && m->moe_opts.token_dispatcher == GL_DISPATCH_ALLGATHER;
     if (disp)
-        snprintf(ep, sizeof ep, " (EP %zu, dispatched)", P);
+        snprintf(ep, sizeof ep, " (EP %zu, %s)", P, ag ? "allgather" : "dispatched");
     ok(after - before == layers * per_layer + shared,
        "%s%s: the MoE buffers, %zu MoE layers x %zu + %zu shared bytes, are the %zu bytes "
        "allocated", v->what, ep, layers, per_layer, shared, after - before);
@@ -137,6 +139,13 @@ static void check_moe_bytes(const variant *v, gl_model *m, size_t before)
                       + 2 * Rl * b + 2 * b;         /* the sort: rows both ways, offsets */
         want_shared += 3 * Rl * h * b               /* xa, dyl, dxl */
                        + 2 * E * b;                 /* the counts sent and received */
+    }
+    if (ag) {                   /* the EP n gathered tokens instead of xa */
+        size_t ng = P * n;
+        want_layer += (Rl - R) * h * b              /* yp: the local rows' */
+                      + ng * k * 3 * b + Rl * b;    /* lmap: experts, weights, rows; row_tok */
+        want_shared += ng * h * b - Rl * h * b      /* xg, no xa */
+                       + n * h * b + ng * k * b;    /* xown, dwg */
     }
     ok(per_layer == want_layer && shared == want_shared,
        "%s%s: by hand, %zu bytes per MoE layer (got %zu) and %zu shared (got %zu)", v->what,
@@ -270,8 +279,9 @@ static void run_variant(const variant *v)
     ref_harness_free(&H);
 }
 
-/* --ep: variant v with expert parallelism over the world (see the top). */
-static void run_variant_ep(const variant *v, int rank, int size)
+/* --ep: variant v with expert parallelism over the world (see the top),
+ * with the token dispatcher disp (the buffers differ). */
+static void run_variant_ep(const variant *v, int rank, int size, gl_moe_dispatcher disp)
 {
     model_cfg c;
     micro_config(&c, v);
@@ -281,12 +291,14 @@ static void run_variant_ep(const variant *v, int rank, int size)
     gl_model *m = H.m;
     m->ep = gl_comm_mpi(MPI_COMM_WORLD, "ep");
     set_moe_opts(m, v);
+    m->moe_opts.token_dispatcher = disp;
     m->moe_loss_gscale = H.count;
     size_t before;
     H.d->ops->mem_info(H.d, &before, NULL, NULL);
     double aux, got = ref_harness_loss(&H, 1, &aux);
     check_moe_bytes(v, m, before);
-    ok(isfinite(got), "%s (EP %d): objective %.6f", v->what, size, got);
+    ok(isfinite(got), "%s (EP %d, %s): objective %.6f", v->what, size,
+       disp == GL_DISPATCH_ALLGATHER ? "allgather" : "alltoall", got);
     gl_comm_free(m->ep);
     m->ep = NULL;
     ref_harness_free(&H);
@@ -304,8 +316,10 @@ static int main_ep(int *argc, char ***argv)
         bail_out("--ep: run on 2 ranks or more (mpiexec -n 2)");
     const variant *ep_variants[] = { &variants[0], &variants[1], &variants[3] };
     for (size_t i = 0; i < sizeof ep_variants / sizeof *ep_variants; i++)
-        if (ep_variants[i]->E % size == 0)
-            run_variant_ep(ep_variants[i], rank, size);
+        if (ep_variants[i]->E % size == 0) {
+            run_variant_ep(ep_variants[i], rank, size, GL_DISPATCH_ALLTOALL);
+            run_variant_ep(ep_variants[i], rank, size, GL_DISPATCH_ALLGATHER);
+        }
     int rc = done_testing();
     MPI_Finalize();
     return rc;

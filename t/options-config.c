@@ -972,7 +972,8 @@ static void test_moe(void)
              "--moe-token-drop-policy position --moe-pad-expert-input-to-capacity "
              "--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-2 "
              "--moe-z-loss-coeff 1e-3 --moe-router-dtype fp32 --moe-grouped-gemm "
-             "--moe-permute-fusion --moe-token-dispatcher-type alltoall");
+             "--moe-permute-fusion --moe-token-dispatcher-type alltoall "
+             "--moe-shared-expert-overlap");
     REFUSED_N(BASE "--num-experts 4 --moe-router-topk 6 --moe-layer-freq [0,1]", 0, 3,
               "--moe-router-topk 6 is more than --num-experts 4",
               "--moe-layer-freq [0,1]: the list has 2 entries for --num-layers 4",
@@ -981,7 +982,7 @@ static void test_moe(void)
               "--moe-pad-expert-input-to-capacity --expert-model-parallel-size 2", 0, 4,
               "--tensor-model-parallel-size 4 must divide the experts' FFN width 90",
               "--moe-pad-expert-input-to-capacity pads to the experts' capacity",
-              "the allgather dispatcher is not built",
+              "the allgather dispatcher is built with TP 1 only",
               "3 usage errors above");
     REFUSED_N("--mock-data --train-iters 1 --lr 1 --num-layers 2 --hidden-size 64 "
               "--num-attention-heads 8 --seq-length 8 --vocab-size 64 " MOE_OK, 0, 3,

@@ -27,8 +27,17 @@
 # without padding) is decided on each rank's own micro-batch before the
 # dispatch: EP 2, EP 4 with the distributed optimizer, and EP 2 x TP 2
 # with SP and ETP 1 (each TP rank dispatching its own tokens' rows, the
-# padding rows among them) drop as the single rank does.  What is not built with EP > 1 is refused by name:
-# the allgather dispatcher, CP, or an ETP other than TP (or 1 with EP).
+# padding rows among them) drop as the single rank does.  The allgather
+# dispatcher (Megatron's default: every token to every EP rank, the
+# outputs reduce-scattered back) gives the same numbers at EP 2 and EP 4
+# for both models, and with dropping at EP 2.
+# --moe-shared-expert-overlap (the shared expert computed while the
+# tokens and their gradients travel, alltoall only) gives qwen8's EP 2,
+# EP 2 x EDP 2 (distributed optimizer, overlapped reduction) and EP 2 x
+# TP 2 with ETP 1 runs' numbers exactly; with allgather it is refused,
+# as in Megatron.  What is not built with EP > 1 is refused by name: the
+# allgather dispatcher with TP, CP, or an ETP other than TP (or 1 with
+# EP).
 #
 # Runs beyond two ranks are skipped under MPICH (check, train-lib.sh).
 #
@@ -38,9 +47,41 @@
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 62
+plan 78
 a2a="--moe-token-dispatcher-type alltoall"
 qwen8=$(echo "$qwen" | sed 's/--num-experts 6/--num-experts 8/')
+
+# allgather MODEL: EP 2 and EP 4 with the allgather dispatcher (without
+# $a2a in $base) against MODEL's single-rank run (two results each)
+allgather() {
+    model=$1
+    ref=$model-ref
+    for n in 2 4; do
+        name=$model-allgather-ep$n
+        if [ "$n" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+            skip "$name" "$n ranks under MPICH"
+            skip "$name: MoE losses" "$n ranks under MPICH"
+            continue
+        fi
+        check "$name" "$n" --expert-model-parallel-size "$n" \
+            --moe-token-dispatcher-type allgather
+        if same_moe "$tmp/$ref.jsonl" "$tmp/$name.jsonl"; then
+            pass "$name: MoE losses within $tol"
+        else
+            fail "$name: MoE losses differ from $ref"
+        fi
+    done
+}
+
+# same_numbers A B: the JSON logs $tmp/A.jsonl and $tmp/B.jsonl are the
+# same but for the timings
+same_numbers() {
+    for f in "$1" "$2"; do
+        sed 's/"elapsed_ms": [^,]*, "tokens_per_sec_per_gpu": [^,]*, "tflops_per_gpu": [^,]*, //' \
+            "$tmp/$f.jsonl" >"$tmp/$f.numbers"
+    done
+    [ -s "$tmp/$1.numbers" ] && cmp -s "$tmp/$1.numbers" "$tmp/$2.numbers"
+}
 
 # ep_layouts MODEL [MORE...]: EP 2, EP 4, EP 2 x EDP 2, EP 2 x PP 2, EP 2
 # with the distributed optimizer, EP 2 x EDP 2 with it and the overlaps,
@@ -109,6 +150,9 @@ resumed() {
 base="$tiny $mixtral $a2a"
 run mixtral-ref 1 || bail_out "the single-rank mixtral run failed"
 ep_layouts mixtral ep2-tp2-sp-distopt
+base="$tiny $mixtral"
+allgather mixtral
+base="$tiny $mixtral $a2a"
 
 # a checkpoint saved at EP 4 resumes at EP 1, EP 2 (EP 2 x EDP 2, the
 # moments read into both shards of the distributed optimizer), EP 2 x
@@ -151,6 +195,28 @@ fi
 base="$tiny $qwen8 $a2a"
 run qwen8-ref 1 || bail_out "the single-rank qwen8 run failed"
 ep_layouts qwen8
+# the shared expert overlapped with the exchanges: the same numbers
+for v in ep2 ep2-edp2-distopt ep2-tp2-etp1; do
+    case $v in
+    ep2) n=2 f="--expert-model-parallel-size 2" ;;
+    ep2-tp2-etp1) n=2 f="--expert-model-parallel-size 2 --tensor-model-parallel-size 2
+                         --expert-tensor-parallel-size 1" ;;
+    *) n=4 f="--expert-model-parallel-size 2 --use-distributed-optimizer
+              --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000" ;;
+    esac
+    if [ "$n" -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+        skip "qwen8-$v with --moe-shared-expert-overlap" "$n ranks under MPICH"
+        continue
+    fi
+    if run "qwen8-$v-overlap" "$n" $f --moe-shared-expert-overlap &&
+       same_numbers "qwen8-$v" "qwen8-$v-overlap"; then
+        pass "qwen8-$v with --moe-shared-expert-overlap: the same numbers"
+    else
+        fail "qwen8-$v with --moe-shared-expert-overlap: the numbers differ, or the run failed"
+    fi
+done
+base="$tiny $qwen8"
+allgather qwen8
 
 # dropping: each rank's calls drop what the single rank's do
 for pad in "" --moe-pad-expert-input-to-capacity; do
@@ -177,16 +243,28 @@ for pad in "" --moe-pad-expert-input-to-capacity; do
             fail "$name: MoE losses or dropped fraction differ from $ref"
         fi
     done
+    # the allgather dispatcher drops as well (EP 2)
+    name=cap-allgather-ep2${pad:+-pad}
+    base="$tiny $mixtral $capacity $pad"
+    check "$name" 2 --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather
+    if same_moe "$tmp/$ref.jsonl" "$tmp/$name.jsonl"; then
+        pass "$name: MoE losses and dropped fraction within $tol"
+    else
+        fail "$name: MoE losses or dropped fraction differ from $ref"
+    fi
 done
 }
 
 # what is not built is refused by name
-refused "EP 2 with the allgather dispatcher is refused" \
-    "--moe-token-dispatcher-type alltoall" -- \
-    $tiny $mixtral --expert-model-parallel-size 2
+refused "EP 2 x TP 2 with the allgather dispatcher is refused" \
+    "the allgather dispatcher is built with TP 1 only" -- \
+    $tiny $mixtral --expert-model-parallel-size 2 --tensor-model-parallel-size 2
 refused "ETP 1 under TP 2 without EP is refused" \
     "--expert-tensor-parallel-size 1 differs from --tensor-model-parallel-size 2" -- \
     $tiny $mixtral $a2a --tensor-model-parallel-size 2 --expert-tensor-parallel-size 1
+refused "--moe-shared-expert-overlap with the allgather dispatcher is refused" \
+    "--moe-shared-expert-overlap with --moe-token-dispatcher-type allgather" -- \
+    $tiny $qwen --moe-shared-expert-overlap
 refused "EP 2 with CP 2 is refused" \
     "expert parallelism is built with CP = 1 only" -- \
     $tiny $mixtral $a2a --expert-model-parallel-size 2 --context-parallel-size 2

@@ -237,6 +237,15 @@ run $(mixtral) --dry-run --device cpu --world-size 2
 ok $? "Mixtral 8x7B with a NullTokenizer: the dry run plans EP 2, one expert per rank, no warning"
 [ $code -eq 0 ] || sed 's/^/# stderr: /' "$tmp/err"
 
+# Megatron's default dispatcher, allgather, trains with EP 2 as well: the
+# same plan, no refusal and no warning.
+run $(mixtral | sed 's/^--moe-token-dispatcher-type alltoall$/--moe-token-dispatcher-type allgather/') \
+    --dry-run --device cpu --world-size 2
+[ $code -eq 0 ] && grep -q '^expert_model_parallel_size=2$' "$tmp/out" &&
+    ! grep -q "warning: --expert-model-parallel-size" "$tmp/err"
+ok $? "Mixtral 8x7B with the allgather dispatcher: the dry run plans EP 2, no warning"
+[ $code -eq 0 ] || sed 's/^/# stderr: /' "$tmp/err"
+
 # Llama 3 8B FP8 without its refused options plans on 8 ranks: everything
 # else in the script is honoured or accepted.
 drop=" profile profile-step-start profile-step-end "

@@ -182,6 +182,8 @@ typedef struct gl_moe_opts {
     int pad_expert_input_to_capacity;/* --moe-pad-expert-input-to-capacity */
     double router_bias_update_rate;  /* --moe-router-bias-update-rate (1e-3) */
     gl_moe_dispatcher token_dispatcher; /* --moe-token-dispatcher-type (allgather) */
+    int shared_expert_overlap;       /* --moe-shared-expert-overlap: the shared
+                                      * experts run during the alltoall dispatch */
 } gl_moe_opts;
 
 /* Megatron's defaults: aux_loss with coefficient 0, no z-loss, the

@@ -221,6 +221,41 @@ void gl_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
                        recv_displs, t, stream);
 }
 
+/* Groups nest (gl_comm_group_start): only the outermost bracket reaches
+ * the back ends.  Both back ends are bracketed, since a group may mix
+ * them. */
+static int group_depth;
+
+gl_comm_req *gl_all_to_allv_start(gl_comm *c, const void *send,
+                                  const size_t *send_counts,
+                                  const size_t *send_displs, void *recv,
+                                  const size_t *recv_counts,
+                                  const size_t *recv_displs, gl_dtype t,
+                                  void *stream)
+{
+    check_args("all_to_allv_start", c, t, GL_OP_SUM);
+    if (!send_counts || !send_displs || !recv_counts || !recv_displs)
+        gl_die("all_to_allv_start on group '%s': a count or displacement array is "
+               "NULL", c->name);
+    if (group_depth > 0)
+        gl_die("all_to_allv_start on group '%s' inside a gl_comm_group_start "
+               "bracket: a non-blocking exchange is posted on its own", c->name);
+    gl_comm_req *r = gl_calloc(1, sizeof *r);
+    r->c = c;
+    r->seq = arrive(c);
+    c->vt->all_to_allv_start(c, send, send_counts, send_displs, recv, recv_counts,
+                             recv_displs, t, stream, r);
+    return r;
+}
+
+void gl_comm_req_wait(gl_comm_req *r)
+{
+    if (!r)
+        gl_die("gl_comm_req_wait: no request (NULL)");
+    r->c->vt->req_wait(r);
+    free(r);
+}
+
 /* Equal blocks in member order: the counts and displacements of
  * gl_all_to_allv, made here so that each back end has one path. */
 void gl_all_to_all(gl_comm *c, const void *send, void *recv, size_t count,
@@ -253,10 +288,6 @@ void gl_recv(gl_comm *c, void *buf, size_t count, gl_dtype t, int peer,
     check_member("recv", c, "peer", peer);
     c->vt->recv(c, buf, count, t, peer, stream);
 }
-
-/* Groups nest; only the outermost bracket reaches the back ends.  Both
- * back ends are bracketed, since a group may mix them. */
-static int group_depth;
 
 void gl_comm_group_start(void)
 {

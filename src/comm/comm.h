@@ -93,6 +93,28 @@ void gl_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
                     const size_t *recv_counts, const size_t *recv_displs,
                     gl_dtype t, void *stream);
 
+/* Non-blocking all-to-allv: gl_all_to_allv_start posts gl_all_to_allv's
+ * exchange (the same arguments and rules; it counts as the group's
+ * collective at the start) and returns at once; gl_comm_req_wait
+ * completes it and frees the request.  The count and displacement
+ * arrays may be freed when the start returns.  Until the wait, this rank
+ * must not write send nor touch recv (NCCL: no work enqueued before the
+ * wait may); it may compute and use other groups meanwhile, and makes no
+ * other call on this group.  Not inside a gl_comm_group_start bracket.
+ *   MPI:  MPI_Ialltoallv; the wait is MPI_Wait (told to the wait hook).
+ *   NCCL: the sends and receives go on a side stream of the group, after
+ *         the work enqueued on `stream` so far; the wait makes `stream`
+ *         wait for them (the host does not), so that the work enqueued
+ *         on `stream` between the two runs beside the transfer. */
+typedef struct gl_comm_req gl_comm_req;
+gl_comm_req *gl_all_to_allv_start(gl_comm *c, const void *send,
+                                  const size_t *send_counts,
+                                  const size_t *send_displs, void *recv,
+                                  const size_t *recv_counts,
+                                  const size_t *recv_displs, gl_dtype t,
+                                  void *stream);
+void gl_comm_req_wait(gl_comm_req *r);
+
 /* Point-to-point with member `peer` of the group.  Between
  * gl_comm_group_start() and gl_comm_group_end() sends and receives are
  * posted together and complete (or, for NCCL, are enqueued) at the end,

@@ -35,6 +35,14 @@ typedef struct {
                         const size_t *send_displs, void *recv,
                         const size_t *recv_counts, const size_t *recv_displs,
                         gl_dtype t, void *stream);
+    /* gl_all_to_allv_start's part: fills r (its group and seq are set) */
+    void (*all_to_allv_start)(gl_comm *c, const void *send,
+                              const size_t *send_counts, const size_t *send_displs,
+                              void *recv, const size_t *recv_counts,
+                              const size_t *recv_displs, gl_dtype t, void *stream,
+                              gl_comm_req *r);
+    /* gl_comm_req_wait's part: completes r (the caller frees it) */
+    void (*req_wait)(gl_comm_req *r);
     void (*send)(gl_comm *c, const void *buf, size_t count, gl_dtype t,
                  int peer, void *stream);
     void (*recv)(gl_comm *c, void *buf, size_t count, gl_dtype t,
@@ -59,6 +67,16 @@ struct gl_comm {
     unsigned long long key;   /* name and members, the same on every member */
     long seq;              /* collectives made (atomic access: gl_comm_seq) */
     gl_comm *next_live;    /* the registry of live groups (comm.c) */
+};
+
+/* A non-blocking exchange in flight (gl_all_to_allv_start). */
+struct gl_comm_req {
+    gl_comm *c;
+    long seq;              /* its collective's number on the group */
+    MPI_Request mpi;       /* MPI: the request */
+    int *mpi_counts;       /* MPI: the int counts and displacements it reads */
+    void *done;            /* NCCL: the event recorded after the transfer */
+    void *stream;          /* NCCL: the stream that waits for it */
 };
 
 /* Shared by the back ends (comm.c): allocate a gl_comm over a duplicate

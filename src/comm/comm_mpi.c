@@ -198,38 +198,74 @@ static size_t blocks_extent(const size_t *counts, const size_t *displs, int n)
     return end;
 }
 
-/* MPI_Alltoallv, whose counts and displacements are ints: each is checked
- * against MPI's limit, then copied. */
-static void mpi_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
-                            const size_t *send_displs, void *recv,
-                            const size_t *recv_counts, const size_t *recv_displs,
-                            gl_dtype t, void *stream)
+/* The int counts and displacements of MPI_Alltoallv and MPI_Ialltoallv
+ * [4 n]: send counts, send displacements, receive counts, receive
+ * displacements, each checked against MPI's limit; the buffers checked
+ * apart. */
+static int *a2av_ints(gl_comm *c, const void *send, const size_t *send_counts,
+                      const size_t *send_displs, const void *recv,
+                      const size_t *recv_counts, const size_t *recv_displs, gl_dtype t)
 {
     size_t esz = gl_dtype_size(t);
     int n = c->size;
-    (void)stream;
     if (overlap(send, blocks_extent(send_counts, send_displs, n) * esz,
                 recv, blocks_extent(recv_counts, recv_displs, n) * esz))
         gl_die("all_to_all on group '%s': the send and receive buffers overlap; "
                "pass distinct buffers", c->name);
     int *iv = gl_malloc(4 * (size_t)n * sizeof *iv);
-    int *sc = iv, *sd = iv + n, *rc_ = iv + 2 * n, *rd = iv + 3 * n;
     for (int j = 0; j < n; j++) {
         check_count(send_counts[j], "all_to_all", c);
         check_count(send_displs[j], "all_to_all (send displacement)", c);
         check_count(recv_counts[j], "all_to_all", c);
         check_count(recv_displs[j], "all_to_all (receive displacement)", c);
-        sc[j] = (int)send_counts[j];
-        sd[j] = (int)send_displs[j];
-        rc_[j] = (int)recv_counts[j];
-        rd[j] = (int)recv_displs[j];
+        iv[j] = (int)send_counts[j];
+        iv[n + j] = (int)send_displs[j];
+        iv[2 * n + j] = (int)recv_counts[j];
+        iv[3 * n + j] = (int)recv_displs[j];
     }
+    return iv;
+}
+
+/* MPI_Alltoallv, whose counts and displacements are ints. */
+static void mpi_all_to_allv(gl_comm *c, const void *send, const size_t *send_counts,
+                            const size_t *send_displs, void *recv,
+                            const size_t *recv_counts, const size_t *recv_displs,
+                            gl_dtype t, void *stream)
+{
+    int n = c->size;
+    (void)stream;
+    int *iv = a2av_ints(c, send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
+    int *sc = iv, *sd = iv + n, *rc_ = iv + 2 * n, *rd = iv + 3 * n;
     gl_comm_wait_begin(c, "MPI_Alltoallv", gl_comm_seq(c), -1);
     int rc = MPI_Alltoallv(send, sc, sd, mpi_type(t), recv, rc_, rd, mpi_type(t),
                            c->mpi);
     gl_comm_wait_end();
     check(rc, "MPI_Alltoallv", c, -1);
     free(iv);
+}
+
+/* MPI_Ialltoallv: the int arrays live in r until the wait. */
+static void mpi_all_to_allv_start(gl_comm *c, const void *send, const size_t *send_counts,
+                                  const size_t *send_displs, void *recv,
+                                  const size_t *recv_counts, const size_t *recv_displs,
+                                  gl_dtype t, void *stream, gl_comm_req *r)
+{
+    int n = c->size;
+    (void)stream;
+    int *iv = a2av_ints(c, send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
+    r->mpi_counts = iv;
+    int rc = MPI_Ialltoallv(send, iv, iv + n, mpi_type(t), recv, iv + 2 * n, iv + 3 * n,
+                            mpi_type(t), c->mpi, &r->mpi);
+    check(rc, "MPI_Ialltoallv", c, -1);
+}
+
+static void mpi_req_wait(gl_comm_req *r)
+{
+    gl_comm_wait_begin(r->c, "MPI_Ialltoallv (wait)", r->seq, -1);
+    int rc = MPI_Wait(&r->mpi, MPI_STATUS_IGNORE);
+    gl_comm_wait_end();
+    check(rc, "MPI_Wait (Ialltoallv)", r->c, -1);
+    free(r->mpi_counts);
 }
 
 /* MPI_Reduce.  In place at the root the input goes through a bounded
@@ -383,6 +419,8 @@ static const gl_comm_vt mpi_vt = {
     .reduce = mpi_reduce,
     .broadcast = mpi_broadcast,
     .all_to_allv = mpi_all_to_allv,
+    .all_to_allv_start = mpi_all_to_allv_start,
+    .req_wait = mpi_req_wait,
     .send = mpi_send,
     .recv = mpi_recv,
     .barrier = mpi_barrier,

@@ -29,6 +29,7 @@ typedef struct {
     ncclComm_t nc;
     cudaStream_t streams[MAX_STREAMS];   /* used since the last barrier */
     int nstreams;
+    cudaStream_t side;     /* gl_all_to_allv_start's, made at its first use */
 } nccl_impl;
 
 static int live_comms;     /* NCCL communicators alive in this process */
@@ -199,6 +200,41 @@ static void nccl_all_to_allv(gl_comm *c, const void *send, const size_t *send_co
     used(c, stream);
 }
 
+/* The exchange on the group's side stream, after what `stream` holds so
+ * far (an event); r->done is recorded after it, for the wait. */
+static void nccl_all_to_allv_start(gl_comm *c, const void *send, const size_t *send_counts,
+                                   const size_t *send_displs, void *recv,
+                                   const size_t *recv_counts, const size_t *recv_displs,
+                                   gl_dtype t, void *stream, gl_comm_req *r)
+{
+    nccl_impl *im = c->impl;
+    if (!im->side)
+        check_cuda(cudaStreamCreateWithFlags(&im->side, cudaStreamNonBlocking),
+                   "cudaStreamCreateWithFlags (all_to_allv_start)", c);
+    cudaEvent_t before, done;
+    check_cuda(cudaEventCreateWithFlags(&before, cudaEventDisableTiming),
+               "cudaEventCreateWithFlags (all_to_allv_start)", c);
+    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+               "cudaEventCreateWithFlags (all_to_allv_start)", c);
+    check_cuda(cudaEventRecord(before, (cudaStream_t)stream), "cudaEventRecord", c);
+    check_cuda(cudaStreamWaitEvent(im->side, before, 0), "cudaStreamWaitEvent", c);
+    check_cuda(cudaEventDestroy(before), "cudaEventDestroy", c);
+    nccl_all_to_allv(c, send, send_counts, send_displs, recv, recv_counts, recv_displs, t,
+                     im->side);
+    check_cuda(cudaEventRecord(done, im->side), "cudaEventRecord", c);
+    r->done = done;
+    r->stream = stream;
+}
+
+/* The stream given to the start waits for the exchange (not the host). */
+static void nccl_req_wait(gl_comm_req *r)
+{
+    cudaEvent_t done = (cudaEvent_t)r->done;
+    check_cuda(cudaStreamWaitEvent((cudaStream_t)r->stream, done, 0), "cudaStreamWaitEvent",
+               r->c);
+    check_cuda(cudaEventDestroy(done), "cudaEventDestroy", r->c);
+}
+
 static void nccl_send(gl_comm *c, const void *buf, size_t count, gl_dtype t,
                       int peer, void *stream)
 {
@@ -234,6 +270,8 @@ static void nccl_free_impl(gl_comm *c)
         check_nccl(ncclCommFinalize(im->nc), "ncclCommFinalize", c, -1);
         check_nccl(ncclCommDestroy(im->nc), "ncclCommDestroy", c, -1);
     }
+    if (im->side)
+        cudaStreamDestroy(im->side);
     free(im);
     live_comms--;
 }
@@ -263,6 +301,8 @@ static const gl_comm_vt nccl_vt = {
     .reduce = nccl_reduce,
     .broadcast = nccl_broadcast,
     .all_to_allv = nccl_all_to_allv,
+    .all_to_allv_start = nccl_all_to_allv_start,
+    .req_wait = nccl_req_wait,
     .send = nccl_send,
     .recv = nccl_recv,
     .barrier = nccl_barrier,

@@ -93,6 +93,36 @@
  * layer.c's reduction completes; so are dweight (summed over TP as
  * before) and dmg.
  *
+ * With --moe-shared-expert-overlap (shared_overlap) the dispatch is
+ * posted non-blocking (gl_all_to_allv_start) and the shared experts' fc1
+ * and activation (forward) or backward run while it travels (by_share:
+ * while the share's rows travel).
+ *
+ * The allgather dispatcher (--moe-token-dispatcher-type allgather, the
+ * default; Megatron's MoEAllGatherTokenDispatcher) sends no token to
+ * a chosen rank: every rank of the EP group gets every token of the
+ * group and keeps the slots of its own experts.
+ *
+ *   gather    mg, the routing's experts, rows and weights, all-gathered
+ *             over EP: xg [EP n, h] (EP index order), and the slots
+ *   local map the gathered slots of the local experts, grouped by local
+ *             expert in gathered token order (lmap: EP n tokens, El
+ *             experts; the other experts' slots, and dropped ones, get
+ *             row -1), built on the host
+ *   experts   moe_permute of xg, fc1, activation, w_down -> x->yp [Rl, h]
+ *   combine   moe_unpermute with the gathered weights -> [EP n, h], the
+ *             local experts' part of every gathered token's output, then
+ *             reduce-scattered (summed) over EP: y [n, h].
+ *
+ * Its backward is the transpose: dz all-gathered, moe_unpermute_bwd on
+ * lmap (dyp of the local rows, and dweight of the gathered slots, zero
+ * in the other ranks' slots, reduce-scattered to the own tokens'
+ * dweight), the experts' backward, moe_permute_bwd into [EP n, h] and
+ * its reduce-scatter into dmg.  The output is the same sum as without
+ * EP, the partial sums of each rank's slots added over EP: equal to
+ * EP 1 within rounding.  It is built and tested with TP 1 only
+ * (run_config.c refuses TP > 1 with it; scratch() stops).
+ *
  * Recomputation: every MoE layer keeps its own buffers (A->moe), which
  * no recomputation shares; selective recomputation rebuilds mg as for a
  * dense layer and nothing of the MoE block; full recomputation re-runs
@@ -126,7 +156,8 @@ struct gl_moe_acts {
     float *counts;              /* [G, E] load-balancing counts (summed over TP) */
     /* expert parallelism only (see the top): */
     void *xr;                   /* [Rl_max, h] the received rows, sorted */
-    gl_moe_map lmap;            /* the local experts' groups of xr */
+    gl_moe_map lmap;            /* the local experts' groups of xr; allgather:
+                                 * the local map of the EP n gathered tokens */
     gl_moe_map smap;            /* xa (by source) <-> xr (by expert) */
     size_t *sendc, *sendd;      /* [EP] rows sent to each EP rank, displacements */
     size_t *recvc, *recvd;      /* [EP] rows received from each, displacements */
@@ -157,8 +188,15 @@ struct gl_moe_scratch {
     void *dyl, *dxl;            /* [rlmax, h] the local experts' gradients */
     int32_t *cnt;               /* [2 E] counts sent | received (device) */
     int32_t *cnt_host;          /* [2 E] the same on the host */
-    int32_t *perm_host;         /* [2 rlmax] a sort and its inverse */
+    int32_t *perm_host;         /* [2 rlmax] a sort and its inverse;
+                                 * allgather: lmap's row_tok */
     int32_t *tok_host;          /* [rmax] row_tok on the host (by_share) */
+    /* the allgather dispatcher only: */
+    void *xg;                   /* [EP n, h] gathered tokens, their outputs
+                                 * or gradients */
+    void *xown;                 /* [n, h] the own tokens' reduced gradient */
+    float *dwg;                 /* [EP n, k] dweight of the gathered slots */
+    int32_t *slot_host;         /* [2 EP n k] gathered experts | rows */
     /* global_aux_loss's running state (Megatron's global_tokens_per_expert
      * and ga_steps), per global layer, zeroed at the end of every step
      * (gl_model_moe_step_end): this rank's own counts summed over the
@@ -352,19 +390,26 @@ static void check_buf(gl_model *m, int layer, int bwd, const char *op, const voi
             check_buf(m, layer, bwd, op, p, (size_t)(count), f32);             \
     } while (0)
 
+/* Whether the EP exchange is the allgather dispatcher's (see the top). */
+static int ep_allgather(const gl_model *m)
+{
+    return m->ep && m->moe_opts.token_dispatcher == GL_DISPATCH_ALLGATHER;
+}
+
 /* ---- the buffers' sizes ----
  *
  * One fact for the three places that need them: scratch() and acts()
  * allocate each buffer with the bytes sizes() gives it, and
  * gl_model_moe_bytes adds the same numbers up.  A size of 0: the buffer
  * is not allocated (NULL).  Host arrays (offsets_host, the EP counts and
- * sort) are not device memory and are not listed. */
+ * sort, the allgather's slots) are not device memory and are not listed. */
 
 /* A layer's kept buffers (struct gl_moe_acts). */
 enum {
     B_LOGITS, B_EXPERT, B_WEIGHT, B_ROWS, B_ROW_TOK, B_OFFSETS, B_GU, B_YP, B_SGU, B_COUNTS,
     B_XR, B_LOFFSETS, B_SROW_TOK, B_SROWS, B_SOFFSETS,         /* expert parallelism */
     B_HROW_TOK, B_HROWS, B_HOFFSETS,                            /* by_share's map */
+    B_LEXPERT, B_LWEIGHT, B_LROWS, B_LROW_TOK,                  /* allgather's lmap */
     NB_LAYER
 };
 
@@ -373,6 +418,7 @@ enum {
     S_XP, S_A, S_DYP, S_DA, S_DGU, S_DXP, S_SS, S_DSS, S_DSGU, S_DWEIGHT, S_DLOGITS, S_DLACT,
     S_BIAS, S_TOK, S_GCOUNT,
     S_XA, S_DYL, S_DXL, S_CNT,                                  /* expert parallelism */
+    S_XG, S_XOWN, S_DWG,                                        /* the allgather dispatcher */
     NB_SHARED
 };
 
@@ -398,7 +444,8 @@ static void sizes(const gl_model *m, moe_sizes *z)
     gl_moe_route_cfg c = route_cfg(m);
     memset(z, 0, sizeof *z);
     z->rmax = gl_moe_rows_max(dm->n, &c);
-    /* under EP every rank of the group may send all its rows here */
+    /* under EP every rank of the group may send all its rows here (the
+     * allgather dispatcher: the group's n tokens each, as many) */
     z->rlmax = dispatched(m) ? dm->ep * z->rmax : z->rmax;
     z->guw = dm->swiglu ? 2 * dm->fel : dm->fel;
     z->sgw = dm->swiglu ? 2 * dm->fsl : dm->fsl;
@@ -408,6 +455,7 @@ static void sizes(const gl_model *m, moe_sizes *z)
     size_t fel = (size_t)dm->fel, fsl = dm->fs ? (size_t)dm->fsl : 0;
     size_t guw = (size_t)z->guw, sgw = dm->fs ? (size_t)z->sgw : 0;
     size_t *L = z->layer, *S = z->shared;
+    int ag = ep_allgather(m);
 
     L[B_LOGITS] = n * E * fb;
     L[B_EXPERT] = n * k * ib;
@@ -416,7 +464,7 @@ static void sizes(const gl_model *m, moe_sizes *z)
     L[B_ROW_TOK] = R * ib;
     L[B_OFFSETS] = (E + 1) * ib;
     L[B_GU] = Rl * guw * ab;                /* the experts' rows here */
-    L[B_YP] = R * h * ab;
+    L[B_YP] = (ag ? Rl : R) * h * ab;       /* allgather: the local rows' */
     L[B_SGU] = n * sgw * ab;
     L[B_COUNTS] = (size_t)aux_groups(m) * E * fb;
 
@@ -442,7 +490,7 @@ static void sizes(const gl_model *m, moe_sizes *z)
         L[B_SROW_TOK] = Rl * ib;
         L[B_SROWS] = Rl * ib;
         L[B_SOFFSETS] = 2 * ib;
-        S[S_XA] = Rl * h * ab;
+        S[S_XA] = ag ? 0 : Rl * h * ab;     /* allgather: xg instead */
         S[S_DYL] = Rl * h * ab;
         S[S_DXL] = Rl * h * ab;
         S[S_CNT] = 2 * E * ib;
@@ -451,6 +499,16 @@ static void sizes(const gl_model *m, moe_sizes *z)
         L[B_HROW_TOK] = R * ib;
         L[B_HROWS] = R * ib;
         L[B_HOFFSETS] = 2 * ib;
+    }
+    if (ag) {
+        size_t ng = (size_t)dm->ep * n;     /* the gathered tokens */
+        L[B_LEXPERT] = ng * k * ib;
+        L[B_LWEIGHT] = ng * k * fb;
+        L[B_LROWS] = ng * k * ib;
+        L[B_LROW_TOK] = Rl * ib;
+        S[S_XG] = ng * h * ab;
+        S[S_XOWN] = n * h * ab;
+        S[S_DWG] = ng * k * fb;
     }
 }
 
@@ -479,6 +537,8 @@ static struct gl_moe_scratch *scratch(gl_model *m)
     if (m->moe_scratch)
         return m->moe_scratch;
     const gl_model_dims *dm = DIMS;
+    if (ep_allgather(m) && m->tp)
+        gl_die("moe: the allgather dispatcher with EP %d and TP %d is not built", dm->ep, dm->tp);
     struct gl_moe_scratch *s = gl_calloc(1, sizeof *s);
     moe_sizes z;
     sizes(m, &z);
@@ -516,6 +576,11 @@ static struct gl_moe_scratch *scratch(gl_model *m)
         if (by_share(m))
             s->tok_host = gl_calloc((size_t)(s->rmax ? s->rmax : 1), sizeof(int32_t));
     }
+    s->xg = buf(m, S[S_XG]);
+    s->xown = buf(m, S[S_XOWN]);
+    s->dwg = buf(m, S[S_DWG]);
+    if (ep_allgather(m))        /* the gathered experts | rows */
+        s->slot_host = gl_calloc(2 * (size_t)dm->ep * dm->n * dm->topk, sizeof(int32_t));
     if (check_limit() > 0)
         s->checks = gl_calloc(2 * (size_t)dm->L, sizeof(int));
     s->check_layer = -1;
@@ -557,6 +622,14 @@ static struct gl_moe_acts *acts(gl_model *m, gl_layer_acts *A)
         x->lmap = (gl_moe_map){ .n = 0, .k = 1, .E = El, .rows_max = s->rlmax };
         x->lmap.offsets = buf(m, L[B_LOFFSETS]);
         x->lmap.offsets_host = OPS->alloc_host(d, ((size_t)El + 1) * sizeof(int32_t));
+        if (ep_allgather(m)) {  /* the gathered tokens' slots */
+            x->lmap.n = P * dm->n;
+            x->lmap.k = dm->topk;
+            x->lmap.expert = buf(m, L[B_LEXPERT]);
+            x->lmap.weight = buf(m, L[B_LWEIGHT]);
+            x->lmap.rows = buf(m, L[B_LROWS]);
+            x->lmap.row_tok = buf(m, L[B_LROW_TOK]);
+        }
         x->smap = (gl_moe_map){ .n = 0, .k = 1, .E = 1, .rows_max = s->rlmax };
         x->smap.row_tok = buf(m, L[B_SROW_TOK]);
         x->smap.rows = buf(m, L[B_SROWS]);
@@ -623,7 +696,7 @@ void gl_moe_free(gl_model *m)
         return;
     void *bufs[] = { s->xp, s->a, s->dyp, s->da, s->dgu, s->dxp, s->ss, s->dss, s->dsgu,
                      s->dweight, s->dlogits, s->dlact, s->bias, s->tok, s->gcount,
-                     s->xa, s->dyl, s->dxl, s->cnt };
+                     s->xa, s->dyl, s->dxl, s->cnt, s->xg, s->xown, s->dwg };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             OPS->free(d, bufs[i]);
@@ -632,6 +705,7 @@ void gl_moe_free(gl_model *m)
     free(s->cnt_host);
     free(s->perm_host);
     free(s->tok_host);
+    free(s->slot_host);
     free(s);
     m->moe_scratch = NULL;
 }
@@ -852,6 +926,18 @@ static int share_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts 
     return q;
 }
 
+/* x's row counts and displacements in elements of rows of h [4 EP]:
+ * sendc, sendd, recvc, recvd (the caller frees them). */
+static size_t *ep_counts(const gl_model *m, const struct gl_moe_acts *x)
+{
+    int P = DIMS->ep;
+    size_t h = (size_t)DIMS->h;
+    size_t *c = gl_malloc(4 * (size_t)P * sizeof *c);
+    for (int j = 0; j < 4 * P; j++)
+        c[j] = x->sendc[j] * h;
+    return c;
+}
+
 /* All-to-allv of rows of h: forward (send counts x->sendc, receive
  * x->recvc) or back (the reverse).  At EP 1 (m->moe_dispatch) the
  * rows a rank sends itself are a copy. */
@@ -859,21 +945,141 @@ static void ep_exchange(gl_model *m, const struct gl_moe_acts *x, const void *se
                         int back)
 {
     int P = DIMS->ep;
-    size_t h = (size_t)DIMS->h;
     if (!m->ep) {
         if (x->sendc[0])
-            OPS->copy(m->d, recv, send, x->sendc[0] * h * m->d->act_bytes);
+            OPS->copy(m->d, recv, send, x->sendc[0] * (size_t)DIMS->h * m->d->act_bytes);
         return;
     }
-    size_t *c = gl_malloc(4 * (size_t)P * sizeof *c);   /* in elements */
-    for (int j = 0; j < 4 * P; j++)
-        c[j] = x->sendc[j] * h;                          /* sendc, sendd, recvc, recvd */
+    size_t *c = ep_counts(m, x);
     size_t *sc = c, *sd = c + P, *rc = c + 2 * P, *rd = c + 3 * P;
     if (!back)
         gl_all_to_allv(m->ep, send, sc, sd, recv, rc, rd, m->d->act, m->d->stream);
     else
         gl_all_to_allv(m->ep, send, rc, rd, recv, sc, sd, m->d->act, m->d->stream);
     free(c);
+}
+
+/* ep_exchange's forward direction posted without waiting: the shared
+ * experts' overlap (gl_comm_req_wait completes it). */
+static gl_comm_req *ep_exchange_start(gl_model *m, const struct gl_moe_acts *x,
+                                      const void *send, void *recv)
+{
+    int P = DIMS->ep;
+    size_t *c = ep_counts(m, x);
+    gl_comm_req *q = gl_all_to_allv_start(m->ep, send, c, c + P, recv, c + 2 * P, c + 3 * P,
+                                          m->d->act, m->d->stream);
+    free(c);
+    return q;
+}
+
+/* --moe-shared-expert-overlap (Megatron's, with the alltoall dispatcher):
+ * the shared experts' fc1 and activation run while the tokens travel to
+ * the experts (the forward's dispatch), their backward while the output
+ * gradients travel (the backward's dispatch).  The same products on the
+ * same buffers as without it, in the same order per buffer: the same
+ * numbers.  Without EP there is nothing to overlap. */
+static int shared_overlap(const gl_model *m)
+{
+    return m->ep && DIMS->fs && m->moe_opts.shared_expert_overlap && !ep_allgather(m);
+}
+
+/* The shared experts' fc1 and activation: x->sgu, s->ss from mg. */
+static void shared_fc1(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                       struct gl_moe_acts *x, const void *mg)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    OPS->gemm(d, 0, 1, dm->n, s->sgw, dm->h, 1.0f, mg, dm->h, W(m, lo->sgu), dm->h, 0.0f,
+              x->sgu, d->act, s->sgw);
+    expert_act(m, s->ss, x->sgu, dm->n, dm->fsl);
+}
+
+/* Their down product added to y. */
+static void shared_fc2(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                       void *y)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    OPS->gemm(d, 0, 1, dm->n, dm->h, dm->fsl, 1.0f, s->ss, dm->fsl, W(m, lo->sdown), dm->fsl,
+              1.0f, y, d->act, dm->h);
+}
+
+/* Their backward from dz: the weight gradients added, dmg = their input
+ * gradient (partial over TP). */
+static void shared_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                       struct gl_moe_acts *x, const void *mg, const void *dz, void *dmg)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    int n = dm->n, h = dm->h, fsl = dm->fsl;
+    expert_act(m, s->ss, x->sgu, n, fsl);
+    OPS->gemm(d, 0, 0, n, fsl, h, 1.0f, dz, h, W(m, lo->sdown), fsl, 0.0f, s->dss, d->act,
+              fsl);
+    OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl, 1.0f, G(m, lo->sdown),
+              GL_DT_F32, fsl);
+    gl_grads_ready(m, lo->sdown, (size_t)h * fsl);
+    if (dm->swiglu)
+        OPS->swiglu_bwd(d, s->dsgu, s->dss, x->sgu, n, fsl);
+    else
+        OPS->gelu_bwd(d, s->dsgu, NULL, s->dss, x->sgu, NULL, n, fsl);
+    OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h, 1.0f, G(m, lo->sgu),
+              GL_DT_F32, h);
+    gl_grads_ready(m, lo->sgu, (size_t)s->sgw * h);
+    OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
+              d->act, h);
+}
+
+/* The allgather dispatcher's routing (see the top): the own routing's
+ * experts, rows and weights gathered over EP into x->lmap's arrays, and
+ * x->lmap made the map of the local experts' slots of the EP n gathered
+ * tokens.  Returns Rl, their rows. */
+static int ag_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    gl_moe_map *lm = &x->lmap;
+    int El = dm->El, e0 = dm->e0;
+    size_t slots = (size_t)dm->n * dm->topk, all = (size_t)dm->ep * slots;
+    gl_all_gather(m->ep, x->map.expert, lm->expert, slots, GL_DT_I32, d->stream);
+    gl_all_gather(m->ep, x->map.rows, lm->rows, slots, GL_DT_I32, d->stream);
+    gl_all_gather(m->ep, x->map.weight, lm->weight, slots, GL_DT_F32, d->stream);
+    int32_t *ex = s->slot_host, *rows = s->slot_host + all;
+    OPS->download(d, ex, lm->expert, all * sizeof(int32_t));
+    OPS->download(d, rows, lm->rows, all * sizeof(int32_t));
+
+    /* a kept slot of a local expert: its local index; any other, -1 */
+    int32_t *off = lm->offsets_host, *tok = s->perm_host;
+    memset(off, 0, ((size_t)El + 1) * sizeof *off);
+    for (size_t i = 0; i < all; i++) {
+        int le = ex[i] - e0;
+        ex[i] = rows[i] >= 0 && le >= 0 && le < El ? le : -1;
+        if (ex[i] >= 0)
+            off[ex[i] + 1]++;
+    }
+    for (int le = 0; le < El; le++)
+        off[le + 1] += off[le];
+    int Rl = off[El];
+    if (Rl > s->rlmax)
+        gl_die("moe: %d rows gathered for %d local experts, room for %d", Rl, El, s->rlmax);
+
+    /* rows in gathered token order within each local expert */
+    int32_t *next = gl_malloc((size_t)El * sizeof *next);
+    memcpy(next, off, (size_t)El * sizeof *next);
+    int k = dm->topk;
+    for (size_t i = 0; i < all; i++) {
+        rows[i] = ex[i] >= 0 ? next[ex[i]]++ : -1;
+        if (rows[i] >= 0)
+            tok[rows[i]] = (int32_t)(i / (size_t)k);
+    }
+    free(next);
+    for (int r = Rl; r < s->rlmax; r++)
+        tok[r] = -1;
+    OPS->upload(d, lm->expert, ex, all * sizeof(int32_t));
+    OPS->upload(d, lm->rows, rows, all * sizeof(int32_t));
+    OPS->upload(d, lm->offsets, off, ((size_t)El + 1) * sizeof(int32_t));
+    if (s->rlmax > 0)
+        OPS->upload(d, lm->row_tok, tok, (size_t)s->rlmax * sizeof(int32_t));
+    return Rl;
 }
 
 /* The local experts' forward on xr [Rl, h] (lmap) into yl [Rl, h]. */
@@ -909,6 +1115,47 @@ static void experts_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts
     gl_grads_ready(m, lo->egu, (size_t)dm->El * s->guw * h);
 }
 
+/* The allgather dispatcher's forward (see the top): y [n, h], the
+ * routed experts' output of the own tokens, from mg [n, h] and the own
+ * routing x->map. */
+static void ag_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                   struct gl_moe_acts *x, const void *mg, void *y)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    size_t nh = (size_t)dm->n * dm->h;
+    int Rl = ag_plan(m, s, x);
+    gl_all_gather(m->ep, mg, s->xg, nh, d->act, d->stream);
+    OPS->moe_permute(d, x->xr, s->xg, dm->h, &x->lmap);
+    experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, x->yp);
+    OPS->moe_unpermute(d, s->xg, x->yp, dm->h, &x->lmap);
+    gl_reduce_scatter(m->ep, s->xg, y, nh, d->act, GL_OP_SUM, d->stream);
+}
+
+/* Its backward from dz [n, h]: the local experts' weight gradients
+ * added, s->dweight [n, k] of the own slots, and dmg [n, h] the routed
+ * experts' input gradient (added to dmg's value with accumulate). */
+static void ag_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+                   struct gl_moe_acts *x, const void *dz, void *dmg, int accumulate)
+{
+    const gl_model_dims *dm = DIMS;
+    gl_dev *d = m->d;
+    size_t nh = (size_t)dm->n * dm->h;
+    int Rl = x->lmap.offsets_host[dm->El];
+    gl_all_gather(m->ep, dz, s->xg, nh, d->act, d->stream);
+    OPS->moe_unpermute_bwd(d, s->dyl, s->dwg, s->xg, x->yp, dm->h, &x->lmap);
+    gl_reduce_scatter(m->ep, s->dwg, s->dweight, (size_t)dm->n * dm->topk, GL_DT_F32,
+                      GL_OP_SUM, d->stream);
+    experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+    OPS->moe_permute_bwd(d, s->xg, s->dxl, dm->h, &x->lmap, 0);
+    if (!accumulate) {
+        gl_reduce_scatter(m->ep, s->xg, dmg, nh, d->act, GL_OP_SUM, d->stream);
+        return;
+    }
+    gl_reduce_scatter(m->ep, s->xg, s->xown, nh, d->act, GL_OP_SUM, d->stream);
+    OPS->add(d, dmg, dmg, s->xown, nh);
+}
+
 void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo,
                 gl_layer_acts *A, const void *mg, void *y)
 {
@@ -921,6 +1168,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     int count = !m->no_dropout && !m->in_recompute && m->moe_stats;
     float *st = count ? m->moe_stats + (size_t)layer * (GL_MOE_STATS + E) : NULL;
     int ck = check_now(m, layer, 0), bwd = 0;
+    int overlap = shared_overlap(m);
     (void)mb;
 
     CHECK("input mg", mg, (size_t)n * h, 0);
@@ -946,37 +1194,45 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                 x->map.rows_max);
 
     /* the routed experts: here, or on their EP ranks and back */
-    OPS->moe_permute(d, s->xp, mg, h, &x->map);
-    if (!dispatched(m)) {
-        experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
-    } else if (!by_share(m)) {
-        int Rl = ep_plan(m, s, x, x->map.offsets_host);
-        ep_exchange(m, x, s->xp, s->xa, 0);
-        OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
-        experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
-        OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
-        ep_exchange(m, x, s->xa, x->yp, 1);
-    } else {                    /* the share's rows (dyp, dxp: scratch here) */
-        share_plan(m, s, x);
-        OPS->moe_permute(d, s->dyp, s->xp, h, &x->shmap);
-        int Rl = ep_plan(m, s, x, x->soff);
-        ep_exchange(m, x, s->dyp, s->xa, 0);
-        OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
-        experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
-        OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
-        ep_exchange(m, x, s->xa, s->dxp, 1);
-        OPS->moe_permute_bwd(d, x->yp, s->dxp, h, &x->shmap, 0);
+    if (ep_allgather(m)) {
+        ag_fwd(m, lo, s, x, mg, y);
+    } else {
+        OPS->moe_permute(d, s->xp, mg, h, &x->map);
+        if (!dispatched(m)) {
+            experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
+        } else {
+            /* by_share: the share's rows of xp sent, what comes back
+             * scattered to xp's order (dyp, dxp: scratch here) */
+            int sh = by_share(m);
+            if (sh) {
+                share_plan(m, s, x);
+                OPS->moe_permute(d, s->dyp, s->xp, h, &x->shmap);
+            }
+            const void *send = sh ? s->dyp : s->xp;
+            int Rl = ep_plan(m, s, x, sh ? x->soff : x->map.offsets_host);
+            if (overlap) {
+                gl_comm_req *q = ep_exchange_start(m, x, send, s->xa);
+                shared_fc1(m, lo, s, x, mg);
+                gl_comm_req_wait(q);
+            } else {
+                ep_exchange(m, x, send, s->xa, 0);
+            }
+            OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
+            experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
+            OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
+            ep_exchange(m, x, s->xa, sh ? s->dxp : x->yp, 1);
+            if (sh)
+                OPS->moe_permute_bwd(d, x->yp, s->dxp, h, &x->shmap, 0);
+        }
+        OPS->moe_unpermute(d, y, x->yp, h, &x->map);
     }
-    OPS->moe_unpermute(d, y, x->yp, h, &x->map);
     CHECK("moe_unpermute y", y, (size_t)n * h, 0);
 
     /* the shared experts: a dense MLP, its output added */
     if (dm->fs) {
-        OPS->gemm(d, 0, 1, n, s->sgw, h, 1.0f, mg, h, W(m, lo->sgu), h, 0.0f, x->sgu, d->act,
-                  s->sgw);
-        expert_act(m, s->ss, x->sgu, n, dm->fsl);
-        OPS->gemm(d, 0, 1, n, h, dm->fsl, 1.0f, s->ss, dm->fsl, W(m, lo->sdown), dm->fsl, 1.0f,
-                  y, d->act, h);
+        if (!overlap)           /* else run during the dispatch */
+            shared_fc1(m, lo, s, x, mg);
+        shared_fc2(m, lo, s, y);
         CHECK("shared experts y", y, (size_t)n * h, 0);
     }
 
@@ -1026,6 +1282,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     int n = dm->n, h = dm->h, E = dm->E;
     int R = x->map.offsets_host[E];
     int ck = check_now(m, layer, 1), bwd = 1;
+    int overlap = shared_overlap(m);
     (void)mb;
     if (ck)
         s->check_layer = layer;
@@ -1033,51 +1290,50 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     CHECK("input dz", dz, (size_t)n * h, 0);
     CHECK("input mg", mg, (size_t)n * h, 0);
 
-    /* the shared experts: dmg = their input gradient (partial) */
-    if (dm->fs) {
-        int fsl = dm->fsl;
-        expert_act(m, s->ss, x->sgu, n, fsl);
-        OPS->gemm(d, 0, 0, n, fsl, h, 1.0f, dz, h, W(m, lo->sdown), fsl, 0.0f, s->dss, d->act,
-                  fsl);
-        OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl, 1.0f, G(m, lo->sdown),
-                  GL_DT_F32, fsl);
-        gl_grads_ready(m, lo->sdown, (size_t)h * fsl);
-        if (dm->swiglu)
-            OPS->swiglu_bwd(d, s->dsgu, s->dss, x->sgu, n, fsl);
-        else
-            OPS->gelu_bwd(d, s->dsgu, NULL, s->dss, x->sgu, NULL, n, fsl);
-        OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h, 1.0f, G(m, lo->sgu),
-                  GL_DT_F32, h);
-        gl_grads_ready(m, lo->sgu, (size_t)s->sgw * h);
-        OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
-                  d->act, h);
+    /* the shared experts: dmg = their input gradient (partial); with
+     * the overlap, during the dispatch below */
+    if (dm->fs && !overlap) {
+        shared_bwd(m, lo, s, x, mg, dz, dmg);
         CHECK("shared experts dmg", dmg, (size_t)n * h, 0);
     }
 
-    /* the routed experts, back to dmg; dweight summed over TP */
-    OPS->moe_unpermute_bwd(d, s->dyp, s->dweight, dz, x->yp, h, &x->map);
-    CHECK("moe_unpermute_bwd dyp", s->dyp, (size_t)R * h, 0);
-    if (m->tp)
-        gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
-                      GL_OP_SUM, d->stream);
-    if (!dispatched(m)) {
-        OPS->moe_permute(d, s->xp, mg, h, &x->map);
-        experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
+    /* the routed experts, back to dmg; dweight summed over TP (over EP
+     * too under the allgather dispatcher) */
+    if (ep_allgather(m)) {
+        ag_bwd(m, lo, s, x, dz, dmg, dm->fs > 0);
     } else {
-        /* by_share: the share's rows of dyp sent, dxp's scattered back
-         * (xp: scratch here) */
-        int Rl = x->lmap.offsets_host[dm->El], sh = by_share(m);
-        if (sh)
-            OPS->moe_permute(d, s->xp, s->dyp, h, &x->shmap);
-        ep_exchange(m, x, sh ? s->xp : s->dyp, s->xa, 0);
-        OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
-        experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
-        OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
-        ep_exchange(m, x, s->xa, sh ? s->xp : s->dxp, 1);
-        if (sh)
-            OPS->moe_permute_bwd(d, s->dxp, s->xp, h, &x->shmap, 0);
+        OPS->moe_unpermute_bwd(d, s->dyp, s->dweight, dz, x->yp, h, &x->map);
+        CHECK("moe_unpermute_bwd dyp", s->dyp, (size_t)R * h, 0);
+        if (m->tp)
+            gl_all_reduce(m->tp, s->dweight, s->dweight, (size_t)n * dm->topk, GL_DT_F32,
+                          GL_OP_SUM, d->stream);
+        if (!dispatched(m)) {
+            OPS->moe_permute(d, s->xp, mg, h, &x->map);
+            experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
+        } else {
+            /* by_share: the share's rows of dyp sent, dxp's scattered
+             * back (xp: scratch here) */
+            int Rl = x->lmap.offsets_host[dm->El], sh = by_share(m);
+            if (sh)
+                OPS->moe_permute(d, s->xp, s->dyp, h, &x->shmap);
+            const void *send = sh ? s->xp : s->dyp;
+            if (overlap) {
+                gl_comm_req *q = ep_exchange_start(m, x, send, s->xa);
+                shared_bwd(m, lo, s, x, mg, dz, dmg);
+                CHECK("shared experts dmg", dmg, (size_t)n * h, 0);
+                gl_comm_req_wait(q);
+            } else {
+                ep_exchange(m, x, send, s->xa, 0);
+            }
+            OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
+            experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+            OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
+            ep_exchange(m, x, s->xa, sh ? s->xp : s->dxp, 1);
+            if (sh)
+                OPS->moe_permute_bwd(d, s->dxp, s->xp, h, &x->shmap, 0);
+        }
+        OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
     }
-    OPS->moe_permute_bwd(d, dmg, s->dxp, h, &x->map, dm->fs > 0);
     CHECK("moe_permute_bwd dmg", dmg, (size_t)n * h, 0);
 
     /* the router: dlogits from the weights, the auxiliary and z losses on

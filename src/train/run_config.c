@@ -394,7 +394,7 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_STRAGGLER "gridlm reports stragglers always: see --straggler-threshold"
 #define R_INPROCESS "applies with --inprocess-restart only, which gridlm refuses"
 #define R_MOE_ETP "the experts split over --tensor-model-parallel-size as the dense MLP does; a tensor parallelism of their own is not built: drop it"
-#define R_MOE_EP "DeepEP and the overlap of expert-parallel communication are not built (gridlm's expert parallelism exchanges tokens with --moe-token-dispatcher-type alltoall): drop it"
+#define R_MOE_EP "DeepEP and the overlap of expert-parallel communication are not built (gridlm's expert parallelism exchanges tokens with --moe-token-dispatcher-type allgather or alltoall): drop it"
 #define R_MOE_RECOMPUTE "recomputing MoE layers alone is not built: use --recompute-granularity selective"
 #define R_MOE_UPCYCLE "upcycling a dense checkpoint into experts is not built: train the MoE model from its own initialisation"
 #define R_MOE_GROUPS "group-limited routing (DeepSeek's device-limited top-k) is not built: the router takes the top-k over all experts; drop it"
@@ -607,8 +607,7 @@ static const gl_option table[] = {
         "with CP > 1, how attention sees the other ranks' keys: p2p (ring) or all_gather",
         .choices = cp_comm_types, .defstr = "p2p"),
     INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
-        "EP: ranks that split the experts of mixture-of-experts layers (with "
-        "--moe-token-dispatcher-type alltoall)"),
+        "EP: ranks that split the experts of mixture-of-experts layers"),
     INT("expert-tensor-parallel-size", layout.expert_tensor_parallel_size, G_PAR, POS,
         "ETP: ranks that split each expert's matrices (TP, or 1 with EP > 1; others "
         "--dry-run only)",
@@ -1076,12 +1075,14 @@ static const gl_option table[] = {
             "always"),
     ACCEPT("moe-router-fusion", "gridlm's router (scores, top-k, losses) is its own fused op"),
     ACCEPT("moe-use-legacy-grouped-gemm", "gridlm's grouped expert products are its own"),
-    ACCEPT("moe-shared-expert-overlap", "an overlap of communication: the shared experts' "
-           "result is the same"),
+    FLAG("moe-shared-expert-overlap", moe.shared_expert_overlap, G_MOE,
+         "run the shared experts while the tokens travel to the experts of other EP ranks "
+         "(needs --moe-token-dispatcher-type alltoall; the same numbers)"),
     CHOICE("moe-token-dispatcher-type", moe.token_dispatcher, "NAME", G_MOE, moe_dispatchers,
            moe_dispatcher_values, "how tokens travel to the experts of other EP ranks: "
-           "alltoall (built); allgather only with --expert-model-parallel-size 1, where both "
-           "give the same tokens to the same experts", .defstr = "allgather",
+           "allgather (every token to every EP rank, the outputs reduce-scattered back) or "
+           "alltoall (each token to its experts' ranks and back); the same products either "
+           "way", .defstr = "allgather",
            .hint = "flex (DeepEP, HybridEP) is not built: use alltoall"),
     REFUSE("moe-extended-tp", R_MOE_ETP),
     REFUSE("overlap-moe-expert-parallel-comm", R_MOE_EP),
@@ -1557,14 +1558,15 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 
 /* Mixture of experts: the flags against each other and the layout, and
  * what gridlm does not train yet (FP8 experts; expert parallelism with
- * CP > 1; an ETP other than TP, or 1 with EP > 1). */
-/* Expert parallelism: what is built (moe.c, optim.h) is EP with the
- * alltoall dispatcher and CP = 1, the experts split over ETP = TP or
- * whole (ETP 1), with or without sequence parallelism; the rest is
- * refused by name.  A capacity factor is
- * allowed: each rank drops on its own micro-batch's routing before the
- * dispatch, as Megatron's router does, the decision of EP 1 for the same
- * micro-batch. */
+ * CP > 1, or with the allgather dispatcher and TP > 1; an ETP other than
+ * TP, or 1 with EP > 1). */
+/* Expert parallelism: what is built (moe.c, optim.h) is EP with CP = 1:
+ * the alltoall dispatcher with the experts split over ETP = TP or whole
+ * (ETP 1), with or without sequence parallelism, and the allgather
+ * dispatcher with TP = 1; the rest is refused by name.  A capacity
+ * factor is allowed: each rank drops on its own micro-batch's routing
+ * before the dispatch, as Megatron's router does, the decision of EP 1
+ * for the same micro-batch. */
 static void check_ep(const gl_config *c)
 {
     int ep = c->layout.expert_model_parallel_size;
@@ -1574,11 +1576,12 @@ static void check_ep(const gl_config *c)
         bad("--expert-model-parallel-size %d with --context-parallel-size %d: expert "
             "parallelism is built with CP = 1 only; use CP 1, or --expert-model-parallel-size 1",
             ep, c->layout.context_parallel_size);
-    if (c->moe.token_dispatcher != GL_DISPATCH_ALLTOALL)
-        bad("--expert-model-parallel-size %d with --moe-token-dispatcher-type allgather (the "
-            "default): the allgather dispatcher is not built; add "
-            "--moe-token-dispatcher-type alltoall (the same tokens reach the same experts)",
-            ep);
+    if (c->moe.token_dispatcher == GL_DISPATCH_ALLGATHER &&
+        c->layout.tensor_model_parallel_size > 1)
+        bad("--expert-model-parallel-size %d with --tensor-model-parallel-size %d and "
+            "--moe-token-dispatcher-type allgather (the default): the allgather dispatcher is "
+            "built with TP 1 only; add --moe-token-dispatcher-type alltoall (the same tokens "
+            "reach the same experts), or use TP 1", ep, c->layout.tensor_model_parallel_size);
 }
 
 static void check_moe(gl_config *c)
@@ -1647,6 +1650,10 @@ static void check_moe(gl_config *c)
     if (m->pad_expert_input_to_capacity && m->capacity_factor <= 0)
         bad("--moe-pad-expert-input-to-capacity pads to the experts' capacity, which "
             "--moe-expert-capacity-factor sets: add it, or drop the padding");
+    if (m->shared_expert_overlap && S > 0 && m->token_dispatcher != GL_DISPATCH_ALLTOALL)
+        bad("--moe-shared-expert-overlap with --moe-token-dispatcher-type allgather (the "
+            "default): the shared experts overlap the alltoall dispatcher's exchange only, "
+            "as in Megatron; add --moe-token-dispatcher-type alltoall, or drop the overlap");
     /* A dry run plans the expert grid of any EP and ETP that fit (the
      * groups, which experts each rank holds, the memory per rank: with a
      * warning from gl_config_finish); training checks what is built. */
@@ -2345,11 +2352,12 @@ void gl_config_finish(gl_config *c, int world_size, int ranks_per_node)
     /* Said once the plan stands: what check_moe refuses outside a dry run. */
     int ep = c->layout.expert_model_parallel_size, etp = c->layout.expert_tensor_parallel_size;
     int ep_built = ep == 1 || (c->layout.context_parallel_size == 1 &&
-                               c->moe.token_dispatcher == GL_DISPATCH_ALLTOALL);
+                               (tp == 1 || c->moe.token_dispatcher == GL_DISPATCH_ALLTOALL));
     if (c->dry_run && (!ep_built || (etp != tp && !(etp == 1 && ep > 1))))
         warn0("--expert-model-parallel-size %d --expert-tensor-parallel-size %d: planned by "
               "this dry run, but training needs ETP = TP (%d), or 1 with EP > 1, and, with "
-              "EP > 1, CP 1 and --moe-token-dispatcher-type alltoall", ep, etp, tp);
+              "EP > 1, CP 1 and, with TP > 1, --moe-token-dispatcher-type alltoall", ep, etp,
+              tp);
 }
 
 /* ------------------------------------------------------------------ */
