@@ -453,6 +453,11 @@ static void cu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
                          rows, cols, scale, f);
 }
 
+static void cu_fp8_transpose(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows, int cols)
+{
+    gl_cuda_fp8_transpose(gl_cuda_st(d)->stream, qt, q, rows, cols);
+}
+
 static void cu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
 {
     gl_cuda_fp8_amax(gl_cuda_st(d)->stream, amax, (const bf16 *)x, count);
@@ -802,6 +807,7 @@ static const gl_ops gl_ops_cuda = {
     .swiglu_bwd_fp8 = cu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cu_head_rmsnorm_bwd,
+    .fp8_transpose = cu_fp8_transpose,
 };
 
 /* ---- opening ---- */

@@ -189,8 +189,9 @@ refusals() {
     [ $good = yes ]
 }
 
-refusals megatron-llama3-8b-fp8.args 8 3 profile profile-step-start profile-step-end
-ok $? "Llama 3 8B FP8: one message, the 3 profiler options refused (FP8 honoured)"
+refusals megatron-llama3-8b-fp8.args 8 3 profile profile-step-start profile-step-end -- \
+    "--fp8-param-gather with --overlap-param-gather: the FP8 weights are gathered in one"
+ok $? "Llama 3 8B FP8: one message, the 3 profiler options refused, and --fp8-param-gather with --overlap-param-gather (FP8 honoured)"
 grep -q "run the job under nsys profile" "$tmp/lines"
 ok $? "Llama 3 8B FP8: the profiler's refusal says what to use"
 

@@ -526,6 +526,12 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             gl_info0("--overlap-param-gather: the updated weights are broadcast bucket "
                      "by bucket during the next forward");
     }
+    if (o->fp8g)
+        gl_info0("--fp8-param-gather: the weights' all-gather sends %zu bytes per DP rank "
+                 "(%zu of them FP8 bytes of the FP8 weights, the rest of its %zu "
+                 "elements in the compute dtype), not %zu", o->fp8_packet, o->fp8_q,
+                 o->shard_end - o->shard_begin,
+                 (o->shard_end - o->shard_begin) * d->act_bytes);
 
     FILE *json = NULL;
     if (rank == 0 && c->log.log_json) {
@@ -630,6 +636,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             int_loss += loss;
             int_norm += norm;
             int_ok++;
+        } else {
+            gl_optim_no_step(o);
         }
         if (plan->dm.E) {
             moe_step_stats ms;
