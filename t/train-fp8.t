@@ -158,7 +158,7 @@ fp8_gather() {
     line=$(grep -- "--fp8-param-gather: the weights' all-gather sends" "$tmp/$recipe-fp8pg.log" |
            head -n1)
     sent=$(echo "$line" | sed -n 's/.* sends \([0-9]*\) bytes.*/\1/p')
-    was=$(echo "$line" | sed -n 's/.*), not \([0-9]*\)$/\1/p')
+    was=$(echo "$line" | sed -n 's/.* bytes per DP rank, not \([0-9]*\):.*/\1/p')
     if [ -n "$sent" ] && [ -n "$was" ] && [ $((2 * sent)) -lt "$was" ]; then
         pass "$recipe: the weights' all-gather sends $sent bytes per rank, not $was"
     else

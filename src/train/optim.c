@@ -491,6 +491,7 @@ void gl_optim_free(gl_optim *o)
     d->ops->free(d, o->gshard);
     d->ops->free(d, o->fp8_send);
     d->ops->free(d, o->fp8_recv);
+    free(o->fp8_rest_at);
     free(o->norm);
     free(o->seg);
     free(o->bucket);
@@ -587,19 +588,22 @@ static size_t fp8_rest(gl_optim *o, size_t sb, size_t se, uint8_t *buf, int dir)
     return n;
 }
 
-/* The packets' layout (optim.h): the largest shard's counts, each part
- * a multiple of 16 bytes. */
+/* The packets' layout (optim.h): rank r's FP8 bytes, then at
+ * fp8_rest_at[r] (a multiple of 16) its other weights; every packet as
+ * long as the longest. */
 static void fp8_gather_init(gl_optim *o)
 {
-    size_t shard = o->shard_end - o->shard_begin, q = 0, rest = 0;
+    size_t shard = o->shard_end - o->shard_begin;
+    o->fp8_rest_at = gl_calloc((size_t)o->dp_size, sizeof *o->fp8_rest_at);
+    o->fp8_packet = 0;
     for (int r = 0; r < o->dp_size; r++) {
         size_t sb = shard * (size_t)r, se = sb + shard;
         size_t nrest = fp8_rest(o, sb, se, NULL, -1);
-        q = shard - nrest > q ? shard - nrest : q;
-        rest = nrest > rest ? nrest : rest;
+        size_t at = (shard - nrest + 15) / 16 * 16;
+        size_t len = at + (nrest * o->d->act_bytes + 15) / 16 * 16;
+        o->fp8_rest_at[r] = at;
+        o->fp8_packet = len > o->fp8_packet ? len : o->fp8_packet;
     }
-    o->fp8_q = (q + 15) / 16 * 16;
-    o->fp8_packet = o->fp8_q + (rest * o->d->act_bytes + 15) / 16 * 16;
     o->fp8_send = o->d->ops->alloc(o->d, o->fp8_packet);
     o->fp8_recv = o->d->ops->alloc(o->d, o->fp8_packet * (size_t)o->dp_size);
 }
@@ -609,14 +613,14 @@ static void fp8_gather(gl_optim *o)
 {
     size_t shard = o->shard_end - o->shard_begin;
     gl_model_fp8_quantize_shard(o->m, o->shard_begin, o->shard_end, o->fp8_send, o->dp);
-    fp8_rest(o, o->shard_begin, o->shard_end, o->fp8_send + o->fp8_q, 0);
+    fp8_rest(o, o->shard_begin, o->shard_end, o->fp8_send + o->fp8_rest_at[o->dp_rank], 0);
     gl_all_gather(o->dp, o->fp8_send, o->fp8_recv, o->fp8_packet, GL_DT_U8, o->d->stream);
     for (int r = 0; r < o->dp_size; r++) {
         size_t sb = shard * (size_t)r, se = sb + shard;
-        const uint8_t *p = o->fp8_recv + o->fp8_packet * (size_t)r;
+        uint8_t *p = o->fp8_recv + o->fp8_packet * (size_t)r;
         gl_model_fp8_place(o->m, sb, se, p);
         if (r != o->dp_rank)
-            fp8_rest(o, sb, se, (uint8_t *)p + o->fp8_q, 1);
+            fp8_rest(o, sb, se, p + o->fp8_rest_at[r], 1);
     }
     gl_model_fp8_placed(o->m);
 }

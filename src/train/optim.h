@@ -67,7 +67,8 @@
  * shard's FP8 elements with the next forward's scales
  * (gl_model_fp8_quantize_shard: under tensorwise scaling their amaxes are
  * reduced over DP first) and packs them, then its other elements, into a
- * packet of a size common to all ranks (the largest rank's counts); one
+ * packet as long as the longest rank's (the shards hold the same number
+ * of elements, not of FP8 ones); one
  * all-gather of the packets, and every rank unpacks each shard: the
  * bytes into the FP8 weights (gl_model_fp8_place, then their transposes),
  * the rest into the flat weights.  The FP8 weights' compute-dtype copies
@@ -168,12 +169,12 @@ typedef struct {
     int *gorder;                /* [nbucket] bucket indexes in order of use */
     int gnext;                  /* next position of gorder to dispatch */
     int gleft;                  /* buckets not GL_GATHER_DONE */
-    /* --fp8-param-gather (distributed, FP8 layers here): each DP rank's
-     * packet of fp8_packet bytes holds its shard's FP8 weights as bytes
-     * (fp8_q of them, padded) then its other weights in the compute
-     * dtype; fp8_send [fp8_packet], fp8_recv [DP fp8_packet] */
+    /* --fp8-param-gather (distributed, FP8 layers here): DP rank r's
+     * packet of fp8_packet bytes holds its shard's FP8 weights as bytes,
+     * then from fp8_rest_at[r] its other weights in the compute dtype;
+     * fp8_send [fp8_packet], fp8_recv [DP fp8_packet] */
     int fp8g;
-    size_t fp8_q, fp8_packet;
+    size_t fp8_packet, *fp8_rest_at;
     uint8_t *fp8_send, *fp8_recv;
 } gl_optim;
 

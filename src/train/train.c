@@ -527,11 +527,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
                      "by bucket during the next forward");
     }
     if (o->fp8g)
-        gl_info0("--fp8-param-gather: the weights' all-gather sends %zu bytes per DP rank "
-                 "(%zu of them FP8 bytes of the FP8 weights, the rest of its %zu "
-                 "elements in the compute dtype), not %zu", o->fp8_packet, o->fp8_q,
-                 o->shard_end - o->shard_begin,
-                 (o->shard_end - o->shard_begin) * d->act_bytes);
+        gl_info0("--fp8-param-gather: the weights' all-gather sends %zu bytes per DP rank, "
+                 "not %zu: the FP8 weights as FP8 bytes, the rest in the compute dtype",
+                 o->fp8_packet, (o->shard_end - o->shard_begin) * d->act_bytes);
 
     FILE *json = NULL;
     if (rank == 0 && c->log.log_json) {
