@@ -651,7 +651,7 @@ static void quant_piece(gl_model *m, const gl_fp8_wrange *r, size_t a, size_t b,
     w_shape(&m->plan->dm, r->lin, &out, &in);
     size_t e0 = a - r->begin, e1 = b - r->begin;        /* elements of W */
     size_t r0 = (e0 + in - 1) / in, r1 = e1 / in;       /* whole rows [r0, r1) */
-    if (r0 >= r1) {                                     /* inside one row */
+    if (r0 >= r1) {                                     /* no whole row: flat */
         d->ops->fp8_quantize(d, q, NULL, amax, gl_model_weight(m, a), 1, (int)(b - a), scale,
                              st->ffwd);
         return;
