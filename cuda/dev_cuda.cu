@@ -458,6 +458,11 @@ static void cu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
                          rows, cols, scale, f);
 }
 
+static void cu_fp8_transpose(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows, int cols)
+{
+    gl_cuda_fp8_transpose(gl_cuda_st(d)->stream, qt, q, rows, cols);
+}
+
 static void cu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
 {
     gl_cuda_fp8_amax(gl_cuda_st(d)->stream, amax, (const bf16 *)x, count);
@@ -829,6 +834,7 @@ static const gl_ops gl_ops_cuda = {
     .head_rmsnorm_fwd = cu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cu_head_rmsnorm_bwd,
     .add_f32 = cu_add_f32,
+    .fp8_transpose = cu_fp8_transpose,
 };
 
 /* ---- opening ---- */

@@ -319,3 +319,37 @@ void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
         amax, scale, scale_inv, stride, n, gl_fp8_max(f));
     GL_CUDA_LAUNCHED("fp8 scale_current");
 }
+
+/* ---- the transpose of gathered FP8 weights (--fp8-param-gather) ----
+ *
+ * One 32 x 32 tile of bytes per block, through shared memory so that
+ * both the reads and the writes run along rows.  Once per weight and
+ * step: plain is enough. */
+
+#define T_TILE 32
+
+__global__ void transpose_bytes_kernel(uint8_t *qt, const uint8_t *q, int rows, int cols)
+{
+    __shared__ uint8_t tile[T_TILE][T_TILE + 1];
+    int c0 = blockIdx.x * T_TILE, r0 = blockIdx.y * T_TILE;
+    for (int i = threadIdx.y; i < T_TILE; i += blockDim.y) {
+        int r = r0 + i, c = c0 + threadIdx.x;
+        if (r < rows && c < cols)
+            tile[i][threadIdx.x] = q[(size_t)r * cols + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < T_TILE; i += blockDim.y) {
+        int c = c0 + i, r = r0 + threadIdx.x;
+        if (r < rows && c < cols)
+            qt[(size_t)c * rows + r] = tile[threadIdx.x][i];
+    }
+}
+
+void gl_cuda_fp8_transpose(cudaStream_t st, uint8_t *qt, const uint8_t *q, int rows, int cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return;
+    dim3 grid((cols + T_TILE - 1) / T_TILE, (rows + T_TILE - 1) / T_TILE);
+    transpose_bytes_kernel<<<grid, dim3(T_TILE, 8), 0, st>>>(qt, q, rows, cols);
+    GL_CUDA_LAUNCHED("fp8 transpose");
+}

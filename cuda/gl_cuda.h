@@ -317,6 +317,10 @@ void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,
 void gl_cuda_fp8_scale_current(cudaStream_t st, const float *amax,
                                float *scale, float *scale_inv, int stride,
                                int n, gl_fp8_format f);
+/* qt [cols, rows] = the transpose of the bytes q [rows, cols] (ops.h:
+ * fp8_transpose). */
+void gl_cuda_fp8_transpose(cudaStream_t st, uint8_t *qt, const uint8_t *q,
+                           int rows, int cols);
 /* dst[0] = a[0], dst[4] = b[0]: two device scalars copied to 16-byte
  * aligned places (dst itself 16-byte aligned), in order on the stream. */
 void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,

@@ -1009,6 +1009,32 @@ static void test_fp8_quantize(int rows, int cols, gl_fp8_format f, float scale,
     free(qt);
 }
 
+/* fp8_transpose (--fp8-param-gather) on the GPU against the CPU's, over
+ * every byte value, on shapes with and without whole 32 x 32 tiles. */
+static void test_fp8_transpose(int rows, int cols)
+{
+    size_t n = (size_t)rows * cols;
+    uint8_t *q = gl_malloc(n), *cqt = gl_malloc(n);
+    for (size_t i = 0; i < n; i++)
+        q[i] = (uint8_t)(i * 131 + i / 7);
+    uint8_t *gq = G->ops->alloc(G, n), *gqt = G->ops->alloc(G, n);
+    G->ops->upload(G, gq, q, n);
+    g_poison(gqt, n);
+    G->ops->fp8_transpose(G, gqt, gq, rows, cols);
+    C->ops->fp8_transpose(C, cqt, q, rows, cols);
+    uint8_t *qt = dl_bytes(gqt, n);
+    long bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += qt[i] != cqt[i];
+    ok(bad == 0, "fp8_transpose %dx%d: the same bytes as the CPU's (%ld differ)", rows, cols,
+       bad);
+    G->ops->free(G, gq);
+    G->ops->free(G, gqt);
+    free(q);
+    free(cqt);
+    free(qt);
+}
+
 /*
  * The FP8-producing ops (ops.h: rmsnorm_fwd_fp8, swiglu_fwd_fp8,
  * swiglu_bwd_fp8; op 0, 1, 2) on the GPU, fused, against the CPU's
@@ -3146,10 +3172,13 @@ int main(void)
     test_fp8_quantize(256, 512, GL_FP8_E5M2, 1.0f, 0, 2);
     test_fp8_quantize(256, 512, GL_FP8_E4M3, 1.0f, 0, 4);
     test_fp8_quantize(40, 48, GL_FP8_E5M2, 1.0f, 0, 6);
+    test_fp8_transpose(45, 77);                           /* part tiles */
+    test_fp8_transpose(64, 96);
     if (!quick) {
         test_fp8_quantize(8192, 2048, GL_FP8_E4M3, 1.0f, 0, 7);  /* X of the 1.5B model */
         test_fp8_quantize(3072, 2048, GL_FP8_E4M3, 1.0f, 1, 7);  /* its QKV weight */
         test_fp8_quantize(8192, 3072, GL_FP8_E5M2, 1.0f, 1, 7);  /* dY of QKV */
+        test_fp8_transpose(3072, 2048);     /* the 1.5B model's QKV weight */
     }
     /* the FP8-producing ops: 16-byte path, partial tiles, the general
      * path (rows % 16 != 0, odd widths), with and without their bf16

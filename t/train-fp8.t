@@ -39,7 +39,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 4 --h
  --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
  --eval-interval 10 --eval-iters 2"
 
-plan 35
+plan 44
 
 # refuse NAME EXPECTED FLAGS...: gridlm-train must exit 2 and say EXPECTED.
 refuse() {
@@ -129,7 +129,53 @@ resumed() {
     fi
 }
 
+# same A B DESC: two runs log the same losses, gradient norms and
+# validation losses, digit for digit (9 significant digits: a float's
+# every bit), skipped iterations' nulls included.
+same() {
+    for r in "$1" "$2"; do
+        grep -o '"\(iteration\|loss\|grad_norm\|valid_loss\)": [^,}]*' "$tmp/$r.jsonl" \
+            >"$tmp/$r.same"
+    done
+    if [ -s "$tmp/$1.same" ] && cmp -s "$tmp/$1.same" "$tmp/$2.same"; then
+        pass "$3"
+    else
+        fail "$3: the logs differ"
+        diff "$tmp/$1.same" "$tmp/$2.same" | head -4 | sed 's/^/#   /'
+    fi
+}
+
+# fp8_gather RECIPE FLAGS...: --fp8-param-gather at DP 2 trains bit for
+# bit as $RECIPE-dp2-distopt (the same bytes, gathered as bytes), and the
+# weights' all-gather sends under half the bytes of the compute dtype's
+# (fp32 on CPU ranks: the FP8 weights' elements a quarter, the rest as
+# before).
+fp8_gather() {
+    recipe=$1
+    shift
+    if ! run $recipe-fp8pg 2 "$@" --use-distributed-optimizer --fp8-param-gather \
+           --save "$tmp/ck-$recipe-fp8pg" --save-interval 10; then
+        fail "$recipe --fp8-param-gather: run failed"
+        fail "$recipe --fp8-param-gather: run failed"
+        return
+    fi
+    same $recipe-dp2-distopt $recipe-fp8pg "$recipe: --fp8-param-gather trains bit for bit as without"
+    line=$(grep -- "--fp8-param-gather: the weights' all-gather sends" "$tmp/$recipe-fp8pg.log" |
+           head -n1)
+    sent=$(echo "$line" | sed -n 's/.* sends \([0-9]*\) bytes.*/\1/p')
+    was=$(echo "$line" | sed -n 's/.* bytes per DP rank, not \([0-9]*\):.*/\1/p')
+    if [ -n "$sent" ] && [ -n "$was" ] && [ $((2 * sent)) -lt "$was" ]; then
+        pass "$recipe: the weights' all-gather sends $sent bytes per rank, not $was"
+    else
+        fail "$recipe: the gathered bytes did not halve: \"$line\""
+    fi
+}
+
 refuse mxfp8 "Blackwell" --fp8-format hybrid --fp8-recipe mxfp8
+refuse fp8pg-distopt "needs --use-distributed-optimizer" --fp8-format hybrid --fp8-param-gather
+refuse fp8pg-fp8 "needs --fp8-format" --use-distributed-optimizer --fp8-param-gather
+refuse fp8pg-overlap "with --overlap-param-gather" --fp8-format hybrid \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --fp8-param-gather
 refuse blockwise "not built in gridlm" --fp8-format hybrid --fp8-recipe blockwise
 full=$base
 base=$(echo "$full" | sed 's/--bf16 //')
@@ -162,6 +208,7 @@ for recipe in delayed tensorwise; do
     layout $recipe-pp2 2 $R --pipeline-model-parallel-size 2 --save "$tmp/ck-$recipe-pp2" \
         --save-interval 10
     layout $recipe-dp2-distopt 2 $R --use-distributed-optimizer
+    fp8_gather $recipe $R
     }
 done
 
@@ -171,6 +218,20 @@ done
 resumed resume-delayed delayed 1 $D --load "$tmp/ck-delayed/iter_0000010.h5"
 resumed resume-delayed-pp2 delayed-pp2 2 $D --pipeline-model-parallel-size 2 \
     --load "$tmp/ck-delayed-pp2/iter_0000010.h5"
+# --fp8-param-gather resumes exactly (the first forward quantizes the
+# loaded weights, every later one takes the gathered bytes)
+resumed resume-delayed-fp8pg delayed-fp8pg 2 $D --use-distributed-optimizer \
+    --fp8-param-gather --load "$tmp/ck-delayed-fp8pg/iter_0000010.h5"
+# a skipped step (a planted NaN) quantizes and gathers again with the new
+# scales: still bit for bit as without the flag
+export GRIDLM_TEST_NONFINITE=3
+if run nan-distopt 2 $D --use-distributed-optimizer --train-iters 6 &&
+   run nan-fp8pg 2 $D --use-distributed-optimizer --train-iters 6 --fp8-param-gather; then
+    same nan-distopt nan-fp8pg "--fp8-param-gather after a skipped step: bit for bit as without"
+else
+    fail "the runs with a skipped step failed"
+fi
+unset GRIDLM_TEST_NONFINITE
 resumed resume-tensorwise tensorwise 1 --fp8-format hybrid --fp8-recipe tensorwise \
     --load "$tmp/ck-tensorwise/iter_0000010.h5"
 # a checkpoint without FP8 state of the run's shape: the state starts afresh

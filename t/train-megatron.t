@@ -189,8 +189,9 @@ refusals() {
     [ $good = yes ]
 }
 
-refusals megatron-llama3-8b-fp8.args 8 3 profile profile-step-start profile-step-end
-ok $? "Llama 3 8B FP8: one message, the 3 profiler options refused (FP8 honoured)"
+refusals megatron-llama3-8b-fp8.args 8 3 profile profile-step-start profile-step-end -- \
+    "--fp8-param-gather with --overlap-param-gather: the FP8 weights are gathered in one"
+ok $? "Llama 3 8B FP8: one message, the 3 profiler options refused, and --fp8-param-gather with --overlap-param-gather (FP8 honoured)"
 grep -q "run the job under nsys profile" "$tmp/lines"
 ok $? "Llama 3 8B FP8: the profiler's refusal says what to use"
 
@@ -246,9 +247,10 @@ run $(mixtral | sed 's/^--moe-token-dispatcher-type alltoall$/--moe-token-dispat
 ok $? "Mixtral 8x7B with the allgather dispatcher: the dry run plans EP 2, no warning"
 [ $code -eq 0 ] || sed 's/^/# stderr: /' "$tmp/err"
 
-# Llama 3 8B FP8 without its refused options plans on 8 ranks: everything
-# else in the script is honoured or accepted.
-drop=" profile profile-step-start profile-step-end "
+# Llama 3 8B FP8 without its refused options (and without
+# --overlap-param-gather, refused beside --fp8-param-gather) plans on 8
+# ranks: everything else in the script is honoured or accepted.
+drop=" profile profile-step-start profile-step-end overlap-param-gather "
 args megatron-llama3-8b-fp8.args | tr '\n' ' ' | tr -s ' ' | sed 's/ --/\n--/g' |
     while read -r opt rest; do
         case $drop in *" ${opt#--} "* | *" ${opt#--}

@@ -960,6 +960,15 @@ struct gl_ops {
                              const void *w, const float *rstd, int n,
                              int heads, int D);
 
+    /* ---- --fp8-param-gather: FP8 weights that arrive quantized ---- */
+
+    /* qt[c, r] = q[r, c] for the bytes q [rows, cols] (qt [cols, rows]):
+     * the data gradient's orientation of a weight whose bytes were
+     * gathered rather than quantized here (fp8_quantize writes both
+     * orientations in one pass; a gathered weight has only q).  Bytes
+     * are copied, not decoded: any FP8 format. */
+    void (*fp8_transpose)(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows,
+                          int cols);
     /* ---- context parallelism's ring, its exchanges overlapped (issue
      * 15) ---- */
 

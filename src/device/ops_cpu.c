@@ -340,6 +340,14 @@ static void cpu_stream_wait(gl_dev *d)
 
 /* ---- FP8: the exact emulation of fp8.c on fp32 act buffers ---- */
 
+static void cpu_fp8_transpose(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows, int cols)
+{
+    (void)d;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            qt[(size_t)c * rows + r] = q[(size_t)r * cols + c];
+}
+
 static void cpu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
                              const void *x, int rows, int cols,
                              const float *scale, gl_fp8_format f)
@@ -824,4 +832,5 @@ const gl_ops gl_ops_cpu = {
     .head_rmsnorm_fwd = cpu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cpu_head_rmsnorm_bwd,
     .add_f32 = cpu_add_f32,
+    .fp8_transpose = cpu_fp8_transpose,
 };

@@ -51,6 +51,7 @@
  */
 #include <config.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -73,6 +74,9 @@ struct gl_fp8_state {
                                  * (NULL: layer not here or not in FP8) */
     int *fresh;                 /* [L]: wq / wqt hold this step's W */
     float *wamax;               /* [L, 4]: tensorwise, the W amaxes */
+    gl_fp8_wrange *wr;          /* [nwr]: this rank's FP8 weights in the
+                                 * flat buffer, by offset */
+    int nwr;
     uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
     void **kept;                /* [nkept]: the allocations behind A->xt */
     int nkept;
@@ -148,6 +152,41 @@ static void keep_buffers(gl_model *m, gl_fp8_state *st)
     free(done);
 }
 
+/* W [out, in] of each linear. */
+static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in);
+
+static int by_begin(const void *a, const void *b)
+{
+    const gl_fp8_wrange *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* st->wr: the flat ranges of this rank's FP8 weights, in flat order. */
+static void weight_ranges(gl_model *m, gl_fp8_state *st)
+{
+    const gl_model_plan *p = m->plan;
+    const gl_model_dims *dm = &p->dm;
+    st->wr = gl_calloc((size_t)4 * dm->L, sizeof *st->wr);
+    for (int c = 0; c < p->nchunks; c++)
+        for (int i = 0; i < dm->Lc; i++) {
+            int l = p->chunk[c].first_layer + i;
+            const gl_layer_offs *lo = &p->chunk[c].layer[i];
+            size_t at[NLIN] = {lo->qkv, lo->wo, lo->gate_up, lo->down};
+            if (!st->wq[4 * l])
+                continue;
+            for (int k = 0; k < NLIN; k++) {
+                int out, in;
+                w_shape(dm, k, &out, &in);
+                gl_fp8_wrange *r = &st->wr[st->nwr++];
+                r->begin = at[k];
+                r->end = at[k] + (size_t)out * in;
+                r->layer = l;
+                r->lin = k;
+            }
+        }
+    qsort(st->wr, (size_t)st->nwr, sizeof *st->wr, by_begin);
+}
+
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
 {
     const gl_model_plan *p = m->plan;
@@ -213,6 +252,7 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
         }
     keep_buffers(m, st);
     m->fp8 = st;
+    weight_ranges(m, st);
 }
 
 void gl_model_fp8_free(gl_model *m)
@@ -233,6 +273,7 @@ void gl_model_fp8_free(gl_model *m)
     free(st->wq);
     free(st->wqt);
     free(st->fresh);
+    free(st->wr);
     d->ops->free(d, st->wamax);
     d->ops->free(d, st->xq);
     d->ops->free(d, st->dyq);
@@ -587,4 +628,117 @@ void gl_model_fp8_state_set(gl_model *m, const float *host)
     d->ops->upload(d, st->rec_f, dev, ndev * sizeof(float));
     free(dev);
     free(fix);
+}
+
+/* ---- --fp8-param-gather: weights quantized by shard, gathered in FP8 ---- */
+
+const gl_fp8_wrange *gl_model_fp8_wranges(const gl_model *m, int *n)
+{
+    *n = m->fp8 ? m->fp8->nwr : 0;
+    return m->fp8 ? m->fp8->wr : NULL;
+}
+
+/* Quantize the elements [a, b) of weight range r (a piece of W [out, in]
+ * in row-major order) into q: the part row before the first whole row,
+ * the whole rows as one [rows, in] tensor, the part row after, so that
+ * the kernel sees rows where it can. */
+static void quant_piece(gl_model *m, const gl_fp8_wrange *r, size_t a, size_t b, uint8_t *q,
+                        float *amax, const float *scale)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    int out, in;
+    w_shape(&m->plan->dm, r->lin, &out, &in);
+    size_t e0 = a - r->begin, e1 = b - r->begin;        /* elements of W */
+    size_t r0 = (e0 + in - 1) / in, r1 = e1 / in;       /* whole rows [r0, r1) */
+    if (r0 >= r1) {                                     /* no whole row: flat */
+        d->ops->fp8_quantize(d, q, NULL, amax, gl_model_weight(m, a), 1, (int)(b - a), scale,
+                             st->ffwd);
+        return;
+    }
+    size_t head = r0 * in - e0, tail = e1 - r1 * in;
+    if (head)
+        d->ops->fp8_quantize(d, q, NULL, amax, gl_model_weight(m, a), 1, (int)head, scale,
+                             st->ffwd);
+    d->ops->fp8_quantize(d, q + head, NULL, amax, gl_model_weight(m, a + head), (int)(r1 - r0),
+                         in, scale, st->ffwd);
+    if (tail)
+        d->ops->fp8_quantize(d, q + (b - a) - tail, NULL, amax,
+                             gl_model_weight(m, b - tail), 1, (int)tail, scale, st->ffwd);
+}
+
+/* The piece of range r inside [begin, end): *a, *b; 0 when empty. */
+static int piece(const gl_fp8_wrange *r, size_t begin, size_t end, size_t *a, size_t *b)
+{
+    *a = r->begin > begin ? r->begin : begin;
+    *b = r->end < end ? r->end : end;
+    return *a < *b;
+}
+
+void gl_model_fp8_quantize_shard(gl_model *m, size_t begin, size_t end, uint8_t *q,
+                                 gl_comm *dp)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    size_t a, b;
+    if (st->o.recipe == GL_FP8_TENSORWISE) {
+        /* each weight's amax over its pieces on every DP rank (and TP
+         * rank): the amax of the whole tensor, from which every rank
+         * computes the same scale; one reduction for all of them */
+        float *am = st->wamax;
+        d->ops->zero(d, am, (size_t)4 * st->L * sizeof(float));
+        for (int i = 0; i < st->nwr; i++) {
+            const gl_fp8_wrange *r = &st->wr[i];
+            if (piece(r, begin, end, &a, &b))
+                d->ops->fp8_amax_scale(d, am + 4 * r->layer + r->lin, NULL, NULL,
+                                       gl_model_weight(m, a), b - a, st->ffwd);
+        }
+        gl_comm *groups[2] = {dp, m->tp};
+        for (int g = 0; g < 2; g++)
+            if (groups[g])
+                gl_all_reduce(groups[g], am, am, (size_t)4 * st->L, GL_DT_F32, GL_OP_MAX,
+                              d->stream);
+        /* W of tensor 4 l + k has forward record 2 (4 l + k) + 1: every
+         * weight's record, 2 REC apart (weights held nowhere here get
+         * amax 0, scale 1, and are never used) */
+        float *r0 = rec(st->rec_f, fwd_w(0, 0));
+        d->ops->fp8_scale_current(d, am, r0 + R_SCALE, r0 + R_SINV, 2 * REC, 4 * st->L,
+                                  st->ffwd);
+    }
+    for (int i = 0; i < st->nwr; i++) {
+        const gl_fp8_wrange *r = &st->wr[i];
+        if (!piece(r, begin, end, &a, &b))
+            continue;
+        int t = fwd_w(r->layer, r->lin);
+        float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + t : NULL;
+        quant_piece(m, r, a, b, q, amax, rec(st->rec_f, t) + R_SCALE);
+        q += b - a;
+    }
+}
+
+void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    size_t a, b;
+    for (int i = 0; i < st->nwr; i++) {
+        const gl_fp8_wrange *r = &st->wr[i];
+        if (!piece(r, begin, end, &a, &b))
+            continue;
+        d->ops->copy(d, st->wq[4 * r->layer + r->lin] + (a - r->begin), q, b - a);
+        q += b - a;
+    }
+}
+
+void gl_model_fp8_placed(gl_model *m)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    for (int i = 0; i < st->nwr; i++) {
+        const gl_fp8_wrange *r = &st->wr[i];
+        int out, in, w = 4 * r->layer + r->lin;
+        w_shape(&m->plan->dm, r->lin, &out, &in);
+        d->ops->fp8_transpose(d, st->wqt[w], st->wq[w], out, in);
+        st->fresh[r->layer] = 1;
+    }
 }

@@ -628,6 +628,38 @@ void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *d
                       const void *dY, int n, int out, int in);
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 
+/* --fp8-param-gather (src/train/optim.c): the distributed optimizer
+ * gathers this rank's FP8 weights as FP8 bytes, one per element, rather
+ * than in the compute dtype.  After gl_model_fp8_step_end() and the
+ * update of the rank's shard [begin, end) of the flat weights:
+ *   gl_model_fp8_quantize_shard() writes into q (device memory), in flat
+ *     order, the bytes of every FP8 weight element inside [begin, end),
+ *     quantized with the scale the next forward would use: delayed, the
+ *     step's scale from the amax history, the pieces' amaxes folded into
+ *     the history's row 0 (reduced over TP and DP at the next step's end,
+ *     as the forward's would be: the same amax); tensorwise, the scale
+ *     from the whole weight's amax, its pieces' amaxes reduced with MAX
+ *     over dp and TP first (collective: every rank of dp and TP calls
+ *     it).  The bytes are those the forward would have made from the
+ *     whole weight: quantization is elementwise.
+ *   gl_model_fp8_place() takes such bytes of any rank's shard
+ *     [begin, end) into the weights' forward orientation;
+ *   gl_model_fp8_placed(), once every shard is placed, writes the
+ *     transposes (fp8_transpose) and marks the layers' weights quantized
+ *     for this step: their forward does not quantize them again (nor read
+ *     their compute-dtype copies, which the optimizer no longer gathers).
+ * gl_model_fp8_wranges() lists the FP8 weights' flat ranges, by offset
+ * (*n of them; none when FP8 is off). */
+typedef struct {
+    size_t begin, end;          /* range of the flat buffer */
+    int layer, lin;             /* global layer; QKV, output, gate/up, down */
+} gl_fp8_wrange;
+const gl_fp8_wrange *gl_model_fp8_wranges(const gl_model *m, int *n);
+void gl_model_fp8_quantize_shard(gl_model *m, size_t begin, size_t end, uint8_t *q,
+                                 gl_comm *dp);
+void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q);
+void gl_model_fp8_placed(gl_model *m);
+
 /* FP8 operands made by the kernels that produce them (ops.h: "FP8
  * operands out of the kernels that produce them"), under delayed scaling
  * only, where the scale is known before the producer runs:

@@ -150,6 +150,8 @@ static void on_grad_ready(void *arg, size_t begin, size_t end)
     }
 }
 
+static void fp8_gather_init(gl_optim *o);
+
 /* ---- overlapped weight gathering (optim.h) ---- */
 
 /* Enqueue the broadcast of the next bucket in the order of use. */
@@ -408,6 +410,12 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *ed
     o->gather = o->overlap && o->dist && c->optim.overlap_param_gather;
     if (o->gather)
         build_gather_order(o);
+    o->fp8g = o->dist && c->optim.fp8_param_gather && m->fp8;
+    if (o->fp8g) {
+        if (o->xbegin != p->nflat)
+            gl_die("internal error: --fp8-param-gather with an expert region");
+        fp8_gather_init(o);
+    }
 
     /* counted ranges within the shard (under expert parallelism each
      * parameter's owned part: gl_optim_owned) */
@@ -481,6 +489,9 @@ void gl_optim_free(gl_optim *o)
     d->ops->free(d, o->mom1);
     d->ops->free(d, o->mom2);
     d->ops->free(d, o->gshard);
+    d->ops->free(d, o->fp8_send);
+    d->ops->free(d, o->fp8_recv);
+    free(o->fp8_rest_at);
     free(o->norm);
     free(o->seg);
     free(o->bucket);
@@ -547,6 +558,79 @@ void gl_optim_sumsq(gl_optim *o, float *out)
     }
 }
 
+/* ---- FP8 weights gathered in FP8 (--fp8-param-gather; optim.h) ---- */
+
+/* The elements of [sb, se) outside the FP8 weights, in flat order,
+ * between the flat weights and buf (packed): dir 0 copies the weights
+ * into buf, 1 buf into the weights, -1 neither.  Returns their count. */
+static size_t fp8_rest(gl_optim *o, size_t sb, size_t se, uint8_t *buf, int dir)
+{
+    gl_dev *d = o->d;
+    int nr;
+    const gl_fp8_wrange *r = gl_model_fp8_wranges(o->m, &nr);
+    size_t at = sb, n = 0;
+    for (int i = 0; i <= nr && at < se; i++) {
+        size_t stop = i < nr && r[i].begin < se ? r[i].begin : se;
+        if (i < nr && r[i].end <= at)
+            continue;
+        if (stop > at) {
+            void *w = gl_model_weight(o->m, at);
+            size_t bytes = (stop - at) * d->act_bytes;
+            if (dir == 0)
+                d->ops->copy(d, buf + n * d->act_bytes, w, bytes);
+            else if (dir == 1)
+                d->ops->copy(d, w, buf + n * d->act_bytes, bytes);
+            n += stop - at;
+        }
+        if (i < nr && r[i].end > at)
+            at = r[i].end;
+    }
+    return n;
+}
+
+/* The packets' layout (optim.h): rank r's FP8 bytes, then at
+ * fp8_rest_at[r] (a multiple of 16) its other weights; every packet as
+ * long as the longest. */
+static void fp8_gather_init(gl_optim *o)
+{
+    size_t shard = o->shard_end - o->shard_begin;
+    o->fp8_rest_at = gl_calloc((size_t)o->dp_size, sizeof *o->fp8_rest_at);
+    o->fp8_packet = 0;
+    for (int r = 0; r < o->dp_size; r++) {
+        size_t sb = shard * (size_t)r, se = sb + shard;
+        size_t nrest = fp8_rest(o, sb, se, NULL, -1);
+        size_t at = (shard - nrest + 15) / 16 * 16;
+        size_t len = at + (nrest * o->d->act_bytes + 15) / 16 * 16;
+        o->fp8_rest_at[r] = at;
+        o->fp8_packet = len > o->fp8_packet ? len : o->fp8_packet;
+    }
+    o->fp8_send = o->d->ops->alloc(o->d, o->fp8_packet);
+    o->fp8_recv = o->d->ops->alloc(o->d, o->fp8_packet * (size_t)o->dp_size);
+}
+
+/* Quantize, pack, gather and unpack [0, xbegin) (optim.h). */
+static void fp8_gather(gl_optim *o)
+{
+    size_t shard = o->shard_end - o->shard_begin;
+    gl_model_fp8_quantize_shard(o->m, o->shard_begin, o->shard_end, o->fp8_send, o->dp);
+    fp8_rest(o, o->shard_begin, o->shard_end, o->fp8_send + o->fp8_rest_at[o->dp_rank], 0);
+    gl_all_gather(o->dp, o->fp8_send, o->fp8_recv, o->fp8_packet, GL_DT_U8, o->d->stream);
+    for (int r = 0; r < o->dp_size; r++) {
+        size_t sb = shard * (size_t)r, se = sb + shard;
+        uint8_t *p = o->fp8_recv + o->fp8_packet * (size_t)r;
+        gl_model_fp8_place(o->m, sb, se, p);
+        if (r != o->dp_rank)
+            fp8_rest(o, sb, se, p + o->fp8_rest_at[r], 1);
+    }
+    gl_model_fp8_placed(o->m);
+}
+
+void gl_optim_no_step(gl_optim *o)
+{
+    if (o->fp8g)
+        fp8_gather(o);
+}
+
 void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scale)
 {
     gl_adamw_hyper hp = {
@@ -567,7 +651,9 @@ void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scal
         o->gleft = o->nbucket;
         return;
     }
-    if (o->dist) {
+    if (o->fp8g) {
+        fp8_gather(o);
+    } else if (o->dist) {
         size_t shard = o->shard_end - o->shard_begin;
         gl_all_gather(o->dp, gl_model_weight(o->m, o->shard_begin), o->m->w, shard,
                       o->d->act, o->d->stream);

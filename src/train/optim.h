@@ -60,6 +60,24 @@
  * reads the weights (validation, checkpoints) and gl_optim_reduce() does
  * before the gradient reduction, so no weight is ever read stale.
  *
+ * FP8 weights gathered in FP8 (--fp8-param-gather, with the distributed
+ * optimizer and FP8 layers): the elements of the FP8 layers' four linear
+ * weights (model.h: gl_model_fp8_wranges) travel as one byte each, the
+ * rest in the compute dtype.  After AdamW each DP rank quantizes its
+ * shard's FP8 elements with the next forward's scales
+ * (gl_model_fp8_quantize_shard: under tensorwise scaling their amaxes are
+ * reduced over DP first) and packs them, then its other elements, into a
+ * packet as long as the longest rank's (the shards hold the same number
+ * of elements, not of FP8 ones); one
+ * all-gather of the packets, and every rank unpacks each shard: the
+ * bytes into the FP8 weights (gl_model_fp8_place, then their transposes),
+ * the rest into the flat weights.  The FP8 weights' compute-dtype copies
+ * outside the rank's own shard are then stale and never read: the
+ * forward uses the gathered bytes, and checkpoints write the master
+ * weights.  The bytes are those the forward would have made from the
+ * gathered compute weights (quantization is elementwise, the scales the
+ * same), so training is bit for bit the same as without the flag.
+ *
  * Gradient norm: sum of squares over the elements this rank "owns": the
  * shard range [r N/DP, (r+1) N/DP) in both modes (so DP replicas count
  * once), of parameters counted on this rank (model.h: TP-replicated norm
@@ -151,6 +169,13 @@ typedef struct {
     int *gorder;                /* [nbucket] bucket indexes in order of use */
     int gnext;                  /* next position of gorder to dispatch */
     int gleft;                  /* buckets not GL_GATHER_DONE */
+    /* --fp8-param-gather (distributed, FP8 layers here): DP rank r's
+     * packet of fp8_packet bytes holds its shard's FP8 weights as bytes,
+     * then from fp8_rest_at[r] its other weights in the compute dtype;
+     * fp8_send [fp8_packet], fp8_recv [DP fp8_packet] */
+    int fp8g;
+    size_t fp8_packet, *fp8_rest_at;
+    uint8_t *fp8_send, *fp8_recv;
 } gl_optim;
 
 /* Is the optimizer distributed: --use-distributed-optimizer (asked) and
@@ -192,6 +217,12 @@ void gl_optim_reduce(gl_optim *o);
 
 /* *out += sum of squares of the counted gradients of this rank's shard. */
 void gl_optim_sumsq(gl_optim *o, float *out);
+
+/* --fp8-param-gather (o->fp8g): after an iteration whose step was
+ * skipped (non-finite loss or gradients), the FP8 weights quantized and
+ * gathered again with the scales step_end has just changed; the weights
+ * themselves are unchanged.  Nothing otherwise. */
+void gl_optim_no_step(gl_optim *o);
 
 /* One AdamW step with learning rate lr (lr_decoupled for the embedding
  * and output layer under --decoupled-lr) on gradients x grad_scale, then

@@ -706,6 +706,10 @@ static const gl_option table[] = {
         "delayed: steps of amax history"),
     CHOICE("fp8-amax-compute-algo", fp8.amax_compute_algo, "ALGO", G_PREC, fp8_algos,
            fp8_algo_values, "delayed: max of the history, or most_recent"),
+    FLAG("fp8-param-gather", optim.fp8_param_gather, G_PREC,
+         "the distributed optimizer quantizes its shard of the FP8 layers' weights and "
+         "all-gathers them in FP8, 1 byte per weight instead of 2 (needs "
+         "--use-distributed-optimizer and --fp8-recipe delayed or tensorwise)"),
     FLAG("first-last-layers-bf16", fp8.first_last_layers_bf16, G_PREC,
          "with FP8, keep the first and last decoder layers in bf16"),
     INT("num-layers-at-start-in-bf16", fp8.num_layers_at_start_in_bf16, G_PREC, NONNEG,
@@ -891,8 +895,6 @@ static const gl_option table[] = {
            "only how they are read"),
     ACCEPT_V("num-dataset-builder-threads", R_FUSION), ACCEPT_V("mid-level-dataset-surplus", R_FUSION),
     ACCEPT("allow-ambiguous-pad-tokens", "gridlm's samples have no pad tokens"),
-    ACCEPT("fp8-param-gather", "gridlm quantizes the weights to FP8 once per step; the "
-           "gather of the weights is the same"),
     ACCEPT_V("fp8-interval", "deprecated and ignored by Megatron-LM too"),
     ACCEPT("keep-fp8-transpose-cache", R_FSDP_ONLY),
     ACCEPT("reuse-grad-buf-for-mxfp8-param-ag", "applies to --fp8-recipe mxfp8, which needs "
@@ -1745,6 +1747,10 @@ static void check_layout(gl_config *c)
     if (c->optim.overlap_param_gather && !c->optim.overlap_grad_reduce)
         bad("--overlap-param-gather needs --overlap-grad-reduce (the weights travel in "
             "its buckets): add it, or drop --overlap-param-gather");
+    if (c->optim.fp8_param_gather && c->fp8.format != GL_FP8_OFF &&
+        c->optim.overlap_param_gather)
+        bad("--fp8-param-gather with --overlap-param-gather: the FP8 weights are gathered "
+            "in one collective after the step, not bucket by bucket; drop either");
 }
 
 static void check_recompute(const gl_config *c)
@@ -1909,6 +1915,16 @@ static void check_fp8(const gl_config *c)
     if (refused_any("fp8-format fp8-recipe bf16 first-last-layers-bf16 "
                     "num-layers-at-start-in-bf16 num-layers-at-end-in-bf16"))
         return;
+    if (c->optim.fp8_param_gather && !c->optim.use_distributed_optimizer)
+        bad("--fp8-param-gather needs --use-distributed-optimizer (the weights it gathers "
+            "in FP8 are the distributed optimizer's shards): add it, or drop "
+            "--fp8-param-gather");
+    if (c->optim.fp8_param_gather && f->format == GL_FP8_OFF)
+        bad("--fp8-param-gather needs --fp8-format e4m3|hybrid (it gathers the FP8 layers' "
+            "weights in FP8): add it, or drop --fp8-param-gather");
+    if (c->optim.fp8_param_gather && f->recipe == GL_FP8_BLOCKWISE)
+        bad("--fp8-param-gather is built for --fp8-recipe delayed and tensorwise (one scale "
+            "per weight), not blockwise: drop --fp8-param-gather, or change the recipe");
     if (f->format == GL_FP8_OFF) {
         if (f->first_last_layers_bf16)
             bad("--first-last-layers-bf16 needs --fp8-format e4m3|hybrid: add it, or drop "

@@ -33,6 +33,8 @@ typedef struct gl_optim_opts {
     int use_distributed_optimizer;   /* --use-distributed-optimizer */
     int overlap_grad_reduce;         /* --overlap-grad-reduce */
     int overlap_param_gather;        /* --overlap-param-gather */
+    int fp8_param_gather;            /* --fp8-param-gather: the distributed optimizer
+                                      * gathers the FP8 layers' weights in FP8 */
     long ddp_bucket_size;            /* --ddp-bucket-size, elements (0: auto) */
     char optimizer[16];              /* --optimizer adam (AdamW) */
     double lr;                       /* --lr */

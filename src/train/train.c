@@ -526,6 +526,10 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             gl_info0("--overlap-param-gather: the updated weights are broadcast bucket "
                      "by bucket during the next forward");
     }
+    if (o->fp8g)
+        gl_info0("--fp8-param-gather: the weights' all-gather sends %zu bytes per DP rank, "
+                 "not %zu: the FP8 weights as FP8 bytes, the rest in the compute dtype",
+                 o->fp8_packet, (o->shard_end - o->shard_begin) * d->act_bytes);
 
     FILE *json = NULL;
     if (rank == 0 && c->log.log_json) {
@@ -630,6 +634,8 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             int_loss += loss;
             int_norm += norm;
             int_ok++;
+        } else {
+            gl_optim_no_step(o);
         }
         if (plan->dm.E) {
             moe_step_stats ms;
