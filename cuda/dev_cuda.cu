@@ -833,8 +833,8 @@ static const gl_ops gl_ops_cuda = {
     .swiglu_bwd_fp8 = cu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cu_head_rmsnorm_bwd,
-    .add_f32 = cu_add_f32,
     .fp8_transpose = cu_fp8_transpose,
+    .add_f32 = cu_add_f32,
 };
 
 /* ---- opening ---- */

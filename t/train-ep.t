@@ -6,7 +6,8 @@
 #   mixtral:  softmax top 2 of 4 experts on every layer, aux_loss;
 #   qwen8:    the Qwen3-like model (a shared expert, pre-softmax routing,
 #             seq_aux_loss and z-loss, the first layer dense) with 8
-#             experts, so that EP 4 splits them.
+#             experts, so that EP 4 splits them, and EP 8 (eight
+#             ranks, one expert each) runs as well.
 # Each under EP 2 (two ranks, EDP 1), EP 4 (four ranks), EP 2 on four
 # ranks (EDP 2: the expert gradients summed over two ranks), EP 2 with
 # PP 2, EP 2 with the distributed optimizer, and EP 2 on four ranks with
@@ -47,7 +48,7 @@
 . "$(dirname "$0")/model-flags.sh"
 . "$(dirname "$0")/train-moe-lib.sh"
 
-plan 78
+plan 80
 a2a="--moe-token-dispatcher-type alltoall"
 qwen8=$(echo "$qwen" | sed 's/--num-experts 6/--num-experts 8/')
 
@@ -97,6 +98,7 @@ ep_layouts() {
         case $v in
         ep2) n=2 f="--expert-model-parallel-size 2" ;;
         ep4) n=4 f="--expert-model-parallel-size 4" ;;
+        ep8) n=8 f="--expert-model-parallel-size 8" ;;
         ep2-edp2) n=4 f="--expert-model-parallel-size 2" ;;
         ep2-pp2) n=4 f="--expert-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
         ep2-distopt) n=2 f="--expert-model-parallel-size 2 --use-distributed-optimizer" ;;
@@ -194,7 +196,7 @@ fi
 
 base="$tiny $qwen8 $a2a"
 run qwen8-ref 1 || bail_out "the single-rank qwen8 run failed"
-ep_layouts qwen8
+ep_layouts qwen8 ep8
 # the shared expert overlapped with the exchanges: the same numbers
 for v in ep2 ep2-edp2-distopt ep2-tp2-etp1; do
     case $v in

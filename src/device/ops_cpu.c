@@ -831,6 +831,6 @@ const gl_ops gl_ops_cpu = {
     .swiglu_bwd_fp8 = cpu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cpu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cpu_head_rmsnorm_bwd,
-    .add_f32 = cpu_add_f32,
     .fp8_transpose = cpu_fp8_transpose,
+    .add_f32 = cpu_add_f32,
 };
