@@ -7,7 +7,9 @@
 #   qwen8:    the Qwen3-like model (a shared expert, pre-softmax routing,
 #             seq_aux_loss and z-loss, the first layer dense) with 8
 #             experts, so that EP 4 splits them, and EP 8 (eight
-#             ranks, one expert each) runs as well.
+#             ranks, one expert each, micro-batches of 1 so that DP 8
+#             divides the batch: seq_aux_loss and the z-loss do not
+#             depend on how sequences are grouped) runs as well.
 # Each under EP 2 (two ranks, EDP 1), EP 4 (four ranks), EP 2 on four
 # ranks (EDP 2: the expert gradients summed over two ranks), EP 2 with
 # PP 2, EP 2 with the distributed optimizer, and EP 2 on four ranks with
@@ -98,7 +100,7 @@ ep_layouts() {
         case $v in
         ep2) n=2 f="--expert-model-parallel-size 2" ;;
         ep4) n=4 f="--expert-model-parallel-size 4" ;;
-        ep8) n=8 f="--expert-model-parallel-size 8" ;;
+        ep8) n=8 f="--expert-model-parallel-size 8 --micro-batch-size 1" ;;
         ep2-edp2) n=4 f="--expert-model-parallel-size 2" ;;
         ep2-pp2) n=4 f="--expert-model-parallel-size 2 --pipeline-model-parallel-size 2" ;;
         ep2-distopt) n=2 f="--expert-model-parallel-size 2 --use-distributed-optimizer" ;;
