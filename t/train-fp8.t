@@ -28,6 +28,13 @@
 # are refused with a message naming them.  The GPT form (biases, GeLU,
 # dropout) trains in FP8 too, TP 2 with sequence parallelism as one rank.
 #
+# Blockwise scaling (1x128 tiles, 128x128 weight blocks) needs TP slices
+# of whole tiles to give TP 2 the tiles of one rank, so it trains a model
+# of its own (h 256, 8 heads of 32, ffn 256, 2 layers: every TP-2 slice
+# 128 wide): FP8 near bf16, TP 2 and TP 2 with sequence parallelism as
+# one rank (no amax is reduced: the tiles are the same), and a TP split
+# into partial tiles is refused.
+#
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
 . "$(dirname "$0")/train-lib.sh"
@@ -39,7 +46,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 4 --h
  --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
  --eval-interval 10 --eval-iters 2"
 
-plan 35
+plan 42
 
 # refuse NAME EXPECTED FLAGS...: gridlm-train must exit 2 and say EXPECTED.
 refuse() {
@@ -130,7 +137,10 @@ resumed() {
 }
 
 refuse mxfp8 "Blackwell" --fp8-format hybrid --fp8-recipe mxfp8
-refuse blockwise "not built in gridlm" --fp8-format hybrid --fp8-recipe blockwise
+refuse blockwise-cuda "CPU back end only" --fp8-format hybrid --fp8-recipe blockwise \
+    --device cuda
+refuse blockwise-tiles "multiples of 128" --fp8-format hybrid --fp8-recipe blockwise \
+    --tensor-model-parallel-size 2 --dry-run --world-size 2
 full=$base
 base=$(echo "$full" | sed 's/--bf16 //')
 refuse no-bf16 "needs --bf16" --fp8-format hybrid
@@ -224,6 +234,27 @@ else
     fail "GPT form: bf16 or FP8 run failed"
     fail "GPT form: TP 2 SP not run"
     fail "GPT form: TP 2 SP not run"
+fi
+base=$llama_base
+
+# blockwise: a model whose TP-2 slices are whole 128-wide tiles
+base=$(echo "$base" | sed 's/--num-layers 4 --hidden-size 64/--num-layers 2 --hidden-size 256/;
+    s/--num-query-groups 4 --ffn-hidden-size 192/--num-query-groups 8 --ffn-hidden-size 256/;
+    s/--global-batch-size 8/--global-batch-size 4/')
+B="--fp8-format hybrid --fp8-recipe blockwise"
+ref=blockwise
+# shellcheck disable=SC2086
+if run blk-bf16 1 && run blockwise 1 $B; then
+    differ blk-bf16 blockwise 1e-6 2e-2 "blockwise: FP8 close to bf16 but not the same"
+    if grep -q "blockwise (hybrid, 1x128 tiles" "$tmp/blockwise.log"; then
+        pass "blockwise: the start-up summary names the recipe"
+    else
+        fail "blockwise: the start-up summary does not name the recipe"
+    fi
+    layout blockwise-tp2 2 $B --tensor-model-parallel-size 2
+    layout blockwise-tp2-sp 2 $B --tensor-model-parallel-size 2 --sequence-parallel
+else
+    for i in 1 2 3 4 5 6; do fail "blockwise: bf16 or FP8 run failed"; done
 fi
 base=$llama_base
 done_testing
