@@ -282,6 +282,10 @@ void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
                           float *amax, const bf16 *x, int rows, int cols,
                           const float *scale, gl_fp8_format f);
 void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
+/* ops.h's fp8_quantize_tiles (block scaling), bf16 x */
+void gl_cuda_fp8_quantize_tiles(cudaStream_t st, uint8_t *q, float *q_sinv, uint8_t *qt,
+                                float *qt_sinv, const bf16 *x, int rows, int cols,
+                                int block2d, gl_fp8_format f);
 void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
                             float *scale_inv, const bf16 *x, size_t n,
                             gl_fp8_format f);

@@ -991,6 +991,75 @@ static void test_fp8_quantize(int rows, int cols, gl_fp8_format f, float scale,
     free(qt);
 }
 
+/* The block factors of a [rows, k] operand that differ between the GPU's
+ * g and the CPU's c (only the entries the layout uses; padding is never
+ * written). */
+static long tile_factors_differ(const float *g, const float *c, int rows, int k, int block2d)
+{
+    long bad = 0;
+    int step = block2d ? GL_FP8_TILE : 1;
+    for (int r = 0; r < rows; r += step)
+        for (int j = 0; j < k; j += GL_FP8_TILE) {
+            size_t at = gl_fp8_tile_at(rows, r, j, block2d);
+            bad += memcmp(&g[at], &c[at], sizeof(float)) != 0;
+        }
+    return bad;
+}
+
+/*
+ * fp8_quantize_tiles (--fp8-recipe blockwise) on the GPU against the
+ * CPU's exact emulation: the bytes of q and qt and their block factors,
+ * bit for bit.  which: 1 q, 2 qt, 3 both (the other pair NULL).  Sizes
+ * that are not multiples of 128 give ragged tiles.
+ */
+static void test_fp8_quantize_tiles(int rows, int cols, gl_fp8_format f, int block2d, int kind,
+                                    int which)
+{
+    size_t n = (size_t)rows * cols;
+    size_t nq = gl_fp8_tile_count(rows, cols, block2d), nt = gl_fp8_tile_count(cols, rows, block2d);
+    float *x = fp8_inputs(n, kind);
+    void *gx = g_act(x, n);
+    uint8_t *gq = G->ops->alloc(G, n), *gqt = G->ops->alloc(G, n);
+    float *gqs = G->ops->alloc(G, nq * 4), *gqts = G->ops->alloc(G, nt * 4);
+    g_poison(gq, n);
+    g_poison(gqt, n);
+    g_poison(gqs, nq * 4);
+    g_poison(gqts, nt * 4);
+    G->ops->fp8_quantize_tiles(G, which & 1 ? gq : NULL, which & 1 ? gqs : NULL,
+                               which & 2 ? gqt : NULL, which & 2 ? gqts : NULL, gx, rows, cols,
+                               block2d, f);
+    uint8_t *cq = gl_malloc(n), *cqt = gl_malloc(n);
+    float *cqs = gl_calloc(nq, 4), *cqts = gl_calloc(nt, 4);
+    C->ops->fp8_quantize_tiles(C, cq, cqs, cqt, cqts, x, rows, cols, block2d, f);
+    uint8_t *q = dl_bytes(gq, n), *qt = dl_bytes(gqt, n);
+    float *qs = (float *)dl_bytes(gqs, nq * 4), *qts = (float *)dl_bytes(gqts, nt * 4);
+    long bad_q = 0, bad_t = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad_q += (which & 1) && q[i] != cq[i];
+        bad_t += (which & 2) && qt[i] != cqt[i];
+    }
+    long bad_s = which & 1 ? tile_factors_differ(qs, cqs, rows, cols, block2d) : 0;
+    long bad_ts = which & 2 ? tile_factors_differ(qts, cqts, cols, rows, block2d) : 0;
+    static const char *const inputs[] = {"", ", specials", ", specials and a NaN"};
+    char what[96];
+    snprintf(what, sizeof what, "%dx%d %s %s%s", rows, cols, block2d ? "2D" : "1D",
+             f == GL_FP8_E4M3 ? "E4M3" : "E5M2", inputs[kind]);
+    if (which & 1)
+        ok(bad_q == 0 && bad_s == 0,
+           "fp8_quantize_tiles %s: q and its factors bit-exact (%ld bytes, %ld factors differ)",
+           what, bad_q, bad_s);
+    if (which & 2)
+        ok(bad_t == 0 && bad_ts == 0,
+           "fp8_quantize_tiles %s: qt and its factors bit-exact (%ld bytes, %ld factors "
+           "differ)", what, bad_t, bad_ts);
+    G->ops->free(G, gx);
+    G->ops->free(G, gq);
+    G->ops->free(G, gqt);
+    G->ops->free(G, gqs);
+    G->ops->free(G, gqts);
+    free(x), free(cq), free(cqt), free(cqs), free(cqts), free(q), free(qt), free(qs), free(qts);
+}
+
 /*
  * The FP8-producing ops (ops.h: rmsnorm_fwd_fp8, swiglu_fwd_fp8,
  * swiglu_bwd_fp8; op 0, 1, 2) on the GPU, fused, against the CPU's
@@ -3098,6 +3167,19 @@ int main(void)
         test_fp8_quantize(8192, 2048, GL_FP8_E4M3, 1.0f, 0, 7);  /* X of the 1.5B model */
         test_fp8_quantize(3072, 2048, GL_FP8_E4M3, 1.0f, 1, 7);  /* its QKV weight */
         test_fp8_quantize(8192, 3072, GL_FP8_E5M2, 1.0f, 1, 7);  /* dY of QKV */
+    }
+    /* block scaling: 1D and 2D, both formats, whole and ragged tiles,
+     * specials (a tile of infinities, bf16 subnormals) and a NaN, each
+     * orientation alone */
+    for (int b2 = 0; b2 < 2; b2++) {
+        test_fp8_quantize_tiles(256, 384, GL_FP8_E4M3, b2, 0, 3);
+        test_fp8_quantize_tiles(256, 384, GL_FP8_E5M2, b2, 1, 3);
+        test_fp8_quantize_tiles(200, 300, GL_FP8_E4M3, b2, 2, 3);
+        test_fp8_quantize_tiles(37, 45, GL_FP8_E5M2, b2, 1, 3);
+        test_fp8_quantize_tiles(128, 256, GL_FP8_E4M3, b2, 1, 1);
+        test_fp8_quantize_tiles(128, 256, GL_FP8_E4M3, b2, 1, 2);
+        if (!quick)
+            test_fp8_quantize_tiles(8192, 2048, GL_FP8_E4M3, b2, 1, 3);
     }
     /* the FP8-producing ops: 16-byte path, partial tiles, the general
      * path (rows % 16 != 0, odd widths), with and without their bf16
