@@ -337,11 +337,11 @@ __device__ __forceinline__ float tile_scale(unsigned u, float top)
 }
 
 /* gl_fp8_tile_at: the factor of element (r, c) of a [rows, k] operand. */
-__device__ __forceinline__ size_t tile_at(int rows, int r, int c, int block2d)
+__device__ __forceinline__ size_t tile_at(int rows, int k, int r, int c, int block2d)
 {
-    int units = block2d ? (rows + TL - 1) / TL : rows;
-    int ld = (units + 3) / 4 * 4;
-    return (size_t)(c / TL) * ld + (block2d ? r / TL : r);
+    if (block2d)
+        return (size_t)(r / TL) * (((k + TL - 1) / TL + 3) / 4 * 4) + c / TL;
+    return (size_t)(c / TL) * ((rows + 3) / 4 * 4) + r;
 }
 
 template <int FMT>
@@ -388,9 +388,9 @@ tiles_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const bf16 
         if (threadIdx.x == 0) {
             float inv = div_rn(1.0f, s);
             if (q)
-                q_sinv[tile_at(rows, r0, c0, 1)] = inv;
+                q_sinv[tile_at(rows, cols, r0, c0, 1)] = inv;
             if (qt)
-                qt_sinv[tile_at(cols, c0, r0, 1)] = inv;
+                qt_sinv[tile_at(cols, rows, c0, r0, 1)] = inv;
         }
         return;
     }
@@ -415,7 +415,7 @@ tiles_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const bf16 
                     q[(size_t)(r0 + rr) * cols + c0 + c] = encode1<FMT>(v[j], s);
             }
             if (lane == 0)
-                q_sinv[tile_at(rows, r0 + rr, c0, 0)] = div_rn(1.0f, s);
+                q_sinv[tile_at(rows, cols, r0 + rr, c0, 0)] = div_rn(1.0f, s);
         }
     }
     if (qt && (int)threadIdx.x < nc) {
@@ -427,7 +427,7 @@ tiles_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const bf16 
         for (int rr = 0; rr < nr; rr++)
             qt[(size_t)c * rows + r0 + rr] =
                 encode1<FMT>(__bfloat162float(x[(size_t)(r0 + rr) * cols + c]), s);
-        qt_sinv[tile_at(cols, c, r0, 0)] = div_rn(1.0f, s);
+        qt_sinv[tile_at(cols, rows, c, r0, 0)] = div_rn(1.0f, s);
     }
 }
 

@@ -290,10 +290,10 @@ static void check_tile_scale(void)
        "tile scale: 1 for a zero, NaN or infinite amax");
     ok(gl_fp8_tile_scale(1e-40f, GL_FP8_E4M3) == 0x1p127f,
        "tile scale: an overflowing quotient is FLT_MAX, down to 2^127");
-    ok(gl_fp8_tile_ld(5) == 8 && gl_fp8_tile_ld(8) == 8 && gl_fp8_tile_count(5, 300, 0) == 24 &&
-       gl_fp8_tile_count(300, 5, 1) == 4 && gl_fp8_tile_at(5, 3, 260, 0) == 19 &&
-       gl_fp8_tile_at(300, 299, 130, 1) == 6,
-       "tile layout: k-tile major, row units padded to 4");
+    ok(gl_fp8_tile_count(5, 300, 0) == 24 && gl_fp8_tile_count(8, 300, 0) == 24 &&
+       gl_fp8_tile_count(300, 5, 1) == 12 && gl_fp8_tile_at(5, 300, 3, 260, 0) == 19 &&
+       gl_fp8_tile_at(300, 300, 299, 130, 1) == 9,
+       "tile layout: 1D [k-tiles, pad4(rows)], 2D [row blocks, pad4(k-blocks)]");
 }
 
 /* x [R, C] quantized by tiles against each tile recomputed with
@@ -326,8 +326,8 @@ static int tiles_match(const float *x, int R, int C, int block2d, gl_fp8_format 
                 for (int r = r0; r < r0 + tr && r < R; r++)
                     for (int c = c0; c < c0 + tc && c < C; c++, n++) {
                         uint8_t got = o ? qt[(size_t)c * R + r] : q[(size_t)r * C + c];
-                        float inv = o ? qts[gl_fp8_tile_at(C, c, r, block2d)]
-                                      : qs[gl_fp8_tile_at(R, r, c, block2d)];
+                        float inv = o ? qts[gl_fp8_tile_at(C, R, c, r, block2d)]
+                                      : qs[gl_fp8_tile_at(R, C, r, c, block2d)];
                         good &= got == tq[n] && inv == 1.0f / s;
                     }
             }

@@ -1000,7 +1000,7 @@ static long tile_factors_differ(const float *g, const float *c, int rows, int k,
     int step = block2d ? GL_FP8_TILE : 1;
     for (int r = 0; r < rows; r += step)
         for (int j = 0; j < k; j += GL_FP8_TILE) {
-            size_t at = gl_fp8_tile_at(rows, r, j, block2d);
+            size_t at = gl_fp8_tile_at(rows, k, r, j, block2d);
             bad += memcmp(&g[at], &c[at], sizeof(float)) != 0;
         }
     return bad;

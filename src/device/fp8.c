@@ -199,28 +199,29 @@ static int tiles(int count)
     return (count + GL_FP8_TILE - 1) / GL_FP8_TILE;
 }
 
-int gl_fp8_tile_ld(int units)
+static int pad4(int u)
 {
-    return (units + 3) / 4 * 4;
+    return (u + 3) / 4 * 4;
 }
 
 size_t gl_fp8_tile_count(int rows, int k, int block2d)
 {
-    int units = block2d ? tiles(rows) : rows;
-    return (size_t)tiles(k) * gl_fp8_tile_ld(units);
+    if (block2d)
+        return (size_t)tiles(rows) * pad4(tiles(k));
+    return (size_t)tiles(k) * pad4(rows);
 }
 
-size_t gl_fp8_tile_at(int rows, int r, int c, int block2d)
+size_t gl_fp8_tile_at(int rows, int k, int r, int c, int block2d)
 {
-    int units = block2d ? tiles(rows) : rows;
-    int u = block2d ? r / GL_FP8_TILE : r;
-    return (size_t)(c / GL_FP8_TILE) * gl_fp8_tile_ld(units) + u;
+    if (block2d)
+        return (size_t)(r / GL_FP8_TILE) * pad4(tiles(k)) + c / GL_FP8_TILE;
+    return (size_t)(c / GL_FP8_TILE) * pad4(rows) + r;
 }
 
 float gl_fp8_tile_value(const uint8_t *q, const float *sinv, int rows, int k, int r, int c,
                         int block2d, gl_fp8_format f)
 {
-    return gl_fp8_decode(q[(size_t)r * k + c], f) * sinv[gl_fp8_tile_at(rows, r, c, block2d)];
+    return gl_fp8_decode(q[(size_t)r * k + c], f) * sinv[gl_fp8_tile_at(rows, k, r, c, block2d)];
 }
 
 /* The amax of x's rectangle [r0, r1) x [c0, c1) (x has cols columns). */
@@ -261,9 +262,9 @@ void gl_fp8_quantize_tiles(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sin
                 float s = gl_fp8_tile_scale(rect_amax(x, cols, r0, r1, c0, c1), f);
                 rect_encode(q, qt, x, rows, cols, r0, r1, c0, c1, s, f);
                 if (q)
-                    q_sinv[gl_fp8_tile_at(rows, r0, c0, 1)] = 1.0f / s;
+                    q_sinv[gl_fp8_tile_at(rows, cols, r0, c0, 1)] = 1.0f / s;
                 if (qt)
-                    qt_sinv[gl_fp8_tile_at(cols, c0, r0, 1)] = 1.0f / s;
+                    qt_sinv[gl_fp8_tile_at(cols, rows, c0, r0, 1)] = 1.0f / s;
             }
         return;
     }
@@ -273,7 +274,7 @@ void gl_fp8_quantize_tiles(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sin
                 int c1 = min_int(c0 + T, cols);
                 float s = gl_fp8_tile_scale(rect_amax(x, cols, r, r + 1, c0, c1), f);
                 rect_encode(q, NULL, x, rows, cols, r, r + 1, c0, c1, s, f);
-                q_sinv[gl_fp8_tile_at(rows, r, c0, 0)] = 1.0f / s;
+                q_sinv[gl_fp8_tile_at(rows, cols, r, c0, 0)] = 1.0f / s;
             }
     if (qt)     /* 128 x 1 pieces of columns */
         for (int c = 0; c < cols; c++)
@@ -281,6 +282,6 @@ void gl_fp8_quantize_tiles(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sin
                 int r1 = min_int(r0 + T, rows);
                 float s = gl_fp8_tile_scale(rect_amax(x, cols, r0, r1, c, c + 1), f);
                 rect_encode(NULL, qt, x, rows, cols, r0, r1, c, c + 1, s, f);
-                qt_sinv[gl_fp8_tile_at(cols, c, r0, 0)] = 1.0f / s;
+                qt_sinv[gl_fp8_tile_at(cols, rows, c, r0, 0)] = 1.0f / s;
             }
 }

@@ -121,26 +121,26 @@ void gl_fp8_gemm_check(const char *who, int m, int n, int k, int ldc, gl_fp8_for
  *
  * An FP8 operand of a product is [rows, k] with its tiles along k (the
  * product's inner dimension).  Its dequantization factors ("scale_inv",
- * 1 / s) are f32, k-tile major: tile j of row unit u at
- *     sinv[j * gl_fp8_tile_ld(units) + u],
- * units = rows (1D) or ceil(rows / 128) (2D, the blocks down the rows),
- * the row units of one k-tile contiguous, their count padded to a
- * multiple of 4 (16 bytes) -- the "GEMM-ready" layout of TE, M-major as
- * cuBLASLt's block scales are.  gl_fp8_tile_count() is the array's size.
+ * 1 / s) are f32 in the layout cuBLASLt's block-scaling modes read
+ * (Transformer Engine's "GEMM-ready" scales), with kt = ceil(k / 128):
+ *     1D (VEC128):     [kt, pad4(rows)]:            the factor of row r's
+ *                      tile j at j * pad4(rows) + r (one k-tile's rows
+ *                      contiguous);
+ *     2D (BLK128x128): [ceil(rows / 128), pad4(kt)]: block (b, j) at
+ *                      b * pad4(kt) + j;
+ * pad4(u) = u rounded up to a multiple of 4 (16-byte rows).
+ * gl_fp8_tile_count() is the array's size, gl_fp8_tile_at() an index.
  */
 enum { GL_FP8_TILE = 128 };
 
 /* The power-of-two scale of a tile whose amax is a (above). */
 float gl_fp8_tile_scale(float a, gl_fp8_format f);
 
-/* Row units padded to a multiple of 4: the stride between k-tiles. */
-int gl_fp8_tile_ld(int units);
-
 /* Floats of the scale_inv array of a [rows, k] operand, 1D or 2D. */
 size_t gl_fp8_tile_count(int rows, int k, int block2d);
 
 /* Index of the scale_inv of element (r, c) of a [rows, k] operand. */
-size_t gl_fp8_tile_at(int rows, int r, int c, int block2d);
+size_t gl_fp8_tile_at(int rows, int k, int r, int c, int block2d);
 
 /*
  * Quantize x [rows, cols] (row-major f32) with block scales, into either
@@ -157,7 +157,7 @@ void gl_fp8_quantize_tiles(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sin
                            const float *x, int rows, int cols, int block2d, gl_fp8_format f);
 
 /* The value element (r, c) of a tiled operand stands for:
- * decode(q[r * k + c]) * sinv[gl_fp8_tile_at(rows, r, c, block2d)]. */
+ * decode(q[r * k + c]) * sinv[gl_fp8_tile_at(rows, k, r, c, block2d)]. */
 float gl_fp8_tile_value(const uint8_t *q, const float *sinv, int rows, int k, int r, int c,
                         int block2d, gl_fp8_format f);
 

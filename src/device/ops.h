@@ -964,8 +964,8 @@ struct gl_ops {
      *
      * fp8.h's "Block scaling" defines the tiles, their power-of-two
      * scales from each tile's own amax, and the layout of the
-     * dequantization factors (sinv, f32, k-tile major, row units padded
-     * to 4; gl_fp8_tile_count() floats).  No amax leaves these ops: a
+     * dequantization factors (sinv, f32, cuBLASLt's layouts for its
+     * VEC128 and BLK128x128 modes; gl_fp8_tile_count() floats).  No amax leaves these ops: a
      * tile's scale depends on its 128 (or 128 x 128) values alone, so
      * nothing is reduced over any group.  The layout of the products is
      * gemm_fp8's (C = A B^T, A [m, k], B [n, k], sizes multiples of 16),
