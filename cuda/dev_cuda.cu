@@ -810,13 +810,8 @@ static const gl_ops gl_ops_cuda = {
     .swiglu_bwd_fp8 = cu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cu_head_rmsnorm_bwd,
-    /* block-scaled FP8 (--fp8-recipe blockwise): the quantization is
-     * built, the products through cuBLASLt's block-scaling modes are not
-     * yet, so the configuration refuses the recipe on CUDA and
-     * gl_model_fp8_enable() stops a run that reaches a device without
-     * both */
     .fp8_quantize_tiles = cu_fp8_quantize_tiles,
-    .gemm_fp8_tiles = NULL,
+    .gemm_fp8_tiles = gl_cuda_gemm_fp8_tiles,
 };
 
 /* ---- opening ---- */

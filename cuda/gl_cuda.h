@@ -313,6 +313,11 @@ enum { GL_EPI_NONE = 0, GL_EPI_GELU_AUX_BIAS, GL_EPI_DGELU_BGRAD };
 int gl_cuda_gemm_epilogue(gl_dev *d, int epi, int transa, int transb, int m,
                           int n, int k, const void *A, int lda, const void *B,
                           int ldb, void *C, int ldc, void *bias, void *aux);
+/* ops.h's gemm_fp8_tiles (block scaling) */
+void gl_cuda_gemm_fp8_tiles(gl_dev *d, int m, int n, int k, float alpha,
+                            const uint8_t *A, gl_fp8_format fa, const float *a_sinv,
+                            const uint8_t *B, gl_fp8_format fb, const float *b_sinv,
+                            int b_block2d, float beta, void *C, gl_dtype ctype, int ldc);
 void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                       const uint8_t *A, gl_fp8_format fa,
                       const float *a_scale_inv, const uint8_t *B,
