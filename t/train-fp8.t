@@ -33,7 +33,12 @@
 # of its own (h 256, 8 heads of 32, ffn 256, 2 layers: every TP-2 slice
 # 128 wide): FP8 near bf16, TP 2 and TP 2 with sequence parallelism as
 # one rank (no amax is reduced: the tiles are the same), and a TP split
-# into partial tiles is refused.
+# into partial tiles is refused.  Iterations 1-3 agree to 1e-5 (in fact
+# to every printed digit); over 20 iterations the bound is 1e-3, not
+# 2e-4: a scale is a power of two, so when a ~1e-8 difference of
+# summation order moves a tile's amax across a power of two its scale
+# halves or doubles and the whole tile rounds anew (seen: 3.5e-4 at
+# iteration 20; FP8 differs from bf16 by ~1e-2).
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -109,7 +114,7 @@ layout() {
     within "$name: iterations 1-3 as one rank" \
         "$(between "$tmp/$ref.jsonl" "$tmp/$name.jsonl" 1 3 "loss grad_norm")" 1e-5
     within "$name: losses of 20 iterations near one rank's" \
-        "$(between "$tmp/$ref.jsonl" "$tmp/$name.jsonl" 1 20 loss)" 2e-4
+        "$(between "$tmp/$ref.jsonl" "$tmp/$name.jsonl" 1 20 loss)" "${tol20:-2e-4}"
 }
 
 # differ A B MIN MAX DESC: the worst relative difference of two runs lies
@@ -251,8 +256,10 @@ if run blk-bf16 1 && run blockwise 1 $B; then
     else
         fail "blockwise: the start-up summary does not name the recipe"
     fi
+    tol20=1e-3
     layout blockwise-tp2 2 $B --tensor-model-parallel-size 2
     layout blockwise-tp2-sp 2 $B --tensor-model-parallel-size 2 --sequence-parallel
+    tol20=
 else
     for i in 1 2 3 4 5 6; do fail "blockwise: bf16 or FP8 run failed"; done
 fi

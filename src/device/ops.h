@@ -973,8 +973,10 @@ struct gl_ops {
      *     forward  A = X    1D          B = W   2D
      *     dgrad    A = dY   1D          B = W^T 2D
      *     wgrad    A = dY^T 1D          B = X^T 1D
-     * NULL on a back end that does not have them (CUDA, for now: the
-     * configuration refuses --fp8-recipe blockwise there). */
+     * Both back ends have them (CUDA: fp8.cu, and gemm.cu through
+     * cuBLASLt's VEC128 and BLK128x128 scale modes, Hopper only); until
+     * t/ops-cuda.t has passed on a GPU the configuration refuses the
+     * recipe there (gl_config_fp8_gpu_refusal). */
 
     /* gl_fp8_quantize_tiles() of x [rows, cols] in act dtype (contiguous):
      * q [rows, cols] with q_sinv and / or qt [cols, rows] with qt_sinv

@@ -208,9 +208,8 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
         o->recipe != GL_FP8_BLOCKWISE)
         gl_die("internal error: FP8 recipe %d is not built", (int)o->recipe);
     if (o->recipe == GL_FP8_BLOCKWISE && (!d->ops->fp8_quantize_tiles || !d->ops->gemm_fp8_tiles))
-        gl_die("--fp8-recipe blockwise runs on the CPU back end only: this device has no "
-               "block-scaled FP8 products yet: use --fp8-recipe delayed or tensorwise, or "
-               "--device cpu");
+        gl_die("internal error: --fp8-recipe blockwise on a device without block-scaled "
+               "FP8 ops (ops.h: fp8_quantize_tiles, gemm_fp8_tiles)");
     gl_fp8_state *st = gl_calloc(1, sizeof *st);
     st->o = *o;
     st->L = dm->L;

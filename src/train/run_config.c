@@ -1892,6 +1892,15 @@ static void check_data(gl_config *c)
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
+const char *gl_config_fp8_gpu_refusal(const gl_config *c)
+{
+    if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
+        return "--fp8-recipe blockwise runs on the CPU back end only for now: its CUDA "
+               "kernels and cuBLASLt products are built but not yet validated on a GPU: use "
+               "--fp8-recipe delayed or tensorwise on GPUs";
+    return NULL;
+}
+
 /* The FP8 options that need no world: recipes built here, --bf16, and
  * the bf16 layers within the model. */
 static void check_fp8(const gl_config *c)
@@ -1910,10 +1919,8 @@ static void check_fp8(const gl_config *c)
         bad("--fp8-recipe mxfp8 needs Blackwell's block-scaled tensor cores (MXFP8 "
             "scales each block of 32 values in hardware); Hopper has none: use "
             "--fp8-recipe delayed or tensorwise");
-    if (f->recipe == GL_FP8_BLOCKWISE && c->device == GL_DEVICE_CUDA)
-        bad("--fp8-recipe blockwise runs on the CPU back end only: its block-scaled products "
-            "through cuBLASLt are not built yet: use --fp8-recipe delayed or tensorwise on "
-            "GPUs");
+    if (c->device == GL_DEVICE_CUDA && gl_config_fp8_gpu_refusal(c))
+        bad("%s", gl_config_fp8_gpu_refusal(c));
     if (!c->bf16)
         bad("--fp8-format %s needs --bf16 (FP8 products take bf16 activations and weights, "
             "as in Megatron): add --bf16", f->format == GL_FP8_FMT_HYBRID ? "hybrid" : "e4m3");
