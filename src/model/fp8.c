@@ -48,6 +48,16 @@
  * on every TP rank.  Delayed scaling also reduces the step's amaxes over
  * the data-parallel group (an amax of a step covers every micro-batch of
  * the global batch, as on one rank), in gl_model_fp8_step_end().
+ *
+ * Blockwise scaling (device/fp8.h: "Block scaling") has no scale records
+ * and no amaxes: every operand carries its own block factors.  X and dY
+ * are quantized in 1 x 128 tiles, each orientation from the bf16 values
+ * (the rows for the forward and data-gradient products, the transposes,
+ * tiled along the tokens, for the weight gradient); W in 128 x 128
+ * blocks, shared by W and W^T.  Nothing is reduced: a tile lies inside
+ * one rank's slice, and when the slices are whole tiles (run_config.c
+ * checks it under TP) a TP rank's tiles are the tiles that TP = 1 makes
+ * of the same values, as Transformer Engine says of this recipe.
  */
 #include <config.h>
 
@@ -58,6 +68,8 @@
 #include "model/model.h"
 
 enum { LIN_QKV = 0, LIN_WO, LIN_GU, LIN_DOWN, NLIN };
+
+static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in);
 
 /* A scale record: {scale_inv, scale, amax (A->xrec only), -}. */
 enum { REC = 4, R_SINV = 0, R_SCALE = 1, R_AMAX = 2 };
@@ -78,6 +90,11 @@ struct gl_fp8_state {
                                  * flat buffer, by offset */
     int nwr;
     uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
+    /* blockwise only (NULL otherwise): the block factors of wq / wqt, and
+     * of the scratch operands xq, dyq (1D, [n, widest]) and dyqt ([widest,
+     * n]) */
+    float **wsv, **wsvt;
+    float *xsv, *dysv, *dytsv;
     void **kept;                /* [nkept]: the allocations behind A->xt */
     int nkept;
 };
@@ -113,10 +130,16 @@ static void keep_buffers(gl_model *m, gl_fp8_state *st)
     gl_dev *d = m->d;
     int in[NLIN];
     x_widths(dm, in);
-    size_t off[NLIN + 1], at = 0;
-    for (int k = 0; k <= NLIN; k++) {
+    /* xt[0..3], xrec, then (blockwise) xts[0..3]: each 256-byte aligned */
+    int blk = st->o.recipe == GL_FP8_BLOCKWISE;
+    size_t off[2 * NLIN + 1], at = 0;
+    for (int k = 0; k < 2 * NLIN + 1; k++) {
+        size_t bytes = k < NLIN ? (size_t)dm->n * in[k]
+                     : k == NLIN ? REC * NLIN * sizeof(float)
+                     : blk ? gl_fp8_tile_count(in[k - NLIN - 1], dm->n, 0) * sizeof(float)
+                     : 0;
         off[k] = at;
-        at += ((k < NLIN ? (size_t)dm->n * in[k] : REC * NLIN * sizeof(float)) + 255) / 256 * 256;
+        at += (bytes + 255) / 256 * 256;
     }
     int total = 0;
     for (int c = 0; c < p->nchunks; c++)
@@ -135,13 +158,16 @@ static void keep_buffers(gl_model *m, gl_fp8_state *st)
                     j++;
                 if (j < ndone) {            /* shared: the same buffers */
                     memcpy(A->xt, done[j]->xt, sizeof A->xt);
+                    memcpy(A->xts, done[j]->xts, sizeof A->xts);
                     A->xrec = done[j]->xrec;
                     continue;
                 }
                 char *b = d->ops->alloc(d, at);
                 st->kept[st->nkept++] = b;
-                for (int k = 0; k < NLIN; k++)
+                for (int k = 0; k < NLIN; k++) {
                     A->xt[k] = (uint8_t *)b + off[k];
+                    A->xts[k] = blk ? (float *)(b + off[NLIN + 1 + k]) : NULL;
+                }
                 A->xrec = (float *)(b + off[NLIN]);
                 float one[REC * NLIN] = {0};
                 for (int k = 0; k < NLIN; k++)
@@ -187,6 +213,29 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
     qsort(st->wr, (size_t)st->nwr, sizeof *st->wr, by_begin);
 }
 
+/* Blockwise: the block factors of the quantized weights and of the
+ * scratch operands (widest: the widest operand's width). */
+static void block_buffers(gl_model *m, gl_fp8_state *st, int widest)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    st->wsv = gl_calloc((size_t)4 * dm->L, sizeof *st->wsv);
+    st->wsvt = gl_calloc((size_t)4 * dm->L, sizeof *st->wsvt);
+    for (int i = 0; i < 4 * dm->L; i++) {
+        if (!st->wq[i])
+            continue;
+        int out, in;
+        w_shape(dm, i % 4, &out, &in);
+        st->wsv[i] = d->ops->alloc(d, gl_fp8_tile_count(out, in, 1) * sizeof(float));
+        st->wsvt[i] = d->ops->alloc(d, gl_fp8_tile_count(in, out, 1) * sizeof(float));
+    }
+    size_t rows = gl_fp8_tile_count(dm->n, widest, 0) * sizeof(float);
+    size_t cols = gl_fp8_tile_count(widest, dm->n, 0) * sizeof(float);
+    st->xsv = d->ops->alloc(d, rows);
+    st->dysv = d->ops->alloc(d, rows);
+    st->dytsv = d->ops->alloc(d, cols);
+}
+
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
 {
     const gl_model_plan *p = m->plan;
@@ -194,8 +243,12 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
     gl_dev *d = m->d;
     if (o->format == GL_FP8_OFF)
         return;
-    if (o->recipe != GL_FP8_DELAYED && o->recipe != GL_FP8_TENSORWISE)
+    if (o->recipe != GL_FP8_DELAYED && o->recipe != GL_FP8_TENSORWISE &&
+        o->recipe != GL_FP8_BLOCKWISE)
         gl_die("internal error: FP8 recipe %d is not built", (int)o->recipe);
+    if (o->recipe == GL_FP8_BLOCKWISE && (!d->ops->fp8_quantize_tiles || !d->ops->gemm_fp8_tiles))
+        gl_die("internal error: --fp8-recipe blockwise on a device without block-scaled "
+               "FP8 ops (ops.h: fp8_quantize_tiles, gemm_fp8_tiles)");
     gl_fp8_state *st = gl_calloc(1, sizeof *st);
     st->o = *o;
     st->L = dm->L;
@@ -250,6 +303,8 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
                 st->wqt[4 * l + k] = d->ops->alloc(d, wsize[k]);
             }
         }
+    if (o->recipe == GL_FP8_BLOCKWISE)
+        block_buffers(m, st, widest);
     keep_buffers(m, st);
     m->fp8 = st;
     weight_ranges(m, st);
@@ -266,6 +321,19 @@ void gl_model_fp8_free(gl_model *m)
             d->ops->free(d, st->wq[i]);
         if (st->wqt[i])
             d->ops->free(d, st->wqt[i]);
+    }
+    for (int i = 0; st->wsv && i < 4 * st->L; i++) {
+        if (st->wsv[i])
+            d->ops->free(d, st->wsv[i]);
+        if (st->wsvt[i])
+            d->ops->free(d, st->wsvt[i]);
+    }
+    free(st->wsv);
+    free(st->wsvt);
+    if (st->xsv) {
+        d->ops->free(d, st->xsv);
+        d->ops->free(d, st->dysv);
+        d->ops->free(d, st->dytsv);
     }
     for (int i = 0; i < st->nkept; i++)
         d->ops->free(d, st->kept[i]);
@@ -329,6 +397,16 @@ void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4])
     int out[NLIN], in[NLIN];
     for (int k = 0; k < NLIN; k++)
         w_shape(dm, k, &out[k], &in[k]);
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        /* 128 x 128 blocks, W and W^T with the same factors */
+        for (int k = 0; k < NLIN; k++) {
+            int i = 4 * layer + k;
+            d->ops->fp8_quantize_tiles(d, st->wq[i], st->wsv[i], st->wqt[i], st->wsvt[i], W[k],
+                                       out[k], in[k], 1, st->ffwd);
+        }
+        st->fresh[layer] = 1;
+        return;
+    }
     float *r0 = rec(st->rec_f, fwd_w(layer, 0));    /* W's records, 2 apart */
     const int rstride = REC * (fwd_w(layer, 1) - fwd_w(layer, 0));
     if (st->o.recipe == GL_FP8_TENSORWISE) {
@@ -408,10 +486,51 @@ static uint8_t *x_keep(gl_model *m, gl_layer_acts *A, int lin)
     return m->fp8_eval || m->fp8_nokeep ? NULL : A->xt[lin];
 }
 
+/* ---- blockwise scaling: the operands with their block factors ---- */
+
+/* Y = X W^T: X in 1 x 128 tiles (its transpose, tiled along the tokens,
+ * kept for the weight gradient), W in 128 x 128 blocks.  Fast
+ * accumulation is not used: block-scaled products promote each k-tile's
+ * partial sum to fp32 anyway. */
+static void block_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
+                      const void *X, int n, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    int wi = 4 * layer + lin;
+    uint8_t *xt = x_keep(m, A, lin);
+    check_fresh(st, layer);
+    d->ops->fp8_quantize_tiles(d, st->xq, st->xsv, xt, xt ? A->xts[lin] : NULL, X, n, in, 0,
+                               st->ffwd);
+    d->ops->gemm_fp8_tiles(d, n, out, in, 1.0f, st->xq, st->ffwd, st->xsv, st->wq[wi],
+                           st->ffwd, st->wsv[wi], 1, 0.0f, Y, d->act, out);
+}
+
+/* dX = dY W (dY 1D, W^T 2D) and dW += dY^T X (both 1D along the tokens). */
+static void block_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                      const void *dY, int n, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    int wi = 4 * layer + lin;
+    check_fresh(st, layer);
+    d->ops->fp8_quantize_tiles(d, dX ? st->dyq : NULL, dX ? st->dysv : NULL, st->dyqt,
+                               st->dytsv, dY, n, out, 0, st->fbwd);
+    if (dX)
+        d->ops->gemm_fp8_tiles(d, n, in, out, 1.0f, st->dyq, st->fbwd, st->dysv, st->wqt[wi],
+                               st->ffwd, st->wsvt[wi], 1, 0.0f, dX, d->act, in);
+    d->ops->gemm_fp8_tiles(d, out, in, n, 1.0f, st->dyqt, st->fbwd, st->dytsv, A->xt[lin],
+                           st->ffwd, A->xts[lin], 0, 1.0f, dW, GL_DT_F32, in);
+}
+
 void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
                       const void *X, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        block_fwd(m, A, layer, lin, Y, X, n, out, in);
+        return;
+    }
     quant(m, x_amax(m, A, layer, lin), x_rec(m, A, layer, lin), st->ffwd, st->xq,
           x_keep(m, A, lin), X, n, in, x_sliced(lin), !m->fp8_eval);
     fwd_product(m, A, layer, lin, Y, n, out, in);
@@ -421,6 +540,11 @@ void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, cons
                          int n, int in)
 {
     gl_fp8_state *st = m->fp8;
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        m->d->ops->fp8_quantize_tiles(m->d, NULL, NULL, A->xt[lin], A->xts[lin], X, n, in, 0,
+                                      st->ffwd);
+        return;
+    }
     quant(m, x_amax(m, A, layer, lin), x_rec(m, A, layer, lin), st->ffwd, NULL, A->xt[lin], X,
           n, in, x_sliced(lin), !m->fp8_eval);
 }
@@ -448,6 +572,10 @@ void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *d
                       const void *dY, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        block_bwd(m, A, layer, lin, dX, dW, dY, n, out, in);
+        return;
+    }
     int gi = bwd_dy(layer, lin);
     quant(m, st->hist_b + gi, rec(st->rec_b, gi), st->fbwd, st->dyq, st->dyqt, dY, n, out,
           dy_sliced(lin), 1);

@@ -329,9 +329,12 @@ typedef struct {
     /* FP8 layers only (fp8.c; NULL otherwise): the input X of each of the
      * four linears, quantized and transposed by the forward ([in, n]
      * bytes) for the weight gradient, and under tensorwise scaling the
-     * four inputs' scale records (their scales are this micro-batch's). */
+     * four inputs' scale records (their scales are this micro-batch's);
+     * under blockwise scaling xts[lin], the block factors of xt[lin]
+     * (device/fp8.h: 1 x 128 tiles along the tokens). */
     uint8_t *xt[4];
     float *xrec;
+    float *xts[4];
     /* A mixture-of-experts layer's (moe.c; allocated at its first
      * forward, never shared by recomputation): the router's logits,
      * the routing, the experts' fc1 outputs and partial outputs, the

@@ -20,6 +20,7 @@
 #include "train/run_config.h"
 #include "base/log.h"
 #include "base/options.h"
+#include "device/fp8.h"
 #include "grid/grid.h"
 #include "train/checkpoint.h"
 
@@ -698,8 +699,9 @@ static const gl_option table[] = {
            "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
            "bf16 dense peak", .defstr = "off"),
     CHOICE("fp8-recipe", fp8.recipe, "RECIPE", G_PREC, fp8_recipes, fp8_recipe_values,
-           "FP8 scaling: delayed (amax history) or tensorwise (each tensor's own amax); "
-           "blockwise and mxfp8 are refused"),
+           "FP8 scaling: delayed (amax history), tensorwise (each tensor's own amax) or "
+           "blockwise (power-of-two scales of 1x128 tiles, 128x128 weight blocks; CPU "
+           "back end only for now); mxfp8 is refused"),
     INT("fp8-margin", fp8.margin, G_PREC, NONNEG,
         "delayed: scale = FP8 max / amax / 2^margin"),
     INT("fp8-amax-history-len", fp8.amax_history_len, G_PREC, POS,
@@ -1907,6 +1909,15 @@ static void check_data(gl_config *c)
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
+const char *gl_config_fp8_gpu_refusal(const gl_config *c)
+{
+    if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
+        return "--fp8-recipe blockwise runs on the CPU back end only for now: its CUDA "
+               "kernels and cuBLASLt products are built but not yet validated on a GPU: use "
+               "--fp8-recipe delayed or tensorwise on GPUs";
+    return NULL;
+}
+
 /* The FP8 options that need no world: recipes built here, --bf16, and
  * the bf16 layers within the model. */
 static void check_fp8(const gl_config *c)
@@ -1923,8 +1934,10 @@ static void check_fp8(const gl_config *c)
         bad("--fp8-param-gather needs --fp8-format e4m3|hybrid (it gathers the FP8 layers' "
             "weights in FP8): add it, or drop --fp8-param-gather");
     if (c->optim.fp8_param_gather && f->recipe == GL_FP8_BLOCKWISE)
-        bad("--fp8-param-gather is built for --fp8-recipe delayed and tensorwise (one scale "
-            "per weight), not blockwise: drop --fp8-param-gather, or change the recipe");
+        bad("--fp8-param-gather with --fp8-recipe blockwise is not built: the weights it "
+            "gathers in FP8 carry one scale per weight (delayed, tensorwise), while blockwise "
+            "scales each 128x128 block of a weight: drop --fp8-param-gather, or use "
+            "--fp8-recipe delayed or tensorwise");
     if (f->format == GL_FP8_OFF) {
         if (f->first_last_layers_bf16)
             bad("--first-last-layers-bf16 needs --fp8-format e4m3|hybrid: add it, or drop "
@@ -1935,9 +1948,8 @@ static void check_fp8(const gl_config *c)
         bad("--fp8-recipe mxfp8 needs Blackwell's block-scaled tensor cores (MXFP8 "
             "scales each block of 32 values in hardware); Hopper has none: use "
             "--fp8-recipe delayed or tensorwise");
-    if (f->recipe == GL_FP8_BLOCKWISE)
-        bad("--fp8-recipe blockwise (1x128 and 128x128 block scales) is not built in gridlm "
-            "yet: use --fp8-recipe delayed or tensorwise");
+    if (c->device == GL_DEVICE_CUDA && gl_config_fp8_gpu_refusal(c))
+        bad("%s", gl_config_fp8_gpu_refusal(c));
     if (!c->bf16)
         bad("--fp8-format %s needs --bf16 (FP8 products take bf16 activations and weights, "
             "as in Megatron): add --bf16", f->format == GL_FP8_FMT_HYBRID ? "hybrid" : "e4m3");
@@ -1946,6 +1958,27 @@ static void check_fp8(const gl_config *c)
         bad("--num-layers-at-start-in-bf16 %d plus --num-layers-at-end-in-bf16 %d is more "
             "than the model's %d layers (--num-layers): lower them",
             f->num_layers_at_start_in_bf16, f->num_layers_at_end_in_bf16, c->arch.num_layers);
+}
+
+/* Blockwise scaling reduces no amax: a TP rank's tiles must be the tiles
+ * of the whole tensor, so that TP = 2 trains what TP = 1 does.  Each
+ * rank's pieces of the split tensors (the query, key and value rows of
+ * QKV, the gate and up rows, and the row-parallel inputs) must then be
+ * whole 128-wide tiles (device/fp8.h: GL_FP8_TILE). */
+static void check_fp8_tiles(const gl_config *c)
+{
+    const gl_arch *a = &c->arch;
+    int tp = c->layout.tensor_model_parallel_size, T = GL_FP8_TILE;
+    if (c->fp8.recipe != GL_FP8_BLOCKWISE || tp == 1)
+        return;
+    int D = gl_arch_head_dim(a), groups = gl_arch_groups(a);
+    int q = a->num_attention_heads / tp * D, kv = groups / tp * D, f = a->ffn_hidden_size / tp;
+    if (q % T || kv % T || f % T)
+        bad("--fp8-recipe blockwise with --tensor-model-parallel-size %d: each rank's query "
+            "width %d, key/value width %d and FFN width %d must be multiples of %d, so that "
+            "its 1x128 tiles and 128x128 blocks are those of the whole tensors (blockwise "
+            "scales are not reduced over TP): change the sizes or the TP size, or use "
+            "--fp8-recipe tensorwise", tp, q, kv, f, T);
 }
 
 /* FP8 products need every size a multiple of 16 (ops.h: gemm_fp8): the
@@ -1974,6 +2007,7 @@ static void check_fp8_shapes(const gl_config *c)
             "--num-query-groups %d over --tensor-model-parallel-size %d, times the head size "
             "%d) are not multiples of 16, which FP8 products need", a->num_attention_heads,
             groups, tp, D);
+    check_fp8_tiles(c);
 }
 
 static void check_misc(const gl_config *c)
