@@ -664,27 +664,38 @@ static void ep_exchange(gl_model *m, const struct gl_moe_acts *x, const void *se
 }
 
 /* The local experts' forward on xr [Rl, h] (lmap) into yl [Rl, h]. */
-static void experts_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
-                        struct gl_moe_scratch *s, const gl_moe_map *map, const void *xin,
-                        int rows, void *yout)
+static void experts_fwd(gl_model *m, int layer, const gl_layer_offs *lo,
+                        struct gl_moe_acts *x, struct gl_moe_scratch *s, const gl_moe_map *map,
+                        const void *xin, int rows, void *yout)
 {
     const gl_model_dims *dm = DIMS;
+    if (gl_model_fp8_moe(m, layer)) {       /* FP8 products (fp8.c) */
+        gl_model_fp8_moe_fwd(m, layer, 0, x->gu, xin, map);
+        expert_act(m, s->a, x->gu, rows, dm->fel);
+        gl_model_fp8_moe_fwd(m, layer, 1, yout, s->a, map);
+        return;
+    }
     fc1_fwd(m, lo, x, map, xin, s->guw);
     expert_act(m, s->a, x->gu, rows, dm->fel);
     OPS->moe_gemm(m->d, yout, dm->h, s->a, W(m, lo->edown), dm->fel, dm->h, map);
 }
 
 /* Their backward from dyl [rows, h]: the weight gradients added, dxl. */
-static void experts_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
-                        struct gl_moe_scratch *s, const gl_moe_map *map, const void *xin,
-                        int rows, const void *dyl, void *dxl)
+static void experts_bwd(gl_model *m, int layer, const gl_layer_offs *lo,
+                        struct gl_moe_acts *x, struct gl_moe_scratch *s, const gl_moe_map *map,
+                        const void *xin, int rows, const void *dyl, void *dxl)
 {
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
     int h = dm->h, fel = dm->fel;
+    int fp8 = gl_model_fp8_moe(m, layer);
     expert_act(m, s->a, x->gu, rows, fel);
-    OPS->moe_gemm_dgrad(d, s->da, dyl, h, W(m, lo->edown), fel, h, map, 0);
-    OPS->moe_gemm_wgrad(d, G(m, lo->edown), dyl, h, s->a, fel, h, map);
+    if (fp8) {
+        gl_model_fp8_moe_bwd(m, layer, 1, s->da, G(m, lo->edown), NULL, dyl, s->a, map);
+    } else {
+        OPS->moe_gemm_dgrad(d, s->da, dyl, h, W(m, lo->edown), fel, h, map, 0);
+        OPS->moe_gemm_wgrad(d, G(m, lo->edown), dyl, h, s->a, fel, h, map);
+    }
     gl_grads_ready(m, lo->edown, (size_t)dm->El * h * fel);
     if (rows > 0) {
         if (dm->swiglu)
@@ -692,7 +703,11 @@ static void experts_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts
         else
             OPS->gelu_bwd(d, s->dgu, NULL, s->da, x->gu, NULL, rows, fel);
     }
-    fc1_bwd(m, lo, map, xin, s->dgu, dxl, s->guw);
+    if (fp8)        /* gate's and up's gradients: the pieces of fc1's */
+        gl_model_fp8_moe_bwd(m, layer, 0, dxl, G(m, lo->egu),
+                             dm->swiglu ? G(m, up_off(m, lo)) : NULL, s->dgu, xin, map);
+    else
+        fc1_bwd(m, lo, map, xin, s->dgu, dxl, s->guw);
     gl_grads_ready(m, lo->egu, (size_t)dm->El * s->guw * h);
 }
 
@@ -715,6 +730,10 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     CHECK("weight experts fc1", W(m, lo->egu), (size_t)dm->El * s->guw * h, 0);
     CHECK("weight experts down", W(m, lo->edown), (size_t)dm->El * h * dm->fel, 0);
 
+    if (gl_model_fp8_moe(m, layer))         /* once per step */
+        gl_model_fp8_moe_weights(m, layer, dm->swiglu ? W(m, lo->egu) : NULL,
+                                 W(m, up_off(m, lo)), W(m, lo->edown));
+
     /* router, in fp32 from its product on (ops.h) */
     OPS->gemm(d, 0, 1, n, E, h, 1.0f, mg, h, W(m, lo->router), h, 0.0f, x->logits,
               GL_DT_F32, E);
@@ -735,12 +754,12 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     /* the routed experts: here, or on their EP ranks and back */
     OPS->moe_permute(d, s->xp, mg, h, &x->map);
     if (!m->ep) {
-        experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
+        experts_fwd(m, layer, lo, x, s, &x->map, s->xp, R, x->yp);
     } else {
         int Rl = ep_plan(m, s, x);
         ep_exchange(m, x, s->xp, s->xa, 0);
         OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
-        experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
+        experts_fwd(m, layer, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
         OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
         ep_exchange(m, x, s->xa, x->yp, 1);
     }
@@ -839,12 +858,12 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                       GL_OP_SUM, d->stream);
     if (!m->ep) {
         OPS->moe_permute(d, s->xp, mg, h, &x->map);
-        experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
+        experts_bwd(m, layer, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
     } else {
         int Rl = x->lmap.offsets_host[dm->El];
         ep_exchange(m, x, s->dyp, s->xa, 0);
         OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
-        experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+        experts_bwd(m, layer, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
         OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
         ep_exchange(m, x, s->xa, s->dxp, 1);
     }
