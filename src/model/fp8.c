@@ -87,7 +87,7 @@ struct gl_fp8_state {
     void *epad, *eout;          /* act [erows, widest]: padded operand and
                                  * product of one expert */
     uint8_t *eq, *eqt;          /* [erows x widest]: its FP8 bytes */
-    void *ewcat;                /* act [guw, h]: one expert's gate and up */
+    void *ewcat;                /* act [2 fel, h]: one expert's gate and up */
 };
 
 static int fwd_x(int layer, int lin) { return 2 * (4 * layer + lin); }
@@ -676,7 +676,7 @@ static int mbwd_dy(const gl_fp8_state *st, int layer, int e, int j)
 /* Linear j's W [out, in] per expert. */
 static void mshape(const gl_model_dims *dm, int j, int *out, int *in)
 {
-    *out = j == MLIN_FC1 ? dm->guw : dm->h;
+    *out = j == MLIN_FC1 ? (dm->swiglu ? 2 : 1) * dm->fel : dm->h;    /* not the dense guw */
     *in = j == MLIN_FC1 ? dm->h : dm->fel;
 }
 
@@ -775,8 +775,9 @@ static void moe_scratch(gl_model *m, int rows)
         d->ops->free(d, st->eq);
         d->ops->free(d, st->eqt);
     }
-    int widest = dm->guw > dm->h ? dm->guw : dm->h;
-    widest = dm->fel > widest ? dm->fel : widest;
+    int guw, h;
+    mshape(dm, MLIN_FC1, &guw, &h);
+    int widest = guw > h ? guw : h;     /* fel <= guw */
     size_t cells = (size_t)need * widest;
     st->epad = d->ops->alloc(d, cells * d->act_bytes);
     st->eout = d->ops->alloc(d, cells * d->act_bytes);
