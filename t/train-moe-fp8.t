@@ -13,16 +13,20 @@
 #   - TP 2 (each expert's width split: fc1's weight and output gradient,
 #     fc2's input and weight are TP slices whose amaxes are reduced with
 #     MAX) and DP 2 give the single-rank run's losses and gradient norms
-#     within 1e-5 for iterations 1-3 (tensorwise scales come from the
+#     within 1e-5 for iterations 1-2 (tensorwise scales come from the
 #     micro-batch's own amaxes: a missing TP reduction shows at iteration
 #     1; delayed ones from the previous step's: at iteration 2), and
-#     losses within 2e-3 for 20 iterations.  Not 1e-5 throughout: as in
-#     t/train-fp8.t, a layout sums some fp32 values in another order
-#     (~5e-8), FP8 rounding turns the rare value that moves across a
-#     rounding boundary into a whole FP8 step, and the routing (top-k of
-#     the scores) carries such a step further; from iteration ~8 the
-#     layouts differ as FP8 runs do (measured: up to ~1e-3 at lr 1e-3,
-#     and grad norms 7e-4 apart at iteration 19 even at lr 1e-4).
+#     losses within 2e-4 for 20 iterations (t/train-fp8.t's bound).  Not
+#     1e-5 throughout: as t/train-fp8.t says, a layout sums some fp32
+#     values in another order (~5e-8), so an amax, and the delayed scale
+#     made from it, may differ in its last bit (seen at iteration 2 under
+#     TP 2: the checkpointed scales of iteration 1 are equal, one of
+#     iteration 2 is not); FP8 rounding turns such a difference into a
+#     whole FP8 step for the rare value at a rounding boundary, and the
+#     routing (top-k of the scores) carries it further: delayed TP 2's
+#     gradient norm is 7e-5 off at iteration 3, as the grad norms of the
+#     layouts drift apart by up to ~1e-3 over 20 iterations (measured;
+#     7e-4 even at lr 1e-4), the losses by up to ~7e-5.
 #     Under delayed scaling EP 2 (each rank holds 2 experts, whose rows
 #     come from both ranks: the amaxes are the holders', reduced with MAX
 #     over DP) is compared the same way.  Tensorwise EP is not: an
@@ -46,7 +50,7 @@ tol=1e-5
 
 plan 16
 
-# first3 REF GOT: status 0 when iterations 1-3 of two JSON logs agree in
+# first2 REF GOT: status 0 when iterations 1-2 of two JSON logs agree in
 # loss and grad_norm within 1e-5 (relative); prints the worst difference.
 first3() {
     awk '
@@ -55,7 +59,7 @@ first3() {
         s = substr(line, RSTART, RLENGTH); sub(/^[^:]*: /, "", s); return s
     }
     /"valid_loss"/ { next }
-    { i = val($0, "iteration") + 0; if (i < 1 || i > 3) next }
+    { i = val($0, "iteration") + 0; if (i < 1 || i > 2) next }
     FNR == NR { l[i] = val($0, "loss"); g[i] = val($0, "grad_norm"); next }
     {
         n++
@@ -65,7 +69,7 @@ first3() {
             d = (a - b) / b; if (d < 0) d = -d; if (d > w) w = d
         }
     }
-    END { printf "%.3g\n", w; exit bad || n != 3 || w >= 1e-5 }' "$1" "$2"
+    END { printf "%.3g\n", w; exit bad || n != 2 || w >= 1e-5 }' "$1" "$2"
 }
 
 # layout NAME RANKS FLAGS...: train, then two results against $ref.
@@ -76,12 +80,12 @@ layout() {
         fail "$name: run failed"
         return
     fi
-    if w=$(first3 "$tmp/$ref.jsonl" "$tmp/$name.jsonl"); then
-        pass "$name: iterations 1-3 as one rank ($w)"
+    if w=$(first2 "$tmp/$ref.jsonl" "$tmp/$name.jsonl"); then
+        pass "$name: iterations 1-2 as one rank ($w)"
     else
-        fail "$name: iterations 1-3 differ from one rank's by $w"
+        fail "$name: iterations 1-2 differ from one rank's by $w"
     fi
-    if w=$(resumed_within "$tmp/$ref.jsonl" "$tmp/$name.jsonl" 1 20 2e-3 loss); then
+    if w=$(resumed_within "$tmp/$ref.jsonl" "$tmp/$name.jsonl" 1 20 2e-4 loss); then
         pass "$name: losses of 20 iterations near one rank's ($w)"
     else
         fail "$name: losses of 20 iterations differ from one rank's by $w"
