@@ -52,7 +52,7 @@ plan 16
 
 # first2 REF GOT: status 0 when iterations 1-2 of two JSON logs agree in
 # loss and grad_norm within 1e-5 (relative); prints the worst difference.
-first3() {
+first2() {
     awk '
     function val(line, key,   s) {
         if (!match(line, "\"" key "\": [^,}]*")) return "null"
