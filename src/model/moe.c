@@ -64,6 +64,11 @@
  * is a function of the logits), counting nothing again.  xp and a are
  * rebuilt in the backward from what is kept (a permutation and a
  * SwiGLU), so they live in shared scratch.
+ *
+ * FP8 (--fp8-format; model.h: gl_model_fp8_moe): an FP8 layer's experts
+ * run fc1 and fc2 through fp8.c's gl_model_fp8_moe_fwd / _bwd in place of
+ * moe_gemm, moe_gemm_dgrad and moe_gemm_wgrad, each expert with scales of
+ * its own; the router and the shared experts stay as they are.
  */
 #include <config.h>
 
