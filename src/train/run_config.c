@@ -400,7 +400,6 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_MOE_UPCYCLE "upcycling a dense checkpoint into experts is not built: train the MoE model from its own initialisation"
 #define R_MOE_GROUPS "group-limited routing (DeepSeek's device-limited top-k) is not built: the router takes the top-k over all experts; drop it"
 #define R_MOE_FORCE "forced (benchmark) routing is not built: the router routes by its scores"
-#define R_MOE_FP8 "FP8 training of MoE layers is not built: drop it (and --fp8-format)"
 #define R_MOE_JITTER "router input jitter is not built: drop it"
 #define R_MOE_LOG "per-layer MoE values are not written (gridlm has no MoE TensorBoard scalars): the log line and --log-json give the MoE losses summed over the layers and the largest expert load: drop it"
 #define R_MOE_PROBS_IN "weighting the experts' inputs (not their outputs) is not built: the routing weights scale the experts' outputs"
@@ -1095,7 +1094,8 @@ static const gl_option table[] = {
     REFUSE("moe-use-upcycling", R_MOE_UPCYCLE), REFUSE("moe-upcycling-granularity", R_MOE_UPCYCLE),
     REFUSE("moe-router-num-groups", R_MOE_GROUPS), REFUSE("moe-router-group-topk", R_MOE_GROUPS),
     REFUSE("moe-router-force-load-balancing", R_MOE_FORCE),
-    REFUSE("moe-router-padding-for-fp8", R_MOE_FP8),
+    ACCEPT("moe-router-padding-for-fp8", "gridlm pads each expert's rows for its FP8 "
+           "products with zero rows itself, the routing unchanged"),
     REFUSE("moe-input-jitter-eps", R_MOE_JITTER),
     REFUSE("moe-per-layer-logging", R_MOE_LOG),
     REFUSE("moe-apply-probs-on-input", R_MOE_PROBS_IN),
@@ -1561,7 +1561,7 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 }
 
 /* Mixture of experts: the flags against each other and the layout, and
- * what gridlm does not train yet (FP8 experts; expert parallelism with
+ * what gridlm does not train yet (some FP8 experts; expert parallelism with
  * CP > 1, or with the allgather dispatcher and TP > 1; an ETP other than
  * TP, or 1 with EP > 1). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with CP = 1:
@@ -1669,9 +1669,26 @@ static void check_moe(gl_config *c)
             "--expert-model-parallel-size above 1) not at all; another tensor parallelism "
             "of their own is not built: drop it, or set it to %d%s", etp, tp, tp,
             ep > 1 ? " or 1" : "");
-    if (c->fp8.format != GL_FP8_OFF)
-        bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
-            "--fp8-format, or train a dense model in FP8");
+    /* FP8 experts (model/fp8.c's last section) are built for delayed and
+     * tensorwise scaling, the experts split over TP as the dense MLP
+     * (ETP = TP) and the alltoall dispatcher; the rest is refused. */
+    if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
+        bad("--fp8-recipe blockwise with --num-experts: the experts' FP8 products are built "
+            "for one scale per expert tensor (delayed, tensorwise), not for block scales: use "
+            "--fp8-recipe delayed or tensorwise, or train a dense model with blockwise");
+    if (c->fp8.format != GL_FP8_OFF && c->optim.fp8_param_gather)
+        bad("--fp8-param-gather with --num-experts: gathering the FP8 weights of MoE layers "
+            "is not built: drop --fp8-param-gather");
+    if (c->fp8.format != GL_FP8_OFF && tp > 1 && etp != tp)
+        bad("--fp8-format with --expert-tensor-parallel-size %d and "
+            "--tensor-model-parallel-size %d: FP8 experts are built with the experts split "
+            "over TP (ETP = TP) only: set --expert-tensor-parallel-size %d, or drop "
+            "--fp8-format", etp, tp, tp);
+    if (c->fp8.format != GL_FP8_OFF && c->layout.expert_model_parallel_size > 1 &&
+        m->token_dispatcher != GL_DISPATCH_ALLTOALL)
+        bad("--fp8-format with --expert-model-parallel-size above 1 and "
+            "--moe-token-dispatcher-type allgather: FP8 experts are built with the alltoall "
+            "dispatcher only: add --moe-token-dispatcher-type alltoall, or drop --fp8-format");
     if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
@@ -2002,6 +2019,10 @@ static void check_fp8_shapes(const gl_config *c)
         bad("--fp8-format: --ffn-hidden-size %d / --tensor-model-parallel-size %d = %d is "
             "not a multiple of 16, which FP8 products need", a->ffn_hidden_size, tp,
             a->ffn_hidden_size / tp);
+    if (a->num_experts && gl_arch_moe_ffn(a) / tp % 16)
+        bad("--fp8-format: the experts' width %d (--moe-ffn-hidden-size, else "
+            "--ffn-hidden-size) / --tensor-model-parallel-size %d = %d is not a multiple of "
+            "16, which FP8 products need", gl_arch_moe_ffn(a), tp, gl_arch_moe_ffn(a) / tp);
     if (a->num_attention_heads / tp * D % 16 || groups / tp * D % 16)
         bad("--fp8-format: the attention widths per TP rank (--num-attention-heads %d and "
             "--num-query-groups %d over --tensor-model-parallel-size %d, times the head size "
