@@ -463,6 +463,14 @@ static void cu_fp8_transpose(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows,
     gl_cuda_fp8_transpose(gl_cuda_st(d)->stream, qt, q, rows, cols);
 }
 
+static void cu_fp8_quantize_tiles(gl_dev *d, uint8_t *q, float *q_sinv, uint8_t *qt,
+                                  float *qt_sinv, const void *x, int rows, int cols,
+                                  int block2d, gl_fp8_format f)
+{
+    gl_cuda_fp8_quantize_tiles(gl_cuda_st(d)->stream, q, q_sinv, qt, qt_sinv,
+                               (const bf16 *)x, rows, cols, block2d, f);
+}
+
 static void cu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
 {
     gl_cuda_fp8_amax(gl_cuda_st(d)->stream, amax, (const bf16 *)x, count);
@@ -833,8 +841,10 @@ static const gl_ops gl_ops_cuda = {
     .swiglu_bwd_fp8 = cu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cu_head_rmsnorm_bwd,
-    .fp8_transpose = cu_fp8_transpose,
     .add_f32 = cu_add_f32,
+    .fp8_transpose = cu_fp8_transpose,
+    .fp8_quantize_tiles = cu_fp8_quantize_tiles,
+    .gemm_fp8_tiles = gl_cuda_gemm_fp8_tiles,
 };
 
 /* ---- opening ---- */

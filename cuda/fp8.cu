@@ -353,3 +353,130 @@ void gl_cuda_fp8_transpose(cudaStream_t st, uint8_t *qt, const uint8_t *q, int r
     transpose_bytes_kernel<<<grid, dim3(T_TILE, 8), 0, st>>>(qt, q, rows, cols);
     GL_CUDA_LAUNCHED("fp8 transpose");
 }
+
+/* ---- block scaling (fp8.h: "Block scaling"; ops.h's fp8_quantize_tiles) ---- */
+
+#define TL_THREADS 256
+#define TL 128                  /* GL_FP8_TILE */
+
+/* gl_fp8_tile_scale of the amax whose bits are u: 1 when it is 0, NaN or
+ * infinite, else top / amax (FLT_MAX on overflow) with its mantissa
+ * cleared, a power of two. */
+__device__ __forceinline__ float tile_scale(unsigned u, float top)
+{
+    if (!amax_usable(u))
+        return 1.0f;
+    float s = scale_for(top, __uint_as_float(u));
+    return __uint_as_float(__float_as_uint(s) & 0xFF800000u);
+}
+
+/* gl_fp8_tile_at: the factor of element (r, c) of a [rows, k] operand. */
+__device__ __forceinline__ size_t tile_at(int rows, int k, int r, int c, int block2d)
+{
+    if (block2d)
+        return (size_t)(r / TL) * (((k + TL - 1) / TL + 3) / 4 * 4) + c / TL;
+    return (size_t)(c / TL) * ((rows + 3) / 4 * 4) + r;
+}
+
+template <int FMT>
+__device__ __forceinline__ uint8_t encode1(float v, float s)
+{
+    uint8_t b[1];
+    float f[1] = {v};
+    encode<1, FMT>(b, f, s);
+    return b[0];
+}
+
+/*
+ * One block per 128 x 128 region [r0, r0 + nr) x [c0, c0 + nc) of x (the
+ * ragged edge's smaller).  2D: the region is one tile, its amax reduced
+ * over the block.  1D: q's tiles are the region's rows (a warp per row,
+ * four values a lane), qt's its columns (a thread per column).  Plain,
+ * unvectorised loads and byte stores: the reference path, not yet a fast
+ * one.
+ */
+template <int FMT>
+__global__ void __launch_bounds__(TL_THREADS)
+tiles_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const bf16 *x,
+             int rows, int cols, int block2d)
+{
+    const float top = FMT == GL_FP8_E4M3 ? 448.0f : 57344.0f;
+    int r0 = blockIdx.y * TL, c0 = blockIdx.x * TL;
+    int nr = min(TL, rows - r0), nc = min(TL, cols - c0);
+    if (block2d) {
+        unsigned am = 0;
+        for (int i = threadIdx.x; i < nr * nc; i += TL_THREADS) {
+            size_t at = (size_t)(r0 + i / nc) * cols + c0 + i % nc;
+            am = max(am, abs_bits(__bfloat162float(x[at])));
+        }
+        float a = block_reduce<TL_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+        float s = tile_scale(__float_as_uint(a), top);
+        for (int i = threadIdx.x; i < nr * nc; i += TL_THREADS) {
+            int r = r0 + i / nc, c = c0 + i % nc;
+            uint8_t b = encode1<FMT>(__bfloat162float(x[(size_t)r * cols + c]), s);
+            if (q)
+                q[(size_t)r * cols + c] = b;
+            if (qt)
+                qt[(size_t)c * rows + r] = b;
+        }
+        if (threadIdx.x == 0) {
+            float inv = div_rn(1.0f, s);
+            if (q)
+                q_sinv[tile_at(rows, cols, r0, c0, 1)] = inv;
+            if (qt)
+                qt_sinv[tile_at(cols, rows, c0, r0, 1)] = inv;
+        }
+        return;
+    }
+    if (q) {
+        int lane = threadIdx.x % 32;
+        for (int rr = threadIdx.x / 32; rr < nr; rr += TL_THREADS / 32) {
+            const bf16 *row = x + (size_t)(r0 + rr) * cols + c0;
+            float v[TL / 32];
+            unsigned am = 0;
+#pragma unroll
+            for (int j = 0; j < TL / 32; j++) {
+                int c = lane + 32 * j;
+                v[j] = c < nc ? __bfloat162float(row[c]) : 0.0f;
+                am = max(am, abs_bits(v[j]));
+            }
+            float a = warp_reduce(__uint_as_float(am), op_amax());
+            float s = tile_scale(__float_as_uint(a), top);
+#pragma unroll
+            for (int j = 0; j < TL / 32; j++) {
+                int c = lane + 32 * j;
+                if (c < nc)
+                    q[(size_t)(r0 + rr) * cols + c0 + c] = encode1<FMT>(v[j], s);
+            }
+            if (lane == 0)
+                q_sinv[tile_at(rows, cols, r0 + rr, c0, 0)] = div_rn(1.0f, s);
+        }
+    }
+    if (qt && (int)threadIdx.x < nc) {
+        int c = c0 + threadIdx.x;
+        unsigned am = 0;
+        for (int rr = 0; rr < nr; rr++)
+            am = max(am, abs_bits(__bfloat162float(x[(size_t)(r0 + rr) * cols + c])));
+        float s = tile_scale(am, top);
+        for (int rr = 0; rr < nr; rr++)
+            qt[(size_t)c * rows + r0 + rr] =
+                encode1<FMT>(__bfloat162float(x[(size_t)(r0 + rr) * cols + c]), s);
+        qt_sinv[tile_at(cols, rows, c, r0, 0)] = div_rn(1.0f, s);
+    }
+}
+
+void gl_cuda_fp8_quantize_tiles(cudaStream_t st, uint8_t *q, float *q_sinv, uint8_t *qt,
+                                float *qt_sinv, const bf16 *x, int rows, int cols,
+                                int block2d, gl_fp8_format f)
+{
+    if (rows <= 0 || cols <= 0 || (!q && !qt))
+        return;
+    dim3 grid((cols + TL - 1) / TL, (rows + TL - 1) / TL);
+    if (f == GL_FP8_E4M3)
+        tiles_kernel<GL_FP8_E4M3><<<grid, TL_THREADS, 0, st>>>(q, q_sinv, qt, qt_sinv, x,
+                                                              rows, cols, block2d);
+    else
+        tiles_kernel<GL_FP8_E5M2><<<grid, TL_THREADS, 0, st>>>(q, q_sinv, qt, qt_sinv, x,
+                                                              rows, cols, block2d);
+    GL_CUDA_LAUNCHED("fp8 quantize tiles");
+}

@@ -136,6 +136,10 @@ struct gl_gemm_plan {
     const float *lt_scale_a, *lt_scale_b;   /* FP8: cuBLASLt's A and B scale
                                                pointers (our B's, our A's)
                                                of the first call; not key */
+    int lt_mode_a, lt_mode_b;           /* FP8: cuBLASLt's A and B scale
+                                           modes (cublasLtMatmulMatrixScale_t;
+                                           0, per tensor, but for block
+                                           scaling: gemm_fp8_tiles) */
     gl_dtype ctype;
     int beta_zero;
     unsigned align_a, align_b, align_c;
@@ -205,6 +209,13 @@ static void plan_make(gl_cuda_state *st, gl_gemm_plan *p)
         GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
             p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
         set_scales(p, p->lt_scale_a, p->lt_scale_b);
+        if (p->lt_mode_a || p->lt_mode_b) {
+            int32_t ma = p->lt_mode_a, mb = p->lt_mode_b;
+            GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+                p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma));
+            GL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+                p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb));
+        }
     }
     if (p->epi != GL_EPI_NONE) {
         /* the pre-activation (aux) as bf16 with the output's leading
@@ -322,6 +333,7 @@ static gl_gemm_plan *plan_find(gl_cuda_state *st, const gl_gemm_plan *key)
             p->lda == key->lda && p->ldb == key->ldb && p->ldc == key->ldc &&
             p->atype == key->atype && p->btype == key->btype &&
             p->fast_accum == key->fast_accum &&
+            p->lt_mode_a == key->lt_mode_a && p->lt_mode_b == key->lt_mode_b &&
             p->ctype == key->ctype && p->beta_zero == key->beta_zero &&
             p->align_a == key->align_a && p->align_b == key->align_b &&
             p->align_c == key->align_c && p->epi == key->epi &&
@@ -729,6 +741,48 @@ void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
     key.lt_scale_b = a_scale_inv;
     gl_gemm_plan *p = plan_find(st, &key);
     set_scales(p, b_scale_inv, a_scale_inv);
+    plan_run(st, p, alpha, A, B, beta, C);
+}
+
+/*
+ * ops.h's gemm_fp8_tiles: the TN product of gemm_fp8 with cuBLASLt's
+ * block-scaling modes.  Our A (activations or gradients, 1x128 tiles) is
+ * cuBLASLt's B: CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F; our B is its A:
+ * VEC128 too (the weight gradient's X^T), or BLK128x128_32F for a weight
+ * (128x128 blocks).  The scale pointers take the factor arrays as
+ * fp8.h lays them out, which is the layout of these modes (Transformer
+ * Engine's "GEMM-ready" scales; they must be 16-byte aligned, as the
+ * model's allocations are).  Hopper (sm_90) only: the modes need it.  No
+ * fast accumulation: the partial sum of each k-tile is scaled and added
+ * in fp32.
+ */
+void gl_cuda_gemm_fp8_tiles(gl_dev *d, int m, int n, int k, float alpha,
+                            const uint8_t *A, gl_fp8_format fa, const float *a_sinv,
+                            const uint8_t *B, gl_fp8_format fb, const float *b_sinv,
+                            int b_block2d, float beta, void *C, gl_dtype ctype, int ldc)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_fp8_gemm_check("gemm_fp8_tiles", m, n, k, ldc, fa, fb, A, B, C);
+    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
+        gl_die("gemm_fp8_tiles: output dtype %s is not bf16 or fp32",
+               gl_dtype_name(ctype));
+    if (st->prop.major != 9)
+        gl_die("gemm_fp8_tiles: GPU %d (%s) has compute capability %d.%d; "
+               "cuBLASLt's 1x128 and 128x128 block-scaled FP8 products are "
+               "Hopper's (9.0): use --fp8-recipe delayed or tensorwise",
+               st->ordinal, st->prop.name, st->prop.major, st->prop.minor);
+    if (((uintptr_t)a_sinv | (uintptr_t)b_sinv) % 16)
+        gl_die("gemm_fp8_tiles: block factors at %p and %p; cuBLASLt wants "
+               "them 16-byte aligned", (const void *)a_sinv, (const void *)b_sinv);
+    gl_gemm_plan key = plan_key(0, 1, m, n, k, A, k, fp8_type(fa), B, k,
+                                fp8_type(fb), beta, C, ctype, ldc);
+    key.lt_mode_a = b_block2d ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                              : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    key.lt_mode_b = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    key.lt_scale_a = b_sinv;            /* cuBLASLt's A is our B */
+    key.lt_scale_b = a_sinv;
+    gl_gemm_plan *p = plan_find(st, &key);
+    set_scales(p, b_sinv, a_sinv);
     plan_run(st, p, alpha, A, B, beta, C);
 }
 

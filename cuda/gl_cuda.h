@@ -307,6 +307,10 @@ void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
                           float *amax, const bf16 *x, int rows, int cols,
                           const float *scale, gl_fp8_format f);
 void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
+/* ops.h's fp8_quantize_tiles (block scaling), bf16 x */
+void gl_cuda_fp8_quantize_tiles(cudaStream_t st, uint8_t *q, float *q_sinv, uint8_t *qt,
+                                float *qt_sinv, const bf16 *x, int rows, int cols,
+                                int block2d, gl_fp8_format f);
 void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
                             float *scale_inv, const bf16 *x, size_t n,
                             gl_fp8_format f);
@@ -338,6 +342,11 @@ enum { GL_EPI_NONE = 0, GL_EPI_GELU_AUX_BIAS, GL_EPI_DGELU_BGRAD };
 int gl_cuda_gemm_epilogue(gl_dev *d, int epi, int transa, int transb, int m,
                           int n, int k, const void *A, int lda, const void *B,
                           int ldb, void *C, int ldc, void *bias, void *aux);
+/* ops.h's gemm_fp8_tiles (block scaling) */
+void gl_cuda_gemm_fp8_tiles(gl_dev *d, int m, int n, int k, float alpha,
+                            const uint8_t *A, gl_fp8_format fa, const float *a_sinv,
+                            const uint8_t *B, gl_fp8_format fb, const float *b_sinv,
+                            int b_block2d, float beta, void *C, gl_dtype ctype, int ldc);
 void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                       const uint8_t *A, gl_fp8_format fa,
                       const float *a_scale_inv, const uint8_t *B,

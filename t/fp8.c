@@ -13,6 +13,10 @@
  * orientations of gl_fp8_quantize_2d, and the scale updates of both
  * recipes against values worked out by hand (history, margin, zero, NaN
  * and infinite amaxes, overflow of the scale, the roll of the history).
+ * Block scaling: the power-of-two tile scales, the k-tile-major layout of
+ * the factors, and gl_fp8_quantize_tiles in both orientations (1D and 2D,
+ * ragged edges) against a tile-by-tile recomputation with the scalar
+ * functions.
  */
 #include <config.h>
 
@@ -272,6 +276,105 @@ static void check_scale_current(void)
        "current: the f32 quotient and its f32 reciprocal (%.9g, %.9g)", s[0], inv[0]);
 }
 
+/* ---- block scaling ---- */
+
+static void check_tile_scale(void)
+{
+    ok(gl_fp8_tile_scale(7, GL_FP8_E4M3) == 64 && gl_fp8_tile_scale(3, GL_FP8_E4M3) == 128 &&
+       gl_fp8_tile_scale(448, GL_FP8_E4M3) == 1 && gl_fp8_tile_scale(500, GL_FP8_E4M3) == 0.5f,
+       "tile scale: 448/amax rounded down to a power of two (7 -> 64, 3 -> 128, 500 -> 0.5)");
+    ok(gl_fp8_tile_scale(7, GL_FP8_E5M2) == 8192 && gl_fp8_tile_scale(5, GL_FP8_E5M2) == 8192,
+       "tile scale E5M2: 57344/7 = 8192 stays, 57344/5 = 11468.8 -> 8192");
+    ok(gl_fp8_tile_scale(0, GL_FP8_E4M3) == 1 && gl_fp8_tile_scale(NAN, GL_FP8_E4M3) == 1 &&
+       gl_fp8_tile_scale(INFINITY, GL_FP8_E4M3) == 1,
+       "tile scale: 1 for a zero, NaN or infinite amax");
+    ok(gl_fp8_tile_scale(1e-40f, GL_FP8_E4M3) == 0x1p127f,
+       "tile scale: an overflowing quotient is FLT_MAX, down to 2^127");
+    ok(gl_fp8_tile_count(5, 300, 0) == 24 && gl_fp8_tile_count(8, 300, 0) == 24 &&
+       gl_fp8_tile_count(300, 5, 1) == 12 && gl_fp8_tile_at(5, 300, 3, 260, 0) == 19 &&
+       gl_fp8_tile_at(300, 300, 299, 130, 1) == 9,
+       "tile layout: 1D [k-tiles, pad4(rows)], 2D [row blocks, pad4(k-blocks)]");
+}
+
+/* x [R, C] quantized by tiles against each tile recomputed with
+ * gl_fp8_quantize on a copy of its values: bytes and factors. */
+static int tiles_match(const float *x, int R, int C, int block2d, gl_fp8_format f)
+{
+    const int T = GL_FP8_TILE;
+    uint8_t *q = malloc((size_t)R * C), *qt = malloc((size_t)R * C);
+    float *qs = malloc(gl_fp8_tile_count(R, C, block2d) * sizeof(float));
+    float *qts = malloc(gl_fp8_tile_count(C, R, block2d) * sizeof(float));
+    float *tile = malloc((size_t)T * T * sizeof(float));
+    uint8_t *tq = malloc((size_t)T * T);
+    gl_fp8_quantize_tiles(q, qs, qt, qts, x, R, C, block2d, f);
+    int good = 1;
+    /* o = 0: q's tiles (rows of x), o = 1: qt's (columns of x) */
+    for (int o = 0; o < 2; o++) {
+        int tr = block2d ? T : o ? T : 1, tc = block2d ? T : o ? 1 : T;
+        for (int r0 = 0; r0 < R; r0 += tr)
+            for (int c0 = 0; c0 < C; c0 += tc) {
+                int n = 0;
+                for (int r = r0; r < r0 + tr && r < R; r++)
+                    for (int c = c0; c < c0 + tc && c < C; c++)
+                        tile[n++] = x[(size_t)r * C + c];
+                float a = 0;
+                for (int i = 0; i < n; i++)
+                    a = gl_fp8_amax_fold(a, fabsf(tile[i]));
+                float s = gl_fp8_tile_scale(a, f);
+                gl_fp8_quantize(tq, tile, (size_t)n, s, f);
+                n = 0;
+                for (int r = r0; r < r0 + tr && r < R; r++)
+                    for (int c = c0; c < c0 + tc && c < C; c++, n++) {
+                        uint8_t got = o ? qt[(size_t)c * R + r] : q[(size_t)r * C + c];
+                        float inv = o ? qts[gl_fp8_tile_at(C, R, c, r, block2d)]
+                                      : qs[gl_fp8_tile_at(R, C, r, c, block2d)];
+                        good &= got == tq[n] && inv == 1.0f / s;
+                    }
+            }
+    }
+    free(q), free(qt), free(qs), free(qts), free(tile), free(tq);
+    return good;
+}
+
+static void check_quantize_tiles(void)
+{
+    enum { R = 200, C = 300 };                  /* ragged edges both ways */
+    float *x = malloc((size_t)R * C * sizeof *x);
+    uint64_t h = 12345;
+    for (int i = 0; i < R * C; i++) {
+        h = gl_mix64(h + (uint64_t)i);
+        /* magnitudes over 2^-20 .. 2^12: tiles with very different amaxes */
+        x[i] = ldexpf((float)(h >> 40) / (float)(1 << 24) - 0.5f, (int)(h % 33) - 20);
+    }
+    x[5] = 0;
+    for (int c = 128; c < 256; c++)             /* one all-zero 1D tile of row 7 */
+        x[(size_t)7 * C + c] = 0;
+    x[(size_t)150 * C + 10] = 1e30f;            /* one block with a huge amax */
+    for (int f = 0; f < 2; f++) {
+        ok(tiles_match(x, R, C, 0, (gl_fp8_format)f),
+           "quantize_tiles 1D (%s): 1x128 tiles of rows in q, of columns in qt, each its own "
+           "power-of-two scale", f ? "E5M2" : "E4M3");
+        ok(tiles_match(x, R, C, 1, (gl_fp8_format)f),
+           "quantize_tiles 2D (%s): 128x128 blocks, qt the transposed bytes, the same factors",
+           f ? "E5M2" : "E4M3");
+    }
+    uint8_t *q = malloc((size_t)R * C), *qt = malloc((size_t)R * C);
+    float *qs = malloc(gl_fp8_tile_count(R, C, 1) * sizeof(float));
+    float *qts = malloc(gl_fp8_tile_count(C, R, 1) * sizeof(float));
+    gl_fp8_quantize_tiles(q, qs, qt, qts, x, R, C, 1, GL_FP8_E4M3);
+    int trans = 1;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            trans &= q[(size_t)r * C + c] == qt[(size_t)c * R + r] &&
+                     gl_fp8_tile_value(q, qs, R, C, r, c, 1, GL_FP8_E4M3) ==
+                     gl_fp8_tile_value(qt, qts, C, R, c, r, 1, GL_FP8_E4M3);
+    ok(trans, "quantize_tiles 2D: W and W^T stand for the same values");
+    float v = gl_fp8_tile_value(q, qs, R, C, 150, 10, 1, GL_FP8_E4M3);
+    ok(fabsf(v - 1e30f) <= 1e30f * 0x1p-4f,
+       "quantize_tiles: a tile's largest value does not saturate (1e30 -> %g)", v);
+    free(q), free(qt), free(qs), free(qts), free(x);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -301,5 +404,7 @@ int main(void)
     check_quantize_2d();
     check_scale_delayed();
     check_scale_current();
+    check_tile_scale();
+    check_quantize_tiles();
     return done_testing();
 }

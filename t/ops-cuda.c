@@ -1035,6 +1035,75 @@ static void test_fp8_transpose(int rows, int cols)
     free(qt);
 }
 
+/* The block factors of a [rows, k] operand that differ between the GPU's
+ * g and the CPU's c (only the entries the layout uses; padding is never
+ * written). */
+static long tile_factors_differ(const float *g, const float *c, int rows, int k, int block2d)
+{
+    long bad = 0;
+    int step = block2d ? GL_FP8_TILE : 1;
+    for (int r = 0; r < rows; r += step)
+        for (int j = 0; j < k; j += GL_FP8_TILE) {
+            size_t at = gl_fp8_tile_at(rows, k, r, j, block2d);
+            bad += memcmp(&g[at], &c[at], sizeof(float)) != 0;
+        }
+    return bad;
+}
+
+/*
+ * fp8_quantize_tiles (--fp8-recipe blockwise) on the GPU against the
+ * CPU's exact emulation: the bytes of q and qt and their block factors,
+ * bit for bit.  which: 1 q, 2 qt, 3 both (the other pair NULL).  Sizes
+ * that are not multiples of 128 give ragged tiles.
+ */
+static void test_fp8_quantize_tiles(int rows, int cols, gl_fp8_format f, int block2d, int kind,
+                                    int which)
+{
+    size_t n = (size_t)rows * cols;
+    size_t nq = gl_fp8_tile_count(rows, cols, block2d), nt = gl_fp8_tile_count(cols, rows, block2d);
+    float *x = fp8_inputs(n, kind);
+    void *gx = g_act(x, n);
+    uint8_t *gq = G->ops->alloc(G, n), *gqt = G->ops->alloc(G, n);
+    float *gqs = G->ops->alloc(G, nq * 4), *gqts = G->ops->alloc(G, nt * 4);
+    g_poison(gq, n);
+    g_poison(gqt, n);
+    g_poison(gqs, nq * 4);
+    g_poison(gqts, nt * 4);
+    G->ops->fp8_quantize_tiles(G, which & 1 ? gq : NULL, which & 1 ? gqs : NULL,
+                               which & 2 ? gqt : NULL, which & 2 ? gqts : NULL, gx, rows, cols,
+                               block2d, f);
+    uint8_t *cq = gl_malloc(n), *cqt = gl_malloc(n);
+    float *cqs = gl_calloc(nq, 4), *cqts = gl_calloc(nt, 4);
+    C->ops->fp8_quantize_tiles(C, cq, cqs, cqt, cqts, x, rows, cols, block2d, f);
+    uint8_t *q = dl_bytes(gq, n), *qt = dl_bytes(gqt, n);
+    float *qs = (float *)dl_bytes(gqs, nq * 4), *qts = (float *)dl_bytes(gqts, nt * 4);
+    long bad_q = 0, bad_t = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad_q += (which & 1) && q[i] != cq[i];
+        bad_t += (which & 2) && qt[i] != cqt[i];
+    }
+    long bad_s = which & 1 ? tile_factors_differ(qs, cqs, rows, cols, block2d) : 0;
+    long bad_ts = which & 2 ? tile_factors_differ(qts, cqts, cols, rows, block2d) : 0;
+    static const char *const inputs[] = {"", ", specials", ", specials and a NaN"};
+    char what[96];
+    snprintf(what, sizeof what, "%dx%d %s %s%s", rows, cols, block2d ? "2D" : "1D",
+             f == GL_FP8_E4M3 ? "E4M3" : "E5M2", inputs[kind]);
+    if (which & 1)
+        ok(bad_q == 0 && bad_s == 0,
+           "fp8_quantize_tiles %s: q and its factors bit-exact (%ld bytes, %ld factors differ)",
+           what, bad_q, bad_s);
+    if (which & 2)
+        ok(bad_t == 0 && bad_ts == 0,
+           "fp8_quantize_tiles %s: qt and its factors bit-exact (%ld bytes, %ld factors "
+           "differ)", what, bad_t, bad_ts);
+    G->ops->free(G, gx);
+    G->ops->free(G, gq);
+    G->ops->free(G, gqt);
+    G->ops->free(G, gqs);
+    G->ops->free(G, gqts);
+    free(x), free(cq), free(cqt), free(cqs), free(cqts), free(q), free(qt), free(qs), free(qts);
+}
+
 /*
  * The FP8-producing ops (ops.h: rmsnorm_fwd_fp8, swiglu_fwd_fp8,
  * swiglu_bwd_fp8; op 0, 1, 2) on the GPU, fused, against the CPU's
@@ -1399,6 +1468,129 @@ static void test_gemm_fp8_exact(void)
     G->ops->free(G, gc);
     free(want);
     free(got);
+}
+
+/*
+ * A linear layer's three products under block scaling (--fp8-recipe
+ * blockwise), as src/model/fp8.c runs them, on each device from the same
+ * bf16 values: X [t, in] in 1x128 tiles (rows for the forward, columns,
+ * i.e. along the tokens, for the weight gradient), W [out, in] in 128x128
+ * blocks (W and W^T), dY [t, out] in 1x128 tiles of E5M2 (hybrid); then
+ *     Y = X W^T (bf16), dX = dY W (bf16), dW += dY^T X (f32, beta 1)
+ * through gemm_fp8_tiles.  The quantized bytes and factors must match bit
+ * for bit (fp8_quantize_tiles' own tests check each on its own); the
+ * products differ by summation order only: cuBLASLt sums each 128-long
+ * k-tile in the tensor cores (about 14 bits, DeepSeek-V3's report) and
+ * adds the scaled partials in fp32, so test_gemm_fp8's bound holds:
+ * 2e-3 of the largest |C|, plus bf16's rounding of a bf16 output.  A
+ * wrong scale mode, layout or transpose is off by O(1).  Sizes are
+ * multiples of 128 (ragged tiles are checked in fp8_quantize_tiles'
+ * tests; whether cuBLASLt takes a k that is not is left untested).
+ */
+static void test_fp8_linear_tiles(int t, int in, int out)
+{
+    size_t nx = (size_t)t * in, nw = (size_t)out * in, ny = (size_t)t * out;
+    /* spread magnitudes: the tiles get different scales */
+    float *x = rand_log_bf(nx, -8, 4), *w = rand_bf(nw, -0.05f, 0.05f);
+    float *dy = rand_log_bf(ny, -20, -8), *dw0 = rand_f32(nw, -1e-3f, 1e-3f);
+    /* the factor arrays: X, X^T, W, W^T, dY, dY^T */
+    size_t ns[6] = {gl_fp8_tile_count(t, in, 0), gl_fp8_tile_count(in, t, 0),
+                    gl_fp8_tile_count(out, in, 1), gl_fp8_tile_count(in, out, 1),
+                    gl_fp8_tile_count(t, out, 0), gl_fp8_tile_count(out, t, 0)};
+    size_t nb[6] = {nx, nx, nw, nw, ny, ny};
+    gl_dev *devs[2] = {G, C};
+    float *res[2][3];                   /* per device: y, dx, dw */
+    uint8_t *qh[2][6];                  /* per device: the quantized bytes */
+    float *sh[2][6];                    /* and their factors */
+    for (int v = 0; v < 2; v++) {
+        gl_dev *d = devs[v];
+        int g = d == G;
+        void *bx = g ? g_act(x, nx) : c_buf(x, nx), *bw = g ? g_act(w, nw) : c_buf(w, nw);
+        void *bdy = g ? g_act(dy, ny) : c_buf(dy, ny);
+        uint8_t *q[6];
+        float *sc[6];
+        for (int i = 0; i < 6; i++) {
+            q[i] = d->ops->alloc(d, nb[i]);
+            sc[i] = d->ops->alloc(d, ns[i] * sizeof(float));
+            if (g)
+                g_poison(sc[i], ns[i] * sizeof(float));
+            else
+                memset(sc[i], 0xFF, ns[i] * sizeof(float));
+        }
+        d->ops->fp8_quantize_tiles(d, q[0], sc[0], q[1], sc[1], bx, t, in, 0, GL_FP8_E4M3);
+        d->ops->fp8_quantize_tiles(d, q[2], sc[2], q[3], sc[3], bw, out, in, 1, GL_FP8_E4M3);
+        d->ops->fp8_quantize_tiles(d, q[4], sc[4], q[5], sc[5], bdy, t, out, 0, GL_FP8_E5M2);
+        gl_dtype act = d->act;
+        void *y = d->ops->alloc(d, ny * d->act_bytes), *dx = d->ops->alloc(d, nx * d->act_bytes);
+        float *dw = g ? g_f32(dw0, nw) : c_buf(dw0, nw);
+        d->ops->gemm_fp8_tiles(d, t, out, in, 1, q[0], GL_FP8_E4M3, sc[0], q[2], GL_FP8_E4M3,
+                               sc[2], 1, 0, y, act, out);
+        d->ops->gemm_fp8_tiles(d, t, in, out, 1, q[4], GL_FP8_E5M2, sc[4], q[3], GL_FP8_E4M3,
+                               sc[3], 1, 0, dx, act, in);
+        d->ops->gemm_fp8_tiles(d, out, in, t, 1, q[5], GL_FP8_E5M2, sc[5], q[1], GL_FP8_E4M3,
+                               sc[1], 0, 1, dw, GL_DT_F32, in);
+        for (int i = 0; i < 6; i++) {
+            qh[v][i] = gl_malloc(nb[i]);
+            sh[v][i] = gl_malloc(ns[i] * sizeof(float));
+            d->ops->download(d, qh[v][i], q[i], nb[i]);
+            d->ops->download(d, sh[v][i], sc[i], ns[i] * sizeof(float));
+        }
+        res[v][0] = gl_malloc(ny * 4);
+        res[v][1] = gl_malloc(nx * 4);
+        if (g) {
+            free(res[v][0]);
+            free(res[v][1]);
+            res[v][0] = dl_act(y, ny);
+            res[v][1] = dl_act(dx, nx);
+            res[v][2] = dl_f32(dw, nw);
+        } else {
+            memcpy(res[v][0], y, ny * 4);
+            memcpy(res[v][1], dx, nx * 4);
+            res[v][2] = gl_malloc(nw * 4);
+            memcpy(res[v][2], dw, nw * 4);
+        }
+        void *bufs[] = {bx, bw, bdy, y, dx, dw};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            d->ops->free(d, bufs[i]);
+        for (int i = 0; i < 6; i++) {
+            d->ops->free(d, q[i]);
+            d->ops->free(d, sc[i]);
+        }
+    }
+    /* operand i as [rows, k]: X [t, in], X^T [in, t], W [out, in] (2D), ... */
+    int rows[6] = {t, in, out, in, t, out}, ks[6] = {in, t, in, out, out, t};
+    long bad = 0;
+    for (int i = 0; i < 6; i++) {
+        bad += memcmp(qh[0][i], qh[1][i], nb[i]) != 0;
+        bad += tile_factors_differ(sh[0][i], sh[1][i], rows[i], ks[i], i == 2 || i == 3);
+    }
+    char name[128];
+    ok(bad == 0, "fp8 linear, blockwise t=%d in=%d out=%d: the six operands and their block "
+       "factors bit-exact (%ld differ)", t, in, out, bad);
+    snprintf(name, sizeof name, "fp8 linear, blockwise t=%d in=%d out=%d: forward Y = X W^T",
+             t, in, out);
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", name, res[0][0], out, res[1][0], out, t, out,
+              BF_RTOL, 2e-3, 0);
+    snprintf(name, sizeof name, "fp8 linear, blockwise t=%d in=%d out=%d: dgrad dX = dY W",
+             t, in, out);
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", name, res[0][1], in, res[1][1], in, t, in,
+              BF_RTOL, 2e-3, 0);
+    snprintf(name, sizeof name,
+             "fp8 linear, blockwise t=%d in=%d out=%d: wgrad dW += dY^T X (f32)", t, in, out);
+    cmp2d_env("GL_OPS_CUDA_VERBOSE", name, res[0][2], in, res[1][2], in, out, in, 0,
+              2e-3, 0);
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 3; i++)
+            free(res[v][i]);
+        for (int i = 0; i < 6; i++) {
+            free(qh[v][i]);
+            free(sh[v][i]);
+        }
+    }
+    free(x);
+    free(w);
+    free(dy);
+    free(dw0);
 }
 
 /*
@@ -3180,6 +3372,19 @@ int main(void)
         test_fp8_quantize(8192, 3072, GL_FP8_E5M2, 1.0f, 1, 7);  /* dY of QKV */
         test_fp8_transpose(3072, 2048);     /* the 1.5B model's QKV weight */
     }
+    /* block scaling: 1D and 2D, both formats, whole and ragged tiles,
+     * specials (a tile of infinities, bf16 subnormals) and a NaN, each
+     * orientation alone */
+    for (int b2 = 0; b2 < 2; b2++) {
+        test_fp8_quantize_tiles(256, 384, GL_FP8_E4M3, b2, 0, 3);
+        test_fp8_quantize_tiles(256, 384, GL_FP8_E5M2, b2, 1, 3);
+        test_fp8_quantize_tiles(200, 300, GL_FP8_E4M3, b2, 2, 3);
+        test_fp8_quantize_tiles(37, 45, GL_FP8_E5M2, b2, 1, 3);
+        test_fp8_quantize_tiles(128, 256, GL_FP8_E4M3, b2, 1, 1);
+        test_fp8_quantize_tiles(128, 256, GL_FP8_E4M3, b2, 1, 2);
+        if (!quick)
+            test_fp8_quantize_tiles(8192, 2048, GL_FP8_E4M3, b2, 1, 3);
+    }
     /* the FP8-producing ops: 16-byte path, partial tiles, the general
      * path (rows % 16 != 0, odd widths), with and without their bf16
      * output, saturating scales */
@@ -3227,6 +3432,8 @@ int main(void)
     test_gemm_fp8(128, 64, 256, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 16);
     test_gemm_fp8(128, 64, 256, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0);
     test_fp8_linear(256, 512, 768);
+    test_fp8_linear_tiles(256, 512, 768);
+    test_fp8_linear_tiles(128, 384, 256);   /* the shapes of t/train-fp8.t's blockwise model */
     if (!quick) {
         test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0);
         test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 0, 0);

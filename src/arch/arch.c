@@ -994,6 +994,9 @@ const char *gl_fp8_describe(const gl_fp8_opts *o, char *buf, size_t n)
         snprintf(buf, n, "delayed (%s, margin %d, amax history %d, %s)", fmt, o->margin,
                  o->amax_history_len,
                  o->amax_compute_algo == GL_FP8_ALGO_MAX ? "max" : "most_recent");
+    else if (o->recipe == GL_FP8_BLOCKWISE)
+        snprintf(buf, n, "blockwise (%s, 1x128 tiles, 128x128 weight blocks, power-of-two "
+                 "scales)", fmt);
     else
         snprintf(buf, n, "%s (%s)", recipes[o->recipe], fmt);
     if (o->first_last_layers_bf16) {

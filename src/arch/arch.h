@@ -119,13 +119,14 @@ typedef struct gl_arch {
  * checkpoint's weights do not depend on it, and a run may switch it on or
  * off across a resume), but, unlike the layout, it changes what the model
  * computes: every linear product inside the decoder layers, except those
- * of the layers kept in bf16, runs on FP8 operands with per-tensor scales
- * (src/model/fp8.c). */
+ * of the layers kept in bf16, runs on FP8 operands with per-tensor or
+ * per-block scales (src/model/fp8.c). */
 typedef enum { GL_FP8_OFF = 0, GL_FP8_FMT_E4M3, GL_FP8_FMT_HYBRID } gl_fp8_fmt;
 typedef enum {
     GL_FP8_DELAYED = 0,     /* scale from an amax history, updated after a step */
     GL_FP8_TENSORWISE,      /* scale from the tensor's own amax, each call */
-    GL_FP8_BLOCKWISE,       /* refused: not built in gridlm */
+    GL_FP8_BLOCKWISE,       /* power-of-two scales of 1x128 tiles and 128x128
+                             * weight blocks, from each tile's own amax */
     GL_FP8_MXFP8            /* refused: needs Blackwell */
 } gl_fp8_recipe;
 typedef enum { GL_FP8_ALGO_MOST_RECENT = 0, GL_FP8_ALGO_MAX } gl_fp8_algo;

@@ -4,6 +4,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "base/log.h"
 
@@ -177,4 +178,110 @@ void gl_fp8_gemm_check(const char *who, int m, int n, int k, int ldc, gl_fp8_for
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) % 16)
         gl_die("%s: A=%p B=%p C=%p; FP8 products need 16-byte aligned operands", who,
                A, B, C);
+}
+
+/* ---- block scaling (fp8.h: "Block scaling") ---- */
+
+float gl_fp8_tile_scale(float a, gl_fp8_format f)
+{
+    if (!(a > 0) || isinf(a))                   /* 0, NaN or infinite: no information */
+        return 1.0f;
+    float s = scale_for(gl_fp8_max(f), a);
+    uint32_t bits;                              /* down to a power of two: keep the */
+    memcpy(&bits, &s, sizeof bits);             /* sign and exponent bits only */
+    bits &= 0xFF800000u;
+    memcpy(&s, &bits, sizeof s);
+    return s;
+}
+
+static int tiles(int count)
+{
+    return (count + GL_FP8_TILE - 1) / GL_FP8_TILE;
+}
+
+static int pad4(int u)
+{
+    return (u + 3) / 4 * 4;
+}
+
+size_t gl_fp8_tile_count(int rows, int k, int block2d)
+{
+    if (block2d)
+        return (size_t)tiles(rows) * pad4(tiles(k));
+    return (size_t)tiles(k) * pad4(rows);
+}
+
+size_t gl_fp8_tile_at(int rows, int k, int r, int c, int block2d)
+{
+    if (block2d)
+        return (size_t)(r / GL_FP8_TILE) * pad4(tiles(k)) + c / GL_FP8_TILE;
+    return (size_t)(c / GL_FP8_TILE) * pad4(rows) + r;
+}
+
+float gl_fp8_tile_value(const uint8_t *q, const float *sinv, int rows, int k, int r, int c,
+                        int block2d, gl_fp8_format f)
+{
+    return gl_fp8_decode(q[(size_t)r * k + c], f) * sinv[gl_fp8_tile_at(rows, k, r, c, block2d)];
+}
+
+/* The amax of x's rectangle [r0, r1) x [c0, c1) (x has cols columns). */
+static float rect_amax(const float *x, int cols, int r0, int r1, int c0, int c1)
+{
+    float a = 0;
+    for (int r = r0; r < r1; r++)
+        for (int c = c0; c < c1; c++)
+            a = gl_fp8_amax_fold(a, fabsf(x[(size_t)r * cols + c]));
+    return a;
+}
+
+/* The rectangle quantized with scale s into q ([rows, cols]) and / or qt
+ * ([cols, rows]); NULL ones are skipped. */
+static void rect_encode(uint8_t *q, uint8_t *qt, const float *x, int rows, int cols, int r0,
+                        int r1, int c0, int c1, float s, gl_fp8_format f)
+{
+    for (int r = r0; r < r1; r++)
+        for (int c = c0; c < c1; c++) {
+            uint8_t b = gl_fp8_encode(x[(size_t)r * cols + c] * s, f);
+            if (q)
+                q[(size_t)r * cols + c] = b;
+            if (qt)
+                qt[(size_t)c * rows + r] = b;
+        }
+}
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+void gl_fp8_quantize_tiles(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv,
+                           const float *x, int rows, int cols, int block2d, gl_fp8_format f)
+{
+    const int T = GL_FP8_TILE;
+    if (block2d) {
+        for (int r0 = 0; r0 < rows; r0 += T)
+            for (int c0 = 0; c0 < cols; c0 += T) {
+                int r1 = min_int(r0 + T, rows), c1 = min_int(c0 + T, cols);
+                float s = gl_fp8_tile_scale(rect_amax(x, cols, r0, r1, c0, c1), f);
+                rect_encode(q, qt, x, rows, cols, r0, r1, c0, c1, s, f);
+                if (q)
+                    q_sinv[gl_fp8_tile_at(rows, cols, r0, c0, 1)] = 1.0f / s;
+                if (qt)
+                    qt_sinv[gl_fp8_tile_at(cols, rows, c0, r0, 1)] = 1.0f / s;
+            }
+        return;
+    }
+    if (q)      /* 1 x 128 pieces of rows */
+        for (int r = 0; r < rows; r++)
+            for (int c0 = 0; c0 < cols; c0 += T) {
+                int c1 = min_int(c0 + T, cols);
+                float s = gl_fp8_tile_scale(rect_amax(x, cols, r, r + 1, c0, c1), f);
+                rect_encode(q, NULL, x, rows, cols, r, r + 1, c0, c1, s, f);
+                q_sinv[gl_fp8_tile_at(rows, cols, r, c0, 0)] = 1.0f / s;
+            }
+    if (qt)     /* 128 x 1 pieces of columns */
+        for (int c = 0; c < cols; c++)
+            for (int r0 = 0; r0 < rows; r0 += T) {
+                int r1 = min_int(r0 + T, rows);
+                float s = gl_fp8_tile_scale(rect_amax(x, cols, r0, r1, c, c + 1), f);
+                rect_encode(NULL, qt, x, rows, cols, r0, r1, c, c + 1, s, f);
+                qt_sinv[gl_fp8_tile_at(cols, rows, c, r0, 0)] = 1.0f / s;
+            }
 }

@@ -103,6 +103,64 @@ float gl_fp8_scaled_max(gl_fp8_format f, int margin);
 void gl_fp8_gemm_check(const char *who, int m, int n, int k, int ldc, gl_fp8_format fa,
                        gl_fp8_format fb, const void *A, const void *B, const void *C);
 
+/*
+ * Block scaling (Megatron's --fp8-recipe blockwise: Transformer Engine's
+ * Float8BlockScaling, DeepSeek-V3's recipe).  A tensor has one scale per
+ * tile of GL_FP8_TILE values: 1 x 128 tiles (128 consecutive values of a
+ * row: "1D", activations and gradients) or 128 x 128 blocks ("2D",
+ * weights).  Tiles at a ragged edge are smaller.  Each tile's scale is
+ * current (from its own amax, no history, no margin) and a power of two,
+ * TE's default (compute_scale_from_amax with force_pow_2_scales and
+ * epsilon 0):
+ *     s = fp8_max / amax          (f32 division, round to nearest)
+ *       = FLT_MAX                 when that overflows,
+ *       = 1                       when amax is 0, infinite or NaN,
+ *     then s rounded DOWN to a power of two (its mantissa bits cleared),
+ * so the tile's largest value never saturates, and the dequantization
+ * factor 1 / s is exact.  A tile's values are encode(x * s) as above.
+ *
+ * An FP8 operand of a product is [rows, k] with its tiles along k (the
+ * product's inner dimension).  Its dequantization factors ("scale_inv",
+ * 1 / s) are f32 in the layout cuBLASLt's block-scaling modes read
+ * (Transformer Engine's "GEMM-ready" scales), with kt = ceil(k / 128):
+ *     1D (VEC128):     [kt, pad4(rows)]:            the factor of row r's
+ *                      tile j at j * pad4(rows) + r (one k-tile's rows
+ *                      contiguous);
+ *     2D (BLK128x128): [ceil(rows / 128), pad4(kt)]: block (b, j) at
+ *                      b * pad4(kt) + j;
+ * pad4(u) = u rounded up to a multiple of 4 (16-byte rows).
+ * gl_fp8_tile_count() is the array's size, gl_fp8_tile_at() an index.
+ */
+enum { GL_FP8_TILE = 128 };
+
+/* The power-of-two scale of a tile whose amax is a (above). */
+float gl_fp8_tile_scale(float a, gl_fp8_format f);
+
+/* Floats of the scale_inv array of a [rows, k] operand, 1D or 2D. */
+size_t gl_fp8_tile_count(int rows, int k, int block2d);
+
+/* Index of the scale_inv of element (r, c) of a [rows, k] operand. */
+size_t gl_fp8_tile_at(int rows, int k, int r, int c, int block2d);
+
+/*
+ * Quantize x [rows, cols] (row-major f32) with block scales, into either
+ * or both orientations (a NULL pair is not written):
+ *   q [rows, cols] tiled along cols, scales q_sinv (operand [rows, cols]);
+ *   qt [cols, rows], the transpose, tiled along rows of x, scales qt_sinv
+ *      (operand [cols, rows]).
+ * 1D (block2d 0): q's tiles are 1 x 128 pieces of x's rows, qt's 1 x 128
+ * pieces of x's columns: the two orientations have different scales, and
+ * may hold different bytes.  2D: 128 x 128 blocks of x; qt holds q's
+ * bytes transposed and qt_sinv the same factors, in qt's layout.
+ */
+void gl_fp8_quantize_tiles(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv,
+                           const float *x, int rows, int cols, int block2d, gl_fp8_format f);
+
+/* The value element (r, c) of a tiled operand stands for:
+ * decode(q[r * k + c]) * sinv[gl_fp8_tile_at(rows, k, r, c, block2d)]. */
+float gl_fp8_tile_value(const uint8_t *q, const float *sinv, int rows, int k, int r, int c,
+                        int block2d, gl_fp8_format f);
+
 #ifdef __cplusplus
 }
 #endif

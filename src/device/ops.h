@@ -960,6 +960,15 @@ struct gl_ops {
                              const void *w, const float *rstd, int n,
                              int heads, int D);
 
+    /* ---- context parallelism's ring, its exchanges overlapped (issue
+     * 15) ---- */
+
+    /* y += x over count f32 elements, each element on its own (one
+     * rounding each, so every back end gives the same bits).  y and x
+     * are equal or do not overlap.  The ring adds a block's dK/dV to the
+     * accumulator that travelled while the block was computed. */
+    void (*add_f32)(gl_dev *d, float *y, const float *x, size_t count);
+
     /* ---- --fp8-param-gather: FP8 weights that arrive quantized ---- */
 
     /* qt[c, r] = q[r, c] for the bytes q [rows, cols] (qt [cols, rows]):
@@ -969,14 +978,50 @@ struct gl_ops {
      * are copied, not decoded: any FP8 format. */
     void (*fp8_transpose)(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows,
                           int cols);
-    /* ---- context parallelism's ring, its exchanges overlapped (issue
-     * 15) ---- */
 
-    /* y += x over count f32 elements, each element on its own (one
-     * rounding each, so every back end gives the same bits).  y and x
-     * are equal or do not overlap.  The ring adds a block's dK/dV to the
-     * accumulator that travelled while the block was computed. */
-    void (*add_f32)(gl_dev *d, float *y, const float *x, size_t count);
+    /* ---- FP8 with block scales (Megatron's "blockwise" recipe) ----
+     *
+     * fp8.h's "Block scaling" defines the tiles, their power-of-two
+     * scales from each tile's own amax, and the layout of the
+     * dequantization factors (sinv, f32, cuBLASLt's layouts for its
+     * VEC128 and BLK128x128 modes; gl_fp8_tile_count() floats).  No amax leaves these ops: a
+     * tile's scale depends on its 128 (or 128 x 128) values alone, so
+     * nothing is reduced over any group.  The layout of the products is
+     * gemm_fp8's (C = A B^T, A [m, k], B [n, k], sizes multiples of 16),
+     * the operands tiled along k:
+     *     forward  A = X    1D          B = W   2D
+     *     dgrad    A = dY   1D          B = W^T 2D
+     *     wgrad    A = dY^T 1D          B = X^T 1D
+     * Both back ends have them (CUDA: fp8.cu, and gemm.cu through
+     * cuBLASLt's VEC128 and BLK128x128 scale modes, Hopper only); until
+     * t/ops-cuda.t has passed on a GPU the configuration refuses the
+     * recipe there (gl_config_fp8_gpu_refusal). */
+
+    /* gl_fp8_quantize_tiles() of x [rows, cols] in act dtype (contiguous):
+     * q [rows, cols] with q_sinv and / or qt [cols, rows] with qt_sinv
+     * (a NULL pair is skipped), 1 x 128 tiles or, with block2d,
+     * 128 x 128 blocks.  Bit for bit the host function's bytes and
+     * factors (padding entries of the sinv arrays are not written). */
+    void (*fp8_quantize_tiles)(gl_dev *d, uint8_t *q, float *q_sinv,
+                               uint8_t *qt, float *qt_sinv, const void *x,
+                               int rows, int cols, int block2d,
+                               gl_fp8_format f);
+
+    /* C[m, n] = alpha sum over k of a(i, k) b(j, k) + beta C, with
+     * a(i, k) = gl_fp8_tile_value(A, a_sinv, m, k, i, k, 0) (A 1D) and
+     * b(j, k) the same of B, 1D or, with b_block2d, 2D; C as gemm_fp8's
+     * (ctype act, or GL_DT_F32 with beta 1 for weight gradients; row
+     * stride ldc).  Each product of two FP8 values times their two
+     * factors is exact (powers of two), and summed in fp32: the CPU
+     * multiplies the dequantized operands, cuBLASLt sums each k-tile in
+     * the tensor core and scales the partial sums; the results differ by
+     * the order of fp32 summation.  Never fast accumulation. */
+    void (*gemm_fp8_tiles)(gl_dev *d, int m, int n, int k, float alpha,
+                           const uint8_t *A, gl_fp8_format fa,
+                           const float *a_sinv, const uint8_t *B,
+                           gl_fp8_format fb, const float *b_sinv,
+                           int b_block2d, float beta, void *C,
+                           gl_dtype ctype, int ldc);
 };
 
 struct gl_dev {

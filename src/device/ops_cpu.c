@@ -493,6 +493,45 @@ static void cpu_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
     free(b);
 }
 
+/* ---- FP8 with block scales: the same host functions ---- */
+
+static void cpu_fp8_quantize_tiles(gl_dev *d, uint8_t *q, float *q_sinv, uint8_t *qt,
+                                   float *qt_sinv, const void *x, int rows, int cols,
+                                   int block2d, gl_fp8_format f)
+{
+    (void)d;
+    gl_fp8_quantize_tiles(q, q_sinv, qt, qt_sinv, x, rows, cols, block2d, f);
+}
+
+/* A tiled operand [rows, k] dequantized into a new array (exact: the
+ * factors are powers of two). */
+static float *tiles_decoded(const uint8_t *q, const float *sinv, int rows, int k, int block2d,
+                            gl_fp8_format f)
+{
+    float *v = gl_malloc((size_t)rows * k * sizeof *v);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < k; c++)
+            v[(size_t)r * k + c] = gl_fp8_tile_value(q, sinv, rows, k, r, c, block2d, f);
+    return v;
+}
+
+static void cpu_gemm_fp8_tiles(gl_dev *d, int m, int n, int k, float alpha, const uint8_t *A,
+                               gl_fp8_format fa, const float *a_sinv, const uint8_t *B,
+                               gl_fp8_format fb, const float *b_sinv, int b_block2d,
+                               float beta, void *C, gl_dtype ctype, int ldc)
+{
+    (void)d;
+    gl_fp8_gemm_check("gemm_fp8_tiles on the CPU device", m, n, k, ldc, fa, fb, A, B, C);
+    if (ctype != GL_DT_F32)
+        gl_die("gemm_fp8_tiles on the CPU device: output dtype %s is not fp32; the "
+               "CPU back end computes everything in fp32", gl_dtype_name(ctype));
+    float *a = tiles_decoded(A, a_sinv, m, k, 0, fa);
+    float *b = tiles_decoded(B, b_sinv, n, k, b_block2d, fb);
+    gl_cpu_gemm_f32(0, 1, m, n, k, alpha, a, k, b, k, beta, C, ldc);
+    free(a);
+    free(b);
+}
+
 /* ---- Megatron's GPT model: LayerNorm, GeLU, biases, dropout, positions */
 
 static void cpu_layernorm_fwd(gl_dev *d, void *y, float *mean, float *rstd,
@@ -831,6 +870,8 @@ const gl_ops gl_ops_cpu = {
     .swiglu_bwd_fp8 = cpu_swiglu_bwd_fp8,
     .head_rmsnorm_fwd = cpu_head_rmsnorm_fwd,
     .head_rmsnorm_bwd = cpu_head_rmsnorm_bwd,
-    .fp8_transpose = cpu_fp8_transpose,
     .add_f32 = cpu_add_f32,
+    .fp8_transpose = cpu_fp8_transpose,
+    .fp8_quantize_tiles = cpu_fp8_quantize_tiles,
+    .gemm_fp8_tiles = cpu_gemm_fp8_tiles,
 };

@@ -48,6 +48,16 @@
  * on every TP rank.  Delayed scaling also reduces the step's amaxes over
  * the data-parallel group (an amax of a step covers every micro-batch of
  * the global batch, as on one rank), in gl_model_fp8_step_end().
+ *
+ * Blockwise scaling (device/fp8.h: "Block scaling") has no scale records
+ * and no amaxes: every operand carries its own block factors.  X and dY
+ * are quantized in 1 x 128 tiles, each orientation from the bf16 values
+ * (the rows for the forward and data-gradient products, the transposes,
+ * tiled along the tokens, for the weight gradient); W in 128 x 128
+ * blocks, shared by W and W^T.  Nothing is reduced: a tile lies inside
+ * one rank's slice, and when the slices are whole tiles (run_config.c
+ * checks it under TP) a TP rank's tiles are the tiles that TP = 1 makes
+ * of the same values, as Transformer Engine says of this recipe.
  */
 #include <config.h>
 
@@ -58,6 +68,8 @@
 #include "model/model.h"
 
 enum { LIN_QKV = 0, LIN_WO, LIN_GU, LIN_DOWN, NLIN };
+
+static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in);
 
 /* A scale record: {scale_inv, scale, amax (A->xrec only), -}. */
 enum { REC = 4, R_SINV = 0, R_SCALE = 1, R_AMAX = 2 };
@@ -78,13 +90,37 @@ struct gl_fp8_state {
                                  * flat buffer, by offset */
     int nwr;
     uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
+    /* blockwise only (NULL otherwise): the block factors of wq / wqt, and
+     * of the scratch operands xq, dyq (1D, [n, widest]) and dyqt ([widest,
+     * n]) */
+    float **wsv, **wsvt;
+    float *xsv, *dysv, *dytsv;
     void **kept;                /* [nkept]: the allocations behind A->xt */
     int nkept;
+    /* MoE layers' experts (the end of this file; E 0 in a dense model) */
+    int E;                      /* experts per MoE layer (global) */
+    uint8_t **ewq, **ewqt;      /* [L]: the local experts' quantized fc1
+                                 * and fc2 weights, both orientations
+                                 * (NULL: not an FP8 MoE layer here) */
+    int *efresh;                /* [L]: ewq / ewqt hold this step's W */
+    int erows;                  /* rows of the padded scratch below (0:
+                                 * not allocated yet) */
+    void *epad, *eout;          /* act [erows, widest]: padded operand and
+                                 * product of one expert */
+    uint8_t *eq, *eqt;          /* [erows x widest]: its FP8 bytes */
+    void *ewcat;                /* act [2 fel, h]: one expert's gate and up */
 };
 
 static int fwd_x(int layer, int lin) { return 2 * (4 * layer + lin); }
+static int moe_layer(const gl_model *m, int layer)
+{
+    return gl_arch_is_moe_layer(&m->plan->arch, layer);
+}
 static int fwd_w(int layer, int lin) { return 2 * (4 * layer + lin) + 1; }
 static int bwd_dy(int layer, int lin) { return 4 * layer + lin; }
+
+static void moe_alloc(gl_model *m, gl_fp8_state *st);
+static void moe_free(gl_model *m, gl_fp8_state *st);
 
 /* Tensor t's record in a scale table. */
 static float *rec(float *table, int t) { return table + (size_t)REC * t; }
@@ -113,10 +149,16 @@ static void keep_buffers(gl_model *m, gl_fp8_state *st)
     gl_dev *d = m->d;
     int in[NLIN];
     x_widths(dm, in);
-    size_t off[NLIN + 1], at = 0;
-    for (int k = 0; k <= NLIN; k++) {
+    /* xt[0..3], xrec, then (blockwise) xts[0..3]: each 256-byte aligned */
+    int blk = st->o.recipe == GL_FP8_BLOCKWISE;
+    size_t off[2 * NLIN + 1], at = 0;
+    for (int k = 0; k < 2 * NLIN + 1; k++) {
+        size_t bytes = k < NLIN ? (size_t)dm->n * in[k]
+                     : k == NLIN ? REC * NLIN * sizeof(float)
+                     : blk ? gl_fp8_tile_count(in[k - NLIN - 1], dm->n, 0) * sizeof(float)
+                     : 0;
         off[k] = at;
-        at += ((k < NLIN ? (size_t)dm->n * in[k] : REC * NLIN * sizeof(float)) + 255) / 256 * 256;
+        at += (bytes + 255) / 256 * 256;
     }
     int total = 0;
     for (int c = 0; c < p->nchunks; c++)
@@ -135,13 +177,16 @@ static void keep_buffers(gl_model *m, gl_fp8_state *st)
                     j++;
                 if (j < ndone) {            /* shared: the same buffers */
                     memcpy(A->xt, done[j]->xt, sizeof A->xt);
+                    memcpy(A->xts, done[j]->xts, sizeof A->xts);
                     A->xrec = done[j]->xrec;
                     continue;
                 }
                 char *b = d->ops->alloc(d, at);
                 st->kept[st->nkept++] = b;
-                for (int k = 0; k < NLIN; k++)
+                for (int k = 0; k < NLIN; k++) {
                     A->xt[k] = (uint8_t *)b + off[k];
+                    A->xts[k] = blk ? (float *)(b + off[NLIN + 1 + k]) : NULL;
+                }
                 A->xrec = (float *)(b + off[NLIN]);
                 float one[REC * NLIN] = {0};
                 for (int k = 0; k < NLIN; k++)
@@ -187,6 +232,29 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
     qsort(st->wr, (size_t)st->nwr, sizeof *st->wr, by_begin);
 }
 
+/* Blockwise: the block factors of the quantized weights and of the
+ * scratch operands (widest: the widest operand's width). */
+static void block_buffers(gl_model *m, gl_fp8_state *st, int widest)
+{
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    st->wsv = gl_calloc((size_t)4 * dm->L, sizeof *st->wsv);
+    st->wsvt = gl_calloc((size_t)4 * dm->L, sizeof *st->wsvt);
+    for (int i = 0; i < 4 * dm->L; i++) {
+        if (!st->wq[i])
+            continue;
+        int out, in;
+        w_shape(dm, i % 4, &out, &in);
+        st->wsv[i] = d->ops->alloc(d, gl_fp8_tile_count(out, in, 1) * sizeof(float));
+        st->wsvt[i] = d->ops->alloc(d, gl_fp8_tile_count(in, out, 1) * sizeof(float));
+    }
+    size_t rows = gl_fp8_tile_count(dm->n, widest, 0) * sizeof(float);
+    size_t cols = gl_fp8_tile_count(widest, dm->n, 0) * sizeof(float);
+    st->xsv = d->ops->alloc(d, rows);
+    st->dysv = d->ops->alloc(d, rows);
+    st->dytsv = d->ops->alloc(d, cols);
+}
+
 void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
 {
     const gl_model_plan *p = m->plan;
@@ -194,16 +262,21 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
     gl_dev *d = m->d;
     if (o->format == GL_FP8_OFF)
         return;
-    if (o->recipe != GL_FP8_DELAYED && o->recipe != GL_FP8_TENSORWISE)
+    if (o->recipe != GL_FP8_DELAYED && o->recipe != GL_FP8_TENSORWISE &&
+        o->recipe != GL_FP8_BLOCKWISE)
         gl_die("internal error: FP8 recipe %d is not built", (int)o->recipe);
+    if (o->recipe == GL_FP8_BLOCKWISE && (!d->ops->fp8_quantize_tiles || !d->ops->gemm_fp8_tiles))
+        gl_die("internal error: --fp8-recipe blockwise on a device without block-scaled "
+               "FP8 ops (ops.h: fp8_quantize_tiles, gemm_fp8_tiles)");
     gl_fp8_state *st = gl_calloc(1, sizeof *st);
     st->o = *o;
     st->L = dm->L;
     st->len = o->recipe == GL_FP8_DELAYED ? o->amax_history_len : 1;
     st->ffwd = GL_FP8_E4M3;
     st->fbwd = o->format == GL_FP8_FMT_HYBRID ? GL_FP8_E5M2 : GL_FP8_E4M3;
-    st->nf = 8 * dm->L;
-    st->nb = 4 * dm->L;
+    st->E = dm->E;
+    st->nf = 8 * dm->L + 4 * dm->L * dm->E;    /* the experts' after the dense ones */
+    st->nb = 4 * dm->L + 2 * dm->L * dm->E;
 
     /* the scale tables first (the allocation is aligned, and REC floats
      * are 16 bytes), then the histories */
@@ -245,12 +318,17 @@ void gl_model_fp8_enable(gl_model *m, const gl_fp8_opts *o)
             int l = p->chunk[c].first_layer + i;
             if (!gl_fp8_layer_on(o, l, dm->L))
                 continue;
-            for (int k = 0; k < NLIN; k++) {
+            /* an MoE layer's MLP is its experts' (moe_alloc) */
+            int nlin = moe_layer(m, l) ? LIN_GU : NLIN;
+            for (int k = 0; k < nlin; k++) {
                 st->wq[4 * l + k] = d->ops->alloc(d, wsize[k]);
                 st->wqt[4 * l + k] = d->ops->alloc(d, wsize[k]);
             }
         }
+    if (o->recipe == GL_FP8_BLOCKWISE)
+        block_buffers(m, st, widest);
     keep_buffers(m, st);
+    moe_alloc(m, st);
     m->fp8 = st;
     weight_ranges(m, st);
 }
@@ -267,8 +345,22 @@ void gl_model_fp8_free(gl_model *m)
         if (st->wqt[i])
             d->ops->free(d, st->wqt[i]);
     }
+    for (int i = 0; st->wsv && i < 4 * st->L; i++) {
+        if (st->wsv[i])
+            d->ops->free(d, st->wsv[i]);
+        if (st->wsvt[i])
+            d->ops->free(d, st->wsvt[i]);
+    }
+    free(st->wsv);
+    free(st->wsvt);
+    if (st->xsv) {
+        d->ops->free(d, st->xsv);
+        d->ops->free(d, st->dysv);
+        d->ops->free(d, st->dytsv);
+    }
     for (int i = 0; i < st->nkept; i++)
         d->ops->free(d, st->kept[i]);
+    moe_free(m, st);
     free(st->kept);
     free(st->wq);
     free(st->wqt);
@@ -329,6 +421,16 @@ void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4])
     int out[NLIN], in[NLIN];
     for (int k = 0; k < NLIN; k++)
         w_shape(dm, k, &out[k], &in[k]);
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        /* 128 x 128 blocks, W and W^T with the same factors */
+        for (int k = 0; k < NLIN; k++) {
+            int i = 4 * layer + k;
+            d->ops->fp8_quantize_tiles(d, st->wq[i], st->wsv[i], st->wqt[i], st->wsvt[i], W[k],
+                                       out[k], in[k], 1, st->ffwd);
+        }
+        st->fresh[layer] = 1;
+        return;
+    }
     float *r0 = rec(st->rec_f, fwd_w(layer, 0));    /* W's records, 2 apart */
     const int rstride = REC * (fwd_w(layer, 1) - fwd_w(layer, 0));
     if (st->o.recipe == GL_FP8_TENSORWISE) {
@@ -337,6 +439,8 @@ void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4])
         float *am = st->wamax + (size_t)4 * layer;
         for (int k = 0; k < NLIN; k++) {
             float *r = r0 + (size_t)rstride * k;
+            if (!W[k])
+                continue;
             d->ops->fp8_amax_scale(d, am + k, m->tp ? NULL : r + R_SCALE,
                                    m->tp ? NULL : r + R_SINV, W[k],
                                    (size_t)out[k] * in[k], st->ffwd);
@@ -349,6 +453,8 @@ void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4])
     }
     for (int k = 0; k < NLIN; k++) {
         int t = fwd_w(layer, k);
+        if (!W[k])
+            continue;
         float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + t : NULL;
         d->ops->fp8_quantize(d, st->wq[4 * layer + k], st->wqt[4 * layer + k], amax, W[k],
                              out[k], in[k], rec(st->rec_f, t) + R_SCALE, st->ffwd);
@@ -408,10 +514,51 @@ static uint8_t *x_keep(gl_model *m, gl_layer_acts *A, int lin)
     return m->fp8_eval || m->fp8_nokeep ? NULL : A->xt[lin];
 }
 
+/* ---- blockwise scaling: the operands with their block factors ---- */
+
+/* Y = X W^T: X in 1 x 128 tiles (its transpose, tiled along the tokens,
+ * kept for the weight gradient), W in 128 x 128 blocks.  Fast
+ * accumulation is not used: block-scaled products promote each k-tile's
+ * partial sum to fp32 anyway. */
+static void block_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
+                      const void *X, int n, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    int wi = 4 * layer + lin;
+    uint8_t *xt = x_keep(m, A, lin);
+    check_fresh(st, layer);
+    d->ops->fp8_quantize_tiles(d, st->xq, st->xsv, xt, xt ? A->xts[lin] : NULL, X, n, in, 0,
+                               st->ffwd);
+    d->ops->gemm_fp8_tiles(d, n, out, in, 1.0f, st->xq, st->ffwd, st->xsv, st->wq[wi],
+                           st->ffwd, st->wsv[wi], 1, 0.0f, Y, d->act, out);
+}
+
+/* dX = dY W (dY 1D, W^T 2D) and dW += dY^T X (both 1D along the tokens). */
+static void block_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+                      const void *dY, int n, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    int wi = 4 * layer + lin;
+    check_fresh(st, layer);
+    d->ops->fp8_quantize_tiles(d, dX ? st->dyq : NULL, dX ? st->dysv : NULL, st->dyqt,
+                               st->dytsv, dY, n, out, 0, st->fbwd);
+    if (dX)
+        d->ops->gemm_fp8_tiles(d, n, in, out, 1.0f, st->dyq, st->fbwd, st->dysv, st->wqt[wi],
+                               st->ffwd, st->wsvt[wi], 1, 0.0f, dX, d->act, in);
+    d->ops->gemm_fp8_tiles(d, out, in, n, 1.0f, st->dyqt, st->fbwd, st->dytsv, A->xt[lin],
+                           st->ffwd, A->xts[lin], 0, 1.0f, dW, GL_DT_F32, in);
+}
+
 void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
                       const void *X, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        block_fwd(m, A, layer, lin, Y, X, n, out, in);
+        return;
+    }
     quant(m, x_amax(m, A, layer, lin), x_rec(m, A, layer, lin), st->ffwd, st->xq,
           x_keep(m, A, lin), X, n, in, x_sliced(lin), !m->fp8_eval);
     fwd_product(m, A, layer, lin, Y, n, out, in);
@@ -421,6 +568,11 @@ void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, cons
                          int n, int in)
 {
     gl_fp8_state *st = m->fp8;
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        m->d->ops->fp8_quantize_tiles(m->d, NULL, NULL, A->xt[lin], A->xts[lin], X, n, in, 0,
+                                      st->ffwd);
+        return;
+    }
     quant(m, x_amax(m, A, layer, lin), x_rec(m, A, layer, lin), st->ffwd, NULL, A->xt[lin], X,
           n, in, x_sliced(lin), !m->fp8_eval);
 }
@@ -448,6 +600,10 @@ void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *d
                       const void *dY, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {
+        block_bwd(m, A, layer, lin, dX, dW, dY, n, out, in);
+        return;
+    }
     int gi = bwd_dy(layer, lin);
     quant(m, st->hist_b + gi, rec(st->rec_b, gi), st->fbwd, st->dyq, st->dyqt, dY, n, out,
           dy_sliced(lin), 1);
@@ -517,6 +673,7 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
     if (!st)
         return;
     memset(st->fresh, 0, (size_t)st->L * sizeof *st->fresh);
+    memset(st->efresh, 0, (size_t)st->L * sizeof *st->efresh);
     if (st->o.recipe != GL_FP8_DELAYED)
         return;
     gl_comm *groups[2] = {m->tp, dp};
@@ -551,7 +708,9 @@ int gl_model_fp8_state_dims(const gl_model *m, int *len, int *nf, int *nb)
  * (group 1) tensor t. */
 static int held(const gl_fp8_state *st, int group, int t)
 {
-    int layer = group == 0 ? t / 8 : t / 4;
+    int dense = group == 0 ? 8 * st->L : 4 * st->L;
+    int per = group == 0 ? 8 : 4;
+    int layer = t < dense ? t / per : (t - dense) / (per / 2 * st->E);
     return st->wq[4 * layer] != NULL;
 }
 
@@ -740,5 +899,314 @@ void gl_model_fp8_placed(gl_model *m)
         w_shape(&m->plan->dm, r->lin, &out, &in);
         d->ops->fp8_transpose(d, st->wqt[w], st->wq[w], out, in);
         st->fresh[r->layer] = 1;
+    }
+}
+
+/* ---- the experts of MoE layers ----
+ *
+ * An MoE layer's experts run their products in FP8 as Transformer
+ * Engine's GroupedLinear does under Megatron's --fp8-format: two grouped
+ * linears, fc1 (each expert's [w_gate; w_up], one weight of guw rows) and
+ * fc2 (its w_down), and every expert's product with scales of its own:
+ * its rows of X, its weight and its rows of dY are three FP8 tensors per
+ * expert and linear.  The router (and the shared experts, a dense MLP of
+ * their own) stay in the model's precision.  Numbering, after the dense
+ * tensors, by global layer l, global expert e and linear j (0 fc1, 1 fc2):
+ *     forward  tensor 8 L + 4 (E l + e) + 2 j + 0 (X) or + 1 (W)
+ *     backward tensor 4 L + 2 (E l + e) + j
+ * so the tables, histories, step_end's reductions and the checkpoint's
+ * block cover them with the dense ones (a dense layer's entries, and an
+ * MoE layer's dense gate/up and down entries, are never used).
+ *
+ * The rows an expert gets vary; FP8 products want multiples of 16 rows.
+ * Each expert's rows are copied into a padded scratch, the pad zeroed
+ * (zeros change no amax and add exact zeros to every product), unless
+ * their number is a multiple of 16 already; so no padding reaches the
+ * router or the routing (Megatron's --moe-router-padding-for-fp8 pads the
+ * routing instead: the same products, the padding elsewhere).  One
+ * product per expert with the host's offsets (the map's offsets_host).
+ *
+ * Reductions: under TP fc1's W and dY and fc2's X and W are TP slices,
+ * their amaxes reduced with MAX over TP; fc1's X and fc2's dY are the
+ * same on every TP rank.  Under delayed scaling step_end reduces every
+ * amax over TP and DP as for the dense tensors; with expert parallelism
+ * an expert's rows from every rank of its EP group arrive at the one
+ * rank that holds it, which sees its whole amax, and the MAX over DP
+ * (which holds the EP group) gives it to every rank.
+ *
+ * The backward needs X again: moe.c rebuilds xp and the activation (a
+ * permutation and a SwiGLU, bit for bit the forward's), and X is
+ * quantized again with the same scale (delayed: the step's; tensorwise:
+ * recomputed from the same rows, so the same), so nothing FP8 is kept
+ * between forward and backward. */
+
+enum { MLIN_FC1 = 0, MLIN_FC2 = 1 };
+
+static int mfwd_x(const gl_fp8_state *st, int layer, int e, int j)
+{
+    return 8 * st->L + 4 * (st->E * layer + e) + 2 * j;
+}
+static int mfwd_w(const gl_fp8_state *st, int layer, int e, int j)
+{
+    return mfwd_x(st, layer, e, j) + 1;
+}
+static int mbwd_dy(const gl_fp8_state *st, int layer, int e, int j)
+{
+    return 4 * st->L + 2 * (st->E * layer + e) + j;
+}
+
+/* Linear j's W [out, in] per expert. */
+static void mshape(const gl_model_dims *dm, int j, int *out, int *in)
+{
+    *out = j == MLIN_FC1 ? (dm->swiglu ? 2 : 1) * dm->fel : dm->h;    /* not the dense guw */
+    *in = j == MLIN_FC1 ? dm->h : dm->fel;
+}
+
+static size_t mwsize(const gl_model_dims *dm, int j)
+{
+    int out, in;
+    mshape(dm, j, &out, &in);
+    return (size_t)out * in;
+}
+
+/* A layer's expert weights: fc1's El blocks, then fc2's (q and qt each). */
+static uint8_t *mw(const gl_fp8_state *st, const gl_model_dims *dm, int layer, int j, int le,
+                   int transposed)
+{
+    uint8_t *base = transposed ? st->ewqt[layer] : st->ewq[layer];
+    size_t at = j == MLIN_FC1 ? 0 : (size_t)dm->El * mwsize(dm, MLIN_FC1);
+    return base + at + (size_t)le * mwsize(dm, j);
+}
+
+static void moe_alloc(gl_model *m, gl_fp8_state *st)
+{
+    const gl_model_plan *p = m->plan;
+    const gl_model_dims *dm = &p->dm;
+    gl_dev *d = m->d;
+    st->ewq = gl_calloc((size_t)dm->L, sizeof *st->ewq);
+    st->ewqt = gl_calloc((size_t)dm->L, sizeof *st->ewqt);
+    st->efresh = gl_calloc((size_t)dm->L, sizeof *st->efresh);
+    if (!dm->E)
+        return;
+    size_t bytes = (size_t)dm->El * (mwsize(dm, MLIN_FC1) + mwsize(dm, MLIN_FC2));
+    int any = 0;
+    for (int c = 0; c < p->nchunks; c++)
+        for (int i = 0; i < dm->Lc; i++) {
+            int l = p->chunk[c].first_layer + i;
+            if (!moe_layer(m, l) || !st->wq[4 * l])
+                continue;
+            st->ewq[l] = d->ops->alloc(d, bytes);
+            st->ewqt[l] = d->ops->alloc(d, bytes);
+            any = 1;
+        }
+    /* the emulation's products are checked on the CPU back end only */
+    if (any && d->act != GL_DT_F32)
+        gl_die("--fp8-format with --num-experts: FP8 products of the experts run on the CPU "
+               "back end only in this build (their CUDA path is not checked on a GPU yet): "
+               "train the MoE model in bf16 on CUDA, or use --device cpu");
+}
+
+static void moe_free(gl_model *m, gl_fp8_state *st)
+{
+    gl_dev *d = m->d;
+    for (int l = 0; l < st->L; l++) {
+        if (st->ewq[l])
+            d->ops->free(d, st->ewq[l]);
+        if (st->ewqt[l])
+            d->ops->free(d, st->ewqt[l]);
+    }
+    free(st->ewq);
+    free(st->ewqt);
+    free(st->efresh);
+    if (st->erows) {
+        d->ops->free(d, st->epad);
+        d->ops->free(d, st->eout);
+        d->ops->free(d, st->eq);
+        d->ops->free(d, st->eqt);
+    }
+    if (st->ewcat)
+        d->ops->free(d, st->ewcat);
+}
+
+int gl_model_fp8_moe(const gl_model *m, int layer)
+{
+    return m->fp8 && m->fp8->ewq && m->fp8->ewq[layer] != NULL;
+}
+
+static int pad16(int rows) { return (rows + 15) / 16 * 16; }
+
+/* elems act elements past base. */
+static void *act_at(const gl_model *m, const void *base, size_t elems)
+{
+    return (char *)base + elems * m->d->act_bytes;
+}
+
+/* The padded scratch for experts of up to `rows` rows (the map's
+ * rows_max bounds every expert's). */
+static void moe_scratch(gl_model *m, int rows)
+{
+    gl_fp8_state *st = m->fp8;
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    int need = pad16(rows);
+    if (need <= st->erows)
+        return;
+    if (st->erows) {
+        d->ops->free(d, st->epad);
+        d->ops->free(d, st->eout);
+        d->ops->free(d, st->eq);
+        d->ops->free(d, st->eqt);
+    }
+    int guw, h;
+    mshape(dm, MLIN_FC1, &guw, &h);
+    int widest = guw > h ? guw : h;     /* fel <= guw */
+    size_t cells = (size_t)need * widest;
+    st->epad = d->ops->alloc(d, cells * d->act_bytes);
+    st->eout = d->ops->alloc(d, cells * d->act_bytes);
+    st->eq = d->ops->alloc(d, cells);
+    st->eqt = d->ops->alloc(d, cells);
+    st->erows = need;
+}
+
+/* Rows [r0, r0 + rows) of x [.., cols] (act), padded with zero rows to
+ * pad16(rows): in place when no padding is needed, else in st->epad. */
+static const void *padded(gl_model *m, const void *x, int r0, int rows, int cols)
+{
+    gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
+    const char *src = (const char *)x + (size_t)r0 * cols * d->act_bytes;
+    int rp = pad16(rows);
+    if (rp == rows)
+        return src;
+    size_t row = (size_t)cols * d->act_bytes;
+    d->ops->copy(d, st->epad, src, (size_t)rows * row);
+    d->ops->zero(d, (char *)st->epad + (size_t)rows * row, (size_t)(rp - rows) * row);
+    return st->epad;
+}
+
+void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const void *up,
+                              const void *down)
+{
+    gl_fp8_state *st = m->fp8;
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    if (st->efresh[layer])
+        return;
+    size_t piece = (size_t)dm->fel * dm->h;     /* one expert's w_gate or w_up */
+    for (int le = 0; le < dm->El; le++) {
+        int e = dm->e0 + le;
+        for (int j = 0; j < 2; j++) {
+            int out, in;
+            mshape(dm, j, &out, &in);
+            const void *w;
+            if (j == MLIN_FC2) {
+                w = act_at(m, down, (size_t)le * mwsize(dm, j));
+            } else if (!gate) {
+                w = act_at(m, up, (size_t)le * piece);
+            } else {        /* [w_gate_e; w_up_e], one weight as TE's fc1 */
+                if (!st->ewcat)
+                    st->ewcat = d->ops->alloc(d, mwsize(dm, MLIN_FC1) * d->act_bytes);
+                d->ops->copy(d, st->ewcat, act_at(m, gate, (size_t)le * piece),
+                             piece * d->act_bytes);
+                d->ops->copy(d, (char *)st->ewcat + piece * d->act_bytes,
+                             act_at(m, up, (size_t)le * piece), piece * d->act_bytes);
+                w = st->ewcat;
+            }
+            int t = mfwd_w(st, layer, e, j);
+            quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, mw(st, dm, layer, j, le, 0),
+                  mw(st, dm, layer, j, le, 1), w, out, in, 1, 1);
+        }
+    }
+    st->efresh[layer] = 1;
+}
+
+/* Which of linear j's operands are TP slices: fc1's dY, fc2's X (and
+ * both weights). */
+static int mx_sliced(int j) { return j == MLIN_FC2; }
+static int mdy_sliced(int j) { return j == MLIN_FC1; }
+
+/* Expert le's rows of X quantized with their record (q and / or qt). */
+static void mquant_x(gl_model *m, int layer, int j, int e, const void *X, int r0, int rows,
+                     int in, uint8_t *q, uint8_t *qt)
+{
+    gl_fp8_state *st = m->fp8;
+    int t = mfwd_x(st, layer, e, j);
+    quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, q, qt,
+          padded(m, X, r0, rows, in), pad16(rows), in, mx_sliced(j), !m->fp8_eval);
+}
+
+void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
+                          const gl_moe_map *map)
+{
+    gl_fp8_state *st = m->fp8;
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    int out, in;
+    mshape(dm, j, &out, &in);
+    if (!st->efresh[layer])
+        gl_die("internal error: FP8 experts of layer %d run before their weights are "
+               "quantized", layer);
+    moe_scratch(m, map->rows_max);
+    const int32_t *off = map->offsets_host;
+    for (int le = 0; le < map->E; le++) {
+        int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le], rp = pad16(rows);
+        if (rows <= 0)
+            continue;
+        mquant_x(m, layer, j, e, X, r0, rows, in, st->eq, NULL);
+        /* Y_e [rp, out] = X_e W_e^T: in place when unpadded */
+        void *y = rp == rows ? act_at(m, Y, (size_t)r0 * out) : st->eout;
+        d->ops->gemm_fp8(d, rp, out, in, 1.0f, st->eq, st->ffwd,
+                         rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
+                         mw(st, dm, layer, j, le, 0), st->ffwd,
+                         rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, y, d->act, out,
+                         1);
+        if (y == st->eout)
+            d->ops->copy(d, act_at(m, Y, (size_t)r0 * out), y,
+                         (size_t)rows * out * d->act_bytes);
+    }
+}
+
+void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, float *dW1,
+                          const void *dY, const void *X, const gl_moe_map *map)
+{
+    gl_fp8_state *st = m->fp8;
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    int out, in;
+    mshape(dm, j, &out, &in);
+    if (!st->efresh[layer])
+        gl_die("internal error: FP8 experts of layer %d run before their weights are "
+               "quantized", layer);
+    moe_scratch(m, map->rows_max);
+    int np = dW1 ? 2 : 1, po = out / np;        /* dW in pieces of po rows */
+    const int32_t *off = map->offsets_host;
+    for (int le = 0; le < map->E; le++) {
+        int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le], rp = pad16(rows);
+        if (rows <= 0)
+            continue;
+        int g = mbwd_dy(st, layer, e, j);
+        float *gsinv = rec(st->rec_b, g) + R_SINV;
+        /* dY_e: rows for the data gradient, transposed for the weight's */
+        quant(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, st->eq, st->eqt,
+              padded(m, dY, r0, rows, out), rp, out, mdy_sliced(j), 1);
+        /* dX_e [rp, in] = dY_e W_e: A = dY_e, B = W_e^T [in, out] */
+        void *dx = rp == rows ? act_at(m, dX, (size_t)r0 * in) : st->eout;
+        d->ops->gemm_fp8(d, rp, in, out, 1.0f, st->eq, st->fbwd, gsinv,
+                         mw(st, dm, layer, j, le, 1), st->ffwd,
+                         rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, dx, d->act,
+                         in, 0);
+        if (dx == st->eout)
+            d->ops->copy(d, act_at(m, dX, (size_t)r0 * in), dx,
+                         (size_t)rows * in * d->act_bytes);
+        /* dW_e += dY_e^T X_e, piece by piece (fc1's gate rows, then up's):
+         * A = rows of dY_e^T [out, rp], B = X_e^T [in, rp] */
+        mquant_x(m, layer, j, e, X, r0, rows, in, NULL, st->eq);
+        for (int k = 0; k < np; k++) {
+            float *dw = (k == 0 ? dW0 : dW1) + (size_t)le * po * in;
+            d->ops->gemm_fp8(d, po, in, rp, 1.0f, st->eqt + (size_t)k * po * rp, st->fbwd,
+                             gsinv, st->eq, st->ffwd,
+                             rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV, 1.0f, dw,
+                             GL_DT_F32, in, 0);
+        }
     }
 }

@@ -503,7 +503,9 @@ static void layer_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     if (dm->qk_norm)
         gl_need_weights(m, lo->qk_norm, 2 * (size_t)D);
     if (gl_model_fp8_layer(m, layer)) {
-        const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), W(m, lo->gate_up), W(m, lo->down)};
+        /* an MoE layer's MLP weights are its experts' (moe.c) */
+        const void *w4[4] = {W(m, lo->qkv), W(m, lo->wo), lo->moe ? NULL : W(m, lo->gate_up),
+                             lo->moe ? NULL : W(m, lo->down)};
         gl_model_fp8_weights(m, layer, w4);
     }
 
@@ -604,8 +606,8 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     int sel = m->recompute == GL_RECOMPUTE_SELECTIVE && !gl_model_fp8_layer(m, layer);
 
     /* MLP; selective: s and mg again (rstd2 is rewritten with its own
-     * value) */
-    if (sel) {
+     * value); an MoE layer's backward reads mg itself, FP8 or not */
+    if (sel || (lo->moe && m->recompute == GL_RECOMPUTE_SELECTIVE)) {
         if (!lo->moe)           /* an MoE layer keeps its own (moe.c) */
             act_fwd(m, lo, A->s, A->gu);
         norm_gathered(m, A->mg, A->mean2, A->rstd2, A->xm, lo->mlp_norm, lo->mlp_norm_b);

@@ -52,3 +52,9 @@ EXTRA_DIST += t/train-moe-lib.sh
 # resumes at EP 1 and 2 (shell; t/train-lib.sh, t/train-moe-lib.sh).
 dist_check_SCRIPTS += t/train-ep.t
 TESTS += t/train-ep.t
+
+# FP8 experts: delayed and tensorwise scaling per expert give the
+# single-rank numbers under TP 2, DP 2 (and EP 2, delayed); resuming is
+# exact (shell; t/train-lib.sh).
+dist_check_SCRIPTS += t/train-moe-fp8.t
+TESTS += t/train-moe-fp8.t

@@ -329,9 +329,12 @@ typedef struct {
     /* FP8 layers only (fp8.c; NULL otherwise): the input X of each of the
      * four linears, quantized and transposed by the forward ([in, n]
      * bytes) for the weight gradient, and under tensorwise scaling the
-     * four inputs' scale records (their scales are this micro-batch's). */
+     * four inputs' scale records (their scales are this micro-batch's);
+     * under blockwise scaling xts[lin], the block factors of xt[lin]
+     * (device/fp8.h: 1 x 128 tiles along the tokens). */
     uint8_t *xt[4];
     float *xrec;
+    float *xts[4];
     /* A mixture-of-experts layer's (moe.c; allocated at its first
      * forward, never shared by recomputation): the router's logits,
      * the routing, the experts' fc1 outputs and partial outputs, the
@@ -659,6 +662,29 @@ void gl_model_fp8_quantize_shard(gl_model *m, size_t begin, size_t end, uint8_t 
                                  gl_comm *dp);
 void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q);
 void gl_model_fp8_placed(gl_model *m);
+
+/* FP8 experts of MoE layers (fp8.c's last section): gl_model_fp8_moe()
+ * says whether layer `layer`'s experts run in FP8 here (an FP8 layer of
+ * an MoE model).  moe.c calls gl_model_fp8_moe_weights() at the start of
+ * the layer's forward with its local experts' stacked weights (gate NULL
+ * without SwiGLU; it quantizes them the first time in a step), then, in
+ * place of moe_gemm / moe_gemm_dgrad / moe_gemm_wgrad of linear j (0
+ * fc1: [w_gate; w_up] h -> guw; 1 fc2: w_down fel -> h) on the permuted
+ * rows grouped by map (its offsets_host read):
+ *   gl_model_fp8_moe_fwd: Y [R, out] = X_e W_e^T per expert
+ *   gl_model_fp8_moe_bwd: dX [R, in] = dY_e W_e (written, not added) and
+ *                         dW_e += dY_e^T X_e, dW given in pieces of the
+ *                         weight's rows (fc1 with SwiGLU: dW0 the gates'
+ *                         [El, fel, h], dW1 the ups'; else dW1 NULL), with
+ *                         X the forward's input rebuilt bit for bit.
+ * Every expert has scales of its own for its X, W and dY. */
+int gl_model_fp8_moe(const gl_model *m, int layer);
+void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const void *up,
+                              const void *down);
+void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
+                          const gl_moe_map *map);
+void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, float *dW1,
+                          const void *dY, const void *X, const gl_moe_map *map);
 
 /* FP8 operands made by the kernels that produce them (ops.h: "FP8
  * operands out of the kernels that produce them"), under delayed scaling

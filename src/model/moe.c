@@ -130,6 +130,11 @@
  * is a function of the logits), counting nothing again.  xp and a are
  * rebuilt in the backward from what is kept (a permutation and a
  * SwiGLU), so they live in shared scratch.
+ *
+ * FP8 (--fp8-format; model.h: gl_model_fp8_moe): an FP8 layer's experts
+ * run fc1 and fc2 through fp8.c's gl_model_fp8_moe_fwd / _bwd in place of
+ * moe_gemm, moe_gemm_dgrad and moe_gemm_wgrad, each expert with scales of
+ * its own; the router and the shared experts stay as they are.
  */
 #include <config.h>
 
@@ -1083,27 +1088,38 @@ static int ag_plan(gl_model *m, struct gl_moe_scratch *s, struct gl_moe_acts *x)
 }
 
 /* The local experts' forward on xr [Rl, h] (lmap) into yl [Rl, h]. */
-static void experts_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
-                        struct gl_moe_scratch *s, const gl_moe_map *map, const void *xin,
-                        int rows, void *yout)
+static void experts_fwd(gl_model *m, int layer, const gl_layer_offs *lo,
+                        struct gl_moe_acts *x, struct gl_moe_scratch *s, const gl_moe_map *map,
+                        const void *xin, int rows, void *yout)
 {
     const gl_model_dims *dm = DIMS;
+    if (gl_model_fp8_moe(m, layer)) {       /* FP8 products (fp8.c) */
+        gl_model_fp8_moe_fwd(m, layer, 0, x->gu, xin, map);
+        expert_act(m, s->a, x->gu, rows, dm->fel);
+        gl_model_fp8_moe_fwd(m, layer, 1, yout, s->a, map);
+        return;
+    }
     fc1_fwd(m, lo, x, map, xin, s->guw);
     expert_act(m, s->a, x->gu, rows, dm->fel);
     OPS->moe_gemm(m->d, yout, dm->h, s->a, W(m, lo->edown), dm->fel, dm->h, map);
 }
 
 /* Their backward from dyl [rows, h]: the weight gradients added, dxl. */
-static void experts_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
-                        struct gl_moe_scratch *s, const gl_moe_map *map, const void *xin,
-                        int rows, const void *dyl, void *dxl)
+static void experts_bwd(gl_model *m, int layer, const gl_layer_offs *lo,
+                        struct gl_moe_acts *x, struct gl_moe_scratch *s, const gl_moe_map *map,
+                        const void *xin, int rows, const void *dyl, void *dxl)
 {
     const gl_model_dims *dm = DIMS;
     gl_dev *d = m->d;
     int h = dm->h, fel = dm->fel;
+    int fp8 = gl_model_fp8_moe(m, layer);
     expert_act(m, s->a, x->gu, rows, fel);
-    OPS->moe_gemm_dgrad(d, s->da, dyl, h, W(m, lo->edown), fel, h, map, 0);
-    OPS->moe_gemm_wgrad(d, G(m, lo->edown), dyl, h, s->a, fel, h, map);
+    if (fp8) {
+        gl_model_fp8_moe_bwd(m, layer, 1, s->da, G(m, lo->edown), NULL, dyl, s->a, map);
+    } else {
+        OPS->moe_gemm_dgrad(d, s->da, dyl, h, W(m, lo->edown), fel, h, map, 0);
+        OPS->moe_gemm_wgrad(d, G(m, lo->edown), dyl, h, s->a, fel, h, map);
+    }
     gl_grads_ready(m, lo->edown, (size_t)dm->El * h * fel);
     if (rows > 0) {
         if (dm->swiglu)
@@ -1111,14 +1127,18 @@ static void experts_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts
         else
             OPS->gelu_bwd(d, s->dgu, NULL, s->da, x->gu, NULL, rows, fel);
     }
-    fc1_bwd(m, lo, map, xin, s->dgu, dxl, s->guw);
+    if (fp8)        /* gate's and up's gradients: the pieces of fc1's */
+        gl_model_fp8_moe_bwd(m, layer, 0, dxl, G(m, lo->egu),
+                             dm->swiglu ? G(m, up_off(m, lo)) : NULL, s->dgu, xin, map);
+    else
+        fc1_bwd(m, lo, map, xin, s->dgu, dxl, s->guw);
     gl_grads_ready(m, lo->egu, (size_t)dm->El * s->guw * h);
 }
 
 /* The allgather dispatcher's forward (see the top): y [n, h], the
  * routed experts' output of the own tokens, from mg [n, h] and the own
  * routing x->map. */
-static void ag_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+static void ag_fwd(gl_model *m, int layer, const gl_layer_offs *lo, struct gl_moe_scratch *s,
                    struct gl_moe_acts *x, const void *mg, void *y)
 {
     const gl_model_dims *dm = DIMS;
@@ -1127,7 +1147,7 @@ static void ag_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *
     int Rl = ag_plan(m, s, x);
     gl_all_gather(m->ep, mg, s->xg, nh, d->act, d->stream);
     OPS->moe_permute(d, x->xr, s->xg, dm->h, &x->lmap);
-    experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, x->yp);
+    experts_fwd(m, layer, lo, x, s, &x->lmap, x->xr, Rl, x->yp);
     OPS->moe_unpermute(d, s->xg, x->yp, dm->h, &x->lmap);
     gl_reduce_scatter(m->ep, s->xg, y, nh, d->act, GL_OP_SUM, d->stream);
 }
@@ -1135,7 +1155,7 @@ static void ag_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *
 /* Its backward from dz [n, h]: the local experts' weight gradients
  * added, s->dweight [n, k] of the own slots, and dmg [n, h] the routed
  * experts' input gradient (added to dmg's value with accumulate). */
-static void ag_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *s,
+static void ag_bwd(gl_model *m, int layer, const gl_layer_offs *lo, struct gl_moe_scratch *s,
                    struct gl_moe_acts *x, const void *dz, void *dmg, int accumulate)
 {
     const gl_model_dims *dm = DIMS;
@@ -1146,7 +1166,7 @@ static void ag_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scratch *
     OPS->moe_unpermute_bwd(d, s->dyl, s->dwg, s->xg, x->yp, dm->h, &x->lmap);
     gl_reduce_scatter(m->ep, s->dwg, s->dweight, (size_t)dm->n * dm->topk, GL_DT_F32,
                       GL_OP_SUM, d->stream);
-    experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+    experts_bwd(m, layer, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
     OPS->moe_permute_bwd(d, s->xg, s->dxl, dm->h, &x->lmap, 0);
     if (!accumulate) {
         gl_reduce_scatter(m->ep, s->xg, dmg, nh, d->act, GL_OP_SUM, d->stream);
@@ -1176,6 +1196,10 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     CHECK("weight experts fc1", W(m, lo->egu), (size_t)dm->El * s->guw * h, 0);
     CHECK("weight experts down", W(m, lo->edown), (size_t)dm->El * h * dm->fel, 0);
 
+    if (gl_model_fp8_moe(m, layer))         /* once per step */
+        gl_model_fp8_moe_weights(m, layer, dm->swiglu ? W(m, lo->egu) : NULL,
+                                 W(m, up_off(m, lo)), W(m, lo->edown));
+
     /* router, in fp32 from its product on (ops.h) */
     OPS->gemm(d, 0, 1, n, E, h, 1.0f, mg, h, W(m, lo->router), h, 0.0f, x->logits,
               GL_DT_F32, E);
@@ -1195,11 +1219,11 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
 
     /* the routed experts: here, or on their EP ranks and back */
     if (ep_allgather(m)) {
-        ag_fwd(m, lo, s, x, mg, y);
+        ag_fwd(m, layer, lo, s, x, mg, y);
     } else {
         OPS->moe_permute(d, s->xp, mg, h, &x->map);
         if (!dispatched(m)) {
-            experts_fwd(m, lo, x, s, &x->map, s->xp, R, x->yp);
+            experts_fwd(m, layer, lo, x, s, &x->map, s->xp, R, x->yp);
         } else {
             /* by_share: the share's rows of xp sent, what comes back
              * scattered to xp's order (dyp, dxp: scratch here) */
@@ -1218,7 +1242,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                 ep_exchange(m, x, send, s->xa, 0);
             }
             OPS->moe_permute(d, x->xr, s->xa, h, &x->smap);
-            experts_fwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
+            experts_fwd(m, layer, lo, x, s, &x->lmap, x->xr, Rl, s->dyl);
             OPS->moe_permute_bwd(d, s->xa, s->dyl, h, &x->smap, 0);
             ep_exchange(m, x, s->xa, sh ? s->dxp : x->yp, 1);
             if (sh)
@@ -1300,7 +1324,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     /* the routed experts, back to dmg; dweight summed over TP (over EP
      * too under the allgather dispatcher) */
     if (ep_allgather(m)) {
-        ag_bwd(m, lo, s, x, dz, dmg, dm->fs > 0);
+        ag_bwd(m, layer, lo, s, x, dz, dmg, dm->fs > 0);
     } else {
         OPS->moe_unpermute_bwd(d, s->dyp, s->dweight, dz, x->yp, h, &x->map);
         CHECK("moe_unpermute_bwd dyp", s->dyp, (size_t)R * h, 0);
@@ -1309,7 +1333,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                           GL_OP_SUM, d->stream);
         if (!dispatched(m)) {
             OPS->moe_permute(d, s->xp, mg, h, &x->map);
-            experts_bwd(m, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
+            experts_bwd(m, layer, lo, x, s, &x->map, s->xp, R, s->dyp, s->dxp);
         } else {
             /* by_share: the share's rows of dyp sent, dxp's scattered
              * back (xp: scratch here) */
@@ -1326,7 +1350,7 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
                 ep_exchange(m, x, send, s->xa, 0);
             }
             OPS->moe_permute(d, s->dyl, s->xa, h, &x->smap);
-            experts_bwd(m, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
+            experts_bwd(m, layer, lo, x, s, &x->lmap, x->xr, Rl, s->dyl, s->dxl);
             OPS->moe_permute_bwd(d, s->xa, s->dxl, h, &x->smap, 0);
             ep_exchange(m, x, s->xa, sh ? s->xp : s->dxp, 1);
             if (sh)

@@ -503,7 +503,7 @@ static void load_fp8(gl_ckpt *ck, gl_model *m, const char *file)
     if (!in || in->ndim != 2 || in->shape[0] != flen || in->shape[1] != fnf) {
         gl_info0("--load %s: no FP8 state of this run's shape (--fp8-amax-history-len %d, "
                  "%d layers) in the checkpoint: the amax histories start empty and the "
-                 "scales at 1", file, flen, fnf / 8);
+                 "scales at 1", file, flen, m->plan->dm.L);
         return;
     }
     size_t nfl = (size_t)(flen + 2) * (fnf + fnb);

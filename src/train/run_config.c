@@ -20,6 +20,7 @@
 #include "train/run_config.h"
 #include "base/log.h"
 #include "base/options.h"
+#include "device/fp8.h"
 #include "grid/grid.h"
 #include "train/checkpoint.h"
 
@@ -399,7 +400,6 @@ static int opt_wandb(void *target, const gl_option *o, const char *value, char *
 #define R_MOE_UPCYCLE "upcycling a dense checkpoint into experts is not built: train the MoE model from its own initialisation"
 #define R_MOE_GROUPS "group-limited routing (DeepSeek's device-limited top-k) is not built: the router takes the top-k over all experts; drop it"
 #define R_MOE_FORCE "forced (benchmark) routing is not built: the router routes by its scores"
-#define R_MOE_FP8 "FP8 training of MoE layers is not built: drop it (and --fp8-format)"
 #define R_MOE_JITTER "router input jitter is not built: drop it"
 #define R_MOE_LOG "per-layer MoE values are not written (gridlm has no MoE TensorBoard scalars): the log line and --log-json give the MoE losses summed over the layers and the largest expert load: drop it"
 #define R_MOE_PROBS_IN "weighting the experts' inputs (not their outputs) is not built: the routing weights scale the experts' outputs"
@@ -698,8 +698,9 @@ static const gl_option table[] = {
            "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
            "bf16 dense peak", .defstr = "off"),
     CHOICE("fp8-recipe", fp8.recipe, "RECIPE", G_PREC, fp8_recipes, fp8_recipe_values,
-           "FP8 scaling: delayed (amax history) or tensorwise (each tensor's own amax); "
-           "blockwise and mxfp8 are refused"),
+           "FP8 scaling: delayed (amax history), tensorwise (each tensor's own amax) or "
+           "blockwise (power-of-two scales of 1x128 tiles, 128x128 weight blocks; CPU "
+           "back end only for now); mxfp8 is refused"),
     INT("fp8-margin", fp8.margin, G_PREC, NONNEG,
         "delayed: scale = FP8 max / amax / 2^margin"),
     INT("fp8-amax-history-len", fp8.amax_history_len, G_PREC, POS,
@@ -1093,7 +1094,8 @@ static const gl_option table[] = {
     REFUSE("moe-use-upcycling", R_MOE_UPCYCLE), REFUSE("moe-upcycling-granularity", R_MOE_UPCYCLE),
     REFUSE("moe-router-num-groups", R_MOE_GROUPS), REFUSE("moe-router-group-topk", R_MOE_GROUPS),
     REFUSE("moe-router-force-load-balancing", R_MOE_FORCE),
-    REFUSE("moe-router-padding-for-fp8", R_MOE_FP8),
+    ACCEPT("moe-router-padding-for-fp8", "gridlm pads each expert's rows for its FP8 "
+           "products with zero rows itself, the routing unchanged"),
     REFUSE("moe-input-jitter-eps", R_MOE_JITTER),
     REFUSE("moe-per-layer-logging", R_MOE_LOG),
     REFUSE("moe-apply-probs-on-input", R_MOE_PROBS_IN),
@@ -1559,7 +1561,7 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 }
 
 /* Mixture of experts: the flags against each other and the layout, and
- * what gridlm does not train yet (FP8 experts; expert parallelism with
+ * what gridlm does not train yet (some FP8 experts; expert parallelism with
  * CP > 1, or with the allgather dispatcher and TP > 1; an ETP other than
  * TP, or 1 with EP > 1). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with CP = 1:
@@ -1667,9 +1669,26 @@ static void check_moe(gl_config *c)
             "--expert-model-parallel-size above 1) not at all; another tensor parallelism "
             "of their own is not built: drop it, or set it to %d%s", etp, tp, tp,
             ep > 1 ? " or 1" : "");
-    if (c->fp8.format != GL_FP8_OFF)
-        bad("--fp8-format with --num-experts: FP8 training of MoE layers is not built: drop "
-            "--fp8-format, or train a dense model in FP8");
+    /* FP8 experts (model/fp8.c's last section) are built for delayed and
+     * tensorwise scaling, the experts split over TP as the dense MLP
+     * (ETP = TP) and the alltoall dispatcher; the rest is refused. */
+    if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
+        bad("--fp8-recipe blockwise with --num-experts: the experts' FP8 products are built "
+            "for one scale per expert tensor (delayed, tensorwise), not for block scales: use "
+            "--fp8-recipe delayed or tensorwise, or train a dense model with blockwise");
+    if (c->fp8.format != GL_FP8_OFF && c->optim.fp8_param_gather)
+        bad("--fp8-param-gather with --num-experts: gathering the FP8 weights of MoE layers "
+            "is not built: drop --fp8-param-gather");
+    if (c->fp8.format != GL_FP8_OFF && tp > 1 && etp != tp)
+        bad("--fp8-format with --expert-tensor-parallel-size %d and "
+            "--tensor-model-parallel-size %d: FP8 experts are built with the experts split "
+            "over TP (ETP = TP) only: set --expert-tensor-parallel-size %d, or drop "
+            "--fp8-format", etp, tp, tp);
+    if (c->fp8.format != GL_FP8_OFF && c->layout.expert_model_parallel_size > 1 &&
+        m->token_dispatcher != GL_DISPATCH_ALLTOALL)
+        bad("--fp8-format with --expert-model-parallel-size above 1 and "
+            "--moe-token-dispatcher-type allgather: FP8 experts are built with the alltoall "
+            "dispatcher only: add --moe-token-dispatcher-type alltoall, or drop --fp8-format");
     if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
@@ -1907,6 +1926,15 @@ static void check_data(gl_config *c)
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
+const char *gl_config_fp8_gpu_refusal(const gl_config *c)
+{
+    if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
+        return "--fp8-recipe blockwise runs on the CPU back end only for now: its CUDA "
+               "kernels and cuBLASLt products are built but not yet validated on a GPU: use "
+               "--fp8-recipe delayed or tensorwise on GPUs";
+    return NULL;
+}
+
 /* The FP8 options that need no world: recipes built here, --bf16, and
  * the bf16 layers within the model. */
 static void check_fp8(const gl_config *c)
@@ -1923,8 +1951,10 @@ static void check_fp8(const gl_config *c)
         bad("--fp8-param-gather needs --fp8-format e4m3|hybrid (it gathers the FP8 layers' "
             "weights in FP8): add it, or drop --fp8-param-gather");
     if (c->optim.fp8_param_gather && f->recipe == GL_FP8_BLOCKWISE)
-        bad("--fp8-param-gather is built for --fp8-recipe delayed and tensorwise (one scale "
-            "per weight), not blockwise: drop --fp8-param-gather, or change the recipe");
+        bad("--fp8-param-gather with --fp8-recipe blockwise is not built: the weights it "
+            "gathers in FP8 carry one scale per weight (delayed, tensorwise), while blockwise "
+            "scales each 128x128 block of a weight: drop --fp8-param-gather, or use "
+            "--fp8-recipe delayed or tensorwise");
     if (f->format == GL_FP8_OFF) {
         if (f->first_last_layers_bf16)
             bad("--first-last-layers-bf16 needs --fp8-format e4m3|hybrid: add it, or drop "
@@ -1935,9 +1965,8 @@ static void check_fp8(const gl_config *c)
         bad("--fp8-recipe mxfp8 needs Blackwell's block-scaled tensor cores (MXFP8 "
             "scales each block of 32 values in hardware); Hopper has none: use "
             "--fp8-recipe delayed or tensorwise");
-    if (f->recipe == GL_FP8_BLOCKWISE)
-        bad("--fp8-recipe blockwise (1x128 and 128x128 block scales) is not built in gridlm "
-            "yet: use --fp8-recipe delayed or tensorwise");
+    if (c->device == GL_DEVICE_CUDA && gl_config_fp8_gpu_refusal(c))
+        bad("%s", gl_config_fp8_gpu_refusal(c));
     if (!c->bf16)
         bad("--fp8-format %s needs --bf16 (FP8 products take bf16 activations and weights, "
             "as in Megatron): add --bf16", f->format == GL_FP8_FMT_HYBRID ? "hybrid" : "e4m3");
@@ -1946,6 +1975,27 @@ static void check_fp8(const gl_config *c)
         bad("--num-layers-at-start-in-bf16 %d plus --num-layers-at-end-in-bf16 %d is more "
             "than the model's %d layers (--num-layers): lower them",
             f->num_layers_at_start_in_bf16, f->num_layers_at_end_in_bf16, c->arch.num_layers);
+}
+
+/* Blockwise scaling reduces no amax: a TP rank's tiles must be the tiles
+ * of the whole tensor, so that TP = 2 trains what TP = 1 does.  Each
+ * rank's pieces of the split tensors (the query, key and value rows of
+ * QKV, the gate and up rows, and the row-parallel inputs) must then be
+ * whole 128-wide tiles (device/fp8.h: GL_FP8_TILE). */
+static void check_fp8_tiles(const gl_config *c)
+{
+    const gl_arch *a = &c->arch;
+    int tp = c->layout.tensor_model_parallel_size, T = GL_FP8_TILE;
+    if (c->fp8.recipe != GL_FP8_BLOCKWISE || tp == 1)
+        return;
+    int D = gl_arch_head_dim(a), groups = gl_arch_groups(a);
+    int q = a->num_attention_heads / tp * D, kv = groups / tp * D, f = a->ffn_hidden_size / tp;
+    if (q % T || kv % T || f % T)
+        bad("--fp8-recipe blockwise with --tensor-model-parallel-size %d: each rank's query "
+            "width %d, key/value width %d and FFN width %d must be multiples of %d, so that "
+            "its 1x128 tiles and 128x128 blocks are those of the whole tensors (blockwise "
+            "scales are not reduced over TP): change the sizes or the TP size, or use "
+            "--fp8-recipe tensorwise", tp, q, kv, f, T);
 }
 
 /* FP8 products need every size a multiple of 16 (ops.h: gemm_fp8): the
@@ -1969,11 +2019,16 @@ static void check_fp8_shapes(const gl_config *c)
         bad("--fp8-format: --ffn-hidden-size %d / --tensor-model-parallel-size %d = %d is "
             "not a multiple of 16, which FP8 products need", a->ffn_hidden_size, tp,
             a->ffn_hidden_size / tp);
+    if (a->num_experts && gl_arch_moe_ffn(a) / tp % 16)
+        bad("--fp8-format: the experts' width %d (--moe-ffn-hidden-size, else "
+            "--ffn-hidden-size) / --tensor-model-parallel-size %d = %d is not a multiple of "
+            "16, which FP8 products need", gl_arch_moe_ffn(a), tp, gl_arch_moe_ffn(a) / tp);
     if (a->num_attention_heads / tp * D % 16 || groups / tp * D % 16)
         bad("--fp8-format: the attention widths per TP rank (--num-attention-heads %d and "
             "--num-query-groups %d over --tensor-model-parallel-size %d, times the head size "
             "%d) are not multiples of 16, which FP8 products need", a->num_attention_heads,
             groups, tp, D);
+    check_fp8_tiles(c);
 }
 
 static void check_misc(const gl_config *c)
