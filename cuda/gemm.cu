@@ -568,17 +568,27 @@ static void plan_run(gl_cuda_state *st, gl_gemm_plan *p, float alpha,
     }
 }
 
-void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
-                  float alpha, const void *A, int lda, const void *B, int ldb,
-                  float beta, void *C, gl_dtype ctype, int ldc)
+/* Whether a bf16 product of these sizes has work (0: an empty output,
+ * nothing to do); dies on an output type other than bf16 or fp32 and on
+ * an empty inner dimension. */
+static int gemm_wanted(int m, int n, int k, gl_dtype ctype)
 {
     if (m <= 0 || n <= 0)
-        return;
+        return 0;
     if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
         gl_die("gemm: output dtype %s is not bf16 or fp32",
                gl_dtype_name(ctype));
     if (k <= 0)
         gl_die("gemm: k = %d (m=%d n=%d): an empty inner dimension", k, m, n);
+    return 1;
+}
+
+void gl_cuda_gemm(gl_dev *d, int transa, int transb, int m, int n, int k,
+                  float alpha, const void *A, int lda, const void *B, int ldb,
+                  float beta, void *C, gl_dtype ctype, int ldc)
+{
+    if (!gemm_wanted(m, n, k, ctype))
+        return;
     gl_cuda_state *st = gl_cuda_st(d);
     gl_gemm_plan key = plan_key(transa, transb, m, n, k, A, lda, CUDA_R_16BF,
                                 B, ldb, CUDA_R_16BF, beta, C, ctype, ldc);
@@ -631,13 +641,8 @@ void gl_cuda_gemm_ragged(gl_dev *d, int ragged_k, int transa, int transb,
                          int lda, const void *B, int ldb, float beta, void *C,
                          gl_dtype ctype, int ldc)
 {
-    if (m <= 0 || n <= 0 || (ragged_k && k <= 0))
-        return;
-    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
-        gl_die("gemm: output dtype %s is not bf16 or fp32",
-               gl_dtype_name(ctype));
-    if (k <= 0)
-        gl_die("gemm: k = %d (m=%d n=%d): an empty inner dimension", k, m, n);
+    if ((ragged_k && k <= 0) || !gemm_wanted(m, n, k, ctype))
+        return;             /* no rows: nothing to add up */
     gl_cuda_state *st = gl_cuda_st(d);
     int bm = ragged_k ? m : ragged_bucket(m), bk = ragged_k ? ragged_bucket(k) : k;
     gl_gemm_plan key = plan_key(transa, transb, bm, n, bk, A, lda, CUDA_R_16BF,

@@ -125,6 +125,13 @@ static void moe_free(gl_model *m, gl_fp8_state *st);
 /* Tensor t's record in a scale table. */
 static float *rec(float *table, int t) { return table + (size_t)REC * t; }
 
+/* Give back a device buffer made here, if it was (NULL: nothing). */
+static void free_dev(gl_dev *d, void *p)
+{
+    if (p)
+        d->ops->free(d, p);
+}
+
 int gl_model_fp8_layer(const gl_model *m, int layer)
 {
     return m->fp8 && m->fp8->wq[4 * layer] != NULL;
@@ -340,16 +347,12 @@ void gl_model_fp8_free(gl_model *m)
     if (!st)
         return;
     for (int i = 0; i < 4 * st->L; i++) {
-        if (st->wq[i])
-            d->ops->free(d, st->wq[i]);
-        if (st->wqt[i])
-            d->ops->free(d, st->wqt[i]);
+        free_dev(d, st->wq[i]);
+        free_dev(d, st->wqt[i]);
     }
     for (int i = 0; st->wsv && i < 4 * st->L; i++) {
-        if (st->wsv[i])
-            d->ops->free(d, st->wsv[i]);
-        if (st->wsvt[i])
-            d->ops->free(d, st->wsvt[i]);
+        free_dev(d, st->wsv[i]);
+        free_dev(d, st->wsvt[i]);
     }
     free(st->wsv);
     free(st->wsvt);
@@ -1010,10 +1013,8 @@ static void moe_free(gl_model *m, gl_fp8_state *st)
 {
     gl_dev *d = m->d;
     for (int l = 0; l < st->L; l++) {
-        if (st->ewq[l])
-            d->ops->free(d, st->ewq[l]);
-        if (st->ewqt[l])
-            d->ops->free(d, st->ewqt[l]);
+        free_dev(d, st->ewq[l]);
+        free_dev(d, st->ewqt[l]);
     }
     free(st->ewq);
     free(st->ewqt);
