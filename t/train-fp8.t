@@ -51,7 +51,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 4 --h
  --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
  --eval-interval 10 --eval-iters 2"
 
-plan 52
+plan 51
 
 # refuse NAME EXPECTED FLAGS...: gridlm-train must exit 2 and say EXPECTED.
 refuse() {
@@ -190,8 +190,6 @@ refuse fp8pg-overlap "with --overlap-param-gather" --fp8-format hybrid \
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --fp8-param-gather
 refuse fp8pg-blockwise "one scale per weight" --fp8-format hybrid --fp8-recipe blockwise \
     --use-distributed-optimizer --fp8-param-gather
-refuse blockwise-cuda "CPU back end only" --fp8-format hybrid --fp8-recipe blockwise \
-    --device cuda
 refuse blockwise-tiles "multiples of 128" --fp8-format hybrid --fp8-recipe blockwise \
     --tensor-model-parallel-size 2 --dry-run --world-size 2
 full=$base

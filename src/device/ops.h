@@ -993,9 +993,7 @@ struct gl_ops {
      *     dgrad    A = dY   1D          B = W^T 2D
      *     wgrad    A = dY^T 1D          B = X^T 1D
      * Both back ends have them (CUDA: fp8.cu, and gemm.cu through
-     * cuBLASLt's VEC128 and BLK128x128 scale modes, Hopper only); until
-     * t/ops-cuda.t has passed on a GPU the configuration refuses the
-     * recipe there (gl_config_fp8_gpu_refusal). */
+     * cuBLASLt's VEC128 and BLK128x128 scale modes, Hopper only). */
 
     /* gl_fp8_quantize_tiles() of x [rows, cols] in act dtype (contiguous):
      * q [rows, cols] with q_sinv and / or qt [cols, rows] with qt_sinv

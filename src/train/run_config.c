@@ -699,8 +699,8 @@ static const gl_option table[] = {
            "bf16 dense peak", .defstr = "off"),
     CHOICE("fp8-recipe", fp8.recipe, "RECIPE", G_PREC, fp8_recipes, fp8_recipe_values,
            "FP8 scaling: delayed (amax history), tensorwise (each tensor's own amax) or "
-           "blockwise (power-of-two scales of 1x128 tiles, 128x128 weight blocks; CPU "
-           "back end only for now); mxfp8 is refused"),
+           "blockwise (power-of-two scales of 1x128 tiles, 128x128 weight blocks); "
+           "mxfp8 is refused"),
     INT("fp8-margin", fp8.margin, G_PREC, NONNEG,
         "delayed: scale = FP8 max / amax / 2^margin"),
     INT("fp8-amax-history-len", fp8.amax_history_len, G_PREC, POS,
@@ -1926,15 +1926,6 @@ static void check_data(gl_config *c)
         bad("the vocabulary size is unknown: give --vocab-size N, or --tokenizer-model FILE");
 }
 
-const char *gl_config_fp8_gpu_refusal(const gl_config *c)
-{
-    if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
-        return "--fp8-recipe blockwise runs on the CPU back end only for now: its CUDA "
-               "kernels and cuBLASLt products are built but not yet validated on a GPU: use "
-               "--fp8-recipe delayed or tensorwise on GPUs";
-    return NULL;
-}
-
 /* The FP8 options that need no world: recipes built here, --bf16, and
  * the bf16 layers within the model. */
 static void check_fp8(const gl_config *c)
@@ -1965,8 +1956,6 @@ static void check_fp8(const gl_config *c)
         bad("--fp8-recipe mxfp8 needs Blackwell's block-scaled tensor cores (MXFP8 "
             "scales each block of 32 values in hardware); Hopper has none: use "
             "--fp8-recipe delayed or tensorwise");
-    if (c->device == GL_DEVICE_CUDA && gl_config_fp8_gpu_refusal(c))
-        bad("%s", gl_config_fp8_gpu_refusal(c));
     if (!c->bf16)
         bad("--fp8-format %s needs --bf16 (FP8 products take bf16 activations and weights, "
             "as in Megatron): add --bf16", f->format == GL_FP8_FMT_HYBRID ? "hybrid" : "e4m3");

@@ -227,11 +227,6 @@ const char *gl_config_attention_backend_name(gl_attn_backend b);
  * chose it (--attention-backend, GRIDLM_ATTENTION or the default). */
 char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, size_t n);
 
-/* Why the FP8 options cannot train on a GPU (a message), or NULL when they
- * can: the configuration refuses them with --device cuda, and the
- * training loop once --device auto has found a GPU. */
-const char *gl_config_fp8_gpu_refusal(const gl_config *c);
-
 /* What the run asks of the data loader: the sequence length, the
  * vocabulary, the seed, and the samples of the train split (--train-samples,
  * or --train-iters x global batch) and of the valid split

@@ -428,8 +428,6 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     gl_config cc = *c0;             /* shallow: the loader may set the vocabulary */
     const gl_config *c = &cc;
     check_supported(c);
-    if (d->index >= 0 && gl_config_fp8_gpu_refusal(c))
-        gl_die_code(2, "%s", gl_config_fp8_gpu_refusal(c));
     int tp_rank = g->me.tp, pp_rank = g->me.pp, dp_rank = g->me.dp;
     int world = b->size, rank = b->rank;
     int pp = c->layout.pipeline_model_parallel_size, V = c->layout.virtual_pipeline_size;
