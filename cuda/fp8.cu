@@ -392,8 +392,8 @@ __device__ __forceinline__ uint8_t encode1(float v, float s)
  * ragged edge's smaller).  2D: the region is one tile, its amax reduced
  * over the block.  1D: q's tiles are the region's rows (a warp per row,
  * four values a lane), qt's its columns (a thread per column).  Plain,
- * unvectorised loads and byte stores: the reference path, not yet a fast
- * one.
+ * unvectorised loads and byte stores: the path for shapes with ragged
+ * edges; whole regions take tiles_fast_kernel below.
  */
 template <int FMT>
 __global__ void __launch_bounds__(TL_THREADS)
@@ -465,18 +465,164 @@ tiles_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const bf16 
     }
 }
 
+/* Row pitch in bytes of the transposed bytes' table in tiles_fast_kernel:
+ * 128 + 4, so that 32 threads writing a word each of 32 consecutive
+ * table rows (pitch 33 words) hit 32 different banks. */
+#define TL_PITCH (TL + 4)
+
+/*
+ * tiles_kernel for whole 128 x 128 regions: the same bytes and factors
+ * (the same tile_scale and encode), written with full-width accesses.
+ * The region is read once, 16 bytes a thread at a time, into shared
+ * memory as bf16 [128][128]; then
+ *   q:  a warp per row, 4 consecutive values a lane: the row tile's amax
+ *       by a warp reduction (1D), and one 4-byte store a lane, so that a
+ *       warp writes the row's 128 bytes at once;
+ *   qt: two threads per column, 64 rows each: the column tile's amax
+ *       (1D; the halves meet in shared memory), its bytes encoded into 16
+ *       words of registers; once every thread is done reading the region,
+ *       the words are written over it as a [128][TL_PITCH]-byte table of
+ *       qt's rows, which each warp copies out a row at a time, 4 bytes a
+ *       lane.
+ * 2D: one amax for the region, reduced over the block.  Needs rows and
+ * cols multiples of 128, x 16-byte aligned, q and qt 4-byte aligned
+ * (tiles_fast_ok).
+ */
+template <int FMT, int BLOCK2D>
+__global__ void __launch_bounds__(TL_THREADS)
+tiles_fast_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const bf16 *x,
+                  int rows, int cols)
+{
+    static_assert(TL_THREADS == 2 * TL, "two threads per column");
+    static_assert(TL * TL_PITCH <= TL * TL * (int)sizeof(bf16), "qt's table fits");
+    __shared__ __align__(16) bf16 xs[TL][TL];
+    __shared__ unsigned col_am[2][TL];
+    const float top = FMT == GL_FP8_E4M3 ? 448.0f : 57344.0f;
+    const int r0 = blockIdx.y * TL, c0 = blockIdx.x * TL;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+
+    unsigned am = 0;                    /* 2D: this thread's share */
+    for (int i = t; i < TL * TL / 8; i += TL_THREADS) {
+        int r = i / (TL / 8), c = i % (TL / 8) * 8;
+        uint4 v = *(const uint4 *)(x + (size_t)(r0 + r) * cols + c0 + c);
+        *(uint4 *)&xs[r][c] = v;
+        if (BLOCK2D) {
+            const bf16 *h = (const bf16 *)&v;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                am = max(am, abs_bits(__bfloat162float(h[j])));
+        }
+    }
+    float s2 = 1.0f;
+    if (BLOCK2D) {
+        /* block_reduce's barriers also order the loads above before the reads below */
+        float a = block_reduce<TL_THREADS>(__uint_as_float(am), op_amax(), 0.0f);
+        s2 = tile_scale(__float_as_uint(a), top);
+        if (t == 0) {
+            float inv = div_rn(1.0f, s2);
+            if (q)
+                q_sinv[tile_at(rows, cols, r0, c0, 1)] = inv;
+            if (qt)
+                qt_sinv[tile_at(cols, rows, c0, r0, 1)] = inv;
+        }
+    } else {
+        __syncthreads();
+    }
+
+    if (q) {
+        for (int r = warp; r < TL; r += TL_THREADS / 32) {
+            float f[4];
+            unsigned ra = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                f[j] = __bfloat162float(xs[r][4 * lane + j]);
+                ra = max(ra, abs_bits(f[j]));
+            }
+            float s = s2;
+            if (!BLOCK2D) {
+                float a = warp_reduce(__uint_as_float(ra), op_amax());
+                s = tile_scale(__float_as_uint(a), top);
+                if (lane == 0)
+                    q_sinv[tile_at(rows, cols, r0 + r, c0, 0)] = div_rn(1.0f, s);
+            }
+            uint8_t b[4];
+            encode<4, FMT>(b, f, s);
+            *(uint32_t *)(q + (size_t)(r0 + r) * cols + c0 + 4 * lane) =
+                b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+        }
+    }
+    if (!qt)
+        return;
+
+    const int c = t % TL, half = t / TL, rb = half * (TL / 2);
+    float s = s2;
+    if (!BLOCK2D) {
+        unsigned ca = 0;
+        for (int r = rb; r < rb + TL / 2; r++)
+            ca = max(ca, abs_bits(__bfloat162float(xs[r][c])));
+        col_am[half][c] = ca;
+        __syncthreads();
+        s = tile_scale(max(col_am[0][c], col_am[1][c]), top);
+        if (half == 0)
+            qt_sinv[tile_at(cols, rows, c0 + c, r0, 0)] = div_rn(1.0f, s);
+    }
+    uint32_t w[TL / 8];                 /* this thread's 64 bytes */
+#pragma unroll
+    for (int k = 0; k < TL / 8; k++) {
+        float f[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            f[j] = __bfloat162float(xs[rb + 4 * k + j][c]);
+        uint8_t b[4];
+        encode<4, FMT>(b, f, s);
+        w[k] = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+    }
+    __syncthreads();                    /* every read of xs is done */
+    uint8_t *tab = (uint8_t *)&xs[0][0];
+#pragma unroll
+    for (int k = 0; k < TL / 8; k++)
+        *(uint32_t *)(tab + c * TL_PITCH + rb + 4 * k) = w[k];
+    __syncthreads();
+    for (int cc = warp; cc < TL; cc += TL_THREADS / 32)
+        *(uint32_t *)(qt + (size_t)(c0 + cc) * rows + r0 + 4 * lane) =
+            *(const uint32_t *)(tab + cc * TL_PITCH + 4 * lane);
+}
+
+/* Whether tiles_fast_kernel takes this call. */
+static bool tiles_fast_ok(const uint8_t *q, const uint8_t *qt, const bf16 *x, int rows,
+                          int cols)
+{
+    return rows % TL == 0 && cols % TL == 0 && (uintptr_t)x % 16 == 0 &&
+           (uintptr_t)q % 4 == 0 && (uintptr_t)qt % 4 == 0;
+}
+
+template <int FMT>
+static void tiles_launch(cudaStream_t st, uint8_t *q, float *q_sinv, uint8_t *qt,
+                         float *qt_sinv, const bf16 *x, int rows, int cols, int block2d)
+{
+    dim3 grid((cols + TL - 1) / TL, (rows + TL - 1) / TL);
+    if (!tiles_fast_ok(q, qt, x, rows, cols))
+        tiles_kernel<FMT><<<grid, TL_THREADS, 0, st>>>(q, q_sinv, qt, qt_sinv, x, rows, cols,
+                                                       block2d);
+    else if (block2d)
+        tiles_fast_kernel<FMT, 1><<<grid, TL_THREADS, 0, st>>>(q, q_sinv, qt, qt_sinv, x,
+                                                              rows, cols);
+    else
+        tiles_fast_kernel<FMT, 0><<<grid, TL_THREADS, 0, st>>>(q, q_sinv, qt, qt_sinv, x,
+                                                              rows, cols);
+}
+
 void gl_cuda_fp8_quantize_tiles(cudaStream_t st, uint8_t *q, float *q_sinv, uint8_t *qt,
                                 float *qt_sinv, const bf16 *x, int rows, int cols,
                                 int block2d, gl_fp8_format f)
 {
     if (rows <= 0 || cols <= 0 || (!q && !qt))
         return;
-    dim3 grid((cols + TL - 1) / TL, (rows + TL - 1) / TL);
+    if ((rows + TL - 1) / TL > 65535)
+        gl_die("fp8 quantize tiles: %d rows; at most %d in one call", rows, 65535 * TL);
     if (f == GL_FP8_E4M3)
-        tiles_kernel<GL_FP8_E4M3><<<grid, TL_THREADS, 0, st>>>(q, q_sinv, qt, qt_sinv, x,
-                                                              rows, cols, block2d);
+        tiles_launch<GL_FP8_E4M3>(st, q, q_sinv, qt, qt_sinv, x, rows, cols, block2d);
     else
-        tiles_kernel<GL_FP8_E5M2><<<grid, TL_THREADS, 0, st>>>(q, q_sinv, qt, qt_sinv, x,
-                                                              rows, cols, block2d);
+        tiles_launch<GL_FP8_E5M2>(st, q, q_sinv, qt, qt_sinv, x, rows, cols, block2d);
     GL_CUDA_LAUNCHED("fp8 quantize tiles");
 }

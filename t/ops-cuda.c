@@ -3378,6 +3378,7 @@ int main(void)
     for (int b2 = 0; b2 < 2; b2++) {
         test_fp8_quantize_tiles(256, 384, GL_FP8_E4M3, b2, 0, 3);
         test_fp8_quantize_tiles(256, 384, GL_FP8_E5M2, b2, 1, 3);
+        test_fp8_quantize_tiles(384, 256, GL_FP8_E4M3, b2, 2, 3);
         test_fp8_quantize_tiles(200, 300, GL_FP8_E4M3, b2, 2, 3);
         test_fp8_quantize_tiles(37, 45, GL_FP8_E5M2, b2, 1, 3);
         test_fp8_quantize_tiles(128, 256, GL_FP8_E4M3, b2, 1, 1);

@@ -65,6 +65,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "model/layer.h"
 #include "model/model.h"
 
 enum { LIN_QKV = 0, LIN_WO, LIN_GU, LIN_DOWN, NLIN };
@@ -203,9 +204,6 @@ static void keep_buffers(gl_model *m, gl_fp8_state *st)
             }
     free(done);
 }
-
-/* W [out, in] of each linear. */
-static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in);
 
 static int by_begin(const void *a, const void *b)
 {
@@ -356,11 +354,9 @@ void gl_model_fp8_free(gl_model *m)
     }
     free(st->wsv);
     free(st->wsvt);
-    if (st->xsv) {
-        d->ops->free(d, st->xsv);
-        d->ops->free(d, st->dysv);
-        d->ops->free(d, st->dytsv);
-    }
+    free_dev(d, st->xsv);
+    free_dev(d, st->dysv);
+    free_dev(d, st->dytsv);
     for (int i = 0; i < st->nkept; i++)
         d->ops->free(d, st->kept[i]);
     moe_free(m, st);
@@ -1002,6 +998,16 @@ static void moe_alloc(gl_model *m, gl_fp8_state *st)
         }
 }
 
+/* The padded expert scratch of moe_scratch (none before its first call). */
+static void moe_scratch_free(gl_dev *d, gl_fp8_state *st)
+{
+    free_dev(d, st->epad);
+    free_dev(d, st->eout);
+    free_dev(d, st->eq);
+    free_dev(d, st->eqt);
+    st->epad = st->eout = st->eq = st->eqt = NULL;
+}
+
 static void moe_free(gl_model *m, gl_fp8_state *st)
 {
     gl_dev *d = m->d;
@@ -1012,14 +1018,8 @@ static void moe_free(gl_model *m, gl_fp8_state *st)
     free(st->ewq);
     free(st->ewqt);
     free(st->efresh);
-    if (st->erows) {
-        d->ops->free(d, st->epad);
-        d->ops->free(d, st->eout);
-        d->ops->free(d, st->eq);
-        d->ops->free(d, st->eqt);
-    }
-    if (st->ewcat)
-        d->ops->free(d, st->ewcat);
+    moe_scratch_free(d, st);
+    free_dev(d, st->ewcat);
 }
 
 int gl_model_fp8_moe(const gl_model *m, int layer)
@@ -1028,12 +1028,6 @@ int gl_model_fp8_moe(const gl_model *m, int layer)
 }
 
 static int pad16(int rows) { return (rows + 15) / 16 * 16; }
-
-/* elems act elements past base. */
-static void *act_at(const gl_model *m, const void *base, size_t elems)
-{
-    return (char *)base + elems * m->d->act_bytes;
-}
 
 /* The padded scratch for experts of up to `rows` rows (the map's
  * rows_max bounds every expert's). */
@@ -1045,12 +1039,7 @@ static void moe_scratch(gl_model *m, int rows)
     int need = pad16(rows);
     if (need <= st->erows)
         return;
-    if (st->erows) {
-        d->ops->free(d, st->epad);
-        d->ops->free(d, st->eout);
-        d->ops->free(d, st->eq);
-        d->ops->free(d, st->eqt);
-    }
+    moe_scratch_free(d, st);
     int guw, h;
     mshape(dm, MLIN_FC1, &guw, &h);
     int widest = guw > h ? guw : h;     /* fel <= guw */
@@ -1094,16 +1083,16 @@ void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const vo
             mshape(dm, j, &out, &in);
             const void *w;
             if (j == MLIN_FC2) {
-                w = act_at(m, down, (size_t)le * mwsize(dm, j));
+                w = gl_act_at(m, down, (size_t)le * mwsize(dm, j));
             } else if (!gate) {
-                w = act_at(m, up, (size_t)le * piece);
+                w = gl_act_at(m, up, (size_t)le * piece);
             } else {        /* [w_gate_e; w_up_e], one weight as TE's fc1 */
                 if (!st->ewcat)
                     st->ewcat = d->ops->alloc(d, mwsize(dm, MLIN_FC1) * d->act_bytes);
-                d->ops->copy(d, st->ewcat, act_at(m, gate, (size_t)le * piece),
+                d->ops->copy(d, st->ewcat, gl_act_at(m, gate, (size_t)le * piece),
                              piece * d->act_bytes);
                 d->ops->copy(d, (char *)st->ewcat + piece * d->act_bytes,
-                             act_at(m, up, (size_t)le * piece), piece * d->act_bytes);
+                             gl_act_at(m, up, (size_t)le * piece), piece * d->act_bytes);
                 w = st->ewcat;
             }
             int t = mfwd_w(st, layer, e, j);
@@ -1148,14 +1137,14 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
             continue;
         mquant_x(m, layer, j, e, X, r0, rows, in, st->eq, NULL);
         /* Y_e [rp, out] = X_e W_e^T: in place when unpadded */
-        void *y = rp == rows ? act_at(m, Y, (size_t)r0 * out) : st->eout;
+        void *y = rp == rows ? gl_act_at(m, Y, (size_t)r0 * out) : st->eout;
         d->ops->gemm_fp8(d, rp, out, in, 1.0f, st->eq, st->ffwd,
                          rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
                          mw(st, dm, layer, j, le, 0), st->ffwd,
                          rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, y, d->act, out,
                          1);
         if (y == st->eout)
-            d->ops->copy(d, act_at(m, Y, (size_t)r0 * out), y,
+            d->ops->copy(d, gl_act_at(m, Y, (size_t)r0 * out), y,
                          (size_t)rows * out * d->act_bytes);
     }
 }
@@ -1184,13 +1173,13 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
         quant(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, st->eq, st->eqt,
               padded(m, dY, r0, rows, out), rp, out, mdy_sliced(j), 1);
         /* dX_e [rp, in] = dY_e W_e: A = dY_e, B = W_e^T [in, out] */
-        void *dx = rp == rows ? act_at(m, dX, (size_t)r0 * in) : st->eout;
+        void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : st->eout;
         d->ops->gemm_fp8(d, rp, in, out, 1.0f, st->eq, st->fbwd, gsinv,
                          mw(st, dm, layer, j, le, 1), st->ffwd,
                          rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, dx, d->act,
                          in, 0);
         if (dx == st->eout)
-            d->ops->copy(d, act_at(m, dX, (size_t)r0 * in), dx,
+            d->ops->copy(d, gl_act_at(m, dX, (size_t)r0 * in), dx,
                          (size_t)rows * in * d->act_bytes);
         /* dW_e += dY_e^T X_e, piece by piece (fc1's gate rows, then up's):
          * A = rows of dY_e^T [out, rp], B = X_e^T [in, rp] */

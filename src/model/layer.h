@@ -12,7 +12,7 @@
 #include "model/model.h"
 
 /* base advanced by elems activations of the model's compute dtype. */
-static inline void *gl_act_at(const gl_model *m, void *base, size_t elems)
+static inline void *gl_act_at(const gl_model *m, const void *base, size_t elems)
 {
     return (char *)base + elems * m->d->act_bytes;
 }
