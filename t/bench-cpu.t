@@ -108,20 +108,23 @@ run "attention --json: FLOP counts, output checked" "$attn" -- \
     --num-query-groups 2 --kv-channels 16 --iters 2 --warmup 1 --json
 
 # ---- fp8 ------------------------------------------------------------------
-# One row per shape: m n k, then act, fp8 and fast ms and rates (x: act
-# time over fp8 time), quantization ms and GB/s, all positive.
+# One row per shape: m n k, then act, fp8, fast and blk (block scaling) ms
+# and rates (x: act time over the FP8 product's), then the quantizations'
+# ms and GB/s (per tensor, then 1 x 128 tiles), all positive.
 fp8='
 /^#/ { next }
-!hdr { hdr = ($1 == "m" && $4 == "act_ms" && $13 == "GB/s"); next }
+!hdr { hdr = ($1 == "m" && $4 == "act_ms" && $12 == "blk_ms" && $15 == "quant_ms" &&
+              $17 == "tq_ms" && $18 == "GB/s"); next }
 { rows++; shape[rows] = $1 "x" $2 "x" $3
-  for (i = 4; i <= 13; i++) if (!($i > 0)) bad = 1
-  if (NF != 13) bad = 1 }
+  for (i = 4; i <= 18; i++) if (!($i > 0)) bad = 1
+  if (NF != 18) bad = 1 }
 END { exit !(hdr && !bad && rows == 2 && shape[1] == "16x16x16" && shape[2] == "32x48x80") }'
-run "fp8: table, the FP8 products checked" "$fp8" -- \
+run "fp8: table, the FP8 products checked (per tensor and block-scaled)" "$fp8" -- \
     "$prog" fp8 --device cpu --shapes 16,32x48x80 --iters 2 --warmup 1
-fp8json='{ rows++; if ($0 !~ /^\{"bench":"fp8",.*"case":"(act|fp8|fp8_fast|quant)"/) bad = 1 }
-END { exit !(rows == 4 && !bad) }'
-run "fp8 --json: four objects per shape" "$fp8json" -- \
+fp8json='{ rows++; if ($0 !~ /^\{"bench":"fp8",.*"case":"(act|fp8|fp8_fast|fp8_block|quant|quant_tiles)"/) bad = 1
+  if ($0 ~ /"case":"fp8_block"/ && $0 ~ /"checked":true/) blk++ }
+END { exit !(rows == 6 && blk == 1 && !bad) }'
+run "fp8 --json: six objects per shape, the block-scaled product checked" "$fp8json" -- \
     "$prog" fp8 --device cpu --shapes 32 --iters 1 --warmup 0 --json
 
 # ---- usage errors ---------------------------------------------------------
