@@ -806,6 +806,7 @@ static const gl_ops gl_ops_cuda = {
     .fp8_scale_delayed = cu_fp8_scale_delayed,
     .fp8_scale_current = cu_fp8_scale_current,
     .gemm_fp8 = gl_cuda_gemm_fp8,
+    .gemm_fp8_ragged = gl_cuda_gemm_fp8_ragged,
     .layernorm_fwd = cu_layernorm_fwd,
     .layernorm_bwd = cu_layernorm_bwd,
     .gelu_fwd = cu_gelu_fwd,

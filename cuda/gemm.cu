@@ -623,6 +623,27 @@ static void ragged_dims(gl_gemm_plan *p, int m, int k)
     layout_dims(p->lc, p->n, m);
 }
 
+/* Ragged plan p at the call's m and k: its algorithm, else another of
+ * its bucket's candidates.  CUBLAS_STATUS_NOT_SUPPORTED when none takes
+ * the exact size (nothing was written); dies on any other failure. */
+static cublasStatus_t ragged_run(gl_cuda_state *st, gl_gemm_plan *p, int m, int k,
+                                 float alpha, const void *A, const void *B, float beta,
+                                 void *C)
+{
+    ragged_dims(p, m, k);
+    cublasStatus_t s = matmul(st, p, &p->algo, &alpha, A, B, &beta, C);
+    for (int i = 0; s == CUBLAS_STATUS_NOT_SUPPORTED && i < p->ncand; i++)
+        if (memcmp(&p->cand[i], &p->algo, sizeof p->algo))
+            s = matmul(st, p, &p->cand[i], &alpha, A, B, &beta, C);
+    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) {
+        char nm[96];
+        plan_name(p, nm, sizeof nm);
+        gl_die("gemm %s (ragged, m=%d k=%d): status %d (%s)", nm, m, k,
+               (int)s, cublasLtGetStatusString(s));
+    }
+    return s;
+}
+
 /* gl_cuda_gemm for the products one of whose dimensions changes from call
  * to call (the experts' products, whose rows follow the routing): m, or k
  * when ragged_k.  A plan per exact shape would ask cuBLASLt's heuristic
@@ -649,23 +670,10 @@ void gl_cuda_gemm_ragged(gl_dev *d, int ragged_k, int transa, int transb,
                                 B, ldb, CUDA_R_16BF, beta, C, ctype, ldc);
     key.ragged = ragged_k ? RAGGED_K : RAGGED_M;
     gl_gemm_plan *p = plan_find(st, &key);
-    ragged_dims(p, m, k);
-    cublasStatus_t s = matmul(st, p, &p->algo, &alpha, A, B, &beta, C);
-    for (int i = 0; s == CUBLAS_STATUS_NOT_SUPPORTED && i < p->ncand; i++)
-        if (memcmp(&p->cand[i], &p->algo, sizeof p->algo))
-            s = matmul(st, p, &p->cand[i], &alpha, A, B, &beta, C);
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+    if (ragged_run(st, p, m, k, alpha, A, B, beta, C) == CUBLAS_STATUS_NOT_SUPPORTED)
         /* nothing was written: the exact shape's own plan */
         gl_cuda_gemm(d, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta,
                      C, ctype, ldc);
-        return;
-    }
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        char nm[96];
-        plan_name(p, nm, sizeof nm);
-        gl_die("gemm %s (ragged, m=%d k=%d): status %d (%s)", nm, m, k,
-               (int)s, cublasLtGetStatusString(s));
-    }
 }
 
 /* A bf16 product C[m, n] = op(A) op(B) with a cuBLASLt epilogue over
@@ -717,6 +725,31 @@ static cudaDataType_t fp8_type(gl_fp8_format f)
     return f == GL_FP8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }
 
+/* gemm_fp8's argument checks (its and gemm_fp8_ragged's), and its scale
+ * pointers made 16-byte aligned: cuBLASLt reads aligned ones in place;
+ * others are first copied by a one-thread kernel (ops.h). */
+static void fp8_prepare(gl_dev *d, const char *who, int m, int n, int k, int ldc,
+                        gl_fp8_format fa, gl_fp8_format fb, const void *A, const void *B,
+                        const void *C, gl_dtype ctype, const float **a_scale_inv,
+                        const float **b_scale_inv)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_fp8_gemm_check(who, m, n, k, ldc, fa, fb, A, B, C);
+    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
+        gl_die("%s: output dtype %s is not bf16 or fp32", who, gl_dtype_name(ctype));
+    if (st->prop.major * 10 + st->prop.minor < 89)
+        gl_die("%s: GPU %d (%s) has compute capability %d.%d; FP8 "
+               "products need 8.9 (Ada) or 9.0 (Hopper) and later: train "
+               "without FP8 on this GPU", who, st->ordinal, st->prop.name,
+               st->prop.major, st->prop.minor);
+    if (((uintptr_t)*a_scale_inv | (uintptr_t)*b_scale_inv) % 16) {
+        float *s = (float *)gl_cuda_scratch(d, &st->s_fp8, 8 * sizeof(float));
+        gl_cuda_fp8_stage_scales(st->stream, s, *a_scale_inv, *b_scale_inv);
+        *a_scale_inv = s;
+        *b_scale_inv = s + 4;
+    }
+}
+
 void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                       const uint8_t *A, gl_fp8_format fa,
                       const float *a_scale_inv, const uint8_t *B,
@@ -724,21 +757,8 @@ void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                       void *C, gl_dtype ctype, int ldc, int fast_accum)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    gl_fp8_gemm_check("gemm_fp8", m, n, k, ldc, fa, fb, A, B, C);
-    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
-        gl_die("gemm_fp8: output dtype %s is not bf16 or fp32",
-               gl_dtype_name(ctype));
-    if (st->prop.major * 10 + st->prop.minor < 89)
-        gl_die("gemm_fp8: GPU %d (%s) has compute capability %d.%d; FP8 "
-               "products need 8.9 (Ada) or 9.0 (Hopper) and later: train "
-               "without FP8 on this GPU", st->ordinal, st->prop.name,
-               st->prop.major, st->prop.minor);
-    if (((uintptr_t)a_scale_inv | (uintptr_t)b_scale_inv) % 16) {
-        float *s = (float *)gl_cuda_scratch(d, &st->s_fp8, 8 * sizeof(float));
-        gl_cuda_fp8_stage_scales(st->stream, s, a_scale_inv, b_scale_inv);
-        a_scale_inv = s;
-        b_scale_inv = s + 4;
-    }
+    fp8_prepare(d, "gemm_fp8", m, n, k, ldc, fa, fb, A, B, C, ctype, &a_scale_inv,
+                &b_scale_inv);
     gl_gemm_plan key = plan_key(0, 1, m, n, k, A, k, fp8_type(fa), B, k,
                                 fp8_type(fb), beta, C, ctype, ldc);
     key.fast_accum = fast_accum != 0;
@@ -747,6 +767,44 @@ void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
     gl_gemm_plan *p = plan_find(st, &key);
     set_scales(p, b_scale_inv, a_scale_inv);
     plan_run(st, p, alpha, A, B, beta, C);
+}
+
+static void layout_ld(cublasLtMatrixLayout_t l, int ld)
+{
+    int64_t v = ld;
+    GL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &v,
+                                                     sizeof v));
+}
+
+/* ops.h's gemm_fp8_ragged: gemm_fp8 on gl_cuda_gemm_ragged's plans per
+ * bucket of m, or of k when ragged_k.  The operands are contiguous [m, k]
+ * and [n, k], so with k open their leading dimension is k too: the
+ * bucket's plan is made with the bucket's, and each call sets the exact
+ * one beside the exact sizes. */
+void gl_cuda_gemm_fp8_ragged(gl_dev *d, int ragged_k, int m, int n, int k, float alpha,
+                             const uint8_t *A, gl_fp8_format fa, const float *a_scale_inv,
+                             const uint8_t *B, gl_fp8_format fb, const float *b_scale_inv,
+                             float beta, void *C, gl_dtype ctype, int ldc, int fast_accum)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    const float *as = a_scale_inv, *bs = b_scale_inv;
+    fp8_prepare(d, "gemm_fp8_ragged", m, n, k, ldc, fa, fb, A, B, C, ctype, &as, &bs);
+    int bm = ragged_k ? m : ragged_bucket(m), bk = ragged_k ? ragged_bucket(k) : k;
+    gl_gemm_plan key = plan_key(0, 1, bm, n, bk, A, bk, fp8_type(fa), B, bk,
+                                fp8_type(fb), beta, C, ctype, ldc);
+    key.fast_accum = fast_accum != 0;
+    key.lt_scale_a = bs;
+    key.lt_scale_b = as;
+    key.ragged = ragged_k ? RAGGED_K : RAGGED_M;
+    gl_gemm_plan *p = plan_find(st, &key);
+    set_scales(p, bs, as);
+    if (ragged_k) {
+        layout_ld(p->la, k);
+        layout_ld(p->lb, k);
+    }
+    if (ragged_run(st, p, m, k, alpha, A, B, beta, C) == CUBLAS_STATUS_NOT_SUPPORTED)
+        gl_cuda_gemm_fp8(d, m, n, k, alpha, A, fa, a_scale_inv, B, fb, b_scale_inv, beta, C,
+                         ctype, ldc, fast_accum);
 }
 
 /*

@@ -330,7 +330,6 @@ void gl_cuda_fp8_transpose(cudaStream_t st, uint8_t *qt, const uint8_t *q,
 void gl_cuda_fp8_stage_scales(cudaStream_t st, float *dst, const float *a,
                               const float *b);
 
-/* gemm.cu: ops.h's gemm_fp8 */
 /* gemm.cu: a bf16 product C[m, n] (ldc) with a cuBLASLt epilogue on
  * C's columns, beta 0: GL_EPI_GELU_AUX_BIAS writes C = gelu(op(A) op(B) +
  * bias) (bias bf16 [n]) and aux = op(A) op(B) + bias [m, n] (ldc);
@@ -347,11 +346,16 @@ void gl_cuda_gemm_fp8_tiles(gl_dev *d, int m, int n, int k, float alpha,
                             const uint8_t *A, gl_fp8_format fa, const float *a_sinv,
                             const uint8_t *B, gl_fp8_format fb, const float *b_sinv,
                             int b_block2d, float beta, void *C, gl_dtype ctype, int ldc);
+/* gemm.cu: ops.h's gemm_fp8 and gemm_fp8_ragged */
 void gl_cuda_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
                       const uint8_t *A, gl_fp8_format fa,
                       const float *a_scale_inv, const uint8_t *B,
                       gl_fp8_format fb, const float *b_scale_inv, float beta,
                       void *C, gl_dtype ctype, int ldc, int fast_accum);
+void gl_cuda_gemm_fp8_ragged(gl_dev *d, int ragged_k, int m, int n, int k, float alpha,
+                             const uint8_t *A, gl_fp8_format fa, const float *a_scale_inv,
+                             const uint8_t *B, gl_fp8_format fb, const float *b_scale_inv,
+                             float beta, void *C, gl_dtype ctype, int ldc, int fast_accum);
 
 /* adamw.cu */
 void gl_cuda_adamw(gl_dev *d, const gl_adamw_seg *segs, int nseg,

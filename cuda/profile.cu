@@ -28,18 +28,18 @@
     X(rmsnorm_fwd) X(rmsnorm_bwd) X(rope_fwd) X(rope_bwd) X(attn_fwd)         \
     X(attn_bwd) X(swiglu_fwd) X(swiglu_bwd) X(embed_fwd) X(embed_bwd)         \
     X(ce_max) X(ce_sum) X(ce_bwd) X(scale_f32) X(sumsq_f32) X(nonfinite_f32)  \
-    X(dot_f32) X(adamw) X(fp8_quantize) X(fp8_amax) X(fp8_amax_scale)      \
-    X(fp8_scale_delayed) X(fp8_scale_current) X(gemm_fp8) X(layernorm_fwd)   \
-    X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(bias_add) X(bias_grad)       \
-    X(dropout) X(bias_dropout_add) X(pos_embed_fwd) X(moe_route)             \
-    X(moe_route_bwd) X(moe_permute) X(moe_permute_bwd) X(moe_unpermute)      \
-    X(moe_unpermute_bwd) X(moe_gemm) X(moe_gemm_dgrad) X(moe_gemm_wgrad)     \
-    X(moe_aux_counts) X(moe_aux_loss) X(moe_z_loss) X(moe_bias_update)      \
-    X(attn_block_fwd) X(attn_merge) X(attn_delta) X(attn_block_bwd)          \
-    X(convert_2d) X(bda_layernorm) X(linear_gelu_fwd) X(linear_dgelu_bwd)    \
-    X(rmsnorm_fwd_fp8) X(swiglu_fwd_fp8) X(swiglu_bwd_fp8)    \
-    X(head_rmsnorm_fwd) X(head_rmsnorm_bwd) X(add_f32) X(fp8_transpose)      \
-    X(fp8_quantize_tiles) X(gemm_fp8_tiles)
+    X(dot_f32) X(adamw) X(fp8_quantize) X(fp8_amax) X(fp8_amax_scale)         \
+    X(fp8_scale_delayed) X(fp8_scale_current) X(gemm_fp8) X(gemm_fp8_ragged)  \
+    X(layernorm_fwd) X(layernorm_bwd) X(gelu_fwd) X(gelu_bwd) X(bias_add)     \
+    X(bias_grad) X(dropout) X(bias_dropout_add) X(pos_embed_fwd)             \
+    X(moe_route) X(moe_route_bwd) X(moe_permute) X(moe_permute_bwd)          \
+    X(moe_unpermute) X(moe_unpermute_bwd) X(moe_gemm) X(moe_gemm_dgrad)      \
+    X(moe_gemm_wgrad) X(moe_aux_counts) X(moe_aux_loss) X(moe_z_loss)        \
+    X(moe_bias_update) X(attn_block_fwd) X(attn_merge) X(attn_delta)         \
+    X(attn_block_bwd) X(convert_2d) X(bda_layernorm) X(linear_gelu_fwd)      \
+    X(linear_dgelu_bwd) X(rmsnorm_fwd_fp8) X(swiglu_fwd_fp8)                 \
+    X(swiglu_bwd_fp8) X(head_rmsnorm_fwd) X(head_rmsnorm_bwd) X(add_f32)     \
+    X(fp8_transpose) X(fp8_quantize_tiles) X(gemm_fp8_tiles)
 
 #define AS_ENUM(op) OP_##op,
 enum { TIMED_OPS(AS_ENUM) NOPS };

@@ -1389,11 +1389,15 @@ static uint8_t *fp8_operand(int rows, int k, gl_fp8_format f, float *inv)
  * about 2^-14 of the partial sums of a block (or of the whole row with
  * fast accumulation), far above fp32's: the bound allowed is 2e-3 of the
  * largest |C| (1e-2 with fast accumulation), plus bf16's rounding for a
- * bf16 C.  A wrong operand, layout or scale is off by O(1).
+ * bf16 C.  A wrong operand, layout or scale is off by O(1).  ragged 1 or
+ * 2 runs the GPU's product as gemm_fp8_ragged with m or k open (the
+ * experts' products; its plans are per bucket of that dimension, each
+ * call setting the exact sizes, so successive calls of one bucket check
+ * that the plan follows them).
  */
 static void test_gemm_fp8(int m, int n, int k, gl_fp8_format fa,
                           gl_fp8_format fb, int f32out, float alpha, float beta,
-                          int fast, int extra_ld)
+                          int fast, int extra_ld, int ragged)
 {
     int ldc = n + extra_ld;
     float ia, ib;
@@ -1408,16 +1412,21 @@ static void test_gemm_fp8(int m, int n, int k, gl_fp8_format fa,
     if (beta == 0)
         g_poison(gc, (size_t)m * ldc * (f32out ? 4 : 2));
     float *cc = c_buf(c0, (size_t)m * ldc);
-    G->ops->gemm_fp8(G, m, n, k, alpha, ga, fa, gsc, gb, fb, gsc + 4, beta, gc,
-                     f32out ? GL_DT_F32 : GL_DT_BF16, ldc, fast);
+    if (ragged)
+        G->ops->gemm_fp8_ragged(G, ragged == 2, m, n, k, alpha, ga, fa, gsc, gb, fb, gsc + 4,
+                                beta, gc, f32out ? GL_DT_F32 : GL_DT_BF16, ldc, fast);
+    else
+        G->ops->gemm_fp8(G, m, n, k, alpha, ga, fa, gsc, gb, fb, gsc + 4, beta, gc,
+                         f32out ? GL_DT_F32 : GL_DT_BF16, ldc, fast);
     C->ops->gemm_fp8(C, m, n, k, alpha, a, fa, &sc[0], b, fb, &sc[4], beta, cc,
                      GL_DT_F32, ldc, fast);
     float *got = f32out ? dl_f32(gc, (size_t)m * ldc) : dl_act(gc, (size_t)m * ldc);
     char name[160];
-    snprintf(name, sizeof name, "gemm_fp8 %dx%dx%d %s x %s -> %s alpha=%g beta=%g%s%s",
+    static const char *const how[] = {"", " (ragged m)", " (ragged k)"};
+    snprintf(name, sizeof name, "gemm_fp8 %dx%dx%d %s x %s -> %s alpha=%g beta=%g%s%s%s",
              m, n, k, fa == GL_FP8_E4M3 ? "E4M3" : "E5M2",
              fb == GL_FP8_E4M3 ? "E4M3" : "E5M2", f32out ? "f32" : "bf16", alpha,
-             beta, fast ? " fast-accum" : "", extra_ld ? " (ldc > n)" : "");
+             beta, fast ? " fast-accum" : "", extra_ld ? " (ldc > n)" : "", how[ragged]);
     cmp2d_env("GL_OPS_CUDA_VERBOSE", name, got, ldc, cc, ldc, m, n,
               f32out ? 0 : BF_RTOL, fast ? 1e-2 : 2e-3, 0);
     G->ops->free(G, ga);
@@ -3428,18 +3437,27 @@ int main(void)
     test_fp8_scale_current(300, GL_FP8_E5M2, 1);
     test_fp8_scale_current(300, GL_FP8_E4M3, 4);
     test_gemm_fp8_exact();
-    test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E4M3, 1, 1, 0, 0, 0);
-    test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E5M2, 0, 0.5f, 0, 0, 16);
-    test_gemm_fp8(128, 64, 256, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 16);
-    test_gemm_fp8(128, 64, 256, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0);
+    test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E4M3, 1, 1, 0, 0, 0, 0);
+    test_gemm_fp8(64, 96, 128, GL_FP8_E4M3, GL_FP8_E5M2, 0, 0.5f, 0, 0, 16, 0);
+    test_gemm_fp8(128, 64, 256, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 16, 0);
+    test_gemm_fp8(128, 64, 256, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0, 0);
+    /* the experts' products: rows, then k, changing within a bucket
+     * (256) and across (512), forward with fast accumulation, the weight
+     * gradient's fp32 accumulation */
+    test_gemm_fp8(208, 96, 128, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0, 1);
+    test_gemm_fp8(144, 96, 128, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0, 1);
+    test_gemm_fp8(400, 96, 128, GL_FP8_E5M2, GL_FP8_E4M3, 0, 1, 0, 0, 0, 1);
+    test_gemm_fp8(96, 128, 208, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 0, 2);
+    test_gemm_fp8(96, 128, 144, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 0, 2);
+    test_gemm_fp8(96, 128, 400, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 0, 2);
     test_fp8_linear(256, 512, 768);
     test_fp8_linear_tiles(256, 512, 768);
     test_fp8_linear_tiles(128, 384, 256);   /* the shapes of t/train-fp8.t's blockwise model */
     if (!quick) {
-        test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0);
-        test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 0, 0);
-        test_gemm_fp8(1024, 2048, 8192, GL_FP8_E5M2, GL_FP8_E4M3, 0, 1, 0, 0, 0);
-        test_gemm_fp8(2048, 2048, 1024, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 0);
+        test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 1, 0, 0);
+        test_gemm_fp8(1024, 3072, 2048, GL_FP8_E4M3, GL_FP8_E4M3, 0, 1, 0, 0, 0, 0);
+        test_gemm_fp8(1024, 2048, 8192, GL_FP8_E5M2, GL_FP8_E4M3, 0, 1, 0, 0, 0, 0);
+        test_gemm_fp8(2048, 2048, 1024, GL_FP8_E5M2, GL_FP8_E4M3, 1, 1, 1, 0, 0, 0);
         test_fp8_linear(2048, 2048, 3072);
     }
 

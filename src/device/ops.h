@@ -495,6 +495,19 @@ struct gl_ops {
                      gl_fp8_format fb, const float *b_scale_inv, float beta,
                      void *C, gl_dtype ctype, int ldc, int fast_accum);
 
+    /* gemm_fp8 for a product one of whose dimensions changes from call
+     * to call, the experts' (their rows follow the routing): m, or k
+     * when ragged_k.  The same sum as gemm_fp8's; the CUDA back end
+     * plans such products per power-of-two bucket of the open dimension
+     * (as its bf16 expert products), so that the host does not ask
+     * cuBLASLt's heuristic anew at nearly every call. */
+    void (*gemm_fp8_ragged)(gl_dev *d, int ragged_k, int m, int n, int k,
+                            float alpha, const uint8_t *A, gl_fp8_format fa,
+                            const float *a_scale_inv, const uint8_t *B,
+                            gl_fp8_format fb, const float *b_scale_inv,
+                            float beta, void *C, gl_dtype ctype, int ldc,
+                            int fast_accum);
+
     /* ---- Megatron's GPT model (--normalization LayerNorm, --no-swiglu
      * with GeLU, biases, --position-embedding-type learned_absolute,
      * dropout) ----

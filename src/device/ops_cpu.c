@@ -493,6 +493,17 @@ static void cpu_gemm_fp8(gl_dev *d, int m, int n, int k, float alpha,
     free(b);
 }
 
+/* Plans are a GPU's concern: the same product. */
+static void cpu_gemm_fp8_ragged(gl_dev *d, int ragged_k, int m, int n, int k, float alpha,
+                                const uint8_t *A, gl_fp8_format fa, const float *a_scale_inv,
+                                const uint8_t *B, gl_fp8_format fb, const float *b_scale_inv,
+                                float beta, void *C, gl_dtype ctype, int ldc, int fast_accum)
+{
+    (void)ragged_k;
+    cpu_gemm_fp8(d, m, n, k, alpha, A, fa, a_scale_inv, B, fb, b_scale_inv, beta, C, ctype,
+                 ldc, fast_accum);
+}
+
 /* ---- FP8 with block scales: the same host functions ---- */
 
 static void cpu_fp8_quantize_tiles(gl_dev *d, uint8_t *q, float *q_sinv, uint8_t *qt,
@@ -835,6 +846,7 @@ const gl_ops gl_ops_cpu = {
     .fp8_scale_delayed = cpu_fp8_scale_delayed,
     .fp8_scale_current = cpu_fp8_scale_current,
     .gemm_fp8 = cpu_gemm_fp8,
+    .gemm_fp8_ragged = cpu_gemm_fp8_ragged,
     .layernorm_fwd = cpu_layernorm_fwd,
     .layernorm_bwd = cpu_layernorm_bwd,
     .gelu_fwd = cpu_gelu_fwd,

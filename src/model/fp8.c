@@ -1138,11 +1138,11 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
         mquant_x(m, layer, j, e, X, r0, rows, in, st->eq, NULL);
         /* Y_e [rp, out] = X_e W_e^T: in place when unpadded */
         void *y = rp == rows ? gl_act_at(m, Y, (size_t)r0 * out) : st->eout;
-        d->ops->gemm_fp8(d, rp, out, in, 1.0f, st->eq, st->ffwd,
-                         rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
-                         mw(st, dm, layer, j, le, 0), st->ffwd,
-                         rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, y, d->act, out,
-                         1);
+        d->ops->gemm_fp8_ragged(d, 0, rp, out, in, 1.0f, st->eq, st->ffwd,
+                                rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
+                                mw(st, dm, layer, j, le, 0), st->ffwd,
+                                rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, y,
+                                d->act, out, 1);
         if (y == st->eout)
             d->ops->copy(d, gl_act_at(m, Y, (size_t)r0 * out), y,
                          (size_t)rows * out * d->act_bytes);
@@ -1174,10 +1174,10 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
               padded(m, dY, r0, rows, out), rp, out, mdy_sliced(j), 1);
         /* dX_e [rp, in] = dY_e W_e: A = dY_e, B = W_e^T [in, out] */
         void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : st->eout;
-        d->ops->gemm_fp8(d, rp, in, out, 1.0f, st->eq, st->fbwd, gsinv,
-                         mw(st, dm, layer, j, le, 1), st->ffwd,
-                         rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, dx, d->act,
-                         in, 0);
+        d->ops->gemm_fp8_ragged(d, 0, rp, in, out, 1.0f, st->eq, st->fbwd, gsinv,
+                                mw(st, dm, layer, j, le, 1), st->ffwd,
+                                rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, dx,
+                                d->act, in, 0);
         if (dx == st->eout)
             d->ops->copy(d, gl_act_at(m, dX, (size_t)r0 * in), dx,
                          (size_t)rows * in * d->act_bytes);
@@ -1186,10 +1186,10 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
         mquant_x(m, layer, j, e, X, r0, rows, in, NULL, st->eq);
         for (int k = 0; k < np; k++) {
             float *dw = (k == 0 ? dW0 : dW1) + (size_t)le * po * in;
-            d->ops->gemm_fp8(d, po, in, rp, 1.0f, st->eqt + (size_t)k * po * rp, st->fbwd,
-                             gsinv, st->eq, st->ffwd,
-                             rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV, 1.0f, dw,
-                             GL_DT_F32, in, 0);
+            d->ops->gemm_fp8_ragged(d, 1, po, in, rp, 1.0f, st->eqt + (size_t)k * po * rp,
+                                    st->fbwd, gsinv, st->eq, st->ffwd,
+                                    rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV, 1.0f,
+                                    dw, GL_DT_F32, in, 0);
         }
     }
 }
