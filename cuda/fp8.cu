@@ -465,6 +465,12 @@ tiles_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const bf16 
     }
 }
 
+/* Four bytes as one little-endian word: b[0] lowest, as they lie in memory. */
+__device__ __forceinline__ uint32_t pack4(const uint8_t (&b)[4])
+{
+    return b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
 /* Row pitch in bytes of the transposed bytes' table in tiles_fast_kernel:
  * 128 + 4, so that 32 threads writing a word each of 32 consecutive
  * table rows (pitch 33 words) hit 32 different banks. */
@@ -547,8 +553,7 @@ tiles_fast_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const 
             }
             uint8_t b[4];
             encode<4, FMT>(b, f, s);
-            *(uint32_t *)(q + (size_t)(r0 + r) * cols + c0 + 4 * lane) =
-                b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+            *(uint32_t *)(q + (size_t)(r0 + r) * cols + c0 + 4 * lane) = pack4(b);
         }
     }
     if (!qt)
@@ -575,7 +580,7 @@ tiles_fast_kernel(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv, const 
             f[j] = __bfloat162float(xs[rb + 4 * k + j][c]);
         uint8_t b[4];
         encode<4, FMT>(b, f, s);
-        w[k] = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+        w[k] = pack4(b);
     }
     __syncthreads();                    /* every read of xs is done */
     uint8_t *tab = (uint8_t *)&xs[0][0];

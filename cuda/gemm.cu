@@ -725,6 +725,18 @@ static cudaDataType_t fp8_type(gl_fp8_format f)
     return f == GL_FP8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }
 
+/* The checks of every FP8 product's arguments (gemm_fp8, gemm_fp8_ragged,
+ * gemm_fp8_tiles): fp8.h's shapes, formats and pointers, and the output
+ * dtype. */
+static void fp8_args_check(const char *who, int m, int n, int k, int ldc, gl_fp8_format fa,
+                           gl_fp8_format fb, const void *A, const void *B, const void *C,
+                           gl_dtype ctype)
+{
+    gl_fp8_gemm_check(who, m, n, k, ldc, fa, fb, A, B, C);
+    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
+        gl_die("%s: output dtype %s is not bf16 or fp32", who, gl_dtype_name(ctype));
+}
+
 /* gemm_fp8's argument checks (its and gemm_fp8_ragged's), and its scale
  * pointers made 16-byte aligned: cuBLASLt reads aligned ones in place;
  * others are first copied by a one-thread kernel (ops.h). */
@@ -734,9 +746,7 @@ static void fp8_prepare(gl_dev *d, const char *who, int m, int n, int k, int ldc
                         const float **b_scale_inv)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    gl_fp8_gemm_check(who, m, n, k, ldc, fa, fb, A, B, C);
-    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
-        gl_die("%s: output dtype %s is not bf16 or fp32", who, gl_dtype_name(ctype));
+    fp8_args_check(who, m, n, k, ldc, fa, fb, A, B, C, ctype);
     if (st->prop.major * 10 + st->prop.minor < 89)
         gl_die("%s: GPU %d (%s) has compute capability %d.%d; FP8 "
                "products need 8.9 (Ada) or 9.0 (Hopper) and later: train "
@@ -825,10 +835,7 @@ void gl_cuda_gemm_fp8_tiles(gl_dev *d, int m, int n, int k, float alpha,
                             int b_block2d, float beta, void *C, gl_dtype ctype, int ldc)
 {
     gl_cuda_state *st = gl_cuda_st(d);
-    gl_fp8_gemm_check("gemm_fp8_tiles", m, n, k, ldc, fa, fb, A, B, C);
-    if (ctype != GL_DT_F32 && ctype != GL_DT_BF16)
-        gl_die("gemm_fp8_tiles: output dtype %s is not bf16 or fp32",
-               gl_dtype_name(ctype));
+    fp8_args_check("gemm_fp8_tiles", m, n, k, ldc, fa, fb, A, B, C, ctype);
     if (st->prop.major != 9)
         gl_die("gemm_fp8_tiles: GPU %d (%s) has compute capability %d.%d; "
                "cuBLASLt's 1x128 and 128x128 block-scaled FP8 products are "

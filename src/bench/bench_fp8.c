@@ -25,9 +25,9 @@
  * as the model's tensorwise recipe), quantization (ops->fp8_quantize).  With
  * --check 1 one FP8 product of each kind is compared, before timing, at 16
  * sampled entries with a double-precision sum of the decoded FP8 operands
- * times their scales (the tensor's, or the tile's for blk): a wrong layout or scale lands far off, the tensor cores'
- * rounding within the 1/64 of the entry's scale that bench_gemm.c allows
- * bf16.
+ * times their scales (the tensor's, or the tile's for blk): a wrong
+ * layout or scale lands far off, the tensor cores' rounding within the
+ * 1/64 of the entry's scale that bench_gemm.c allows bf16.
  */
 #include <config.h>
 #include "bench/bench.h"
