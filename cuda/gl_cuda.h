@@ -427,7 +427,7 @@ void gl_cuda_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
                             const gl_moe_map *map, int accumulate_dx);
 void gl_cuda_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
                             const void *X, int in, int out,
-                            const gl_moe_map *map);
+                            const gl_moe_map *map, int accumulate_dw);
 void gl_cuda_moe_aux_counts(gl_dev *d, float *counts, const float *logits,
                             int n, long row0, int seq_len,
                             const gl_moe_route_cfg *cfg);

@@ -43,7 +43,7 @@
  * E = 8 top-2 f = 5632 (2048 rows per expert) 331 TFLOP/s grouped and
  * 838 looped, E = 128 top-8 f = 768 (512 rows) 309 grouped and 287
  * looped; so the loop from LOOP_ROWS rows per expert on average.  The
- * weight gradient (fp32 output, beta 1) always loops: CUDA 13.0's
+ * weight gradient (fp32 output) always loops: CUDA 13.0's
  * grouped call refuses an fp32 output (CUBLAS_STATUS_NOT_SUPPORTED).
  * Both forms ask cuBLAS for fp32 split-K reductions.
 
@@ -871,6 +871,21 @@ static int loop_wanted(int total, int ng)
     return total >= (long)LOOP_ROWS * ng;
 }
 
+/* A written weight gradient's zeros: the [n] slices of dW of the experts
+ * without rows, a memset per run of them. */
+static void zero_idle(cudaStream_t stream, float *dW, size_t n, const int32_t *off, int E)
+{
+    int e = 0;
+    while (e < E) {
+        int e1 = e;
+        while (e1 < E && off[e1 + 1] == off[e1])
+            e1++;
+        if (e1 > e)
+            GL_CUDA_CHECK(cudaMemsetAsync(dW + e * n, 0, (e1 - e) * n * sizeof(float), stream));
+        e = e1 + 1;
+    }
+}
+
 /* One grouped call of the given form; see the top of the file and
  * gemm.cu for the row-major to column-major mapping.  Column-major per
  * expert with m_e rows:
@@ -945,6 +960,8 @@ static void grouped(gl_dev *d, int form, void *C, const void *A,
                    "out %d, %d rows) failed: status %d (%s)", what, ng, in,
                    out, total, (int)s, cublasGetStatusString(s));
     }
+    if (form == GP_WGRAD && beta0 == 0)
+        zero_idle(st->stream, (float *)C, (size_t)out * in, off, E);
     /* rows past the last: Y's out columns, dX unless accumulated */
     if (form != GP_WGRAD && beta0 == 0 && map->rows_max > total) {
         int w = form == GP_FWD ? out : in, ld = form == GP_FWD ? ldY : in;
@@ -987,11 +1004,11 @@ void gl_cuda_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
 
 void gl_cuda_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
                             const void *X, int in, int out,
-                            const gl_moe_map *map)
+                            const gl_moe_map *map, int accumulate_dw)
 {
     ld_check(ldY, out, "moe_gemm_wgrad");
-    grouped(d, GP_WGRAD, dW, dY, X, in, out, ldY, 1.0f, map,
-            "moe_gemm_wgrad");
+    grouped(d, GP_WGRAD, dW, dY, X, in, out, ldY, accumulate_dw ? 1.0f : 0.0f,
+            map, "moe_gemm_wgrad");
 }
 
 /* ---- auxiliary losses ---- */

@@ -146,6 +146,9 @@ static void run_variant(const variant *v)
         ref_harness_loss(&H, 1, NULL);  /* the gradients again, for part 2 */
     }
 
+    ref_harness_written(&H, v->what);
+    ref_harness_loss(&H, 1, NULL);      /* one pass's gradients again */
+
     /* 2. gradients against finite differences */
     size_t N = p->nflat;
     float *g = malloc(N * sizeof(float)), *w0 = malloc(N * sizeof(float));

@@ -258,8 +258,13 @@ static void run_variant(const variant *v)
         ok(got3 == got && aux3 == aux && !memcmp(H3.m->g, g, N * sizeof(float)),
            "%s: the dispatch path at EP 1: the same objective (%.9g), MoE losses (%.9g) "
            "and gradients", v->what, got3, aux3);
+        char what[160];
+        snprintf(what, sizeof what, "%s, dispatch path", v->what);
+        ref_harness_written(&H3, what);
         ref_harness_free(&H3);
     }
+
+    ref_harness_written(&H, v->what);
 
     /* each tensor along its gradient and at its largest element */
     ref_fd_stats st = { 0, 0, 0 };

@@ -385,6 +385,52 @@ static inline double ref_harness_loss(ref_harness *H, int grads, double *moe)
     return l / H->count + extra;
 }
 
+/* The gradients of two backward passes of the micro-batch made the
+ * trainer's way -- gl_model_grads_begin() over a buffer of NaN, the
+ * products' first write, gl_model_grads_end() -- against the buffer
+ * zeroed and every contribution added: bit for bit the same (a product
+ * writing over nothing and one adding to zeros give the same sum).  Each
+ * way starts a MoE step afresh and zeroes the statistics before each
+ * pass, so that both ways route alike.  The buffer is left with the
+ * sums. */
+static inline void ref_harness_written(ref_harness *H, const char *what)
+{
+    gl_dev *d = H->d;
+    gl_model *m = H->m;
+    const gl_model_dims *dm = &m->plan->dm;
+    size_t N = m->plan->nflat, stats = (size_t)dm->L * (GL_MOE_STATS + dm->E);
+    float *want = malloc(N * sizeof(float));
+    for (int way = 0; way < 2; way++) {
+        if (way == 0) {
+            d->ops->zero(d, m->g, N * sizeof(float));
+        } else {
+            for (size_t e = 0; e < N; e++)      /* CPU device: host memory */
+                m->g[e] = NAN;
+            gl_model_grads_begin(m);
+        }
+        if (dm->E)
+            gl_model_moe_step_end(m);       /* global_aux_loss's running counts */
+        for (int pass = 0; pass < 2; pass++) {
+            float z = 0;
+            d->ops->upload(d, H->lacc, &z, sizeof z);
+            if (dm->E)
+                d->ops->zero(d, m->moe_stats, stats * sizeof(float));
+            gl_model_forward(m, 0, 0, &H->mb, H->lacc);
+            gl_model_backward(m, 0, 0, &H->mb);
+        }
+        if (way == 0)
+            memcpy(want, m->g, N * sizeof(float));
+        else
+            gl_model_grads_end(m);
+    }
+    size_t differ = 0;
+    for (size_t e = 0; e < N; e++)
+        differ += memcmp(&want[e], &m->g[e], sizeof(float)) != 0;
+    ok(differ == 0, "%s: gradients written by each weight's first product over NaN equal "
+       "zeros plus sums, bit for bit (%zu of %zu differ)", what, differ, N);
+    free(want);
+}
+
 /* What the finite-difference checks found, over the tensors checked. */
 typedef struct {
     double worst_dir;           /* worst relative error along a gradient */

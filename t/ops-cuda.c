@@ -2255,8 +2255,8 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
     C->ops->moe_unpermute_bwd(C, cdyp, cdw, cdout, cyp2, h, &cm);
     G->ops->moe_gemm_dgrad(G, gda, gdxp, h, gw2, f, h, &gm, 0);
     C->ops->moe_gemm_dgrad(C, cda, cdxp, h, cw2, f, h, &cm, 0);
-    G->ops->moe_gemm_wgrad(G, gdW2, gdxp, h, ga, f, h, &gm);
-    C->ops->moe_gemm_wgrad(C, cdW2, cdxp, h, ca, f, h, &cm);
+    G->ops->moe_gemm_wgrad(G, gdW2, gdxp, h, ga, f, h, &gm, 1);
+    C->ops->moe_gemm_wgrad(C, cdW2, cdxp, h, ca, f, h, &cm, 1);
     /* the gate and up data gradients into one dX (the second added),
      * and the up weight's gradient from gu's right half (stride 2f) */
     float *dgu = rand_bf(r2f, -1, 1), *dWu = rand_f32(wh, -1, 1);
@@ -2264,12 +2264,13 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
     float *gdWu = g_f32(dWu, wh);
     float *cdgu = c_buf(dgu, r2f), *cdxh = c_buf(NULL, rh), *cdWu = c_buf(dWu, wh);
     g_poison(gdxh, rh * 2);
+    g_poison(gdWu, wh * 4);         /* written: not to be read */
     G->ops->moe_gemm_dgrad(G, gdxh, gdgu, 2 * f, gw1, h, f, &gm, 0);
     G->ops->moe_gemm_dgrad(G, gdxh, (uint16_t *)gdgu + f, 2 * f, (uint16_t *)gw1 + wh, h, f, &gm, 1);
     C->ops->moe_gemm_dgrad(C, cdxh, cdgu, 2 * f, cw1, h, f, &cm, 0);
     C->ops->moe_gemm_dgrad(C, cdxh, cdgu + f, 2 * f, cw1 + wh, h, f, &cm, 1);
-    G->ops->moe_gemm_wgrad(G, gdWu, (uint16_t *)gdgu + f, 2 * f, gxp, h, f, &gm);
-    C->ops->moe_gemm_wgrad(C, cdWu, cdgu + f, 2 * f, cxp, h, f, &cm);
+    G->ops->moe_gemm_wgrad(G, gdWu, (uint16_t *)gdgu + f, 2 * f, gxp, h, f, &gm, 0);
+    C->ops->moe_gemm_wgrad(C, cdWu, cdgu + f, 2 * f, cxp, h, f, &cm, 0);
     float *hdxh = dl_act(gdxh, rh), *hdWu = dl_f32(gdWu, wh);
     snprintf(name, sizeof name, "moe_gemm_dgrad %s: dX [%d, %d] = gate's + up's (accumulate_dx, dY stride %d)", tag, rows_max, h, 2 * f);
     /* the rows past offsets[E]: the first call zeroes them, the second
@@ -2277,7 +2278,7 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
      * fp32): the gate's part is rounded once more, up to a bf16 half-ulp
      * of the largest values */
     cmp(name, hdxh, cdxh, (long)rh, BF_RTOL, BF_RTOL);
-    snprintf(name, sizeof name, "moe_gemm_wgrad %s: dWu [%d, %d, %d] += from gu's right half", tag, E, f, h);
+    snprintf(name, sizeof name, "moe_gemm_wgrad %s: dWu [%d, %d, %d] = gu's right half (written over NaN)", tag, E, f, h);
     cmp(name, hdWu, cdWu, (long)wh, 1e-5, 1e-5 * sqrt(n));
     G->ops->free(G, gdgu);
     G->ops->free(G, gdxh);
@@ -3045,12 +3046,15 @@ static void bench_moe(int n, int h, int E, int k, int f)
         G->ops->moe_gemm_dgrad(G, x, gu, 2 * f, w1, h, 2 * f, &m, 0);
     t = toc(10);
     diag("bench moe_gemm_dgrad W1: %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
-    G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m);
-    tic();
-    for (int i = 0; i < 10; i++)
-        G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m);
-    t = toc(10);
-    diag("bench moe_gemm_wgrad W1 (fp32 +=): %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
+    for (int acc = 1; acc >= 0; acc--) {
+        G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m, acc);
+        tic();
+        for (int i = 0; i < 10; i++)
+            G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m, acc);
+        t = toc(10);
+        diag("bench moe_gemm_wgrad W1 (fp32 %s): %.3f ms, %.0f TFLOP/s", acc ? "+=" : "=", t,
+             fl / t / 1e9);
+    }
     }
     unsetenv("GRIDLM_MOE_GEMM");
     tic();

@@ -410,11 +410,11 @@ static void layer_grads(layer_ctx *c, double *dx, double *dWg, double *dWu,
     layer_loss(c);
     gl_cpu_moe_unpermute_bwd_f64(dyp, dw, c->R, c->yp, h, r->weight, r->rows,
                                  r->row_tok, r->offsets, n, r->k, E, rm);
-    gl_cpu_moe_gemm_wgrad_f64(dW2, dyp, h, c->a, f, h, r->offsets, E);
+    gl_cpu_moe_gemm_wgrad_f64(dW2, dyp, h, c->a, f, h, r->offsets, E, 1);
     gl_cpu_moe_gemm_dgrad_f64(da, dyp, h, c->W2, f, h, r->offsets, E, rm, 0);
     gl_cpu_swiglu_bwd_f64(dgu, da, c->gu, rm, f);
-    gl_cpu_moe_gemm_wgrad_f64(dWg, dgu, 2 * f, c->xp, h, f, r->offsets, E);
-    gl_cpu_moe_gemm_wgrad_f64(dWu, dgu + f, 2 * f, c->xp, h, f, r->offsets, E);
+    gl_cpu_moe_gemm_wgrad_f64(dWg, dgu, 2 * f, c->xp, h, f, r->offsets, E, 1);
+    gl_cpu_moe_gemm_wgrad_f64(dWu, dgu + f, 2 * f, c->xp, h, f, r->offsets, E, 1);
     gl_cpu_moe_gemm_dgrad_f64(dxp, dgu, 2 * f, c->Wg, h, f, r->offsets, E, rm, 0);
     gl_cpu_moe_gemm_dgrad_f64(dxp, dgu + f, 2 * f, c->Wu, h, f, r->offsets, E,
                               rm, 1);
@@ -498,11 +498,11 @@ static void layer_device(gl_dev *d, const char *name, layer_ctx *c)
           *fdW2 = o->alloc(d, nw2 * 4),
           *fdl = o->alloc(d, nl * 4);
     o->moe_unpermute_bwd(d, dyp, dw, R, yp, h, &m);
-    o->moe_gemm_wgrad(d, fdW2, dyp, h, a, f, h, &m);
+    o->moe_gemm_wgrad(d, fdW2, dyp, h, a, f, h, &m, 1);
     o->moe_gemm_dgrad(d, da, dyp, h, W2, f, h, &m, 0);
     o->swiglu_bwd(d, dgu, da, gu, rm, f);
-    o->moe_gemm_wgrad(d, fdWg, dgu, 2 * f, xp, h, f, &m);
-    o->moe_gemm_wgrad(d, fdWu, dgu + f, 2 * f, xp, h, f, &m);
+    o->moe_gemm_wgrad(d, fdWg, dgu, 2 * f, xp, h, f, &m, 1);
+    o->moe_gemm_wgrad(d, fdWu, dgu + f, 2 * f, xp, h, f, &m, 1);
     o->moe_gemm_dgrad(d, dxp, dgu, 2 * f, Wg, h, f, &m, 0);
     o->moe_gemm_dgrad(d, dxp, dgu + f, 2 * f, Wu, h, f, &m, 1);
     o->moe_permute_bwd(d, fdx, dxp, h, &m, 0);
@@ -631,6 +631,39 @@ static void test_layer(gl_dev *d)
     layer_case(d, "capacity 3, padded", c);
 }
 
+/* moe_gemm_wgrad written (accumulate_dw 0) on a grouping whose expert 1
+ * has no rows: what dW held (NaN) is not read, expert 1's slice is zero,
+ * the others equal the sum added to zeros (accumulate_dw 1). */
+static void test_wgrad_written(gl_dev *d)
+{
+    enum { E = 3, IN = 5, OUT = 4, ROWS = 6 };
+    const gl_ops *o = d->ops;
+    int32_t off[E + 1] = { 0, 4, 4, ROWS };
+    gl_moe_map m = { .n = ROWS, .k = 1, .E = E, .rows_max = ROWS, .offsets = off,
+                     .offsets_host = off };
+    float dY[ROWS * OUT], X[ROWS * IN];
+    for (int i = 0; i < ROWS * OUT; i++)
+        dY[i] = (float)((i * 7) % 11) / 8 - 0.5f;
+    for (int i = 0; i < ROWS * IN; i++)
+        X[i] = (float)((i * 5) % 13) / 4 - 1.5f;
+    size_t nw = (size_t)E * OUT * IN;
+    float *want = o->alloc(d, nw * 4), *got = o->alloc(d, nw * 4);
+    o->zero(d, want, nw * 4);
+    o->moe_gemm_wgrad(d, want, dY, OUT, X, IN, OUT, &m, 1);
+    for (size_t i = 0; i < nw; i++)
+        got[i] = NAN;
+    o->moe_gemm_wgrad(d, got, dY, OUT, X, IN, OUT, &m, 0);
+    int same = !memcmp(want, got, nw * 4), idle_zero = 1, busy = 0;
+    for (int i = 0; i < OUT * IN; i++) {
+        idle_zero &= got[OUT * IN + i] == 0 && !signbit(got[OUT * IN + i]);
+        busy |= got[i] != 0;
+    }
+    ok(same && idle_zero && busy, "moe_gemm_wgrad written: NaN in dW not read, the rowless "
+       "expert's slice zero, the rest equal to the sum added to zeros");
+    o->free(d, want);
+    o->free(d, got);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -643,6 +676,7 @@ int main(void)
     test_counts_and_bias();
     test_router_grad();
     test_layer(d);
+    test_wgrad_written(d);
     size_t use1;
     d->ops->mem_info(d, &use1, NULL, NULL);
     is_int((long long)use1, (long long)use0, "every device allocation of the tests was freed");

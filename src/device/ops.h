@@ -719,8 +719,11 @@ struct gl_ops {
      * [out, in] as a linear layer's, contiguous):
      *   moe_gemm:       Y[r] = X[r] W_e^T      X [rows, in] -> Y [rows, out]
      *   moe_gemm_dgrad: dX[r] (+)= dY[r] W_e   dY [rows, out] -> dX [rows, in]
-     *   moe_gemm_wgrad: dW_e += dY_e^T X_e     dW f32 [E, out, in], as
-     *                   gemm's weight gradients (fp32 accumulation, beta 1)
+     *   moe_gemm_wgrad: dW_e (+)= dY_e^T X_e   dW f32 [E, out, in], as
+     *                   gemm's weight gradients (fp32 accumulation): added
+     *                   with accumulate_dw, else written (beta 0: what dW
+     *                   held is not read), an expert without rows then
+     *                   getting zeros
      * X and dX are contiguous ([rows, in]); Y and dY, the "out" side, have
      * row stride ldY >= out (elements), so that a product may fill or read
      * a column block of a wider buffer: the gate and up halves of SwiGLU's
@@ -737,7 +740,7 @@ struct gl_ops {
                            const gl_moe_map *map, int accumulate_dx);
     void (*moe_gemm_wgrad)(gl_dev *d, float *dW, const void *dY, int ldY,
                            const void *X, int in, int out,
-                           const gl_moe_map *map);
+                           const gl_moe_map *map, int accumulate_dw);
 
     /* Auxiliary load-balancing losses, Megatron's switch loss
      *   aux = scale sum_t sum_e sc[t, e] counts[g(t), e]

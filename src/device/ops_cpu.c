@@ -714,11 +714,12 @@ static void cpu_moe_gemm_dgrad(gl_dev *d, void *dX, const void *dY, int ldY,
 
 static void cpu_moe_gemm_wgrad(gl_dev *d, float *dW, const void *dY, int ldY,
                                const void *X, int in, int out,
-                               const gl_moe_map *map)
+                               const gl_moe_map *map, int accumulate_dw)
 {
     (void)d;
     cpu_moe_ld_check(ldY, out, "moe_gemm_wgrad");
-    gl_cpu_moe_gemm_wgrad_f32(dW, dY, ldY, X, in, out, map->offsets, map->E);
+    gl_cpu_moe_gemm_wgrad_f32(dW, dY, ldY, X, in, out, map->offsets, map->E,
+                              accumulate_dw);
 }
 
 static void cpu_moe_aux_counts(gl_dev *d, float *counts, const float *logits,

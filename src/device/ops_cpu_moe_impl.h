@@ -436,14 +436,17 @@ void GL_K(moe_gemm_dgrad)(real *dX, const real *dY, int ldY, const real *W,
 }
 
 void GL_K(moe_gemm_wgrad)(real *dW, const real *dY, int ldY, const real *X,
-                          int in, int out, const int32_t *offsets, int E)
+                          int in, int out, const int32_t *offsets, int E,
+                          int accumulate_dw)
 {
     for (int e = 0; e < E; e++) {
         int r0 = offsets[e], m = offsets[e + 1] - r0;
+        real *dWe = dW + (size_t)e * out * in;
         if (m > 0)
             GL_K(gemm)(1, 0, out, in, m, 1, dY + (size_t)r0 * ldY, ldY,
-                       X + (size_t)r0 * in, in, 1, dW + (size_t)e * out * in,
-                       in);
+                       X + (size_t)r0 * in, in, accumulate_dw ? 1 : 0, dWe, in);
+        else if (!accumulate_dw)
+            memset(dWe, 0, (size_t)out * in * sizeof(real));
     }
 }
 

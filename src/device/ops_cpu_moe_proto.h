@@ -42,7 +42,8 @@ void GL_K(moe_gemm_dgrad)(real *dX, const real *dY, int ldY, const real *W,
                           int in, int out, const int32_t *offsets, int E,
                           int rows_max, int accumulate_dx);
 void GL_K(moe_gemm_wgrad)(real *dW, const real *dY, int ldY, const real *X,
-                          int in, int out, const int32_t *offsets, int E);
+                          int in, int out, const int32_t *offsets, int E,
+                          int accumulate_dw);
 
 void GL_K(moe_aux_counts)(real *counts, const real *logits, int n,
                           long row0, int seq_len,

@@ -533,9 +533,10 @@ static void block_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y
                            st->ffwd, st->wsv[wi], 1, 0.0f, Y, d->act, out);
 }
 
-/* dX = dY W (dY 1D, W^T 2D) and dW += dY^T X (both 1D along the tokens). */
+/* dX = dY W (dY 1D, W^T 2D) and dW = dY^T X + beta dW (both 1D along the
+ * tokens). */
 static void block_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
-                      const void *dY, int n, int out, int in)
+                      float beta, const void *dY, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
@@ -547,7 +548,7 @@ static void block_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *d
         d->ops->gemm_fp8_tiles(d, n, in, out, 1.0f, st->dyq, st->fbwd, st->dysv, st->wqt[wi],
                                st->ffwd, st->wsvt[wi], 1, 0.0f, dX, d->act, in);
     d->ops->gemm_fp8_tiles(d, out, in, n, 1.0f, st->dyqt, st->fbwd, st->dytsv, A->xt[lin],
-                           st->ffwd, A->xts[lin], 0, 1.0f, dW, GL_DT_F32, in);
+                           st->ffwd, A->xts[lin], 0, beta, dW, GL_DT_F32, in);
 }
 
 void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y,
@@ -576,9 +577,10 @@ void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, cons
           n, in, x_sliced(lin), !m->fp8_eval);
 }
 
-/* dX = dY W and dW += dY^T X from the dY that st->dyq, st->dyqt hold. */
+/* dX = dY W and dW = dY^T X + beta dW from the dY that st->dyq, st->dyqt
+ * hold. */
 static void bwd_products(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
-                         float *dW, int n, int out, int in)
+                         float *dW, float beta, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
@@ -592,21 +594,21 @@ static void bwd_products(gl_model *m, gl_layer_acts *A, int layer, int lin, void
     /* dW [out, in] += dY^T X: A = dY^T [out, n], B = X^T [in, n], kept by
      * the forward with X's scale */
     d->ops->gemm_fp8(d, out, in, n, 1.0f, st->dyqt, st->fbwd, gr + R_SINV, A->xt[lin],
-                     st->ffwd, x_rec(m, A, layer, lin) + R_SINV, 1.0f, dW, GL_DT_F32, in, 0);
+                     st->ffwd, x_rec(m, A, layer, lin) + R_SINV, beta, dW, GL_DT_F32, in, 0);
 }
 
 void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
-                      const void *dY, int n, int out, int in)
+                      float beta, const void *dY, int n, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     if (st->o.recipe == GL_FP8_BLOCKWISE) {
-        block_bwd(m, A, layer, lin, dX, dW, dY, n, out, in);
+        block_bwd(m, A, layer, lin, dX, dW, beta, dY, n, out, in);
         return;
     }
     int gi = bwd_dy(layer, lin);
     quant(m, st->hist_b + gi, rec(st->rec_b, gi), st->fbwd, st->dyq, st->dyqt, dY, n, out,
           dy_sliced(lin), 1);
-    bwd_products(m, A, layer, lin, dX, dW, n, out, in);
+    bwd_products(m, A, layer, lin, dX, dW, beta, n, out, in);
 }
 
 /* ---- operands quantized by the kernels that make them ---- */
@@ -659,10 +661,10 @@ void gl_model_fp8_dy_out(gl_model *m, int layer, int lin, gl_fp8_out *o)
 }
 
 void gl_model_fp8_bwd_made(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
-                           float *dW, int n, int out, int in)
+                           float *dW, float beta, int n, int out, int in)
 {
     check_fused(m, layer);
-    bwd_products(m, A, layer, lin, dX, dW, n, out, in);
+    bwd_products(m, A, layer, lin, dX, dW, beta, n, out, in);
 }
 
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
@@ -1150,7 +1152,7 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
 }
 
 void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, float *dW1,
-                          const void *dY, const void *X, const gl_moe_map *map)
+                          float beta, const void *dY, const void *X, const gl_moe_map *map)
 {
     gl_fp8_state *st = m->fp8;
     const gl_model_dims *dm = &m->plan->dm;
@@ -1165,8 +1167,12 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
     const int32_t *off = map->offsets_host;
     for (int le = 0; le < map->E; le++) {
         int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le], rp = pad16(rows);
-        if (rows <= 0)
+        if (rows <= 0) {            /* no gradient: a written one is zero */
+            for (int k = 0; k < np && beta == 0; k++)
+                d->ops->zero(d, (k == 0 ? dW0 : dW1) + (size_t)le * po * in,
+                             (size_t)po * in * sizeof(float));
             continue;
+        }
         int g = mbwd_dy(st, layer, e, j);
         float *gsinv = rec(st->rec_b, g) + R_SINV;
         /* dY_e: rows for the data gradient, transposed for the weight's */
@@ -1181,14 +1187,14 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
         if (dx == st->eout)
             d->ops->copy(d, gl_act_at(m, dX, (size_t)r0 * in), dx,
                          (size_t)rows * in * d->act_bytes);
-        /* dW_e += dY_e^T X_e, piece by piece (fc1's gate rows, then up's):
+        /* dW_e (+)= dY_e^T X_e, piece by piece (fc1's gate rows, then up's):
          * A = rows of dY_e^T [out, rp], B = X_e^T [in, rp] */
         mquant_x(m, layer, j, e, X, r0, rows, in, NULL, st->eq);
         for (int k = 0; k < np; k++) {
             float *dw = (k == 0 ? dW0 : dW1) + (size_t)le * po * in;
             d->ops->gemm_fp8_ragged(d, 1, po, in, rp, 1.0f, st->eqt + (size_t)k * po * rp,
                                     st->fbwd, gsinv, st->eq, st->ffwd,
-                                    rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV, 1.0f,
+                                    rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV, beta,
                                     dw, GL_DT_F32, in, 0);
         }
     }

@@ -51,8 +51,10 @@
  * output is all-gathered (SP) or used as is (it is already the full
  * gradient on every TP rank); the gradient of a column-parallel input is
  * reduce-scattered (SP) or all-reduced; the residual's gradient is added
- * in place by rmsnorm_bwd (accumulate_dx).  Weight gradients (fp32) are
- * added into the model's gradient buffer with beta = 1.
+ * in place by rmsnorm_bwd (accumulate_dx).  Weight gradients (fp32) go
+ * into the model's gradient buffer: the iteration's first product of a
+ * weight writes it, later ones add (gl_model_grad_beta); the norms' and
+ * biases' kernels add.
  *
  * Recomputation (model.h) re-runs the very same kernels on the very same
  * inputs, so what it rebuilds is bit for bit what the forward wrote:
@@ -123,13 +125,16 @@ static void linear_fwd(gl_model *m, void *Y, const void *X, const void *Wt,
     OPS->gemm(m->d, 0, 1, n, out, in, 1.0f, X, in, Wt, in, 0.0f, Y, m->d->act, out);
 }
 
-/* dX[n, in] = dY[n, out] W;  dW[out, in] += dY^T X (fp32). */
-static void linear_bwd(gl_model *m, void *dX, float *dW, const void *dY,
+/* dX[n, in] = dY[n, out] W;  dW[out, in] (+)= dY^T X (fp32), dW the
+ * gradient at w_off, written by the iteration's first product
+ * (gl_model_grad_beta). */
+static void linear_bwd(gl_model *m, void *dX, size_t w_off, const void *dY,
                        const void *X, const void *Wt, int n, int out, int in)
 {
     if (dX)
         OPS->gemm(m->d, 0, 0, n, in, out, 1.0f, dY, out, Wt, in, 0.0f, dX, m->d->act, in);
-    OPS->gemm(m->d, 1, 0, out, in, n, 1.0f, dY, out, X, in, 1.0f, dW, GL_DT_F32, in);
+    OPS->gemm(m->d, 1, 0, out, in, n, 1.0f, dY, out, X, in,
+              gl_model_grad_beta(m, w_off, (size_t)out * in), G(m, w_off), GL_DT_F32, in);
 }
 
 /* A decoder layer's linear `lin` (fp8.c's numbering: 0 QKV, 1 output
@@ -144,13 +149,14 @@ static void dec_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y, 
         linear_fwd(m, Y, X, Wt, n, out, in);
 }
 
-static void dec_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
+static void dec_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, size_t w_off,
                     const void *dY, const void *X, const void *Wt, int n, int out, int in)
 {
     if (gl_model_fp8_layer(m, layer))     /* X^T kept by the forward */
-        gl_model_fp8_bwd(m, A, layer, lin, dX, dW, dY, n, out, in);
+        gl_model_fp8_bwd(m, A, layer, lin, dX, G(m, w_off),
+                         gl_model_grad_beta(m, w_off, (size_t)out * in), dY, n, out, in);
     else
-        linear_bwd(m, dX, dW, dY, X, Wt, n, out, in);
+        linear_bwd(m, dX, w_off, dY, X, Wt, n, out, in);
 }
 
 /* y [rows, h] = norm(x): RMSNorm (weight at w_off), or LayerNorm (weight
@@ -629,8 +635,8 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     /* the down projection; fused: its weight gradient alone here, its
      * input gradient with the GeLU's backward and the bias's next */
     int fused = gelu_fused(m, layer);
-    dec_bwd(m, A, layer, 3, fused ? NULL : m->ds, G(m, lo->down), dz, A->s, W(m, lo->down), n,
-            h, dm->fl);
+    dec_bwd(m, A, layer, 3, fused ? NULL : m->ds, lo->down, dz, A->s, W(m, lo->down), n, h,
+            dm->fl);
     gl_grads_ready(m, lo->down, (size_t)h * dm->fl);
     if (fused) {
         OPS->linear_dgelu_bwd(d, m->dgu, G(m, lo->bgu), dz, W(m, lo->down), A->gu, n, dm->fl,
@@ -653,10 +659,12 @@ static void layer_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_of
     if (dm->lin_bias)
         gl_grads_ready(m, lo->bgu, (size_t)dm->guw);
     if (fused_act(m, layer))
-        gl_model_fp8_bwd_made(m, A, layer, 2, m->y, G(m, lo->gate_up), n, dm->guw, h);
+        gl_model_fp8_bwd_made(m, A, layer, 2, m->y, G(m, lo->gate_up),
+                              gl_model_grad_beta(m, lo->gate_up, (size_t)dm->guw * h), n,
+                              dm->guw, h);
     else
-        dec_bwd(m, A, layer, 2, m->y, G(m, lo->gate_up), m->dgu, A->mg, W(m, lo->gate_up),
-                n, dm->guw, h);
+        dec_bwd(m, A, layer, 2, m->y, lo->gate_up, m->dgu, A->mg, W(m, lo->gate_up), n,
+                dm->guw, h);
     gl_grads_ready(m, lo->gate_up, (size_t)dm->guw * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), A->xm, A->mean2, A->rstd2, lo->mlp_norm,
              lo->mlp_norm_b, nl, 1);
@@ -672,7 +680,7 @@ attention:
         gather_rows(m, m->dfull);
         dz = m->dfull;
     }
-    dec_bwd(m, A, layer, 1, m->d_o, G(m, lo->wo), dz, A->o, W(m, lo->wo), n, h, qw);
+    dec_bwd(m, A, layer, 1, m->d_o, lo->wo, dz, A->o, W(m, lo->wo), n, h, qw);
     gl_grads_ready(m, lo->wo, (size_t)h * qw);
     const void *q = dm->qk_norm ? A->qkn : A->qkv;     /* as the forward's */
     int ldq = dm->qk_norm ? dm->qkw : dm->qkvw;
@@ -698,7 +706,7 @@ attention:
         OPS->bias_grad(d, G(m, lo->bqkv), m->dqkv, n, dm->qkvw);
         gl_grads_ready(m, lo->bqkv, (size_t)dm->qkvw);
     }
-    dec_bwd(m, A, layer, 0, m->y, G(m, lo->qkv), m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
+    dec_bwd(m, A, layer, 0, m->y, lo->qkv, m->dqkv, A->a, W(m, lo->qkv), n, dm->qkvw, h);
     gl_grads_ready(m, lo->qkv, (size_t)dm->qkvw * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, A->mean1, A->rstd1, lo->attn_norm,
              lo->attn_norm_b, nl, 1);
@@ -787,7 +795,7 @@ static void head_fwd_bwd(gl_model *m, const gl_chunk_plan *ch, const gl_mb *mb,
 
     head_loss(m, ch, mb, x, loss_acc, 1);
     /* logits now hold d loss / d logits */
-    linear_bwd(m, m->y, G(m, ch->head), m->logits, m->hf, W(m, ch->head), n, vl, h);
+    linear_bwd(m, m->y, ch->head, m->logits, m->hf, W(m, ch->head), n, vl, h);
     if (m->plan->head_param >= 0)        /* a range shared with the embedding waits */
         gl_grads_ready(m, ch->head, (size_t)vl * h);
     norm_bwd(m, dy, reduce_rows(m, m->y, m->tmp), x, m->mean_f, m->rstd_f, ch->final_norm,

@@ -1,10 +1,12 @@
 # src/model: the Llama decoder of one rank -- how it is laid out
 # (layout.h), parameter table and flat layout (plan.c), buffers, initial
-# weights and RoPE tables (model.c), the forward/backward passes
+# weights and RoPE tables (model.c), how an iteration's gradients
+# start (grads.c), the forward/backward passes
 # (layer.c; layer.h, the helpers it shares with moe.c), the
 # mixture-of-experts MLP (moe.c) and their FP8 products (fp8.c), written
 # against ops.h and comm.h.
 libgridlm_a_SOURCES += %reldir%/model.h %reldir%/layout.h %reldir%/plan.c %reldir%/model.c \
+	%reldir%/grads.c \
 	%reldir%/layer.h %reldir%/layer.c %reldir%/moe.h %reldir%/moe.c %reldir%/fp8.c %reldir%/cp.c
 
 # The model against an independent double-precision forward and against

@@ -296,6 +296,9 @@ void gl_model_free(gl_model *m)
     free(m->slot);
     free(m->nslots);
     free(m->rc_first);
+    free(m->gfresh);
+    free(m->gsorted);
+    free(m->gzero);
     free(m);
 }
 

@@ -148,6 +148,7 @@ extern "C" {
 /* One logical parameter and this rank's piece of it. */
 typedef struct {
     char name[64];
+    gl_tensor_id id;            /* which tensor of the table (arch/tensors.h) */
     int ndim;                   /* 1 (norm weights), 2, or 3 (stacked experts) */
     long shape[GL_TENSOR_MAXDIM];        /* full logical shape ([h, 1, 1] when
                                           * ndim 1, [r, c, 1] when 2) */
@@ -394,6 +395,14 @@ typedef struct {
                                  * in flight on one chunk) */
     size_t act_shared_bytes;    /* the buffers recomputation shares */
     int fwd_only;               /* made by gl_model_new_forward_only() */
+    /* Gradient writes (grads.c), set up by the first
+     * gl_model_grads_begin(): per parameter, 1 while its gradient awaits
+     * the iteration's first product; the parameters in order of offset;
+     * the flat ranges each begin zeroes, as [begin, end) pairs. */
+    uint8_t *gfresh;
+    int *gsorted;
+    size_t *gzero;
+    int ngzero;
     /* Gradient readiness (--overlap-grad-reduce, src/train/optim.c): while
      * grad_final is set (the caller sets it around the last micro-batch
      * of each chunk), the passes call grad_ready(grad_ready_arg, begin,
@@ -560,6 +569,35 @@ void gl_model_set_weights(gl_model *m, gl_weights_fill *fill, void *arg, const g
 void *gl_model_weight(const gl_model *m, size_t offset);
 float *gl_model_grad(const gl_model *m, size_t offset);
 
+/*
+ * Gradient writes (grads.c).  Most of the gradient buffer belongs to
+ * tensors whose gradient only ever comes from whole products -- the
+ * linear layers' weights, the experts', the router's, an untied head's
+ * -- and the first such product of an iteration can write the buffer
+ * (beta 0) rather than add to zeros: no pass zeroing the buffer, no read
+ * of the zeros by the product.
+ *
+ * gl_model_grads_begin() starts an iteration's gradients: it zeroes the
+ * gradients of every other tensor (norm weights, biases, embeddings,
+ * which kernels add into) and the padding between tensors, and marks the
+ * product-written ones as awaiting their first product.  Without it the
+ * buffer is the caller's: every product adds (beta 1), so a caller that
+ * zeroes the buffer itself (the tests) gets the sums as before.
+ *
+ * gl_model_grad_beta(m, off, count) is what a product that writes the
+ * whole gradient of the tensors in [off, off + count) passes as beta: 0
+ * the first time in the iteration (the tensors are then marked written),
+ * else 1.  Dies (an internal error) when the range mixes written and
+ * unwritten tensors.
+ *
+ * gl_model_grads_end(), after the iteration's last backward, dies (an
+ * internal error) naming a product-written tensor that no product wrote:
+ * its gradient would be the last iteration's.
+ */
+void gl_model_grads_begin(gl_model *m);
+float gl_model_grad_beta(gl_model *m, size_t off, size_t count);
+void gl_model_grads_end(const gl_model *m);
+
 /* Forward of local chunk c for one micro-batch into slot s.  The input
  * x[0] must already be there unless the chunk holds the embedding (then
  * mb->ids are looked up).  A chunk with the head also computes the
@@ -580,8 +618,9 @@ void gl_model_forward_only(gl_model *m, int c, int s, const gl_mb *mb, float *lo
 /* Backward of local chunk c, slot s: dy holds the gradient w.r.t. the
  * chunk's output; afterwards it holds the gradient w.r.t. its input (and,
  * for the embedding chunk, the embedding's gradient has been added).
- * Weight gradients are added to m->g.  Recomputed layers run their
- * forward again first (see the top of this file). */
+ * Weight gradients go to m->g (written or added: gl_model_grad_beta).
+ * Recomputed layers run their forward again first (see the top of this
+ * file). */
 void gl_model_backward(gl_model *m, int c, int s, const gl_mb *mb);
 
 /* The slot's chunk input, chunk output and gradient buffers ([nl, h] act),
@@ -598,7 +637,7 @@ void *gl_model_dgrad(const gl_model *m, int c, int s);
  * gl_model_free().
  *
  * Each FP8 linear runs its forward Y = X W^T, data gradient dX = dY W
- * and weight gradient dW += dY^T X (fp32) through gemm_fp8:
+ * and weight gradient dW (+)= dY^T X (fp32) through gemm_fp8:
  * gl_model_fp8_fwd() and gl_model_fp8_bwd(), which layer.c calls for
  * linear lin (0 QKV, 1 output projection, 2 gate/up, 3 down) of global
  * layer `layer` whenever gl_model_fp8_layer() says so, after
@@ -628,7 +667,7 @@ void gl_model_fp8_fwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *Y
 void gl_model_fp8_keep_x(gl_model *m, gl_layer_acts *A, int layer, int lin, const void *X,
                          int n, int in);
 void gl_model_fp8_bwd(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX, float *dW,
-                      const void *dY, int n, int out, int in);
+                      float beta, const void *dY, int n, int out, int in);
 void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
 
 /* --fp8-param-gather (src/train/optim.c): the distributed optimizer
@@ -673,10 +712,12 @@ void gl_model_fp8_placed(gl_model *m);
  * rows grouped by map (its offsets_host read):
  *   gl_model_fp8_moe_fwd: Y [R, out] = X_e W_e^T per expert
  *   gl_model_fp8_moe_bwd: dX [R, in] = dY_e W_e (written, not added) and
- *                         dW_e += dY_e^T X_e, dW given in pieces of the
- *                         weight's rows (fc1 with SwiGLU: dW0 the gates'
- *                         [El, fel, h], dW1 the ups'; else dW1 NULL), with
- *                         X the forward's input rebuilt bit for bit.
+ *                         dW_e = dY_e^T X_e + beta dW_e (beta 0 or 1; 0
+ *                         writes zeros for an expert without rows), dW
+ *                         given in pieces of the weight's rows (fc1 with
+ *                         SwiGLU: dW0 the gates' [El, fel, h], dW1 the
+ *                         ups'; else dW1 NULL), with X the forward's input
+ *                         rebuilt bit for bit.
  * Every expert has scales of its own for its X, W and dY. */
 int gl_model_fp8_moe(const gl_model *m, int layer);
 void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const void *up,
@@ -684,7 +725,7 @@ void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const vo
 void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
                           const gl_moe_map *map);
 void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, float *dW1,
-                          const void *dY, const void *X, const gl_moe_map *map);
+                          float beta, const void *dY, const void *X, const gl_moe_map *map);
 
 /* FP8 operands made by the kernels that produce them (ops.h: "FP8
  * operands out of the kernels that produce them"), under delayed scaling
@@ -703,7 +744,7 @@ void gl_model_fp8_fwd_made(gl_model *m, gl_layer_acts *A, int layer, int lin, vo
                            int out, int in);
 void gl_model_fp8_dy_out(gl_model *m, int layer, int lin, gl_fp8_out *o);
 void gl_model_fp8_bwd_made(gl_model *m, gl_layer_acts *A, int layer, int lin, void *dX,
-                           float *dW, int n, int out, int in);
+                           float *dW, float beta, int n, int out, int in);
 
 /* The state a checkpoint keeps: delayed scaling's amax histories, scales
  * and inverse scales (tensorwise scaling has none: 0).  They are numbered

@@ -223,6 +223,13 @@ static float *G(const gl_model *m, size_t off)
     return gl_model_grad(m, off);
 }
 
+/* moe_gemm_wgrad's accumulate_dw for the experts' gradient at
+ * [off, off + count): written by the iteration's first product. */
+static int wgrad_acc(gl_model *m, size_t off, size_t count)
+{
+    return gl_model_grad_beta(m, off, count) != 0.0f;
+}
+
 /* The routing options of ops.h from the model and the run's settings. */
 static gl_moe_route_cfg route_cfg(const gl_model *m)
 {
@@ -794,8 +801,8 @@ static void fc1_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
     OPS->moe_gemm(m->d, Y, guw, xp, W(m, up_off(m, lo)), dm->h, dm->fel, map);
 }
 
-/* fc1's backward: dW += dgu_e^T xp_e, dxp = dgu_e [Wg_e; Wu_e] (the up
- * half's added to the gate half's). */
+/* fc1's backward: dW (+)= dgu_e^T xp_e, dxp = dgu_e [Wg_e; Wu_e] (the
+ * up half's added to the gate half's). */
 static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, const gl_moe_map *map,
                     const void *xp, const void *dgu, void *dxp, int guw)
 {
@@ -803,13 +810,15 @@ static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, const gl_moe_map *map,
     const void *dY = dgu;
     int acc = 0;
     if (dm->swiglu) {
-        OPS->moe_gemm_wgrad(m->d, G(m, lo->egu), dY, guw, xp, dm->h, dm->fel, map);
+        OPS->moe_gemm_wgrad(m->d, G(m, lo->egu), dY, guw, xp, dm->h, dm->fel, map,
+                            wgrad_acc(m, lo->egu, (size_t)dm->El * dm->fel * dm->h));
         OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, lo->egu), dm->h, dm->fel, map, 0);
         dY = gl_act_at(m, (void *)dY, (size_t)dm->fel);
         acc = 1;
     }
     size_t uo = up_off(m, lo);
-    OPS->moe_gemm_wgrad(m->d, G(m, uo), dY, guw, xp, dm->h, dm->fel, map);
+    OPS->moe_gemm_wgrad(m->d, G(m, uo), dY, guw, xp, dm->h, dm->fel, map,
+                        wgrad_acc(m, uo, (size_t)dm->El * dm->fel * dm->h));
     OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, uo), dm->h, dm->fel, map, acc);
 }
 
@@ -1020,15 +1029,16 @@ static void shared_bwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_scrat
     expert_act(m, s->ss, x->sgu, n, fsl);
     OPS->gemm(d, 0, 0, n, fsl, h, 1.0f, dz, h, W(m, lo->sdown), fsl, 0.0f, s->dss, d->act,
               fsl);
-    OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl, 1.0f, G(m, lo->sdown),
-              GL_DT_F32, fsl);
+    OPS->gemm(d, 1, 0, h, fsl, n, 1.0f, dz, h, s->ss, fsl,
+              gl_model_grad_beta(m, lo->sdown, (size_t)h * fsl), G(m, lo->sdown), GL_DT_F32,
+              fsl);
     gl_grads_ready(m, lo->sdown, (size_t)h * fsl);
     if (dm->swiglu)
         OPS->swiglu_bwd(d, s->dsgu, s->dss, x->sgu, n, fsl);
     else
         OPS->gelu_bwd(d, s->dsgu, NULL, s->dss, x->sgu, NULL, n, fsl);
-    OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h, 1.0f, G(m, lo->sgu),
-              GL_DT_F32, h);
+    OPS->gemm(d, 1, 0, s->sgw, h, n, 1.0f, s->dsgu, s->sgw, mg, h,
+              gl_model_grad_beta(m, lo->sgu, (size_t)s->sgw * h), G(m, lo->sgu), GL_DT_F32, h);
     gl_grads_ready(m, lo->sgu, (size_t)s->sgw * h);
     OPS->gemm(d, 0, 0, n, h, s->sgw, 1.0f, s->dsgu, s->sgw, W(m, lo->sgu), h, 0.0f, dmg,
               d->act, h);
@@ -1115,10 +1125,13 @@ static void experts_bwd(gl_model *m, int layer, const gl_layer_offs *lo,
     int fp8 = gl_model_fp8_moe(m, layer);
     expert_act(m, s->a, x->gu, rows, fel);
     if (fp8) {
-        gl_model_fp8_moe_bwd(m, layer, 1, s->da, G(m, lo->edown), NULL, dyl, s->a, map);
+        gl_model_fp8_moe_bwd(m, layer, 1, s->da, G(m, lo->edown), NULL,
+                             gl_model_grad_beta(m, lo->edown, (size_t)dm->El * h * fel), dyl,
+                             s->a, map);
     } else {
         OPS->moe_gemm_dgrad(d, s->da, dyl, h, W(m, lo->edown), fel, h, map, 0);
-        OPS->moe_gemm_wgrad(d, G(m, lo->edown), dyl, h, s->a, fel, h, map);
+        OPS->moe_gemm_wgrad(d, G(m, lo->edown), dyl, h, s->a, fel, h, map,
+                            wgrad_acc(m, lo->edown, (size_t)dm->El * h * fel));
     }
     gl_grads_ready(m, lo->edown, (size_t)dm->El * h * fel);
     if (rows > 0) {
@@ -1129,7 +1142,9 @@ static void experts_bwd(gl_model *m, int layer, const gl_layer_offs *lo,
     }
     if (fp8)        /* gate's and up's gradients: the pieces of fc1's */
         gl_model_fp8_moe_bwd(m, layer, 0, dxl, G(m, lo->egu),
-                             dm->swiglu ? G(m, up_off(m, lo)) : NULL, s->dgu, xin, map);
+                             dm->swiglu ? G(m, up_off(m, lo)) : NULL,
+                             gl_model_grad_beta(m, lo->egu, (size_t)dm->El * s->guw * h), s->dgu,
+                             xin, map);
     else
         fc1_bwd(m, lo, map, xin, s->dgu, dxl, s->guw);
     gl_grads_ready(m, lo->egu, (size_t)dm->El * s->guw * h);
@@ -1385,7 +1400,8 @@ void gl_moe_bwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
     OPS->to_act(d, s->dlact, dl, (size_t)nown * E);
     CHECK("to_act dlogits", s->dlact, (size_t)nown * E, 0);
     OPS->gemm(d, 1, 0, E, h, nown, 1.0f, s->dlact, E, gl_act_at(m, (void *)mg, (size_t)r0 * h),
-              h, 1.0f, G(m, lo->router), GL_DT_F32, h);
+              h, gl_model_grad_beta(m, lo->router, (size_t)E * h), G(m, lo->router), GL_DT_F32,
+              h);
     CHECK("gemm router grad", G(m, lo->router), (size_t)E * h, 1);
     gl_grads_ready(m, lo->router, (size_t)E * h);
     if (m->plan->arch.moe_router_enable_expert_bias)

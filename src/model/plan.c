@@ -141,6 +141,7 @@ static gl_param *add_param(builder *b, gl_tensor_id id, int layer, int chunk)
     const gl_tensor_info *t = gl_tensor(id);
     gl_param *q = &p->param[p->nparams++];
     memset(q, 0, sizeof *q);
+    q->id = id;
     gl_tensor_name(id, layer, 0, q->name, sizeof q->name);
     q->ndim = gl_tensor_shape(id, b->arch, p->dm.Vpad, q->shape);
     gl_shard shard = q->shard = t->shard;

@@ -577,12 +577,13 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
             init[3 + k] = (mine >> k) & 1u ? 1.0f : 0.0f;
         init[CLOCK_SLOT] = (float)gl_faults_exit_clock(F);
         d->ops->upload(d, stats, init, NSTATS * sizeof(float));
-        d->ops->zero(d, m->g, plan->nflat * sizeof(float));
+        gl_model_grads_begin(m);
 
         /* the schedule's blocking waits (MPI sends and receives, TP
          * collectives) bracket themselves in the comm layer */
         m->iteration = (uint32_t)it;     /* the dropout masks' key */
         gl_pipeline_run(si, m, group(g->pp), bb.mbs, loss_acc);
+        gl_model_grads_end(m);
         if (rank == 0 && planted_nonfinite(it + 1)) {
             /* before the reduction: every rank's norm sees it */
             float nan = NAN;
