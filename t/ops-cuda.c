@@ -498,20 +498,27 @@ static void test_f32_helpers(size_t n)
 
 static void test_adamw(void)
 {
-    enum { NS = 3 };
-    size_t cnt[NS] = {1, 1000003, 777};
-    float wd[NS] = {0.1f, 0.0f, 0.05f};
+    /* segment 3 lies one element past 16-byte boundaries: the kernel's
+     * element-wise path; the others its 16-byte one, with a tail */
+    enum { NS = 4 };
+    size_t cnt[NS] = {1, 1000003, 777, 40003}, sk[NS] = {0, 0, 0, 1};
+    float wd[NS] = {0.1f, 0.0f, 0.05f, 0.02f};
     gl_adamw_seg gs[NS], cs[NS];
     float *hm[NS], *hg[NS], *h1[NS], *h2[NS];
     for (int s = 0; s < NS; s++) {
-        size_t n = cnt[s];
-        hm[s] = rand_f32(n, -1, 1);
-        hg[s] = rand_f32(n, -0.1f, 0.1f);
-        h1[s] = rand_f32(n, -0.01f, 0.01f);
-        h2[s] = rand_f32(n, 0, 0.001f);
-        gs[s] = (gl_adamw_seg){g_f32(hm[s], n), g_f32(hg[s], n), g_f32(h1[s], n),
-                               g_f32(h2[s], n), s == 1 ? NULL : G->ops->alloc(G, n * 2),
+        size_t n = cnt[s], k = sk[s];
+        hm[s] = rand_f32(n + k, -1, 1);
+        hg[s] = rand_f32(n + k, -0.1f, 0.1f);
+        h1[s] = rand_f32(n + k, -0.01f, 0.01f);
+        h2[s] = rand_f32(n + k, 0, 0.001f);
+        gs[s] = (gl_adamw_seg){g_f32(hm[s], n + k) + k, g_f32(hg[s], n + k) + k,
+                               g_f32(h1[s], n + k) + k, g_f32(h2[s], n + k) + k,
+                               s == 1 ? NULL : (uint16_t *)G->ops->alloc(G, (n + k) * 2) + k,
                                n, wd[s]};
+        hm[s] += k;
+        hg[s] += k;
+        h1[s] += k;
+        h2[s] += k;
         cs[s] = (gl_adamw_seg){c_buf(hm[s], n), c_buf(hg[s], n), c_buf(h1[s], n),
                                c_buf(h2[s], n), s == 1 ? NULL : c_buf(NULL, n), n,
                                wd[s]};
@@ -557,20 +564,21 @@ static void test_adamw(void)
         free(w);
         free(m);
         free(v);
-        G->ops->free(G, gs[s].master);
-        G->ops->free(G, (void *)gs[s].grad);
-        G->ops->free(G, gs[s].m);
-        G->ops->free(G, gs[s].v);
-        G->ops->free(G, gs[s].act_out);
+        size_t k = sk[s];
+        G->ops->free(G, gs[s].master - k);
+        G->ops->free(G, (float *)gs[s].grad - k);
+        G->ops->free(G, gs[s].m - k);
+        G->ops->free(G, gs[s].v - k);
+        G->ops->free(G, gs[s].act_out ? (uint16_t *)gs[s].act_out - k : NULL);
         C->ops->free(C, cs[s].master);
         C->ops->free(C, (void *)cs[s].grad);
         C->ops->free(C, cs[s].m);
         C->ops->free(C, cs[s].v);
         C->ops->free(C, cs[s].act_out);
-        free(hm[s]);
-        free(hg[s]);
-        free(h1[s]);
-        free(h2[s]);
+        free(hm[s] - k);
+        free(hg[s] - k);
+        free(h1[s] - k);
+        free(h2[s] - k);
     }
 }
 
