@@ -22,8 +22,6 @@
  */
 #include <config.h>
 
-#include <stdlib.h>
-
 #include "base/log.h"
 #include "model/model.h"
 
@@ -44,35 +42,16 @@ static int product_written(gl_tensor_id id)
     }
 }
 
-typedef struct {
-    size_t offset;
-    int index;
-} placed;
-
-static int by_offset(const void *a, const void *b)
-{
-    size_t x = ((const placed *)a)->offset, y = ((const placed *)b)->offset;
-    return (x > y) - (x < y);
-}
-
-/* The parameters in order of offset, and the ranges to zero. */
+/* The ranges to zero, and the flags. */
 static void setup(gl_model *m)
 {
     const gl_model_plan *p = m->plan;
     int n = p->nparams;
-    placed *pl = gl_malloc((size_t)(n ? n : 1) * sizeof *pl);
-    for (int i = 0; i < n; i++)
-        pl[i] = (placed){ p->param[i].offset, i };
-    qsort(pl, (size_t)n, sizeof *pl, by_offset);
     m->gfresh = gl_calloc((size_t)(n ? n : 1), 1);
-    m->gsorted = gl_malloc((size_t)(n ? n : 1) * sizeof *m->gsorted);
-    for (int i = 0; i < n; i++)
-        m->gsorted[i] = pl[i].index;
-    free(pl);
     m->gzero = gl_malloc((size_t)(2 * n + 2) * sizeof *m->gzero);
     size_t at = 0;                      /* start of the gap to zero */
     for (int k = 0; k < n; k++) {
-        const gl_param *q = &p->param[m->gsorted[k]];
+        const gl_param *q = &p->param[p->by_offset[k]];
         if (!product_written(q->id))
             continue;
         if (q->offset > at) {
@@ -107,21 +86,14 @@ float gl_model_grad_beta(gl_model *m, size_t off, size_t count)
     if (!m->gfresh)
         return 1.0f;
     const gl_model_plan *p = m->plan;
-    int lo = 0, hi = p->nparams;            /* the first at >= off */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (p->param[m->gsorted[mid]].offset >= off)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
     int fresh = -1;
-    for (int k = lo; k < p->nparams && p->param[m->gsorted[k]].offset < off + count; k++) {
-        int i = m->gsorted[k];
+    for (int k = gl_model_plan_first_at(p, off);
+         k < p->nparams && p->param[p->by_offset[k]].offset < off + count; k++) {
+        int i = p->by_offset[k];
         if (fresh >= 0 && m->gfresh[i] != fresh)
             gl_die("internal error: a product writes the gradients of %s and of %s, one "
                    "already written in this iteration and one not", p->param[i].name,
-                   p->param[m->gsorted[k - 1]].name);
+                   p->param[p->by_offset[k - 1]].name);
         fresh = m->gfresh[i];
         m->gfresh[i] = 0;
     }

@@ -297,7 +297,6 @@ void gl_model_free(gl_model *m)
     free(m->nslots);
     free(m->rc_first);
     free(m->gfresh);
-    free(m->gsorted);
     free(m->gzero);
     free(m);
 }

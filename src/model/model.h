@@ -272,6 +272,7 @@ typedef struct {
     gl_chunk_plan *chunk;
     int nparams;
     gl_param *param;
+    int *by_offset;             /* the indexes into param in order of offset */
     size_t nflat;
     size_t rep_begin, rep_end;  /* the TP-replicated range */
     size_t qk_norm_begin;       /* [qk_norm_begin, rep_end): its QK-norm
@@ -293,6 +294,10 @@ typedef struct {
 gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *l, int tp_rank, int pp_rank,
                                  int ep_rank, int dp);
 void gl_model_plan_free(gl_model_plan *p);
+
+/* The position in p->by_offset of the first parameter whose offset is
+ * off or more (p->nparams when none is). */
+int gl_model_plan_first_at(const gl_model_plan *p, size_t off);
 
 /* The flat range [*begin, *end) whose gradients the backward leaves as
  * partial sums over the TP group, for the caller to all-reduce over TP
@@ -397,10 +402,9 @@ typedef struct {
     int fwd_only;               /* made by gl_model_new_forward_only() */
     /* Gradient writes (grads.c), set up by the first
      * gl_model_grads_begin(): per parameter, 1 while its gradient awaits
-     * the iteration's first product; the parameters in order of offset;
-     * the flat ranges each begin zeroes, as [begin, end) pairs. */
+     * the iteration's first product; the flat ranges each begin zeroes,
+     * as [begin, end) pairs. */
     uint8_t *gfresh;
-    int *gsorted;
     size_t *gzero;
     int ngzero;
     /* Gradient readiness (--overlap-grad-reduce, src/train/optim.c): while

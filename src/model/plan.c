@@ -226,6 +226,26 @@ static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
     }
 }
 
+/* The parameter indexes sorted by flat offset (an insertion sort: the
+ * table is in offset order but for the experts that expert parallelism
+ * places last). */
+static int *params_by_offset(const gl_model_plan *p)
+{
+    int n = p->nparams;
+    int *order = gl_malloc((size_t)(n ? n : 1) * sizeof *order);
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 1; i < n; i++) {
+        int k = order[i], j = i - 1;
+        while (j >= 0 && p->param[order[j]].offset > p->param[k].offset) {
+            order[j + 1] = order[j];
+            j--;
+        }
+        order[j + 1] = k;
+    }
+    return order;
+}
+
 gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_rank,
                                  int pp_rank, int ep_rank, int dp)
 {
@@ -394,7 +414,21 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
         p->nflat = GL_MODEL_ALIGN;
     if (dm->ep == 1)
         p->exp_begin = p->nflat;
+    p->by_offset = params_by_offset(p);
     return p;
+}
+
+int gl_model_plan_first_at(const gl_model_plan *p, size_t off)
+{
+    int lo = 0, hi = p->nparams;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (p->param[p->by_offset[mid]].offset >= off)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
 }
 
 void gl_model_plan_free(gl_model_plan *p)
@@ -405,6 +439,7 @@ void gl_model_plan_free(gl_model_plan *p)
         free(p->chunk[i].layer);
     free(p->chunk);
     free(p->param);
+    free(p->by_offset);
     free(p);
 }
 

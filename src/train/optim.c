@@ -10,25 +10,6 @@
 #include "base/log.h"
 #include "train/optim.h"
 
-/* The parameter indexes of p sorted by flat offset. */
-static int *params_by_offset(const gl_model_plan *p)
-{
-    int n = p->nparams;
-    int *order = gl_malloc((size_t)(n ? n : 1) * sizeof *order);
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    /* insertion sort by offset: tables are short and nearly sorted */
-    for (int i = 1; i < n; i++) {
-        int k = order[i], j = i - 1;
-        while (j >= 0 && p->param[order[j]].offset > p->param[k].offset) {
-            order[j + 1] = order[j];
-            j--;
-        }
-        order[j + 1] = k;
-    }
-    return order;
-}
-
 /* Megatron's is_embedding_or_output_parameter: the input embedding (and
  * the last stage's tied copy of it) and the output layer, which
  * --decoupled-lr gives their own learning rate. */
@@ -45,7 +26,7 @@ static int embedding_or_output(const gl_param *q)
 static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
 {
     int n = p->nparams;
-    int *order = params_by_offset(p);
+    const int *order = p->by_offset;
     gl_range *r = gl_malloc((size_t)(n ? n : 1) * sizeof *r);
     int nr = 0;
     for (int i = 0; i < n; i++) {
@@ -58,7 +39,6 @@ static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
         else
             r[nr++] = (gl_range){ q->offset, end, flag };
     }
-    free(order);
     *nout = nr;
     return r;
 }
@@ -84,8 +64,8 @@ static int owner_at(const gl_optim *o, size_t a)
 static void extent(const gl_optim *o, int k, size_t *a, size_t *b)
 {
     const gl_model_plan *p = o->m->plan;
-    *a = p->param[o->porder[k]].offset;
-    *b = k + 1 < p->nparams ? p->param[o->porder[k + 1]].offset : p->nflat;
+    *a = p->param[p->by_offset[k]].offset;
+    *b = k + 1 < p->nparams ? p->param[p->by_offset[k + 1]].offset : p->nflat;
 }
 
 /* The first bucket whose range ends after x. */
@@ -127,16 +107,9 @@ static void on_grad_ready(void *arg, size_t begin, size_t end)
 {
     gl_optim *o = arg;
     const gl_model_plan *p = o->m->plan;
-    int lo = 0, hi = p->nparams;           /* first parameter at >= begin */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (p->param[o->porder[mid]].offset >= begin)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    for (int k = lo; k < p->nparams && p->param[o->porder[k]].offset < end; k++) {
-        int i = o->porder[k];
+    for (int k = gl_model_plan_first_at(p, begin);
+         k < p->nparams && p->param[p->by_offset[k]].offset < end; k++) {
+        int i = p->by_offset[k];
         if (o->pdone[i])
             continue;
         o->pdone[i] = 1;
@@ -404,7 +377,6 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *ed
     o->overlap = c->optim.overlap_grad_reduce && o->dp;
     if (o->dist && !o->overlap)
         o->gshard = d->ops->alloc(d, o->nu * sizeof(float));
-    o->porder = params_by_offset(p);
     if (o->overlap)
         build_buckets(o, c);
     o->gather = o->overlap && o->dist && c->optim.overlap_param_gather;
@@ -424,7 +396,7 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *ed
     if (nx) {
         o->norm = gl_malloc((size_t)(p->nparams ? p->nparams : 1) * sizeof *o->norm);
         for (int k = 0; k < p->nparams; k++) {
-            const gl_param *q = &p->param[o->porder[k]];
+            const gl_param *q = &p->param[p->by_offset[k]];
             size_t a, b;
             gl_optim_owned(o, q, &a, &b);
             if (q->counted && b > a)
@@ -495,7 +467,6 @@ void gl_optim_free(gl_optim *o)
     free(o->norm);
     free(o->seg);
     free(o->bucket);
-    free(o->porder);
     free(o->pdone);
     free(o->gorder);
     if (o->m->weights_needed_arg == o) {

@@ -162,7 +162,6 @@ typedef struct {
     int overlap;
     gl_bucket *bucket;
     int nbucket;
-    int *porder;                /* parameter indexes by flat offset */
     unsigned char *pdone;       /* [nparams]: reported this iteration */
     /* --overlap-param-gather (distributed, with overlap) */
     int gather;
