@@ -3,3 +3,4 @@
 # gridlm-prep's tokenizing throughput and its scaling with --workers
 # (benchmarks/RESULTS.md).
 EXTRA_DIST += %reldir%/prep-throughput.sh
+EXTRA_DIST += %reldir%/gpu-lib.sh

@@ -653,6 +653,16 @@ static void cu_close(gl_dev *d)
         gl_cuda_free_counted(d, st->adamw[i].mem.p);
         free(st->adamw[i].segs);
     }
+    for (int i = 0; i < GL_MOE_LANES; i++) {
+        if (st->lane[i])
+            GL_CUDA_CHECK(cudaStreamSynchronize(st->lane[i]));
+        if (st->lane_ws[i])
+            gl_cuda_free_counted(d, st->lane_ws[i]);
+        if (st->lane_ev[i])
+            GL_CUDA_CHECK(cudaEventDestroy(st->lane_ev[i]));
+        if (st->lane[i])
+            GL_CUDA_CHECK(cudaStreamDestroy(st->lane[i]));
+    }
     if (st->blas)
         GL_CUBLAS_CHECK(cublasDestroy(st->blas));
     GL_CUDA_CHECK(cudaFree(st->lt_workspace));

@@ -83,6 +83,9 @@ typedef struct {
 } gl_adamw_table;
 #define GL_ADAMW_TABLES 2
 
+/* Streams that the experts' products may spread over (moe.cu). */
+#define GL_MOE_LANES 4
+
 typedef struct {
     int ordinal;
     cudaStream_t stream;
@@ -135,6 +138,12 @@ typedef struct {
     cublasHandle_t blas;
     int moe_loop;              /* bit per product form (fwd, dgrad, wgrad)
                                   that cuBLAS's grouped call refused */
+    /* moe.cu's lanes for the per-expert products: lane 0 is stream, the
+     * others are created at first use, each with its own cuBLASLt
+     * workspace of lt_workspace_bytes (lane_ws[0] unused) */
+    cudaStream_t lane[GL_MOE_LANES];
+    cudaEvent_t lane_ev[GL_MOE_LANES];
+    void *lane_ws[GL_MOE_LANES];
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)

@@ -2426,6 +2426,88 @@ static void test_moe(int n, int E, int k, int h, int f, gl_moe_score score,
     moe_map_free(C, &cm);
 }
 
+/* The per-expert loop (GRIDLM_MOE_GEMM=loop) on 1 and on 4 streams
+ * (moe.cu's lanes): the three products of an [E, out, in] weight over n
+ * tokens top-k, with expert E-1 left without rows and one expert taking
+ * most of them, must give the same bits on any number of lanes, and
+ * match the CPU; the written weight gradient must zero the idle expert. */
+static void test_moe_lanes(int n, int E, int k, int in, int out)
+{
+    gl_moe_route_cfg cfg = {.E = E, .k = k};
+    int R = gl_moe_rows_max(n, &cfg);
+    size_t nE = (size_t)n * E, xn = (size_t)R * in, yn = (size_t)R * out;
+    size_t wn = (size_t)E * out * in;
+    float *lg = rand_f32(nE, -1, 1);
+    for (int t = 0; t < n; t++) {
+        lg[(size_t)t * E + E - 1] = -10;        /* never chosen */
+        if (t % 3)
+            lg[(size_t)t * E] = 3;              /* most tokens' first */
+    }
+    float *glg = g_f32(lg, nE), *clg = c_buf(lg, nE);
+    gl_moe_map gm, cm;
+    moe_map_alloc(G, &gm, n, k, E, R, 1);
+    moe_map_alloc(C, &cm, n, k, E, R, 0);
+    G->ops->moe_route(G, &gm, glg, NULL, &cfg, NULL, NULL);
+    C->ops->moe_route(C, &cm, clg, NULL, &cfg, NULL, NULL);
+    int rows = cm.offsets[E];
+    float *x = rand_bf(xn, -1, 1), *w = rand_bf(wn, -0.1f, 0.1f), *dy = rand_bf(yn, -1, 1);
+    void *gx = g_act(x, xn), *gw = g_act(w, wn), *gdy = g_act(dy, yn);
+    float *cx = c_buf(x, xn), *cw = c_buf(w, wn), *cdy = c_buf(dy, yn);
+    void *gy = G->ops->alloc(G, yn * 2), *gdx = G->ops->alloc(G, xn * 2);
+    float *gdw = G->ops->alloc(G, wn * 4);
+    float *cy = c_buf(NULL, yn), *cdx = c_buf(NULL, xn), *cdw = c_buf(NULL, wn);
+    uint8_t *got[2][3];
+    setenv("GRIDLM_MOE_GEMM", "loop", 1);
+    for (int l = 0; l < 2; l++) {
+        setenv("GRIDLM_MOE_LANES", l ? "4" : "1", 1);
+        g_poison(gy, yn * 2);
+        g_poison(gdx, xn * 2);
+        g_poison(gdw, wn * 4);
+        G->ops->moe_gemm(G, gy, out, gx, gw, in, out, &gm);
+        G->ops->moe_gemm_dgrad(G, gdx, gdy, out, gw, in, out, &gm, 0);
+        G->ops->moe_gemm_dgrad(G, gdx, gdy, out, gw, in, out, &gm, 1);
+        G->ops->moe_gemm_wgrad(G, gdw, gdy, out, gx, in, out, &gm, 0);
+        G->ops->moe_gemm_wgrad(G, gdw, gdy, out, gx, in, out, &gm, 1);
+        got[l][0] = dl_bytes(gy, (size_t)rows * out * 2);
+        got[l][1] = dl_bytes(gdx, (size_t)rows * in * 2);
+        got[l][2] = dl_bytes(gdw, wn * 4);
+    }
+    unsetenv("GRIDLM_MOE_LANES");
+    unsetenv("GRIDLM_MOE_GEMM");
+    const char *nm[3] = {"Y", "dX (= then +=)", "dW (written, then +=)"};
+    size_t nb[3] = {(size_t)rows * out * 2, (size_t)rows * in * 2, wn * 4};
+    for (int i = 0; i < 3; i++)
+        ok(!memcmp(got[0][i], got[1][i], nb[i]), "moe products n=%d E=%d top-%d %d -> %d "
+           "(%d rows, expert %d idle): %s the same bits on 1 and 4 streams", n, E, k, in,
+           out, rows, E - 1, nm[i]);
+    C->ops->moe_gemm(C, cy, out, cx, cw, in, out, &cm);
+    C->ops->moe_gemm_dgrad(C, cdx, cdy, out, cw, in, out, &cm, 0);
+    C->ops->moe_gemm_dgrad(C, cdx, cdy, out, cw, in, out, &cm, 1);
+    memset(cdw, 0, wn * 4);
+    C->ops->moe_gemm_wgrad(C, cdw, cdy, out, cx, in, out, &cm, 1);
+    C->ops->moe_gemm_wgrad(C, cdw, cdy, out, cx, in, out, &cm, 1);
+    float *hy = dl_act(gy, (size_t)rows * out), *hdx = dl_act(gdx, (size_t)rows * in);
+    float *hdw = dl_f32(gdw, wn);
+    cmp("moe products on 4 streams: Y against the CPU", hy, cy, (long)rows * out, BF_RTOL,
+        1e-5 * sqrt(in));
+    cmp("moe products on 4 streams: dX against the CPU", hdx, cdx, (long)rows * in, BF_RTOL,
+        1e-5 * sqrt(out));
+    cmp("moe products on 4 streams: dW against the CPU", hdw, cdw, (long)wn, 1e-5,
+        1e-5 * sqrt(n));
+    void *gp[] = {glg, gx, gw, gdy, gy, gdx, gdw};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++)
+        G->ops->free(G, gp[i]);
+    float *cp[] = {clg, cx, cw, cdy, cy, cdx, cdw};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+        C->ops->free(C, cp[i]);
+    void *hp[] = {lg, x, w, dy, hy, hdx, hdw, got[0][0], got[0][1], got[0][2], got[1][0],
+                  got[1][1], got[1][2]};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        free(hp[i]);
+    moe_map_free(G, &gm);
+    moe_map_free(C, &cm);
+}
+
 /* head_rmsnorm (--qk-layernorm): H heads of D per token, read from a view
  * of row stride ldx (a fused QKV buffer: gap columns after the heads),
  * written to a view of row stride ldy; the backward in place on a
@@ -3019,9 +3101,36 @@ static void bench_attn_ring(int B, int S, int Hq, int Hkv, int D)
     free(h);
 }
 
+/* One weight's three grouped products (in -> out over the map's rows),
+ * each timed over 10 calls after a warm-up. */
+static void bench_moe_weight(const char *name, const gl_moe_map *m, int R, int in, int out,
+                             void *x, void *y, void *w, float *dw)
+{
+    double fl = 2.0 * R * in * out, t[3];
+    for (int form = 0; form < 3; form++) {
+        for (int i = 0; i <= 10; i++) {
+            if (i == 1)
+                tic();
+            if (form == 0)
+                G->ops->moe_gemm(G, y, out, x, w, in, out, m);
+            else if (form == 1)
+                G->ops->moe_gemm_dgrad(G, x, y, out, w, in, out, m, 0);
+            else
+                G->ops->moe_gemm_wgrad(G, dw, y, out, x, in, out, m, 0);
+        }
+        t[form] = toc(10);
+    }
+    diag("  %s (%d -> %d): fwd %.3f ms %.0f TFLOP/s, dgrad %.3f ms %.0f, wgrad (fp32 =) "
+         "%.3f ms %.0f", name, in, out, t[0], fl / t[0] / 1e9, t[1], fl / t[1] / 1e9, t[2],
+         fl / t[2] / 1e9);
+}
+
 /* The grouped products of one expert layer at the issue's shapes: n
  * tokens of width h, E experts top-k, expert FFN f (W1 [E, 2f, h], W2
- * [E, h, f]), routed by moe_route from random logits. */
+ * [E, h, f]), routed by moe_route from random logits (balanced), then
+ * with expert 0 favoured by every token (skewed, as the training runs'
+ * "expert load max/mean" of 4 shows on mock data); by cuBLAS's grouped
+ * call and by the loop on 1 and GL_MOE_LANES streams. */
 static void bench_moe(int n, int h, int E, int k, int f)
 {
     gl_moe_route_cfg cfg = {.E = E, .k = k};
@@ -3030,7 +3139,7 @@ static void bench_moe(int n, int h, int E, int k, int f)
     moe_map_alloc(G, &m, n, k, E, R, 1);
     float *lg = rand_f32((size_t)n * E, -1, 1);
     float *glg = g_f32(lg, (size_t)n * E);
-    void *x = G->ops->alloc(G, (size_t)R * h * 2), *gu = G->ops->alloc(G, (size_t)R * 2 * f * 2);
+    void *x = G->ops->alloc(G, (size_t)R * (f > h ? f : h) * 2), *gu = G->ops->alloc(G, (size_t)R * 2 * f * 2);
     void *w1 = G->ops->alloc(G, (size_t)E * 2 * f * h * 2);
     float *dw1 = G->ops->alloc(G, (size_t)E * 2 * f * h * 4);
     tic();
@@ -3038,32 +3147,29 @@ static void bench_moe(int n, int h, int E, int k, int f)
         G->ops->moe_route(G, &m, glg, NULL, &cfg, NULL, NULL);
     double t = toc(10);
     diag("bench moe_route n=%d E=%d top-%d (with its host wait): %.1f us", n, E, k, t * 1e3);
-    double fl = 2.0 * R * h * 2 * f;
-    for (int mode = 0; mode < 2; mode++) {
-    setenv("GRIDLM_MOE_GEMM", mode ? "loop" : "grouped", 1);
-    diag("GRIDLM_MOE_GEMM=%s", mode ? "loop" : "grouped");
-    G->ops->moe_gemm(G, gu, 2 * f, x, w1, h, 2 * f, &m);
-    tic();
-    for (int i = 0; i < 10; i++)
-        G->ops->moe_gemm(G, gu, 2 * f, x, w1, h, 2 * f, &m);
-    t = toc(10);
-    diag("bench moe_gemm W1 n=%d h=%d E=%d top-%d f=%d: %.3f ms, %.0f TFLOP/s", n, h, E, k, f, t, fl / t / 1e9);
-    G->ops->moe_gemm_dgrad(G, x, gu, 2 * f, w1, h, 2 * f, &m, 0);
-    tic();
-    for (int i = 0; i < 10; i++)
-        G->ops->moe_gemm_dgrad(G, x, gu, 2 * f, w1, h, 2 * f, &m, 0);
-    t = toc(10);
-    diag("bench moe_gemm_dgrad W1: %.3f ms, %.0f TFLOP/s", t, fl / t / 1e9);
-    for (int acc = 1; acc >= 0; acc--) {
-        G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m, acc);
-        tic();
-        for (int i = 0; i < 10; i++)
-            G->ops->moe_gemm_wgrad(G, dw1, gu, 2 * f, x, h, 2 * f, &m, acc);
-        t = toc(10);
-        diag("bench moe_gemm_wgrad W1 (fp32 %s): %.3f ms, %.0f TFLOP/s", acc ? "+=" : "=", t,
-             fl / t / 1e9);
+    for (int skew = 0; skew < 2; skew++) {
+        if (skew) {
+            for (int i = 0; i < n; i++)
+                lg[(size_t)i * E] = 2;
+            G->ops->free(G, glg);
+            glg = g_f32(lg, (size_t)n * E);
+        }
+        G->ops->moe_route(G, &m, glg, NULL, &cfg, NULL, NULL);
+        int big = 0;
+        for (int e = 0; e < E; e++)
+            if (m.offsets_host[e + 1] - m.offsets_host[e] > big)
+                big = m.offsets_host[e + 1] - m.offsets_host[e];
+        for (int mode = 0; mode < 3; mode++) {
+            setenv("GRIDLM_MOE_GEMM", mode ? "loop" : "grouped", 1);
+            setenv("GRIDLM_MOE_LANES", mode == 1 ? "1" : "4", 1);
+            diag("bench moe n=%d h=%d E=%d top-%d f=%d, %s routing (max/mean %.2f), %s", n,
+                 h, E, k, f, skew ? "skewed" : "balanced", (double)big * E / (n * k),
+                 mode == 0 ? "grouped" : mode == 1 ? "loop, 1 stream" : "loop, 4 streams");
+            bench_moe_weight("W1", &m, n * k, h, 2 * f, x, gu, w1, dw1);
+            bench_moe_weight("W2", &m, n * k, f, h, gu, x, w1, dw1);
+        }
     }
-    }
+    unsetenv("GRIDLM_MOE_LANES");
     unsetenv("GRIDLM_MOE_GEMM");
     tic();
     for (int i = 0; i < 10; i++)
@@ -3535,6 +3641,7 @@ int main(void)
     test_moe(200, 64, 8, 64, 32, GL_MOE_SOFTMAX, 0, 0, 0.5, GL_MOE_DROP_PROBS, 0, 0, 0);
     test_moe(256, 64, 8, 64, 32, GL_MOE_SIGMOID, 0, 2.5f, 0, GL_MOE_DROP_PROBS, 0, 1, 1);
     test_moe(256, 16, 1, 64, 32, GL_MOE_SIGMOID, 0, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 0);
+    test_moe_lanes(384, 8, 2, 320, 448);
     test_moe(256, 16, 4, 64, 32, GL_MOE_SIGMOID, 0, 0, 1.0, GL_MOE_DROP_PROBS, 1, 1, 0);
     test_moe(77, 8, 2, 45, 21, GL_MOE_SOFTMAX, 1, 0, 0, GL_MOE_DROP_PROBS, 0, 0, 1);
     test_moe(64, 8, 2, 64, 32, GL_MOE_SOFTMAX, 0, 0, 0.01, GL_MOE_DROP_PROBS, 0, 0, 0);

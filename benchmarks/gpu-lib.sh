@@ -1,0 +1,54 @@
+# benchmarks/gpu-lib.sh: what the device calls' scripts share (sourced
+# with `. benchmarks/gpu-lib.sh` from the repository root, after $out is
+# set to a scratch folder for logs).
+#
+#   el                          seconds since the library was sourced
+#   rate FILE.jsonl             harmonic-mean tokens/s, mean MFU and the
+#                               per-iteration ms of iterations 5 and on
+#   run BIN NAME ITERS MBS FLAGS...
+#                               one gridlm-train run on one GPU (the
+#                               shared optimizer flags, mock data), its
+#                               rate line, and any error it printed
+#   peer NAME FLAGS...          one run of the PyTorch peer
+#                               (.gpukit/torch_peer.py), its last lines
+#
+# The shapes: moeA and moeB are issue 13's two MoE shapes, s15 the 1.5B
+# dense shape, s8b 8 layers of the 8B shape; D, T and B the delayed,
+# tensorwise and blockwise FP8 flag sets.
+
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+
+llama="--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --attention-dropout 0 --hidden-dropout 0"
+moeA="$llama --num-layers 8 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8 --ffn-hidden-size 5632 --vocab-size 128256 --seq-length 4096 --rotary-base 500000 --untie-embeddings-and-output-weights --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632"
+moeB="$llama --num-layers 4 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 4 --ffn-hidden-size 768 --vocab-size 128256 --seq-length 4096 --rotary-base 500000 --untie-embeddings-and-output-weights --num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 768"
+s15="$llama --num-layers 16 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8 --ffn-hidden-size 8192 --vocab-size 128256 --seq-length 4096 --rotary-base 500000 --untie-embeddings-and-output-weights"
+s8b="$llama --num-layers 8 --hidden-size 4096 --num-attention-heads 32 --num-query-groups 8 --ffn-hidden-size 14336 --vocab-size 128256 --seq-length 4096 --rotary-base 500000 --untie-embeddings-and-output-weights"
+D="--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 1024 --fp8-amax-compute-algo max"
+T="--fp8-format hybrid --fp8-recipe tensorwise"
+B="--fp8-format hybrid --fp8-recipe blockwise"
+opt="--lr 3e-4 --weight-decay 0.1 --adam-beta2 0.95 --clip-grad 1.0 --mock-data --seed 1234 --eval-iters 0 --log-interval 1"
+
+rate() {
+    awk -F'[,:}]' '{for (i = 1; i < NF; i++) { if ($i ~ /"tokens_per_sec_per_gpu"/) t[NR] = $(i+1);
+            if ($i ~ /"elapsed_ms"/) e[NR] = $(i+1);
+            if ($i ~ /"mfu"/) m[NR] = $(i+1); if ($i ~ /"loss"/) l[NR] = $(i+1) }}
+        END {c = 0; ms = ""; for (k = 5; k <= NR; k++) if (k in t) {s += 1 / t[k]; u += m[k]; c++; ms = ms sprintf(" %.0f", e[k])}
+             if (c) printf "tokens/s=%.0f MFU=%.1f%% (%d timed) loss %s..%s ms:%s\n",
+                c / s, 100 * u / c, c, l[1], l[NR], ms; else print "no timed iterations"}' "$1"
+}
+
+run() {
+    bin=$1 name=$2 it=$3 mbs=$4; shift 4
+    timeout 120 mpiexec -n 1 $bin --device cuda --bf16 "$@" $opt \
+        --micro-batch-size $mbs --global-batch-size $mbs --train-iters $it \
+        --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
+    echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
+    grep -iE 'error|refus' "$out/$name.log" | head -3
+}
+
+peer() {
+    name=$1; shift
+    timeout 150 env -u LD_LIBRARY_PATH python3 .gpukit/torch_peer.py "$@" > "$out/$name.txt" 2>&1
+    echo "$name: exit $? $(tail -2 "$out/$name.txt" | tr '\n' ' ') $(el)"
+}
