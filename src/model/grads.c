@@ -51,7 +51,7 @@ static void setup(gl_model *m)
     m->gzero = gl_malloc((size_t)(2 * n + 2) * sizeof *m->gzero);
     size_t at = 0;                      /* start of the gap to zero */
     for (int k = 0; k < n; k++) {
-        const gl_param *q = &p->param[p->by_offset[k]];
+        const gl_param *q = &p->param[k];
         if (!product_written(q->id))
             continue;
         if (q->offset > at) {
@@ -88,14 +88,13 @@ float gl_model_grad_beta(gl_model *m, size_t off, size_t count)
     const gl_model_plan *p = m->plan;
     int fresh = -1;
     for (int k = gl_model_plan_first_at(p, off);
-         k < p->nparams && p->param[p->by_offset[k]].offset < off + count; k++) {
-        int i = p->by_offset[k];
-        if (fresh >= 0 && m->gfresh[i] != fresh)
+         k < p->nparams && p->param[k].offset < off + count; k++) {
+        if (fresh >= 0 && m->gfresh[k] != fresh)
             gl_die("internal error: a product writes the gradients of %s and of %s, one "
-                   "already written in this iteration and one not", p->param[i].name,
-                   p->param[p->by_offset[k - 1]].name);
-        fresh = m->gfresh[i];
-        m->gfresh[i] = 0;
+                   "already written in this iteration and one not", p->param[k].name,
+                   p->param[k - 1].name);
+        fresh = m->gfresh[k];
+        m->gfresh[k] = 0;
     }
     return fresh == 1 ? 0.0f : 1.0f;
 }

@@ -271,8 +271,7 @@ typedef struct {
     int nchunks;                /* V */
     gl_chunk_plan *chunk;
     int nparams;
-    gl_param *param;
-    int *by_offset;             /* the indexes into param in order of offset */
+    gl_param *param;            /* in order of offset, without overlap */
     size_t nflat;
     size_t rep_begin, rep_end;  /* the TP-replicated range */
     size_t qk_norm_begin;       /* [qk_norm_begin, rep_end): its QK-norm
@@ -295,8 +294,8 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *l, int tp_ra
                                  int ep_rank, int dp);
 void gl_model_plan_free(gl_model_plan *p);
 
-/* The position in p->by_offset of the first parameter whose offset is
- * off or more (p->nparams when none is). */
+/* The index in p->param of the first parameter whose offset is off or
+ * more (p->nparams when none is). */
 int gl_model_plan_first_at(const gl_model_plan *p, size_t off);
 
 /* The flat range [*begin, *end) whose gradients the backward leaves as

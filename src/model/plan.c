@@ -226,24 +226,17 @@ static void add_moe_split(builder *b, gl_layer_offs *lo, int l, int ci)
     }
 }
 
-/* The parameter indexes sorted by flat offset (an insertion sort: the
- * table is in offset order but for the experts that expert parallelism
- * places last). */
-static int *params_by_offset(const gl_model_plan *p)
+/* The table's contract (model.h): in order of offset.  add_param places
+ * each parameter at the cursor, which only moves forward (the experts that
+ * expert parallelism places last are also added last); checked here so
+ * that a change to the builder cannot break the searches silently. */
+static void check_offset_order(const gl_model_plan *p)
 {
-    int n = p->nparams;
-    int *order = gl_malloc((size_t)(n ? n : 1) * sizeof *order);
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    for (int i = 1; i < n; i++) {
-        int k = order[i], j = i - 1;
-        while (j >= 0 && p->param[order[j]].offset > p->param[k].offset) {
-            order[j + 1] = order[j];
-            j--;
-        }
-        order[j + 1] = k;
-    }
-    return order;
+    for (int i = 1; i < p->nparams; i++)
+        if (p->param[i].offset < p->param[i - 1].offset + p->param[i - 1].count)
+            gl_die("internal error: parameter %s at offset %zu is placed before the end "
+                   "of %s, which precedes it in the table", p->param[i].name,
+                   p->param[i].offset, p->param[i - 1].name);
 }
 
 gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_rank,
@@ -414,7 +407,7 @@ gl_model_plan *gl_model_plan_new(const gl_arch *a, const gl_layout *lay, int tp_
         p->nflat = GL_MODEL_ALIGN;
     if (dm->ep == 1)
         p->exp_begin = p->nflat;
-    p->by_offset = params_by_offset(p);
+    check_offset_order(p);
     return p;
 }
 
@@ -423,7 +416,7 @@ int gl_model_plan_first_at(const gl_model_plan *p, size_t off)
     int lo = 0, hi = p->nparams;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (p->param[p->by_offset[mid]].offset >= off)
+        if (p->param[mid].offset >= off)
             hi = mid;
         else
             lo = mid + 1;
@@ -439,7 +432,6 @@ void gl_model_plan_free(gl_model_plan *p)
         free(p->chunk[i].layer);
     free(p->chunk);
     free(p->param);
-    free(p->by_offset);
     free(p);
 }
 

@@ -26,12 +26,11 @@ static int embedding_or_output(const gl_param *q)
 static gl_range *flag_ranges(const gl_model_plan *p, int which, int *nout)
 {
     int n = p->nparams;
-    const int *order = p->by_offset;
     gl_range *r = gl_malloc((size_t)(n ? n : 1) * sizeof *r);
     int nr = 0;
     for (int i = 0; i < n; i++) {
-        const gl_param *q = &p->param[order[i]];
-        size_t end = i + 1 < n ? p->param[order[i + 1]].offset : p->nflat;
+        const gl_param *q = &p->param[i];
+        size_t end = i + 1 < n ? p->param[i + 1].offset : p->nflat;
         int flag = which == 1 ? q->counted
                  : !q->no_weight_decay + (which == 2 && embedding_or_output(q) ? 2 : 0);
         if (nr && r[nr - 1].flag == flag && r[nr - 1].end == q->offset)
@@ -59,13 +58,12 @@ static int owner_at(const gl_optim *o, size_t a)
     return (int)(a / (o->shard_end - o->shard_begin));
 }
 
-/* The extent of the k-th parameter in offset order: its range and the
- * alignment gap after it. */
+/* The extent of parameter k: its range and the alignment gap after it. */
 static void extent(const gl_optim *o, int k, size_t *a, size_t *b)
 {
     const gl_model_plan *p = o->m->plan;
-    *a = p->param[p->by_offset[k]].offset;
-    *b = k + 1 < p->nparams ? p->param[p->by_offset[k + 1]].offset : p->nflat;
+    *a = p->param[k].offset;
+    *b = k + 1 < p->nparams ? p->param[k + 1].offset : p->nflat;
 }
 
 /* The first bucket whose range ends after x. */
@@ -108,11 +106,10 @@ static void on_grad_ready(void *arg, size_t begin, size_t end)
     gl_optim *o = arg;
     const gl_model_plan *p = o->m->plan;
     for (int k = gl_model_plan_first_at(p, begin);
-         k < p->nparams && p->param[p->by_offset[k]].offset < end; k++) {
-        int i = p->by_offset[k];
-        if (o->pdone[i])
+         k < p->nparams && p->param[k].offset < end; k++) {
+        if (o->pdone[k])
             continue;
-        o->pdone[i] = 1;
+        o->pdone[k] = 1;
         size_t a, b;
         extent(o, k, &a, &b);
         for (int j = bucket_at(o, a); j < o->nbucket && o->bucket[j].begin < b; j++) {
@@ -396,7 +393,7 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *ed
     if (nx) {
         o->norm = gl_malloc((size_t)(p->nparams ? p->nparams : 1) * sizeof *o->norm);
         for (int k = 0; k < p->nparams; k++) {
-            const gl_param *q = &p->param[p->by_offset[k]];
+            const gl_param *q = &p->param[k];
             size_t a, b;
             gl_optim_owned(o, q, &a, &b);
             if (q->counted && b > a)
