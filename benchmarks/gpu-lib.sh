@@ -11,6 +11,12 @@
 #                               rate line, and any error it printed
 #   peer NAME FLAGS...          one run of the PyTorch peer
 #                               (.gpukit/torch_peer.py), its last lines
+#   trace NAME WINDOW_MS ITERS MBS FLAGS...
+#                               $new (a gridlm-train) run, with benchmarks/gpu-trace.c's CUPTI
+#                               trace over the last WINDOW_MS (gpu-trace.so
+#                               in the current folder, libcupti on
+#                               LD_LIBRARY_PATH); the kernel table is in
+#                               $out/NAME.log
 #
 # The shapes: moeA and moeB are issue 13's two MoE shapes, s15 the 1.5B
 # dense shape, s8b 8 layers of the 8B shape; D, T and B the delayed,
@@ -51,4 +57,14 @@ peer() {
     name=$1; shift
     timeout 150 env -u LD_LIBRARY_PATH python3 .gpukit/torch_peer.py "$@" > "$out/$name.txt" 2>&1
     echo "$name: exit $? $(tail -2 "$out/$name.txt" | tr '\n' ' ') $(el)"
+}
+
+trace() {
+    name=$1 win=$2 it=$3 mbs=$4; shift 4
+    CUDA_INJECTION64_PATH=$PWD/gpu-trace.so GPU_TRACE_LAST_MS=$win GPU_TRACE_TOP=45 \
+        timeout 80 mpiexec -n 1 $new --device cuda --bf16 "$@" $opt \
+        --micro-batch-size $mbs --global-batch-size $mbs --train-iters $it \
+        --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
+    echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
+    grep 'gpu-trace: window' "$out/$name.log"
 }

@@ -4,3 +4,4 @@
 # (benchmarks/RESULTS.md).
 EXTRA_DIST += %reldir%/prep-throughput.sh
 EXTRA_DIST += %reldir%/gpu-lib.sh
+EXTRA_DIST += %reldir%/gpu-trace.c
