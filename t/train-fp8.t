@@ -51,7 +51,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 4 --h
  --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1
  --eval-interval 10 --eval-iters 2"
 
-plan 51
+plan 53
 
 # refuse NAME EXPECTED FLAGS...: gridlm-train must exit 2 and say EXPECTED.
 refuse() {
@@ -181,13 +181,22 @@ fp8_gather() {
     else
         fail "$recipe: the gathered bytes did not halve: \"$line\""
     fi
+    # bucket by bucket (--overlap-param-gather): small buckets, so that
+    # the DP shards' boundary cuts a weight between two owners
+    if run $recipe-ovl 2 "$@" $OVLPG && run $recipe-ovl-fp8pg 2 "$@" $OVLPG --fp8-param-gather
+    then
+        same $recipe-ovl $recipe-ovl-fp8pg \
+            "$recipe: --fp8-param-gather with --overlap-param-gather trains bit for bit as without"
+    else
+        fail "$recipe: the runs with --overlap-param-gather failed"
+    fi
 }
+OVLPG="--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+ --ddp-bucket-size 3000"
 
 refuse mxfp8 "Blackwell" --fp8-format hybrid --fp8-recipe mxfp8
 refuse fp8pg-distopt "needs --use-distributed-optimizer" --fp8-format hybrid --fp8-param-gather
 refuse fp8pg-fp8 "needs --fp8-format" --use-distributed-optimizer --fp8-param-gather
-refuse fp8pg-overlap "with --overlap-param-gather" --fp8-format hybrid \
-    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --fp8-param-gather
 refuse fp8pg-blockwise "one scale per weight" --fp8-format hybrid --fp8-recipe blockwise \
     --use-distributed-optimizer --fp8-param-gather
 refuse blockwise-tiles "multiples of 128" --fp8-format hybrid --fp8-recipe blockwise \
@@ -245,6 +254,13 @@ if run nan-distopt 2 $D --use-distributed-optimizer --train-iters 6 &&
     same nan-distopt nan-fp8pg "--fp8-param-gather after a skipped step: bit for bit as without"
 else
     fail "the runs with a skipped step failed"
+fi
+if run nan-ovl 2 $D $OVLPG --train-iters 6 &&
+   run nan-ovl-fp8pg 2 $D $OVLPG --train-iters 6 --fp8-param-gather; then
+    same nan-ovl nan-ovl-fp8pg \
+        "--fp8-param-gather with --overlap-param-gather after a skipped step: bit for bit as without"
+else
+    fail "the runs with a skipped step and --overlap-param-gather failed"
 fi
 unset GRIDLM_TEST_NONFINITE
 resumed resume-tensorwise tensorwise 1 --fp8-format hybrid --fp8-recipe tensorwise \

@@ -90,6 +90,8 @@ struct gl_fp8_state {
     gl_fp8_wrange *wr;          /* [nwr]: this rank's FP8 weights in the
                                  * flat buffer, by offset */
     int nwr;
+    size_t *wplaced;            /* [nwr]: elements of wr[i] placed since
+                                 * the step's end (--fp8-param-gather) */
     uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
     /* blockwise only (NULL otherwise): the block factors of wq / wqt, and
      * of the scratch operands xq, dyq (1D, [n, widest]) and dyqt ([widest,
@@ -235,6 +237,7 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
             }
         }
     qsort(st->wr, (size_t)st->nwr, sizeof *st->wr, by_begin);
+    st->wplaced = gl_calloc((size_t)(st->nwr ? st->nwr : 1), sizeof *st->wplaced);
 }
 
 /* Blockwise: the block factors of the quantized weights and of the
@@ -365,6 +368,7 @@ void gl_model_fp8_free(gl_model *m)
     free(st->wqt);
     free(st->fresh);
     free(st->wr);
+    free(st->wplaced);
     d->ops->free(d, st->wamax);
     d->ops->free(d, st->xq);
     d->ops->free(d, st->dyq);
@@ -675,6 +679,7 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
         return;
     memset(st->fresh, 0, (size_t)st->L * sizeof *st->fresh);
     memset(st->efresh, 0, (size_t)st->L * sizeof *st->efresh);
+    memset(st->wplaced, 0, (size_t)(st->nwr ? st->nwr : 1) * sizeof *st->wplaced);
     if (st->o.recipe != GL_FP8_DELAYED)
         return;
     gl_comm *groups[2] = {m->tp, dp};
@@ -835,45 +840,62 @@ static int piece(const gl_fp8_wrange *r, size_t begin, size_t end, size_t *a, si
     return *a < *b;
 }
 
-void gl_model_fp8_quantize_shard(gl_model *m, size_t begin, size_t end, uint8_t *q,
-                                 gl_comm *dp)
+void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *dp)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     size_t a, b;
-    if (st->o.recipe == GL_FP8_TENSORWISE) {
-        /* each weight's amax over its pieces on every DP rank (and TP
-         * rank): the amax of the whole tensor, from which every rank
-         * computes the same scale; one reduction for all of them */
-        float *am = st->wamax;
-        d->ops->zero(d, am, (size_t)4 * st->L * sizeof(float));
-        for (int i = 0; i < st->nwr; i++) {
-            const gl_fp8_wrange *r = &st->wr[i];
-            if (piece(r, begin, end, &a, &b))
-                d->ops->fp8_amax_scale(d, am + 4 * r->layer + r->lin, NULL, NULL,
-                                       gl_model_weight(m, a), b - a, st->ffwd);
-        }
-        gl_comm *groups[2] = {dp, m->tp};
-        for (int g = 0; g < 2; g++)
-            if (groups[g])
-                gl_all_reduce(groups[g], am, am, (size_t)4 * st->L, GL_DT_F32, GL_OP_MAX,
-                              d->stream);
-        /* W of tensor 4 l + k has forward record 2 (4 l + k) + 1: every
-         * weight's record, 2 REC apart (weights held nowhere here get
-         * amax 0, scale 1, and are never used) */
-        float *r0 = rec(st->rec_f, fwd_w(0, 0));
-        d->ops->fp8_scale_current(d, am, r0 + R_SCALE, r0 + R_SINV, 2 * REC, 4 * st->L,
-                                  st->ffwd);
+    if (st->o.recipe != GL_FP8_TENSORWISE)
+        return;
+    /* each weight's amax over its pieces on every DP rank (and TP rank):
+     * the amax of the whole tensor, from which every rank computes the
+     * same scale; one reduction for all of them */
+    float *am = st->wamax;
+    d->ops->zero(d, am, (size_t)4 * st->L * sizeof(float));
+    for (int i = 0; i < st->nwr; i++) {
+        const gl_fp8_wrange *r = &st->wr[i];
+        if (piece(r, begin, end, &a, &b))
+            d->ops->fp8_amax_scale(d, am + 4 * r->layer + r->lin, NULL, NULL,
+                                   gl_model_weight(m, a), b - a, st->ffwd);
     }
+    gl_comm *groups[2] = {dp, m->tp};
+    for (int g = 0; g < 2; g++)
+        if (groups[g])
+            gl_all_reduce(groups[g], am, am, (size_t)4 * st->L, GL_DT_F32, GL_OP_MAX,
+                          d->stream);
+    /* W of tensor 4 l + k has forward record 2 (4 l + k) + 1: every
+     * weight's record, 2 REC apart (weights held nowhere here get amax 0,
+     * scale 1, and are never used) */
+    float *r0 = rec(st->rec_f, fwd_w(0, 0));
+    d->ops->fp8_scale_current(d, am, r0 + R_SCALE, r0 + R_SINV, 2 * REC, 4 * st->L, st->ffwd);
+}
+
+size_t gl_model_fp8_quantize_range(gl_model *m, size_t begin, size_t end, uint8_t *q)
+{
+    gl_fp8_state *st = m->fp8;
+    size_t a, b, n = 0;
     for (int i = 0; i < st->nwr; i++) {
         const gl_fp8_wrange *r = &st->wr[i];
         if (!piece(r, begin, end, &a, &b))
             continue;
         int t = fwd_w(r->layer, r->lin);
         float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + t : NULL;
-        quant_piece(m, r, a, b, q, amax, rec(st->rec_f, t) + R_SCALE);
-        q += b - a;
+        if (q)
+            quant_piece(m, r, a, b, q + n, amax, rec(st->rec_f, t) + R_SCALE);
+        n += b - a;
     }
+    return n;
+}
+
+/* Every FP8 weight of layer `layer` here whole: placed since the step's
+ * end. */
+static int layer_placed(const gl_fp8_state *st, int layer)
+{
+    for (int i = 0; i < st->nwr; i++)
+        if (st->wr[i].layer == layer &&
+            st->wplaced[i] != st->wr[i].end - st->wr[i].begin)
+            return 0;
+    return 1;
 }
 
 void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
@@ -885,21 +907,20 @@ void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
         const gl_fp8_wrange *r = &st->wr[i];
         if (!piece(r, begin, end, &a, &b))
             continue;
-        d->ops->copy(d, st->wq[4 * r->layer + r->lin] + (a - r->begin), q, b - a);
+        int w = 4 * r->layer + r->lin;
+        d->ops->copy(d, st->wq[w] + (a - r->begin), q, b - a);
         q += b - a;
-    }
-}
-
-void gl_model_fp8_placed(gl_model *m)
-{
-    gl_fp8_state *st = m->fp8;
-    gl_dev *d = m->d;
-    for (int i = 0; i < st->nwr; i++) {
-        const gl_fp8_wrange *r = &st->wr[i];
-        int out, in, w = 4 * r->layer + r->lin;
+        st->wplaced[i] += b - a;
+        if (st->wplaced[i] > r->end - r->begin)
+            gl_die("internal error: FP8 weight %d of layer %d placed twice in a step",
+                   r->lin, r->layer);
+        if (st->wplaced[i] < r->end - r->begin)
+            continue;
+        int out, in;
         w_shape(&m->plan->dm, r->lin, &out, &in);
         d->ops->fp8_transpose(d, st->wqt[w], st->wq[w], out, in);
-        st->fresh[r->layer] = 1;
+        if (layer_placed(st, r->layer))
+            st->fresh[r->layer] = 1;
     }
 }
 

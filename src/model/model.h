@@ -677,22 +677,27 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
  * gathers this rank's FP8 weights as FP8 bytes, one per element, rather
  * than in the compute dtype.  After gl_model_fp8_step_end() and the
  * update of the rank's shard [begin, end) of the flat weights:
- *   gl_model_fp8_quantize_shard() writes into q (device memory), in flat
- *     order, the bytes of every FP8 weight element inside [begin, end),
- *     quantized with the scale the next forward would use: delayed, the
- *     step's scale from the amax history, the pieces' amaxes folded into
- *     the history's row 0 (reduced over TP and DP at the next step's end,
- *     as the forward's would be: the same amax); tensorwise, the scale
- *     from the whole weight's amax, its pieces' amaxes reduced with MAX
- *     over dp and TP first (collective: every rank of dp and TP calls
- *     it).  The bytes are those the forward would have made from the
- *     whole weight: quantization is elementwise.
- *   gl_model_fp8_place() takes such bytes of any rank's shard
- *     [begin, end) into the weights' forward orientation;
- *   gl_model_fp8_placed(), once every shard is placed, writes the
- *     transposes (fp8_transpose) and marks the layers' weights quantized
- *     for this step: their forward does not quantize them again (nor read
- *     their compute-dtype copies, which the optimizer no longer gathers).
+ *   gl_model_fp8_shard_scales() (collective: every rank of dp and TP
+ *     calls it, with its own shard) makes the scales the weights are
+ *     quantized with: tensorwise, each weight's scale from the whole
+ *     weight's amax, its pieces' amaxes reduced with MAX over dp and TP;
+ *     delayed, nothing to do (the step's scale, from the amax history).
+ *   gl_model_fp8_quantize_range() writes into q (device memory), in flat
+ *     order, the bytes of every FP8 weight element inside [begin, end) of
+ *     the shard, quantized with those scales (delayed: the pieces' amaxes
+ *     folded into the history's row 0, reduced over TP and DP at the next
+ *     step's end, as the forward's would be: the same amax), and returns
+ *     their count (q NULL: only counts).  The bytes are those the forward
+ *     would have made from the whole weight: quantization is
+ *     elementwise.  A shard may be quantized in several ranges.
+ *   gl_model_fp8_place() takes such bytes of any rank's range [begin,
+ *     end) into the weights' forward orientation.  Once a weight is whole
+ *     (every element placed since the step's end, in any order of
+ *     ranges) it writes its transpose (fp8_transpose), and once a layer's
+ *     are, marks them quantized for this step: its forward does not
+ *     quantize them again (nor read their compute-dtype copies, which the
+ *     optimizer no longer gathers).  An element placed twice in a step
+ *     dies (internal error).
  * gl_model_fp8_wranges() lists the FP8 weights' flat ranges, by offset
  * (*n of them; none when FP8 is off). */
 typedef struct {
@@ -700,10 +705,9 @@ typedef struct {
     int layer, lin;             /* global layer; QKV, output, gate/up, down */
 } gl_fp8_wrange;
 const gl_fp8_wrange *gl_model_fp8_wranges(const gl_model *m, int *n);
-void gl_model_fp8_quantize_shard(gl_model *m, size_t begin, size_t end, uint8_t *q,
-                                 gl_comm *dp);
+void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *dp);
+size_t gl_model_fp8_quantize_range(gl_model *m, size_t begin, size_t end, uint8_t *q);
 void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q);
-void gl_model_fp8_placed(gl_model *m);
 
 /* FP8 experts of MoE layers (fp8.c's last section): gl_model_fp8_moe()
  * says whether layer `layer`'s experts run in FP8 here (an FP8 layer of

@@ -129,19 +129,29 @@ static void dispatch_next(gl_optim *o)
 {
     gl_bucket *b = &o->bucket[o->gorder[o->gnext++]];
     gl_comm *grp = group_at(o, b->begin);
-    if (grp)
+    if (grp && o->fp8g)
+        gl_broadcast(grp, o->fp8_recv + b->pk_at, b->pk_len, GL_DT_U8, b->owner,
+                     o->d->comm_stream);
+    else if (grp)
         gl_broadcast(grp, gl_model_weight(o->m, b->begin), b->end - b->begin, o->d->act,
                      b->owner, o->d->comm_stream);
     b->gather = GL_GATHER_SENT;
 }
 
-/* The compute stream waits for every broadcast enqueued so far. */
+static void fp8_unpack(gl_optim *o, size_t sb, size_t se, uint8_t *pk, size_t rest_at,
+                       int own);
+
+/* The compute stream waits for every broadcast enqueued so far (and
+ * unpacks the FP8 packets among them). */
 static void wait_sent(gl_optim *o)
 {
     o->d->ops->compute_wait_comm(o->d);
     for (int k = 0; k < o->gnext; k++) {
         gl_bucket *b = &o->bucket[o->gorder[k]];
         if (b->gather == GL_GATHER_SENT) {
+            if (o->fp8g)
+                fp8_unpack(o, b->begin, b->end, o->fp8_recv + b->pk_at, b->pk_rest,
+                           b->owner == o->dp_rank);
             b->gather = GL_GATHER_DONE;
             o->gleft--;
         }
@@ -556,47 +566,108 @@ static size_t fp8_rest(gl_optim *o, size_t sb, size_t se, uint8_t *buf, int dir)
     return n;
 }
 
-/* The packets' layout (optim.h): rank r's FP8 bytes, then at
- * fp8_rest_at[r] (a multiple of 16) its other weights; every packet as
- * long as the longest. */
+/* The layout of the packet of [sb, se) (optim.h): its FP8 bytes, then
+ * from *rest_at (a multiple of 16) its other elements; its length. */
+static size_t fp8_layout(gl_optim *o, size_t sb, size_t se, size_t *rest_at)
+{
+    size_t nq = gl_model_fp8_quantize_range(o->m, sb, se, NULL);
+    size_t nrest = fp8_rest(o, sb, se, NULL, -1);
+    *rest_at = (nq + 15) / 16 * 16;
+    return *rest_at + (nrest * o->d->act_bytes + 15) / 16 * 16;
+}
+
+/* Pack [sb, se) of this rank's shard into pk, quantized with the scales
+ * of gl_model_fp8_shard_scales. */
+static void fp8_pack(gl_optim *o, size_t sb, size_t se, uint8_t *pk, size_t rest_at)
+{
+    gl_model_fp8_quantize_range(o->m, sb, se, pk);
+    fp8_rest(o, sb, se, pk + rest_at, 0);
+}
+
+/* Unpack the packet of [sb, se): the FP8 bytes into the FP8 weights, the
+ * rest into the flat weights (own: this rank's, whose rest is there). */
+static void fp8_unpack(gl_optim *o, size_t sb, size_t se, uint8_t *pk, size_t rest_at,
+                       int own)
+{
+    gl_model_fp8_place(o->m, sb, se, pk);
+    if (!own)
+        fp8_rest(o, sb, se, pk + rest_at, 1);
+}
+
+/* The packets (optim.h): one per DP shard, or with gather one per
+ * bucket. */
 static void fp8_gather_init(gl_optim *o)
 {
     size_t shard = o->shard_end - o->shard_begin;
+    if (o->gather) {
+        size_t total = 0, *sends = gl_calloc((size_t)o->dp_size, sizeof *sends);
+        for (int j = 0; j < o->nbucket; j++) {
+            gl_bucket *b = &o->bucket[j];
+            b->pk_at = total;
+            b->pk_len = fp8_layout(o, b->begin, b->end, &b->pk_rest);
+            total += b->pk_len;
+            sends[b->owner] += b->pk_len;
+        }
+        for (int r = 0; r < o->dp_size; r++)
+            o->fp8_packet = sends[r] > o->fp8_packet ? sends[r] : o->fp8_packet;
+        free(sends);
+        o->fp8_recv = o->d->ops->alloc(o->d, total ? total : 1);
+        return;
+    }
     o->fp8_rest_at = gl_calloc((size_t)o->dp_size, sizeof *o->fp8_rest_at);
     o->fp8_packet = 0;
     for (int r = 0; r < o->dp_size; r++) {
-        size_t sb = shard * (size_t)r, se = sb + shard;
-        size_t nrest = fp8_rest(o, sb, se, NULL, -1);
-        size_t at = (shard - nrest + 15) / 16 * 16;
-        size_t len = at + (nrest * o->d->act_bytes + 15) / 16 * 16;
-        o->fp8_rest_at[r] = at;
+        size_t sb = shard * (size_t)r;
+        size_t len = fp8_layout(o, sb, sb + shard, &o->fp8_rest_at[r]);
         o->fp8_packet = len > o->fp8_packet ? len : o->fp8_packet;
     }
     o->fp8_send = o->d->ops->alloc(o->d, o->fp8_packet);
     o->fp8_recv = o->d->ops->alloc(o->d, o->fp8_packet * (size_t)o->dp_size);
 }
 
-/* Quantize, pack, gather and unpack [0, xbegin) (optim.h). */
+/* Quantize and pack this rank's shard [0, xbegin), then gather every
+ * rank's: in one all-gather, or (gather) leave the buckets stale for the
+ * next forward to broadcast (optim.h). */
 static void fp8_gather(gl_optim *o)
 {
     size_t shard = o->shard_end - o->shard_begin;
-    gl_model_fp8_quantize_shard(o->m, o->shard_begin, o->shard_end, o->fp8_send, o->dp);
-    fp8_rest(o, o->shard_begin, o->shard_end, o->fp8_send + o->fp8_rest_at[o->dp_rank], 0);
+    gl_model_fp8_shard_scales(o->m, o->shard_begin, o->shard_end, o->dp);
+    if (o->gather) {
+        for (int j = 0; j < o->nbucket; j++) {
+            const gl_bucket *b = &o->bucket[j];
+            if (b->owner == o->dp_rank)
+                fp8_pack(o, b->begin, b->end, o->fp8_recv + b->pk_at, b->pk_rest);
+        }
+        return;
+    }
+    fp8_pack(o, o->shard_begin, o->shard_end, o->fp8_send, o->fp8_rest_at[o->dp_rank]);
     gl_all_gather(o->dp, o->fp8_send, o->fp8_recv, o->fp8_packet, GL_DT_U8, o->d->stream);
     for (int r = 0; r < o->dp_size; r++) {
-        size_t sb = shard * (size_t)r, se = sb + shard;
-        uint8_t *p = o->fp8_recv + o->fp8_packet * (size_t)r;
-        gl_model_fp8_place(o->m, sb, se, p);
-        if (r != o->dp_rank)
-            fp8_rest(o, sb, se, p + o->fp8_rest_at[r], 1);
+        size_t sb = shard * (size_t)r;
+        fp8_unpack(o, sb, sb + shard, o->fp8_recv + o->fp8_packet * (size_t)r,
+                   o->fp8_rest_at[r], r == o->dp_rank);
     }
-    gl_model_fp8_placed(o->m);
+}
+
+/* With gather: every bucket stale, to be broadcast during the next
+ * forward (after what the compute stream has enqueued: the new weights,
+ * their packets). */
+static void gather_later(gl_optim *o)
+{
+    o->d->ops->comm_wait_compute(o->d);
+    for (int j = 0; j < o->nbucket; j++)
+        o->bucket[j].gather = GL_GATHER_STALE;
+    o->gnext = 0;
+    o->gleft = o->nbucket;
 }
 
 void gl_optim_no_step(gl_optim *o)
 {
-    if (o->fp8g)
-        fp8_gather(o);
+    if (!o->fp8g)
+        return;
+    fp8_gather(o);
+    if (o->gather)
+        gather_later(o);
 }
 
 void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scale)
@@ -610,18 +681,14 @@ void gl_optim_step(gl_optim *o, double lr, double lr_decoupled, double grad_scal
         hp.lr = (float)lr_decoupled;
         o->d->ops->adamw(o->d, o->seg + o->nseg_main, o->nseg - o->nseg_main, &hp);
     }
+    if (o->fp8g)
+        fp8_gather(o);
     if (o->gather) {
         /* broadcast bucket by bucket when the forward asks (optim.h) */
-        o->d->ops->comm_wait_compute(o->d);
-        for (int j = 0; j < o->nbucket; j++)
-            o->bucket[j].gather = GL_GATHER_STALE;
-        o->gnext = 0;
-        o->gleft = o->nbucket;
+        gather_later(o);
         return;
     }
-    if (o->fp8g) {
-        fp8_gather(o);
-    } else if (o->dist) {
+    if (!o->fp8g && o->dist) {
         size_t shard = o->shard_end - o->shard_begin;
         gl_all_gather(o->dp, gl_model_weight(o->m, o->shard_begin), o->m->w, shard,
                       o->d->act, o->d->stream);

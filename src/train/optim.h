@@ -63,20 +63,25 @@
  * FP8 weights gathered in FP8 (--fp8-param-gather, with the distributed
  * optimizer and FP8 layers): the elements of the FP8 layers' four linear
  * weights (model.h: gl_model_fp8_wranges) travel as one byte each, the
- * rest in the compute dtype.  After AdamW each DP rank quantizes its
- * shard's FP8 elements with the next forward's scales
- * (gl_model_fp8_quantize_shard: under tensorwise scaling their amaxes are
- * reduced over DP first) and packs them, then its other elements, into a
- * packet as long as the longest rank's (the shards hold the same number
- * of elements, not of FP8 ones); one
- * all-gather of the packets, and every rank unpacks each shard: the
- * bytes into the FP8 weights (gl_model_fp8_place, then their transposes),
- * the rest into the flat weights.  The FP8 weights' compute-dtype copies
- * outside the rank's own shard are then stale and never read: the
- * forward uses the gathered bytes, and checkpoints write the master
- * weights.  The bytes are those the forward would have made from the
- * gathered compute weights (quantization is elementwise, the scales the
- * same), so training is bit for bit the same as without the flag.
+ * rest in the compute dtype.  After AdamW each DP rank makes the next
+ * forward's scales (gl_model_fp8_shard_scales: under tensorwise scaling
+ * the weights' amaxes are reduced over DP), quantizes its shard's FP8
+ * elements with them and packs a range of its shard into a packet: the
+ * range's FP8 bytes in flat order, then from a multiple of 16 bytes its
+ * other elements.  Without --overlap-param-gather the range is the whole
+ * shard, every packet as long as the longest rank's (the shards hold the
+ * same number of elements, not of FP8 ones), and one all-gather of the
+ * packets follows; with it each bucket is a packet, quantized by its
+ * owner after AdamW and broadcast bucket by bucket as above.  Every rank
+ * unpacks each packet it receives: the bytes into the FP8 weights
+ * (gl_model_fp8_place, which writes a weight's transpose once it is
+ * whole), the rest into the flat weights.  The FP8 weights'
+ * compute-dtype copies outside the rank's own shard are then stale and
+ * never read: the forward uses the gathered bytes, and checkpoints write
+ * the master weights.  The bytes are those the forward would have made
+ * from the gathered compute weights (quantization is elementwise, the
+ * scales the same), so training is bit for bit the same as without the
+ * flag.
  *
  * Gradient norm: sum of squares over the elements this rank "owns": the
  * shard range [r N/DP, (r+1) N/DP) in both modes (so DP replicas count
@@ -124,6 +129,8 @@ typedef struct {
     int launched;               /* reduction enqueued this iteration */
     int owner;                  /* DP rank whose shard holds it (distributed) */
     int gather;                 /* --overlap-param-gather: GL_GATHER_* */
+    /* with --fp8-param-gather: its packet in fp8_recv */
+    size_t pk_at, pk_rest, pk_len;
 } gl_bucket;
 
 /* A bucket's weights after a step (--overlap-param-gather). */
@@ -168,10 +175,12 @@ typedef struct {
     int *gorder;                /* [nbucket] bucket indexes in order of use */
     int gnext;                  /* next position of gorder to dispatch */
     int gleft;                  /* buckets not GL_GATHER_DONE */
-    /* --fp8-param-gather (distributed, FP8 layers here): DP rank r's
-     * packet of fp8_packet bytes holds its shard's FP8 weights as bytes,
-     * then from fp8_rest_at[r] its other weights in the compute dtype;
-     * fp8_send [fp8_packet], fp8_recv [DP fp8_packet] */
+    /* --fp8-param-gather (distributed, FP8 layers here).  Without
+     * gather: DP rank r's packet of fp8_packet bytes holds its shard's FP8
+     * weights as bytes, then from fp8_rest_at[r] its other weights in the
+     * compute dtype; fp8_send [fp8_packet], fp8_recv [DP fp8_packet].
+     * With gather: the buckets' packets (gl_bucket's pk_*) one after
+     * another in fp8_recv; fp8_packet the most bytes one rank sends. */
     int fp8g;
     size_t fp8_packet, *fp8_rest_at;
     uint8_t *fp8_send, *fp8_recv;

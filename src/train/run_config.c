@@ -709,7 +709,8 @@ static const gl_option table[] = {
            fp8_algo_values, "delayed: max of the history, or most_recent"),
     FLAG("fp8-param-gather", optim.fp8_param_gather, G_PREC,
          "the distributed optimizer quantizes its shard of the FP8 layers' weights and "
-         "all-gathers them in FP8, 1 byte per weight instead of 2 (needs "
+         "all-gathers them in FP8, 1 byte per weight instead of 2; with "
+         "--overlap-param-gather bucket by bucket during the next forward (needs "
          "--use-distributed-optimizer and --fp8-recipe delayed or tensorwise)"),
     FLAG("first-last-layers-bf16", fp8.first_last_layers_bf16, G_PREC,
          "with FP8, keep the first and last decoder layers in bf16"),
@@ -1766,10 +1767,6 @@ static void check_layout(gl_config *c)
     if (c->optim.overlap_param_gather && !c->optim.overlap_grad_reduce)
         bad("--overlap-param-gather needs --overlap-grad-reduce (the weights travel in "
             "its buckets): add it, or drop --overlap-param-gather");
-    if (c->optim.fp8_param_gather && c->fp8.format != GL_FP8_OFF &&
-        c->optim.overlap_param_gather)
-        bad("--fp8-param-gather with --overlap-param-gather: the FP8 weights are gathered "
-            "in one collective after the step, not bucket by bucket; drop either");
 }
 
 static void check_recompute(const gl_config *c)

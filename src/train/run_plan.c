@@ -97,6 +97,9 @@ void gl_run_plan_print(const gl_config *c, FILE *out)
     fprintf(out, "overlap_grad_reduce=%d\n", c->optim.overlap_grad_reduce);
     fprintf(out, "overlap_param_gather=%d\n", c->optim.overlap_param_gather);
     fprintf(out, "bf16=%d\n", c->bf16);
+    char fp8[160];
+    fprintf(out, "fp8=%s\n", gl_fp8_describe(&c->fp8, fp8, sizeof fp8));
+    fprintf(out, "fp8_param_gather=%d\n", c->optim.fp8_param_gather);
     static const char *const vocab_from[] = {"tokenizer", "vocab-size", "checkpoint"};
     fprintf(out, "vocab_source=%s\n", vocab_from[c->vocab_source]);
     const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
