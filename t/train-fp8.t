@@ -141,22 +141,6 @@ resumed() {
     fi
 }
 
-# same A B DESC: two runs log the same losses, gradient norms and
-# validation losses, digit for digit (9 significant digits: a float's
-# every bit), skipped iterations' nulls included.
-same() {
-    for r in "$1" "$2"; do
-        grep -o '"\(iteration\|loss\|grad_norm\|valid_loss\)": [^,}]*' "$tmp/$r.jsonl" \
-            >"$tmp/$r.same"
-    done
-    if [ -s "$tmp/$1.same" ] && cmp -s "$tmp/$1.same" "$tmp/$2.same"; then
-        pass "$3"
-    else
-        fail "$3: the logs differ"
-        diff "$tmp/$1.same" "$tmp/$2.same" | head -4 | sed 's/^/#   /'
-    fi
-}
-
 # fp8_gather RECIPE FLAGS...: --fp8-param-gather at DP 2 trains bit for
 # bit as $RECIPE-dp2-distopt (the same bytes, gathered as bytes), and the
 # weights' all-gather sends under half the bytes of the compute dtype's

@@ -13,6 +13,11 @@
 #                             "mismatch" when the records do not pair up
 #                             (fewer than 6 iterations or 2 validations
 #                             count as a mismatch)
+#   same A B DESC             one result: runs A and B log the same
+#                             losses, gradient norms and validation
+#                             losses, digit for digit (9 significant
+#                             digits: a float's every bit), skipped
+#                             iterations' nulls included
 #   check NAME RANKS FLAGS... run, then one result: the worst difference
 #                             from the run named $ref under $tol (1e-4
 #                             unless set); skipped beyond 2 ranks under
@@ -80,6 +85,19 @@ run() {
         tail -5 "$tmp/$name.log" | sed 's/^/#   /'
         return 1
     }
+}
+
+same() {
+    for r in "$1" "$2"; do
+        grep -o '"\(iteration\|loss\|grad_norm\|valid_loss\)": [^,}]*' "$tmp/$r.jsonl" \
+            >"$tmp/$r.same"
+    done
+    if [ -s "$tmp/$1.same" ] && cmp -s "$tmp/$1.same" "$tmp/$2.same"; then
+        pass "$3"
+    else
+        fail "$3: the logs differ"
+        diff "$tmp/$1.same" "$tmp/$2.same" | head -4 | sed 's/^/#   /'
+    fi
 }
 
 worst() {

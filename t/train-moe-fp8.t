@@ -34,6 +34,9 @@
 #     micro-batch, as Megatron's.
 #   - A run resumed from the checkpoint at iteration 10 (the experts'
 #     amax histories and scales are in it) continues exactly.
+#   - --fp8-param-gather at DP 2 (the experts' FP8 weights gathered as
+#     bytes, in one all-gather or bucket by bucket) trains bit for bit as
+#     without it; under expert parallelism it is refused.
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -48,7 +51,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 2 --h
  --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-aux-loss-coeff 0.01"
 tol=1e-5
 
-plan 18
+plan 22
 
 # first2 REF GOT: status 0 when iterations 1-2 of two JSON logs agree in
 # loss and grad_norm within 1e-5 (relative); prints the worst difference.
@@ -118,6 +121,19 @@ for recipe in delayed tensorwise; do
     ref=$recipe
     layout $recipe-tp2 2 $R --tensor-model-parallel-size 2
     layout $recipe-dp2 2 $R
+    # the FP8 weights, the experts' among them, gathered as FP8 bytes by
+    # the distributed optimizer: in one all-gather, and bucket by bucket
+    # during the forward (small buckets: the DP shards' boundary cuts an
+    # expert's weight between two owners)
+    for g in "" "--overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 1500"; do
+        v=$recipe-dp2-do${g:+-ovl}
+        if run $v 2 $R --use-distributed-optimizer $g &&
+           run $v-fp8pg 2 $R --use-distributed-optimizer $g --fp8-param-gather; then
+            same $v $v-fp8pg "$recipe: --fp8-param-gather${g:+ with --overlap-param-gather} trains bit for bit as without"
+        else
+            fail "$recipe: the runs with --fp8-param-gather ${g:+and --overlap-param-gather }failed"
+        fi
+    done
     if run $recipe-resume 1 $R --load "$tmp/ck-$recipe/iter_0000010.h5" &&
        w=$(resumed_within "$tmp/$recipe.jsonl" "$tmp/$recipe-resume.jsonl" 11 10 1e-7 \
                           loss grad_norm); then
@@ -140,10 +156,11 @@ else
     fail "an expert width of 40 was not refused"
     tail -3 "$tmp/shape.log" | sed 's/^/#   /'
 fi
-# FP8 experts are built for delayed and tensorwise scaling, without
-# --fp8-param-gather: the rest is refused by the configuration
+# FP8 experts are built for delayed and tensorwise scaling, and their
+# weights gathered in FP8 without expert parallelism: the rest is refused
+# by the configuration
 for what in "blockwise|--fp8-recipe blockwise with --num-experts|--fp8-format hybrid --fp8-recipe blockwise" \
-    "fp8pg|--fp8-param-gather with --num-experts|$T --use-distributed-optimizer --fp8-param-gather"; do
+    "fp8pg-ep2|--fp8-param-gather with --expert-model-parallel-size 2|$T --use-distributed-optimizer --fp8-param-gather --expert-model-parallel-size 2"; do
     name=${what%%|*} rest=${what#*|}
     want=${rest%%|*} flags=${rest#*|}
     "$train" $base $flags >"$tmp/$name.log" 2>&1

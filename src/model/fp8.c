@@ -67,8 +67,10 @@
 #include "base/log.h"
 #include "model/layer.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 enum { LIN_QKV = 0, LIN_WO, LIN_GU, LIN_DOWN, NLIN };
+enum { MLIN_FC1 = 0, MLIN_FC2 = 1 };     /* an expert's two linears */
 
 static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in);
 
@@ -90,8 +92,13 @@ struct gl_fp8_state {
     gl_fp8_wrange *wr;          /* [nwr]: this rank's FP8 weights in the
                                  * flat buffer, by offset */
     int nwr;
-    size_t *wplaced;            /* [nwr]: elements of wr[i] placed since
-                                 * the step's end (--fp8-param-gather) */
+    struct wpiece *wp;          /* [nwr]: where wr[i]'s bytes go */
+    struct wtensor *wt;         /* [nwt]: the FP8 weights they make up */
+    int nwt;
+    int *wcount, *wleft;        /* [2 L]: of layer l's dense (2 l) and
+                                 * experts' (2 l + 1) tensors here, all,
+                                 * and those not whole since the step's end */
+    float *wtamax;              /* [nwt]: tensorwise, their amaxes */
     uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
     /* blockwise only (NULL otherwise): the block factors of wq / wqt, and
      * of the scratch operands xq, dyq (1D, [n, widest]) and dyqt ([widest,
@@ -114,6 +121,25 @@ struct gl_fp8_state {
     void *ewcat;                /* act [2 fel, h]: one expert's gate and up */
 };
 
+/* --fp8-param-gather: an FP8 weight W [out, in] of this rank (a dense
+ * layer's linear, or one routed expert's fc1 or fc2), made whole in q and
+ * qt from the pieces of its flat ranges. */
+struct wtensor {
+    uint8_t *q, *qt;
+    int out, in;
+    int layer, expert;          /* expert: a routed expert's weight */
+    int t;                      /* its forward scale record */
+    size_t placed;              /* elements placed since the step's end */
+};
+
+/* Where flat range wr[i] goes: tensor `tensor`'s q from element `at`; its
+ * source rows are `in` wide. */
+struct wpiece {
+    int tensor;
+    size_t at;
+    int in;
+};
+
 static int fwd_x(int layer, int lin) { return 2 * (4 * layer + lin); }
 static int moe_layer(const gl_model *m, int layer)
 {
@@ -124,6 +150,10 @@ static int bwd_dy(int layer, int lin) { return 4 * layer + lin; }
 
 static void moe_alloc(gl_model *m, gl_fp8_state *st);
 static void moe_free(gl_model *m, gl_fp8_state *st);
+static int mfwd_w(const gl_fp8_state *st, int layer, int e, int j);
+static void mshape(const gl_model_dims *dm, int j, int *out, int *in);
+static uint8_t *mw(const gl_fp8_state *st, const gl_model_dims *dm, int layer, int j, int le,
+                   int transposed);
 
 /* Tensor t's record in a scale table. */
 static float *rec(float *table, int t) { return table + (size_t)REC * t; }
@@ -207,37 +237,98 @@ static void keep_buffers(gl_model *m, gl_fp8_state *st)
     free(done);
 }
 
+/* A flat range of an FP8 weight with where its bytes go, while the
+ * ranges are collected and sorted. */
+struct wrange_at {
+    gl_fp8_wrange r;
+    struct wpiece p;
+};
+
 static int by_begin(const void *a, const void *b)
 {
-    const gl_fp8_wrange *x = a, *y = b;
-    return x->begin < y->begin ? -1 : x->begin > y->begin;
+    const struct wrange_at *x = a, *y = b;
+    return x->r.begin < y->r.begin ? -1 : x->r.begin > y->r.begin;
 }
 
-/* st->wr: the flat ranges of this rank's FP8 weights, in flat order. */
+/* Tensor k of st->wt: W [out, in] into q and qt, forward record t. */
+static int add_tensor(gl_fp8_state *st, uint8_t *q, uint8_t *qt, int out, int in, int layer,
+                      int expert, int t)
+{
+    st->wt[st->nwt] = (struct wtensor){ .q = q, .qt = qt, .out = out, .in = in,
+                                        .layer = layer, .expert = expert, .t = t };
+    return st->nwt++;
+}
+
+/* Range [begin, begin + count) of the flat buffer into tensor k from its
+ * element at, the source rows in wide; lin as gl_fp8_wrange's. */
+static void add_range(struct wrange_at *ra, int *n, size_t begin, size_t count, int layer,
+                      int lin, int k, size_t at, int in)
+{
+    ra[(*n)++] = (struct wrange_at){ .r = { begin, begin + count, layer, lin },
+                                     .p = { k, at, in } };
+}
+
+/* st->wr, st->wp and st->wt: this rank's FP8 weights, their flat ranges
+ * in flat order and where each goes -- the dense linears' W [out, in],
+ * and each local routed expert's fc1 [w_gate; w_up] (two ranges: its rows
+ * of the stacked w_gate and of the stacked w_up) and fc2 w_down. */
 static void weight_ranges(gl_model *m, gl_fp8_state *st)
 {
     const gl_model_plan *p = m->plan;
     const gl_model_dims *dm = &p->dm;
-    st->wr = gl_calloc((size_t)4 * dm->L, sizeof *st->wr);
+    size_t most = (size_t)dm->L * (NLIN + 3 * (size_t)dm->El) + 1;
+    struct wrange_at *ra = gl_calloc(most, sizeof *ra);
+    int n = 0;
+    st->wt = gl_calloc(most, sizeof *st->wt);
     for (int c = 0; c < p->nchunks; c++)
         for (int i = 0; i < dm->Lc; i++) {
             int l = p->chunk[c].first_layer + i;
             const gl_layer_offs *lo = &p->chunk[c].layer[i];
             size_t at[NLIN] = {lo->qkv, lo->wo, lo->gate_up, lo->down};
-            if (!st->wq[4 * l])
-                continue;
             for (int k = 0; k < NLIN; k++) {
-                int out, in;
+                int out, in, w = 4 * l + k;
+                if (!st->wq[w])
+                    continue;
                 w_shape(dm, k, &out, &in);
-                gl_fp8_wrange *r = &st->wr[st->nwr++];
-                r->begin = at[k];
-                r->end = at[k] + (size_t)out * in;
-                r->layer = l;
-                r->lin = k;
+                int t = add_tensor(st, st->wq[w], st->wqt[w], out, in, l, 0, fwd_w(l, k));
+                add_range(ra, &n, at[k], (size_t)out * in, l, k, t, 0, in);
+            }
+            if (!st->ewq[l])
+                continue;
+            size_t piece = (size_t)dm->fel * dm->h;     /* one expert's w_gate, w_up, w_down */
+            for (int le = 0; le < dm->El; le++) {
+                for (int j = 0; j < 2; j++) {
+                    int out, in;
+                    mshape(dm, j, &out, &in);
+                    int t = add_tensor(st, mw(st, dm, l, j, le, 0), mw(st, dm, l, j, le, 1), out,
+                                       in, l, 1, mfwd_w(st, l, dm->e0 + le, j));
+                    if (j == MLIN_FC2) {
+                        add_range(ra, &n, lo->edown + le * piece, piece, l, LIN_DOWN, t, 0,
+                                  dm->fel);
+                        continue;
+                    }
+                    if (dm->swiglu)
+                        add_range(ra, &n, lo->egu + le * piece, piece, l, LIN_GU, t, 0, dm->h);
+                    add_range(ra, &n, gl_moe_up_off(m, lo) + le * piece, piece, l, LIN_GU, t,
+                              dm->swiglu ? piece : 0, dm->h);
+                }
             }
         }
-    qsort(st->wr, (size_t)st->nwr, sizeof *st->wr, by_begin);
-    st->wplaced = gl_calloc((size_t)(st->nwr ? st->nwr : 1), sizeof *st->wplaced);
+    qsort(ra, (size_t)n, sizeof *ra, by_begin);
+    st->wr = gl_calloc((size_t)n + 1, sizeof *st->wr);
+    st->wp = gl_calloc((size_t)n + 1, sizeof *st->wp);
+    for (int i = 0; i < n; i++) {
+        st->wr[i] = ra[i].r;
+        st->wp[i] = ra[i].p;
+    }
+    st->nwr = n;
+    free(ra);
+    st->wcount = gl_calloc((size_t)2 * dm->L, sizeof *st->wcount);
+    st->wleft = gl_calloc((size_t)2 * dm->L, sizeof *st->wleft);
+    for (int k = 0; k < st->nwt; k++)
+        st->wcount[2 * st->wt[k].layer + st->wt[k].expert]++;
+    memcpy(st->wleft, st->wcount, (size_t)2 * dm->L * sizeof *st->wleft);
+    st->wtamax = m->d->ops->alloc(m->d, (size_t)(st->nwt + 1) * sizeof(float));
 }
 
 /* Blockwise: the block factors of the quantized weights and of the
@@ -368,7 +459,11 @@ void gl_model_fp8_free(gl_model *m)
     free(st->wqt);
     free(st->fresh);
     free(st->wr);
-    free(st->wplaced);
+    free(st->wp);
+    free(st->wt);
+    free(st->wcount);
+    free(st->wleft);
+    d->ops->free(d, st->wtamax);
     d->ops->free(d, st->wamax);
     d->ops->free(d, st->xq);
     d->ops->free(d, st->dyq);
@@ -679,7 +774,9 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
         return;
     memset(st->fresh, 0, (size_t)st->L * sizeof *st->fresh);
     memset(st->efresh, 0, (size_t)st->L * sizeof *st->efresh);
-    memset(st->wplaced, 0, (size_t)(st->nwr ? st->nwr : 1) * sizeof *st->wplaced);
+    for (int k = 0; k < st->nwt; k++)
+        st->wt[k].placed = 0;
+    memcpy(st->wleft, st->wcount, (size_t)2 * st->L * sizeof *st->wleft);
     if (st->o.recipe != GL_FP8_DELAYED)
         return;
     gl_comm *groups[2] = {m->tp, dp};
@@ -803,18 +900,18 @@ const gl_fp8_wrange *gl_model_fp8_wranges(const gl_model *m, int *n)
     return m->fp8 ? m->fp8->wr : NULL;
 }
 
-/* Quantize the elements [a, b) of weight range r (a piece of W [out, in]
- * in row-major order) into q: the part row before the first whole row,
- * the whole rows as one [rows, in] tensor, the part row after, so that
- * the kernel sees rows where it can. */
-static void quant_piece(gl_model *m, const gl_fp8_wrange *r, size_t a, size_t b, uint8_t *q,
-                        float *amax, const float *scale)
+/* Quantize the elements [a, b) of weight range i (a piece of a tensor
+ * whose rows are wp[i].in wide, in row-major order) into q: the part row
+ * before the first whole row, the whole rows as one [rows, in] tensor,
+ * the part row after, so that the kernel sees rows where it can. */
+static void quant_piece(gl_model *m, int i, size_t a, size_t b, uint8_t *q, float *amax,
+                        const float *scale)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
-    int out, in;
-    w_shape(&m->plan->dm, r->lin, &out, &in);
-    size_t e0 = a - r->begin, e1 = b - r->begin;        /* elements of W */
+    const gl_fp8_wrange *r = &st->wr[i];
+    size_t in = (size_t)st->wp[i].in;
+    size_t e0 = a - r->begin, e1 = b - r->begin;        /* elements of the range */
     size_t r0 = (e0 + in - 1) / in, r1 = e1 / in;       /* whole rows [r0, r1) */
     if (r0 >= r1) {                                     /* no whole row: flat */
         d->ops->fp8_quantize(d, q, NULL, amax, gl_model_weight(m, a), 1, (int)(b - a), scale,
@@ -826,7 +923,7 @@ static void quant_piece(gl_model *m, const gl_fp8_wrange *r, size_t a, size_t b,
         d->ops->fp8_quantize(d, q, NULL, amax, gl_model_weight(m, a), 1, (int)head, scale,
                              st->ffwd);
     d->ops->fp8_quantize(d, q + head, NULL, amax, gl_model_weight(m, a + head), (int)(r1 - r0),
-                         in, scale, st->ffwd);
+                         (int)in, scale, st->ffwd);
     if (tail)
         d->ops->fp8_quantize(d, q + (b - a) - tail, NULL, amax,
                              gl_model_weight(m, b - tail), 1, (int)tail, scale, st->ffwd);
@@ -849,25 +946,22 @@ void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *d
         return;
     /* each weight's amax over its pieces on every DP rank (and TP rank):
      * the amax of the whole tensor, from which every rank computes the
-     * same scale; one reduction for all of them */
-    float *am = st->wamax;
-    d->ops->zero(d, am, (size_t)4 * st->L * sizeof(float));
-    for (int i = 0; i < st->nwr; i++) {
-        const gl_fp8_wrange *r = &st->wr[i];
-        if (piece(r, begin, end, &a, &b))
-            d->ops->fp8_amax_scale(d, am + 4 * r->layer + r->lin, NULL, NULL,
-                                   gl_model_weight(m, a), b - a, st->ffwd);
-    }
+     * same scale; one reduction for all of them (the ranks of a DP or TP
+     * group list the same tensors in the same order) */
+    d->ops->zero(d, st->wtamax, (size_t)st->nwt * sizeof(float));
+    for (int i = 0; i < st->nwr; i++)
+        if (piece(&st->wr[i], begin, end, &a, &b))
+            d->ops->fp8_amax(d, st->wtamax + st->wp[i].tensor, gl_model_weight(m, a), b - a);
     gl_comm *groups[2] = {dp, m->tp};
     for (int g = 0; g < 2; g++)
         if (groups[g])
-            gl_all_reduce(groups[g], am, am, (size_t)4 * st->L, GL_DT_F32, GL_OP_MAX,
-                          d->stream);
-    /* W of tensor 4 l + k has forward record 2 (4 l + k) + 1: every
-     * weight's record, 2 REC apart (weights held nowhere here get amax 0,
-     * scale 1, and are never used) */
-    float *r0 = rec(st->rec_f, fwd_w(0, 0));
-    d->ops->fp8_scale_current(d, am, r0 + R_SCALE, r0 + R_SINV, 2 * REC, 4 * st->L, st->ffwd);
+            gl_all_reduce(groups[g], st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32,
+                          GL_OP_MAX, d->stream);
+    for (int k = 0; k < st->nwt; k++) {
+        float *r = rec(st->rec_f, st->wt[k].t);
+        d->ops->fp8_scale_current(d, st->wtamax + k, r + R_SCALE, r + R_SINV, REC, 1,
+                                  st->ffwd);
+    }
 }
 
 size_t gl_model_fp8_quantize_range(gl_model *m, size_t begin, size_t end, uint8_t *q)
@@ -875,27 +969,15 @@ size_t gl_model_fp8_quantize_range(gl_model *m, size_t begin, size_t end, uint8_
     gl_fp8_state *st = m->fp8;
     size_t a, b, n = 0;
     for (int i = 0; i < st->nwr; i++) {
-        const gl_fp8_wrange *r = &st->wr[i];
-        if (!piece(r, begin, end, &a, &b))
+        if (!piece(&st->wr[i], begin, end, &a, &b))
             continue;
-        int t = fwd_w(r->layer, r->lin);
+        int t = st->wt[st->wp[i].tensor].t;
         float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + t : NULL;
         if (q)
-            quant_piece(m, r, a, b, q + n, amax, rec(st->rec_f, t) + R_SCALE);
+            quant_piece(m, i, a, b, q + n, amax, rec(st->rec_f, t) + R_SCALE);
         n += b - a;
     }
     return n;
-}
-
-/* Every FP8 weight of layer `layer` here whole: placed since the step's
- * end. */
-static int layer_placed(const gl_fp8_state *st, int layer)
-{
-    for (int i = 0; i < st->nwr; i++)
-        if (st->wr[i].layer == layer &&
-            st->wplaced[i] != st->wr[i].end - st->wr[i].begin)
-            return 0;
-    return 1;
 }
 
 void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
@@ -904,23 +986,21 @@ void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
     gl_dev *d = m->d;
     size_t a, b;
     for (int i = 0; i < st->nwr; i++) {
-        const gl_fp8_wrange *r = &st->wr[i];
-        if (!piece(r, begin, end, &a, &b))
+        if (!piece(&st->wr[i], begin, end, &a, &b))
             continue;
-        int w = 4 * r->layer + r->lin;
-        d->ops->copy(d, st->wq[w] + (a - r->begin), q, b - a);
+        struct wtensor *w = &st->wt[st->wp[i].tensor];
+        size_t whole = (size_t)w->out * w->in;
+        d->ops->copy(d, w->q + st->wp[i].at + (a - st->wr[i].begin), q, b - a);
         q += b - a;
-        st->wplaced[i] += b - a;
-        if (st->wplaced[i] > r->end - r->begin)
-            gl_die("internal error: FP8 weight %d of layer %d placed twice in a step",
-                   r->lin, r->layer);
-        if (st->wplaced[i] < r->end - r->begin)
+        w->placed += b - a;
+        if (w->placed > whole)
+            gl_die("internal error: an FP8 weight of layer %d placed twice in a step",
+                   w->layer);
+        if (w->placed < whole)
             continue;
-        int out, in;
-        w_shape(&m->plan->dm, r->lin, &out, &in);
-        d->ops->fp8_transpose(d, st->wqt[w], st->wq[w], out, in);
-        if (layer_placed(st, r->layer))
-            st->fresh[r->layer] = 1;
+        d->ops->fp8_transpose(d, w->qt, w->q, w->out, w->in);
+        if (--st->wleft[2 * w->layer + w->expert] == 0)
+            (w->expert ? st->efresh : st->fresh)[w->layer] = 1;
     }
 }
 
@@ -961,8 +1041,6 @@ void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
  * quantized again with the same scale (delayed: the step's; tensorwise:
  * recomputed from the same rows, so the same), so nothing FP8 is kept
  * between forward and backward. */
-
-enum { MLIN_FC1 = 0, MLIN_FC2 = 1 };
 
 static int mfwd_x(const gl_fp8_state *st, int layer, int e, int j)
 {

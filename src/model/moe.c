@@ -780,8 +780,7 @@ void gl_moe_need(gl_model *m, const gl_layer_offs *lo)
         gl_need_weights(m, lo->ebias, (size_t)dm->E);
 }
 
-/* Where the experts' w_up is: after w_gate (SwiGLU), or at egu. */
-static size_t up_off(const gl_model *m, const gl_layer_offs *lo)
+size_t gl_moe_up_off(const gl_model *m, const gl_layer_offs *lo)
 {
     const gl_model_dims *dm = DIMS;
     return lo->egu + (dm->swiglu ? (size_t)dm->El * dm->fel * dm->h : 0);
@@ -798,7 +797,7 @@ static void fc1_fwd(gl_model *m, const gl_layer_offs *lo, struct gl_moe_acts *x,
         OPS->moe_gemm(m->d, Y, guw, xp, W(m, lo->egu), dm->h, dm->fel, map);
         Y = gl_act_at(m, Y, (size_t)dm->fel);
     }
-    OPS->moe_gemm(m->d, Y, guw, xp, W(m, up_off(m, lo)), dm->h, dm->fel, map);
+    OPS->moe_gemm(m->d, Y, guw, xp, W(m, gl_moe_up_off(m, lo)), dm->h, dm->fel, map);
 }
 
 /* fc1's backward: dW (+)= dgu_e^T xp_e, dxp = dgu_e [Wg_e; Wu_e] (the
@@ -816,7 +815,7 @@ static void fc1_bwd(gl_model *m, const gl_layer_offs *lo, const gl_moe_map *map,
         dY = gl_act_at(m, (void *)dY, (size_t)dm->fel);
         acc = 1;
     }
-    size_t uo = up_off(m, lo);
+    size_t uo = gl_moe_up_off(m, lo);
     OPS->moe_gemm_wgrad(m->d, G(m, uo), dY, guw, xp, dm->h, dm->fel, map,
                         wgrad_acc(m, uo, (size_t)dm->El * dm->fel * dm->h));
     OPS->moe_gemm_dgrad(m->d, dxp, dY, guw, W(m, uo), dm->h, dm->fel, map, acc);
@@ -1142,7 +1141,7 @@ static void experts_bwd(gl_model *m, int layer, const gl_layer_offs *lo,
     }
     if (fp8)        /* gate's and up's gradients: the pieces of fc1's */
         gl_model_fp8_moe_bwd(m, layer, 0, dxl, G(m, lo->egu),
-                             dm->swiglu ? G(m, up_off(m, lo)) : NULL,
+                             dm->swiglu ? G(m, gl_moe_up_off(m, lo)) : NULL,
                              gl_model_grad_beta(m, lo->egu, (size_t)dm->El * s->guw * h), s->dgu,
                              xin, map);
     else
@@ -1213,7 +1212,7 @@ void gl_moe_fwd(gl_model *m, const gl_mb *mb, int layer, const gl_layer_offs *lo
 
     if (gl_model_fp8_moe(m, layer))         /* once per step */
         gl_model_fp8_moe_weights(m, layer, dm->swiglu ? W(m, lo->egu) : NULL,
-                                 W(m, up_off(m, lo)), W(m, lo->edown));
+                                 W(m, gl_moe_up_off(m, lo)), W(m, lo->edown));
 
     /* router, in fp32 from its product on (ops.h) */
     OPS->gemm(d, 0, 1, n, E, h, 1.0f, mg, h, W(m, lo->router), h, 0.0f, x->logits,

@@ -34,6 +34,10 @@
  * callback. */
 size_t gl_moe_split_end(const gl_model *m, const gl_layer_offs *lo);
 
+/* Where MoE layer lo's stacked w_up of its local experts is in the flat
+ * buffer: after their w_gate (SwiGLU), or at egu. */
+size_t gl_moe_up_off(const gl_model *m, const gl_layer_offs *lo);
+
 /* Ask for the layer's MoE weights (router, expert bias; the routed
  * experts under expert parallelism). */
 void gl_moe_need(gl_model *m, const gl_layer_offs *lo);

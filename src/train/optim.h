@@ -61,8 +61,9 @@
  * before the gradient reduction, so no weight is ever read stale.
  *
  * FP8 weights gathered in FP8 (--fp8-param-gather, with the distributed
- * optimizer and FP8 layers): the elements of the FP8 layers' four linear
- * weights (model.h: gl_model_fp8_wranges) travel as one byte each, the
+ * optimizer and FP8 layers): the elements of the FP8 layers' linear
+ * weights, routed experts' included (model.h: gl_model_fp8_wranges;
+ * not under expert parallelism), travel as one byte each, the
  * rest in the compute dtype.  After AdamW each DP rank makes the next
  * forward's scales (gl_model_fp8_shard_scales: under tensorwise scaling
  * the weights' amaxes are reduced over DP), quantizes its shard's FP8
