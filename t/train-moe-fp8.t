@@ -34,9 +34,10 @@
 #     micro-batch, as Megatron's.
 #   - A run resumed from the checkpoint at iteration 10 (the experts'
 #     amax histories and scales are in it) continues exactly.
-#   - --fp8-param-gather at DP 2 (the experts' FP8 weights gathered as
-#     bytes, in one all-gather or bucket by bucket) trains bit for bit as
-#     without it; under expert parallelism it is refused.
+#   - --fp8-param-gather (the experts' FP8 weights gathered as bytes, in
+#     one all-gather or bucket by bucket; at DP 2, EP 2 on 2 ranks and EP
+#     2 on 4, the experts' region then over EDP 2) trains bit for bit as
+#     without it.
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -51,7 +52,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 2 --h
  --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-aux-loss-coeff 0.01"
 tol=1e-5
 
-plan 22
+plan 33
 
 # first2 REF GOT: status 0 when iterations 1-2 of two JSON logs agree in
 # loss and grad_norm within 1e-5 (relative); prints the worst difference.
@@ -124,15 +125,27 @@ for recipe in delayed tensorwise; do
     # the FP8 weights, the experts' among them, gathered as FP8 bytes by
     # the distributed optimizer: in one all-gather, and bucket by bucket
     # during the forward (small buckets: the DP shards' boundary cuts an
-    # expert's weight between two owners)
+    # expert's weight between two owners); with EP 2 on 2 ranks (EDP 1:
+    # each rank quantizes its experts whole) and on 4 (EDP 2: the
+    # experts' region sharded and gathered over EDP)
     for g in "" "--overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 1500"; do
-        v=$recipe-dp2-do${g:+-ovl}
-        if run $v 2 $R --use-distributed-optimizer $g &&
-           run $v-fp8pg 2 $R --use-distributed-optimizer $g --fp8-param-gather; then
-            same $v $v-fp8pg "$recipe: --fp8-param-gather${g:+ with --overlap-param-gather} trains bit for bit as without"
-        else
-            fail "$recipe: the runs with --fp8-param-gather ${g:+and --overlap-param-gather }failed"
-        fi
+        for ep in 1 2 4; do
+            n=2 e=$ep
+            [ $ep -eq 4 ] && n=4 e=2
+            v=$recipe-do${g:+-ovl}-n$n-ep$e
+            if [ $n -gt 2 ] && [ "$GL_MPI_FLAVOR" = mpich ]; then
+                skip "$v: --fp8-param-gather" "$n ranks under MPICH"
+                continue
+            fi
+            if [ $e -eq 1 ]; then x=; else
+                x="--expert-model-parallel-size $e --moe-token-dispatcher-type alltoall"; fi
+            if run $v $n $R $x --use-distributed-optimizer $g &&
+               run $v-fp8pg $n $R $x --use-distributed-optimizer $g --fp8-param-gather; then
+                same $v $v-fp8pg "$recipe, $n ranks, EP $e: --fp8-param-gather${g:+ with --overlap-param-gather} trains bit for bit as without"
+            else
+                fail "$recipe, $n ranks, EP $e: the runs with --fp8-param-gather ${g:+and --overlap-param-gather }failed"
+            fi
+        done
     done
     if run $recipe-resume 1 $R --load "$tmp/ck-$recipe/iter_0000010.h5" &&
        w=$(resumed_within "$tmp/$recipe.jsonl" "$tmp/$recipe-resume.jsonl" 11 10 1e-7 \
@@ -156,11 +169,9 @@ else
     fail "an expert width of 40 was not refused"
     tail -3 "$tmp/shape.log" | sed 's/^/#   /'
 fi
-# FP8 experts are built for delayed and tensorwise scaling, and their
-# weights gathered in FP8 without expert parallelism: the rest is refused
-# by the configuration
-for what in "blockwise|--fp8-recipe blockwise with --num-experts|--fp8-format hybrid --fp8-recipe blockwise" \
-    "fp8pg-ep2|--fp8-param-gather with --expert-model-parallel-size 2|$T --use-distributed-optimizer --fp8-param-gather --expert-model-parallel-size 2"; do
+# FP8 experts are built for delayed and tensorwise scaling: blockwise is
+# refused by the configuration
+for what in "blockwise|--fp8-recipe blockwise with --num-experts|--fp8-format hybrid --fp8-recipe blockwise"; do
     name=${what%%|*} rest=${what#*|}
     want=${rest%%|*} flags=${rest#*|}
     "$train" $base $flags >"$tmp/$name.log" 2>&1

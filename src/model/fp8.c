@@ -937,26 +937,44 @@ static int piece(const gl_fp8_wrange *r, size_t begin, size_t end, size_t *a, si
     return *a < *b;
 }
 
-void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *dp)
+/* Fold into st->wtamax the amaxes of the FP8 weights' pieces inside
+ * [begin, end). */
+static void fold_amaxes(gl_model *m, size_t begin, size_t end)
+{
+    gl_fp8_state *st = m->fp8;
+    size_t a, b;
+    for (int i = 0; i < st->nwr; i++)
+        if (piece(&st->wr[i], begin, end, &a, &b))
+            m->d->ops->fp8_amax(m->d, st->wtamax + st->wp[i].tensor, gl_model_weight(m, a),
+                                b - a);
+}
+
+void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *dp,
+                               size_t xbegin, size_t xend, gl_comm *edp)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
-    size_t a, b;
     if (st->o.recipe != GL_FP8_TENSORWISE)
         return;
-    /* each weight's amax over its pieces on every DP rank (and TP rank):
-     * the amax of the whole tensor, from which every rank computes the
-     * same scale; one reduction for all of them (the ranks of a DP or TP
-     * group list the same tensors in the same order) */
+    /* each weight's amax over its pieces on every rank of its group (and
+     * TP rank): the amax of the whole tensor, from which every rank
+     * computes the same scale.  The ranks of a group list the same
+     * tensors in the same order; the experts' slots are still zero while
+     * DP reduces the others (under expert parallelism DP holds other
+     * experts in those slots), and EDP's MAX leaves the others as they
+     * are (the same on every rank of it). */
     d->ops->zero(d, st->wtamax, (size_t)st->nwt * sizeof(float));
-    for (int i = 0; i < st->nwr; i++)
-        if (piece(&st->wr[i], begin, end, &a, &b))
-            d->ops->fp8_amax(d, st->wtamax + st->wp[i].tensor, gl_model_weight(m, a), b - a);
-    gl_comm *groups[2] = {dp, m->tp};
-    for (int g = 0; g < 2; g++)
-        if (groups[g])
-            gl_all_reduce(groups[g], st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32,
-                          GL_OP_MAX, d->stream);
+    fold_amaxes(m, begin, end);
+    if (dp)
+        gl_all_reduce(dp, st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32, GL_OP_MAX,
+                      d->stream);
+    fold_amaxes(m, xbegin, xend);
+    if (edp && xend > xbegin)
+        gl_all_reduce(edp, st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32, GL_OP_MAX,
+                      d->stream);
+    if (m->tp)
+        gl_all_reduce(m->tp, st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32, GL_OP_MAX,
+                      d->stream);
     for (int k = 0; k < st->nwt; k++) {
         float *r = rec(st->rec_f, st->wt[k].t);
         d->ops->fp8_scale_current(d, st->wtamax + k, r + R_SCALE, r + R_SINV, REC, 1,

@@ -677,11 +677,14 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
  * gathers this rank's FP8 weights as FP8 bytes, one per element, rather
  * than in the compute dtype.  After gl_model_fp8_step_end() and the
  * update of the rank's shard [begin, end) of the flat weights:
- *   gl_model_fp8_shard_scales() (collective: every rank of dp and TP
- *     calls it, with its own shard) makes the scales the weights are
- *     quantized with: tensorwise, each weight's scale from the whole
- *     weight's amax, its pieces' amaxes reduced with MAX over dp and TP;
- *     delayed, nothing to do (the step's scale, from the amax history).
+ *   gl_model_fp8_shard_scales() (collective: every rank of dp, edp and
+ *     TP calls it, with its own shards: [begin, end) of the flat buffer
+ *     over dp, and under expert parallelism [xbegin, xend) of the routed
+ *     experts' region over edp, else empty) makes the scales the weights
+ *     are quantized with: tensorwise, each weight's scale from the whole
+ *     weight's amax, its pieces' amaxes reduced with MAX over its group
+ *     and TP; delayed, nothing to do (the step's scale, from the amax
+ *     history).
  *   gl_model_fp8_quantize_range() writes into q (device memory), in flat
  *     order, the bytes of every FP8 weight element inside [begin, end) of
  *     the shard, quantized with those scales (delayed: the pieces' amaxes
@@ -705,7 +708,8 @@ typedef struct {
     int layer, lin;             /* global layer; QKV, output, gate/up, down */
 } gl_fp8_wrange;
 const gl_fp8_wrange *gl_model_fp8_wranges(const gl_model *m, int *n);
-void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *dp);
+void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *dp,
+                               size_t xbegin, size_t xend, gl_comm *edp);
 size_t gl_model_fp8_quantize_range(gl_model *m, size_t begin, size_t end, uint8_t *q);
 void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q);
 

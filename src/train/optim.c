@@ -141,6 +141,12 @@ static void dispatch_next(gl_optim *o)
 static void fp8_unpack(gl_optim *o, size_t sb, size_t se, uint8_t *pk, size_t rest_at,
                        int own);
 
+/* Whether this rank owns bucket b: its rank in b's group is the owner. */
+static int mine(const gl_optim *o, const gl_bucket *b)
+{
+    return b->owner == (b->begin >= o->xbegin ? o->edp_rank : o->dp_rank);
+}
+
 /* The compute stream waits for every broadcast enqueued so far (and
  * unpacks the FP8 packets among them). */
 static void wait_sent(gl_optim *o)
@@ -151,7 +157,7 @@ static void wait_sent(gl_optim *o)
         if (b->gather == GL_GATHER_SENT) {
             if (o->fp8g)
                 fp8_unpack(o, b->begin, b->end, o->fp8_recv + b->pk_at, b->pk_rest,
-                           b->owner == o->dp_rank);
+                           mine(o, b));
             b->gather = GL_GATHER_DONE;
             o->gleft--;
         }
@@ -390,11 +396,8 @@ gl_optim *gl_optim_new(const gl_config *c, gl_model *m, gl_comm *dp, gl_comm *ed
     if (o->gather)
         build_gather_order(o);
     o->fp8g = o->dist && c->optim.fp8_param_gather && m->fp8;
-    if (o->fp8g) {
-        if (o->xbegin != p->nflat)
-            gl_die("internal error: --fp8-param-gather with an expert region");
+    if (o->fp8g)
         fp8_gather_init(o);
-    }
 
     /* counted ranges within the shard (under expert parallelism each
      * parameter's owned part: gl_optim_owned) */
@@ -468,9 +471,12 @@ void gl_optim_free(gl_optim *o)
     d->ops->free(d, o->mom1);
     d->ops->free(d, o->mom2);
     d->ops->free(d, o->gshard);
-    d->ops->free(d, o->fp8_send);
+    for (int k = 0; k < o->nfr; k++) {
+        d->ops->free(d, o->fr[k].send);
+        d->ops->free(d, o->fr[k].recv);
+        free(o->fr[k].rest_at);
+    }
     d->ops->free(d, o->fp8_recv);
-    free(o->fp8_rest_at);
     free(o->norm);
     free(o->seg);
     free(o->bucket);
@@ -594,59 +600,84 @@ static void fp8_unpack(gl_optim *o, size_t sb, size_t se, uint8_t *pk, size_t re
         fp8_rest(o, sb, se, pk + rest_at, 1);
 }
 
-/* The packets (optim.h): one per DP shard, or with gather one per
- * bucket. */
+/* Region k's packets (optim.h): n shards of `shard` elements from base,
+ * gathered over g (NULL: this rank's shard is the whole region). */
+static void fp8_region_init(gl_optim *o, gl_fp8_region *f, size_t base, size_t shard,
+                            gl_comm *g)
+{
+    *f = (gl_fp8_region){ .base = base, .shard = shard, .group = g,
+                          .n = g ? gl_comm_size(g) : 1, .me = g ? gl_comm_rank(g) : 0 };
+    f->rest_at = gl_calloc((size_t)f->n, sizeof *f->rest_at);
+    for (int r = 0; r < f->n; r++) {
+        size_t sb = base + shard * (size_t)r;
+        size_t len = fp8_layout(o, sb, sb + shard, &f->rest_at[r]);
+        f->packet = len > f->packet ? len : f->packet;
+    }
+    f->send = o->d->ops->alloc(o->d, f->packet ? f->packet : 1);
+    if (g)
+        f->recv = o->d->ops->alloc(o->d, f->packet * (size_t)f->n);
+}
+
+/* Pack this rank's shard of region f, gather every rank's, unpack them. */
+static void fp8_region_gather(gl_optim *o, const gl_fp8_region *f)
+{
+    size_t sb = f->base + f->shard * (size_t)f->me;
+    fp8_pack(o, sb, sb + f->shard, f->send, f->rest_at[f->me]);
+    if (!f->group) {
+        fp8_unpack(o, sb, sb + f->shard, f->send, f->rest_at[f->me], 1);
+        return;
+    }
+    gl_all_gather(f->group, f->send, f->recv, f->packet, GL_DT_U8, o->d->stream);
+    for (int r = 0; r < f->n; r++) {
+        size_t rb = f->base + f->shard * (size_t)r;
+        fp8_unpack(o, rb, rb + f->shard, f->recv + f->packet * (size_t)r, f->rest_at[r],
+                   r == f->me);
+    }
+}
+
+/* The packets (optim.h): one per DP shard (and EDP shard of the experts'
+ * region), or with gather one per bucket. */
 static void fp8_gather_init(gl_optim *o)
 {
-    size_t shard = o->shard_end - o->shard_begin;
     if (o->gather) {
-        size_t total = 0, *sends = gl_calloc((size_t)o->dp_size, sizeof *sends);
+        size_t total = 0, sends[2] = {0, 0};
         for (int j = 0; j < o->nbucket; j++) {
             gl_bucket *b = &o->bucket[j];
             b->pk_at = total;
             b->pk_len = fp8_layout(o, b->begin, b->end, &b->pk_rest);
             total += b->pk_len;
-            sends[b->owner] += b->pk_len;
+            if (mine(o, b))
+                sends[b->begin >= o->xbegin] += b->pk_len;
         }
-        for (int r = 0; r < o->dp_size; r++)
-            o->fp8_packet = sends[r] > o->fp8_packet ? sends[r] : o->fp8_packet;
-        free(sends);
+        o->fp8_packet = sends[0] + sends[1];
         o->fp8_recv = o->d->ops->alloc(o->d, total ? total : 1);
         return;
     }
-    o->fp8_rest_at = gl_calloc((size_t)o->dp_size, sizeof *o->fp8_rest_at);
-    o->fp8_packet = 0;
-    for (int r = 0; r < o->dp_size; r++) {
-        size_t sb = shard * (size_t)r;
-        size_t len = fp8_layout(o, sb, sb + shard, &o->fp8_rest_at[r]);
-        o->fp8_packet = len > o->fp8_packet ? len : o->fp8_packet;
-    }
-    o->fp8_send = o->d->ops->alloc(o->d, o->fp8_packet);
-    o->fp8_recv = o->d->ops->alloc(o->d, o->fp8_packet * (size_t)o->dp_size);
+    fp8_region_init(o, &o->fr[o->nfr++], 0, o->shard_end - o->shard_begin, o->dp);
+    if (o->xbegin < o->m->plan->nflat)
+        fp8_region_init(o, &o->fr[o->nfr++], o->xbegin, o->xshard_end - o->xshard_begin,
+                        o->edp);
+    for (int k = 0; k < o->nfr; k++)
+        o->fp8_packet += o->fr[k].packet;
 }
 
-/* Quantize and pack this rank's shard [0, xbegin), then gather every
- * rank's: in one all-gather, or (gather) leave the buckets stale for the
- * next forward to broadcast (optim.h). */
+/* Quantize and pack this rank's shards, then gather every rank's: in one
+ * all-gather a region, or (gather) leave the buckets stale for the next
+ * forward to broadcast (optim.h). */
 static void fp8_gather(gl_optim *o)
 {
-    size_t shard = o->shard_end - o->shard_begin;
-    gl_model_fp8_shard_scales(o->m, o->shard_begin, o->shard_end, o->dp);
+    gl_model_fp8_shard_scales(o->m, o->shard_begin, o->shard_end, o->dp, o->xshard_begin,
+                              o->xshard_end, o->edp);
     if (o->gather) {
         for (int j = 0; j < o->nbucket; j++) {
             const gl_bucket *b = &o->bucket[j];
-            if (b->owner == o->dp_rank)
+            if (mine(o, b))
                 fp8_pack(o, b->begin, b->end, o->fp8_recv + b->pk_at, b->pk_rest);
         }
         return;
     }
-    fp8_pack(o, o->shard_begin, o->shard_end, o->fp8_send, o->fp8_rest_at[o->dp_rank]);
-    gl_all_gather(o->dp, o->fp8_send, o->fp8_recv, o->fp8_packet, GL_DT_U8, o->d->stream);
-    for (int r = 0; r < o->dp_size; r++) {
-        size_t sb = shard * (size_t)r;
-        fp8_unpack(o, sb, sb + shard, o->fp8_recv + o->fp8_packet * (size_t)r,
-                   o->fp8_rest_at[r], r == o->dp_rank);
-    }
+    for (int k = 0; k < o->nfr; k++)
+        fp8_region_gather(o, &o->fr[k]);
 }
 
 /* With gather: every bucket stale, to be broadcast during the next

@@ -62,8 +62,8 @@
  *
  * FP8 weights gathered in FP8 (--fp8-param-gather, with the distributed
  * optimizer and FP8 layers): the elements of the FP8 layers' linear
- * weights, routed experts' included (model.h: gl_model_fp8_wranges;
- * not under expert parallelism), travel as one byte each, the
+ * weights, routed experts' included (model.h: gl_model_fp8_wranges),
+ * travel as one byte each, the
  * rest in the compute dtype.  After AdamW each DP rank makes the next
  * forward's scales (gl_model_fp8_shard_scales: under tensorwise scaling
  * the weights' amaxes are reduced over DP), quantizes its shard's FP8
@@ -72,8 +72,10 @@
  * other elements.  Without --overlap-param-gather the range is the whole
  * shard, every packet as long as the longest rank's (the shards hold the
  * same number of elements, not of FP8 ones), and one all-gather of the
- * packets follows; with it each bucket is a packet, quantized by its
- * owner after AdamW and broadcast bucket by bucket as above.  Every rank
+ * packets follows (under expert parallelism a second one over EDP for
+ * the experts' region; with EDP 1 the rank packs and unpacks its own);
+ * with it each bucket is a packet, quantized by its owner after AdamW
+ * and broadcast bucket by bucket as above.  Every rank
  * unpacks each packet it receives: the bytes into the FP8 weights
  * (gl_model_fp8_place, which writes a weight's transpose once it is
  * whole), the rest into the flat weights.  The FP8 weights'
@@ -134,6 +136,19 @@ typedef struct {
     size_t pk_at, pk_rest, pk_len;
 } gl_bucket;
 
+/* --fp8-param-gather without --overlap-param-gather: one region's
+ * packets, [0, xbegin) over DP and the routed experts' [xbegin, nflat)
+ * over EDP under expert parallelism (optim.c). */
+typedef struct {
+    size_t base, shard;         /* the shards: [base + r shard, + shard) */
+    gl_comm *group;             /* they are gathered over (NULL: one shard) */
+    int n, me;                  /* shards; this rank's */
+    size_t packet;              /* bytes a packet, the longest shard's */
+    size_t *rest_at;            /* [n]: where shard r's other elements
+                                 * start in its packet */
+    uint8_t *send, *recv;       /* [packet], [n packet] (group only) */
+} gl_fp8_region;
+
 /* A bucket's weights after a step (--overlap-param-gather). */
 enum { GL_GATHER_DONE = 0, GL_GATHER_STALE, GL_GATHER_SENT };
 
@@ -177,14 +192,15 @@ typedef struct {
     int gnext;                  /* next position of gorder to dispatch */
     int gleft;                  /* buckets not GL_GATHER_DONE */
     /* --fp8-param-gather (distributed, FP8 layers here).  Without
-     * gather: DP rank r's packet of fp8_packet bytes holds its shard's FP8
-     * weights as bytes, then from fp8_rest_at[r] its other weights in the
-     * compute dtype; fp8_send [fp8_packet], fp8_recv [DP fp8_packet].
-     * With gather: the buckets' packets (gl_bucket's pk_*) one after
-     * another in fp8_recv; fp8_packet the most bytes one rank sends. */
+     * gather: the regions' packets, shard r's holding its FP8 weights as
+     * bytes, then its other weights in the compute dtype.  With gather:
+     * the buckets' packets (gl_bucket's pk_*) one after another in
+     * fp8_recv.  fp8_packet: the most bytes one rank sends a step. */
     int fp8g;
-    size_t fp8_packet, *fp8_rest_at;
-    uint8_t *fp8_send, *fp8_recv;
+    gl_fp8_region fr[2];
+    int nfr;
+    size_t fp8_packet;
+    uint8_t *fp8_recv;
 } gl_optim;
 
 /* Is the optimizer distributed: --use-distributed-optimizer (asked) and

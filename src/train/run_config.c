@@ -1672,18 +1672,11 @@ static void check_moe(gl_config *c)
             ep > 1 ? " or 1" : "");
     /* FP8 experts (model/fp8.c's last section) are built for delayed and
      * tensorwise scaling, the experts split over TP as the dense MLP
-     * (ETP = TP), the alltoall dispatcher, and their weights gathered in
-     * FP8 without expert parallelism; the rest is refused. */
+     * (ETP = TP) and the alltoall dispatcher; the rest is refused. */
     if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
         bad("--fp8-recipe blockwise with --num-experts: the experts' FP8 products are built "
             "for one scale per expert tensor (delayed, tensorwise), not for block scales: use "
             "--fp8-recipe delayed or tensorwise, or train a dense model with blockwise");
-    if (c->fp8.format != GL_FP8_OFF && c->optim.fp8_param_gather &&
-        c->layout.expert_model_parallel_size > 1)
-        bad("--fp8-param-gather with --expert-model-parallel-size %d: gathering the experts' "
-            "FP8 weights over the expert-data-parallel group is not built: drop "
-            "--fp8-param-gather, or train with --expert-model-parallel-size 1",
-            c->layout.expert_model_parallel_size);
     if (c->fp8.format != GL_FP8_OFF && tp > 1 && etp != tp)
         bad("--fp8-format with --expert-tensor-parallel-size %d and "
             "--tensor-model-parallel-size %d: FP8 experts are built with the experts split "

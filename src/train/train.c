@@ -529,7 +529,9 @@ int gl_train_run(const gl_config *c0, const gl_boot *b, gl_groups *g, gl_dev *d)
     if (o->fp8g)
         gl_info0("--fp8-param-gather: the weights' all-gather sends %zu bytes per DP rank, "
                  "not %zu: the FP8 weights as FP8 bytes, the rest in the compute dtype",
-                 o->fp8_packet, (o->shard_end - o->shard_begin) * d->act_bytes);
+                 o->fp8_packet,
+                 (o->shard_end - o->shard_begin + o->xshard_end - o->xshard_begin) *
+                     d->act_bytes);
 
     FILE *json = NULL;
     if (rank == 0 && c->log.log_json) {
