@@ -13,7 +13,9 @@
 #           t/train-cuda.t: every op, cuDNN attention, training steps and
 #           recomputation against the CPU back end) and the cuBLASLt
 #           products of the 1.5B shape, heuristic against tuned
-#   equiv   bf16 training equivalence across layouts on the GPUs
+#   equiv   bf16 training equivalence across layouts on the GPUs; FP8
+#           delayed at DP 2 with and without --fp8-param-gather (the
+#           same losses, bit for bit), bucket by bucket too
 #   curve   a 300-iteration run of a small model (compare with the CPU)
 #   perf    the 1.5B Llama shape on 1 GPU and on all GPUs (DP, distributed
 #           optimizer; plain, --overlap-grad-reduce, and with
@@ -110,6 +112,9 @@ for s in $steps; do
                  "4:--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 200000" \
                  "4:--pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather" \
                  "4:--pipeline-model-parallel-size 4" \
+                 "2:--use-distributed-optimizer --fp8-format hybrid --fp8-recipe delayed" \
+                 "2:--use-distributed-optimizer --fp8-format hybrid --fp8-recipe delayed --fp8-param-gather" \
+                 "2:--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --fp8-format hybrid --fp8-recipe delayed --fp8-param-gather" \
                  "2:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"; do
             n=${l%%:*} f=${l#*:}
             [ "$n" -le "$ngpu" ] || continue
