@@ -122,9 +122,12 @@ static __device__ __forceinline__ void store_bytes(uint8_t *p, const uint8_t (&b
  *      amax;
  *   2. along columns (qt only): each thread takes CW consecutive bytes of
  *      one tile column (rows r .. r+CW-1) from the shared tile and writes
- *      them as one run of qt's row c (CW = 16: one 16-byte store).
- *      Threads next to each other take neighbouring columns, so a warp
- *      reads 32 consecutive bytes of a tile row: no bank conflicts.
+ *      them as one run of qt's row c (CW = 16: one 16-byte store).  Two
+ *      neighbouring threads take rows r and r + CW of the same column, so
+ *      that a warp's stores fill whole 32-byte sectors of qt (16 columns
+ *      a warp; one sector a column).  Their shared-memory reads, 16 tile
+ *      rows apart, fall in the same bank: a 2-way conflict, cheaper than
+ *      the half-filled sectors it removes.
  * Then the block's amax (a block reduction of the bit patterns) is folded
  * into amax[0] with one atomic max: max is exact in any order, so the
  * result does not depend on which block comes first.
@@ -164,7 +167,10 @@ quantize_tile_kernel(uint8_t *q, uint8_t *qt, float *amax, Src src,
     if (qt) {
         __syncthreads();
         for (int i = threadIdx.x; i < TILE * TILE / CW; i += Q_THREADS) {
-            int c = i % TILE, r = i / TILE * CW;
+            /* threads 2k and 2k + 1 take rows r and r + CW of one column:
+             * 2 CW consecutive bytes of qt's row c, a whole 32-byte
+             * sector for CW = 16 */
+            int c = i / 2 % TILE, r = i % 2 * CW + i / (2 * TILE) * 2 * CW;
             if (r0 + r >= rows || c0 + c >= cols)
                 continue;
             uint8_t b[CW];
