@@ -471,6 +471,26 @@ static void cu_fp8_quantize_tiles(gl_dev *d, uint8_t *q, float *q_sinv, uint8_t 
                                (const bf16 *)x, rows, cols, block2d, f);
 }
 
+static void cu_fp8_block_amax(gl_dev *d, float *amax, const void *x, size_t e0, size_t count,
+                              int cols)
+{
+    gl_cuda_fp8_block_amax(gl_cuda_st(d)->stream, amax, (const bf16 *)x, e0, count, cols);
+}
+
+static void cu_fp8_block_sinv(gl_dev *d, float *q_sinv, float *qt_sinv, const float *amax,
+                              int rows, int cols, gl_fp8_format f)
+{
+    gl_cuda_fp8_block_sinv(gl_cuda_st(d)->stream, q_sinv, qt_sinv, amax, rows, cols, f);
+}
+
+static void cu_fp8_quantize_block_range(gl_dev *d, uint8_t *q, const void *x, size_t e0,
+                                        size_t count, int cols, const float *amax,
+                                        gl_fp8_format f)
+{
+    gl_cuda_fp8_quantize_block_range(gl_cuda_st(d)->stream, q, (const bf16 *)x, e0, count,
+                                     cols, amax, f);
+}
+
 static void cu_fp8_amax(gl_dev *d, float *amax, const void *x, size_t count)
 {
     gl_cuda_fp8_amax(gl_cuda_st(d)->stream, amax, (const bf16 *)x, count);
@@ -855,6 +875,9 @@ static const gl_ops gl_ops_cuda = {
     .add_f32 = cu_add_f32,
     .fp8_transpose = cu_fp8_transpose,
     .fp8_quantize_tiles = cu_fp8_quantize_tiles,
+    .fp8_block_amax = cu_fp8_block_amax,
+    .fp8_block_sinv = cu_fp8_block_sinv,
+    .fp8_quantize_block_range = cu_fp8_quantize_block_range,
     .gemm_fp8_tiles = gl_cuda_gemm_fp8_tiles,
 };
 

@@ -631,3 +631,133 @@ void gl_cuda_fp8_quantize_tiles(cudaStream_t st, uint8_t *q, float *q_sinv, uint
         tiles_launch<GL_FP8_E5M2>(st, q, q_sinv, qt, qt_sinv, x, rows, cols, block2d);
     GL_CUDA_LAUNCHED("fp8 quantize tiles");
 }
+
+/* ---- 128 x 128 blocks from flat pieces (ops.h: fp8_block_amax and the
+ * two after it; fp8.h: gl_fp8_block_amax) ----
+ *
+ * The piece [e0, e0 + count) of a [rows, cols] tensor is cut into
+ * segments, the 1 x 128 pieces of rows inside one block column: segment
+ * g covers row g / kt, columns of tile g % kt (kt = ceil(cols / 128)),
+ * clipped to the piece. */
+
+#define BR_THREADS 256
+
+/* The segment that element e lies in. */
+__device__ __host__ __forceinline__ size_t segment_of(size_t e, int cols)
+{
+    size_t kt = (cols + TL - 1) / TL;
+    return e / cols * kt + e % cols / TL;
+}
+
+/* One warp per segment: the lanes' largest |x| bits, the warp's, and one
+ * fold into the segment's block.  A warp returns or loops as a whole. */
+__global__ void __launch_bounds__(BR_THREADS)
+block_amax_kernel(float *amax, const bf16 *x, size_t e0, size_t count, int cols, size_t g0,
+                  size_t nseg)
+{
+    size_t w = (blockIdx.x * (size_t)BR_THREADS + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (w >= nseg)
+        return;
+    size_t g = g0 + w, kt = (cols + TL - 1) / TL;
+    int r = (int)(g / kt), c0 = (int)(g % kt) * TL;
+    size_t s = (size_t)r * cols + c0, e = s + min(TL, cols - c0);
+    s = max(s, e0);
+    e = min(e, e0 + count);
+    unsigned am = 0;
+    for (size_t i = s + lane; i < e; i += 32)
+        am = max(am, abs_bits(__bfloat162float(x[i - e0])));
+    float a = warp_reduce(__uint_as_float(am), op_amax());
+    if (lane == 0)
+        amax_fold_global(amax + tile_at(0, cols, r, c0, 1), __float_as_uint(a));
+}
+
+void gl_cuda_fp8_block_amax(cudaStream_t st, float *amax, const bf16 *x, size_t e0,
+                            size_t count, int cols)
+{
+    if (!count)
+        return;
+    size_t g0 = segment_of(e0, cols), nseg = segment_of(e0 + count - 1, cols) - g0 + 1;
+    size_t blocks = (nseg + BR_THREADS / 32 - 1) / (BR_THREADS / 32);
+    block_amax_kernel<<<(unsigned)blocks, BR_THREADS, 0, st>>>(amax, x, e0, count, cols, g0,
+                                                               nseg);
+    GL_CUDA_LAUNCHED("fp8 block amax");
+}
+
+/* A thread per block (b, j): its factor 1 / s into both layouts. */
+template <int FMT>
+__global__ void block_sinv_kernel(float *q_sinv, float *qt_sinv, const float *amax, int rows,
+                                  int cols)
+{
+    const float top = FMT == GL_FP8_E4M3 ? 448.0f : 57344.0f;
+    int nbr = (rows + TL - 1) / TL, kt = (cols + TL - 1) / TL;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nbr * kt)
+        return;
+    int r0 = i / kt * TL, c0 = i % kt * TL;
+    size_t at = tile_at(rows, cols, r0, c0, 1);
+    float inv = div_rn(1.0f, tile_scale(__float_as_uint(amax[at]), top));
+    q_sinv[at] = inv;
+    qt_sinv[tile_at(cols, rows, c0, r0, 1)] = inv;
+}
+
+void gl_cuda_fp8_block_sinv(cudaStream_t st, float *q_sinv, float *qt_sinv,
+                            const float *amax, int rows, int cols, gl_fp8_format f)
+{
+    int n = ((rows + TL - 1) / TL) * ((cols + TL - 1) / TL);
+    if (n <= 0)
+        return;
+    unsigned blocks = gl_cuda_grid((size_t)n, S_THREADS);
+    if (f == GL_FP8_E4M3)
+        block_sinv_kernel<GL_FP8_E4M3><<<blocks, S_THREADS, 0, st>>>(q_sinv, qt_sinv, amax,
+                                                                     rows, cols);
+    else
+        block_sinv_kernel<GL_FP8_E5M2><<<blocks, S_THREADS, 0, st>>>(q_sinv, qt_sinv, amax,
+                                                                     rows, cols);
+    GL_CUDA_LAUNCHED("fp8 block sinv");
+}
+
+/* Grid-stride over the piece, BR_RUN consecutive elements a thread: the
+ * run's first element's row and column from one division, then stepped
+ * along (a run may wrap to the next row), the block's scale computed
+ * where the block changes. */
+#define BR_RUN 8
+
+template <int FMT>
+__global__ void __launch_bounds__(BR_THREADS)
+quantize_block_range_kernel(uint8_t *q, const bf16 *x, size_t e0, size_t count, int cols,
+                            const float *amax)
+{
+    const float top = FMT == GL_FP8_E4M3 ? 448.0f : 57344.0f;
+    for (size_t i0 = (blockIdx.x * (size_t)BR_THREADS + threadIdx.x) * BR_RUN; i0 < count;
+         i0 += (size_t)gridDim.x * BR_THREADS * BR_RUN) {
+        size_t e = e0 + i0;
+        int r = (int)(e / cols), c = (int)(e % cols);
+        float s = 0;
+        for (size_t i = i0; i < i0 + BR_RUN && i < count; i++, c++) {
+            if (c == cols)
+                c = 0, r++;
+            if (i == i0 || c % TL == 0)
+                s = tile_scale(__float_as_uint(amax[tile_at(0, cols, r, c, 1)]), top);
+            q[i] = encode1<FMT>(__bfloat162float(x[i]), s);
+        }
+    }
+}
+
+void gl_cuda_fp8_quantize_block_range(cudaStream_t st, uint8_t *q, const bf16 *x,
+                                      size_t e0, size_t count, int cols,
+                                      const float *amax, gl_fp8_format f)
+{
+    if (!count)
+        return;
+    unsigned blocks = gl_cuda_grid((count + BR_RUN - 1) / BR_RUN, BR_THREADS);
+    if (blocks > 8192)
+        blocks = 8192;
+    if (f == GL_FP8_E4M3)
+        quantize_block_range_kernel<GL_FP8_E4M3><<<blocks, BR_THREADS, 0, st>>>(
+            q, x, e0, count, cols, amax);
+    else
+        quantize_block_range_kernel<GL_FP8_E5M2><<<blocks, BR_THREADS, 0, st>>>(
+            q, x, e0, count, cols, amax);
+    GL_CUDA_LAUNCHED("fp8 quantize block range");
+}

@@ -320,6 +320,15 @@ void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
 void gl_cuda_fp8_quantize_tiles(cudaStream_t st, uint8_t *q, float *q_sinv, uint8_t *qt,
                                 float *qt_sinv, const bf16 *x, int rows, int cols,
                                 int block2d, gl_fp8_format f);
+/* ops.h's fp8_block_amax, fp8_block_sinv and fp8_quantize_block_range
+ * (128 x 128 blocks from flat pieces), bf16 x */
+void gl_cuda_fp8_block_amax(cudaStream_t st, float *amax, const bf16 *x, size_t e0,
+                            size_t count, int cols);
+void gl_cuda_fp8_block_sinv(cudaStream_t st, float *q_sinv, float *qt_sinv,
+                            const float *amax, int rows, int cols, gl_fp8_format f);
+void gl_cuda_fp8_quantize_block_range(cudaStream_t st, uint8_t *q, const bf16 *x,
+                                      size_t e0, size_t count, int cols,
+                                      const float *amax, gl_fp8_format f);
 void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
                             float *scale_inv, const bf16 *x, size_t n,
                             gl_fp8_format f);

@@ -375,6 +375,56 @@ static void check_quantize_tiles(void)
     free(q), free(qt), free(qs), free(qts), free(x);
 }
 
+/* x [R, C] quantized in 128 x 128 blocks from the flat pieces cut at
+ * cuts[0 .. ncut) (gl_fp8_block_amax of each, gl_fp8_block_sinv, then
+ * gl_fp8_quantize_block_range of each) against gl_fp8_quantize_tiles 2D
+ * of the whole: q's bytes, and both layouts' factors. */
+static int pieces_match(const float *x, int R, int C, const size_t *cuts, int ncut,
+                        gl_fp8_format f)
+{
+    size_t n = (size_t)R * C, nq = gl_fp8_tile_count(R, C, 1), nt = gl_fp8_tile_count(C, R, 1);
+    uint8_t *q = malloc(n), *qt = malloc(n), *p = malloc(n);
+    float *qs = calloc(nq, sizeof(float)), *qts = calloc(nt, sizeof(float));
+    float *ps = calloc(nq, sizeof(float)), *pts = calloc(nt, sizeof(float));
+    float *amax = calloc(nq, sizeof(float));
+    gl_fp8_quantize_tiles(q, qs, qt, qts, x, R, C, 1, f);
+    for (int i = 0; i <= ncut; i++) {           /* pieces in reverse: order is free */
+        size_t b = i == 0 ? n : cuts[ncut - i], a = i == ncut ? 0 : cuts[ncut - i - 1];
+        gl_fp8_block_amax(amax, x + a, a, b - a, C);
+    }
+    gl_fp8_block_sinv(ps, pts, amax, R, C, f);
+    for (int i = 0; i <= ncut; i++) {
+        size_t a = i == 0 ? 0 : cuts[i - 1], b = i == ncut ? n : cuts[i];
+        gl_fp8_quantize_block_range(p + a, x + a, a, b - a, C, amax, f);
+    }
+    int good = memcmp(p, q, n) == 0 && memcmp(ps, qs, nq * sizeof(float)) == 0 &&
+               memcmp(pts, qts, nt * sizeof(float)) == 0;
+    free(q), free(qt), free(p), free(qs), free(qts), free(ps), free(pts), free(amax);
+    return good;
+}
+
+static void check_block_pieces(void)
+{
+    enum { R = 200, C = 300 };
+    float *x = malloc((size_t)R * C * sizeof *x);
+    uint64_t h = 777;
+    for (int i = 0; i < R * C; i++) {
+        h = gl_mix64(h + (uint64_t)i);
+        x[i] = ldexpf((float)(h >> 40) / (float)(1 << 24) - 0.5f, (int)(h % 33) - 20);
+    }
+    /* the largest value of block (1, 0) in the piece after the first cut,
+     * so that the block's other pieces alone would give another scale */
+    x[(size_t)130 * C + 5] = 3e4f;
+    size_t cuts[] = {(size_t)129 * C + 77, (size_t)130 * C + 6, (size_t)150 * C + 299};
+    for (int f = 0; f < 2; f++)
+        ok(pieces_match(x, R, C, cuts, 3, (gl_fp8_format)f),
+           "block pieces (%s): blocks quantized from flat pieces cut inside rows and blocks "
+           "give quantize_tiles 2D's bytes and factors", f ? "E5M2" : "E4M3");
+    ok(pieces_match(x, R, C, cuts, 0, GL_FP8_E4M3),
+       "block pieces: one piece, the whole tensor, gives quantize_tiles 2D's");
+    free(x);
+}
+
 int main(void)
 {
     plan(NO_PLAN);
@@ -406,5 +456,6 @@ int main(void)
     check_scale_current();
     check_tile_scale();
     check_quantize_tiles();
+    check_block_pieces();
     return done_testing();
 }

@@ -1113,6 +1113,56 @@ static void test_fp8_quantize_tiles(int rows, int cols, gl_fp8_format f, int blo
 }
 
 /*
+ * fp8_block_amax, fp8_block_sinv and fp8_quantize_block_range
+ * (--fp8-param-gather under blockwise scaling) on the GPU: a weight
+ * [rows, cols] in three flat pieces cut inside rows and blocks gives,
+ * bit for bit, the CPU's fp8_quantize_tiles 2D of the whole weight: q's
+ * bytes and both layouts' factors.
+ */
+static void test_fp8_block_pieces(int rows, int cols, gl_fp8_format f, int kind)
+{
+    size_t n = (size_t)rows * cols;
+    size_t nq = gl_fp8_tile_count(rows, cols, 1), nt = gl_fp8_tile_count(cols, rows, 1);
+    size_t cut[4] = {0, n / 3 + 5, n / 2 + 77, n};
+    float *x = fp8_inputs(n, kind);
+    void *gx = g_act(x, n);
+    uint8_t *gq = G->ops->alloc(G, n);
+    float *gam = G->ops->alloc(G, nq * 4), *gqs = G->ops->alloc(G, nq * 4);
+    float *gqts = G->ops->alloc(G, nt * 4);
+    g_poison(gq, n);
+    g_poison(gqs, nq * 4);
+    g_poison(gqts, nt * 4);
+    G->ops->zero(G, gam, nq * 4);
+    for (int i = 2; i >= 0; i--)
+        G->ops->fp8_block_amax(G, gam, (char *)gx + cut[i] * G->act_bytes, cut[i],
+                               cut[i + 1] - cut[i], cols);
+    G->ops->fp8_block_sinv(G, gqs, gqts, gam, rows, cols, f);
+    for (int i = 0; i < 3; i++)
+        G->ops->fp8_quantize_block_range(G, gq + cut[i], (char *)gx + cut[i] * G->act_bytes,
+                                         cut[i], cut[i + 1] - cut[i], cols, gam, f);
+    uint8_t *cq = gl_malloc(n), *cqt = gl_malloc(n);
+    float *cqs = gl_calloc(nq, 4), *cqts = gl_calloc(nt, 4);
+    C->ops->fp8_quantize_tiles(C, cq, cqs, cqt, cqts, x, rows, cols, 1, f);
+    uint8_t *q = dl_bytes(gq, n);
+    float *qs = (float *)dl_bytes(gqs, nq * 4), *qts = (float *)dl_bytes(gqts, nt * 4);
+    long bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += q[i] != cq[i];
+    long bad_s = tile_factors_differ(qs, cqs, rows, cols, 1) +
+                 tile_factors_differ(qts, cqts, cols, rows, 1);
+    ok(bad == 0 && bad_s == 0,
+       "fp8 block pieces %dx%d %s: three flat pieces give fp8_quantize_tiles 2D's bytes and "
+       "factors (%ld bytes, %ld factors differ)", rows, cols,
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", bad, bad_s);
+    G->ops->free(G, gx);
+    G->ops->free(G, gq);
+    G->ops->free(G, gam);
+    G->ops->free(G, gqs);
+    G->ops->free(G, gqts);
+    free(x), free(cq), free(cqt), free(cqs), free(cqts), free(q), free(qs), free(qts);
+}
+
+/*
  * The FP8-producing ops (ops.h: rmsnorm_fwd_fp8, swiglu_fwd_fp8,
  * swiglu_bwd_fp8; op 0, 1, 2) on the GPU, fused, against the CPU's
  * fp8_quantize of what the GPU's plain op writes (rmsnorm_fwd,
@@ -3513,6 +3563,10 @@ int main(void)
         if (!quick)
             test_fp8_quantize_tiles(8192, 2048, GL_FP8_E4M3, b2, 1, 3);
     }
+    test_fp8_block_pieces(200, 300, GL_FP8_E4M3, 2);    /* ragged blocks, specials, a NaN */
+    test_fp8_block_pieces(256, 384, GL_FP8_E5M2, 1);
+    if (!quick)
+        test_fp8_block_pieces(3072, 2048, GL_FP8_E4M3, 1);  /* the 1.5B model's QKV weight */
     /* the FP8-producing ops: 16-byte path, partial tiles, the general
      * path (rows % 16 != 0, odd widths), with and without their bf16
      * output, saturating scales */

@@ -224,6 +224,37 @@ float gl_fp8_tile_value(const uint8_t *q, const float *sinv, int rows, int k, in
     return gl_fp8_decode(q[(size_t)r * k + c], f) * sinv[gl_fp8_tile_at(rows, k, r, c, block2d)];
 }
 
+void gl_fp8_block_amax(float *amax, const float *x, size_t e0, size_t count, int cols)
+{
+    for (size_t i = 0; i < count; i++) {
+        size_t e = e0 + i;
+        float *a = amax + gl_fp8_tile_at(0, cols, (int)(e / cols), (int)(e % cols), 1);
+        *a = gl_fp8_amax_fold(*a, fabsf(x[i]));
+    }
+}
+
+void gl_fp8_block_sinv(float *q_sinv, float *qt_sinv, const float *amax, int rows, int cols,
+                       gl_fp8_format f)
+{
+    for (int r0 = 0; r0 < rows; r0 += GL_FP8_TILE)
+        for (int c0 = 0; c0 < cols; c0 += GL_FP8_TILE) {
+            size_t at = gl_fp8_tile_at(rows, cols, r0, c0, 1);
+            float inv = 1.0f / gl_fp8_tile_scale(amax[at], f);
+            q_sinv[at] = inv;
+            qt_sinv[gl_fp8_tile_at(cols, rows, c0, r0, 1)] = inv;
+        }
+}
+
+void gl_fp8_quantize_block_range(uint8_t *q, const float *x, size_t e0, size_t count, int cols,
+                                 const float *amax, gl_fp8_format f)
+{
+    for (size_t i = 0; i < count; i++) {
+        size_t e = e0 + i;
+        float a = amax[gl_fp8_tile_at(0, cols, (int)(e / cols), (int)(e % cols), 1)];
+        q[i] = gl_fp8_encode(x[i] * gl_fp8_tile_scale(a, f), f);
+    }
+}
+
 /* The amax of x's rectangle [r0, r1) x [c0, c1) (x has cols columns). */
 static float rect_amax(const float *x, int cols, int r0, int r1, int c0, int c1)
 {

@@ -156,6 +156,23 @@ size_t gl_fp8_tile_at(int rows, int k, int r, int c, int block2d);
 void gl_fp8_quantize_tiles(uint8_t *q, float *q_sinv, uint8_t *qt, float *qt_sinv,
                            const float *x, int rows, int cols, int block2d, gl_fp8_format f);
 
+/*
+ * 128 x 128 blocks of a tensor held in flat pieces: the distributed
+ * optimizer's shards (--fp8-param-gather) cut a weight [rows, cols] at
+ * any element, so a rank holds parts of blocks.  The piece [e0, e0 +
+ * count) holds elements e = r cols + c, x[e - e0] being (r, c).  With
+ * amax [gl_fp8_tile_count(rows, cols, 1)] zeroed and every piece's
+ * gl_fp8_block_amax() folded into it (the ranks' arrays reduced with MAX),
+ * gl_fp8_block_sinv() writes the factors and gl_fp8_quantize_block_range()
+ * each piece's bytes of q, exactly those of gl_fp8_quantize_tiles(2D) of
+ * the whole tensor (qt: q's bytes transposed).  amax has q_sinv's layout.
+ */
+void gl_fp8_block_amax(float *amax, const float *x, size_t e0, size_t count, int cols);
+void gl_fp8_block_sinv(float *q_sinv, float *qt_sinv, const float *amax, int rows, int cols,
+                       gl_fp8_format f);
+void gl_fp8_quantize_block_range(uint8_t *q, const float *x, size_t e0, size_t count, int cols,
+                                 const float *amax, gl_fp8_format f);
+
 /* The value element (r, c) of a tiled operand stands for:
  * decode(q[r * k + c]) * sinv[gl_fp8_tile_at(rows, k, r, c, block2d)]. */
 float gl_fp8_tile_value(const uint8_t *q, const float *sinv, int rows, int k, int r, int c,

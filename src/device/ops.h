@@ -1021,6 +1021,20 @@ struct gl_ops {
                                int rows, int cols, int block2d,
                                gl_fp8_format f);
 
+    /* A weight quantized in 128 x 128 blocks from flat pieces
+     * (--fp8-param-gather; fp8.h: gl_fp8_block_amax and the two after
+     * it, bit for bit).  x (act dtype) is the piece [e0, e0 + count) of a
+     * tensor with cols columns; amax is in q_sinv's layout, folded into
+     * with MAX (zero it first). */
+    void (*fp8_block_amax)(gl_dev *d, float *amax, const void *x, size_t e0,
+                           size_t count, int cols);
+    void (*fp8_block_sinv)(gl_dev *d, float *q_sinv, float *qt_sinv,
+                           const float *amax, int rows, int cols,
+                           gl_fp8_format f);
+    void (*fp8_quantize_block_range)(gl_dev *d, uint8_t *q, const void *x,
+                                     size_t e0, size_t count, int cols,
+                                     const float *amax, gl_fp8_format f);
+
     /* C[m, n] = alpha sum over k of a(i, k) b(j, k) + beta C, with
      * a(i, k) = gl_fp8_tile_value(A, a_sinv, m, k, i, k, 0) (A 1D) and
      * b(j, k) the same of B, 1D or, with b_block2d, 2D; C as gemm_fp8's

@@ -514,6 +514,28 @@ static void cpu_fp8_quantize_tiles(gl_dev *d, uint8_t *q, float *q_sinv, uint8_t
     gl_fp8_quantize_tiles(q, q_sinv, qt, qt_sinv, x, rows, cols, block2d, f);
 }
 
+static void cpu_fp8_block_amax(gl_dev *d, float *amax, const void *x, size_t e0, size_t count,
+                               int cols)
+{
+    (void)d;
+    gl_fp8_block_amax(amax, x, e0, count, cols);
+}
+
+static void cpu_fp8_block_sinv(gl_dev *d, float *q_sinv, float *qt_sinv, const float *amax,
+                               int rows, int cols, gl_fp8_format f)
+{
+    (void)d;
+    gl_fp8_block_sinv(q_sinv, qt_sinv, amax, rows, cols, f);
+}
+
+static void cpu_fp8_quantize_block_range(gl_dev *d, uint8_t *q, const void *x, size_t e0,
+                                         size_t count, int cols, const float *amax,
+                                         gl_fp8_format f)
+{
+    (void)d;
+    gl_fp8_quantize_block_range(q, x, e0, count, cols, amax, f);
+}
+
 /* A tiled operand [rows, k] dequantized into a new array (exact: the
  * factors are powers of two). */
 static float *tiles_decoded(const uint8_t *q, const float *sinv, int rows, int k, int block2d,
@@ -886,5 +908,8 @@ const gl_ops gl_ops_cpu = {
     .add_f32 = cpu_add_f32,
     .fp8_transpose = cpu_fp8_transpose,
     .fp8_quantize_tiles = cpu_fp8_quantize_tiles,
+    .fp8_block_amax = cpu_fp8_block_amax,
+    .fp8_block_sinv = cpu_fp8_block_sinv,
+    .fp8_quantize_block_range = cpu_fp8_quantize_block_range,
     .gemm_fp8_tiles = cpu_gemm_fp8_tiles,
 };

@@ -99,6 +99,9 @@ struct gl_fp8_state {
                                  * experts' (2 l + 1) tensors here, all,
                                  * and those not whole since the step's end */
     float *wtamax;              /* [nwt]: tensorwise, their amaxes */
+    float *wbamax;              /* [nwb]: blockwise, their blocks' amaxes
+                                 * (wt[k].boff on), NULL otherwise */
+    size_t nwb;
     uint8_t *xq, *dyq, *dyqt;   /* scratch [n x widest] */
     /* blockwise only (NULL otherwise): the block factors of wq / wqt, and
      * of the scratch operands xq, dyq (1D, [n, widest]) and dyqt ([widest,
@@ -129,6 +132,8 @@ struct wtensor {
     int out, in;
     int layer, expert;          /* expert: a routed expert's weight */
     int t;                      /* its forward scale record */
+    float *sv, *svt;            /* blockwise: the block factors of q, qt */
+    size_t boff;                /* blockwise: its blocks in st->wbamax */
     size_t placed;              /* elements placed since the step's end */
 };
 
@@ -291,6 +296,12 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
                     continue;
                 w_shape(dm, k, &out, &in);
                 int t = add_tensor(st, st->wq[w], st->wqt[w], out, in, l, 0, fwd_w(l, k));
+                if (st->wsv) {                  /* blockwise (dense layers only) */
+                    st->wt[t].sv = st->wsv[w];
+                    st->wt[t].svt = st->wsvt[w];
+                    st->wt[t].boff = st->nwb;
+                    st->nwb += gl_fp8_tile_count(out, in, 1);
+                }
                 add_range(ra, &n, at[k], (size_t)out * in, l, k, t, 0, in);
             }
             if (!st->ewq[l])
@@ -329,6 +340,8 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
         st->wcount[2 * st->wt[k].layer + st->wt[k].expert]++;
     memcpy(st->wleft, st->wcount, (size_t)2 * dm->L * sizeof *st->wleft);
     st->wtamax = m->d->ops->alloc(m->d, (size_t)(st->nwt + 1) * sizeof(float));
+    if (st->nwb)
+        st->wbamax = m->d->ops->alloc(m->d, st->nwb * sizeof(float));
 }
 
 /* Blockwise: the block factors of the quantized weights and of the
@@ -464,6 +477,7 @@ void gl_model_fp8_free(gl_model *m)
     free(st->wcount);
     free(st->wleft);
     d->ops->free(d, st->wtamax);
+    free_dev(d, st->wbamax);
     d->ops->free(d, st->wamax);
     d->ops->free(d, st->xq);
     d->ops->free(d, st->dyq);
@@ -937,16 +951,30 @@ static int piece(const gl_fp8_wrange *r, size_t begin, size_t end, size_t *a, si
     return *a < *b;
 }
 
-/* Fold into st->wtamax the amaxes of the FP8 weights' pieces inside
- * [begin, end). */
+/* Element a of the flat buffer (inside range i) as an element of its
+ * tensor, row-major. */
+static size_t tensor_at(const gl_fp8_state *st, int i, size_t a)
+{
+    return st->wp[i].at + (a - st->wr[i].begin);
+}
+
+/* Fold into st->wtamax (tensorwise) or st->wbamax (blockwise) the amaxes
+ * of the FP8 weights' pieces inside [begin, end). */
 static void fold_amaxes(gl_model *m, size_t begin, size_t end)
 {
     gl_fp8_state *st = m->fp8;
+    gl_dev *d = m->d;
     size_t a, b;
-    for (int i = 0; i < st->nwr; i++)
-        if (piece(&st->wr[i], begin, end, &a, &b))
-            m->d->ops->fp8_amax(m->d, st->wtamax + st->wp[i].tensor, gl_model_weight(m, a),
-                                b - a);
+    for (int i = 0; i < st->nwr; i++) {
+        if (!piece(&st->wr[i], begin, end, &a, &b))
+            continue;
+        const struct wtensor *w = &st->wt[st->wp[i].tensor];
+        if (st->wbamax)
+            d->ops->fp8_block_amax(d, st->wbamax + w->boff, gl_model_weight(m, a),
+                                   tensor_at(st, i, a), b - a, w->in);
+        else
+            d->ops->fp8_amax(d, st->wtamax + st->wp[i].tensor, gl_model_weight(m, a), b - a);
+    }
 }
 
 void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *dp,
@@ -954,31 +982,36 @@ void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *d
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
-    if (st->o.recipe != GL_FP8_TENSORWISE)
+    if (st->o.recipe == GL_FP8_DELAYED)
         return;
-    /* each weight's amax over its pieces on every rank of its group (and
-     * TP rank): the amax of the whole tensor, from which every rank
-     * computes the same scale.  The ranks of a group list the same
-     * tensors in the same order; the experts' slots are still zero while
-     * DP reduces the others (under expert parallelism DP holds other
-     * experts in those slots), and EDP's MAX leaves the others as they
-     * are (the same on every rank of it). */
-    d->ops->zero(d, st->wtamax, (size_t)st->nwt * sizeof(float));
+    /* each weight's amax (blockwise: each of its blocks') over its pieces
+     * on every rank of its group: that of the whole tensor, from which
+     * every rank computes the same scales.  The ranks of a group list the
+     * same tensors in the same order; the experts' slots are still zero
+     * while DP reduces the others (under expert parallelism DP holds
+     * other experts in those slots), and EDP's MAX leaves the others as
+     * they are (the same on every rank of it).  Tensorwise then reduces
+     * over TP (a TP rank holds a slice of the tensor); blockwise does not
+     * (a TP rank's blocks are its own: the top of this file). */
+    int blk = st->wbamax != NULL;
+    float *am = blk ? st->wbamax : st->wtamax;
+    size_t n = blk ? st->nwb : (size_t)st->nwt;
+    d->ops->zero(d, am, n * sizeof(float));
     fold_amaxes(m, begin, end);
     if (dp)
-        gl_all_reduce(dp, st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32, GL_OP_MAX,
-                      d->stream);
+        gl_all_reduce(dp, am, am, n, GL_DT_F32, GL_OP_MAX, d->stream);
     fold_amaxes(m, xbegin, xend);
     if (edp && xend > xbegin)
-        gl_all_reduce(edp, st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32, GL_OP_MAX,
-                      d->stream);
-    if (m->tp)
-        gl_all_reduce(m->tp, st->wtamax, st->wtamax, (size_t)st->nwt, GL_DT_F32, GL_OP_MAX,
-                      d->stream);
+        gl_all_reduce(edp, am, am, n, GL_DT_F32, GL_OP_MAX, d->stream);
+    if (m->tp && !blk)
+        gl_all_reduce(m->tp, am, am, n, GL_DT_F32, GL_OP_MAX, d->stream);
     for (int k = 0; k < st->nwt; k++) {
-        float *r = rec(st->rec_f, st->wt[k].t);
-        d->ops->fp8_scale_current(d, st->wtamax + k, r + R_SCALE, r + R_SINV, REC, 1,
-                                  st->ffwd);
+        const struct wtensor *w = &st->wt[k];
+        float *r = rec(st->rec_f, w->t);
+        if (blk)
+            d->ops->fp8_block_sinv(d, w->sv, w->svt, am + w->boff, w->out, w->in, st->ffwd);
+        else
+            d->ops->fp8_scale_current(d, am + k, r + R_SCALE, r + R_SINV, REC, 1, st->ffwd);
     }
 }
 
@@ -989,10 +1022,14 @@ size_t gl_model_fp8_quantize_range(gl_model *m, size_t begin, size_t end, uint8_
     for (int i = 0; i < st->nwr; i++) {
         if (!piece(&st->wr[i], begin, end, &a, &b))
             continue;
-        int t = st->wt[st->wp[i].tensor].t;
-        float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + t : NULL;
-        if (q)
-            quant_piece(m, i, a, b, q + n, amax, rec(st->rec_f, t) + R_SCALE);
+        const struct wtensor *w = &st->wt[st->wp[i].tensor];
+        float *amax = st->o.recipe == GL_FP8_DELAYED ? st->hist_f + w->t : NULL;
+        if (q && st->wbamax)
+            m->d->ops->fp8_quantize_block_range(m->d, q + n, gl_model_weight(m, a),
+                                                tensor_at(st, i, a), b - a, w->in,
+                                                st->wbamax + w->boff, st->ffwd);
+        else if (q)
+            quant_piece(m, i, a, b, q + n, amax, rec(st->rec_f, w->t) + R_SCALE);
         n += b - a;
     }
     return n;
@@ -1008,7 +1045,7 @@ void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
             continue;
         struct wtensor *w = &st->wt[st->wp[i].tensor];
         size_t whole = (size_t)w->out * w->in;
-        d->ops->copy(d, w->q + st->wp[i].at + (a - st->wr[i].begin), q, b - a);
+        d->ops->copy(d, w->q + tensor_at(st, i, a), q, b - a);
         q += b - a;
         w->placed += b - a;
         if (w->placed > whole)

@@ -683,8 +683,10 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
  *     experts' region over edp, else empty) makes the scales the weights
  *     are quantized with: tensorwise, each weight's scale from the whole
  *     weight's amax, its pieces' amaxes reduced with MAX over its group
- *     and TP; delayed, nothing to do (the step's scale, from the amax
- *     history).
+ *     and TP; blockwise, the factors of each weight's 128 x 128 blocks
+ *     (both orientations) from the blocks' amaxes, its pieces' reduced
+ *     with MAX over its group (not TP: a TP rank's blocks are its own);
+ *     delayed, nothing to do (the step's scale, from the amax history).
  *   gl_model_fp8_quantize_range() writes into q (device memory), in flat
  *     order, the bytes of every FP8 weight element inside [begin, end) of
  *     the shard, quantized with those scales (delayed: the pieces' amaxes
@@ -692,7 +694,7 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp);
  *     step's end, as the forward's would be: the same amax), and returns
  *     their count (q NULL: only counts).  The bytes are those the forward
  *     would have made from the whole weight: quantization is
- *     elementwise.  A shard may be quantized in several ranges.
+ *     elementwise, once the scales are known.  A shard may be quantized in several ranges.
  *   gl_model_fp8_place() takes such bytes of any rank's range [begin,
  *     end) into the weights' forward orientation.  Once a weight is whole
  *     (every element placed since the step's end, in any order of

@@ -711,7 +711,7 @@ static const gl_option table[] = {
          "the distributed optimizer quantizes its shard of the FP8 layers' weights and "
          "all-gathers them in FP8, 1 byte per weight instead of 2; with "
          "--overlap-param-gather bucket by bucket during the next forward (needs "
-         "--use-distributed-optimizer and --fp8-recipe delayed or tensorwise)"),
+         "--use-distributed-optimizer and --fp8-format)"),
     FLAG("first-last-layers-bf16", fp8.first_last_layers_bf16, G_PREC,
          "with FP8, keep the first and last decoder layers in bf16"),
     INT("num-layers-at-start-in-bf16", fp8.num_layers_at_start_in_bf16, G_PREC, NONNEG,
@@ -1935,11 +1935,6 @@ static void check_fp8(const gl_config *c)
     if (c->optim.fp8_param_gather && f->format == GL_FP8_OFF)
         bad("--fp8-param-gather needs --fp8-format e4m3|hybrid (it gathers the FP8 layers' "
             "weights in FP8): add it, or drop --fp8-param-gather");
-    if (c->optim.fp8_param_gather && f->recipe == GL_FP8_BLOCKWISE)
-        bad("--fp8-param-gather with --fp8-recipe blockwise is not built: the weights it "
-            "gathers in FP8 carry one scale per weight (delayed, tensorwise), while blockwise "
-            "scales each 128x128 block of a weight: drop --fp8-param-gather, or use "
-            "--fp8-recipe delayed or tensorwise");
     if (f->format == GL_FP8_OFF) {
         if (f->first_last_layers_bf16)
             bad("--first-last-layers-bf16 needs --fp8-format e4m3|hybrid: add it, or drop "
