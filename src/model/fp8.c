@@ -57,7 +57,10 @@
  * blocks, shared by W and W^T.  Nothing is reduced: a tile lies inside
  * one rank's slice, and when the slices are whole tiles (run_config.c
  * checks it under TP) a TP rank's tiles are the tiles that TP = 1 makes
- * of the same values, as Transformer Engine says of this recipe.
+ * of the same values, as Transformer Engine says of this recipe.  The
+ * one exception is --fp8-param-gather, whose shards cut blocks: there the
+ * blocks' amaxes are reduced over the data-parallel group
+ * (gl_model_fp8_shard_scales).
  */
 #include <config.h>
 
