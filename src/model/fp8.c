@@ -276,6 +276,15 @@ static void add_range(struct wrange_at *ra, int *n, size_t begin, size_t count, 
                                      .p = { k, at, in } };
 }
 
+/* Nothing of the FP8 weights placed yet (--fp8-param-gather): at the
+ * start, and at each step's end. */
+static void gather_reset(gl_fp8_state *st)
+{
+    for (int k = 0; k < st->nwt; k++)
+        st->wt[k].placed = 0;
+    memcpy(st->wleft, st->wcount, (size_t)2 * st->L * sizeof *st->wleft);
+}
+
 /* st->wr, st->wp and st->wt: this rank's FP8 weights, their flat ranges
  * in flat order and where each goes -- the dense linears' W [out, in],
  * and each local routed expert's fc1 [w_gate; w_up] (two ranges: its rows
@@ -341,7 +350,7 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
     st->wleft = gl_calloc((size_t)2 * dm->L, sizeof *st->wleft);
     for (int k = 0; k < st->nwt; k++)
         st->wcount[2 * st->wt[k].layer + st->wt[k].expert]++;
-    memcpy(st->wleft, st->wcount, (size_t)2 * dm->L * sizeof *st->wleft);
+    gather_reset(st);
     st->wtamax = m->d->ops->alloc(m->d, (size_t)(st->nwt + 1) * sizeof(float));
     if (st->nwb)
         st->wbamax = m->d->ops->alloc(m->d, st->nwb * sizeof(float));
@@ -791,9 +800,7 @@ void gl_model_fp8_step_end(gl_model *m, gl_comm *dp)
         return;
     memset(st->fresh, 0, (size_t)st->L * sizeof *st->fresh);
     memset(st->efresh, 0, (size_t)st->L * sizeof *st->efresh);
-    for (int k = 0; k < st->nwt; k++)
-        st->wt[k].placed = 0;
-    memcpy(st->wleft, st->wcount, (size_t)2 * st->L * sizeof *st->wleft);
+    gather_reset(st);
     if (st->o.recipe != GL_FP8_DELAYED)
         return;
     gl_comm *groups[2] = {m->tp, dp};
