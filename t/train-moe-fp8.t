@@ -52,7 +52,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 2 --h
  --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-aux-loss-coeff 0.01"
 tol=1e-5
 
-plan 29
+plan 33
 
 # first2 REF GOT: status 0 when iterations 1-2 of two JSON logs agree in
 # loss and grad_norm within 1e-5 (relative); prints the worst difference.
@@ -76,7 +76,8 @@ first2() {
     END { printf "%.3g\n", w; exit bad || n != 2 || w >= 1e-5 }' "$1" "$2"
 }
 
-# layout NAME RANKS FLAGS...: train, then two results against $ref.
+# layout NAME RANKS FLAGS...: train, then two results against $ref
+# (described as $as, one rank by default).
 layout() {
     name=$1
     if ! run "$@"; then
@@ -85,14 +86,14 @@ layout() {
         return
     fi
     if w=$(first2 "$tmp/$ref.jsonl" "$tmp/$name.jsonl"); then
-        pass "$name: iterations 1-2 as one rank ($w)"
+        pass "$name: iterations 1-2 as ${as:-one rank} ($w)"
     else
-        fail "$name: iterations 1-2 differ from one rank's by $w"
+        fail "$name: iterations 1-2 differ from ${as:-one rank} by $w"
     fi
     if w=$(resumed_within "$tmp/$ref.jsonl" "$tmp/$name.jsonl" 1 20 2e-4 loss); then
-        pass "$name: losses of 20 iterations near one rank's ($w)"
+        pass "$name: losses of 20 iterations near ${as:-one rank} ($w)"
     else
-        fail "$name: losses of 20 iterations differ from one rank's by $w"
+        fail "$name: losses of 20 iterations differ from ${as:-one rank} by $w"
     fi
 }
 
@@ -161,6 +162,23 @@ done
 {
 ref=delayed
 layout delayed-ep2 2 $D --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall
+# the allgather dispatcher (Megatron's default): each rank's experts see
+# the gathered rows of the whole EP group, the amaxes those of EP 1
+layout delayed-ep2-ag 2 $D --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather
+# tensorwise under EP: an expert's input holds the rows of both EP ranks'
+# micro-batches, a tensor EP 1 never makes, so its current scale is not
+# EP 1's (as in Megatron); the two dispatchers make the same tensors
+if run tensorwise-ep2 2 $T --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall
+then
+    ref=tensorwise-ep2 as="the alltoall dispatcher"
+    layout tensorwise-ep2-ag 2 $T --expert-model-parallel-size 2 \
+        --moe-token-dispatcher-type allgather
+    as=
+else
+    fail "tensorwise-ep2: run failed"
+    fail "tensorwise-ep2: run failed"
+fi
+ref=delayed
 # the experts' widths per TP rank must suit FP8 products
 "$train" $base $T --moe-ffn-hidden-size 40 >"$tmp/shape.log" 2>&1
 if [ $? -eq 2 ] && grep -q "the experts' width 40" "$tmp/shape.log"; then

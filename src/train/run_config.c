@@ -1564,7 +1564,7 @@ static int moe_flags_without_experts(const gl_config *c, char *out, size_t n)
 /* Mixture of experts: the flags against each other and the layout, and
  * what gridlm does not train yet (some FP8 experts; expert parallelism with
  * CP > 1, or with the allgather dispatcher and TP > 1; an ETP other than
- * TP, or 1 with EP > 1). */
+ * TP, or 1 without EP). */
 /* Expert parallelism: what is built (moe.c, optim.h) is EP with CP = 1:
  * the alltoall dispatcher with the experts split over ETP = TP or whole
  * (ETP 1), with or without sequence parallelism, and the allgather
@@ -1671,8 +1671,8 @@ static void check_moe(gl_config *c)
             "of their own is not built: drop it, or set it to %d%s", etp, tp, tp,
             ep > 1 ? " or 1" : "");
     /* FP8 experts (model/fp8.c's last section) are built for delayed and
-     * tensorwise scaling, the experts split over TP as the dense MLP
-     * (ETP = TP) and the alltoall dispatcher; the rest is refused. */
+     * tensorwise scaling and the experts split over TP as the dense MLP
+     * (ETP = TP); the rest is refused. */
     if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
         bad("--fp8-recipe blockwise with --num-experts: the experts' FP8 products are built "
             "for one scale per expert tensor (delayed, tensorwise), not for block scales: use "
@@ -1682,11 +1682,6 @@ static void check_moe(gl_config *c)
             "--tensor-model-parallel-size %d: FP8 experts are built with the experts split "
             "over TP (ETP = TP) only: set --expert-tensor-parallel-size %d, or drop "
             "--fp8-format", etp, tp, tp);
-    if (c->fp8.format != GL_FP8_OFF && c->layout.expert_model_parallel_size > 1 &&
-        m->token_dispatcher != GL_DISPATCH_ALLTOALL)
-        bad("--fp8-format with --expert-model-parallel-size above 1 and "
-            "--moe-token-dispatcher-type allgather: FP8 experts are built with the alltoall "
-            "dispatcher only: add --moe-token-dispatcher-type alltoall, or drop --fp8-format");
     if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
