@@ -29,15 +29,19 @@
 #     7e-4 even at lr 1e-4), the losses by up to ~7e-5.
 #     Under delayed scaling EP 2 (each rank holds 2 experts, whose rows
 #     come from both ranks: the amaxes are the holders', reduced with MAX
-#     over DP) is compared the same way.  Tensorwise EP is not: an
-#     expert's current scale is taken over the rows of every EP rank's
-#     micro-batch, as Megatron's.
+#     over DP) is compared the same way, with either dispatcher.
+#     Tensorwise EP 2 is not: an expert's current scale is taken over the
+#     rows of every EP rank's micro-batch, as Megatron's; there the
+#     allgather dispatcher is compared with the alltoall one.  ETP 1
+#     under TP 2 (EP 2 on the two TP ranks, each with whole experts and
+#     its share of the micro-batch's tokens) gives one rank's numbers
+#     with both recipes.
 #   - A run resumed from the checkpoint at iteration 10 (the experts'
 #     amax histories and scales are in it) continues exactly.
 #   - --fp8-param-gather (the experts' FP8 weights gathered as bytes, in
 #     one all-gather or bucket by bucket; at DP 2, EP 2 on 2 ranks and EP
-#     2 on 4, the experts' region then over EDP 2) trains bit for bit as
-#     without it.
+#     2 on 4, the experts' region then over EDP 2; ETP 1 under TP 2 on
+#     4) trains bit for bit as without it.
 #
 # Environment (t/env.sh): MPIEXEC, MPIEXEC_FLAGS, GL_MPI_FLAVOR, top_builddir.
 
@@ -52,7 +56,7 @@ base="$llama_form --device cpu --bf16 --mock-data --seed 1234 --num-layers 2 --h
  --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-aux-loss-coeff 0.01"
 tol=1e-5
 
-plan 33
+plan 39
 
 # first2 REF GOT: status 0 when iterations 1-2 of two JSON logs agree in
 # loss and grad_norm within 1e-5 (relative); prints the worst difference.
@@ -102,6 +106,8 @@ if ! run bf16 1; then
     exit 1
 fi
 D="--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 4"
+ETP1="--tensor-model-parallel-size 2 --expert-model-parallel-size 2
+ --expert-tensor-parallel-size 1 --moe-token-dispatcher-type alltoall"
 T="--fp8-format hybrid --fp8-recipe tensorwise"
 for recipe in delayed tensorwise; do
     case $recipe in
@@ -148,6 +154,17 @@ for recipe in delayed tensorwise; do
             fi
         done
     done
+    # with whole experts under TP (ETP 1; TP 2, EP 2, EDP 2 on 4 ranks):
+    # the dense weights' amaxes reduced over TP, the experts' not
+    v=$recipe-do-etp1
+    if [ "$GL_MPI_FLAVOR" = mpich ]; then
+        skip "$v: --fp8-param-gather" "4 ranks under MPICH"
+    elif run $v 4 $R $ETP1 --use-distributed-optimizer &&
+         run $v-fp8pg 4 $R $ETP1 --use-distributed-optimizer --fp8-param-gather; then
+        same $v $v-fp8pg "$recipe, 4 ranks, ETP 1 under TP 2: --fp8-param-gather trains bit for bit as without"
+    else
+        fail "$recipe, 4 ranks, ETP 1 under TP 2: the runs with --fp8-param-gather failed"
+    fi
     if run $recipe-resume 1 $R --load "$tmp/ck-$recipe/iter_0000010.h5" &&
        w=$(resumed_within "$tmp/$recipe.jsonl" "$tmp/$recipe-resume.jsonl" 11 10 1e-7 \
                           loss grad_norm); then
@@ -165,6 +182,14 @@ layout delayed-ep2 2 $D --expert-model-parallel-size 2 --moe-token-dispatcher-ty
 # the allgather dispatcher (Megatron's default): each rank's experts see
 # the gathered rows of the whole EP group, the amaxes those of EP 1
 layout delayed-ep2-ag 2 $D --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather
+# whole experts under TP (ETP 1 with EP 2 and TP 2 on 2 ranks): the TP
+# ranks share the micro-batch and each dispatches its share of the
+# tokens, so every expert gets the rows one rank gives it, and nothing of
+# an expert is reduced over TP (the TP peer holds other experts)
+layout delayed-etp1 2 $D $ETP1
+ref=tensorwise
+layout tensorwise-etp1 2 $T $ETP1
+ref=delayed
 # tensorwise under EP: an expert's input holds the rows of both EP ranks'
 # micro-batches, a tensor EP 1 never makes, so its current scale is not
 # EP 1's (as in Megatron); the two dispatchers make the same tensors

@@ -153,6 +153,12 @@ static int moe_layer(const gl_model *m, int layer)
 {
     return gl_arch_is_moe_layer(&m->plan->arch, layer);
 }
+
+/* Whether the experts are split over TP (ETP = TP > 1): their weights are
+ * TP slices.  Whole on each rank otherwise (ETP 1, or TP 1), where a TP
+ * peer holds other experts and nothing of them is reduced over TP. */
+static int experts_split(const gl_model *m) { return m->tp && m->plan->dm.etp > 1; }
+
 static int fwd_w(int layer, int lin) { return 2 * (4 * layer + lin) + 1; }
 static int bwd_dy(int layer, int lin) { return 4 * layer + lin; }
 
@@ -1010,10 +1016,13 @@ void gl_model_fp8_shard_scales(gl_model *m, size_t begin, size_t end, gl_comm *d
     fold_amaxes(m, begin, end);
     if (dp)
         gl_all_reduce(dp, am, am, n, GL_DT_F32, GL_OP_MAX, d->stream);
+    int tp_first = m->tp && !blk && m->ep && !experts_split(m);
+    if (tp_first)           /* whole experts (ETP 1): their slots still zero */
+        gl_all_reduce(m->tp, am, am, n, GL_DT_F32, GL_OP_MAX, d->stream);
     fold_amaxes(m, xbegin, xend);
     if (edp && xend > xbegin)
         gl_all_reduce(edp, am, am, n, GL_DT_F32, GL_OP_MAX, d->stream);
-    if (m->tp && !blk)
+    if (m->tp && !blk && !tp_first)
         gl_all_reduce(m->tp, am, am, n, GL_DT_F32, GL_OP_MAX, d->stream);
     for (int k = 0; k < st->nwt; k++) {
         const struct wtensor *w = &st->wt[k];
@@ -1093,13 +1102,17 @@ void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
  * routing instead: the same products, the padding elsewhere).  One
  * product per expert with the host's offsets (the map's offsets_host).
  *
- * Reductions: under TP fc1's W and dY and fc2's X and W are TP slices,
- * their amaxes reduced with MAX over TP; fc1's X and fc2's dY are the
- * same on every TP rank.  Under delayed scaling step_end reduces every
- * amax over TP and DP as for the dense tensors; with expert parallelism
- * an expert's rows from every rank of its EP group arrive at the one
- * rank that holds it, which sees its whole amax, and the MAX over DP
- * (which holds the EP group) gives it to every rank.
+ * Reductions: with the experts split over TP (ETP = TP) fc1's W and dY
+ * and fc2's X and W are TP slices, their amaxes reduced with MAX over
+ * TP; fc1's X and fc2's dY are the same on every TP rank.  With whole
+ * experts under TP (ETP 1, expert parallelism) nothing is reduced over
+ * TP per product: a TP peer holds other experts, and an expert's rows
+ * from every TP rank's share arrive at its rank.  Under delayed scaling
+ * step_end reduces every amax over TP and DP as for the dense tensors;
+ * with expert parallelism an expert's rows from every rank of its EP
+ * group arrive at the one rank that holds it, which sees its whole amax,
+ * and the MAX over TP and DP (which hold the EP group) gives it to every
+ * rank.
  *
  * The backward needs X again: moe.c rebuilds xp and the activation (a
  * permutation and a SwiGLU, bit for bit the forward's), and X is
@@ -1263,16 +1276,16 @@ void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const vo
             }
             int t = mfwd_w(st, layer, e, j);
             quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, mw(st, dm, layer, j, le, 0),
-                  mw(st, dm, layer, j, le, 1), w, out, in, 1, 1);
+                  mw(st, dm, layer, j, le, 1), w, out, in, experts_split(m), 1);
         }
     }
     st->efresh[layer] = 1;
 }
 
-/* Which of linear j's operands are TP slices: fc1's dY, fc2's X (and
- * both weights). */
-static int mx_sliced(int j) { return j == MLIN_FC2; }
-static int mdy_sliced(int j) { return j == MLIN_FC1; }
+/* Which of linear j's operands are TP slices when the experts are split:
+ * fc1's dY, fc2's X (and both weights). */
+static int mx_sliced(const gl_model *m, int j) { return experts_split(m) && j == MLIN_FC2; }
+static int mdy_sliced(const gl_model *m, int j) { return experts_split(m) && j == MLIN_FC1; }
 
 /* Expert le's rows of X quantized with their record (q and / or qt). */
 static void mquant_x(gl_model *m, int layer, int j, int e, const void *X, int r0, int rows,
@@ -1281,7 +1294,7 @@ static void mquant_x(gl_model *m, int layer, int j, int e, const void *X, int r0
     gl_fp8_state *st = m->fp8;
     int t = mfwd_x(st, layer, e, j);
     quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, q, qt,
-          padded(m, X, r0, rows, in), pad16(rows), in, mx_sliced(j), !m->fp8_eval);
+          padded(m, X, r0, rows, in), pad16(rows), in, mx_sliced(m, j), !m->fp8_eval);
 }
 
 void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
@@ -1341,7 +1354,7 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
         float *gsinv = rec(st->rec_b, g) + R_SINV;
         /* dY_e: rows for the data gradient, transposed for the weight's */
         quant(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, st->eq, st->eqt,
-              padded(m, dY, r0, rows, out), rp, out, mdy_sliced(j), 1);
+              padded(m, dY, r0, rows, out), rp, out, mdy_sliced(m, j), 1);
         /* dX_e [rp, in] = dY_e W_e: A = dY_e, B = W_e^T [in, out] */
         void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : st->eout;
         d->ops->gemm_fp8_ragged(d, 0, rp, in, out, 1.0f, st->eq, st->fbwd, gsinv,

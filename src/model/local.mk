@@ -56,7 +56,8 @@ dist_check_SCRIPTS += t/train-ep.t
 TESTS += t/train-ep.t
 
 # FP8 experts: delayed and tensorwise scaling per expert give the
-# single-rank numbers under TP 2, DP 2 (and EP 2, delayed); resuming is
-# exact (shell; t/train-lib.sh).
+# single-rank numbers under TP 2, DP 2, ETP 1 under TP 2 (and EP 2 with
+# either dispatcher, delayed); --fp8-param-gather trains bit for bit as
+# without; resuming is exact (shell; t/train-lib.sh).
 dist_check_SCRIPTS += t/train-moe-fp8.t
 TESTS += t/train-moe-fp8.t

@@ -1671,17 +1671,11 @@ static void check_moe(gl_config *c)
             "of their own is not built: drop it, or set it to %d%s", etp, tp, tp,
             ep > 1 ? " or 1" : "");
     /* FP8 experts (model/fp8.c's last section) are built for delayed and
-     * tensorwise scaling and the experts split over TP as the dense MLP
-     * (ETP = TP); the rest is refused. */
+     * tensorwise scaling; blockwise is refused. */
     if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
         bad("--fp8-recipe blockwise with --num-experts: the experts' FP8 products are built "
             "for one scale per expert tensor (delayed, tensorwise), not for block scales: use "
             "--fp8-recipe delayed or tensorwise, or train a dense model with blockwise");
-    if (c->fp8.format != GL_FP8_OFF && tp > 1 && etp != tp)
-        bad("--fp8-format with --expert-tensor-parallel-size %d and "
-            "--tensor-model-parallel-size %d: FP8 experts are built with the experts split "
-            "over TP (ETP = TP) only: set --expert-tensor-parallel-size %d, or drop "
-            "--fp8-format", etp, tp, tp);
     if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
