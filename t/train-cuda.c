@@ -43,8 +43,8 @@
  * Then FP8 against the CPU back end's exact emulation of the same
  * recipe: delayed, tensorwise and blockwise scaling on the dense model
  * (blockwise with an FFN width of 768, a multiple of its 128-wide
- * tiles), and delayed scaling on the MoE form, whose experts' products
- * run in FP8 too.  The GPU quantizes bf16 values, the CPU fp32 ones, so
+ * tiles), and delayed and blockwise scaling on the MoE form, whose
+ * experts' products run in FP8 too.  The GPU quantizes bf16 values, the CPU fp32 ones, so
  * a value near a rounding boundary may take the neighbouring FP8 code
  * (and delayed or tensorwise scales differ in the last bits): every loss
  * and validation loss within 2e-3 relative (on an H200 up to 6.5e-4, an
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    plan(17);
+    plan(18);
     char dir[] = "/tmp/train-cuda.XXXXXX", jg[64], jc[64];
     if (!mkdtemp(dir))
         bail_out("mkdtemp failed");
@@ -353,11 +353,13 @@ int main(int argc, char **argv)
         {"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "blockwise",
          "--ffn-hidden-size", "768"},
         {"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--num-experts", "4"},
+        {"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "blockwise", "--num-experts", "4"},
     };
     static const char *const fp8_names[] = {
         "FP8 delayed", "FP8 tensorwise", "FP8 blockwise (ffn 768)", "MoE (4 experts) FP8 delayed",
+        "MoE (4 experts) FP8 blockwise",
     };
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         int nx = 0;
         while (nx < 8 && fp8_runs[k][nx])
             nx++;

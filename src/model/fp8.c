@@ -124,6 +124,12 @@ struct gl_fp8_state {
     void *epad, *eout;          /* act [erows, widest]: padded operand and
                                  * product of one expert */
     uint8_t *eq, *eqt;          /* [erows x widest]: its FP8 bytes */
+    /* blockwise only: the experts' weights' block factors ([L], laid out
+     * as ewq / ewqt), those of eq and eqt (1D, the larger of the two
+     * orientations of [erows, widest]), and one expert's fc1 weight
+     * gradient [guw, in] (f32) */
+    float **ewsv, **ewsvt;
+    float *eqs, *eqts, *ewg;
     void *ewcat;                /* act [2 fel, h]: one expert's gate and up */
 };
 
@@ -168,6 +174,8 @@ static int mfwd_w(const gl_fp8_state *st, int layer, int e, int j);
 static void mshape(const gl_model_dims *dm, int j, int *out, int *in);
 static uint8_t *mw(const gl_fp8_state *st, const gl_model_dims *dm, int layer, int j, int le,
                    int transposed);
+static float *msv(const gl_fp8_state *st, const gl_model_dims *dm, int layer, int j, int le,
+                  int transposed);
 
 /* Tensor t's record in a scale table. */
 static float *rec(float *table, int t) { return table + (size_t)REC * t; }
@@ -273,6 +281,17 @@ static int add_tensor(gl_fp8_state *st, uint8_t *q, uint8_t *qt, int out, int in
     return st->nwt++;
 }
 
+/* Blockwise: tensor k's block factors sv, svt, and its blocks' place in
+ * st->wbamax. */
+static void add_blocks(gl_fp8_state *st, int k, float *sv, float *svt)
+{
+    struct wtensor *w = &st->wt[k];
+    w->sv = sv;
+    w->svt = svt;
+    w->boff = st->nwb;
+    st->nwb += gl_fp8_tile_count(w->out, w->in, 1);
+}
+
 /* Range [begin, begin + count) of the flat buffer into tensor k from its
  * element at, the source rows in wide; lin as gl_fp8_wrange's. */
 static void add_range(struct wrange_at *ra, int *n, size_t begin, size_t count, int layer,
@@ -314,12 +333,8 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
                     continue;
                 w_shape(dm, k, &out, &in);
                 int t = add_tensor(st, st->wq[w], st->wqt[w], out, in, l, 0, fwd_w(l, k));
-                if (st->wsv) {                  /* blockwise (dense layers only) */
-                    st->wt[t].sv = st->wsv[w];
-                    st->wt[t].svt = st->wsvt[w];
-                    st->wt[t].boff = st->nwb;
-                    st->nwb += gl_fp8_tile_count(out, in, 1);
-                }
+                if (st->wsv)
+                    add_blocks(st, t, st->wsv[w], st->wsvt[w]);
                 add_range(ra, &n, at[k], (size_t)out * in, l, k, t, 0, in);
             }
             if (!st->ewq[l])
@@ -331,6 +346,8 @@ static void weight_ranges(gl_model *m, gl_fp8_state *st)
                     mshape(dm, j, &out, &in);
                     int t = add_tensor(st, mw(st, dm, l, j, le, 0), mw(st, dm, l, j, le, 1), out,
                                        in, l, 1, mfwd_w(st, l, dm->e0 + le, j));
+                    if (st->ewsv)
+                        add_blocks(st, t, msv(st, dm, l, j, le, 0), msv(st, dm, l, j, le, 1));
                     if (j == MLIN_FC2) {
                         add_range(ra, &n, lo->edown + le * piece, piece, l, LIN_DOWN, t, 0,
                                   dm->fel);
@@ -555,6 +572,8 @@ void gl_model_fp8_weights(gl_model *m, int layer, const void *const W[4])
         /* 128 x 128 blocks, W and W^T with the same factors */
         for (int k = 0; k < NLIN; k++) {
             int i = 4 * layer + k;
+            if (!st->wq[i])         /* an MoE layer's MLP: its experts' */
+                continue;
             d->ops->fp8_quantize_tiles(d, st->wq[i], st->wsv[i], st->wqt[i], st->wsvt[i], W[k],
                                        out[k], in[k], 1, st->ffwd);
         }
@@ -1102,6 +1121,12 @@ void gl_model_fp8_place(gl_model *m, size_t begin, size_t end, const uint8_t *q)
  * routing instead: the same products, the padding elsewhere).  One
  * product per expert with the host's offsets (the map's offsets_host).
  *
+ * Blockwise scaling: as the dense layers' (the top of this file), per
+ * expert -- its rows of X and dY in 1 x 128 tiles (dY^T and X^T tiled
+ * along its rows for the weight gradient), its weights in 128 x 128
+ * blocks -- with its rows padded to whole 128-row tiles, so that the
+ * tiles along the rows are the same whatever the padding.
+ *
  * Reductions: with the experts split over TP (ETP = TP) fc1's W and dY
  * and fc2's X and W are TP slices, their amaxes reduced with MAX over
  * TP; fc1's X and fc2's dY are the same on every TP rank.  With whole
@@ -1156,6 +1181,24 @@ static uint8_t *mw(const gl_fp8_state *st, const gl_model_dims *dm, int layer, i
     return base + at + (size_t)le * mwsize(dm, j);
 }
 
+/* Floats of linear j's block factors per expert (q's, or transposed qt's). */
+static size_t msvsize(const gl_model_dims *dm, int j, int transposed)
+{
+    int out, in;
+    mshape(dm, j, &out, &in);
+    return transposed ? gl_fp8_tile_count(in, out, 1) : gl_fp8_tile_count(out, in, 1);
+}
+
+/* Blockwise: a layer's expert weights' block factors, laid out as mw's
+ * (every size a multiple of 4 floats: 16-byte aligned). */
+static float *msv(const gl_fp8_state *st, const gl_model_dims *dm, int layer, int j, int le,
+                  int transposed)
+{
+    float *base = transposed ? st->ewsvt[layer] : st->ewsv[layer];
+    size_t at = j == MLIN_FC1 ? 0 : (size_t)dm->El * msvsize(dm, MLIN_FC1, transposed);
+    return base + at + (size_t)le * msvsize(dm, j, transposed);
+}
+
 static void moe_alloc(gl_model *m, gl_fp8_state *st)
 {
     const gl_model_plan *p = m->plan;
@@ -1174,6 +1217,17 @@ static void moe_alloc(gl_model *m, gl_fp8_state *st)
                 continue;
             st->ewq[l] = d->ops->alloc(d, bytes);
             st->ewqt[l] = d->ops->alloc(d, bytes);
+            if (st->o.recipe != GL_FP8_BLOCKWISE)
+                continue;
+            if (!st->ewsv) {
+                st->ewsv = gl_calloc((size_t)dm->L, sizeof *st->ewsv);
+                st->ewsvt = gl_calloc((size_t)dm->L, sizeof *st->ewsvt);
+                st->ewg = d->ops->alloc(d, mwsize(dm, MLIN_FC1) * sizeof(float));
+            }
+            for (int t = 0; t < 2; t++)
+                (t ? st->ewsvt : st->ewsv)[l] = d->ops->alloc(
+                    d, (size_t)dm->El * (msvsize(dm, MLIN_FC1, t) + msvsize(dm, MLIN_FC2, t)) *
+                           sizeof(float));
         }
 }
 
@@ -1184,7 +1238,10 @@ static void moe_scratch_free(gl_dev *d, gl_fp8_state *st)
     free_dev(d, st->eout);
     free_dev(d, st->eq);
     free_dev(d, st->eqt);
+    free_dev(d, st->eqs);
+    free_dev(d, st->eqts);
     st->epad = st->eout = st->eq = st->eqt = NULL;
+    st->eqs = st->eqts = NULL;
 }
 
 static void moe_free(gl_model *m, gl_fp8_state *st)
@@ -1194,6 +1251,13 @@ static void moe_free(gl_model *m, gl_fp8_state *st)
         free_dev(d, st->ewq[l]);
         free_dev(d, st->ewqt[l]);
     }
+    for (int l = 0; st->ewsv && l < st->L; l++) {
+        free_dev(d, st->ewsv[l]);
+        free_dev(d, st->ewsvt[l]);
+    }
+    free(st->ewsv);
+    free(st->ewsvt);
+    free_dev(d, st->ewg);
     free(st->ewq);
     free(st->ewqt);
     free(st->efresh);
@@ -1206,7 +1270,14 @@ int gl_model_fp8_moe(const gl_model *m, int layer)
     return m->fp8 && m->fp8->ewq && m->fp8->ewq[layer] != NULL;
 }
 
-static int pad16(int rows) { return (rows + 15) / 16 * 16; }
+/* An expert's rows padded: to 16 for the FP8 products, to whole 128-row
+ * tiles under blockwise scaling (the weight gradient's operands are
+ * tiled along the rows; zero rows change no tile's amax). */
+static int epad_rows(const gl_fp8_state *st, int rows)
+{
+    int to = st->o.recipe == GL_FP8_BLOCKWISE ? GL_FP8_TILE : 16;
+    return (rows + to - 1) / to * to;
+}
 
 /* The padded scratch for experts of up to `rows` rows (the map's
  * rows_max bounds every expert's). */
@@ -1215,7 +1286,7 @@ static void moe_scratch(gl_model *m, int rows)
     gl_fp8_state *st = m->fp8;
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
-    int need = pad16(rows);
+    int need = epad_rows(st, rows);
     if (need <= st->erows)
         return;
     moe_scratch_free(d, st);
@@ -1227,17 +1298,22 @@ static void moe_scratch(gl_model *m, int rows)
     st->eout = d->ops->alloc(d, cells * d->act_bytes);
     st->eq = d->ops->alloc(d, cells);
     st->eqt = d->ops->alloc(d, cells);
+    if (st->o.recipe == GL_FP8_BLOCKWISE) {     /* 1D factors of either orientation */
+        size_t a = gl_fp8_tile_count(need, widest, 0), b = gl_fp8_tile_count(widest, need, 0);
+        st->eqs = d->ops->alloc(d, (a > b ? a : b) * sizeof(float));
+        st->eqts = d->ops->alloc(d, (a > b ? a : b) * sizeof(float));
+    }
     st->erows = need;
 }
 
 /* Rows [r0, r0 + rows) of x [.., cols] (act), padded with zero rows to
- * pad16(rows): in place when no padding is needed, else in st->epad. */
+ * epad_rows(rows): in place when no padding is needed, else in st->epad. */
 static const void *padded(gl_model *m, const void *x, int r0, int rows, int cols)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     const char *src = (const char *)x + (size_t)r0 * cols * d->act_bytes;
-    int rp = pad16(rows);
+    int rp = epad_rows(st, rows);
     if (rp == rows)
         return src;
     size_t row = (size_t)cols * d->act_bytes;
@@ -1275,8 +1351,14 @@ void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const vo
                 w = st->ewcat;
             }
             int t = mfwd_w(st, layer, e, j);
-            quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, mw(st, dm, layer, j, le, 0),
-                  mw(st, dm, layer, j, le, 1), w, out, in, experts_split(m), 1);
+            if (st->ewsv)           /* blockwise: 128 x 128 blocks, W and W^T */
+                d->ops->fp8_quantize_tiles(d, mw(st, dm, layer, j, le, 0),
+                                           msv(st, dm, layer, j, le, 0),
+                                           mw(st, dm, layer, j, le, 1),
+                                           msv(st, dm, layer, j, le, 1), w, out, in, 1, st->ffwd);
+            else
+                quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, mw(st, dm, layer, j, le, 0),
+                      mw(st, dm, layer, j, le, 1), w, out, in, experts_split(m), 1);
         }
     }
     st->efresh[layer] = 1;
@@ -1294,7 +1376,58 @@ static void mquant_x(gl_model *m, int layer, int j, int e, const void *X, int r0
     gl_fp8_state *st = m->fp8;
     int t = mfwd_x(st, layer, e, j);
     quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, q, qt,
-          padded(m, X, r0, rows, in), pad16(rows), in, mx_sliced(m, j), !m->fp8_eval);
+          padded(m, X, r0, rows, in), epad_rows(st, rows), in, mx_sliced(m, j), !m->fp8_eval);
+}
+
+/* Blockwise: expert le's forward product into y [rp, out], its rows
+ * [r0, r0 + rows) of X in 1 x 128 tiles, its weight in 128 x 128 blocks. */
+static void block_moe_fwd(gl_model *m, int layer, int j, int le, void *y, const void *X, int r0,
+                          int rows, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    int rp = epad_rows(st, rows);
+    d->ops->fp8_quantize_tiles(d, st->eq, st->eqs, NULL, NULL, padded(m, X, r0, rows, in), rp,
+                               in, 0, st->ffwd);
+    d->ops->gemm_fp8_tiles(d, rp, out, in, 1.0f, st->eq, st->ffwd, st->eqs,
+                           mw(st, dm, layer, j, le, 0), st->ffwd, msv(st, dm, layer, j, le, 0),
+                           1, 0.0f, y, d->act, out);
+}
+
+/* Blockwise: expert le's data gradient into dx [rp, in] and weight
+ * gradient into its dW pieces (as gl_model_fp8_moe_bwd's: fc1's gate and
+ * up rows apart, through one f32 scratch, since the 1 x 128 factors of
+ * dY^T's rows are not two operands' at an offset). */
+static void block_moe_bwd(gl_model *m, int layer, int j, int le, void *dx, float *dW0,
+                          float *dW1, float beta, const void *dY, const void *X, int r0,
+                          int rows, int out, int in)
+{
+    gl_fp8_state *st = m->fp8;
+    const gl_model_dims *dm = &m->plan->dm;
+    gl_dev *d = m->d;
+    int rp = epad_rows(st, rows), np = dW1 ? 2 : 1;
+    size_t piece = (size_t)out / np * in;
+    /* dY_e in 1 x 128 tiles: along its rows for the data gradient, along
+     * the tokens (dY_e^T) for the weight's; dX_e = dY_e W_e */
+    d->ops->fp8_quantize_tiles(d, st->eq, st->eqs, st->eqt, st->eqts,
+                               padded(m, dY, r0, rows, out), rp, out, 0, st->fbwd);
+    d->ops->gemm_fp8_tiles(d, rp, in, out, 1.0f, st->eq, st->fbwd, st->eqs,
+                           mw(st, dm, layer, j, le, 1), st->ffwd, msv(st, dm, layer, j, le, 1),
+                           1, 0.0f, dx, d->act, in);
+    /* dW_e (+)= dY_e^T X_e, X_e^T tiled along the tokens */
+    d->ops->fp8_quantize_tiles(d, NULL, NULL, st->eq, st->eqs, padded(m, X, r0, rows, in), rp,
+                               in, 0, st->ffwd);
+    float *dw = np == 1 ? dW0 + (size_t)le * piece : st->ewg;
+    d->ops->gemm_fp8_tiles(d, out, in, rp, 1.0f, st->eqt, st->fbwd, st->eqts, st->eq, st->ffwd,
+                           st->eqs, 0, np == 1 ? beta : 0.0f, dw, GL_DT_F32, in);
+    for (int k = 0; np == 2 && k < 2; k++) {
+        float *to = (k ? dW1 : dW0) + (size_t)le * piece;
+        if (beta == 0)
+            d->ops->copy(d, to, st->ewg + k * piece, piece * sizeof(float));
+        else
+            d->ops->add_f32(d, to, st->ewg + k * piece, piece);
+    }
 }
 
 void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
@@ -1311,17 +1444,22 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
     moe_scratch(m, map->rows_max);
     const int32_t *off = map->offsets_host;
     for (int le = 0; le < map->E; le++) {
-        int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le], rp = pad16(rows);
+        int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le];
+        int rp = epad_rows(st, rows);
         if (rows <= 0)
             continue;
-        mquant_x(m, layer, j, e, X, r0, rows, in, st->eq, NULL);
         /* Y_e [rp, out] = X_e W_e^T: in place when unpadded */
         void *y = rp == rows ? gl_act_at(m, Y, (size_t)r0 * out) : st->eout;
-        d->ops->gemm_fp8_ragged(d, 0, rp, out, in, 1.0f, st->eq, st->ffwd,
-                                rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
-                                mw(st, dm, layer, j, le, 0), st->ffwd,
-                                rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, y,
-                                d->act, out, 1);
+        if (st->ewsv) {
+            block_moe_fwd(m, layer, j, le, y, X, r0, rows, out, in);
+        } else {
+            mquant_x(m, layer, j, e, X, r0, rows, in, st->eq, NULL);
+            d->ops->gemm_fp8_ragged(d, 0, rp, out, in, 1.0f, st->eq, st->ffwd,
+                                    rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
+                                    mw(st, dm, layer, j, le, 0), st->ffwd,
+                                    rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, y,
+                                    d->act, out, 1);
+        }
         if (y == st->eout)
             d->ops->copy(d, gl_act_at(m, Y, (size_t)r0 * out), y,
                          (size_t)rows * out * d->act_bytes);
@@ -1343,11 +1481,20 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
     int np = dW1 ? 2 : 1, po = out / np;        /* dW in pieces of po rows */
     const int32_t *off = map->offsets_host;
     for (int le = 0; le < map->E; le++) {
-        int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le], rp = pad16(rows);
+        int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le];
+        int rp = epad_rows(st, rows);
         if (rows <= 0) {            /* no gradient: a written one is zero */
             for (int k = 0; k < np && beta == 0; k++)
                 d->ops->zero(d, (k == 0 ? dW0 : dW1) + (size_t)le * po * in,
                              (size_t)po * in * sizeof(float));
+            continue;
+        }
+        void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : st->eout;
+        if (st->ewsv) {
+            block_moe_bwd(m, layer, j, le, dx, dW0, dW1, beta, dY, X, r0, rows, out, in);
+            if (dx == st->eout)
+                d->ops->copy(d, gl_act_at(m, dX, (size_t)r0 * in), dx,
+                             (size_t)rows * in * d->act_bytes);
             continue;
         }
         int g = mbwd_dy(st, layer, e, j);
@@ -1356,7 +1503,6 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
         quant(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, st->eq, st->eqt,
               padded(m, dY, r0, rows, out), rp, out, mdy_sliced(m, j), 1);
         /* dX_e [rp, in] = dY_e W_e: A = dY_e, B = W_e^T [in, out] */
-        void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : st->eout;
         d->ops->gemm_fp8_ragged(d, 0, rp, in, out, 1.0f, st->eq, st->fbwd, gsinv,
                                 mw(st, dm, layer, j, le, 1), st->ffwd,
                                 rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, dx,

@@ -1670,12 +1670,6 @@ static void check_moe(gl_config *c)
             "--expert-model-parallel-size above 1) not at all; another tensor parallelism "
             "of their own is not built: drop it, or set it to %d%s", etp, tp, tp,
             ep > 1 ? " or 1" : "");
-    /* FP8 experts (model/fp8.c's last section) are built for delayed and
-     * tensorwise scaling; blockwise is refused. */
-    if (c->fp8.format != GL_FP8_OFF && c->fp8.recipe == GL_FP8_BLOCKWISE)
-        bad("--fp8-recipe blockwise with --num-experts: the experts' FP8 products are built "
-            "for one scale per expert tensor (delayed, tensorwise), not for block scales: use "
-            "--fp8-recipe delayed or tensorwise, or train a dense model with blockwise");
     if (c->calculate_per_token_loss && (m->aux_loss_coeff > 0 || m->z_loss_coeff > 0))
         bad("--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff: "
             "gridlm scales the MoE losses for the per-micro-batch normalisation only: drop "
@@ -1963,6 +1957,13 @@ static void check_fp8_tiles(const gl_config *c)
             "its 1x128 tiles and 128x128 blocks are those of the whole tensors (blockwise "
             "scales are not reduced over TP): change the sizes or the TP size, or use "
             "--fp8-recipe tensorwise", tp, q, kv, f, T);
+    int etp = c->layout.expert_tensor_parallel_size;
+    if (a->num_experts && etp > 1 && gl_arch_moe_ffn(a) / etp % T)
+        bad("--fp8-recipe blockwise with --expert-tensor-parallel-size %d: each rank's part "
+            "%d of the experts' width (--moe-ffn-hidden-size, else --ffn-hidden-size) must "
+            "be a multiple of %d, for the same reason: change the sizes, use "
+            "--expert-tensor-parallel-size 1 with expert parallelism, or use --fp8-recipe "
+            "tensorwise", etp, gl_arch_moe_ffn(a) / etp, T);
 }
 
 /* FP8 products need every size a multiple of 16 (ops.h: gemm_fp8): the
