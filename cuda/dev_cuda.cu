@@ -673,7 +673,7 @@ static void cu_close(gl_dev *d)
         gl_cuda_free_counted(d, st->adamw[i].mem.p);
         free(st->adamw[i].segs);
     }
-    for (int i = 0; i < GL_MOE_LANES; i++) {
+    for (int i = 0; i < GL_LANES_MAX; i++) {
         if (st->lane[i])
             GL_CUDA_CHECK(cudaStreamSynchronize(st->lane[i]));
         if (st->lane_ws[i])
@@ -879,6 +879,9 @@ static const gl_ops gl_ops_cuda = {
     .fp8_block_sinv = cu_fp8_block_sinv,
     .fp8_quantize_block_range = cu_fp8_quantize_block_range,
     .gemm_fp8_tiles = gl_cuda_gemm_fp8_tiles,
+    .lanes_fork = gl_cuda_lanes_fork,
+    .lane_use = gl_cuda_lane_use,
+    .lanes_join = gl_cuda_lanes_join,
 };
 
 /* ---- opening ---- */

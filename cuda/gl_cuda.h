@@ -83,9 +83,6 @@ typedef struct {
 } gl_adamw_table;
 #define GL_ADAMW_TABLES 2
 
-/* Streams that the experts' products may spread over (moe.cu). */
-#define GL_MOE_LANES 4
-
 typedef struct {
     int ordinal;
     cudaStream_t stream;
@@ -138,12 +135,15 @@ typedef struct {
     cublasHandle_t blas;
     int moe_loop;              /* bit per product form (fwd, dgrad, wgrad)
                                   that cuBLAS's grouped call refused */
-    /* moe.cu's lanes for the per-expert products: lane 0 is stream, the
-     * others are created at first use, each with its own cuBLASLt
+    /* lanes.cu's lanes (ops.h): lane 0 is the compute stream, saved in
+     * lane_main with its workspace while `stream` names the lane in use;
+     * the others are created at first use, each with its own cuBLASLt
      * workspace of lt_workspace_bytes (lane_ws[0] unused) */
-    cudaStream_t lane[GL_MOE_LANES];
-    cudaEvent_t lane_ev[GL_MOE_LANES];
-    void *lane_ws[GL_MOE_LANES];
+    cudaStream_t lane[GL_LANES_MAX];
+    cudaEvent_t lane_ev[GL_LANES_MAX];
+    void *lane_ws[GL_LANES_MAX];
+    cudaStream_t lane_main;
+    void *lane_main_ws;
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)
@@ -167,6 +167,11 @@ void gl_cuda_gemm_ragged(gl_dev *d, int ragged_k, int transa, int transb,
                          int lda, const void *B, int ldb, float beta, void *C,
                          gl_dtype ctype, int ldc);
 void gl_cuda_gemm_close(gl_dev *d);
+
+/* lanes.cu: ops.h's lanes_fork, lane_use and lanes_join */
+int gl_cuda_lanes_fork(gl_dev *d, int n);
+void gl_cuda_lane_use(gl_dev *d, int i);
+void gl_cuda_lanes_join(gl_dev *d, int n);
 
 /* elementwise.cu */
 void gl_cuda_to_bf16(cudaStream_t st, bf16 *dst, const float *src, size_t n);

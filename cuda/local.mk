@@ -26,7 +26,8 @@ libgridlm_a_SOURCES += \
 	%reldir%/bias.cu \
 	%reldir%/dropout.cu \
 	%reldir%/fp8.cu \
-	%reldir%/moe.cu
+	%reldir%/moe.cu \
+	%reldir%/lanes.cu
 
 # Every operation against the CPU reference back end, on a GPU (skips
 # where there is none).

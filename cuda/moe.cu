@@ -818,77 +818,13 @@ static const int32_t *host_offsets(gl_dev *d, const gl_moe_map *map,
     return buf;
 }
 
-/* Lanes: the per-expert products of loop_gemm run on up to GL_MOE_LANES
- * streams.  One expert's product is often a fraction of the GPU (a down
- * projection of 1024 rows is 8 x 8 output tiles of 128 x 256 for 132
- * SMs; an expert with few rows, fewer), and the experts' products are
- * independent, so several run at once.  Lane 0 is the compute stream; the
- * others wait for it before their first product, and it waits for them
- * after their last.  Each lane has its own cuBLASLt workspace (products
- * running at once may not share one).  A product's algorithm depends on
- * its shape's bucket only (gemm.cu), not on its lane: the bits are the
- * same with any number of lanes.  GRIDLM_MOE_LANES=1 .. GL_MOE_LANES
- * sets the number, default GL_MOE_LANES; read at each call. */
-static int lanes_wanted(void)
-{
-    const char *e = getenv("GRIDLM_MOE_LANES");
-    if (!e || !*e)
-        return GL_MOE_LANES;
-    char *end;
-    long v = strtol(e, &end, 10);
-    if (*end || v < 1 || v > GL_MOE_LANES)
-        gl_die("GRIDLM_MOE_LANES=%s: give a number of streams for the "
-               "experts' products from 1 to %d, or leave it unset", e,
-               GL_MOE_LANES);
-    return (int)v;
-}
-
-/* Lanes 1 .. n-1 (created on first use) wait for the compute stream. */
-static void lanes_fork(gl_dev *d, int n)
-{
-    gl_cuda_state *st = gl_cuda_st(d);
-    if (n < 2)
-        return;
-    if (!st->lane_ev[0])
-        GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->lane_ev[0],
-                                               cudaEventDisableTiming));
-    GL_CUDA_CHECK(cudaEventRecord(st->lane_ev[0], st->stream));
-    for (int i = 1; i < n; i++) {
-        if (!st->lane[i]) {
-            GL_CUDA_CHECK(cudaStreamCreateWithFlags(&st->lane[i],
-                                                    cudaStreamNonBlocking));
-            GL_CUDA_CHECK(cudaEventCreateWithFlags(&st->lane_ev[i],
-                                                   cudaEventDisableTiming));
-            st->lane_ws[i] = gl_cuda_malloc_counted(
-                    d, st->lt_workspace_bytes, "a cuBLASLt workspace of the experts' products");
-        }
-        GL_CUDA_CHECK(cudaStreamWaitEvent(st->lane[i], st->lane_ev[0], 0));
-    }
-}
-
-/* Products enqueued from now on go to lane i (gemm.cu's matmul takes
- * the state's stream and workspace). */
-static void lane_use(gl_cuda_state *st, int i, cudaStream_t main_stream,
-                     void *main_ws)
-{
-    st->stream = i ? st->lane[i] : main_stream;
-    st->lt_workspace = i ? st->lane_ws[i] : main_ws;
-}
-
-/* The compute stream waits for lanes 1 .. n-1. */
-static void lanes_join(gl_cuda_state *st, int n)
-{
-    for (int i = 1; i < n; i++) {
-        GL_CUDA_CHECK(cudaEventRecord(st->lane_ev[i], st->lane[i]));
-        GL_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->lane_ev[i], 0));
-    }
-}
-
 /* The grouped products as one product per expert with rows, in ops.h's
  * row-major terms (the same products as grouped()'s column-major forms),
  * through gl_cuda_gemm_ragged: the rows change with the routing, and a
  * plan per bucket of them keeps cuBLASLt's heuristic off the host's path
- * (gemm.cu).  The experts go to the lanes in turn.  Host offsets from off.
+ * (gemm.cu).  The experts go to the lanes in turn (lanes.cu; a product's
+ * algorithm depends on its shape's bucket only, not on its lane, so the
+ * bits are the same with any number of lanes).  Host offsets from off.
  *   fwd:   Y_e [m_e, out]   = X_e [m_e, in] W_e^T       (W_e [out, in])
  *   dgrad: dX_e [m_e, in]   = dY_e [m_e, out] W_e  (+ dX_e when beta 1)
  *   wgrad: dW_e [out, in]  += dY_e^T X_e               (fp32, k = m_e) */
@@ -896,19 +832,13 @@ static void loop_gemm(gl_dev *d, int form, void *C, const void *A,
                       const void *B, int in, int out, int ldY, float beta,
                       const int32_t *off, int E, int ng)
 {
-    gl_cuda_state *st = gl_cuda_st(d);
-    int nl = lanes_wanted(), lane = 0;
-    if (nl > ng)
-        nl = ng;
-    cudaStream_t main_stream = st->stream;
-    void *main_ws = st->lt_workspace;
-    lanes_fork(d, nl);
+    int nl = gl_cuda_lanes_fork(d, ng), lane = 0;
     for (int e = 0; e < E; e++) {
         long r0 = off[e];
         int me = off[e + 1] - off[e];
         if (me <= 0)
             continue;
-        lane_use(st, lane, main_stream, main_ws);
+        gl_cuda_lane_use(d, lane);
         lane = (lane + 1) % nl;
         const bf16 *W = (const bf16 *)A, *R = (const bf16 *)B;
         if (form == GP_FWD)
@@ -925,8 +855,7 @@ static void loop_gemm(gl_dev *d, int form, void *C, const void *A,
                                 (float *)C + (long)e * out * in, GL_DT_F32,
                                 in);
     }
-    lane_use(st, 0, main_stream, main_ws);
-    lanes_join(st, nl);
+    gl_cuda_lanes_join(d, nl);
 }
 
 /* Whether to loop over the experts rather than make one grouped call:

@@ -3180,7 +3180,7 @@ static void bench_moe_weight(const char *name, const gl_moe_map *m, int R, int i
  * [E, h, f]), routed by moe_route from random logits (balanced), then
  * with expert 0 favoured by every token (skewed, as the training runs'
  * "expert load max/mean" of 4 shows on mock data); by cuBLAS's grouped
- * call and by the loop on 1 and GL_MOE_LANES streams. */
+ * call and by the loop on 1 and GL_LANES_MAX streams. */
 static void bench_moe(int n, int h, int E, int k, int f)
 {
     gl_moe_route_cfg cfg = {.E = E, .k = k};

@@ -1050,7 +1050,31 @@ struct gl_ops {
                            gl_fp8_format fb, const float *b_sinv,
                            int b_block2d, float beta, void *C,
                            gl_dtype ctype, int ldc);
+
+    /* ---- lanes: streams beside the compute stream for independent work
+     * (the experts' products) ----
+     *
+     *   lanes_fork(d, n): lanes 1 .. n'-1 start after everything enqueued
+     *       so far on the compute stream (lane 0); returns n', the lanes
+     *       granted: at most n, GL_LANES_MAX and GRIDLM_MOE_LANES (1 ..
+     *       GL_LANES_MAX, default GL_LANES_MAX; a bad value dies naming
+     *       the variable); 1 on the CPU.
+     *   lane_use(d, i): ops enqueued from now on go to lane i (< n'),
+     *       each lane with its own cuBLASLt workspace.
+     *   lanes_join(d, n'): ops go to the compute stream again, and it
+     *       waits for lanes 1 .. n'-1.
+     * Work on two lanes may run at once: it must not share outputs or
+     * scratch.  Ops that keep device state between launches (the
+     * tensorwise fp8_amax_scale) and collectives stay on lane 0.  Every
+     * product picks its algorithm by its shape, not its lane, so the
+     * bits do not depend on the number of lanes.  No-ops on the CPU. */
+    int (*lanes_fork)(gl_dev *d, int n);
+    void (*lane_use)(gl_dev *d, int i);
+    void (*lanes_join)(gl_dev *d, int n);
 };
+
+/* The most lanes lanes_fork grants. */
+#define GL_LANES_MAX 4
 
 struct gl_dev {
     const gl_ops *ops;

@@ -338,6 +338,27 @@ static void cpu_stream_wait(gl_dev *d)
     (void)d;
 }
 
+/* Lanes: every op completes before it returns, so there is one. */
+static int cpu_lanes_fork(gl_dev *d, int n)
+{
+    (void)d;
+    (void)n;
+    return 1;
+}
+
+static void cpu_lane_use(gl_dev *d, int i)
+{
+    (void)d;
+    if (i != 0)
+        gl_die("internal error: lane %d used on the CPU, where lanes_fork grants one", i);
+}
+
+static void cpu_lanes_join(gl_dev *d, int n)
+{
+    (void)d;
+    (void)n;
+}
+
 /* ---- FP8: the exact emulation of fp8.c on fp32 act buffers ---- */
 
 static void cpu_fp8_transpose(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows, int cols)
@@ -912,4 +933,7 @@ const gl_ops gl_ops_cpu = {
     .fp8_block_sinv = cpu_fp8_block_sinv,
     .fp8_quantize_block_range = cpu_fp8_quantize_block_range,
     .gemm_fp8_tiles = cpu_gemm_fp8_tiles,
+    .lanes_fork = cpu_lanes_fork,
+    .lane_use = cpu_lane_use,
+    .lanes_join = cpu_lanes_join,
 };

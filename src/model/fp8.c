@@ -80,6 +80,18 @@ static void w_shape(const gl_model_dims *dm, int lin, int *out, int *in);
 /* A scale record: {scale_inv, scale, amax (A->xrec only), -}. */
 enum { REC = 4, R_SINV = 0, R_SCALE = 1, R_AMAX = 2 };
 
+/* One lane's scratch for an expert's products (moe_scratch): each lane
+ * runs its experts' products beside the others', so none is shared. */
+struct escratch {
+    void *pad, *out;            /* act [erows, widest]: an expert's padded
+                                 * operand and padded product */
+    uint8_t *q, *qt;            /* [erows x widest]: its FP8 bytes */
+    /* blockwise only: the 1D factors of q and qt (the larger of the two
+     * orientations of [erows, widest]), and one expert's fc1 weight
+     * gradient [guw, in] (f32) */
+    float *qs, *qts, *wg;
+};
+
 struct gl_fp8_state {
     gl_fp8_opts o;
     int L;                      /* layers of the whole model */
@@ -119,17 +131,13 @@ struct gl_fp8_state {
                                  * and fc2 weights, both orientations
                                  * (NULL: not an FP8 MoE layer here) */
     int *efresh;                /* [L]: ewq / ewqt hold this step's W */
-    int erows;                  /* rows of the padded scratch below (0:
-                                 * not allocated yet) */
-    void *epad, *eout;          /* act [erows, widest]: padded operand and
-                                 * product of one expert */
-    uint8_t *eq, *eqt;          /* [erows x widest]: its FP8 bytes */
+    int erows;                  /* rows of each lane's padded scratch
+                                 * (0: none allocated yet) */
+    int nes;                    /* lanes whose scratch es[] holds */
+    struct escratch es[GL_LANES_MAX];
     /* blockwise only: the experts' weights' block factors ([L], laid out
-     * as ewq / ewqt), those of eq and eqt (1D, the larger of the two
-     * orientations of [erows, widest]), and one expert's fc1 weight
-     * gradient [guw, in] (f32) */
+     * as ewq / ewqt) */
     float **ewsv, **ewsvt;
-    float *eqs, *eqts, *ewg;
     void *ewcat;                /* act [2 fel, h]: one expert's gate and up */
 };
 
@@ -1222,7 +1230,6 @@ static void moe_alloc(gl_model *m, gl_fp8_state *st)
             if (!st->ewsv) {
                 st->ewsv = gl_calloc((size_t)dm->L, sizeof *st->ewsv);
                 st->ewsvt = gl_calloc((size_t)dm->L, sizeof *st->ewsvt);
-                st->ewg = d->ops->alloc(d, mwsize(dm, MLIN_FC1) * sizeof(float));
             }
             for (int t = 0; t < 2; t++)
                 (t ? st->ewsvt : st->ewsv)[l] = d->ops->alloc(
@@ -1231,17 +1238,23 @@ static void moe_alloc(gl_model *m, gl_fp8_state *st)
         }
 }
 
-/* The padded expert scratch of moe_scratch (none before its first call). */
+/* The lanes' padded expert scratch of moe_scratch (none before its
+ * first call). */
 static void moe_scratch_free(gl_dev *d, gl_fp8_state *st)
 {
-    free_dev(d, st->epad);
-    free_dev(d, st->eout);
-    free_dev(d, st->eq);
-    free_dev(d, st->eqt);
-    free_dev(d, st->eqs);
-    free_dev(d, st->eqts);
-    st->epad = st->eout = st->eq = st->eqt = NULL;
-    st->eqs = st->eqts = NULL;
+    for (int i = 0; i < st->nes; i++) {
+        struct escratch *es = &st->es[i];
+        free_dev(d, es->pad);
+        free_dev(d, es->out);
+        free_dev(d, es->q);
+        free_dev(d, es->qt);
+        free_dev(d, es->qs);
+        free_dev(d, es->qts);
+        free_dev(d, es->wg);
+        *es = (struct escratch){ 0 };
+    }
+    st->nes = 0;
+    st->erows = 0;
 }
 
 static void moe_free(gl_model *m, gl_fp8_state *st)
@@ -1257,7 +1270,6 @@ static void moe_free(gl_model *m, gl_fp8_state *st)
     }
     free(st->ewsv);
     free(st->ewsvt);
-    free_dev(d, st->ewg);
     free(st->ewq);
     free(st->ewqt);
     free(st->efresh);
@@ -1279,36 +1291,57 @@ static int epad_rows(const gl_fp8_state *st, int rows)
     return (rows + to - 1) / to * to;
 }
 
-/* The padded scratch for experts of up to `rows` rows (the map's
- * rows_max bounds every expert's). */
-static void moe_scratch(gl_model *m, int rows)
+/* The padded scratch of lanes lanes, each for experts of up to `rows`
+ * rows (the map's rows_max bounds every expert's). */
+static void moe_scratch(gl_model *m, int rows, int lanes)
 {
     gl_fp8_state *st = m->fp8;
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
     int need = epad_rows(st, rows);
-    if (need <= st->erows)
+    if (need <= st->erows && lanes <= st->nes)
         return;
+    if (need < st->erows)
+        need = st->erows;
+    if (lanes < st->nes)
+        lanes = st->nes;
     moe_scratch_free(d, st);
     int guw, h;
     mshape(dm, MLIN_FC1, &guw, &h);
     int widest = guw > h ? guw : h;     /* fel <= guw */
     size_t cells = (size_t)need * widest;
-    st->epad = d->ops->alloc(d, cells * d->act_bytes);
-    st->eout = d->ops->alloc(d, cells * d->act_bytes);
-    st->eq = d->ops->alloc(d, cells);
-    st->eqt = d->ops->alloc(d, cells);
-    if (st->o.recipe == GL_FP8_BLOCKWISE) {     /* 1D factors of either orientation */
-        size_t a = gl_fp8_tile_count(need, widest, 0), b = gl_fp8_tile_count(widest, need, 0);
-        st->eqs = d->ops->alloc(d, (a > b ? a : b) * sizeof(float));
-        st->eqts = d->ops->alloc(d, (a > b ? a : b) * sizeof(float));
+    for (int i = 0; i < lanes; i++) {
+        struct escratch *es = &st->es[i];
+        es->pad = d->ops->alloc(d, cells * d->act_bytes);
+        es->out = d->ops->alloc(d, cells * d->act_bytes);
+        es->q = d->ops->alloc(d, cells);
+        es->qt = d->ops->alloc(d, cells);
+        if (st->o.recipe == GL_FP8_BLOCKWISE) {     /* 1D factors of either orientation */
+            size_t a = gl_fp8_tile_count(need, widest, 0);
+            size_t b = gl_fp8_tile_count(widest, need, 0);
+            es->qs = d->ops->alloc(d, (a > b ? a : b) * sizeof(float));
+            es->qts = d->ops->alloc(d, (a > b ? a : b) * sizeof(float));
+            es->wg = d->ops->alloc(d, mwsize(dm, MLIN_FC1) * sizeof(float));
+        }
     }
     st->erows = need;
+    st->nes = lanes;
+}
+
+/* How many lanes an MoE layer's FP8 experts may spread over (ops.h's
+ * lanes): delayed and blockwise scaling quantize each expert's operands
+ * with kernels that keep no state between launches and no collective;
+ * tensorwise scaling's fp8_amax_scale keeps a ticket in device memory
+ * (and reduces a TP slice's amax over TP), so it stays on one lane. */
+static int moe_lanes(const gl_fp8_state *st, int experts)
+{
+    return st->o.recipe == GL_FP8_TENSORWISE ? 1 : experts;
 }
 
 /* Rows [r0, r0 + rows) of x [.., cols] (act), padded with zero rows to
- * epad_rows(rows): in place when no padding is needed, else in st->epad. */
-static const void *padded(gl_model *m, const void *x, int r0, int rows, int cols)
+ * epad_rows(rows): in place when no padding is needed, else in es->pad. */
+static const void *padded(gl_model *m, struct escratch *es, const void *x, int r0, int rows,
+                          int cols)
 {
     gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
@@ -1317,9 +1350,9 @@ static const void *padded(gl_model *m, const void *x, int r0, int rows, int cols
     if (rp == rows)
         return src;
     size_t row = (size_t)cols * d->act_bytes;
-    d->ops->copy(d, st->epad, src, (size_t)rows * row);
-    d->ops->zero(d, (char *)st->epad + (size_t)rows * row, (size_t)(rp - rows) * row);
-    return st->epad;
+    d->ops->copy(d, es->pad, src, (size_t)rows * row);
+    d->ops->zero(d, (char *)es->pad + (size_t)rows * row, (size_t)(rp - rows) * row);
+    return es->pad;
 }
 
 void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const void *up,
@@ -1370,27 +1403,28 @@ static int mx_sliced(const gl_model *m, int j) { return experts_split(m) && j ==
 static int mdy_sliced(const gl_model *m, int j) { return experts_split(m) && j == MLIN_FC1; }
 
 /* Expert le's rows of X quantized with their record (q and / or qt). */
-static void mquant_x(gl_model *m, int layer, int j, int e, const void *X, int r0, int rows,
-                     int in, uint8_t *q, uint8_t *qt)
+static void mquant_x(gl_model *m, struct escratch *es, int layer, int j, int e, const void *X,
+                     int r0, int rows, int in, uint8_t *q, uint8_t *qt)
 {
     gl_fp8_state *st = m->fp8;
     int t = mfwd_x(st, layer, e, j);
     quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, q, qt,
-          padded(m, X, r0, rows, in), epad_rows(st, rows), in, mx_sliced(m, j), !m->fp8_eval);
+          padded(m, es, X, r0, rows, in), epad_rows(st, rows), in, mx_sliced(m, j),
+          !m->fp8_eval);
 }
 
 /* Blockwise: expert le's forward product into y [rp, out], its rows
  * [r0, r0 + rows) of X in 1 x 128 tiles, its weight in 128 x 128 blocks. */
-static void block_moe_fwd(gl_model *m, int layer, int j, int le, void *y, const void *X, int r0,
-                          int rows, int out, int in)
+static void block_moe_fwd(gl_model *m, struct escratch *es, int layer, int j, int le, void *y,
+                          const void *X, int r0, int rows, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     const gl_model_dims *dm = &m->plan->dm;
     gl_dev *d = m->d;
     int rp = epad_rows(st, rows);
-    d->ops->fp8_quantize_tiles(d, st->eq, st->eqs, NULL, NULL, padded(m, X, r0, rows, in), rp,
+    d->ops->fp8_quantize_tiles(d, es->q, es->qs, NULL, NULL, padded(m, es, X, r0, rows, in), rp,
                                in, 0, st->ffwd);
-    d->ops->gemm_fp8_tiles(d, rp, out, in, 1.0f, st->eq, st->ffwd, st->eqs,
+    d->ops->gemm_fp8_tiles(d, rp, out, in, 1.0f, es->q, st->ffwd, es->qs,
                            mw(st, dm, layer, j, le, 0), st->ffwd, msv(st, dm, layer, j, le, 0),
                            1, 0.0f, y, d->act, out);
 }
@@ -1399,9 +1433,9 @@ static void block_moe_fwd(gl_model *m, int layer, int j, int le, void *y, const 
  * gradient into its dW pieces (as gl_model_fp8_moe_bwd's: fc1's gate and
  * up rows apart, through one f32 scratch, since the 1 x 128 factors of
  * dY^T's rows are not two operands' at an offset). */
-static void block_moe_bwd(gl_model *m, int layer, int j, int le, void *dx, float *dW0,
-                          float *dW1, float beta, const void *dY, const void *X, int r0,
-                          int rows, int out, int in)
+static void block_moe_bwd(gl_model *m, struct escratch *es, int layer, int j, int le, void *dx,
+                          float *dW0, float *dW1, float beta, const void *dY, const void *X,
+                          int r0, int rows, int out, int in)
 {
     gl_fp8_state *st = m->fp8;
     const gl_model_dims *dm = &m->plan->dm;
@@ -1410,26 +1444,39 @@ static void block_moe_bwd(gl_model *m, int layer, int j, int le, void *dx, float
     size_t piece = (size_t)out / np * in;
     /* dY_e in 1 x 128 tiles: along its rows for the data gradient, along
      * the tokens (dY_e^T) for the weight's; dX_e = dY_e W_e */
-    d->ops->fp8_quantize_tiles(d, st->eq, st->eqs, st->eqt, st->eqts,
-                               padded(m, dY, r0, rows, out), rp, out, 0, st->fbwd);
-    d->ops->gemm_fp8_tiles(d, rp, in, out, 1.0f, st->eq, st->fbwd, st->eqs,
+    d->ops->fp8_quantize_tiles(d, es->q, es->qs, es->qt, es->qts,
+                               padded(m, es, dY, r0, rows, out), rp, out, 0, st->fbwd);
+    d->ops->gemm_fp8_tiles(d, rp, in, out, 1.0f, es->q, st->fbwd, es->qs,
                            mw(st, dm, layer, j, le, 1), st->ffwd, msv(st, dm, layer, j, le, 1),
                            1, 0.0f, dx, d->act, in);
     /* dW_e (+)= dY_e^T X_e, X_e^T tiled along the tokens */
-    d->ops->fp8_quantize_tiles(d, NULL, NULL, st->eq, st->eqs, padded(m, X, r0, rows, in), rp,
+    d->ops->fp8_quantize_tiles(d, NULL, NULL, es->q, es->qs, padded(m, es, X, r0, rows, in), rp,
                                in, 0, st->ffwd);
-    float *dw = np == 1 ? dW0 + (size_t)le * piece : st->ewg;
-    d->ops->gemm_fp8_tiles(d, out, in, rp, 1.0f, st->eqt, st->fbwd, st->eqts, st->eq, st->ffwd,
-                           st->eqs, 0, np == 1 ? beta : 0.0f, dw, GL_DT_F32, in);
+    float *dw = np == 1 ? dW0 + (size_t)le * piece : es->wg;
+    d->ops->gemm_fp8_tiles(d, out, in, rp, 1.0f, es->qt, st->fbwd, es->qts, es->q, st->ffwd,
+                           es->qs, 0, np == 1 ? beta : 0.0f, dw, GL_DT_F32, in);
     for (int k = 0; np == 2 && k < 2; k++) {
         float *to = (k ? dW1 : dW0) + (size_t)le * piece;
         if (beta == 0)
-            d->ops->copy(d, to, st->ewg + k * piece, piece * sizeof(float));
+            d->ops->copy(d, to, es->wg + k * piece, piece * sizeof(float));
         else
-            d->ops->add_f32(d, to, st->ewg + k * piece, piece);
+            d->ops->add_f32(d, to, es->wg + k * piece, piece);
     }
 }
 
+/* The number of experts of the map with rows (those a loop visits). */
+static int routed_experts(const gl_moe_map *map)
+{
+    int n = 0;
+    for (int le = 0; le < map->E; le++)
+        n += map->offsets_host[le + 1] > map->offsets_host[le];
+    return n;
+}
+
+/* The experts' products go to the lanes in turn (ops.h; moe_lanes says
+ * when there is more than one): each lane quantizes into its own scratch,
+ * and each expert's tensors (records, amax slots, rows of Y, dX and dW)
+ * are its own, so the lanes share nothing until the join. */
 void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
                           const gl_moe_map *map)
 {
@@ -1441,29 +1488,34 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
     if (!st->efresh[layer])
         gl_die("internal error: FP8 experts of layer %d run before their weights are "
                "quantized", layer);
-    moe_scratch(m, map->rows_max);
+    int nl = d->ops->lanes_fork(d, moe_lanes(st, routed_experts(map))), lane = 0;
+    moe_scratch(m, map->rows_max, nl);
     const int32_t *off = map->offsets_host;
     for (int le = 0; le < map->E; le++) {
         int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le];
         int rp = epad_rows(st, rows);
         if (rows <= 0)
             continue;
+        struct escratch *es = &st->es[lane];
+        d->ops->lane_use(d, lane);
+        lane = (lane + 1) % nl;
         /* Y_e [rp, out] = X_e W_e^T: in place when unpadded */
-        void *y = rp == rows ? gl_act_at(m, Y, (size_t)r0 * out) : st->eout;
+        void *y = rp == rows ? gl_act_at(m, Y, (size_t)r0 * out) : es->out;
         if (st->ewsv) {
-            block_moe_fwd(m, layer, j, le, y, X, r0, rows, out, in);
+            block_moe_fwd(m, es, layer, j, le, y, X, r0, rows, out, in);
         } else {
-            mquant_x(m, layer, j, e, X, r0, rows, in, st->eq, NULL);
-            d->ops->gemm_fp8_ragged(d, 0, rp, out, in, 1.0f, st->eq, st->ffwd,
+            mquant_x(m, es, layer, j, e, X, r0, rows, in, es->q, NULL);
+            d->ops->gemm_fp8_ragged(d, 0, rp, out, in, 1.0f, es->q, st->ffwd,
                                     rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
                                     mw(st, dm, layer, j, le, 0), st->ffwd,
                                     rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, y,
                                     d->act, out, 1);
         }
-        if (y == st->eout)
+        if (y == es->out)
             d->ops->copy(d, gl_act_at(m, Y, (size_t)r0 * out), y,
                          (size_t)rows * out * d->act_bytes);
     }
+    d->ops->lanes_join(d, nl);
 }
 
 void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, float *dW1,
@@ -1477,22 +1529,30 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
     if (!st->efresh[layer])
         gl_die("internal error: FP8 experts of layer %d run before their weights are "
                "quantized", layer);
-    moe_scratch(m, map->rows_max);
     int np = dW1 ? 2 : 1, po = out / np;        /* dW in pieces of po rows */
     const int32_t *off = map->offsets_host;
+    for (int le = 0; le < map->E && beta == 0; le++) {
+        if (off[le + 1] > off[le])
+            continue;
+        /* no rows, no gradient: a written one is zero */
+        for (int k = 0; k < np; k++)
+            d->ops->zero(d, (k == 0 ? dW0 : dW1) + (size_t)le * po * in,
+                         (size_t)po * in * sizeof(float));
+    }
+    int nl = d->ops->lanes_fork(d, moe_lanes(st, routed_experts(map))), lane = 0;
+    moe_scratch(m, map->rows_max, nl);
     for (int le = 0; le < map->E; le++) {
         int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le];
         int rp = epad_rows(st, rows);
-        if (rows <= 0) {            /* no gradient: a written one is zero */
-            for (int k = 0; k < np && beta == 0; k++)
-                d->ops->zero(d, (k == 0 ? dW0 : dW1) + (size_t)le * po * in,
-                             (size_t)po * in * sizeof(float));
+        if (rows <= 0)
             continue;
-        }
-        void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : st->eout;
+        struct escratch *es = &st->es[lane];
+        d->ops->lane_use(d, lane);
+        lane = (lane + 1) % nl;
+        void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : es->out;
         if (st->ewsv) {
-            block_moe_bwd(m, layer, j, le, dx, dW0, dW1, beta, dY, X, r0, rows, out, in);
-            if (dx == st->eout)
+            block_moe_bwd(m, es, layer, j, le, dx, dW0, dW1, beta, dY, X, r0, rows, out, in);
+            if (dx == es->out)
                 d->ops->copy(d, gl_act_at(m, dX, (size_t)r0 * in), dx,
                              (size_t)rows * in * d->act_bytes);
             continue;
@@ -1500,25 +1560,26 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
         int g = mbwd_dy(st, layer, e, j);
         float *gsinv = rec(st->rec_b, g) + R_SINV;
         /* dY_e: rows for the data gradient, transposed for the weight's */
-        quant(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, st->eq, st->eqt,
-              padded(m, dY, r0, rows, out), rp, out, mdy_sliced(m, j), 1);
+        quant(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, es->q, es->qt,
+              padded(m, es, dY, r0, rows, out), rp, out, mdy_sliced(m, j), 1);
         /* dX_e [rp, in] = dY_e W_e: A = dY_e, B = W_e^T [in, out] */
-        d->ops->gemm_fp8_ragged(d, 0, rp, in, out, 1.0f, st->eq, st->fbwd, gsinv,
+        d->ops->gemm_fp8_ragged(d, 0, rp, in, out, 1.0f, es->q, st->fbwd, gsinv,
                                 mw(st, dm, layer, j, le, 1), st->ffwd,
                                 rec(st->rec_f, mfwd_w(st, layer, e, j)) + R_SINV, 0.0f, dx,
                                 d->act, in, 0);
-        if (dx == st->eout)
+        if (dx == es->out)
             d->ops->copy(d, gl_act_at(m, dX, (size_t)r0 * in), dx,
                          (size_t)rows * in * d->act_bytes);
         /* dW_e (+)= dY_e^T X_e, piece by piece (fc1's gate rows, then up's):
          * A = rows of dY_e^T [out, rp], B = X_e^T [in, rp] */
-        mquant_x(m, layer, j, e, X, r0, rows, in, NULL, st->eq);
+        mquant_x(m, es, layer, j, e, X, r0, rows, in, NULL, es->q);
         for (int k = 0; k < np; k++) {
             float *dw = (k == 0 ? dW0 : dW1) + (size_t)le * po * in;
-            d->ops->gemm_fp8_ragged(d, 1, po, in, rp, 1.0f, st->eqt + (size_t)k * po * rp,
-                                    st->fbwd, gsinv, st->eq, st->ffwd,
+            d->ops->gemm_fp8_ragged(d, 1, po, in, rp, 1.0f, es->qt + (size_t)k * po * rp,
+                                    st->fbwd, gsinv, es->q, st->ffwd,
                                     rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV, beta,
                                     dw, GL_DT_F32, in, 0);
         }
     }
+    d->ops->lanes_join(d, nl);
 }
