@@ -458,6 +458,14 @@ static void cu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
                          rows, cols, scale, f);
 }
 
+static void cu_fp8_quantize_pad(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
+                                const void *x, int xrows, int rows, int cols,
+                                const float *scale, gl_fp8_format f)
+{
+    gl_cuda_fp8_quantize_pad(gl_cuda_st(d)->stream, q, qt, amax, (const bf16 *)x,
+                             xrows, rows, cols, scale, f);
+}
+
 static void cu_fp8_transpose(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows, int cols)
 {
     gl_cuda_fp8_transpose(gl_cuda_st(d)->stream, qt, q, rows, cols);
@@ -831,6 +839,7 @@ static const gl_ops gl_ops_cuda = {
     .p2p_wait_compute = cu_p2p_wait_compute,
     .compute_wait_p2p = cu_compute_wait_p2p,
     .fp8_quantize = cu_fp8_quantize,
+    .fp8_quantize_pad = cu_fp8_quantize_pad,
     .fp8_amax = cu_fp8_amax,
     .fp8_amax_scale = cu_fp8_amax_scale,
     .fp8_scale_delayed = cu_fp8_scale_delayed,

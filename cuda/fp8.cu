@@ -58,25 +58,42 @@ __device__ __forceinline__ float scale_for(float top, float a)
 
 /* ---- quantization: fp8_tile.cuh's kernel over a bf16 tensor ---- */
 
-struct plain_src {
+/* x [xrows, cols], then zero rows (fp8_quantize_pad): W elements lie in
+ * one row, so they are all x's or all zero. */
+struct rows_src {
     const bf16 *x;
-    int cols;
+    int cols, xrows;
     template <int W>
     __device__ __forceinline__ void load(float (&f)[W], int r, int c) const
     {
-        load_bf16<W>(f, x + (size_t)r * cols + c);
+        if (r < xrows) {
+            load_bf16<W>(f, x + (size_t)r * cols + c);
+        } else {
+#pragma unroll
+            for (int j = 0; j < W; j++)
+                f[j] = 0.0f;
+        }
     }
 };
+
+void gl_cuda_fp8_quantize_pad(cudaStream_t st, uint8_t *q, uint8_t *qt,
+                              float *amax, const bf16 *x, int xrows, int rows,
+                              int cols, const float *scale, gl_fp8_format f)
+{
+    if (xrows < 0 || xrows > rows)
+        gl_die("internal error: fp8_quantize_pad of %d rows of %d", xrows, rows);
+    if (rows <= 0 || cols <= 0 || (!q && !qt && !amax))
+        return;
+    bool vec = quantize_tile_vec_ok(q, qt, rows, cols) && gl_vec8_ok(cols, x);
+    quantize_tile_launch(st, "fp8 quantize", q, qt, amax,
+                         rows_src{x, cols, xrows}, rows, cols, scale, f, vec);
+}
 
 void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
                           float *amax, const bf16 *x, int rows, int cols,
                           const float *scale, gl_fp8_format f)
 {
-    if (rows <= 0 || cols <= 0 || (!q && !qt && !amax))
-        return;
-    bool vec = quantize_tile_vec_ok(q, qt, rows, cols) && gl_vec8_ok(cols, x);
-    quantize_tile_launch(st, "fp8 quantize", q, qt, amax, plain_src{x, cols},
-                         rows, cols, scale, f, vec);
+    gl_cuda_fp8_quantize_pad(st, q, qt, amax, x, rows, rows, cols, scale, f);
 }
 
 /* ---- amax alone ---- */

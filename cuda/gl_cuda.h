@@ -320,6 +320,9 @@ const gl_ops *gl_cuda_profile_wrap(gl_dev *d, const gl_ops *real);
 void gl_cuda_fp8_quantize(cudaStream_t st, uint8_t *q, uint8_t *qt,
                           float *amax, const bf16 *x, int rows, int cols,
                           const float *scale, gl_fp8_format f);
+void gl_cuda_fp8_quantize_pad(cudaStream_t st, uint8_t *q, uint8_t *qt,
+                              float *amax, const bf16 *x, int xrows, int rows,
+                              int cols, const float *scale, gl_fp8_format f);
 void gl_cuda_fp8_amax(cudaStream_t st, float *amax, const bf16 *x, size_t n);
 /* ops.h's fp8_quantize_tiles (block scaling), bf16 x */
 void gl_cuda_fp8_quantize_tiles(cudaStream_t st, uint8_t *q, float *q_sinv, uint8_t *qt,

@@ -40,7 +40,8 @@
     X(linear_dgelu_bwd) X(rmsnorm_fwd_fp8) X(swiglu_fwd_fp8)                 \
     X(swiglu_bwd_fp8) X(head_rmsnorm_fwd) X(head_rmsnorm_bwd) X(add_f32)     \
     X(fp8_transpose) X(fp8_quantize_tiles) X(gemm_fp8_tiles)        \
-    X(fp8_block_amax) X(fp8_block_sinv) X(fp8_quantize_block_range)
+    X(fp8_block_amax) X(fp8_block_sinv) X(fp8_quantize_block_range)         \
+    X(fp8_quantize_pad)
 
 #define AS_ENUM(op) OP_##op,
 enum { TIMED_OPS(AS_ENUM) NOPS };

@@ -194,6 +194,20 @@ static void check_quantize_2d(void)
     got = gl_fp8_quantize_2d(NULL, qt, x, R, C, 2.0f, GL_FP8_E4M3);
     ok(got == want && q[0] == 0xAA, "quantize_2d: q NULL writes only qt");
 
+    /* padded with zero rows: rows 0-2 are x's, 3-4 zero (x's rows 3-4
+     * hold -1000 and others, which must not be read) */
+    float xz[R * C];
+    uint8_t pq[R * C], pqt[C * R];
+    memcpy(xz, x, sizeof xz);
+    for (int i = 3 * C; i < R * C; i++)
+        xz[i] = 0.0f;
+    want = gl_fp8_quantize_2d(q, qt, xz, R, C, 2.0f, GL_FP8_E4M3);
+    got = gl_fp8_quantize_2d_pad(pq, pqt, x, 3, R, C, 2.0f, GL_FP8_E4M3);
+    ok(got == want && memcmp(pq, q, sizeof q) == 0 && memcmp(pqt, qt, sizeof qt) == 0 &&
+       pq[4 * C] == 0 && pqt[R - 1] == 0,
+       "quantize_2d_pad: 3 rows of x and 2 zero rows give the bytes and amax (%g) of the "
+       "zero-padded copy", got);
+
     ok(gl_fp8_amax_fold(2, 3) == 3 && gl_fp8_amax_fold(3, 2) == 3 &&
        isnan(gl_fp8_amax_fold(NAN, 5)) && isnan(gl_fp8_amax_fold(5, NAN)) &&
        gl_fp8_amax_fold(0, 0) == 0,

@@ -1017,6 +1017,49 @@ static void test_fp8_quantize(int rows, int cols, gl_fp8_format f, float scale,
     free(qt);
 }
 
+/* fp8_quantize_pad on the GPU against its definition on the CPU:
+ * fp8_quantize of x copied into rows rows, the rest zero.  The GPU's
+ * buffer holds NaNs after x's xrows rows: a read past them would show
+ * in the bytes and make the amax NaN. */
+static void test_fp8_quantize_pad(int xrows, int rows, int cols, gl_fp8_format f, float scale)
+{
+    size_t n = (size_t)rows * cols, nx = (size_t)xrows * cols;
+    float *x = fp8_inputs(n, 0);
+    for (size_t i = nx; i < n; i++)
+        x[i] = NAN;
+    void *gx = g_act(x, n);
+    for (size_t i = nx; i < n; i++)
+        x[i] = 0.0f;
+    uint8_t *gq = G->ops->alloc(G, n), *gqt = G->ops->alloc(G, n);
+    float a0 = 0, *gs = g_f32(&scale, 1), *ga = g_f32(&a0, 1);
+    g_poison(gq, n);
+    g_poison(gqt, n);
+    G->ops->fp8_quantize_pad(G, gq, gqt, ga, gx, xrows, rows, cols, gs, f);
+    uint8_t *cq = gl_malloc(n), *cqt = gl_malloc(n);
+    float ca = 0;
+    C->ops->fp8_quantize(C, cq, cqt, &ca, x, rows, cols, &scale, f);
+    uint8_t *q = dl_bytes(gq, n), *qt = dl_bytes(gqt, n);
+    float ga_h;
+    G->ops->download(G, &ga_h, ga, 4);
+    long bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += (q[i] != cq[i]) + (qt[i] != cqt[i]);
+    ok(bad == 0 && same_amax(ga_h, ca),
+       "fp8_quantize_pad %d of %d rows x %d %s: q and qt bit-exact against the zero-padded "
+       "copy's (%ld bytes differ), amax %g (CPU %g)", xrows, rows, cols,
+       f == GL_FP8_E4M3 ? "E4M3" : "E5M2", bad, ga_h, ca);
+    G->ops->free(G, gx);
+    G->ops->free(G, gq);
+    G->ops->free(G, gqt);
+    G->ops->free(G, gs);
+    G->ops->free(G, ga);
+    free(x);
+    free(cq);
+    free(cqt);
+    free(q);
+    free(qt);
+}
+
 /* fp8_transpose (--fp8-param-gather) on the GPU against the CPU's, over
  * every byte value, on shapes with and without whole 32 x 32 tiles. */
 static void test_fp8_transpose(int rows, int cols)
@@ -3537,6 +3580,14 @@ int main(void)
     test_fp8_quantize(37, 45, GL_FP8_E5M2, 3.7f, 2, 7);
     test_fp8_quantize(24, 40, GL_FP8_E4M3, 1.0f, 0, 7);   /* rows % 16 != 0 */
     test_fp8_quantize(1, 1, GL_FP8_E4M3, 1.0f, 0, 7);
+    /* an expert's rows padded to 16 (fp8_quantize_pad): the 16-byte
+     * path and the general one, no row of x, all of them */
+    test_fp8_quantize_pad(200, 208, 512, GL_FP8_E4M3, 1.0f);
+    test_fp8_quantize_pad(1, 16, 256, GL_FP8_E5M2, 3.7f);
+    test_fp8_quantize_pad(37, 48, 72, GL_FP8_E4M3, 0.75f);
+    test_fp8_quantize_pad(30, 37, 45, GL_FP8_E5M2, 1.0f);
+    test_fp8_quantize_pad(0, 16, 64, GL_FP8_E4M3, 1.0f);
+    test_fp8_quantize_pad(64, 64, 64, GL_FP8_E4M3, 1.0f);
     test_fp8_quantize(256, 512, GL_FP8_E4M3, 1.0f, 0, 1);
     test_fp8_quantize(256, 512, GL_FP8_E5M2, 1.0f, 0, 2);
     test_fp8_quantize(256, 512, GL_FP8_E4M3, 1.0f, 0, 4);

@@ -52,7 +52,8 @@
  * from the mean of the first 5 losses to that of the last 5 so that
  * this noise averages out, within 10% of the CPU's (a wrong FP8 gradient
  * changes it; the single-iteration falls differed by up to 13%, the
- * 5-iteration ones by up to 7%).
+ * 5-iteration ones by up to 7%).  The two MoE runs again on 1 and on
+ * 4 lanes (GRIDLM_MOE_LANES): the same bits.
  *
  * cuBLASLt tuning is off (GRIDLM_GEMM_TUNE=0) so that every run takes
  * the same algorithms.  Prints "1..0 # SKIP" without a GPU.  MPI is initialised (a world of
@@ -246,7 +247,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    plan(18);
+    plan(20);
     char dir[] = "/tmp/train-cuda.XXXXXX", jg[64], jc[64];
     if (!mkdtemp(dir))
         bail_out("mkdtemp failed");
@@ -372,6 +373,28 @@ int main(int argc, char **argv)
            "%s: GPU losses within %.2e of the CPU emulation's, validation within %.2e; "
            "the loss falls by %.5f on the GPU, %.5f on the CPU (means of the first and "
            "last 5)", fp8_names[k], fl, fv, fg, fc);
+        unlink(jqg);
+        unlink(jqc);
+    }
+
+    /* The FP8 experts' products on 1 lane and on 4 (ops.h's lanes): each
+     * lane quantizes into its own scratch and every product picks its
+     * algorithm by its shape, so the bits must not change */
+    for (int k = 3; k < 5; k++) {
+        int nx = 0;
+        while (nx < 8 && fp8_runs[k][nx])
+            nx++;
+        snprintf(jqg, sizeof jqg, "%s/lanes1.jsonl", dir);
+        snprintf(jqc, sizeof jqc, "%s/lanes4.jsonl", dir);
+        setenv("GRIDLM_MOE_LANES", "1", 1);
+        gpu_run(fp8_runs[k], nx, 0, jqg);
+        setenv("GRIDLM_MOE_LANES", "4", 1);
+        gpu_run(fp8_runs[k], nx, 0, jqc);
+        unsetenv("GRIDLM_MOE_LANES");
+        double dl = run_diff(jqg, jqc);
+        ok(dl == 0, "%s: the experts on 1 and on 4 lanes give the same losses, gradient "
+           "norms and validation losses bit for bit (largest relative difference %.3e)",
+           fp8_names[k], dl);
         unlink(jqg);
         unlink(jqc);
     }

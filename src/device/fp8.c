@@ -102,10 +102,16 @@ float gl_fp8_quantize(uint8_t *q, const float *x, size_t n, float scale, gl_fp8_
 float gl_fp8_quantize_2d(uint8_t *q, uint8_t *qt, const float *x, int rows, int cols,
                          float scale, gl_fp8_format f)
 {
+    return gl_fp8_quantize_2d_pad(q, qt, x, rows, rows, cols, scale, f);
+}
+
+float gl_fp8_quantize_2d_pad(uint8_t *q, uint8_t *qt, const float *x, int xrows, int rows,
+                             int cols, float scale, gl_fp8_format f)
+{
     float amax = 0;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
-            float v = x[(size_t)r * cols + c];
+            float v = r < xrows ? x[(size_t)r * cols + c] : 0.0f;
             uint8_t b = gl_fp8_encode(v * scale, f);
             amax = gl_fp8_amax_fold(amax, fabsf(v));
             if (q)

@@ -57,6 +57,11 @@ float gl_fp8_quantize(uint8_t *q, const float *x, size_t n, float scale, gl_fp8_
 float gl_fp8_quantize_2d(uint8_t *q, uint8_t *qt, const float *x, int rows, int cols,
                          float scale, gl_fp8_format f);
 
+/* The same for [rows, cols] whose rows from xrows on are zero: x holds
+ * the first xrows (<= rows) and nothing past them is read. */
+float gl_fp8_quantize_2d_pad(uint8_t *q, uint8_t *qt, const float *x, int xrows, int rows,
+                             int cols, float scale, gl_fp8_format f);
+
 /* One amax folded into another: the larger, and NaN as soon as either is
  * NaN (a NaN, once seen, stays).  Amaxes are never negative. */
 float gl_fp8_amax_fold(float acc, float a);

@@ -435,6 +435,14 @@ struct gl_ops {
     void (*fp8_quantize)(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
                          const void *x, int rows, int cols, const float *scale,
                          gl_fp8_format f);
+    /* fp8_quantize of [rows, cols] whose first xrows rows (0 <= xrows <=
+     * rows) are x's and the others zero, without reading past x's xrows
+     * rows: an expert's rows padded to what the FP8 products take, with
+     * no padded copy of them.  The bytes and amax of fp8_quantize on x
+     * copied into a buffer of rows rows, the rest zeroed. */
+    void (*fp8_quantize_pad)(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
+                             const void *x, int xrows, int rows, int cols,
+                             const float *scale, gl_fp8_format f);
 
     /* amax[0] = gl_fp8_amax_fold(amax[0], max |x|) over count act
      * elements: the amax alone, for current scaling. */

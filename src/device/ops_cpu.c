@@ -369,14 +369,23 @@ static void cpu_fp8_transpose(gl_dev *d, uint8_t *qt, const uint8_t *q, int rows
             qt[(size_t)c * rows + r] = q[(size_t)r * cols + c];
 }
 
+static void cpu_fp8_quantize_pad(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
+                                 const void *x, int xrows, int rows, int cols,
+                                 const float *scale, gl_fp8_format f)
+{
+    (void)d;
+    if (xrows < 0 || xrows > rows)
+        gl_die("internal error: fp8_quantize_pad of %d rows of %d", xrows, rows);
+    float a = gl_fp8_quantize_2d_pad(q, qt, x, xrows, rows, cols, scale[0], f);
+    if (amax)
+        amax[0] = gl_fp8_amax_fold(amax[0], a);
+}
+
 static void cpu_fp8_quantize(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax,
                              const void *x, int rows, int cols,
                              const float *scale, gl_fp8_format f)
 {
-    (void)d;
-    float a = gl_fp8_quantize_2d(q, qt, x, rows, cols, scale[0], f);
-    if (amax)
-        amax[0] = gl_fp8_amax_fold(amax[0], a);
+    cpu_fp8_quantize_pad(d, q, qt, amax, x, rows, rows, cols, scale, f);
 }
 
 /* The FP8-producing ops (ops.h): the plain op into y (or a scratch row
@@ -885,6 +894,7 @@ const gl_ops gl_ops_cpu = {
     .p2p_wait_compute = cpu_stream_wait,
     .compute_wait_p2p = cpu_stream_wait,
     .fp8_quantize = cpu_fp8_quantize,
+    .fp8_quantize_pad = cpu_fp8_quantize_pad,
     .fp8_amax = cpu_fp8_amax,
     .fp8_amax_scale = cpu_fp8_amax_scale,
     .fp8_scale_delayed = cpu_fp8_scale_delayed,

@@ -83,12 +83,14 @@ enum { REC = 4, R_SINV = 0, R_SCALE = 1, R_AMAX = 2 };
 /* One lane's scratch for an expert's products (moe_scratch): each lane
  * runs its experts' products beside the others', so none is shared. */
 struct escratch {
-    void *pad, *out;            /* act [erows, widest]: an expert's padded
-                                 * operand and padded product */
-    uint8_t *q, *qt;            /* [erows x widest]: its FP8 bytes */
-    /* blockwise only: the 1D factors of q and qt (the larger of the two
-     * orientations of [erows, widest]), and one expert's fc1 weight
-     * gradient [guw, in] (f32) */
+    void *out;                  /* act [erows, widest]: an expert's padded
+                                 * product */
+    uint8_t *q, *qt;            /* [erows x widest]: its FP8 operands */
+    /* blockwise only: an expert's padded operand (act [erows, widest]),
+     * the 1D factors of q and qt (the larger of the two orientations of
+     * [erows, widest]), and one expert's fc1 weight gradient [guw, in]
+     * (f32) */
+    void *pad;
     float *qs, *qts, *wg;
 };
 
@@ -534,15 +536,29 @@ void gl_model_fp8_free(gl_model *m)
  * or qt.  tensorwise: the scale from x's own amax (into *amax), reduced
  * over TP when x is a TP slice.  delayed: the scale of the step, x's amax
  * folded into *amax (the history's row 0) when collect is set. */
-static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *q,
-                  uint8_t *qt, const void *x, int rows, int cols, int sliced, int collect)
+/* fp8_quantize of x [xrows, cols] padded with zero rows to rows
+ * (fp8_quantize_pad where there is padding). */
+static void quantize_rows(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax, const void *x,
+                          int xrows, int rows, int cols, const float *scale, gl_fp8_format f)
+{
+    if (xrows < rows)
+        d->ops->fp8_quantize_pad(d, q, qt, amax, x, xrows, rows, cols, scale, f);
+    else
+        d->ops->fp8_quantize(d, q, qt, amax, x, rows, cols, scale, f);
+}
+
+/* quant() of x [xrows, cols] padded with zero rows to rows: zero rows
+ * change no amax, so the amaxes are taken over x's own rows. */
+static void quant_rows(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *q,
+                       uint8_t *qt, const void *x, int xrows, int rows, int cols, int sliced,
+                       int collect)
 {
     const gl_fp8_state *st = m->fp8;
     gl_dev *d = m->d;
     if (st->o.recipe == GL_FP8_TENSORWISE) {
         /* amax and scale in one launch; a TP slice's amax is reduced
          * between the two */
-        size_t count = (size_t)rows * cols;
+        size_t count = (size_t)xrows * cols;
         if (sliced && m->tp) {
             d->ops->fp8_amax_scale(d, amax, NULL, NULL, x, count, f);
             gl_all_reduce(m->tp, amax, amax, 1, GL_DT_F32, GL_OP_MAX, d->stream);
@@ -550,10 +566,16 @@ static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *
         } else {
             d->ops->fp8_amax_scale(d, amax, r + R_SCALE, r + R_SINV, x, count, f);
         }
-        d->ops->fp8_quantize(d, q, qt, NULL, x, rows, cols, r + R_SCALE, f);
+        quantize_rows(d, q, qt, NULL, x, xrows, rows, cols, r + R_SCALE, f);
     } else {
-        d->ops->fp8_quantize(d, q, qt, collect ? amax : NULL, x, rows, cols, r + R_SCALE, f);
+        quantize_rows(d, q, qt, collect ? amax : NULL, x, xrows, rows, cols, r + R_SCALE, f);
     }
+}
+
+static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *q,
+                  uint8_t *qt, const void *x, int rows, int cols, int sliced, int collect)
+{
+    quant_rows(m, amax, r, f, q, qt, x, rows, rows, cols, sliced, collect);
 }
 
 /* W [out, in] of each linear. */
@@ -1312,11 +1334,11 @@ static void moe_scratch(gl_model *m, int rows, int lanes)
     size_t cells = (size_t)need * widest;
     for (int i = 0; i < lanes; i++) {
         struct escratch *es = &st->es[i];
-        es->pad = d->ops->alloc(d, cells * d->act_bytes);
         es->out = d->ops->alloc(d, cells * d->act_bytes);
         es->q = d->ops->alloc(d, cells);
         es->qt = d->ops->alloc(d, cells);
         if (st->o.recipe == GL_FP8_BLOCKWISE) {     /* 1D factors of either orientation */
+            es->pad = d->ops->alloc(d, cells * d->act_bytes);
             size_t a = gl_fp8_tile_count(need, widest, 0);
             size_t b = gl_fp8_tile_count(widest, need, 0);
             es->qs = d->ops->alloc(d, (a > b ? a : b) * sizeof(float));
@@ -1339,7 +1361,9 @@ static int moe_lanes(const gl_fp8_state *st, int experts)
 }
 
 /* Rows [r0, r0 + rows) of x [.., cols] (act), padded with zero rows to
- * epad_rows(rows): in place when no padding is needed, else in es->pad. */
+ * epad_rows(rows): in place when no padding is needed, else in es->pad
+ * (blockwise scaling's operands; the others are quantized with their
+ * padding by quant_rows, without a padded copy). */
 static const void *padded(gl_model *m, struct escratch *es, const void *x, int r0, int rows,
                           int cols)
 {
@@ -1402,15 +1426,16 @@ void gl_model_fp8_moe_weights(gl_model *m, int layer, const void *gate, const vo
 static int mx_sliced(const gl_model *m, int j) { return experts_split(m) && j == MLIN_FC2; }
 static int mdy_sliced(const gl_model *m, int j) { return experts_split(m) && j == MLIN_FC1; }
 
-/* Expert le's rows of X quantized with their record (q and / or qt). */
-static void mquant_x(gl_model *m, struct escratch *es, int layer, int j, int e, const void *X,
-                     int r0, int rows, int in, uint8_t *q, uint8_t *qt)
+/* Expert le's rows of X quantized with their record (q and / or qt),
+ * padded to epad_rows. */
+static void mquant_x(gl_model *m, int layer, int j, int e, const void *X, int r0, int rows,
+                     int in, uint8_t *q, uint8_t *qt)
 {
     gl_fp8_state *st = m->fp8;
     int t = mfwd_x(st, layer, e, j);
-    quant(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, q, qt,
-          padded(m, es, X, r0, rows, in), epad_rows(st, rows), in, mx_sliced(m, j),
-          !m->fp8_eval);
+    quant_rows(m, st->hist_f + t, rec(st->rec_f, t), st->ffwd, q, qt,
+               gl_act_at(m, X, (size_t)r0 * in), rows, epad_rows(st, rows), in, mx_sliced(m, j),
+               !m->fp8_eval);
 }
 
 /* Blockwise: expert le's forward product into y [rp, out], its rows
@@ -1504,7 +1529,7 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
         if (st->ewsv) {
             block_moe_fwd(m, es, layer, j, le, y, X, r0, rows, out, in);
         } else {
-            mquant_x(m, es, layer, j, e, X, r0, rows, in, es->q, NULL);
+            mquant_x(m, layer, j, e, X, r0, rows, in, es->q, NULL);
             d->ops->gemm_fp8_ragged(d, 0, rp, out, in, 1.0f, es->q, st->ffwd,
                                     rec(st->rec_f, mfwd_x(st, layer, e, j)) + R_SINV,
                                     mw(st, dm, layer, j, le, 0), st->ffwd,
@@ -1560,8 +1585,8 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
         int g = mbwd_dy(st, layer, e, j);
         float *gsinv = rec(st->rec_b, g) + R_SINV;
         /* dY_e: rows for the data gradient, transposed for the weight's */
-        quant(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, es->q, es->qt,
-              padded(m, es, dY, r0, rows, out), rp, out, mdy_sliced(m, j), 1);
+        quant_rows(m, st->hist_b + g, rec(st->rec_b, g), st->fbwd, es->q, es->qt,
+                   gl_act_at(m, dY, (size_t)r0 * out), rows, rp, out, mdy_sliced(m, j), 1);
         /* dX_e [rp, in] = dY_e W_e: A = dY_e, B = W_e^T [in, out] */
         d->ops->gemm_fp8_ragged(d, 0, rp, in, out, 1.0f, es->q, st->fbwd, gsinv,
                                 mw(st, dm, layer, j, le, 1), st->ffwd,
@@ -1572,7 +1597,7 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
                          (size_t)rows * in * d->act_bytes);
         /* dW_e (+)= dY_e^T X_e, piece by piece (fc1's gate rows, then up's):
          * A = rows of dY_e^T [out, rp], B = X_e^T [in, rp] */
-        mquant_x(m, es, layer, j, e, X, r0, rows, in, NULL, es->q);
+        mquant_x(m, layer, j, e, X, r0, rows, in, NULL, es->q);
         for (int k = 0; k < np; k++) {
             float *dw = (k == 0 ? dW0 : dW1) + (size_t)le * po * in;
             d->ops->gemm_fp8_ragged(d, 1, po, in, rp, 1.0f, es->qt + (size_t)k * po * rp,
