@@ -508,7 +508,8 @@ static void cu_fp8_amax_scale(gl_dev *d, float *amax, float *scale,
                               float *scale_inv, const void *x, size_t count,
                               gl_fp8_format f)
 {
-    gl_cuda_fp8_amax_scale(gl_cuda_st(d)->stream, amax, scale, scale_inv,
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_cuda_fp8_amax_scale(st->stream, st->lane_cur, amax, scale, scale_inv,
                            (const bf16 *)x, count, f);
 }
 

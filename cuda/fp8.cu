@@ -230,34 +230,36 @@ __global__ void scale_current_kernel(const float *amax, float *scale,
  * first, and no scale launch after: one launch where zero + amax + scale
  * took three.
  *
- * as_part and as_done are this module's, one set per GPU context: the
- * launches that use them must not overlap, which holds as every FP8 op
- * runs on the device's one compute stream (a later launch on a stream
- * starts after the earlier one has finished, its reset included).
- * as_done starts at 0 (static device memory is zeroed at module load).
+ * as_part and as_done are this module's, one set per lane (ops.h's
+ * lanes; slot = the lane) of each GPU context: the launches that use one
+ * set must not overlap, which holds as they run on its lane's stream (a
+ * later launch on a stream starts after the earlier one has finished,
+ * its reset included), and the lanes' launches, which may run at once,
+ * use sets of their own.  as_done starts at 0 (static device memory is
+ * zeroed at module load).
  */
 #define AS_BLOCKS 1024                  /* grid size cap, as_part's size */
 
-static __device__ unsigned as_part[AS_BLOCKS];
-static __device__ unsigned as_done;
+static __device__ unsigned as_part[GL_LANES_MAX][AS_BLOCKS];
+static __device__ unsigned as_done[GL_LANES_MAX];
 
 template <int V>
 __global__ void __launch_bounds__(A_THREADS)
 amax_scale_kernel(float *amax, float *scale, float *scale_inv, const bf16 *x,
-                  size_t n, float top)
+                  size_t n, float top, int slot)
 {
     __shared__ bool last;
     float m = block_amax<V>(x, n);
     if (threadIdx.x == 0) {
-        as_part[blockIdx.x] = __float_as_uint(m);
+        as_part[slot][blockIdx.x] = __float_as_uint(m);
         __threadfence();
-        last = atomicAdd(&as_done, 1u) == gridDim.x - 1;
+        last = atomicAdd(&as_done[slot], 1u) == gridDim.x - 1;
     }
     __syncthreads();
     if (!last)                          /* uniform over the block */
         return;
 
-    const volatile unsigned *part = as_part;
+    const volatile unsigned *part = as_part[slot];
     unsigned am = 0;
     for (unsigned b = threadIdx.x; b < gridDim.x; b += A_THREADS)
         am = max(am, part[b]);
@@ -271,26 +273,28 @@ amax_scale_kernel(float *amax, float *scale, float *scale_inv, const bf16 *x,
             scale[0] = s;
             scale_inv[0] = div_rn(1.0f, s);
         }
-        as_done = 0;
+        as_done[slot] = 0;
     }
 }
 
-void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
+void gl_cuda_fp8_amax_scale(cudaStream_t st, int slot, float *amax, float *scale,
                             float *scale_inv, const bf16 *x, size_t n,
                             gl_fp8_format f)
 {
+    if (slot < 0 || slot >= GL_LANES_MAX)
+        gl_die("internal error: fp8 amax_scale on lane %d", slot);
     float top = gl_fp8_max(f);
     /* n = 0 still launches one block: amax 0, scale 1, as specified */
     if (n % 8 == 0 && gl_vec8_ok(8, x)) {
         unsigned blocks = gl_cuda_grid(n ? (n + 7) / 8 : 1, A_THREADS);
         amax_scale_kernel<8><<<blocks > AS_BLOCKS ? AS_BLOCKS : blocks,
                                A_THREADS, 0, st>>>(amax, scale, scale_inv, x,
-                                                   n, top);
+                                                   n, top, slot);
     } else {
         unsigned blocks = gl_cuda_grid(n ? n : 1, A_THREADS);
         amax_scale_kernel<1><<<blocks > AS_BLOCKS ? AS_BLOCKS : blocks,
                                A_THREADS, 0, st>>>(amax, scale, scale_inv, x,
-                                                   n, top);
+                                                   n, top, slot);
     }
     GL_CUDA_LAUNCHED("fp8 amax_scale");
 }

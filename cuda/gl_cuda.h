@@ -144,6 +144,7 @@ typedef struct {
     void *lane_ws[GL_LANES_MAX];
     cudaStream_t lane_main;
     void *lane_main_ws;
+    int lane_cur;              /* the lane in use (0 outside a fork) */
 } gl_cuda_state;
 
 static inline gl_cuda_state *gl_cuda_st(gl_dev *d)
@@ -337,7 +338,9 @@ void gl_cuda_fp8_block_sinv(cudaStream_t st, float *q_sinv, float *qt_sinv,
 void gl_cuda_fp8_quantize_block_range(cudaStream_t st, uint8_t *q, const bf16 *x,
                                       size_t e0, size_t count, int cols,
                                       const float *amax, gl_fp8_format f);
-void gl_cuda_fp8_amax_scale(cudaStream_t st, float *amax, float *scale,
+/* slot: the lane whose stream st is (fp8.cu's amax_scale_kernel keeps a
+ * ticket per lane) */
+void gl_cuda_fp8_amax_scale(cudaStream_t st, int slot, float *amax, float *scale,
                             float *scale_inv, const bf16 *x, size_t n,
                             gl_fp8_format f);
 void gl_cuda_fp8_scale_delayed(cudaStream_t st, float *hist, float *scale,

@@ -74,6 +74,7 @@ void gl_cuda_lane_use(gl_dev *d, int i)
         gl_die("internal error: lane %d used before lanes_fork granted it", i);
     st->stream = i ? st->lane[i] : st->lane_main;
     st->lt_workspace = i ? st->lane_ws[i] : st->lane_main_ws;
+    st->lane_cur = i;
 }
 
 /* Back on the compute stream, which waits for lanes 1 .. n-1. */

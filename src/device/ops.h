@@ -1072,10 +1072,11 @@ struct gl_ops {
      *   lanes_join(d, n'): ops go to the compute stream again, and it
      *       waits for lanes 1 .. n'-1.
      * Work on two lanes may run at once: it must not share outputs or
-     * scratch.  Ops that keep device state between launches (the
-     * tensorwise fp8_amax_scale) and collectives stay on lane 0.  Every
-     * product picks its algorithm by its shape, not its lane, so the
-     * bits do not depend on the number of lanes.  No-ops on the CPU. */
+     * scratch.  The ops keep what device state they carry between
+     * launches per lane (fp8_amax_scale's ticket); collectives stay on
+     * lane 0.  Every product picks its algorithm by its shape, not its
+     * lane, so the bits do not depend on the number of lanes.  No-ops on
+     * the CPU. */
     int (*lanes_fork)(gl_dev *d, int n);
     void (*lane_use)(gl_dev *d, int i);
     void (*lanes_join)(gl_dev *d, int n);

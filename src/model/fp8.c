@@ -1351,13 +1351,13 @@ static void moe_scratch(gl_model *m, int rows, int lanes)
 }
 
 /* How many lanes an MoE layer's FP8 experts may spread over (ops.h's
- * lanes): delayed and blockwise scaling quantize each expert's operands
- * with kernels that keep no state between launches and no collective;
- * tensorwise scaling's fp8_amax_scale keeps a ticket in device memory
- * (and reduces a TP slice's amax over TP), so it stays on one lane. */
-static int moe_lanes(const gl_fp8_state *st, int experts)
+ * lanes): one an expert, but a single lane where quantizing an expert's
+ * operand takes a collective (tensorwise scaling of experts split over
+ * TP reduces a slice's amax over TP), since collectives stay on lane 0. */
+static int moe_lanes(const gl_model *m, int experts)
 {
-    return st->o.recipe == GL_FP8_TENSORWISE ? 1 : experts;
+    int collective = m->fp8->o.recipe == GL_FP8_TENSORWISE && experts_split(m);
+    return collective ? 1 : experts;
 }
 
 /* Rows [r0, r0 + rows) of x [.., cols] (act), padded with zero rows to
@@ -1513,7 +1513,7 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
     if (!st->efresh[layer])
         gl_die("internal error: FP8 experts of layer %d run before their weights are "
                "quantized", layer);
-    int nl = d->ops->lanes_fork(d, moe_lanes(st, routed_experts(map))), lane = 0;
+    int nl = d->ops->lanes_fork(d, moe_lanes(m, routed_experts(map))), lane = 0;
     moe_scratch(m, map->rows_max, nl);
     const int32_t *off = map->offsets_host;
     for (int le = 0; le < map->E; le++) {
@@ -1564,7 +1564,7 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
             d->ops->zero(d, (k == 0 ? dW0 : dW1) + (size_t)le * po * in,
                          (size_t)po * in * sizeof(float));
     }
-    int nl = d->ops->lanes_fork(d, moe_lanes(st, routed_experts(map))), lane = 0;
+    int nl = d->ops->lanes_fork(d, moe_lanes(m, routed_experts(map))), lane = 0;
     moe_scratch(m, map->rows_max, nl);
     for (int le = 0; le < map->E; le++) {
         int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le];
