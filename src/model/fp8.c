@@ -1498,10 +1498,65 @@ static int routed_experts(const gl_moe_map *map)
     return n;
 }
 
-/* The experts' products go to the lanes in turn (ops.h; moe_lanes says
- * when there is more than one): each lane quantizes into its own scratch,
- * and each expert's tensors (records, amax slots, rows of Y, dX and dW)
- * are its own, so the lanes share nothing until the join. */
+/*
+ * Where an MoE layer's expert products run (gl_model_fp8_moe_fwd, _bwd):
+ * on the lanes of ops.h (moe_lanes says how many), the routed experts in
+ * contiguous blocks, one a lane, balanced by rows (an expert goes to the
+ * lane its middle row falls in), each lane taking its experts in order.
+ * Each lane quantizes into its own scratch, and each expert's tensors
+ * (records, amax slots, rows of Y, dX and dW) are its own.
+ *
+ * An expert's product has its padded rows, rp, the last rp - rows of
+ * them exact zeros (its operand's padding rows are zero).  It is written in
+ * place, the zero rows spilling onto the next experts' first rows, when
+ * those rows are its lane's: the lane writes them again afterwards, with
+ * their own products.  Otherwise (the spill would pass the lane's last
+ * row: the last expert of a block) the product goes to the lane's scratch
+ * and its rows are copied out.  Y and dX are never the operands' buffers
+ * (moe.c), so a spill clobbers no input.
+ */
+typedef struct {
+    int n;                      /* lanes granted */
+    int end[GL_LANES_MAX];      /* the row after each lane's last expert's */
+    const int32_t *off;         /* the map's host offsets */
+    int64_t first, total;       /* off[0], and the rows of every expert */
+} lane_plan;
+
+/* The lane of expert le (which has rows). */
+static int plan_lane(const lane_plan *lp, int le)
+{
+    int64_t rows = lp->off[le + 1] - lp->off[le];
+    int64_t mid = lp->off[le] - lp->first + rows / 2;
+    int lane = (int)(lp->n * mid / lp->total);
+    return lane < lp->n ? lane : lp->n - 1;
+}
+
+/* Fork the lanes for the map's experts and make their scratch. */
+static lane_plan lanes_begin(gl_model *m, const gl_moe_map *map)
+{
+    gl_dev *d = m->d;
+    const int32_t *off = map->offsets_host;
+    lane_plan lp = { .off = off, .first = off[0], .total = off[map->E] - off[0] };
+    lp.n = d->ops->lanes_fork(d, moe_lanes(m, routed_experts(map)));
+    moe_scratch(m, map->rows_max, lp.n);
+    for (int le = 0; le < map->E; le++)
+        if (off[le + 1] > off[le])
+            lp.end[plan_lane(&lp, le)] = off[le + 1];
+    return lp;
+}
+
+/* Where expert le's product [rp, cols] goes: its rows of Y [.., cols]
+ * when its padding rows spill onto its lane's rows only, else the lane's
+ * scratch es->out. */
+static void *lane_out(gl_model *m, const lane_plan *lp, int le, int lane, void *Y, int cols,
+                      const struct escratch *es)
+{
+    int r0 = lp->off[le], rows = lp->off[le + 1] - r0;
+    if (r0 + epad_rows(m->fp8, rows) <= lp->end[lane])
+        return gl_act_at(m, Y, (size_t)r0 * cols);
+    return es->out;
+}
+
 void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
                           const gl_moe_map *map)
 {
@@ -1513,19 +1568,18 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
     if (!st->efresh[layer])
         gl_die("internal error: FP8 experts of layer %d run before their weights are "
                "quantized", layer);
-    int nl = d->ops->lanes_fork(d, moe_lanes(m, routed_experts(map))), lane = 0;
-    moe_scratch(m, map->rows_max, nl);
+    lane_plan lp = lanes_begin(m, map);
     const int32_t *off = map->offsets_host;
     for (int le = 0; le < map->E; le++) {
         int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le];
         int rp = epad_rows(st, rows);
         if (rows <= 0)
             continue;
+        int lane = plan_lane(&lp, le);
         struct escratch *es = &st->es[lane];
         d->ops->lane_use(d, lane);
-        lane = (lane + 1) % nl;
-        /* Y_e [rp, out] = X_e W_e^T: in place when unpadded */
-        void *y = rp == rows ? gl_act_at(m, Y, (size_t)r0 * out) : es->out;
+        /* Y_e [rp, out] = X_e W_e^T */
+        void *y = lane_out(m, &lp, le, lane, Y, out, es);
         if (st->ewsv) {
             block_moe_fwd(m, es, layer, j, le, y, X, r0, rows, out, in);
         } else {
@@ -1540,7 +1594,7 @@ void gl_model_fp8_moe_fwd(gl_model *m, int layer, int j, void *Y, const void *X,
             d->ops->copy(d, gl_act_at(m, Y, (size_t)r0 * out), y,
                          (size_t)rows * out * d->act_bytes);
     }
-    d->ops->lanes_join(d, nl);
+    d->ops->lanes_join(d, lp.n);
 }
 
 void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, float *dW1,
@@ -1564,17 +1618,16 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
             d->ops->zero(d, (k == 0 ? dW0 : dW1) + (size_t)le * po * in,
                          (size_t)po * in * sizeof(float));
     }
-    int nl = d->ops->lanes_fork(d, moe_lanes(m, routed_experts(map))), lane = 0;
-    moe_scratch(m, map->rows_max, nl);
+    lane_plan lp = lanes_begin(m, map);
     for (int le = 0; le < map->E; le++) {
         int e = dm->e0 + le, r0 = off[le], rows = off[le + 1] - off[le];
         int rp = epad_rows(st, rows);
         if (rows <= 0)
             continue;
+        int lane = plan_lane(&lp, le);
         struct escratch *es = &st->es[lane];
         d->ops->lane_use(d, lane);
-        lane = (lane + 1) % nl;
-        void *dx = rp == rows ? gl_act_at(m, dX, (size_t)r0 * in) : es->out;
+        void *dx = lane_out(m, &lp, le, lane, dX, in, es);
         if (st->ewsv) {
             block_moe_bwd(m, es, layer, j, le, dx, dW0, dW1, beta, dY, X, r0, rows, out, in);
             if (dx == es->out)
@@ -1606,5 +1659,5 @@ void gl_model_fp8_moe_bwd(gl_model *m, int layer, int j, void *dX, float *dW0, f
                                     dw, GL_DT_F32, in, 0);
         }
     }
-    d->ops->lanes_join(d, nl);
+    d->ops->lanes_join(d, lp.n);
 }
