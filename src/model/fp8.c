@@ -532,10 +532,6 @@ void gl_model_fp8_free(gl_model *m)
     m->fp8 = NULL;
 }
 
-/* Quantize x [rows, cols] with the scale record r (format f) into q and /
- * or qt.  tensorwise: the scale from x's own amax (into *amax), reduced
- * over TP when x is a TP slice.  delayed: the scale of the step, x's amax
- * folded into *amax (the history's row 0) when collect is set. */
 /* fp8_quantize of x [xrows, cols] padded with zero rows to rows
  * (fp8_quantize_pad where there is padding). */
 static void quantize_rows(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax, const void *x,
@@ -547,8 +543,12 @@ static void quantize_rows(gl_dev *d, uint8_t *q, uint8_t *qt, float *amax, const
         d->ops->fp8_quantize(d, q, qt, amax, x, rows, cols, scale, f);
 }
 
-/* quant() of x [xrows, cols] padded with zero rows to rows: zero rows
- * change no amax, so the amaxes are taken over x's own rows. */
+/* Quantize x [xrows, cols], padded with zero rows to rows, with the
+ * scale record r (format f) into q and / or qt.  tensorwise: the scale
+ * from x's own amax (into *amax), reduced over TP when x is a TP slice.
+ * delayed: the scale of the step, x's amax folded into *amax (the
+ * history's row 0) when collect is set.  Zero rows change no amax, so the
+ * amaxes are taken over x's own rows. */
 static void quant_rows(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *q,
                        uint8_t *qt, const void *x, int xrows, int rows, int cols, int sliced,
                        int collect)
@@ -572,6 +572,7 @@ static void quant_rows(gl_model *m, float *amax, float *r, gl_fp8_format f, uint
     }
 }
 
+/* quant_rows of x [rows, cols] without padding. */
 static void quant(gl_model *m, float *amax, float *r, gl_fp8_format f, uint8_t *q,
                   uint8_t *qt, const void *x, int rows, int cols, int sliced, int collect)
 {
