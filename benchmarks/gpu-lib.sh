@@ -11,6 +11,10 @@
 #                               rate line, and any error it printed
 #   peer NAME FLAGS...          one run of the PyTorch peer
 #                               (.gpukit/torch_peer.py), its last lines
+#   lg FILE.jsonl               one line per logged iteration or
+#                               validation: loss, grad norm, valid loss
+#   same NAME1 NAME2            whether two runs' lg lines agree bit for
+#                               bit ("same bits:" or "DIFFERENT:")
 #   trace NAME WINDOW_MS ITERS MBS FLAGS...
 #                               $new (a gridlm-train) run, with benchmarks/gpu-trace.c's CUPTI
 #                               trace over the last WINDOW_MS (gpu-trace.so
@@ -51,6 +55,21 @@ run() {
         --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
     echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
     grep -iE 'error|refus' "$out/$name.log" | head -3
+}
+
+lg() {
+    awk -F'[,:}]' '{l = g = v = ""; for (i = 1; i < NF; i++) { if ($i ~ /"loss"/) l = $(i+1);
+        if ($i ~ /"grad_norm"/) g = $(i+1); if ($i ~ /"valid_loss"/) v = $(i+1) }
+        if (l v != "") print l, g, v}' "$1"
+}
+
+same() {
+    lg "$out/$1.jsonl" > "$out/$1.lg"; lg "$out/$2.jsonl" > "$out/$2.lg"
+    if [ -s "$out/$1.lg" ] && cmp -s "$out/$1.lg" "$out/$2.lg"; then
+        echo "same bits: $1 $2 ($(wc -l < "$out/$1.lg") lines)"
+    else
+        echo "DIFFERENT: $1 $2"; diff "$out/$1.lg" "$out/$2.lg" | head -4
+    fi
 }
 
 peer() {

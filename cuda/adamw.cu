@@ -87,10 +87,12 @@ __device__ __forceinline__ void update4(const gl_adamw_seg &sg, size_t i, quad q
 
 /* Block b updates chunk b.  Where the segment's arrays allow (fp32 ones
  * 16-byte aligned, the bf16 copy 8-byte), four elements a thread at a
- * time, the loads of two such groups issued before either is stored (a
- * load of 4 bytes at a time left too few bytes in flight to reach the
- * memory's bandwidth); the rest element by element.  The arithmetic is
- * the same either way. */
+ * time (a load of 4 bytes at a time left too few bytes in flight to
+ * reach the memory's bandwidth); the rest element by element.  The
+ * arithmetic is the same either way.  One group of four a thread in
+ * flight, not two: the registers of two cost occupancy, and an H200 ran
+ * this byte pattern at 3.5 TB/s with two and 4.0 (a plain copy's rate)
+ * with one (benchmarks/membound-probe.cu). */
 __global__ void __launch_bounds__(THREADS)
 adamw_kernel(const gl_adamw_seg *segs, const adamw_chunk *chunks, adamw_k k)
 {
@@ -101,13 +103,8 @@ adamw_kernel(const gl_adamw_seg *segs, const adamw_chunk *chunks, adamw_k k)
     uintptr_t a32 = (uintptr_t)sg.grad | (uintptr_t)sg.m | (uintptr_t)sg.v |
                     (uintptr_t)sg.master;
     if (!(a32 & 15) && !((uintptr_t)sg.act_out & 7)) {
-        size_t n4 = (end - ch.start) / 4, j = threadIdx.x;
-        for (; j + THREADS < n4; j += 2 * THREADS) {
-            quad a = load4(sg, ch.start + 4 * j), b = load4(sg, ch.start + 4 * (j + THREADS));
-            update4(sg, ch.start + 4 * j, a, k);
-            update4(sg, ch.start + 4 * (j + THREADS), b, k);
-        }
-        if (j < n4)
+        size_t n4 = (end - ch.start) / 4;
+        for (size_t j = threadIdx.x; j < n4; j += THREADS)
             update4(sg, ch.start + 4 * j, load4(sg, ch.start + 4 * j), k);
         tail = ch.start + 4 * n4;
     }

@@ -95,6 +95,24 @@ extern "C" int gl_cuda_attn_impl(gl_dev *d, int impl)
     return old;
 }
 
+extern "C" int gl_cuda_deterministic(gl_dev *d, int on)
+{
+    gl_cuda_state *st = gl_cuda_st(d);
+    int old = st->deterministic;
+    if (on < 0 || !on == !old)
+        return old;
+    if (on && st->attn_impl == GL_ATTN_CUDNN)
+        gl_die("GRIDLM_ATTENTION=cudnn cannot run deterministically: cuDNN's "
+               "flash backward adds dq in an order that varies from run to "
+               "run; unset GRIDLM_ATTENTION (the backward then runs gridlm's "
+               "kernels) or drop --deterministic-mode");
+    /* plans built under the other setting were chosen by other rules */
+    GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    gl_cudnn_close(d);
+    st->deterministic = on != 0;
+    return old;
+}
+
 extern "C" void gl_cuda_attn_counts(gl_dev *d, gl_attn_counts *c)
 {
     *c = gl_cuda_st(d)->attn_counts;
@@ -186,6 +204,7 @@ typedef struct {
     desc_t ops[MAX_OPS];
     int nops;
     int64_t next_uid;
+    int deterministic;         /* refuse engines noted nondeterministic */
     cudnnStatus_t err;
     char why[384];
 } graph;
@@ -548,8 +567,38 @@ static void build_bwd(graph *g, const plan_key *k)
     pointwise(g, CUDNN_POINTWISE_IDENTITY, F, dqacc, NULL, NULL, dq);
 }
 
+/* 1 when the engine of configuration cfg declares itself
+ * nondeterministic (CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: its results
+ * may differ from run to run, as a backward that accumulates dq with
+ * atomics does); a failed query counts as nondeterministic. */
+static int nondeterministic(desc_t cfg)
+{
+    desc_t eng = NULL;
+    int64_t n = 0;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int bad = 1;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                 CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) ==
+            CUDNN_STATUS_SUCCESS) {
+        bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad |= notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    }
+    if (eng)
+        cudnnBackendDestroyDescriptor(eng);
+    return bad;
+}
+
 /* The operation graph of g, then the first engine configuration of the
- * heuristics that finalizes into a plan; NULL (and g->why) otherwise. */
+ * heuristics that finalizes into a plan (under g->deterministic, the
+ * first whose engine does not declare itself nondeterministic); NULL
+ * (and g->why) otherwise. */
 static desc_t make_plan(graph *g, int64_t *ws)
 {
     desc_t og = make(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -594,6 +643,12 @@ static desc_t make_plan(graph *g, int64_t *ws)
         }
         graph attempt = {};             /* the last refusal, for the message */
         for (int64_t i = 0; i < got; i++) {
+            if (g->deterministic && nondeterministic(cfg[i])) {
+                fail(&attempt, CUDNN_STATUS_NOT_SUPPORTED,
+                     "--deterministic-mode: the engine declares itself "
+                     "nondeterministic");
+                continue;
+            }
             desc_t plan = NULL;
             s = cudnnBackendCreateDescriptor(
                 CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
@@ -703,6 +758,7 @@ static plan_entry *lookup(gl_dev *d, const plan_key *k, int quiet)
         graph *g = (graph *)gl_calloc(1, sizeof *g);
         g->h = c->h;
         g->next_uid = U_VIRTUAL;
+        g->deterministic = st->deterministic;
         if (k->dir == FWD)
             build_fwd(g, k);
         else

@@ -357,6 +357,7 @@ static void cu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
 {
     gl_cuda_state *st = gl_cuda_st(d);
     if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
+        !st->deterministic &&
         gl_cudnn_attn_bwd(d, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ldg,
                           (const bf16 *)dout, lddo, (const bf16 *)o, ldo, lse,
                           (const bf16 *)q, ldq, (const bf16 *)k, ldk,
@@ -757,6 +758,7 @@ static void cu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
 {
     gl_cuda_state *st = gl_cuda_st(d);
     if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
+        !st->deterministic &&
         gl_cudnn_attn_block_bwd(d, dq, lddq, dk, dv, lddkv, (const bf16 *)dout,
                                 lddo, lse, delta, (const bf16 *)q, ldq,
                                 (const bf16 *)k, ldk, (const bf16 *)v, ldv, B,
@@ -969,6 +971,8 @@ extern "C" gl_dev *gl_dev_open_cuda(int ordinal)
     d->index = ordinal;
     strncpy(d->name, st->prop.name, sizeof d->name - 1);  /* MFU's peak table */
     d->impl = st;
+    const char *det = getenv("GRIDLM_DETERMINISTIC");
+    gl_cuda_deterministic(d, det && !strcmp(det, "1"));
     const char *prof = getenv("GRIDLM_PROFILE");
     if (prof && *prof && strcmp(prof, "0"))
         d->ops = gl_cuda_profile_wrap(d, &gl_ops_cuda);

@@ -26,6 +26,9 @@
  * gl_cuda_attn_counts tell which ran); each against the CPU, the
  * backward's += into f32 accumulators included (test_block).
  *
+ * Deterministic mode (gl_cuda_deterministic): the backward runs the
+ * kernels here and repeats its bytes (test_deterministic).
+ *
  * GL_ATTN_CUDNN_QUICK=1 leaves out the S = 4096 shapes; GL_ATTN_CUDNN_BENCH=1
  * adds timings of both implementations at the 1.5B model's shapes.
  * Skips without a GPU or in a build without cuDNN.
@@ -602,6 +605,94 @@ static void bench(int B, int S, int Hq, int Hkv, int D)
     free(h);
 }
 
+/* The backward's fused gradient buffer after one run of it under the
+ * current settings (impl, gl_cuda_deterministic), as raw bf16 bytes;
+ * *cudnn: whether cuDNN ran it. */
+static uint16_t *bwd_bytes(int impl, void *gd, size_t nqkv, void *gdo,
+                           void *go, float *glse, const uint16_t *gq, int W,
+                           int B, int S, int Hq, int Hkv, int D, float scale,
+                           int *cudnn)
+{
+    const uint16_t *gk = gq + Hq * D, *gv = gk + Hkv * D;
+    uint16_t *gdq = gd, *gdk = gdq + Hq * D, *gdv = gdk + Hkv * D;
+    g_poison(gd, nqkv * 2);
+    *cudnn = run_bwd(impl, gdq, gdk, gdv, W, gdo, Hq * D, go, Hq * D, glse, gq,
+                     gk, gv, B, S, Hq, Hkv, D, scale);
+    uint16_t *h = gl_malloc(nqkv * 2);
+    G->ops->download(G, h, gd, nqkv * 2);
+    return h;
+}
+
+/*
+ * gl_cuda_deterministic (--deterministic-mode): the backward runs the
+ * kernels here, whose sums have a fixed order, so three runs from the
+ * same inputs give the same bytes, and those of the kernels asked for by
+ * name.  cuDNN's own backward is run twice too; whether its bytes repeat
+ * is only reported (at S = 4096 on an H200 they did not: dq's sums over
+ * key blocks arrive in varying order).
+ */
+static void test_deterministic(int B, int S, int Hq, int Hkv, int D)
+{
+    int W = (Hq + 2 * Hkv) * D, OD = Hq * D;
+    long rows = (long)B * S;
+    size_t nqkv = (size_t)rows * W, no = (size_t)rows * OD, nl = (size_t)B * Hq * S;
+    float scale = 1.0f / sqrtf((float)D);
+    char shape[96];
+    snprintf(shape, sizeof shape, "B=%d S=%d Hq=%d Hkv=%d D=%d", B, S, Hq, Hkv, D);
+    float *qkv = rand_bf(nqkv, -1, 1), *dout = rand_bf(no, -1, 1);
+    for (long r = 0; r < rows; r++)                  /* sharper softmax */
+        for (int i = 0; i < OD; i++)
+            qkv[r * W + i] = round_bf(qkv[r * W + i] * 4);
+    void *gqkv = g_act(qkv, nqkv), *gdo = g_act(dout, no);
+    uint16_t *gq = gqkv;
+    void *go = G->ops->alloc(G, no * 2), *gd = G->ops->alloc(G, nqkv * 2);
+    float *glse = g_f32(NULL, nl);
+
+    ok(gl_cuda_deterministic(G, 1) == 0, "the device starts nondeterministic");
+    int fwd_cudnn = run_fwd(GL_ATTN_AUTO, go, OD, glse, gq, gq + OD,
+                            gq + OD + Hkv * D, W, B, S, Hq, Hkv, D, scale);
+    diag("deterministic attn_fwd %s ran %s", shape,
+         fwd_cudnn ? "cuDNN (an engine that declares no nondeterminism)"
+                   : "the kernels here");
+    int c1, c2, c3, cn;
+    gl_attn_counts k0 = counts();
+    uint16_t *r1 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
+                             Hq, Hkv, D, scale, &c1);
+    uint16_t *r2 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
+                             Hq, Hkv, D, scale, &c2);
+    uint16_t *r3 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
+                             Hq, Hkv, D, scale, &c3);
+    gl_attn_counts k1 = counts();
+    ok(!c1 && !c2 && !c3 && k1.bwd_native == k0.bwd_native + 3,
+       "deterministic attn_bwd %s runs the kernels here, not cuDNN", shape);
+    ok(!memcmp(r1, r2, nqkv * 2) && !memcmp(r1, r3, nqkv * 2),
+       "deterministic attn_bwd %s: three runs, the same bytes", shape);
+    ok(gl_cuda_deterministic(G, 0) == 1, "the setting reads back");
+    uint16_t *rn = bwd_bytes(GL_ATTN_NATIVE, gd, nqkv, gdo, go, glse, gq, W, B,
+                             S, Hq, Hkv, D, scale, &cn);
+    ok(!memcmp(r1, rn, nqkv * 2), "deterministic attn_bwd %s: the bytes of "
+       "GL_ATTN_NATIVE's", shape);
+    uint16_t *u1 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
+                             Hq, Hkv, D, scale, &c1);
+    uint16_t *u2 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
+                             Hq, Hkv, D, scale, &c2);
+    long differ = 0;
+    for (size_t i = 0; i < nqkv; i++)
+        differ += u1[i] != u2[i];
+    diag("attn_bwd %s without --deterministic-mode (%s): two runs differ in "
+         "%ld of %zu gradient elements", shape, c1 && c2 ? "cuDNN" : "the kernels here",
+         differ, nqkv);
+    float *hf[] = {qkv, dout};
+    uint16_t *hb[] = {r1, r2, r3, rn, u1, u2};
+    void *dv[] = {gqkv, gdo, go, gd, glse};
+    for (size_t i = 0; i < sizeof hf / sizeof *hf; i++)
+        free(hf[i]);
+    for (size_t i = 0; i < sizeof hb / sizeof *hb; i++)
+        free(hb[i]);
+    for (size_t i = 0; i < sizeof dv / sizeof *dv; i++)
+        G->ops->free(G, dv[i]);
+}
+
 int main(void)
 {
     gl_log_set_program("attn-cudnn.t");
@@ -637,6 +728,8 @@ int main(void)
          "forward %ld backward, kernels %ld forward %ld backward", c.plans,
          c.refused, c.blk_fwd_cudnn, c.blk_bwd_cudnn, c.blk_fwd_native,
          c.blk_bwd_native);
+
+    test_deterministic(1, quick ? 1024 : 4096, 32, 8, 64);
 
     test_profile();
 

@@ -1009,6 +1009,66 @@ static void test_moe(void)
             "--calculate-per-token-loss with --moe-aux-loss-coeff or --moe-z-loss-coeff");
 }
 
+/* --deterministic-mode: the NCCL_ALGO it sets, the ones it accepts and
+ * refuses (NVLink SHARP, NVLS and NVLSTree, must stay out), cuDNN's
+ * attention asked for by name refused, and the attention line. */
+static void test_deterministic(void)
+{
+    gl_config c;
+    char buf[256];
+    unsetenv("GRIDLM_ATTENTION");
+    unsetenv("NCCL_ALGO");
+    parse(&c, BASE "--device cpu");
+    ok(!c.deterministic_mode && !gl_config_nccl_algo(&c),
+       "without --deterministic-mode NCCL_ALGO is left alone");
+    gl_config_free(&c);
+    parse(&c, BASE "--device cpu --deterministic-mode");
+    ok(c.deterministic_mode && gl_config_nccl_algo(&c) &&
+       !strcmp(gl_config_nccl_algo(&c), "^NVLS,NVLSTree"),
+       "--deterministic-mode with NCCL_ALGO unset sets ^NVLS,NVLSTree");
+    gl_config_attention_describe(&c, 1, buf, sizeof buf);
+#ifdef GL_HAVE_CUDNN
+    ok(strstr(buf, "cuDNN's fused flash attention forward") &&
+       strstr(buf, "gridlm's flash-attention kernels backward") &&
+       strstr(buf, "--deterministic-mode"), "deterministic attention on a GPU: %s", buf);
+#else
+    ok(!strstr(buf, "cuDNN"), "deterministic attention on a GPU, no cuDNN: %s", buf);
+#endif
+    gl_config_free(&c);
+    accepted(BASE "--deterministic-mode");
+    static const char *const good[] = {"Ring", "Tree,Ring", "^nvls,NVLSTree", "^NVLSTree,NVLS"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        setenv("NCCL_ALGO", good[i], 1);
+        parse(&c, BASE "--deterministic-mode");
+        ok(!gl_config_nccl_algo(&c), "NCCL_ALGO=%s is kept", good[i]);
+        gl_config_free(&c);
+        accepted(BASE "--deterministic-mode");
+    }
+    setenv("NCCL_ALGO", "^NVLS", 1);         /* Megatron-LM's own advice */
+    char err[4096];
+    int code = run_child(BASE "--deterministic-mode", 0, 1, err, sizeof err);
+    ok(code == 0 && strstr(err, "warning: --deterministic-mode with NCCL_ALGO=^NVLS") &&
+       strstr(err, "leaves NVLSTree"), "NCCL_ALGO=^NVLS is accepted with a warning: %s", err);
+    static const char *const bad[] = {"NVLS", "Ring,NVLSTree", "nvls", "^Ring", "^NVLSTree"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("NCCL_ALGO", bad[i], 1);
+        char want[64];
+        snprintf(want, sizeof want, "--deterministic-mode with NCCL_ALGO=%s:", bad[i]);
+        REFUSED(BASE "--deterministic-mode", 0, want, "set NCCL_ALGO to Ring or Tree");
+    }
+    setenv("NCCL_ALGO", "NVLS", 1);
+    accepted(BASE);
+    unsetenv("NCCL_ALGO");
+    REFUSED(BASE "--deterministic-mode --attention-backend fused --device cuda", 0,
+            "--attention-backend fused is cuDNN's fused attention, whose backward adds dq",
+            "use --attention-backend auto");
+    setenv("GRIDLM_ATTENTION", "cudnn", 1);
+    REFUSED(BASE "--deterministic-mode --device cuda", 0,
+            "GRIDLM_ATTENTION=cudnn is cuDNN's fused attention");
+    unsetenv("GRIDLM_ATTENTION");
+    accepted(BASE "--deterministic-mode --attention-backend local");
+}
+
 int main(void)
 {
     gl_log_set_program("gridlm-train");
@@ -1027,5 +1087,6 @@ int main(void)
     test_samples();
     test_warnings();
     test_attention_text();
+    test_deterministic();
     return done_testing();
 }

@@ -95,6 +95,12 @@ int main(int argc, char **argv)
      * device reads when it opens (cuda/attn_cudnn.h). */
     if (gl_config_attention_impl(&c))
         setenv("GRIDLM_ATTENTION", gl_config_attention_impl(&c), 1);
+    /* --deterministic-mode speaks for GRIDLM_DETERMINISTIC, which the
+     * CUDA device reads too, and keeps NCCL off NVLink SHARP. */
+    if (c.deterministic_mode)
+        setenv("GRIDLM_DETERMINISTIC", "1", 1);
+    if (gl_config_nccl_algo(&c))
+        setenv("NCCL_ALGO", gl_config_nccl_algo(&c), 1);
 
     gl_grid_spec spec = {
         .world = b.size,

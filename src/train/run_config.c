@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define OFF(f) offsetof(gl_config, f)
@@ -693,6 +694,11 @@ static const gl_option table[] = {
            "gridlm's own flash-attention kernels (native); auto = cuDNN when it has a plan; "
            "with --attention-dropout above 0 fused is refused and auto runs gridlm's kernels",
            .defstr = "GRIDLM_ATTENTION, else auto"),
+    FLAG("deterministic-mode", deterministic_mode, G_PREC,
+         "the same bits from every run of the same command on the same GPUs: cuDNN "
+         "attention engines that declare themselves nondeterministic are refused (gridlm's "
+         "kernels run those calls), and NCCL's NVLink SHARP algorithms are left out "
+         "(NCCL_ALGO=^NVLS,NVLSTree unless NCCL_ALGO is set)"),
     CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
            "FP8 products in the decoder layers' linears (needs --bf16): e4m3 everywhere, or "
            "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
@@ -881,7 +887,6 @@ static const gl_option table[] = {
     ACCEPT("enable-cuda-graph", R_GRAPH), ACCEPT_V("cuda-graph-warmup-steps", R_GRAPH),
     ACCEPT("external-cuda-graph", R_GRAPH), ACCEPT_V("cuda-graph-impl", R_GRAPH),
     ACCEPT_V("cuda-graph-scope", R_GRAPH), ACCEPT("distribute-saved-activations", R_TORCH),
-    ACCEPT("deterministic-mode", "gridlm has no separate deterministic mode"),
     ACCEPT_V("hierarchical-context-parallel-sizes", "context parallelism's groups for "
              "--cp-comm-type a2a+p2p, which gridlm refuses"),
 
@@ -2083,6 +2088,9 @@ char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, si
     else if (c->arch.attention_dropout > 0)
         snprintf(buf, n, "%s (%s; cuDNN cannot apply gridlm's attention dropout)", native,
                  why);
+    else if (c->deterministic_mode)
+        snprintf(buf, n, "%s forward where it builds a plan for the shape, else %s; %s "
+                 "backward (%s; --deterministic-mode)", cudnn, native, native, why);
     else
         snprintf(buf, n, "%s where it builds a plan for the shape, else %s (%s)", cudnn,
                  native, why);
@@ -2119,6 +2127,56 @@ static void check_attention(const gl_config *c)
     if (env && *env && strcmp(env, impl))
         warn0("--attention-backend %s (gridlm's %s attention) overrides GRIDLM_ATTENTION=%s",
               name, impl, env);
+}
+
+/* 1 when the NCCL_ALGO list (names separated by commas, after an
+ * optional '^') holds the algorithm `name`, in any case, as NCCL reads it. */
+static int names_algo(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list + (*list == '^'); *p; p += strcspn(p, ","), p += *p == ',')
+        if (!strncasecmp(p, name, n) && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
+}
+
+/* --deterministic-mode against the attention asked for and NCCL's
+ * algorithms.  cuDNN's flash backward adds dq in no fixed order
+ * (cuda/attn_cudnn.h), so cuDNN asked for by name is refused.  NVLink
+ * SHARP reduces in the switches, in no fixed order, so it has to be left
+ * out, as Megatron-LM requires: an NCCL_ALGO that allows it is refused,
+ * and an unset one is set by gridlm-train (gl_config_nccl_algo). */
+static void check_deterministic(const gl_config *c)
+{
+    if (!c->deterministic_mode)
+        return;
+    const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
+    const char *wanted = impl ? impl : env;
+    if (wanted && !strcmp(wanted, "cudnn") && c->device != GL_DEVICE_CPU)
+        bad("%s is cuDNN's fused attention, whose backward adds dq in an order that varies "
+            "from run to run, and --deterministic-mode asks for the same bits every run: use "
+            "--attention-backend auto (cuDNN's forward, gridlm's backward kernels) or local",
+            impl ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn");
+    const char *algo = getenv("NCCL_ALGO");
+    if (!algo || !*algo)
+        return;
+    int excluding = algo[0] == '^';
+    int nvls = names_algo(algo, "NVLS"), tree = names_algo(algo, "NVLSTree");
+    if (excluding ? !nvls : nvls || tree)
+        bad("--deterministic-mode with NCCL_ALGO=%s: NCCL's NVLink SHARP algorithms "
+            "(NVLS, NVLSTree) reduce in no fixed order, so the same run would not repeat "
+            "its bits; set NCCL_ALGO to Ring or Tree, or to ^NVLS,NVLSTree, or unset it "
+            "(gridlm then sets ^NVLS,NVLSTree)", algo);
+    else if (excluding && !tree)
+        warn0("--deterministic-mode with NCCL_ALGO=%s (as Megatron-LM asks) leaves NVLSTree, "
+              "NVLink SHARP within nodes under a tree across them, to NCCL; "
+              "NCCL_ALGO=^NVLS,NVLSTree leaves both out", algo);
+}
+
+const char *gl_config_nccl_algo(const gl_config *c)
+{
+    const char *algo = getenv("NCCL_ALGO");
+    return c->deterministic_mode && (!algo || !*algo) ? "^NVLS,NVLSTree" : NULL;
 }
 
 const char *gl_config_vocab_source_text(const gl_config *c)
@@ -2204,6 +2262,7 @@ void gl_config_parse(gl_config *c, int argc, char **argv)
     check_data(c);
     check_misc(c);
     check_attention(c);
+    check_deterministic(c);
     gl_opt_collect_end();
     if (hooked)
         gl_log_set_abort(NULL);

@@ -139,6 +139,7 @@ typedef struct gl_config {
     gl_fp8_opts fp8;                 /* --fp8-* (arch/arch.h) */
     gl_moe_opts moe;                 /* --moe-* training settings (arch/arch.h) */
     gl_attn_backend attention_backend; /* --attention-backend */
+    int deterministic_mode;          /* --deterministic-mode */
 
     /* --- data --- */
     gl_data_opts data;               /* data/loader.h */
@@ -216,6 +217,11 @@ const char *gl_config_vocab_source_text(const gl_config *c);
  * -> "native" (gridlm's own flash-attention kernels); auto -> "auto".  NULL when
  * the flag was not given. */
 const char *gl_config_attention_impl(const gl_config *c);
+/* The NCCL_ALGO gridlm-train sets before NCCL starts: ^NVLS,NVLSTree
+ * under --deterministic-mode when the environment sets none, else NULL
+ * (leave NCCL_ALGO alone). */
+const char *gl_config_nccl_algo(const gl_config *c);
+
 /* The flag's value as written ("fused"); "" for GL_ATTN_BACKEND_UNSET. */
 const char *gl_config_attention_backend_name(gl_attn_backend b);
 /* The attention implementation the run's attention ops will run, in
