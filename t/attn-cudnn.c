@@ -81,6 +81,17 @@ static double magnitude(const float *x, long ld, long rows, long cols)
     return m > 0 ? m : 1.0;
 }
 
+/* A fused QKV buffer of rows x W bf16 values in [-1, 1], the first OD
+ * columns (the queries) times 4 for a sharper softmax. */
+static float *rand_qkv(long rows, int W, int OD)
+{
+    float *qkv = rand_bf((size_t)rows * W, -1, 1);
+    for (long r = 0; r < rows; r++)
+        for (int i = 0; i < OD; i++)
+            qkv[r * W + i] = round_bf(qkv[r * W + i] * 4);
+    return qkv;
+}
+
 /* ---- the implementations ---- */
 
 static gl_attn_counts counts(void)
@@ -151,10 +162,7 @@ static void test_attn(int B, int S, int Hq, int Hkv, int D, int cq, int must)
     char shape[96], name[200];
     snprintf(shape, sizeof shape, "B=%d S=%d Hq=%d Hkv=%d D=%d", B, S, Hq, Hkv, D);
 
-    float *qkv = rand_bf(nqkv, -1, 1), *dout = rand_bf(no, -1, 1);
-    for (long r = 0; r < rows; r++)                  /* sharper softmax */
-        for (int i = 0; i < OD; i++)
-            qkv[r * W + i] = round_bf(qkv[r * W + i] * 4);
+    float *qkv = rand_qkv(rows, W, OD), *dout = rand_bf(no, -1, 1);
     void *gqkv = g_act(qkv, nqkv), *gdo = g_act(dout, no);
     uint16_t *gq = gqkv, *gk = gq + OD, *gv = gk + Hkv * D;
     void *go_c = G->ops->alloc(G, no * 2), *go_n = G->ops->alloc(G, no * 2);
@@ -639,10 +647,7 @@ static void test_deterministic(int B, int S, int Hq, int Hkv, int D)
     float scale = 1.0f / sqrtf((float)D);
     char shape[96];
     snprintf(shape, sizeof shape, "B=%d S=%d Hq=%d Hkv=%d D=%d", B, S, Hq, Hkv, D);
-    float *qkv = rand_bf(nqkv, -1, 1), *dout = rand_bf(no, -1, 1);
-    for (long r = 0; r < rows; r++)                  /* sharper softmax */
-        for (int i = 0; i < OD; i++)
-            qkv[r * W + i] = round_bf(qkv[r * W + i] * 4);
+    float *qkv = rand_qkv(rows, W, OD), *dout = rand_bf(no, -1, 1);
     void *gqkv = g_act(qkv, nqkv), *gdo = g_act(dout, no);
     uint16_t *gq = gqkv;
     void *go = G->ops->alloc(G, no * 2), *gd = G->ops->alloc(G, nqkv * 2);
@@ -682,15 +687,8 @@ static void test_deterministic(int B, int S, int Hq, int Hkv, int D)
     diag("attn_bwd %s without --deterministic-mode (%s): two runs differ in "
          "%ld of %zu gradient elements", shape, c1 && c2 ? "cuDNN" : "the kernels here",
          differ, nqkv);
-    float *hf[] = {qkv, dout};
-    uint16_t *hb[] = {r1, r2, r3, rn, u1, u2};
-    void *dv[] = {gqkv, gdo, go, gd, glse};
-    for (size_t i = 0; i < sizeof hf / sizeof *hf; i++)
-        free(hf[i]);
-    for (size_t i = 0; i < sizeof hb / sizeof *hb; i++)
-        free(hb[i]);
-    for (size_t i = 0; i < sizeof dv / sizeof *dv; i++)
-        G->ops->free(G, dv[i]);
+    free_bufs((void *[]){gqkv, gdo, go, gd, glse, NULL},
+              (void *[]){qkv, dout, r1, r2, r3, rn, u1, u2, NULL});
 }
 
 int main(void)

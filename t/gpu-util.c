@@ -123,6 +123,14 @@ float *dl_f32(const float *p, size_t n)
     return f;
 }
 
+void free_bufs(void *const *dev, void *const *host)
+{
+    for (; dev && *dev; dev++)
+        G->ops->free(G, *dev);
+    for (; host && *host; host++)
+        free(*host);
+}
+
 /* ---- comparison ---- */
 
 int cmp2d_env(const char *verbose_env, const char *what, const float *got,

@@ -68,6 +68,12 @@ float *dl_act(const void *p, size_t n);
 /* GPU fp32 buffer of n elements -> new host fp32 array. */
 float *dl_f32(const float *p, size_t n);
 
+/* Frees a test's buffers: the NULL-terminated list dev on the GPU, then
+ * the NULL-terminated list host with free(); either list may be NULL.
+ * Called as free_bufs((void *[]){gx, gy, NULL}, (void *[]){x, y, NULL}),
+ * so no buffer may be NULL itself. */
+void free_bufs(void *const *dev, void *const *host);
+
 /* ---- comparison ---- */
 
 /*

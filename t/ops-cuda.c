@@ -1005,16 +1005,7 @@ static void test_fp8_quantize(int rows, int cols, gl_fp8_format f, float scale,
                  qt[c * rows + r], cqt[c * rows + r]);
             break;
         }
-    G->ops->free(G, gx);
-    G->ops->free(G, gq);
-    G->ops->free(G, gqt);
-    G->ops->free(G, gs);
-    G->ops->free(G, ga);
-    free(x);
-    free(cq);
-    free(cqt);
-    free(q);
-    free(qt);
+    free_bufs((void *[]){gx, gq, gqt, gs, ga, NULL}, (void *[]){x, cq, cqt, q, qt, NULL});
 }
 
 /* fp8_quantize_pad on the GPU against its definition on the CPU:
@@ -1048,16 +1039,7 @@ static void test_fp8_quantize_pad(int xrows, int rows, int cols, gl_fp8_format f
        "fp8_quantize_pad %d of %d rows x %d %s: q and qt bit-exact against the zero-padded "
        "copy's (%ld bytes differ), amax %g (CPU %g)", xrows, rows, cols,
        f == GL_FP8_E4M3 ? "E4M3" : "E5M2", bad, ga_h, ca);
-    G->ops->free(G, gx);
-    G->ops->free(G, gq);
-    G->ops->free(G, gqt);
-    G->ops->free(G, gs);
-    G->ops->free(G, ga);
-    free(x);
-    free(cq);
-    free(cqt);
-    free(q);
-    free(qt);
+    free_bufs((void *[]){gx, gq, gqt, gs, ga, NULL}, (void *[]){x, cq, cqt, q, qt, NULL});
 }
 
 /* fp8_transpose (--fp8-param-gather) on the GPU against the CPU's, over
