@@ -124,8 +124,8 @@ typedef struct {
     gl_attn_counts attn_counts;
     int attn_drop_logged;      /* the cuDNN fallback for dropout was logged */
     int deterministic;         /* GRIDLM_DETERMINISTIC=1 (--deterministic-mode):
-                                * cuDNN engines that declare themselves
-                                * nondeterministic are refused */
+                                * attention's backward on the kernels here
+                                * (gl_cuda_deterministic) */
 
     gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */
     int fused_norm;            /* bda_layernorm in one kernel: 0 (two
