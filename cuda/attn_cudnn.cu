@@ -20,7 +20,8 @@
  *            dk = dS^T q           summed over the query heads of a group
  *            dq = dS k             accumulated in fp32 (workspace), then bf16
  *
- * Tensors are 4-D [B, H, S, D] with strides [S ld, D, ld, 1]: the q, k, v
+ * Tensors are 4-D [B, H, S, D] with strides [R ld, D, ld, 1], R the rows
+ * of a sample in memory (S, or more for a part of a block): the q, k, v
  * (and dq, dk, dv) views of the fused [B S, (Hq + 2 Hkv) D] buffer need no
  * copies.  k and v enter transposed ([B, Hkv, D, S], strides [S ld, D, 1,
  * ld]); the matmuls broadcast a kv head over its Hq/Hkv query heads.  The
@@ -184,12 +185,18 @@ enum {
  * (and needs no o). */
 enum { FWD = 0, BWD = 1, BWD_DELTA = 2 };
 
-/* What identifies a plan: direction, shape, every row stride and the
- * mask.  S query rows against Sk key rows (S = Sk for whole-sequence
- * attention); causal: key column j allowed for query row i iff j <= i,
- * else every pair (a full block of context parallelism). */
+/* What identifies a plan: direction, shape, every row and sample stride
+ * and the mask.  S query rows against Sk key rows (S = Sk for
+ * whole-sequence attention); causal: key column j allowed for query row
+ * i iff j <= i, else every pair (a full block of context parallelism).
+ * A part of a block (gl_attn_part) reads rows of larger tensors: qrows
+ * rows a sample for q, o, dO (krows for k, v), and the lse and delta
+ * [B, Hq, lrows] (lrows = S: packed).  Whole-sequence attention has
+ * qrows = lrows = S and krows = Sk; the gradients and the fp32 dq are
+ * always packed, S (Sk) rows a sample. */
 typedef struct {
     int dir, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, Sk, causal;
+    int qrows, krows, lrows;
 } plan_key;
 
 /* A graph being built: every descriptor made (destroyed with the plan),
@@ -431,15 +438,22 @@ static desc_t causal_mask(graph *g, desc_t s, shape4 ss, desc_t neg)
     return out;
 }
 
-/* The views of ops.h as 4-D tensors of S rows (the query or key rows). */
-static shape4 bhsd(const plan_key *k, int H, int S, int ld)  /* [B, H, S, D] */
+/* The views of ops.h as 4-D tensors of S rows (the query or key rows)
+ * out of R rows a sample. */
+static shape4 bhsd(const plan_key *k, int H, int S, int R, int ld)  /* [B, H, S, D] */
 {
-    return sh(k->B, H, S, k->D, (int64_t)S * ld, k->D, ld, 1);
+    return sh(k->B, H, S, k->D, (int64_t)R * ld, k->D, ld, 1);
 }
 
-static shape4 bhds(const plan_key *k, int H, int S, int ld)  /* transposed */
+static shape4 bhds(const plan_key *k, int H, int S, int R, int ld)  /* transposed */
 {
-    return sh(k->B, H, k->D, S, (int64_t)S * ld, k->D, 1, ld);
+    return sh(k->B, H, k->D, S, (int64_t)R * ld, k->D, 1, ld);
+}
+
+/* The lse and delta [B, Hq, S, 1] at head stride lrows. */
+static shape4 rows_of(const plan_key *k)
+{
+    return sh(k->B, k->Hq, k->S, 1, (int64_t)k->Hq * k->lrows, k->lrows, 1, 1);
 }
 
 static shape4 packed(int64_t B, int64_t H, int64_t R, int64_t C)
@@ -461,12 +475,13 @@ static void build_fwd(graph *g, const plan_key *k)
 {
     cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
     int64_t B = k->B, S = k->S, Sk = k->Sk, Hq = k->Hq;
+    int QR = k->qrows, KR = k->krows;
     shape4 ss = packed(B, Hq, S, Sk), rs = packed(B, Hq, S, 1);
-    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->S, k->ldq), false, false);
-    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->Sk, k->ldk), false, false);
-    desc_t v = tensor(g, U_V, BF, bhsd(k, k->Hkv, k->Sk, k->ldv), false, false);
-    desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->S, k->ldo), false, false);
-    desc_t stats = tensor(g, U_STATS, F, rs, false, false);
+    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->S, QR, k->ldq), false, false);
+    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->Sk, KR, k->ldk), false, false);
+    desc_t v = tensor(g, U_V, BF, bhsd(k, k->Hkv, k->Sk, KR, k->ldv), false, false);
+    desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->S, QR, k->ldo), false, false);
+    desc_t stats = tensor(g, U_STATS, F, rows_of(k), false, false);
     desc_t scale = scalar(g, U_SCALE);
 
     desc_t s = virt(g, F, ss), s1 = virt(g, F, ss);
@@ -505,27 +520,28 @@ static void build_bwd(graph *g, const plan_key *k)
 {
     cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
     int64_t B = k->B, S = k->S, Sk = k->Sk, Hq = k->Hq, D = k->D;
+    int QR = k->qrows, KR = k->krows;
     shape4 ss = packed(B, Hq, S, Sk), rs = packed(B, Hq, S, 1);
     /* p and dS transposed: [B, Hq, Sk, Sq] over the same storage */
     shape4 st = sh(B, Hq, Sk, S, Hq * S * Sk, S * Sk, 1, Sk);
-    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->S, k->ldq), false, false);
-    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->Sk, k->ldk), false, false);
-    desc_t vt = tensor(g, U_V, BF, bhds(k, k->Hkv, k->Sk, k->ldv), false, false);
-    desc_t dout = tensor(g, U_DO, BF, bhsd(k, k->Hq, k->S, k->lddo), false, false);
-    desc_t stats = tensor(g, U_STATS, F, rs, false, false);
-    desc_t dq = tensor(g, U_DQ, BF, bhsd(k, k->Hq, k->S, k->ldg), false, false);
-    desc_t dk = tensor(g, U_DK, BF, bhsd(k, k->Hkv, k->Sk, k->ldg), false, false);
-    desc_t dv = tensor(g, U_DV, BF, bhsd(k, k->Hkv, k->Sk, k->ldg), false, false);
+    desc_t q = tensor(g, U_Q, BF, bhsd(k, k->Hq, k->S, QR, k->ldq), false, false);
+    desc_t kt = tensor(g, U_K, BF, bhds(k, k->Hkv, k->Sk, KR, k->ldk), false, false);
+    desc_t vt = tensor(g, U_V, BF, bhds(k, k->Hkv, k->Sk, KR, k->ldv), false, false);
+    desc_t dout = tensor(g, U_DO, BF, bhsd(k, k->Hq, k->S, QR, k->lddo), false, false);
+    desc_t stats = tensor(g, U_STATS, F, rows_of(k), false, false);
+    desc_t dq = tensor(g, U_DQ, BF, bhsd(k, k->Hq, k->S, k->S, k->ldg), false, false);
+    desc_t dk = tensor(g, U_DK, BF, bhsd(k, k->Hkv, k->Sk, k->Sk, k->ldg), false, false);
+    desc_t dv = tensor(g, U_DV, BF, bhsd(k, k->Hkv, k->Sk, k->Sk, k->ldg), false, false);
     desc_t scale = scalar(g, U_SCALE);
     /* delta per row: computed into the workspace (BWD) or the caller's
      * (BWD_DELTA); dq accumulated in fp32 in the workspace (a non-virtual
      * fp32 dq is what selects cuDNN's flash backward without an S x Sk
      * buffer) */
-    desc_t delta = tensor(g, U_DELTA, F, rs, false, false);
+    desc_t delta = tensor(g, U_DELTA, F, rows_of(k), false, false);
     desc_t dqacc = tensor(g, U_DQACC, F, packed(B, Hq, S, D), false, false);
 
     if (k->dir == BWD) {            /* delta = rowsum(dO * o) */
-        desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->S, k->ldo), false, false);
+        desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->S, QR, k->ldo), false, false);
         desc_t one = scalar(g, U_ONE);
         desc_t prod = virt(g, F, packed(B, Hq, S, D)), rsum = virt(g, F, rs);
         pointwise(g, CUDNN_POINTWISE_MUL, F, dout, o, NULL, prod);
@@ -561,7 +577,7 @@ static void build_bwd(graph *g, const plan_key *k)
     matmul_grouped(g, k, dst, q, dk);
 
     /* dq = dS k, through the fp32 accumulator */
-    desc_t kk = virt(g, BF, bhsd(k, k->Hkv, k->Sk, k->ldk));
+    desc_t kk = virt(g, BF, bhsd(k, k->Hkv, k->Sk, KR, k->ldk));
     reshape(g, kt, kk);
     matmul(g, ds, kk, dqacc);
     pointwise(g, CUDNN_POINTWISE_IDENTITY, F, dqacc, NULL, NULL, dq);
@@ -720,10 +736,14 @@ static void describe(char *buf, size_t n, const plan_key *k)
     if (k->S != k->Sk || !k->causal || k->dir == BWD_DELTA)
         snprintf(blk, sizeof blk, " against Sk=%d keys, %s", k->Sk,
                  k->causal ? "causal" : "full");
+    char part[96] = "";
+    if (k->qrows != k->S || k->krows != k->Sk)
+        snprintf(part, sizeof part, "; a part of a block of %d x %d rows, lse %s",
+                 k->qrows, k->krows, k->lrows == k->S ? "packed" : "in place");
     snprintf(buf, n, "%s B=%d S=%d Hq=%d Hkv=%d D=%d%s (row strides q %d k %d "
-             "v %d o %d%s)", dir[k->dir], k->B, k->S, k->Hq, k->Hkv, k->D, blk,
+             "v %d o %d%s%s)", dir[k->dir], k->B, k->S, k->Hq, k->Hkv, k->D, blk,
              k->ldq, k->ldk, k->ldv, k->ldo,
-             k->dir == FWD ? "" : ", dO and gradients too");
+             k->dir == FWD ? "" : ", dO and gradients too", part);
 }
 
 /* The cached plan of key k, built on first use; NULL when cuDNN refuses
@@ -734,7 +754,7 @@ static plan_entry *lookup(gl_dev *d, const plan_key *k, int quiet)
 {
     gl_cuda_state *st = gl_cuda_st(d);
     gl_cudnn *c = state(d);
-    char what[200];
+    char what[320];
     for (int i = 0; i < c->n; i++)
         if (!memcmp(&c->e[i].key, k, sizeof *k)) {
             if (c->e[i].plan)
@@ -845,7 +865,7 @@ static void execute(gl_dev *d, plan_entry *e, int n, const int64_t *uids,
     if (vp)
         cudnnBackendDestroyDescriptor(vp);
     if (s != CUDNN_STATUS_SUCCESS) {
-        char last[256] = "", what[200];
+        char last[256] = "", what[320];
         cudnnGetLastErrorString(last, sizeof last);
         describe(what, sizeof what, &e->key);
         gl_die("cuDNN attention failed to run the %s: %s%s%s", what,
@@ -861,7 +881,7 @@ int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
     const int ld[] = {ldo, ldq, ldk, ldv, 8};
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 5))
         return 0;
-    plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0, S, 1};
+    plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0, S, 1, S, S, S};
     plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
@@ -884,7 +904,7 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
     const int ld[] = {ldg, ldg, ldg, lddo, ldo, 8, ldq, ldk, ldv};
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 9))
         return 0;
-    plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, S, 1};
+    plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, S, 1, S, S, S};
     plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
@@ -906,15 +926,21 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
 /* ---- context parallelism's blocks ----
  *
  * A block of Sq queries against Sk keys (ops.h's attn_block_fwd,
- * attn_block_bwd) is one of the graphs above when its mask, given the
- * rows' positions, is one the graphs describe:
- *   full    every pair allowed: a full mask, or a causal one whose keys
- *           all lie at or before every query (the ring's earlier chunks);
- *   causal  the causal diagonal: the same positions on both sides,
- *           increasing with the row, so key u is allowed for query i iff
- *           u <= i, the graphs' causal mask.
- * Any other block (keys partly after the queries, or all of them: the
- * rows without keys) runs the kernels of attn_block.cu.
+ * attn_block_bwd) runs as the parts gl_attn_block_split cuts it into:
+ * each part is a full or a causal-diagonal piece, rows [q0, q0 + nq)
+ * against rows [k0, k0 + nk), which the graphs above run in place on the
+ * caller's tensors (their sample strides those of the whole block,
+ * plan_key's qrows and krows).  Every query row lies in one part, so
+ * nothing is merged; a part without keys writes o = 0, lse = -inf.  Under
+ * Megatron's CP layout every block of the ring is one part (the own
+ * diagonal, or the earlier rank's first chunk for all queries) or two
+ * (the later rank's whole K/V for the second query chunk, no keys for
+ * the first).  A block gl_attn_block_split cannot cut runs the kernels
+ * of attn_block.cu.
+ *
+ * A part's lse and delta are rows [q0, q0 + nq) of [B, Hq, Sq]: the
+ * graphs read and write them in place at head stride Sq where cuDNN
+ * takes that (plan_key's lrows), else through packed copies.
  *
  * The graphs write act (bf16) outputs, the pattern cuDNN's fused
  * attention engine recognises; the block ops' outputs are f32, so the
@@ -923,74 +949,71 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
  * the workspace and adds them to the f32 accumulators.  The lse comes
  * straight from the graph's statistics (fp32, the natural-log lse of
  * ops.h).  The backward reads the caller's delta and the FINAL lse: the
- * BWD_DELTA graph computes no delta and needs no o.  Whether cuDNN's
- * engine takes a backward graph without the dO.o reduction has not been
- * seen on a GPU yet, so a refusal of BWD_DELTA falls back, quietly but
- * for one line in the log, to the BWD graph fed an o' = delta dO / |dO|^2
- * (rowsum(dO o') = delta, up to o''s bf16 rounding: the rounding delta
- * gets from o's in whole-sequence attention).  The forward's o, too,
- * could be an FP32 output of the graph; whether the engine then still
- * runs flash attention is unseen, so o takes the bf16 path it is known
- * to. */
+ * BWD_DELTA graph computes no delta and needs no o.  Should cuDNN refuse
+ * a backward graph without the dO.o reduction, the part falls back,
+ * quietly but for one line in the log, to the BWD graph fed an o' =
+ * delta dO / |dO|^2 (rowsum(dO o') = delta, up to o''s bf16 rounding:
+ * the rounding delta gets from o's in whole-sequence attention).  The
+ * forward's o, too, could be an FP32 output of the graph; whether the
+ * engine then still runs flash attention is unseen, so o takes the bf16
+ * path it is known to. */
 
-/* The smallest and the largest position of a block of n > 0 rows. */
-static long pos_min(const gl_attn_pos *p, int n)
+/* The plan for a part's key k (its dir and lrows chosen here): the
+ * directions dirs[0 .. ndir) in order of preference, each with the lse
+ * and delta in place (lrows = Sq, when their rows start 16-byte aligned)
+ * before packed (lrows = k->S); every refusal but the last quiet.  k
+ * keeps what was found; 0 when cuDNN takes none. */
+static int part_plan(gl_dev *d, plan_key *k, int Sq, int q0, const int *dirs,
+                     int ndir)
 {
-    if (p->split == 0)
-        return p->start[1];
-    if (p->split == n || p->start[0] <= p->start[1])
-        return p->start[0];
-    return p->start[1];
+    int lr[2], nl = 0;
+    if (k->S < Sq && q0 % 4 == 0)
+        lr[nl++] = Sq;
+    lr[nl++] = k->S;
+    for (int i = 0; i < ndir; i++)
+        for (int j = 0; j < nl; j++) {
+            k->dir = dirs[i];
+            k->lrows = lr[j];
+            if (k->dir == BWD)
+                k->ldo = k->Hq * k->D;       /* o' in the workspace */
+            if (lookup(d, k, i < ndir - 1 || j < nl - 1))
+                return 1;
+        }
+    return 0;
 }
 
-static long pos_max(const gl_attn_pos *p, int n)
+/* The cached plan of a key part_plan found. */
+static plan_entry *found(gl_dev *d, const plan_key *k)
 {
-    long m0 = p->split > 0 ? p->start[0] + p->split - 1 : LONG_MIN;
-    long m1 = p->split < n ? p->start[1] + (n - p->split) - 1 : LONG_MIN;
-    return m0 > m1 ? m0 : m1;
+    plan_entry *e = lookup(d, k, 1);
+    if (!e)
+        gl_die("cuDNN attention: the plan for a block part vanished");
+    return e;
 }
 
-/* 1 when the rows' positions strictly increase with the row (each run
- * does; run 1, when there is one, starts after run 0 ends). */
-static int pos_increasing(const gl_attn_pos *p, int n)
+/* Rows [q0, q0 + n) of each sample without keys: o (bf16 [B, Sq, OD])
+ * 0 and lse ([B, Hq, Sq]) -inf; a thread per (b, h, i). */
+__global__ void part_empty_kernel(bf16 *o, float *lse, int Sq, int Hq, int D,
+                                  int q0, int n, long total)
 {
-    return p->split == 0 || p->split == n || p->start[1] >= p->start[0] + p->split;
+    long x = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= total)
+        return;
+    long i = q0 + x % n, t = x / n;
+    long h = t % Hq, b = t / Hq;
+    lse[(b * Hq + h) * Sq + i] = -INFINITY;
+    bf16 *row = o + (b * Sq + i) * (long)Hq * D + h * D;
+    for (int e = 0; e < D; e++)
+        row[e] = __float2bfloat16(0.0f);
 }
 
-/* 1 when the two blocks' rows have the same positions. */
-static int pos_same(const gl_attn_pos *a, const gl_attn_pos *b, int n)
-{
-    if (a->split != b->split)
-        return 0;
-    if (a->split > 0 && a->start[0] != b->start[0])
-        return 0;
-    return a->split == n || a->start[1] == b->start[1];
-}
-
-/* The graphs' mask for a block: 1 causal, 0 full, -1 none (the kernels
- * run it; also for splits out of range, which the kernels reject). */
-static int block_causal(const gl_attn_pos *qpos, int Sq, const gl_attn_pos *kpos,
-                        int Sk, gl_attn_mask mask)
-{
-    if (Sq <= 0 || Sk <= 0 || qpos->split < 0 || qpos->split > Sq ||
-        kpos->split < 0 || kpos->split > Sk)
-        return -1;
-    if (mask == GL_ATTN_FULL)
-        return 0;
-    if (mask != GL_ATTN_CAUSAL)
-        return -1;
-    if (pos_max(kpos, Sk) <= pos_min(qpos, Sq))
-        return 0;
-    if (Sq == Sk && pos_same(qpos, kpos, Sq) && pos_increasing(qpos, Sq))
-        return 1;
-    return -1;
-}
-
-/* dst f32 [B, S, H, D] (row stride ldd) += src, element (b, s, h, e) of
- * src at b sb + s ss + h sh + e: a grid-stride loop, indices in 64 bits. */
+/* dst f32 [B, Sp, H, D] rows s < S (row stride ldd) += src, element
+ * (b, s, h, e) of src at b sb + s ss + h sh + e: a grid-stride loop,
+ * indices in 64 bits. */
 template <class T>
-__global__ void block_add_kernel(float *dst, long ldd, const T *src, long sb,
-                                 long ss, long sh, int S, int H, int D, long n)
+__global__ void block_add_kernel(float *dst, long ldd, int Sp, const T *src,
+                                 long sb, long ss, long sh, int S, int H, int D,
+                                 long n)
 {
     for (long x = (long)blockIdx.x * blockDim.x + threadIdx.x; x < n;
          x += (long)gridDim.x * blockDim.x) {
@@ -1002,20 +1025,35 @@ __global__ void block_add_kernel(float *dst, long ldd, const T *src, long sb,
             v = __bfloat162float(src[b * sb + s * ss + h * sh + e]);
         else
             v = src[b * sb + s * ss + h * sh + e];
-        dst[(b * S + s) * ldd + h * D + e] += v;
+        dst[(b * Sp + s) * ldd + h * D + e] += v;
     }
 }
 
 template <class T>
-static void block_add(gl_dev *d, float *dst, long ldd, const T *src, long sb,
-                      long ss, long sh, int B, int S, int H, int D)
+static void block_add(gl_dev *d, float *dst, long ldd, int Sp, const T *src,
+                      long sb, long ss, long sh, int B, int S, int H, int D)
 {
     long n = (long)B * S * H * D;
     long blocks = (n + 255) / 256;
     unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
     block_add_kernel<T><<<grid, 256, 0, gl_cuda_st(d)->stream>>>(
-        dst, ldd, src, sb, ss, sh, S, H, D, n);
+        dst, ldd, Sp, src, sb, ss, sh, S, H, D, n);
     GL_CUDA_LAUNCHED("attn_block (cuDNN's gradients added)");
+}
+
+/* Rows [q0, q0 + n) of the [B Hq, Sq] floats x to or from a packed
+ * [B Hq, n] copy y: a part's lse or delta when cuDNN takes them packed
+ * only. */
+static void rows_out(gl_dev *d, float *x, int Sq, const float *y, int q0,
+                     int n, int BH)
+{
+    gl_cuda_convert_2d(d, x + q0, GL_DT_F32, Sq, y, GL_DT_F32, n, BH, n);
+}
+
+static void rows_in(gl_dev *d, float *y, const float *x, int Sq, int q0,
+                    int n, int BH)
+{
+    gl_cuda_convert_2d(d, y, GL_DT_F32, n, x + q0, GL_DT_F32, Sq, BH, n);
 }
 
 int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
@@ -1025,27 +1063,56 @@ int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
                             const gl_attn_pos *qpos, const gl_attn_pos *kpos,
                             gl_attn_mask mask)
 {
-    int causal = block_causal(qpos, Sq, kpos, Sk, mask);
-    if (causal < 0 || ldo < Hq * D)
+    gl_attn_part part[GL_ATTN_PARTS];
+    int np = gl_attn_block_split(qpos, Sq, kpos, Sk, mask, part);
+    if (!np || ldo < Hq * D)
         return 0;
     const void *p[] = {q, k, v, lse};
     const int ld[] = {ldq, ldk, ldv, 8};
-    if (!usable(B, Sq, Hq, Hkv, D, scale, p, ld, 4) || Sk <= 0)
+    if (!usable(B, Sq, Hq, Hkv, D, scale, p, ld, 4))
         return 0;
     int OD = Hq * D;                      /* the bf16 o in the workspace */
-    plan_key key = {FWD, B, Sq, Hq, Hkv, D, ldq, ldk, ldv, OD, 0, 0, Sk, causal};
-    plan_entry *e = lookup(d, &key, 0);
-    if (!e)
-        return 0;
+    plan_key key[GL_ATTN_PARTS];
+    size_t wbytes = 0;
+    const int fwd[] = {FWD};
+    for (int i = 0; i < np; i++) {
+        if (!part[i].nk)
+            continue;
+        key[i] = (plan_key){FWD, B, part[i].nq, Hq, Hkv, D, ldq, ldk, ldv, OD,
+                            0, 0, part[i].nk, part[i].causal, Sq, Sk, 0};
+        if (!part_plan(d, &key[i], Sq, part[i].q0, fwd, 1))
+            return 0;
+        size_t w = round256((size_t)found(d, &key[i])->ws);
+        wbytes = w > wbytes ? w : wbytes;
+    }
     gl_cuda_state *st = gl_cuda_st(d);
-    size_t wbytes = round256((size_t)e->ws);
     size_t obytes = round256((size_t)B * Sq * OD * sizeof(bf16));
-    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + obytes);
+    size_t lbytes = round256((size_t)B * Hq * Sq * sizeof(float));
+    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + obytes + lbytes);
     bf16 *obf = (bf16 *)(ws + wbytes);
+    float *lpk = (float *)(ws + wbytes + obytes);   /* a packed lse */
     float fscale = scale, fneg = -3.402823466e38f;   /* the lowest float */
-    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG};
-    void *ptrs[] = {(void *)q, (void *)k, (void *)v, obf, lse, &fscale, &fneg};
-    execute(d, e, causal ? 7 : 6, uids, ptrs, ws);
+    for (int i = 0; i < np; i++) {
+        const gl_attn_part *t = &part[i];
+        if (!t->nk) {
+            long total = (long)B * Hq * t->nq;
+            part_empty_kernel<<<(unsigned)((total + 255) / 256), 256, 0,
+                                st->stream>>>(obf, lse, Sq, Hq, D, t->q0,
+                                              t->nq, total);
+            GL_CUDA_LAUNCHED("attn_block (rows without keys)");
+            continue;
+        }
+        int inplace = key[i].lrows == Sq;
+        const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG};
+        void *ptrs[] = {(void *)(q + (size_t)t->q0 * ldq),
+                        (void *)(k + (size_t)t->k0 * ldk),
+                        (void *)(v + (size_t)t->k0 * ldv),
+                        obf + (size_t)t->q0 * OD, inplace ? lse + t->q0 : lpk,
+                        &fscale, &fneg};
+        execute(d, found(d, &key[i]), t->causal ? 7 : 6, uids, ptrs, ws);
+        if (!inplace)
+            rows_out(d, lse, Sq, lpk, t->q0, t->nq, B * Hq);
+    }
     gl_cuda_convert_2d(d, o, GL_DT_F32, ldo, obf, GL_DT_BF16, OD, B * Sq, OD);
     return 1;
 }
@@ -1079,6 +1146,18 @@ __global__ void delta_as_o_kernel(bf16 *ox, const bf16 *dout, int lddo,
         o[e] = __float2bfloat16(f * __bfloat162float(g[e]));
 }
 
+/* Said once a device: a backward part took the BWD graph. */
+static void said_delta_via_o(gl_dev *d)
+{
+    gl_cudnn *c = gl_cuda_st(d)->cudnn;
+    if (!c->delta_via_o) {
+        c->delta_via_o = 1;
+        gl_info0("cuDNN %ld takes no block attention backward that reads "
+                 "delta; it recomputes delta from an o made for it",
+                 gl_cuda_cudnn_version());
+    }
+}
+
 int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                             float *dv, int lddkv, const bf16 *dout, int lddo,
                             const float *lse, const float *delta,
@@ -1088,80 +1167,105 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
                             const gl_attn_pos *qpos, const gl_attn_pos *kpos,
                             gl_attn_mask mask)
 {
-    int causal = block_causal(qpos, Sq, kpos, Sk, mask);
-    if (causal < 0)
+    gl_attn_part part[GL_ATTN_PARTS];
+    int np = gl_attn_block_split(qpos, Sq, kpos, Sk, mask, part);
+    if (!np)
         return 0;
     const void *p[] = {dout, lse, delta, q, k, v};
     const int ld[] = {lddo, 8, 8, ldq, ldk, ldv};
-    if (!usable(B, Sq, Hq, Hkv, D, scale, p, ld, 6) || Sk <= 0)
+    if (!usable(B, Sq, Hq, Hkv, D, scale, p, ld, 6))
         return 0;
     /* the bf16 gradients in the workspace as the model's fused QKV rows:
      * dq, dk, dv side by side in rows of W, max(Sq, Sk) rows per sample */
     int W = (Hq + 2 * Hkv) * D, R = Sq > Sk ? Sq : Sk, OD = Hq * D;
-    plan_key key = {BWD_DELTA, B, Sq, Hq, Hkv, D, ldq, ldk, ldv, 0, lddo, W,
-                    Sk, causal};
-    /* Should cuDNN take no backward graph that reads delta, the
-     * whole-sequence graph (BWD) computes delta = rowsum(dO o) from an o
-     * made for it (delta_as_o_kernel) into the workspace. */
-    plan_entry *e = lookup(d, &key, 1);
-    if (!e) {
-        key.dir = BWD;
-        key.ldo = OD;
-        e = lookup(d, &key, 0);
-        if (!e)
+    plan_key key[GL_ATTN_PARTS];
+    size_t wbytes = 0;
+    int via_o = 0;
+    /* BWD_DELTA reads delta; BWD recomputes it from delta_as_o_kernel's o */
+    const int bwd[] = {BWD_DELTA, BWD};
+    for (int i = 0; i < np; i++) {
+        if (!part[i].nk)
+            continue;                     /* rows without keys add nothing */
+        key[i] = (plan_key){BWD_DELTA, B, part[i].nq, Hq, Hkv, D, ldq, ldk,
+                            ldv, 0, lddo, W, part[i].nk, part[i].causal, Sq,
+                            Sk, 0};
+        if (!part_plan(d, &key[i], Sq, part[i].q0, bwd, 2))
             return 0;
-        gl_cudnn *c = gl_cuda_st(d)->cudnn;
-        if (!c->delta_via_o) {
-            c->delta_via_o = 1;
-            gl_info0("cuDNN %ld takes no block attention backward that reads "
-                     "delta; it recomputes delta from an o made for it",
-                     gl_cuda_cudnn_version());
-        }
+        via_o |= key[i].dir == BWD;
+        size_t w = round256((size_t)found(d, &key[i])->ws);
+        wbytes = w > wbytes ? w : wbytes;
     }
     gl_cuda_state *st = gl_cuda_st(d);
-    size_t wbytes = round256((size_t)e->ws);
     size_t abytes = round256((size_t)B * Hq * Sq * D * sizeof(float));
     size_t gbytes = round256((size_t)B * R * W * sizeof(bf16));
-    size_t obytes = 0, dbytes = 0;     /* BWD: o and delta */
-    if (key.dir == BWD) {
-        obytes = round256((size_t)B * Sq * OD * sizeof(bf16));
-        dbytes = round256((size_t)B * Hq * Sq * sizeof(float));
-    }
-    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn,
-                                       wbytes + abytes + gbytes + obytes + dbytes);
+    size_t lbytes = round256((size_t)B * Hq * Sq * sizeof(float));
+    size_t obytes = via_o ? round256((size_t)B * Sq * OD * sizeof(bf16)) : 0;
+    /* then: packed lse, packed delta (BWD_DELTA's input or BWD's output) */
+    char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + abytes + gbytes +
+                                                            obytes + 2 * lbytes);
     float *dqacc = (float *)(ws + wbytes);
     bf16 *g = (bf16 *)(ws + wbytes + abytes);
     bf16 *gdk = g + (size_t)Hq * D, *gdv = gdk + (size_t)Hkv * D;
+    bf16 *ox = (bf16 *)(ws + wbytes + abytes + gbytes);
+    float *lpk = (float *)(ws + wbytes + abytes + gbytes + obytes);
+    float *dpk = lpk + lbytes / sizeof(float);
     float fscale = scale, fneg = -3.402823466e38f, fone = 1.0f;
-    if (key.dir == BWD_DELTA) {
-        const int64_t uids[] = {U_Q, U_K, U_V, U_DO, U_STATS, U_DELTA, U_DQ,
-                                U_DK, U_DV, U_DQACC, U_SCALE, U_NEG};
-        void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)dout,
-                        (void *)lse, (void *)delta, g, gdk, gdv, dqacc,
-                        &fscale, &fneg};
-        execute(d, e, causal ? 12 : 11, uids, ptrs, ws);
-    } else {
-        bf16 *ox = (bf16 *)(ws + wbytes + abytes + gbytes);
-        float *dws = (float *)(ws + wbytes + abytes + gbytes + obytes);
+    if (via_o) {
+        said_delta_via_o(d);
         long threads = (long)B * Sq * Hq * 32;
         delta_as_o_kernel<<<(unsigned)((threads + 255) / 256), 256, 0,
                             st->stream>>>(ox, dout, lddo, delta, B, Sq, Hq, D);
         GL_CUDA_LAUNCHED("attn_block_bwd (delta as o)");
-        const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK,
-                                U_DV, U_ONE, U_DELTA, U_DQACC, U_SCALE, U_NEG};
-        void *ptrs[] = {(void *)q, (void *)k, (void *)v, ox, (void *)dout,
-                        (void *)lse, g, gdk, gdv, &fone, dws, dqacc, &fscale,
-                        &fneg};
-        execute(d, e, causal ? 14 : 13, uids, ptrs, ws);
     }
-    /* dq, dk, dv from the graph's bf16 outputs, rows [B, Sq or Sk, W].
-     * Not dq from the fp32 accumulator: cuDNN's engine keeps its own use
-     * of it (on an H200 with cuDNN 9.19 its contents after the call were
-     * not dq: relative rms error 1.2 against the CPU), and only the bf16
-     * output is what the whole-sequence tests check. */
-    block_add(d, dq, lddq, g, (long)Sq * W, W, D, B, Sq, Hq, D);
-    block_add(d, dk, lddkv, gdk, (long)Sk * W, W, D, B, Sk, Hkv, D);
-    block_add(d, dv, lddkv, gdv, (long)Sk * W, W, D, B, Sk, Hkv, D);
+    for (int i = 0; i < np; i++) {
+        const gl_attn_part *t = &part[i];
+        if (!t->nk)
+            continue;
+        int inplace = key[i].lrows == Sq;
+        const float *l = lse + t->q0;
+        if (!inplace) {
+            rows_in(d, lpk, lse, Sq, t->q0, t->nq, B * Hq);
+            l = lpk;
+        }
+        void *qq = (void *)(q + (size_t)t->q0 * ldq);
+        void *kk = (void *)(k + (size_t)t->k0 * ldk);
+        void *vv = (void *)(v + (size_t)t->k0 * ldv);
+        void *gg = (void *)(dout + (size_t)t->q0 * lddo);
+        plan_entry *e = found(d, &key[i]);
+        if (key[i].dir == BWD_DELTA) {
+            const float *dl = delta + t->q0;
+            if (!inplace) {
+                rows_in(d, dpk, delta, Sq, t->q0, t->nq, B * Hq);
+                dl = dpk;
+            }
+            const int64_t uids[] = {U_Q, U_K, U_V, U_DO, U_STATS, U_DELTA, U_DQ,
+                                    U_DK, U_DV, U_DQACC, U_SCALE, U_NEG};
+            void *ptrs[] = {qq, kk, vv, gg, (void *)l, (void *)dl, g, gdk, gdv,
+                            dqacc, &fscale, &fneg};
+            execute(d, e, t->causal ? 12 : 11, uids, ptrs, ws);
+        } else {
+            /* the graph's own delta goes where nobody reads it: dpk,
+             * at head stride Sq or packed as the key says */
+            float *dw = inplace ? dpk + t->q0 : dpk;
+            const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK,
+                                    U_DV, U_ONE, U_DELTA, U_DQACC, U_SCALE, U_NEG};
+            void *ptrs[] = {qq, kk, vv, ox + (size_t)t->q0 * OD, gg, (void *)l, g,
+                            gdk, gdv, &fone, dw, dqacc,
+                            &fscale, &fneg};
+            execute(d, e, t->causal ? 14 : 13, uids, ptrs, ws);
+        }
+        /* dq, dk, dv from the graph's bf16 outputs, rows [B, nq or nk, W].
+         * Not dq from the fp32 accumulator: cuDNN's engine keeps its own
+         * use of it (on an H200 with cuDNN 9.19 its contents after the
+         * call were not dq: relative rms error 1.2 against the CPU), and
+         * only the bf16 output is what the whole-sequence tests check. */
+        block_add(d, dq + (size_t)t->q0 * lddq, lddq, Sq, g, (long)t->nq * W, W,
+                  D, B, t->nq, Hq, D);
+        block_add(d, dk + (size_t)t->k0 * lddkv, lddkv, Sk, gdk, (long)t->nk * W,
+                  W, D, B, t->nk, Hkv, D);
+        block_add(d, dv + (size_t)t->k0 * lddkv, lddkv, Sk, gdv, (long)t->nk * W,
+                  W, D, B, t->nk, Hkv, D);
+    }
     return 1;
 }
 

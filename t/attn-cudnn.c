@@ -465,12 +465,17 @@ static void test_block(const char *what, int B, int Sq, int Sk, int Hq,
 
 /* The blocks of one head shape: Megatron's CP layout (2 CP chunks of c
  * tokens, rank r holding chunks r and 2 CP - 1 - r) at CP = 2, so that
- * rank r's own block is the causal diagonal in two runs; one-run causal
- * diagonals; full blocks (a full mask with Sq != Sk, and a causal one
- * whose keys all precede the queries); with ragged set, ragged sizes
- * cuDNN may refuse (two more plans each way); and blocks that must stay
- * on the kernels: a mixed one (rank 1's queries against rank 0's keys)
- * and causal ones with no keys. */
+ * rank r's own block is the causal diagonal in two runs, and the ring's
+ * other blocks, cut into parts (gl_attn_block_split): rank 1's queries
+ * against rank 0's keys (all queries, the first key chunk), rank 0's
+ * against rank 1's (the second query chunk against every key, the first
+ * against none), and the same at CP = 4 (parts of c rows that start
+ * inside the block); one-run causal diagonals; full blocks (a full mask
+ * with Sq != Sk, and a causal one whose keys all precede the queries);
+ * a causal block with no keys (one empty part, cuDNN's side writes it);
+ * with ragged set, ragged sizes cuDNN may refuse (two more plans each
+ * way); and a block that must stay on the kernels, keys partly after
+ * the queries off the diagonal. */
 static void test_blocks(int B, int c, int Hq, int Hkv, int D, int ragged)
 {
     char what[200];
@@ -509,11 +514,27 @@ static void test_blocks(int B, int c, int Hq, int Hkv, int D, int ragged)
     gl_attn_pos p0 = { .split = c, .start = { 0, (long)3 * c } };
     gl_attn_pos p1 = { .split = c, .start = { c, (long)2 * c } };
     snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP 2 rank 1's queries "
-             "against rank 0's keys (mixed)", B, Hq, Hkv, D);
-    test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, p1, p0, GL_ATTN_CAUSAL, 0);
+             "against rank 0's keys (one part)", B, Hq, Hkv, D);
+    test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, p1, p0, GL_ATTN_CAUSAL, 1);
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP 2 rank 0's queries "
+             "against rank 1's keys (two parts, one empty)", B, Hq, Hkv, D);
+    test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, p0, p1, GL_ATTN_CAUSAL, 1);
+    for (int r = 1; r < 4; r += 2) {
+        int s = 4 - r;                            /* ranks 1 and 3 of CP 4 */
+        gl_attn_pos qp = { .split = c, .start = { (long)r * c, (long)(7 - r) * c } };
+        gl_attn_pos kp = { .split = c, .start = { (long)s * c, (long)(7 - s) * c } };
+        snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d CP 4 rank %d's "
+                 "queries against rank %d's keys (parts)", B, Hq, Hkv, D, r, s);
+        test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, qp, kp, GL_ATTN_CAUSAL, 1);
+    }
     snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d Sq=%d Sk=%d causal, "
              "every key after every query (empty)", B, Hq, Hkv, D, c + 3, c - 5);
-    test_block(what, B, c + 3, c - 5, Hq, Hkv, D, qr, kr, GL_ATTN_CAUSAL, 0);
+    test_block(what, B, c + 3, c - 5, Hq, Hkv, D, qr, kr, GL_ATTN_CAUSAL, 1);
+    gl_attn_pos qm = { .split = 2 * c, .start = { 0, 0 } };
+    gl_attn_pos km = { .split = 2 * c, .start = { c, 0 } };
+    snprintf(what, sizeof what, "B=%d Hq=%d Hkv=%d D=%d keys at %d.. against "
+             "queries at 0.. (no cut)", B, Hq, Hkv, D, c);
+    test_block(what, B, 2 * c, 2 * c, Hq, Hkv, D, qm, km, GL_ATTN_CAUSAL, 0);
 }
 
 /* ---- the profiler ---- */
@@ -611,6 +632,70 @@ static void bench(int B, int S, int Hq, int Hkv, int D)
     G->ops->free(G, dout);
     G->ops->free(G, lse);
     free(h);
+}
+
+/* One rank's share of context parallelism's ring at CP = cp (rank r's
+ * queries, 2 chunks of c rows, against every rank's K/V in turn, f32
+ * outputs as cp.c keeps them): the blocks' forward and backward under
+ * each implementation, and the whole-sequence attention of the same
+ * 2 c rows for scale. */
+static void bench_ring(int B, int c, int Hq, int Hkv, int D, int cp, int r)
+{
+    int S = 2 * c, W = (Hq + 2 * Hkv) * D, OD = Hq * D, KW = 2 * Hkv * D;
+    size_t nqkv = (size_t)B * S * W, no = (size_t)B * S * OD;
+    size_t nkv = (size_t)B * S * KW, nl = (size_t)B * Hq * S;
+    float *h = rand_bf(nqkv, -1, 1);
+    void *qkv = g_act(h, nqkv), *kv = g_act(h, nkv), *dout = g_act(h, no);
+    float *o = G->ops->alloc(G, no * 4), *lse = G->ops->alloc(G, nl * 4);
+    float *delta = G->ops->alloc(G, nl * 4), *dq = G->ops->alloc(G, no * 4);
+    float *dkv = G->ops->alloc(G, (size_t)B * S * KW * 4);
+    uint16_t *q = qkv, *k = kv, *v = k + Hkv * D;
+    float sc = 1.0f / sqrtf((float)D);
+    /* the rank's causal share of the whole sequence's pairs */
+    double flop = 4.0 * B * Hq * (double)(2 * cp * c) * (2 * cp * c) * D / 2 / cp;
+    int reps = 10;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaStream_t st = (cudaStream_t)G->stream;
+    gl_attn_pos qp = { .split = c, .start = { (long)r * c, (long)(2 * cp - 1 - r) * c } };
+    G->ops->attn_delta(G, delta, dout, OD, dout, OD, B, S, Hq, D);
+    const int impls[] = { GL_ATTN_AUTO, GL_ATTN_NATIVE };
+    for (int m = 0; m < 2; m++) {
+        int impl = impls[m];
+        gl_cuda_attn_impl(G, impl);
+        float ms[2];
+        for (int bwd = 0; bwd < 2; bwd++) {
+            for (int i = -1; i < reps; i++) {
+                if (i == 0)
+                    cudaEventRecord(e0, st);
+                for (int s = 0; s < cp; s++) {
+                    gl_attn_pos kp = { .split = c, .start = { (long)s * c,
+                                                              (long)(2 * cp - 1 - s) * c } };
+                    if (bwd)
+                        G->ops->attn_block_bwd(G, dq, OD, dkv, dkv + Hkv * D, KW, dout, OD,
+                                               lse, delta, q, W, k, KW, v, KW, B, S, S, Hq,
+                                               Hkv, D, sc, &qp, &kp, GL_ATTN_CAUSAL, NULL);
+                    else
+                        G->ops->attn_block_fwd(G, o, OD, lse, q, W, k, KW, v, KW, B, S, S,
+                                               Hq, Hkv, D, sc, &qp, &kp, GL_ATTN_CAUSAL, NULL);
+                }
+            }
+            cudaEventRecord(e1, st);
+            cudaEventSynchronize(e1);
+            cudaEventElapsedTime(&ms[bwd], e0, e1);
+            ms[bwd] /= reps;
+        }
+        diag("bench ring %-6s B=%d CP=%d rank %d (2 x %d rows) Hq=%d Hkv=%d D=%d: "
+             "blocks fwd %.3f ms %.0f TFLOP/s, bwd %.3f ms %.0f TFLOP/s",
+             impl == GL_ATTN_AUTO ? "auto" : "native", B, cp, r, c, Hq, Hkv, D, ms[0],
+             flop / ms[0] / 1e9, ms[1], 2.5 * flop / ms[1] / 1e9);
+    }
+    gl_cuda_attn_impl(G, GL_ATTN_AUTO);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    free_bufs((void *[]){ qkv, kv, dout, o, lse, delta, dq, dkv, NULL },
+              (void *[]){ h, NULL });
 }
 
 /* The backward's fused gradient buffer after one run of it under the
@@ -734,6 +819,9 @@ int main(void)
     if (getenv("GL_ATTN_CUDNN_BENCH")) {
         bench(2, 4096, 32, 8, 64);
         bench(2, 4096, 16, 4, 128);
+        bench_ring(1, 2048, 32, 8, 64, 2, 0);     /* the 1.5B shape at 8k, CP 2 */
+        bench_ring(1, 2048, 32, 8, 64, 2, 1);
+        bench_ring(1, 4096, 32, 8, 64, 4, 0);     /* 32k, CP 4 */
     }
     gl_dev_close(G);
     gl_dev_close(C);

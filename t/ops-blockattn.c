@@ -386,6 +386,109 @@ static void check_masks(void)
     free(dq); free(dk); free(dv); free(delta); free(dout);
 }
 
+/* ---- cutting blocks into parts (gl_attn_block_split) ---------------- */
+
+/* 1 when parts[0 .. n) cover the block exactly: every query row in one
+ * part, and key u in query i's part (causal parts: by row index) iff the
+ * mask allows the pair by position. */
+static int parts_exact(const gl_attn_part *part, int n, const gl_attn_pos *qp, int Sq,
+                       const gl_attn_pos *kp, int Sk, gl_attn_mask mask)
+{
+    if (n < 1 || n > GL_ATTN_PARTS)
+        return 0;
+    for (int i = 0; i < Sq; i++) {
+        const gl_attn_part *t = NULL;
+        for (int j = 0; j < n; j++)
+            if (i >= part[j].q0 && i < part[j].q0 + part[j].nq) {
+                if (t)
+                    return 0;             /* in two parts */
+                t = &part[j];
+            }
+        if (!t || t->k0 < 0 || t->nk < 0 || t->k0 + t->nk > Sk)
+            return 0;
+        for (int u = 0; u < Sk; u++) {
+            int want = mask == GL_ATTN_FULL || pos_of(kp, u) <= pos_of(qp, i);
+            int in = u >= t->k0 && u < t->k0 + t->nk &&
+                     (!t->causal || u - t->k0 <= i - t->q0);
+            if (want != in)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Every block of Megatron's ring at CP 1 to 8 (chunks of c tokens) is cut,
+ * exactly, into one or two parts; random runs are either cut exactly or
+ * refused, and the refusals include the pairs that are partly allowed. */
+static void check_split(void)
+{
+    gl_attn_part part[GL_ATTN_PARTS];
+    int bad = 0, cases = 0, two = 0;
+    for (int cp = 1; cp <= 8; cp++)
+        for (int c = 1; c <= 5; c += 2)
+            for (int r = 0; r < cp; r++)
+                for (int s = 0; s < cp; s++) {
+                    int S = 2 * cp * c;
+                    gl_attn_pos qp = cp_pos(S, cp, r), kp = cp_pos(S, cp, s);
+                    int n = gl_attn_block_split(&qp, 2 * c, &kp, 2 * c, GL_ATTN_CAUSAL, part);
+                    bad += !parts_exact(part, n, &qp, 2 * c, &kp, 2 * c, GL_ATTN_CAUSAL);
+                    two += n == 2;
+                    cases++;
+                }
+    ok(bad == 0, "the %d blocks of Megatron's ring at CP 1-8 are cut exactly (%d bad, "
+       "%d in two parts)", cases, bad, two);
+
+    int cut = 0, refused = 0, wrong = 0;
+    for (int it = 0; it < 20000; it++) {
+        int Sq = 1 + (int)((rnd1() + 1) * 4), Sk = 1 + (int)((rnd1() + 1) * 4);
+        gl_attn_pos qp = { .split = (int)((rnd1() + 1) / 2 * (Sq + 1)),
+                           .start = { (long)((rnd1() + 1) * 6), (long)((rnd1() + 1) * 6) } };
+        gl_attn_pos kp = { .split = (int)((rnd1() + 1) / 2 * (Sk + 1)),
+                           .start = { (long)((rnd1() + 1) * 6), (long)((rnd1() + 1) * 6) } };
+        gl_attn_mask mask = it % 4 ? GL_ATTN_CAUSAL : GL_ATTN_FULL;
+        int n = gl_attn_block_split(&qp, Sq, &kp, Sk, mask, part);
+        if (n == 0) {
+            refused++;
+            wrong += mask == GL_ATTN_FULL;
+        } else {
+            cut++;
+            wrong += !parts_exact(part, n, &qp, Sq, &kp, Sk, mask);
+        }
+    }
+    ok(wrong == 0 && cut > 1000 && refused > 100, "random blocks: %d cut exactly, %d refused, "
+       "%d wrong", cut, refused, wrong);
+
+    /* the refusals that must be: a key run partly before one query run
+     * (not the diagonal), and a query run that would need a full and a
+     * diagonal piece at once */
+    gl_attn_pos q1 = { .split = 4, .start = { 0, 0 } }, k1 = { .split = 4, .start = { 2, 0 } };
+    ok(gl_attn_block_split(&q1, 4, &k1, 4, GL_ATTN_CAUSAL, part) == 0,
+       "keys at 2..5 against queries at 0..3: no cut");
+    gl_attn_pos q2 = { .split = 2, .start = { 4, 0 } }, k2 = { .split = 2, .start = { 0, 4 } };
+    ok(gl_attn_block_split(&q2, 4, &k2, 4, GL_ATTN_CAUSAL, part) == 0,
+       "queries at 4..7 against keys at 0..1 and 4..5: no cut (full and diagonal)");
+    gl_attn_pos bad_split = { .split = 5, .start = { 0, 0 } };
+    ok(gl_attn_block_split(&bad_split, 4, &k1, 4, GL_ATTN_CAUSAL, part) == 0 &&
+       gl_attn_block_split(&q1, 0, &k1, 4, GL_ATTN_FULL, part) == 0,
+       "a split past the rows, or no rows: no cut");
+
+    /* the ring's three kinds at CP 2, chunks of 3: the own diagonal is one
+     * causal part; rank 1 against rank 0's K/V, all queries against the
+     * first chunk; rank 0 against rank 1's, the second query chunk
+     * against every key and the first against none */
+    gl_attn_pos r0 = cp_pos(12, 2, 0), r1 = cp_pos(12, 2, 1);
+    int n = gl_attn_block_split(&r0, 6, &r0, 6, GL_ATTN_CAUSAL, part);
+    ok(n == 1 && part[0].q0 == 0 && part[0].nq == 6 && part[0].nk == 6 && part[0].causal,
+       "CP 2 rank 0's own block: one causal part of 6 x 6");
+    n = gl_attn_block_split(&r1, 6, &r0, 6, GL_ATTN_CAUSAL, part);
+    ok(n == 1 && part[0].q0 == 0 && part[0].nq == 6 && part[0].k0 == 0 && part[0].nk == 3 &&
+       !part[0].causal, "CP 2 rank 1 against rank 0's K/V: every query, keys 0..2, full");
+    n = gl_attn_block_split(&r0, 6, &r1, 6, GL_ATTN_CAUSAL, part);
+    ok(n == 2 && part[0].q0 == 0 && part[0].nq == 3 && part[0].nk == 0 && part[1].q0 == 3 &&
+       part[1].nq == 3 && part[1].k0 == 0 && part[1].nk == 6 && !part[1].causal,
+       "CP 2 rank 0 against rank 1's K/V: queries 0..2 see nothing, 3..5 every key");
+}
+
 /* ---- the CPU device's float ops against the double kernels ------------ */
 
 static float *to_f(const double *x, size_t n)
@@ -544,6 +647,7 @@ int main(void)
     check_block_fd(8, GL_ATTN_CAUSAL, 4, 1);
     check_block_fd(8, GL_ATTN_FULL, 4, 1);
     check_masks();
+    check_split();
     check_device(0);
     check_device(1);
     return done_testing();

@@ -81,6 +81,105 @@ void gl_attn_block_dropout_check(const gl_attn_dropout *dp, int Hq,
                "in the dropout's sequence of %ld", what, lq, lk, dp->seq);
 }
 
+/* ---- cutting a block into parts (gl_attn_block_split) ---- */
+
+/* A run of a block: rows [row, row + n) at positions [pos, pos + n). */
+typedef struct {
+    int row, n;
+    long pos;
+} run;
+
+/* The block's non-empty runs, in row order; returns how many. */
+static int runs_of(const gl_attn_pos *p, int n, run r[2])
+{
+    int k = 0;
+    if (p->split > 0)
+        r[k++] = (run){ 0, p->split, p->start[0] };
+    if (p->split < n)
+        r[k++] = (run){ p->split, n - p->split, p->start[1] };
+    return k;
+}
+
+/* Which pairs of query run q and key run k a causal mask allows:
+ * 'a' all, '0' none, 'd' the diagonal (same first position: key j for
+ * query i iff j <= i), 'x' some other share. */
+static char pair_kind(run q, run k)
+{
+    if (k.pos + k.n - 1 <= q.pos)
+        return 'a';
+    if (k.pos > q.pos + q.n - 1)
+        return '0';
+    return k.pos == q.pos ? 'd' : 'x';
+}
+
+/* The part of query run q against every key run kr[0 .. nk); 0 when its
+ * keys are no single part. */
+static int run_part(run q, const run *kr, int nk, int Sk, gl_attn_part *out)
+{
+    char kind[2];
+    int seen = 0, which = -1;
+    for (int j = 0; j < nk; j++) {
+        kind[j] = pair_kind(q, kr[j]);
+        if (kind[j] == 'x')
+            return 0;
+        if (kind[j] != '0') {
+            seen++;
+            which = j;
+        }
+    }
+    *out = (gl_attn_part){ q.row, q.n, 0, 0, 0 };
+    if (seen == 0)
+        return 1;                       /* no keys at all */
+    if (seen == 1) {
+        out->k0 = kr[which].row;
+        out->nk = kr[which].n;
+        out->causal = kind[which] == 'd';
+        return 1;
+    }
+    if (kind[0] != 'a' || kind[1] != 'a')
+        return 0;                       /* two pieces of different kinds */
+    out->nk = Sk;                       /* both runs: the rows [0, Sk) */
+    return 1;
+}
+
+int gl_attn_block_split(const gl_attn_pos *qpos, int Sq, const gl_attn_pos *kpos,
+                        int Sk, gl_attn_mask mask, gl_attn_part part[GL_ATTN_PARTS])
+{
+    if (Sq <= 0 || Sk <= 0 || qpos->split < 0 || qpos->split > Sq ||
+        kpos->split < 0 || kpos->split > Sk)
+        return 0;
+    if (mask == GL_ATTN_FULL) {
+        part[0] = (gl_attn_part){ 0, Sq, 0, Sk, 0 };
+        return 1;
+    }
+    if (mask != GL_ATTN_CAUSAL)
+        return 0;
+    /* The whole block as one diagonal: the same strictly increasing
+     * positions on both sides, so position order is row order. */
+    if (Sq == Sk && qpos->split == kpos->split &&
+        (qpos->split == 0 || qpos->start[0] == kpos->start[0]) &&
+        (qpos->split == Sq || qpos->start[1] == kpos->start[1]) &&
+        (qpos->split == 0 || qpos->split == Sq ||
+         qpos->start[1] >= qpos->start[0] + qpos->split)) {
+        part[0] = (gl_attn_part){ 0, Sq, 0, Sk, 1 };
+        return 1;
+    }
+    run qr[2], kr[2];
+    int nq = runs_of(qpos, Sq, qr), nk = runs_of(kpos, Sk, kr), n = 0;
+    for (int i = 0; i < nq; i++) {
+        gl_attn_part p;
+        if (!run_part(qr[i], kr, nk, Sk, &p))
+            return 0;
+        gl_attn_part *last = n ? &part[n - 1] : NULL;
+        if (last && !last->causal && !p.causal && last->k0 == p.k0 &&
+            last->nk == p.nk)
+            last->nq += p.nq;           /* the runs share their keys */
+        else
+            part[n++] = p;
+    }
+    return n;
+}
+
 /* Megatron's get_capacity(n k, E, factor): ceil((n k / E) factor) in
  * double, as Python computes it. */
 int gl_moe_capacity(int n, int k, int E, double factor)

@@ -214,6 +214,32 @@ typedef struct {
  * position <= the query's; full, every pair. */
 typedef enum { GL_ATTN_CAUSAL = 0, GL_ATTN_FULL = 1 } gl_attn_mask;
 
+/* A block cut into pieces that whole-sequence attention runs as they
+ * are: query rows [q0, q0 + nq) against key rows [k0, k0 + nk), every
+ * pair (causal 0) or the causal diagonal by row index (causal 1: key row
+ * k0 + j allowed for query row q0 + i iff j <= i); nk = 0, rows that see
+ * no key (o 0, lse -inf).  Every query row lies in exactly one part, so
+ * the parts' outputs need no merging. */
+typedef struct {
+    int q0, nq, k0, nk, causal;
+} gl_attn_part;
+
+#define GL_ATTN_PARTS 2     /* the most parts gl_attn_block_split makes */
+
+/* Cut the block of Sq query rows (positions qpos) against Sk key rows
+ * (kpos) under mask into parts whose pairs are exactly the block's
+ * allowed pairs, one part per query run at most, runs that share their
+ * keys joined.  Each (query run, key run) pair must be all allowed, none
+ * allowed, or a diagonal (the two runs start at the same position); a
+ * block with a pair that is partly allowed any other way has no such
+ * cut.  Megatron's CP layout (chunks r and 2 CP - 1 - r) never has one:
+ * every block of its ring is one or two parts.  Returns the number of
+ * parts (at most GL_ATTN_PARTS) written to part, or 0 when there is no
+ * cut (the general kernels run the block); bad sizes or splits also
+ * give 0. */
+int gl_attn_block_split(const gl_attn_pos *qpos, int Sq, const gl_attn_pos *kpos,
+                        int Sk, gl_attn_mask mask, gl_attn_part part[GL_ATTN_PARTS]);
+
 /* gl_attn_dropout_check for a block call (attn_block_fwd, attn_block_bwd)
  * of Hq heads, Sq query and Sk key rows: also dies when a position of the
  * runs is not below dp->seq. */
