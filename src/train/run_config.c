@@ -605,7 +605,9 @@ static const gl_option table[] = {
     INT("context-parallel-size", layout.context_parallel_size, G_PAR, POS,
         "CP: ranks that split each sequence"),
     STR("cp-comm-type", layout.cp_comm_type, "TYPE", G_PAR,
-        "with CP > 1, how attention sees the other ranks' keys: p2p (ring) or all_gather",
+        "with CP > 1, how attention sees the other ranks' keys: p2p (a ring that passes "
+        "them on), all_gather, or a2a (Ulysses: an all-to-all trades sequence for heads; "
+        "CP must divide each TP rank's query heads and groups)",
         .choices = cp_comm_types, .defstr = "p2p"),
     INT("expert-model-parallel-size", layout.expert_model_parallel_size, G_PAR, POS,
         "EP: ranks that split the experts of mixture-of-experts layers"),
@@ -2057,20 +2059,38 @@ const char *gl_config_attention_impl(const gl_config *c)
     }
 }
 
+/* The attention asked for: --attention-backend's ("cudnn", "native" or
+ * "auto"), else a non-empty GRIDLM_ATTENTION's value, else NULL (auto,
+ * the default); *by_flag says whether the flag asked. */
+static const char *attention_wanted(const gl_config *c, int *by_flag)
+{
+    const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
+    *by_flag = impl != NULL;
+    return impl ? impl : env && *env ? env : NULL;
+}
+
+/* How a message names the request for cuDNN attention_wanted found. */
+static const char *cudnn_asked(int by_flag)
+{
+    return by_flag ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn";
+}
+
 char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, size_t n)
 {
     static const char cudnn[] = "cuDNN's fused flash attention";
     static const char native[] = "gridlm's flash-attention kernels";
-    const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
+    int by_flag;
+    const char *wanted = attention_wanted(c, &by_flag);
     char why[96];
-    if (impl)
+    if (by_flag)
         snprintf(why, sizeof why, "--attention-backend %s",
                  gl_config_attention_backend_name(c->attention_backend));
-    else if (env && *env)
-        snprintf(why, sizeof why, "GRIDLM_ATTENTION=%s", env);
+    else if (wanted)
+        snprintf(why, sizeof why, "GRIDLM_ATTENTION=%s", wanted);
     else
         snprintf(why, sizeof why, "auto, the default");
-    const char *wanted = impl ? impl : env && *env ? env : "auto";
+    if (!wanted)
+        wanted = "auto";
 #ifdef GL_HAVE_CUDNN
     const int have_cudnn = 1;
 #else
@@ -2105,18 +2125,17 @@ char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, si
  * for it (dev_cuda.c says so in the log). */
 static void check_attention(const gl_config *c)
 {
-    const char *impl = gl_config_attention_impl(c);
-    const char *env = getenv("GRIDLM_ATTENTION");
-    const char *wanted = impl ? impl : env;
+    int by_flag;
+    const char *wanted = attention_wanted(c, &by_flag);
     if (wanted && !strcmp(wanted, "cudnn") && c->arch.attention_dropout > 0 &&
         c->device != GL_DEVICE_CPU)
         bad("%s is cuDNN's fused attention, which cannot apply --attention-dropout %g (cuDNN "
             "draws its own masks, not gridlm's layout-independent ones): use "
             "--attention-backend auto or local (gridlm's kernels), or --attention-dropout 0",
-            impl ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn",
-            c->arch.attention_dropout);
-    if (!impl)
+            cudnn_asked(by_flag), c->arch.attention_dropout);
+    if (!by_flag)
         return;
+    const char *impl = wanted, *env = getenv("GRIDLM_ATTENTION");
     const char *name = gl_config_attention_backend_name(c->attention_backend);
 #if defined(GL_HAVE_CUDA) && !defined(GL_HAVE_CUDNN)
     if (!strcmp(impl, "cudnn") && c->device != GL_DEVICE_CPU)
@@ -2150,13 +2169,13 @@ static void check_deterministic(const gl_config *c)
 {
     if (!c->deterministic_mode)
         return;
-    const char *impl = gl_config_attention_impl(c), *env = getenv("GRIDLM_ATTENTION");
-    const char *wanted = impl ? impl : env;
+    int by_flag;
+    const char *wanted = attention_wanted(c, &by_flag);
     if (wanted && !strcmp(wanted, "cudnn") && c->device != GL_DEVICE_CPU)
         bad("%s is cuDNN's fused attention, whose backward adds dq in an order that varies "
             "from run to run, and --deterministic-mode asks for the same bits every run: use "
             "--attention-backend auto (cuDNN's forward, gridlm's backward kernels) or local",
-            impl ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn");
+            cudnn_asked(by_flag));
     const char *algo = getenv("NCCL_ALGO");
     if (!algo || !*algo)
         return;
