@@ -1,7 +1,12 @@
-# benchmarks/gpu-lib.sh: what the device calls' scripts share (sourced
-# with `. benchmarks/gpu-lib.sh` from the repository root, after $out is
-# set to a scratch folder for logs).
+# benchmarks/gpu-lib.sh: what the device calls' scripts share.  A call's
+# script, staged beside this file, src/tools/gridlm-train and .gpukit,
+# starts
+#     set -u
+#     cd "$(dirname "$0")" && . ./gpu-lib.sh && begin "$1"
+# (or sources it from the repository root after setting $out itself).
 #
+#   begin OUTD                  logs to OUTD/logs ($out), the kit's
+#                               environment (.gpukit/env.sh)
 #   el                          seconds since the library was sourced
 #   rate FILE.jsonl             harmonic-mean tokens/s, mean MFU and the
 #                               per-iteration ms of iterations 5 and on
@@ -9,6 +14,11 @@
 #                               one gridlm-train run on one GPU (the
 #                               shared optimizer flags, mock data), its
 #                               rate line, and any error it printed
+#   mrun NAME N ITERS FLAGS...  one gridlm-train run ($bin, default
+#                               src/tools/gridlm-train) on N GPUs, timeout
+#                               $T s (default 100), its rate line
+#   rel NAME1 NAME2             the largest relative difference of two
+#                               runs' losses
 #   peer NAME FLAGS...          one run of the PyTorch peer
 #                               (.gpukit/torch_peer.py), its last lines
 #   lg FILE.jsonl               one line per logged iteration or
@@ -28,6 +38,13 @@
 
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+
+begin() {
+    OUTD=$1
+    out=$OUTD/logs
+    mkdir -p "$out"
+    . .gpukit/env.sh
+}
 
 llama="--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear --attention-dropout 0 --hidden-dropout 0"
 moeA="$llama --num-layers 8 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8 --ffn-hidden-size 5632 --vocab-size 128256 --seq-length 4096 --rotary-base 500000 --untie-embeddings-and-output-weights --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632"
@@ -55,6 +72,22 @@ run() {
         --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
     echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
     grep -iE 'error|refus' "$out/$name.log" | head -3
+}
+
+mrun() {
+    name=$1 n=$2 it=$3; shift 3
+    timeout ${T:-100} mpiexec -n $n ${bin:-src/tools/gridlm-train} --device cuda --bf16 "$@" $opt \
+        --train-iters $it --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
+    echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
+    grep -iE 'error|refus' "$out/$name.log" | head -3
+}
+
+rel() {
+    lg "$out/$1.jsonl" | awk '{print $1}' > "$out/$1.l"
+    lg "$out/$2.jsonl" | awk '{print $1}' > "$out/$2.l"
+    paste "$out/$1.l" "$out/$2.l" | awk -v a=$1 -v b=$2 '{d = $1 - $2; if (d < 0) d = -d;
+        r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r; n++}
+        END {printf "%s vs %s: %d losses, largest relative difference %.2e\n", a, b, n, m}'
 }
 
 lg() {

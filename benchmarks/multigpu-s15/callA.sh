@@ -2,36 +2,17 @@
 # Issue 19 on N linked H200s (N = 2 or 4), session 15, call A: context
 # parallelism with the ring's blocks on cuDNN (gl_attn_block_split):
 # CP=N against CP=1 (losses, each comm type) and the 1.5B shape at long
-# sequences.  callB.sh: data and tensor parallelism, the watchdog.  Every run has its own timeout; the logs go
-# to OUT/logs.
+# sequences (callB.sh: data and tensor parallelism, the watchdog).
+# Every run has its own timeout; the logs go to OUT/logs.
 #   callA.sh OUT   (from a staging folder holding src/tools/gridlm-train,
 #                   gpu-lib.sh and .gpukit)
 set -u
-cd "$(dirname "$0")"
-OUTD=$1
-out=$OUTD/logs; mkdir -p "$out"
-. .gpukit/env.sh
-. ./gpu-lib.sh
+cd "$(dirname "$0")" && . ./gpu-lib.sh && begin "$1"
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | head -1
 echo "$N GPUs"; nvidia-smi topo -m | head -$((N + 1))
 bin=src/tools/gridlm-train
-# one run on n GPUs: NAME n ITERS FLAGS...
-mrun() {
-    name=$1 n=$2 it=$3; shift 3
-    timeout ${T:-100} mpiexec -n $n $bin --device cuda --bf16 "$@" $opt --train-iters $it \
-        --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
-    echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
-    grep -iE 'error|refus' "$out/$name.log" | head -3
-}
-rel() {
-    lg "$out/$1.jsonl" | awk '{print $1}' > "$out/$1.l"
-    lg "$out/$2.jsonl" | awk '{print $1}' > "$out/$2.l"
-    paste "$out/$1.l" "$out/$2.l" | awk -v a=$1 -v b=$2 '{d = $1 - $2; if (d < 0) d = -d;
-        r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r; n++}
-        END {printf "%s vs %s: %d losses, largest relative difference %.2e\n", a, b, n, m}'
-}
-mem() { grep -iE "memory|GiB" "$out/$1.log" | head -2; }
+mem() { echo "$1: $(grep -o "memory (GiB): [0-9.]*" "$out/$1.log" | tail -1)"; }
 
 # 1. CP: CP=N against CP=1 at seq 8192 (4 layers of the 1.5B shape), each comm type
 cp="$llama --num-layers 4 --hidden-size 2048 --num-attention-heads 32 --num-query-groups 8 --ffn-hidden-size 8192 --vocab-size 32000 --rotary-base 500000 --micro-batch-size 1 --global-batch-size 1"

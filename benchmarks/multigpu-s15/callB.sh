@@ -7,23 +7,11 @@
 #   callB.sh OUT   (from a staging folder holding src/tools/gridlm-train,
 #                   gpu-lib.sh and .gpukit)
 set -u
-cd "$(dirname "$0")"
-OUTD=$1
-out=$OUTD/logs; mkdir -p "$out"
-. .gpukit/env.sh
-. ./gpu-lib.sh
+cd "$(dirname "$0")" && . ./gpu-lib.sh && begin "$1"
 N=$(nvidia-smi -L | wc -l)
 nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | head -1
 echo "$N GPUs"; nvidia-smi topo -m | head -$((N + 1))
 bin=src/tools/gridlm-train
-# one run on n GPUs: NAME n ITERS FLAGS...
-mrun() {
-    name=$1 n=$2 it=$3; shift 3
-    timeout ${T:-100} mpiexec -n $n $bin --device cuda --bf16 "$@" $opt --train-iters $it \
-        --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
-    echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
-    grep -iE 'error|refus' "$out/$name.log" | head -3
-}
 
 # 1. DP=N, 1.5B, distributed optimizer with overlap, beside the peer (DDP)
 mrun s15-dp1 1 14 $s15 --micro-batch-size 2 --global-batch-size 2
