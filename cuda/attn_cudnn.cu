@@ -1180,12 +1180,13 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
     int W = (Hq + 2 * Hkv) * D, R = Sq > Sk ? Sq : Sk, OD = Hq * D;
     plan_key key[GL_ATTN_PARTS];
     size_t wbytes = 0;
-    int via_o = 0;
+    int via_o = 0, with_keys = 0;
     /* BWD_DELTA reads delta; BWD recomputes it from delta_as_o_kernel's o */
     const int bwd[] = {BWD_DELTA, BWD};
     for (int i = 0; i < np; i++) {
         if (!part[i].nk)
             continue;                     /* rows without keys add nothing */
+        with_keys++;
         key[i] = (plan_key){BWD_DELTA, B, part[i].nq, Hq, Hkv, D, ldq, ldk,
                             ldv, 0, lddo, W, part[i].nk, part[i].causal, Sq,
                             Sk, 0};
@@ -1195,6 +1196,8 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
         size_t w = round256((size_t)found(d, &key[i])->ws);
         wbytes = w > wbytes ? w : wbytes;
     }
+    if (!with_keys)
+        return 1;                         /* a block without keys: nothing */
     gl_cuda_state *st = gl_cuda_st(d);
     size_t abytes = round256((size_t)B * Hq * Sq * D * sizeof(float));
     size_t gbytes = round256((size_t)B * R * W * sizeof(bf16));
