@@ -2821,10 +2821,11 @@ static void test_attn_block_shapes(int B, int c, int Hq, int Hkv, int D)
  *
  * cudnn 0: under GL_ATTN_NATIVE, every block runs attn_block.cu's fp32
  * kernels, compared tightly (1e-3 of the largest value, 2e-3 for the
- * gradients).  cudnn 1: under GL_ATTN_AUTO, each rank's causal diagonal
- * runs through cuDNN in a build with cuDNN (asserted: CP forward and CP
- * backward block calls), whose probabilities meet v and dO as bf16, so
- * attention's tolerances apply (1e-2 and 2e-2).
+ * gradients).  cudnn 1: under GL_ATTN_AUTO, every block runs through
+ * cuDNN in a build with cuDNN, cut into parts (gl_attn_block_split;
+ * asserted: CP^2 forward and CP^2 backward block calls), whose
+ * probabilities meet v and dO as bf16, so attention's tolerances apply
+ * (1e-2 and 2e-2).
  */
 static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D,
                            int cudnn)
@@ -2915,9 +2916,9 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D,
         if (gl_cuda_cudnn_version() == 0)
             skip(1, "this gridlm was built without cuDNN");
         else
-            ok(f == CP && b == CP, "ring of %d, B=%d c=%d D=%d: the %d causal "
-               "diagonals through cuDNN (%ld forward, %ld backward block "
-               "calls), the rest through attn_block.cu", CP, B, c, D, CP, f, b);
+            ok(f == CP * CP && b == CP * CP, "ring of %d, B=%d c=%d D=%d: all "
+               "%d blocks through cuDNN (%ld forward, %ld backward block calls)",
+               CP, B, c, D, CP * CP, f, b);
     }
 
     /* the GPU's results scattered back to the whole sequence */
@@ -2947,7 +2948,7 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D,
     char name[200];
     snprintf(name, sizeof name, "ring of %d%s (attn_block_fwd + attn_merge) o "
              "= attn_fwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP,
-             cudnn ? " (cuDNN diagonals)" : "", B, S, Hq, Hkv, D);
+             cudnn ? " (cuDNN)" : "", B, S, Hq, Hkv, D);
     cmp2d(name, o, Wo, co, Wo, (long)B * S, Wo, 0, otol);
     snprintf(name, sizeof name, "ring of %d lse = attn_fwd's, B=%d S=%d D=%d",
              CP, B, S, D);
@@ -2962,7 +2963,7 @@ static void test_attn_ring(int B, int CP, int c, int Hq, int Hkv, int D,
                      W, B, S, Hq, Hkv, D, scale, NULL);
     snprintf(name, sizeof name, "ring of %d%s (attn_delta + attn_block_bwd) dq "
              "= attn_bwd's, B=%d S=%d Hq=%d Hkv=%d D=%d", CP,
-             cudnn ? " (cuDNN diagonals)" : "", B, S, Hq, Hkv, D);
+             cudnn ? " (cuDNN)" : "", B, S, Hq, Hkv, D);
     cmp2d(name, dg, W, cd, W, (long)B * S, Hq * D, 0, gtol);
     snprintf(name, sizeof name, "ring of %d dk = attn_bwd's, D=%d", CP, D);
     cmp2d(name, dg + Hq * D, W, cd + Hq * D, W, (long)B * S, Hkv * D, 0, gtol);
@@ -3528,8 +3529,8 @@ int main(void)
      * and 4, one-token chunks) against attn_fwd/attn_bwd on the whole
      * sequence; convert_2d.  The kernels of attn_block.cu at their own
      * tolerances (GL_ATTN_NATIVE), then two rings under GL_ATTN_AUTO,
-     * whose diagonal blocks cuDNN runs (tile-sized chunks: 2 c = 128);
-     * t/attn-cudnn.c tests cuDNN's blocks one by one */
+     * whose blocks cuDNN runs, cut into parts (tile-sized chunks:
+     * c = 64); t/attn-cudnn.c tests cuDNN's blocks one by one */
     int impl = gl_cuda_attn_impl(G, GL_ATTN_NATIVE);
     test_attn_block_shapes(2, 40, 8, 2, 64);
     test_attn_block_shapes(1, 33, 4, 4, 128);
