@@ -102,11 +102,6 @@ extern "C" int gl_cuda_deterministic(gl_dev *d, int on)
     int old = st->deterministic;
     if (on < 0 || !on == !old)
         return old;
-    if (on && st->attn_impl == GL_ATTN_CUDNN)
-        gl_die("GRIDLM_ATTENTION=cudnn cannot run deterministically: cuDNN's "
-               "flash backward adds dq in an order that varies from run to "
-               "run; unset GRIDLM_ATTENTION (the backward then runs gridlm's "
-               "kernels) or drop --deterministic-mode");
     /* plans built under the other setting were chosen by other rules */
     GL_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     gl_cudnn_close(d);
@@ -197,6 +192,7 @@ enum { FWD = 0, BWD = 1, BWD_DELTA = 2 };
 typedef struct {
     int dir, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, Sk, causal;
     int qrows, krows, lrows;
+    int det;                   /* backward: the deterministic graph */
 } plan_key;
 
 /* A graph being built: every descriptor made (destroyed with the plan),
@@ -231,6 +227,7 @@ struct gl_cudnn {
     int warned;                /* the one fallback warning was printed */
     int delta_via_o;           /* the block backward's BWD_DELTA graph was
                                 * refused: it goes through o (said once) */
+    int det_ws_said;           /* det_too_big said so */
     plan_entry *e;
     int n, cap;
 };
@@ -538,7 +535,6 @@ static void build_bwd(graph *g, const plan_key *k)
      * fp32 dq is what selects cuDNN's flash backward without an S x Sk
      * buffer) */
     desc_t delta = tensor(g, U_DELTA, F, rows_of(k), false, false);
-    desc_t dqacc = tensor(g, U_DQACC, F, packed(B, Hq, S, D), false, false);
 
     if (k->dir == BWD) {            /* delta = rowsum(dO * o) */
         desc_t o = tensor(g, U_O, BF, bhsd(k, k->Hq, k->S, QR, k->ldo), false, false);
@@ -576,11 +572,19 @@ static void build_bwd(graph *g, const plan_key *k)
     reshape(g, ds, dst);
     matmul_grouped(g, k, dst, q, dk);
 
-    /* dq = dS k, through the fp32 accumulator */
+    /* dq = dS k: through the fp32 accumulator, or, deterministic, straight
+     * into dq, which is what makes cuDNN's engine keep dS in a workspace
+     * of B Hq S Sk bf16 and add dq without atomics (the graph
+     * cudnn-frontend builds for set_deterministic_algorithm on Hopper) */
     desc_t kk = virt(g, BF, bhsd(k, k->Hkv, k->Sk, KR, k->ldk));
     reshape(g, kt, kk);
-    matmul(g, ds, kk, dqacc);
-    pointwise(g, CUDNN_POINTWISE_IDENTITY, F, dqacc, NULL, NULL, dq);
+    if (k->det) {
+        matmul(g, ds, kk, dq);
+    } else {
+        desc_t dqacc = tensor(g, U_DQACC, F, packed(B, Hq, S, D), false, false);
+        matmul(g, ds, kk, dqacc);
+        pointwise(g, CUDNN_POINTWISE_IDENTITY, F, dqacc, NULL, NULL, dq);
+    }
 }
 
 /* 1 when the engine of configuration cfg declares itself
@@ -740,9 +744,9 @@ static void describe(char *buf, size_t n, const plan_key *k)
     if (k->qrows != k->S || k->krows != k->Sk)
         snprintf(part, sizeof part, "; a part of a block of %d x %d rows, lse %s",
                  k->qrows, k->krows, k->lrows == k->S ? "packed" : "in place");
-    snprintf(buf, n, "%s B=%d S=%d Hq=%d Hkv=%d D=%d%s (row strides q %d k %d "
-             "v %d o %d%s%s)", dir[k->dir], k->B, k->S, k->Hq, k->Hkv, k->D, blk,
-             k->ldq, k->ldk, k->ldv, k->ldo,
+    snprintf(buf, n, "%s%s B=%d S=%d Hq=%d Hkv=%d D=%d%s (row strides q %d k %d "
+             "v %d o %d%s%s)", k->det ? "deterministic " : "", dir[k->dir], k->B, k->S,
+             k->Hq, k->Hkv, k->D, blk, k->ldq, k->ldk, k->ldv, k->ldo,
              k->dir == FWD ? "" : ", dO and gradients too", part);
 }
 
@@ -842,9 +846,25 @@ static int usable(int B, int S, int Hq, int Hkv, int D, float scale,
     return 1;
 }
 
-static void execute(gl_dev *d, plan_entry *e, int n, const int64_t *uids,
-                    void **ptrs, void *ws)
+/* A call's bindings: the unique id and the device pointer (or host
+ * scalar) of every tensor of the plan's graph, and no other. */
+typedef struct {
+    int64_t uid[16];
+    void *ptr[16];
+    int n;
+} bindings;
+
+static void bind(bindings *b, int64_t uid, const void *p)
 {
+    b->uid[b->n] = uid;
+    b->ptr[b->n++] = (void *)p;
+}
+
+static void execute(gl_dev *d, plan_entry *e, const bindings *b, void *ws)
+{
+    int n = b->n;
+    const int64_t *uids = b->uid;
+    void *const *ptrs = b->ptr;
     gl_cudnn *c = gl_cuda_st(d)->cudnn;
     desc_t vp = NULL;
     cudnnStatus_t s = cudnnBackendCreateDescriptor(
@@ -854,7 +874,7 @@ static void execute(gl_dev *d, plan_entry *e, int n, const int64_t *uids,
                                      CUDNN_TYPE_INT64, n, uids);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                     CUDNN_TYPE_VOID_PTR, n, ptrs);
+                                     CUDNN_TYPE_VOID_PTR, n, (void *)ptrs);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
                                      CUDNN_TYPE_VOID_PTR, 1, &ws);
@@ -881,16 +901,40 @@ int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
     const int ld[] = {ldo, ldq, ldk, ldv, 8};
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 5))
         return 0;
-    plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0, S, 1, S, S, S};
+    plan_key key = {FWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, 0, 0, S, 1, S, S, S, 0};
     plan_entry *e = lookup(d, &key, 0);
     if (!e)
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
     void *ws = gl_cuda_scratch(d, &st->s_cudnn, round256((size_t)e->ws));
     float fscale = scale, fneg = -3.402823466e38f;   /* the lowest float */
-    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG};
-    void *ptrs[] = {(void *)q, (void *)k, (void *)v, o, lse, &fscale, &fneg};
-    execute(d, e, 7, uids, ptrs, ws);
+    bindings b = {};
+    bind(&b, U_Q, q), bind(&b, U_K, k), bind(&b, U_V, v), bind(&b, U_O, o);
+    bind(&b, U_STATS, lse), bind(&b, U_SCALE, &fscale), bind(&b, U_NEG, &fneg);
+    execute(d, e, &b, ws);
+    return 1;
+}
+
+/* The most workspace cuDNN's deterministic backward may take (it keeps
+ * dS, B Hq S Sk bf16, there: 2 GiB at B 2, 32 heads, S 4096); a call that
+ * needs more runs the kernels here, which need none. */
+#define DET_WS_MAX ((int64_t)4 << 30)
+
+/* 1 when plan e is a deterministic backward whose workspace passes
+ * DET_WS_MAX (said once a device). */
+static int det_too_big(gl_dev *d, const plan_entry *e)
+{
+    if (!e->key.det || e->ws <= DET_WS_MAX)
+        return 0;
+    gl_cudnn *c = gl_cuda_st(d)->cudnn;
+    if (!c->det_ws_said) {
+        char what[320];
+        describe(what, sizeof what, &e->key);
+        c->det_ws_said = 1;
+        gl_info0("cuDNN's deterministic attention backward would take %.1f GiB of "
+                 "workspace for the %s (more than %.0f GiB): gridlm's kernels run "
+                 "such shapes", e->ws / 1073741824.0, what, DET_WS_MAX / 1073741824.0);
+    }
     return 1;
 }
 
@@ -904,22 +948,25 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
     const int ld[] = {ldg, ldg, ldg, lddo, ldo, 8, ldq, ldk, ldv};
     if (!usable(B, S, Hq, Hkv, D, scale, p, ld, 9))
         return 0;
-    plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, S, 1, S, S, S};
-    plan_entry *e = lookup(d, &key, 0);
-    if (!e)
-        return 0;
     gl_cuda_state *st = gl_cuda_st(d);
+    plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, S, 1, S, S, S,
+                    st->deterministic};
+    plan_entry *e = lookup(d, &key, 0);
+    if (!e || det_too_big(d, e))
+        return 0;
     size_t wbytes = round256((size_t)e->ws);
     size_t dbytes = round256((size_t)B * Hq * S * sizeof(float));
     size_t abytes = round256((size_t)B * Hq * S * D * sizeof(float));
     char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + dbytes + abytes);
     float fscale = scale, fneg = -3.402823466e38f, fone = 1.0f;
-    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK,
-                            U_DV, U_SCALE, U_NEG, U_ONE, U_DELTA, U_DQACC};
-    void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dout,
-                    (void *)lse, dq, dk, dv, &fscale, &fneg, &fone,
-                    ws + wbytes, ws + wbytes + dbytes};
-    execute(d, e, 14, uids, ptrs, ws);
+    bindings b = {};
+    bind(&b, U_Q, q), bind(&b, U_K, k), bind(&b, U_V, v), bind(&b, U_O, o);
+    bind(&b, U_DO, dout), bind(&b, U_STATS, lse), bind(&b, U_DQ, dq);
+    bind(&b, U_DK, dk), bind(&b, U_DV, dv), bind(&b, U_SCALE, &fscale);
+    bind(&b, U_NEG, &fneg), bind(&b, U_ONE, &fone), bind(&b, U_DELTA, ws + wbytes);
+    if (!key.det)
+        bind(&b, U_DQACC, ws + wbytes + dbytes);
+    execute(d, e, &b, ws);
     return 1;
 }
 
@@ -1079,7 +1126,7 @@ int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
         if (!part[i].nk)
             continue;
         key[i] = (plan_key){FWD, B, part[i].nq, Hq, Hkv, D, ldq, ldk, ldv, OD,
-                            0, 0, part[i].nk, part[i].causal, Sq, Sk, 0};
+                            0, 0, part[i].nk, part[i].causal, Sq, Sk, 0, 0};
         if (!part_plan(d, &key[i], Sq, part[i].q0, fwd, 1))
             return 0;
         size_t w = round256((size_t)found(d, &key[i])->ws);
@@ -1103,13 +1150,13 @@ int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
             continue;
         }
         int inplace = key[i].lrows == Sq;
-        const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG};
-        void *ptrs[] = {(void *)(q + (size_t)t->q0 * ldq),
-                        (void *)(k + (size_t)t->k0 * ldk),
-                        (void *)(v + (size_t)t->k0 * ldv),
-                        obf + (size_t)t->q0 * OD, inplace ? lse + t->q0 : lpk,
-                        &fscale, &fneg};
-        execute(d, found(d, &key[i]), t->causal ? 7 : 6, uids, ptrs, ws);
+        bindings b = {};
+        bind(&b, U_Q, q + (size_t)t->q0 * ldq), bind(&b, U_K, k + (size_t)t->k0 * ldk);
+        bind(&b, U_V, v + (size_t)t->k0 * ldv), bind(&b, U_O, obf + (size_t)t->q0 * OD);
+        bind(&b, U_STATS, inplace ? lse + t->q0 : lpk), bind(&b, U_SCALE, &fscale);
+        if (t->causal)
+            bind(&b, U_NEG, &fneg);
+        execute(d, found(d, &key[i]), &b, ws);
         if (!inplace)
             rows_out(d, lse, Sq, lpk, t->q0, t->nq, B * Hq);
     }
@@ -1183,14 +1230,16 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
     int via_o = 0, with_keys = 0;
     /* BWD_DELTA reads delta; BWD recomputes it from delta_as_o_kernel's o */
     const int bwd[] = {BWD_DELTA, BWD};
+    gl_cuda_state *st = gl_cuda_st(d);
     for (int i = 0; i < np; i++) {
         if (!part[i].nk)
             continue;                     /* rows without keys add nothing */
         with_keys++;
         key[i] = (plan_key){BWD_DELTA, B, part[i].nq, Hq, Hkv, D, ldq, ldk,
                             ldv, 0, lddo, W, part[i].nk, part[i].causal, Sq,
-                            Sk, 0};
-        if (!part_plan(d, &key[i], Sq, part[i].q0, bwd, 2))
+                            Sk, 0, st->deterministic};
+        if (!part_plan(d, &key[i], Sq, part[i].q0, bwd, 2) ||
+            det_too_big(d, found(d, &key[i])))
             return 0;
         via_o |= key[i].dir == BWD;
         size_t w = round256((size_t)found(d, &key[i])->ws);
@@ -1198,7 +1247,6 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
     }
     if (!with_keys)
         return 1;                         /* a block without keys: nothing */
-    gl_cuda_state *st = gl_cuda_st(d);
     size_t abytes = round256((size_t)B * Hq * Sq * D * sizeof(float));
     size_t gbytes = round256((size_t)B * R * W * sizeof(bf16));
     size_t lbytes = round256((size_t)B * Hq * Sq * sizeof(float));
@@ -1230,33 +1278,29 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
             rows_in(d, lpk, lse, Sq, t->q0, t->nq, B * Hq);
             l = lpk;
         }
-        void *qq = (void *)(q + (size_t)t->q0 * ldq);
-        void *kk = (void *)(k + (size_t)t->k0 * ldk);
-        void *vv = (void *)(v + (size_t)t->k0 * ldv);
-        void *gg = (void *)(dout + (size_t)t->q0 * lddo);
-        plan_entry *e = found(d, &key[i]);
+        bindings b = {};
+        bind(&b, U_Q, q + (size_t)t->q0 * ldq), bind(&b, U_K, k + (size_t)t->k0 * ldk);
+        bind(&b, U_V, v + (size_t)t->k0 * ldv), bind(&b, U_DO, dout + (size_t)t->q0 * lddo);
+        bind(&b, U_STATS, l), bind(&b, U_DQ, g), bind(&b, U_DK, gdk), bind(&b, U_DV, gdv);
+        bind(&b, U_SCALE, &fscale);
+        if (t->causal)
+            bind(&b, U_NEG, &fneg);
+        if (!key[i].det)
+            bind(&b, U_DQACC, dqacc);
         if (key[i].dir == BWD_DELTA) {
             const float *dl = delta + t->q0;
             if (!inplace) {
                 rows_in(d, dpk, delta, Sq, t->q0, t->nq, B * Hq);
                 dl = dpk;
             }
-            const int64_t uids[] = {U_Q, U_K, U_V, U_DO, U_STATS, U_DELTA, U_DQ,
-                                    U_DK, U_DV, U_DQACC, U_SCALE, U_NEG};
-            void *ptrs[] = {qq, kk, vv, gg, (void *)l, (void *)dl, g, gdk, gdv,
-                            dqacc, &fscale, &fneg};
-            execute(d, e, t->causal ? 12 : 11, uids, ptrs, ws);
+            bind(&b, U_DELTA, dl);
         } else {
-            /* the graph's own delta goes where nobody reads it: dpk,
-             * at head stride Sq or packed as the key says */
-            float *dw = inplace ? dpk + t->q0 : dpk;
-            const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK,
-                                    U_DV, U_ONE, U_DELTA, U_DQACC, U_SCALE, U_NEG};
-            void *ptrs[] = {qq, kk, vv, ox + (size_t)t->q0 * OD, gg, (void *)l, g,
-                            gdk, gdv, &fone, dw, dqacc,
-                            &fscale, &fneg};
-            execute(d, e, t->causal ? 14 : 13, uids, ptrs, ws);
+            /* o' for the graph's own delta, which goes where nobody reads
+             * it: dpk, at head stride Sq or packed as the key says */
+            bind(&b, U_O, ox + (size_t)t->q0 * OD), bind(&b, U_ONE, &fone);
+            bind(&b, U_DELTA, inplace ? dpk + t->q0 : dpk);
         }
+        execute(d, found(d, &key[i]), &b, ws);
         /* dq, dk, dv from the graph's bf16 outputs, rows [B, nq or nk, W].
          * Not dq from the fp32 accumulator: cuDNN's engine keeps its own
          * use of it (on an H200 with cuDNN 9.19 its contents after the

@@ -44,13 +44,17 @@ int gl_cuda_attn_impl(gl_dev *d, int impl);
 /* Sets whether CUDA device d runs deterministically (GRIDLM_DETERMINISTIC=1
  * when it opens; --deterministic-mode) and returns the previous setting;
  * on < 0 only returns it.  Deterministic: attention's backward (and
- * context parallelism's block backward) runs the kernels here, whose
- * every sum has a fixed order, because cuDNN's flash backward adds dq in
- * an order that varies from run to run without declaring it (the same
- * 8-expert MoE step on an H200 twice gave gradient norms 11.0013791 and
- * 11.0011620; benchmarks/RESULTS.md, session 14); forward plans are built
- * only from engines that do not declare themselves nondeterministic.
- * Dies with GL_ATTN_CUDNN, which would have to run the backward. */
+ * context parallelism's block backward) runs cuDNN's deterministic graph
+ * (dq = dS K straight into the bf16 output, the dS kept in a workspace of
+ * B Hq S Sk bf16: the form cudnn-frontend builds for Hopper's
+ * set_deterministic_algorithm), or, where cuDNN builds no plan for it or
+ * its workspace would pass 4 GiB, the kernels here, whose every sum has a
+ * fixed order.  Not the usual graph: its fp32 dq accumulator makes cuDNN
+ * add dq in an order that varies from run to run without declaring it
+ * (the same 8-expert MoE step on an H200 twice gave gradient norms
+ * 11.0013791 and 11.0011620; benchmarks/RESULTS.md, session 14).
+ * Forward plans are built only from engines that do not declare
+ * themselves nondeterministic. */
 int gl_cuda_deterministic(gl_dev *d, int on);
 
 /* cudnnGetVersion() of the loaded cuDNN (e.g. 91900), 0 in a build

@@ -357,7 +357,6 @@ static void cu_attn_bwd(gl_dev *d, void *dq, void *dk, void *dv, int ldg,
 {
     gl_cuda_state *st = gl_cuda_st(d);
     if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
-        !st->deterministic &&
         gl_cudnn_attn_bwd(d, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ldg,
                           (const bf16 *)dout, lddo, (const bf16 *)o, ldo, lse,
                           (const bf16 *)q, ldq, (const bf16 *)k, ldk,
@@ -758,7 +757,6 @@ static void cu_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
 {
     gl_cuda_state *st = gl_cuda_st(d);
     if (!attn_dropping(st, dp) && st->attn_impl != GL_ATTN_NATIVE &&
-        !st->deterministic &&
         gl_cudnn_attn_block_bwd(d, dq, lddq, dk, dv, lddkv, (const bf16 *)dout,
                                 lddo, lse, delta, (const bf16 *)q, ldq,
                                 (const bf16 *)k, ldk, (const bf16 *)v, ldv, B,

@@ -124,7 +124,7 @@ typedef struct {
     gl_attn_counts attn_counts;
     int attn_drop_logged;      /* the cuDNN fallback for dropout was logged */
     int deterministic;         /* GRIDLM_DETERMINISTIC=1 (--deterministic-mode):
-                                * attention's backward on the kernels here
+                                * attention's backward deterministic
                                 * (gl_cuda_deterministic) */
 
     gl_prof *prof;             /* GRIDLM_PROFILE=1, else NULL */

@@ -686,9 +686,10 @@ static void bench_ring(int B, int c, int Hq, int Hkv, int D, int cp, int r)
             cudaEventElapsedTime(&ms[bwd], e0, e1);
             ms[bwd] /= reps;
         }
-        diag("bench ring %-6s B=%d CP=%d rank %d (2 x %d rows) Hq=%d Hkv=%d D=%d: "
+        diag("bench ring %-6s%s B=%d CP=%d rank %d (2 x %d rows) Hq=%d Hkv=%d D=%d: "
              "blocks fwd %.3f ms %.0f TFLOP/s, bwd %.3f ms %.0f TFLOP/s",
-             impl == GL_ATTN_AUTO ? "auto" : "native", B, cp, r, c, Hq, Hkv, D, ms[0],
+             impl == GL_ATTN_AUTO ? "auto" : "native",
+             gl_cuda_deterministic(G, -1) ? " deterministic" : "", B, cp, r, c, Hq, Hkv, D, ms[0],
              flop / ms[0] / 1e9, ms[1], 2.5 * flop / ms[1] / 1e9);
     }
     gl_cuda_attn_impl(G, GL_ATTN_AUTO);
@@ -716,15 +717,63 @@ static uint16_t *bwd_bytes(int impl, void *gd, size_t nqkv, void *gdo,
     return h;
 }
 
+/* The backward's time under the device's current determinism, through
+ * auto (cuDNN where it takes the call) and through the kernels here. */
+static void bench_bwd(const char *shape, void *gd, void *gdo, void *go, float *glse,
+                      const uint16_t *gq, int W, int B, int S, int Hq, int Hkv, int D,
+                      float scale)
+{
+    const uint16_t *gk = gq + Hq * D, *gv = gk + Hkv * D;
+    uint16_t *gdq = gd, *gdk = gdq + Hq * D, *gdv = gdk + Hkv * D;
+    double flop = 2.5 * 4.0 * B * Hq * (double)S * S * D / 2;
+    const int impls[] = { GL_ATTN_AUTO, GL_ATTN_NATIVE };
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaStream_t st = (cudaStream_t)G->stream;
+    int det = gl_cuda_deterministic(G, -1), reps = 10;
+    for (int m = 0; m < 2; m++) {
+        int cudnn = run_bwd(impls[m], gdq, gdk, gdv, W, gdo, Hq * D, go, Hq * D, glse,
+                            gq, gk, gv, B, S, Hq, Hkv, D, scale);
+        cudaEventRecord(e0, st);
+        for (int i = 0; i < reps; i++)
+            run_bwd(impls[m], gdq, gdk, gdv, W, gdo, Hq * D, go, Hq * D, glse, gq, gk,
+                    gv, B, S, Hq, Hkv, D, scale);
+        cudaEventRecord(e1, st);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        diag("bench bwd %s %s %s: %.3f ms, %.0f TFLOP/s", shape,
+             det ? "deterministic" : "usual", cudnn ? "cuDNN" : "kernels here",
+             ms / reps, flop / (ms / reps) / 1e9);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
+
+/* A bf16 buffer of n elements as floats. */
+static float *bf_floats(const uint16_t *x, size_t n)
+{
+    float *f = gl_malloc(n * sizeof *f + 1);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(&f[i], &u, 4);
+    }
+    return f;
+}
+
 /*
- * gl_cuda_deterministic (--deterministic-mode): the backward runs the
- * kernels here, whose sums have a fixed order, so three runs from the
- * same inputs give the same bytes, and those of the kernels asked for by
- * name.  cuDNN's own backward is run twice too; whether its bytes repeat
- * is only reported (at S = 4096 on an H200 they did not: dq's sums over
- * key blocks arrive in varying order).
+ * gl_cuda_deterministic (--deterministic-mode): the backward runs cuDNN's
+ * deterministic graph (or, where cuDNN builds none, the kernels here), so
+ * three runs from the same inputs give the same bytes; cuDNN's must match
+ * the kernels' within attention's tolerance (2e-2 of the largest
+ * gradient, as test_attn).  cuDNN's usual backward is run twice too;
+ * whether its bytes repeat is only reported (at S = 4096 on an H200 they
+ * did not: dq's sums over key blocks arrive in varying order).  With
+ * bench set, the deterministic backward is timed against the usual one
+ * and against the kernels here.
  */
-static void test_deterministic(int B, int S, int Hq, int Hkv, int D)
+static void test_deterministic(int B, int S, int Hq, int Hkv, int D, int bench)
 {
     int W = (Hq + 2 * Hkv) * D, OD = Hq * D;
     long rows = (long)B * S;
@@ -745,23 +794,34 @@ static void test_deterministic(int B, int S, int Hq, int Hkv, int D)
          fwd_cudnn ? "cuDNN (an engine that declares no nondeterminism)"
                    : "the kernels here");
     int c1, c2, c3, cn;
-    gl_attn_counts k0 = counts();
     uint16_t *r1 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
                              Hq, Hkv, D, scale, &c1);
     uint16_t *r2 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
                              Hq, Hkv, D, scale, &c2);
     uint16_t *r3 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
                              Hq, Hkv, D, scale, &c3);
-    gl_attn_counts k1 = counts();
-    ok(!c1 && !c2 && !c3 && k1.bwd_native == k0.bwd_native + 3,
-       "deterministic attn_bwd %s runs the kernels here, not cuDNN", shape);
+    ok(c1 == c2 && c2 == c3, "deterministic attn_bwd %s: the three runs took one "
+       "path (%s)", shape, c1 ? "cuDNN's deterministic graph" : "the kernels here");
     ok(!memcmp(r1, r2, nqkv * 2) && !memcmp(r1, r3, nqkv * 2),
        "deterministic attn_bwd %s: three runs, the same bytes", shape);
-    ok(gl_cuda_deterministic(G, 0) == 1, "the setting reads back");
     uint16_t *rn = bwd_bytes(GL_ATTN_NATIVE, gd, nqkv, gdo, go, glse, gq, W, B,
                              S, Hq, Hkv, D, scale, &cn);
-    ok(!memcmp(r1, rn, nqkv * 2), "deterministic attn_bwd %s: the bytes of "
-       "GL_ATTN_NATIVE's", shape);
+    if (c1) {
+        float *a = bf_floats(r1, nqkv), *w = bf_floats(rn, nqkv);
+        char name[160];
+        snprintf(name, sizeof name, "deterministic cuDNN attn_bwd %s = the kernels' "
+                 "(dq, dk, dv)", shape);
+        cmp2d(name, a, W, w, W, rows, W, 0, 2e-2);
+        free(a), free(w);
+    } else {
+        ok(!memcmp(r1, rn, nqkv * 2), "deterministic attn_bwd %s: the bytes of "
+           "GL_ATTN_NATIVE's", shape);
+    }
+    if (bench)
+        bench_bwd(shape, gd, gdo, go, glse, gq, W, B, S, Hq, Hkv, D, scale);
+    ok(gl_cuda_deterministic(G, 0) == 1, "the setting reads back");
+    if (bench)
+        bench_bwd(shape, gd, gdo, go, glse, gq, W, B, S, Hq, Hkv, D, scale);
     uint16_t *u1 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
                              Hq, Hkv, D, scale, &c1);
     uint16_t *u2 = bwd_bytes(GL_ATTN_AUTO, gd, nqkv, gdo, go, glse, gq, W, B, S,
@@ -806,13 +866,27 @@ int main(void)
      * share the graphs' grouping with the whole-sequence shapes above) */
     test_blocks(2, 64, 8, 2, 64, 1);
     test_blocks(1, 64, 8, 2, 128, 0);
+    /* deterministic: the same blocks through cuDNN's deterministic graph */
+    gl_cuda_deterministic(G, 1);
+    {
+        int c = 64;
+        gl_attn_pos p0 = { .split = c, .start = { 0, (long)3 * c } };
+        gl_attn_pos p1 = { .split = c, .start = { c, (long)2 * c } };
+        test_block("deterministic, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's queries against "
+                   "rank 1's keys (two parts)", 2, 2 * c, 2 * c, 8, 2, 64, p0, p1,
+                   GL_ATTN_CAUSAL, 1);
+        test_block("deterministic, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's diagonal", 2, 2 * c,
+                   2 * c, 8, 2, 64, p0, p0, GL_ATTN_CAUSAL, 1);
+    }
+    gl_cuda_deterministic(G, 0);
     gl_attn_counts c = counts();
     diag("cuDNN plans built %ld, shapes refused %ld; blocks: cuDNN %ld "
          "forward %ld backward, kernels %ld forward %ld backward", c.plans,
          c.refused, c.blk_fwd_cudnn, c.blk_bwd_cudnn, c.blk_fwd_native,
          c.blk_bwd_native);
 
-    test_deterministic(1, quick ? 1024 : 4096, 32, 8, 64);
+    test_deterministic(1, quick ? 1024 : 4096, 32, 8, 64,
+                       getenv("GL_ATTN_CUDNN_BENCH") != NULL);
 
     test_profile();
 
@@ -822,6 +896,9 @@ int main(void)
         bench_ring(1, 2048, 32, 8, 64, 2, 0);     /* the 1.5B shape at 8k, CP 2 */
         bench_ring(1, 2048, 32, 8, 64, 2, 1);
         bench_ring(1, 4096, 32, 8, 64, 4, 0);     /* 32k, CP 4 */
+        gl_cuda_deterministic(G, 1);
+        bench_ring(1, 2048, 32, 8, 64, 2, 0);
+        gl_cuda_deterministic(G, 0);
     }
     gl_dev_close(G);
     gl_dev_close(C);
