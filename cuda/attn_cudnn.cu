@@ -926,7 +926,16 @@ static int det_too_big(gl_dev *d, const plan_entry *e)
 {
     if (!e->key.det || e->ws <= DET_WS_MAX)
         return 0;
-    gl_cudnn *c = gl_cuda_st(d)->cudnn;
+    gl_cuda_state *st = gl_cuda_st(d);
+    gl_cudnn *c = st->cudnn;
+    if (st->attn_impl == GL_ATTN_CUDNN) {
+        char what[320];
+        describe(what, sizeof what, &e->key);
+        gl_die("GRIDLM_ATTENTION=cudnn with --deterministic-mode, but cuDNN's deterministic "
+               "attention backward would take %.1f GiB of workspace for the %s (more than "
+               "%.0f GiB); unset GRIDLM_ATTENTION to let gridlm's kernels run such shapes",
+               e->ws / 1073741824.0, what, DET_WS_MAX / 1073741824.0);
+    }
     if (!c->det_ws_said) {
         char what[320];
         describe(what, sizeof what, &e->key);

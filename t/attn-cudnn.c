@@ -26,8 +26,9 @@
  * gl_cuda_attn_counts tell which ran); each against the CPU, the
  * backward's += into f32 accumulators included (test_block).
  *
- * Deterministic mode (gl_cuda_deterministic): the backward runs the
- * kernels here and repeats its bytes (test_deterministic).
+ * Deterministic mode (gl_cuda_deterministic): the backward runs cuDNN's
+ * deterministic graph and repeats its bytes (test_deterministic), the
+ * blocks' too (against the CPU).
  *
  * GL_ATTN_CUDNN_QUICK=1 leaves out the S = 4096 shapes; GL_ATTN_CUDNN_BENCH=1
  * adds timings of both implementations at the 1.5B model's shapes.

@@ -1011,7 +1011,8 @@ static void test_moe(void)
 
 /* --deterministic-mode: the NCCL_ALGO it sets, the ones it accepts and
  * refuses (NVLink SHARP, NVLS and NVLSTree, must stay out), cuDNN's
- * attention asked for by name refused, and the attention line. */
+ * attention asked for by name accepted (its backward has a deterministic
+ * form), and the attention line. */
 static void test_deterministic(void)
 {
     gl_config c;
@@ -1028,8 +1029,8 @@ static void test_deterministic(void)
        "--deterministic-mode with NCCL_ALGO unset sets ^NVLS,NVLSTree");
     gl_config_attention_describe(&c, 1, buf, sizeof buf);
 #ifdef GL_HAVE_CUDNN
-    ok(strstr(buf, "cuDNN's fused flash attention forward") &&
-       strstr(buf, "gridlm's flash-attention kernels backward") &&
+    ok(strstr(buf, "cuDNN's fused flash attention") &&
+       strstr(buf, "deterministic form") &&
        strstr(buf, "--deterministic-mode"), "deterministic attention on a GPU: %s", buf);
 #else
     ok(strstr(buf, "gridlm's flash-attention kernels") && !strstr(buf, "cuDNN's"),
@@ -1060,13 +1061,13 @@ static void test_deterministic(void)
     setenv("NCCL_ALGO", "NVLS", 1);
     accepted(BASE);
     unsetenv("NCCL_ALGO");
-    REFUSED(BASE "--deterministic-mode --attention-backend fused --device cuda", 0,
-            "--attention-backend fused is cuDNN's fused attention, whose backward adds dq",
-            "use --attention-backend auto");
+#ifdef GL_HAVE_CUDNN
+    /* cuDNN's backward has a deterministic form: asked for by name, taken */
+    accepted(BASE "--deterministic-mode --attention-backend fused --device cuda");
     setenv("GRIDLM_ATTENTION", "cudnn", 1);
-    REFUSED(BASE "--deterministic-mode --device cuda", 0,
-            "GRIDLM_ATTENTION=cudnn is cuDNN's fused attention");
+    accepted(BASE "--deterministic-mode --device cuda");
     unsetenv("GRIDLM_ATTENTION");
+#endif
     accepted(BASE "--deterministic-mode --attention-backend local");
 }
 

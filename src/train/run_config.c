@@ -698,9 +698,10 @@ static const gl_option table[] = {
            .defstr = "GRIDLM_ATTENTION, else auto"),
     FLAG("deterministic-mode", deterministic_mode, G_PREC,
          "the same bits from every run of the same command on the same GPUs: attention's "
-         "backward runs gridlm's kernels (cuDNN's adds in no fixed order; its forward "
-         "stays), and NCCL's NVLink SHARP algorithms are left out (NCCL_ALGO="
-         "^NVLS,NVLSTree unless NCCL_ALGO is set); costs 4-10% on an H200"),
+         "backward takes cuDNN's deterministic form (it keeps dS, batch x heads x seq^2 "
+         "bf16, in a workspace; gridlm's kernels past 4 GiB), and NCCL's NVLink SHARP "
+         "algorithms are left out (NCCL_ALGO=^NVLS,NVLSTree unless NCCL_ALGO is set); "
+         "about 1% slower on an H200"),
     CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
            "FP8 products in the decoder layers' linears (needs --bf16): e4m3 everywhere, or "
            "hybrid (E4M3 activations and weights, E5M2 gradients); MFU stays against the "
@@ -2069,12 +2070,6 @@ static const char *attention_wanted(const gl_config *c, int *by_flag)
     return impl ? impl : env && *env ? env : NULL;
 }
 
-/* How a message names the request for cuDNN attention_wanted found. */
-static const char *cudnn_asked(int by_flag)
-{
-    return by_flag ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn";
-}
-
 char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, size_t n)
 {
     static const char cudnn[] = "cuDNN's fused flash attention";
@@ -2109,8 +2104,8 @@ char *gl_config_attention_describe(const gl_config *c, int on_gpu, char *buf, si
         snprintf(buf, n, "%s (%s; cuDNN cannot apply gridlm's attention dropout)", native,
                  why);
     else if (c->deterministic_mode)
-        snprintf(buf, n, "%s forward where it builds a plan for the shape, else %s; %s "
-                 "backward (%s; --deterministic-mode)", cudnn, native, native, why);
+        snprintf(buf, n, "%s where it builds a plan for the shape, its backward in the "
+                 "deterministic form, else %s (%s; --deterministic-mode)", cudnn, native, why);
     else
         snprintf(buf, n, "%s where it builds a plan for the shape, else %s (%s)", cudnn,
                  native, why);
@@ -2132,7 +2127,8 @@ static void check_attention(const gl_config *c)
         bad("%s is cuDNN's fused attention, which cannot apply --attention-dropout %g (cuDNN "
             "draws its own masks, not gridlm's layout-independent ones): use "
             "--attention-backend auto or local (gridlm's kernels), or --attention-dropout 0",
-            cudnn_asked(by_flag), c->arch.attention_dropout);
+            by_flag ? "--attention-backend fused" : "GRIDLM_ATTENTION=cudnn",
+            c->arch.attention_dropout);
     if (!by_flag)
         return;
     const char *impl = wanted, *env = getenv("GRIDLM_ATTENTION");
@@ -2159,23 +2155,16 @@ static int names_algo(const char *list, const char *name)
     return 0;
 }
 
-/* --deterministic-mode against the attention asked for and NCCL's
- * algorithms.  cuDNN's flash backward adds dq in no fixed order
- * (cuda/attn_cudnn.h), so cuDNN asked for by name is refused.  NVLink
- * SHARP reduces in the switches, in no fixed order, so it has to be left
- * out, as Megatron-LM requires: an NCCL_ALGO that allows it is refused,
- * and an unset one is set by gridlm-train (gl_config_nccl_algo). */
+/* --deterministic-mode against NCCL's algorithms.  NVLink SHARP reduces
+ * in the switches, in no fixed order, so it has to be left out, as
+ * Megatron-LM requires: an NCCL_ALGO that allows it is refused, and an
+ * unset one is set by gridlm-train (gl_config_nccl_algo).  Attention
+ * needs nothing here: the device runs its deterministic backward
+ * (cuda/attn_cudnn.h, gl_cuda_deterministic), cuDNN's included. */
 static void check_deterministic(const gl_config *c)
 {
     if (!c->deterministic_mode)
         return;
-    int by_flag;
-    const char *wanted = attention_wanted(c, &by_flag);
-    if (wanted && !strcmp(wanted, "cudnn") && c->device != GL_DEVICE_CPU)
-        bad("%s is cuDNN's fused attention, whose backward adds dq in an order that varies "
-            "from run to run, and --deterministic-mode asks for the same bits every run: use "
-            "--attention-backend auto (cuDNN's forward, gridlm's backward kernels) or local",
-            cudnn_asked(by_flag));
     const char *algo = getenv("NCCL_ALGO");
     if (!algo || !*algo)
         return;
