@@ -1005,11 +1005,12 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
  * the workspace and adds them to the f32 accumulators.  The lse comes
  * straight from the graph's statistics (fp32, the natural-log lse of
  * ops.h).  The backward reads the caller's delta and the FINAL lse: the
- * BWD_DELTA graph computes no delta and needs no o.  Should cuDNN refuse
- * a backward graph without the dO.o reduction, the part falls back,
- * quietly but for one line in the log, to the BWD graph fed an o' =
- * delta dO / |dO|^2 (rowsum(dO o') = delta, up to o''s bf16 rounding:
- * the rounding delta gets from o's in whole-sequence attention).  The
+ * BWD_DELTA graph computes no delta and needs no o.  cuDNN 9.19 on an
+ * H200 refuses that graph (no engine), so the part falls back, quietly
+ * but for one line in the log, to the BWD graph fed an o' = delta dO /
+ * |dO|^2 (rowsum(dO o') = delta, up to o''s bf16 rounding: the rounding
+ * delta gets from o's in whole-sequence attention); BWD_DELTA stays
+ * first, for the cuDNN that takes it.  The
  * forward's o, too, could be an FP32 output of the graph; whether the
  * engine then still runs flash attention is unseen, so o takes the bf16
  * path it is known to. */

@@ -64,8 +64,8 @@ long gl_cuda_cudnn_version(void);
 /* How the attention calls of device d ran since it was opened: attn_fwd
  * and attn_bwd, and context parallelism's attn_block_fwd and
  * attn_block_bwd (blk_*).  The same choice rules hold for the blocks:
- * cuDNN runs the full blocks and the causal diagonal ones without
- * dropout (under "cudnn" it must), the kernels every other block. */
+ * cuDNN runs every block without dropout that gl_attn_block_split cuts
+ * into parts (under "cudnn" it must), the kernels every other block. */
 typedef struct {
     long fwd_cudnn, bwd_cudnn;     /* calls run by cuDNN */
     long fwd_native, bwd_native;   /* calls run by the kernels here */
