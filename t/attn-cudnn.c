@@ -21,8 +21,9 @@
  * of the fused gradient buffer alone.
  *
  * Context parallelism's blocks (attn_block_fwd, attn_block_bwd): cuDNN
- * must run the full blocks and the causal diagonal ones of tile-sized
- * shapes, the kernels of attn_block.cu every other block (the counts of
+ * must run every block of tile-sized shapes that gl_attn_block_split
+ * cuts into full and causal-diagonal parts (every block of Megatron's CP
+ * layout), the kernels of attn_block.cu the others (the counts of
  * gl_cuda_attn_counts tell which ran); each against the CPU, the
  * backward's += into f32 accumulators included (test_block).
  *
