@@ -16,7 +16,7 @@
 #                               rate line, and any error it printed
 #   mrun NAME N ITERS FLAGS...  one gridlm-train run ($bin, default
 #                               src/tools/gridlm-train) on N GPUs, timeout
-#                               $T s (default 100), its rate line
+#                               $MRUN_TIMEOUT s (default 100), its rate line
 #   rel NAME1 NAME2             the largest relative difference of two
 #                               runs' losses
 #   peer NAME FLAGS...          one run of the PyTorch peer
@@ -76,7 +76,7 @@ run() {
 
 mrun() {
     name=$1 n=$2 it=$3; shift 3
-    timeout ${T:-100} mpiexec -n $n ${bin:-src/tools/gridlm-train} --device cuda --bf16 "$@" $opt \
+    timeout ${MRUN_TIMEOUT:-100} mpiexec -n $n ${bin:-src/tools/gridlm-train} --device cuda --bf16 "$@" $opt \
         --train-iters $it --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
     echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
     grep -iE 'error|refus' "$out/$name.log" | head -3

@@ -27,7 +27,7 @@ done
 lens="32768 65536"; [ $N -ge 4 ] && lens="$lens 131072"
 for s in $lens; do
     for t in p2p a2a; do
-        T=150 mrun s15-cp$N-$t-$s $N 7 $s15 --seq-length $s --max-position-embeddings $s \
+        MRUN_TIMEOUT=150 mrun s15-cp$N-$t-$s $N 7 $s15 --seq-length $s --max-position-embeddings $s \
             --micro-batch-size 1 --global-batch-size 1 --context-parallel-size $N --cp-comm-type $t
         mem s15-cp$N-$t-$s
     done
