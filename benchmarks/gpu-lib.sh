@@ -13,7 +13,8 @@
 #   run BIN NAME ITERS MBS FLAGS...
 #                               one gridlm-train run on one GPU (the
 #                               shared optimizer flags, mock data), its
-#                               rate line, and any error it printed
+#                               rate line, and any error it printed;
+#                               $GA micro-batches a step (default 1)
 #   mrun NAME N ITERS FLAGS...  one gridlm-train run ($bin, default
 #                               src/tools/gridlm-train) on N GPUs, timeout
 #                               $MRUN_TIMEOUT s (default 100), its rate line
@@ -68,7 +69,7 @@ rate() {
 run() {
     bin=$1 name=$2 it=$3 mbs=$4; shift 4
     timeout 120 mpiexec -n 1 $bin --device cuda --bf16 "$@" $opt \
-        --micro-batch-size $mbs --global-batch-size $mbs --train-iters $it \
+        --micro-batch-size $mbs --global-batch-size $((mbs * ${GA:-1})) --train-iters $it \
         --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
     echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
     grep -iE 'error|refus' "$out/$name.log" | head -3
@@ -115,7 +116,7 @@ trace() {
     name=$1 win=$2 it=$3 mbs=$4; shift 4
     CUDA_INJECTION64_PATH=$PWD/gpu-trace.so GPU_TRACE_LAST_MS=$win GPU_TRACE_TOP=45 \
         timeout 80 mpiexec -n 1 $new --device cuda --bf16 "$@" $opt \
-        --micro-batch-size $mbs --global-batch-size $mbs --train-iters $it \
+        --micro-batch-size $mbs --global-batch-size $((mbs * ${GA:-1})) --train-iters $it \
         --log-json "$out/$name.jsonl" > "$out/$name.log" 2>&1
     echo "$name: exit $? $(rate "$out/$name.jsonl") $(el)"
     grep 'gpu-trace: window' "$out/$name.log"

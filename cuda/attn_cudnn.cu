@@ -928,23 +928,30 @@ static int det_too_big(gl_dev *d, const plan_entry *e)
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
     gl_cudnn *c = st->cudnn;
-    if (st->attn_impl == GL_ATTN_CUDNN) {
-        char what[320];
-        describe(what, sizeof what, &e->key);
+    int fatal = st->attn_impl == GL_ATTN_CUDNN;
+    if (!fatal && c->det_ws_said)
+        return 1;
+    char what[320];
+    describe(what, sizeof what, &e->key);
+    double gib = e->ws / 1073741824.0, max = DET_WS_MAX / 1073741824.0;
+    if (fatal)
         gl_die("GRIDLM_ATTENTION=cudnn with --deterministic-mode, but cuDNN's deterministic "
                "attention backward would take %.1f GiB of workspace for the %s (more than "
                "%.0f GiB); unset GRIDLM_ATTENTION to let gridlm's kernels run such shapes",
-               e->ws / 1073741824.0, what, DET_WS_MAX / 1073741824.0);
-    }
-    if (!c->det_ws_said) {
-        char what[320];
-        describe(what, sizeof what, &e->key);
-        c->det_ws_said = 1;
-        gl_info0("cuDNN's deterministic attention backward would take %.1f GiB of "
-                 "workspace for the %s (more than %.0f GiB): gridlm's kernels run "
-                 "such shapes", e->ws / 1073741824.0, what, DET_WS_MAX / 1073741824.0);
-    }
+               gib, what, max);
+    c->det_ws_said = 1;
+    gl_info0("cuDNN's deterministic attention backward would take %.1f GiB of "
+             "workspace for the %s (more than %.0f GiB): gridlm's kernels run "
+             "such shapes", gib, what, max);
     return 1;
+}
+
+/* Bytes of the fp32 dq accumulator a backward graph of B Hq S rows of D
+ * binds: none under --deterministic-mode, whose graph writes dq straight
+ * into its bf16 output. */
+static size_t dqacc_bytes(int det, int B, int Hq, int S, int D)
+{
+    return det ? 0 : round256((size_t)B * Hq * S * D * sizeof(float));
 }
 
 int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
@@ -965,7 +972,7 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
         return 0;
     size_t wbytes = round256((size_t)e->ws);
     size_t dbytes = round256((size_t)B * Hq * S * sizeof(float));
-    size_t abytes = round256((size_t)B * Hq * S * D * sizeof(float));
+    size_t abytes = dqacc_bytes(key.det, B, Hq, S, D);
     char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + dbytes + abytes);
     float fscale = scale, fneg = -3.402823466e38f, fone = 1.0f;
     bindings b = {};
@@ -1257,7 +1264,7 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
     }
     if (!with_keys)
         return 1;                         /* a block without keys: nothing */
-    size_t abytes = round256((size_t)B * Hq * Sq * D * sizeof(float));
+    size_t abytes = dqacc_bytes(st->deterministic, B, Hq, Sq, D);
     size_t gbytes = round256((size_t)B * R * W * sizeof(bf16));
     size_t lbytes = round256((size_t)B * Hq * Sq * sizeof(float));
     size_t obytes = via_o ? round256((size_t)B * Sq * OD * sizeof(bf16)) : 0;
