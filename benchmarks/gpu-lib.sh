@@ -22,6 +22,9 @@
 #                               runs' losses
 #   peer NAME FLAGS...          one run of the PyTorch peer
 #                               (.gpukit/torch_peer.py), its last lines
+#   tpeer NAME N FLAGS...       the peer on N GPUs under torchrun (DDP;
+#                               --fsdp for FSDP2), timeout $PEER_TIMEOUT s
+#                               (default 200), its last result line
 #   lg FILE.jsonl               one line per logged iteration or
 #                               validation: loss, grad norm, valid loss
 #   same NAME1 NAME2            whether two runs' lg lines agree bit for
@@ -31,7 +34,7 @@
 #                               trace over the last WINDOW_MS (gpu-trace.so
 #                               in the current folder, libcupti on
 #                               LD_LIBRARY_PATH); the kernel table is in
-#                               $out/NAME.log
+#                               $out/NAME.log; $GA as for run
 #
 # The shapes: moeA and moeB are issue 13's two MoE shapes, s15 the 1.5B
 # dense shape, s8b 8 layers of the 8B shape; D, T and B the delayed,
@@ -110,6 +113,13 @@ peer() {
     name=$1; shift
     timeout 150 env -u LD_LIBRARY_PATH python3 .gpukit/torch_peer.py "$@" > "$out/$name.txt" 2>&1
     echo "$name: exit $? $(tail -2 "$out/$name.txt" | tr '\n' ' ') $(el)"
+}
+
+tpeer() {
+    name=$1 n=$2; shift 2
+    timeout ${PEER_TIMEOUT:-200} env -u LD_LIBRARY_PATH torchrun --standalone --nproc_per_node $n \
+        .gpukit/torch_peer.py "$@" > "$out/$name.txt" 2>&1
+    echo "$name: exit $? $(grep -E '^torch' "$out/$name.txt" | tail -1) $(el)"
 }
 
 trace() {
