@@ -915,16 +915,27 @@ int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
     return 1;
 }
 
-/* The most workspace cuDNN's deterministic backward may take (it keeps
- * dS, B Hq S Sk bf16, there: 2 GiB at B 2, 32 heads, S 4096); a call that
- * needs more runs the kernels here, which need none. */
+/* The most workspace cuDNN's deterministic backward may take at once (it
+ * keeps dS, B Hq S Sk bf16, there: 2 GiB at B 2, 32 heads, S 4096).  A
+ * whole-sequence backward that needs more runs in tiles (det_tile); a
+ * block part, or a tile of one sample and one key head that still needs
+ * more, runs the kernels here, which need none. */
 #define DET_WS_MAX ((int64_t)4 << 30)
 
+/* DET_WS_MAX, or the bytes GRIDLM_TEST_DET_WS_MAX gives: a test's way to
+ * make small shapes take det_tile's tiles and the kernels' fallback. */
+static int64_t det_ws_max(void)
+{
+    const char *e = getenv("GRIDLM_TEST_DET_WS_MAX");
+    return e && *e ? strtoll(e, NULL, 10) : DET_WS_MAX;
+}
+
 /* 1 when plan e is a deterministic backward whose workspace passes
- * DET_WS_MAX (said once a device). */
+ * det_ws_max(), e being the smallest tile det_tile found (said once a
+ * device; fatal under GRIDLM_ATTENTION=cudnn). */
 static int det_too_big(gl_dev *d, const plan_entry *e)
 {
-    if (!e->key.det || e->ws <= DET_WS_MAX)
+    if (!e->key.det || e->ws <= det_ws_max())
         return 0;
     gl_cuda_state *st = gl_cuda_st(d);
     gl_cudnn *c = st->cudnn;
@@ -933,16 +944,16 @@ static int det_too_big(gl_dev *d, const plan_entry *e)
         return 1;
     char what[320];
     describe(what, sizeof what, &e->key);
-    double gib = e->ws / 1073741824.0, max = DET_WS_MAX / 1073741824.0;
+    double gib = e->ws / 1073741824.0, max = det_ws_max() / 1073741824.0;
     if (fatal)
         gl_die("GRIDLM_ATTENTION=cudnn with --deterministic-mode, but cuDNN's deterministic "
-               "attention backward would take %.1f GiB of workspace for the %s (more than "
-               "%.0f GiB); unset GRIDLM_ATTENTION to let gridlm's kernels run such shapes",
-               gib, what, max);
+               "attention backward would take %.3g GiB of workspace for the %s, the "
+               "smallest tile it cuts into (more than %.3g GiB); unset GRIDLM_ATTENTION to "
+               "let gridlm's kernels run such shapes", gib, what, max);
     c->det_ws_said = 1;
-    gl_info0("cuDNN's deterministic attention backward would take %.1f GiB of "
-             "workspace for the %s (more than %.0f GiB): gridlm's kernels run "
-             "such shapes", gib, what, max);
+    gl_info0("cuDNN's deterministic attention backward would take %.3g GiB of "
+             "workspace for the %s, the smallest tile it cuts into (more than "
+             "%.3g GiB): gridlm's kernels run such shapes", gib, what, max);
     return 1;
 }
 
@@ -952,6 +963,55 @@ static int det_too_big(gl_dev *d, const plan_entry *e)
 static size_t dqacc_bytes(int det, int B, int Hq, int S, int D)
 {
     return det ? 0 : round256((size_t)B * Hq * S * D * sizeof(float));
+}
+
+/* Plans key k (a backward, whole or a block's part; arg: what the part's
+ * planner needs), NULL when cuDNN refuses it. */
+typedef plan_entry *(*planner)(gl_dev *d, plan_key *k, const void *arg);
+
+static plan_entry *plan_whole(gl_dev *d, plan_key *k, const void *)
+{
+    return lookup(d, k, 0);
+}
+
+/* The tile a deterministic backward of key k runs in, so that its
+ * workspace fits DET_WS_MAX: k itself when it fits, else one sample at a
+ * time (B = 1), then the heads in groups of Hq/g query heads with their
+ * Hkv/g key heads (g = 2, 4, ...: whole GQA groups), the first tile whose
+ * plan fits.  Attention is independent across samples and key-head
+ * groups, so the tiles compute what the whole does, and each tile's bits
+ * depend on its own inputs only: runs repeat.  The workspace scales with
+ * B Hq, so tiles predicted not to fit are not planned.  can_tile: the
+ * caller's pointers stay 16-byte aligned at every tile.  k becomes the
+ * tile's key; NULL when cuDNN refuses a tile or none fits (det_too_big
+ * has said so), and the kernels run the call. */
+static plan_entry *det_tile(gl_dev *d, plan_key *k, planner plan,
+                            const void *arg, int can_tile)
+{
+    plan_entry *e = plan(d, k, arg);
+    int64_t max = det_ws_max();
+    if (!e || !k->det || e->ws <= max)
+        return e;
+    double per = (double)e->ws / ((double)k->B * k->Hq);   /* a sample's head */
+    while (can_tile) {
+        if (k->B > 1)
+            k->B = 1;
+        else if (k->Hkv % 2 == 0)
+            k->Hq /= 2, k->Hkv /= 2;
+        else
+            break;
+        int smallest = k->B == 1 && k->Hkv % 2;
+        if (per * k->B * k->Hq > max && !smallest)
+            continue;
+        if (!(e = plan(d, k, arg)))
+            return NULL;
+        if (e->ws <= max) {
+            gl_cuda_st(d)->attn_counts.det_tiled++;
+            return e;
+        }
+    }
+    det_too_big(d, e);
+    return NULL;
 }
 
 int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
@@ -967,22 +1027,34 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
     gl_cuda_state *st = gl_cuda_st(d);
     plan_key key = {BWD, B, S, Hq, Hkv, D, ldq, ldk, ldv, ldo, lddo, ldg, S, 1, S, S, S,
                     st->deterministic};
-    plan_entry *e = lookup(d, &key, 0);
-    if (!e || det_too_big(d, e))
+    plan_entry *e = det_tile(d, &key, plan_whole, NULL, S % 4 == 0);
+    if (!e)
         return 0;
+    /* tiles of tb samples and th query heads (th / (Hq / Hkv) key heads):
+     * one tile, the whole call, unless det_tile cut it */
+    int tb = key.B, th = key.Hq, group = Hq / Hkv;
     size_t wbytes = round256((size_t)e->ws);
-    size_t dbytes = round256((size_t)B * Hq * S * sizeof(float));
-    size_t abytes = dqacc_bytes(key.det, B, Hq, S, D);
+    size_t dbytes = round256((size_t)tb * th * S * sizeof(float));
+    size_t abytes = dqacc_bytes(key.det, tb, th, S, D);
     char *ws = (char *)gl_cuda_scratch(d, &st->s_cudnn, wbytes + dbytes + abytes);
     float fscale = scale, fneg = -3.402823466e38f, fone = 1.0f;
-    bindings b = {};
-    bind(&b, U_Q, q), bind(&b, U_K, k), bind(&b, U_V, v), bind(&b, U_O, o);
-    bind(&b, U_DO, dout), bind(&b, U_STATS, lse), bind(&b, U_DQ, dq);
-    bind(&b, U_DK, dk), bind(&b, U_DV, dv), bind(&b, U_SCALE, &fscale);
-    bind(&b, U_NEG, &fneg), bind(&b, U_ONE, &fone), bind(&b, U_DELTA, ws + wbytes);
-    if (!key.det)
-        bind(&b, U_DQACC, ws + wbytes + dbytes);
-    execute(d, e, &b, ws);
+    for (int s0 = 0; s0 < B; s0 += tb)
+        for (int h = 0; h < Hq; h += th) {
+            size_t row = (size_t)s0 * S, hk = (size_t)(h / group) * D;
+            bindings b = {};
+            bind(&b, U_Q, q + row * ldq + (size_t)h * D);
+            bind(&b, U_K, k + row * ldk + hk), bind(&b, U_V, v + row * ldv + hk);
+            bind(&b, U_O, o + row * ldo + (size_t)h * D);
+            bind(&b, U_DO, dout + row * lddo + (size_t)h * D);
+            bind(&b, U_STATS, lse + ((size_t)s0 * Hq + h) * S);
+            bind(&b, U_DQ, dq + row * ldg + (size_t)h * D);
+            bind(&b, U_DK, dk + row * ldg + hk), bind(&b, U_DV, dv + row * ldg + hk);
+            bind(&b, U_SCALE, &fscale), bind(&b, U_NEG, &fneg), bind(&b, U_ONE, &fone);
+            bind(&b, U_DELTA, ws + wbytes);
+            if (!key.det)
+                bind(&b, U_DQACC, ws + wbytes + dbytes);
+            execute(d, e, &b, ws);
+        }
     return 1;
 }
 
@@ -1025,10 +1097,12 @@ int gl_cudnn_attn_bwd(gl_dev *d, bf16 *dq, bf16 *dk, bf16 *dv, int ldg,
 /* The plan for a part's key k (its dir and lrows chosen here): the
  * directions dirs[0 .. ndir) in order of preference, each with the lse
  * and delta in place (lrows = Sq, when their rows start 16-byte aligned)
- * before packed (lrows = k->S); every refusal but the last quiet.  k
- * keeps what was found; 0 when cuDNN takes none. */
-static int part_plan(gl_dev *d, plan_key *k, int Sq, int q0, const int *dirs,
-                     int ndir)
+ * before packed (lrows = k->S); every refusal but the last quiet.  BWD
+ * reads its o' at row stride OD, the whole block's Hq D (a tile of
+ * det_tile has fewer heads, not narrower rows).  k keeps what was found;
+ * 0 when cuDNN takes none. */
+static int part_plan(gl_dev *d, plan_key *k, int Sq, int q0, int OD,
+                     const int *dirs, int ndir)
 {
     int lr[2], nl = 0;
     if (k->S < Sq && q0 % 4 == 0)
@@ -1039,7 +1113,7 @@ static int part_plan(gl_dev *d, plan_key *k, int Sq, int q0, const int *dirs,
             k->dir = dirs[i];
             k->lrows = lr[j];
             if (k->dir == BWD)
-                k->ldo = k->Hq * k->D;       /* o' in the workspace */
+                k->ldo = OD;                 /* o' in the workspace */
             if (lookup(d, k, i < ndir - 1 || j < nl - 1))
                 return 1;
         }
@@ -1053,6 +1127,20 @@ static plan_entry *found(gl_dev *d, const plan_key *k)
     if (!e)
         gl_die("cuDNN attention: the plan for a block part vanished");
     return e;
+}
+
+/* det_tile's planner for a block's part: part_plan over the directions
+ * given. */
+typedef struct {
+    int Sq, q0, OD;
+    const int *dirs;
+    int ndir;
+} part_args;
+
+static plan_entry *plan_part(gl_dev *d, plan_key *k, const void *arg)
+{
+    const part_args *a = (const part_args *)arg;
+    return part_plan(d, k, a->Sq, a->q0, a->OD, a->dirs, a->ndir) ? found(d, k) : NULL;
 }
 
 /* Rows [q0, q0 + n) of each sample without keys: o (bf16 [B, Sq, OD])
@@ -1144,7 +1232,7 @@ int gl_cudnn_attn_block_fwd(gl_dev *d, float *o, int ldo, float *lse,
             continue;
         key[i] = (plan_key){FWD, B, part[i].nq, Hq, Hkv, D, ldq, ldk, ldv, OD,
                             0, 0, part[i].nk, part[i].causal, Sq, Sk, 0, 0};
-        if (!part_plan(d, &key[i], Sq, part[i].q0, fwd, 1))
+        if (!part_plan(d, &key[i], Sq, part[i].q0, OD, fwd, 1))
             return 0;
         size_t w = round256((size_t)found(d, &key[i])->ws);
         wbytes = w > wbytes ? w : wbytes;
@@ -1255,11 +1343,13 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
         key[i] = (plan_key){BWD_DELTA, B, part[i].nq, Hq, Hkv, D, ldq, ldk,
                             ldv, 0, lddo, W, part[i].nk, part[i].causal, Sq,
                             Sk, 0, st->deterministic};
-        if (!part_plan(d, &key[i], Sq, part[i].q0, bwd, 2) ||
-            det_too_big(d, found(d, &key[i])))
+        part_args pa = {Sq, part[i].q0, OD, bwd, 2};
+        plan_entry *e = det_tile(d, &key[i], plan_part, &pa,
+                                 Sq % 4 == 0 && part[i].nq % 4 == 0);
+        if (!e)
             return 0;
         via_o |= key[i].dir == BWD;
-        size_t w = round256((size_t)found(d, &key[i])->ws);
+        size_t w = round256((size_t)e->ws);
         wbytes = w > wbytes ? w : wbytes;
     }
     if (!with_keys)
@@ -1289,35 +1379,49 @@ int gl_cudnn_attn_block_bwd(gl_dev *d, float *dq, int lddq, float *dk,
         const gl_attn_part *t = &part[i];
         if (!t->nk)
             continue;
-        int inplace = key[i].lrows == Sq;
-        const float *l = lse + t->q0;
+        const plan_key *kt = &key[i];
+        int inplace = kt->lrows == Sq;
+        /* the lse and delta rows of sample s, head h at l + (s Hq + h) ls */
+        const float *l = lse + t->q0, *dl = delta + t->q0;
+        float *dx = inplace ? dpk + t->q0 : dpk;   /* BWD's own delta */
+        long ls = inplace ? Sq : t->nq;
         if (!inplace) {
             rows_in(d, lpk, lse, Sq, t->q0, t->nq, B * Hq);
             l = lpk;
-        }
-        bindings b = {};
-        bind(&b, U_Q, q + (size_t)t->q0 * ldq), bind(&b, U_K, k + (size_t)t->k0 * ldk);
-        bind(&b, U_V, v + (size_t)t->k0 * ldv), bind(&b, U_DO, dout + (size_t)t->q0 * lddo);
-        bind(&b, U_STATS, l), bind(&b, U_DQ, g), bind(&b, U_DK, gdk), bind(&b, U_DV, gdv);
-        bind(&b, U_SCALE, &fscale);
-        if (t->causal)
-            bind(&b, U_NEG, &fneg);
-        if (!key[i].det)
-            bind(&b, U_DQACC, dqacc);
-        if (key[i].dir == BWD_DELTA) {
-            const float *dl = delta + t->q0;
-            if (!inplace) {
+            if (kt->dir == BWD_DELTA) {
                 rows_in(d, dpk, delta, Sq, t->q0, t->nq, B * Hq);
                 dl = dpk;
             }
-            bind(&b, U_DELTA, dl);
-        } else {
-            /* o' for the graph's own delta, which goes where nobody reads
-             * it: dpk, at head stride Sq or packed as the key says */
-            bind(&b, U_O, ox + (size_t)t->q0 * OD), bind(&b, U_ONE, &fone);
-            bind(&b, U_DELTA, inplace ? dpk + t->q0 : dpk);
         }
-        execute(d, found(d, &key[i]), &b, ws);
+        plan_entry *e = found(d, kt);
+        /* tiles of kt->B samples and kt->Hq heads (det_tile): one, the
+         * whole part, unless the deterministic workspace cut it */
+        for (int s0 = 0; s0 < B; s0 += kt->B)
+            for (int h = 0; h < Hq; h += kt->Hq) {
+                size_t qr = (size_t)s0 * Sq + t->q0, kr = (size_t)s0 * Sk + t->k0;
+                size_t hq = (size_t)h * D, hk = (size_t)(h / (Hq / Hkv)) * D;
+                size_t lo = ((size_t)s0 * Hq + h) * ls;
+                bindings b = {};
+                bind(&b, U_Q, q + qr * ldq + hq), bind(&b, U_K, k + kr * ldk + hk);
+                bind(&b, U_V, v + kr * ldv + hk), bind(&b, U_DO, dout + qr * lddo + hq);
+                bind(&b, U_STATS, l + lo), bind(&b, U_DQ, g + (size_t)s0 * t->nq * W + hq);
+                bind(&b, U_DK, gdk + (size_t)s0 * t->nk * W + hk);
+                bind(&b, U_DV, gdv + (size_t)s0 * t->nk * W + hk);
+                bind(&b, U_SCALE, &fscale);
+                if (t->causal)
+                    bind(&b, U_NEG, &fneg);
+                if (!kt->det)
+                    bind(&b, U_DQACC, dqacc);
+                if (kt->dir == BWD_DELTA) {
+                    bind(&b, U_DELTA, dl + lo);
+                } else {
+                    /* o' for the graph's own delta, which goes where
+                     * nobody reads it: dpk, at head stride Sq or packed */
+                    bind(&b, U_O, ox + qr * OD + hq), bind(&b, U_ONE, &fone);
+                    bind(&b, U_DELTA, dx + lo);
+                }
+                execute(d, e, &b, ws);
+            }
         /* dq, dk, dv from the graph's bf16 outputs, rows [B, nq or nk, W].
          * Not dq from the fp32 accumulator: cuDNN's engine keeps its own
          * use of it (on an H200 with cuDNN 9.19 its contents after the

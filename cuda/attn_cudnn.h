@@ -73,6 +73,10 @@ typedef struct {
     long refused;                  /* shapes cuDNN built no plan for */
     long blk_fwd_cudnn, blk_bwd_cudnn;   /* block calls run by cuDNN */
     long blk_fwd_native, blk_bwd_native; /* and by attn_block.cu */
+    long det_tiled;                /* deterministic backwards (whole or a
+                                    * block's part) run in tiles of fewer
+                                    * samples or heads, their workspace
+                                    * being too large at once */
 } gl_attn_counts;
 void gl_cuda_attn_counts(gl_dev *d, gl_attn_counts *c);
 

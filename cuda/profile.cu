@@ -159,6 +159,9 @@ static void report(gl_dev *d, gl_prof *p)
         gl_info0("  block attention calls: cuDNN %ld forward %ld backward, "
                  "gridlm kernels %ld forward %ld backward", c->blk_fwd_cudnn,
                  c->blk_bwd_cudnn, c->blk_fwd_native, c->blk_bwd_native);
+    if (c->det_tiled)
+        gl_info0("  deterministic attention backwards cut into tiles: %ld",
+                 c->det_tiled);
 }
 
 static void prof_close(gl_dev *d)

@@ -29,7 +29,8 @@
  *
  * Deterministic mode (gl_cuda_deterministic): the backward runs cuDNN's
  * deterministic graph and repeats its bytes (test_deterministic), the
- * blocks' too (against the CPU).
+ * blocks' too (against the CPU); shapes whose workspace passes the limit
+ * run in tiles, or on the kernels when no tile fits (test_det_tiles).
  *
  * GL_ATTN_CUDNN_QUICK=1 leaves out the S = 4096 shapes; GL_ATTN_CUDNN_BENCH=1
  * adds timings of both implementations at the 1.5B model's shapes.
@@ -773,9 +774,10 @@ static float *bf_floats(const uint16_t *x, size_t n)
  * whether its bytes repeat is only reported (at S = 4096 on an H200 they
  * did not: dq's sums over key blocks arrive in varying order).  With
  * bench set, the deterministic backward is timed against the usual one
- * and against the kernels here.
+ * and against the kernels here.  Returns 1 when cuDNN ran the
+ * deterministic backward.
  */
-static void test_deterministic(int B, int S, int Hq, int Hkv, int D, int bench)
+static int test_deterministic(int B, int S, int Hq, int Hkv, int D, int bench)
 {
     int W = (Hq + 2 * Hkv) * D, OD = Hq * D;
     long rows = (long)B * S;
@@ -804,6 +806,7 @@ static void test_deterministic(int B, int S, int Hq, int Hkv, int D, int bench)
                              Hq, Hkv, D, scale, &c3);
     ok(c1 == c2 && c2 == c3, "deterministic attn_bwd %s: the three runs took one "
        "path (%s)", shape, c1 ? "cuDNN's deterministic graph" : "the kernels here");
+    int det_cudnn = c1;
     ok(!memcmp(r1, r2, nqkv * 2) && !memcmp(r1, r3, nqkv * 2),
        "deterministic attn_bwd %s: three runs, the same bytes", shape);
     uint16_t *rn = bwd_bytes(GL_ATTN_NATIVE, gd, nqkv, gdo, go, glse, gq, W, B,
@@ -836,6 +839,47 @@ static void test_deterministic(int B, int S, int Hq, int Hkv, int D, int bench)
          differ, nqkv);
     free_bufs((void *[]){gqkv, gdo, go, gd, glse, NULL},
               (void *[]){qkv, dout, r1, r2, r3, rn, u1, u2, NULL});
+    return det_cudnn;
+}
+
+/* A deterministic backward whose workspace passes the limit runs in
+ * tiles (fewer samples, then whole key-head groups) on cuDNN, or, when
+ * not even the smallest tile fits, on the kernels.  The limit comes down
+ * through GRIDLM_TEST_DET_WS_MAX so that small shapes, checked against
+ * the CPU or the kernels, take both paths; then a real shape past 4 GiB
+ * at once (B 2, S 8192, 32 heads: 8 GiB of dS). */
+static void test_det_tiles(int quick)
+{
+    setenv("GRIDLM_TEST_DET_WS_MAX", "3145728", 1);       /* 3 MiB */
+    long t0 = counts().det_tiled;
+    int ran = test_deterministic(2, 512, 8, 2, 64, 0);     /* 8 MiB of dS at once */
+    ok(ran && counts().det_tiled > t0, "a deterministic backward past the workspace "
+       "limit ran on cuDNN in tiles (B=2 S=512 Hq=8 Hkv=2 under a 3 MiB limit)");
+    /* a part of 128 x 256 rows: 1.3 MB at once, 0.5 MB a tile of one
+     * sample and one key head (cuDNN 9.19 on an H200) */
+    setenv("GRIDLM_TEST_DET_WS_MAX", "655360", 1);         /* 640 KiB */
+    gl_cuda_deterministic(G, 1);
+    long b0 = counts().blk_bwd_cudnn;
+    t0 = counts().det_tiled;
+    int c = 128;
+    gl_attn_pos p0 = { .split = c, .start = { 0, (long)3 * c } };
+    gl_attn_pos p1 = { .split = c, .start = { c, (long)2 * c } };
+    test_block("deterministic in tiles, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's queries "
+               "against rank 1's keys", 2, 2 * c, 2 * c, 8, 2, 64, p0, p1,
+               GL_ATTN_CAUSAL, 1);
+    ok(counts().blk_bwd_cudnn > b0 && counts().det_tiled > t0, "the block's "
+       "deterministic backward ran on cuDNN in tiles under a 640 KiB limit");
+    gl_cuda_deterministic(G, 0);
+    setenv("GRIDLM_TEST_DET_WS_MAX", "1", 1);              /* nothing fits */
+    ok(!test_deterministic(1, 256, 8, 2, 64, 0), "a deterministic backward whose "
+       "smallest tile passes the limit runs on the kernels");
+    unsetenv("GRIDLM_TEST_DET_WS_MAX");
+    if (quick)
+        return;
+    t0 = counts().det_tiled;
+    ran = test_deterministic(2, 8192, 32, 8, 64, 0);
+    ok(ran && counts().det_tiled > t0, "B=2 S=8192 Hq=32 Hkv=8 D=64 (8 GiB of dS at "
+       "once) ran on cuDNN's deterministic backward in tiles");
 }
 
 int main(void)
@@ -889,6 +933,7 @@ int main(void)
 
     test_deterministic(1, quick ? 1024 : 4096, 32, 8, 64,
                        getenv("GL_ATTN_CUDNN_BENCH") != NULL);
+    test_det_tiles(quick);
 
     test_profile();
 
