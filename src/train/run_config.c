@@ -699,7 +699,8 @@ static const gl_option table[] = {
     FLAG("deterministic-mode", deterministic_mode, G_PREC,
          "the same bits from every run of the same command on the same GPUs: attention's "
          "backward takes cuDNN's deterministic form (it keeps dS, batch x heads x seq^2 "
-         "bf16, in a workspace; gridlm's kernels past 4 GiB), and NCCL's NVLink SHARP "
+         "bf16, in a workspace, cut into tiles of fewer samples and heads past 4 GiB; "
+         "gridlm's kernels where even one sample's one key head passes it), and NCCL's NVLink SHARP "
          "algorithms are left out (NCCL_ALGO=^NVLS,NVLSTree unless NCCL_ALGO is set); "
          "about 1% slower on an H200"),
     CHOICE("fp8-format", fp8.format, "FMT", G_PREC, fp8_formats, fp8_format_values,
