@@ -842,6 +842,17 @@ static int test_deterministic(int B, int S, int Hq, int Hkv, int D, int bench)
     return det_cudnn;
 }
 
+/* test_block (B=2 Hq=8 Hkv=2 D=64, causal) on CP 2's layout with chunks
+ * of c rows (rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2): rank
+ * 0's queries against rank 1's keys, or (diagonal) against its own. */
+static void test_cp2_block(const char *what, int c, int diagonal)
+{
+    gl_attn_pos p0 = { .split = c, .start = { 0, (long)3 * c } };
+    gl_attn_pos p1 = { .split = c, .start = { c, (long)2 * c } };
+    test_block(what, 2, 2 * c, 2 * c, 8, 2, 64, p0, diagonal ? p0 : p1,
+               GL_ATTN_CAUSAL, 1);
+}
+
 /* A deterministic backward whose workspace passes the limit runs in
  * tiles (fewer samples, then whole key-head groups) on cuDNN, or, when
  * not even the smallest tile fits, on the kernels.  The limit comes down
@@ -861,12 +872,8 @@ static void test_det_tiles(int quick)
     gl_cuda_deterministic(G, 1);
     long b0 = counts().blk_bwd_cudnn;
     t0 = counts().det_tiled;
-    int c = 128;
-    gl_attn_pos p0 = { .split = c, .start = { 0, (long)3 * c } };
-    gl_attn_pos p1 = { .split = c, .start = { c, (long)2 * c } };
-    test_block("deterministic in tiles, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's queries "
-               "against rank 1's keys", 2, 2 * c, 2 * c, 8, 2, 64, p0, p1,
-               GL_ATTN_CAUSAL, 1);
+    test_cp2_block("deterministic in tiles, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's queries "
+                   "against rank 1's keys", 128, 0);
     ok(counts().blk_bwd_cudnn > b0 && counts().det_tiled > t0, "the block's "
        "deterministic backward ran on cuDNN in tiles under a 640 KiB limit");
     gl_cuda_deterministic(G, 0);
@@ -914,16 +921,9 @@ int main(void)
     test_blocks(1, 64, 8, 2, 128, 0);
     /* deterministic: the same blocks through cuDNN's deterministic graph */
     gl_cuda_deterministic(G, 1);
-    {
-        int c = 64;
-        gl_attn_pos p0 = { .split = c, .start = { 0, (long)3 * c } };
-        gl_attn_pos p1 = { .split = c, .start = { c, (long)2 * c } };
-        test_block("deterministic, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's queries against "
-                   "rank 1's keys (two parts)", 2, 2 * c, 2 * c, 8, 2, 64, p0, p1,
-                   GL_ATTN_CAUSAL, 1);
-        test_block("deterministic, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's diagonal", 2, 2 * c,
-                   2 * c, 8, 2, 64, p0, p0, GL_ATTN_CAUSAL, 1);
-    }
+    test_cp2_block("deterministic, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's queries against "
+                   "rank 1's keys (two parts)", 64, 0);
+    test_cp2_block("deterministic, B=2 Hq=8 Hkv=2 D=64 CP 2 rank 0's diagonal", 64, 1);
     gl_cuda_deterministic(G, 0);
     gl_attn_counts c = counts();
     diag("cuDNN plans built %ld, shapes refused %ld; blocks: cuDNN %ld "
