@@ -917,9 +917,9 @@ int gl_cudnn_attn_fwd(gl_dev *d, bf16 *o, int ldo, float *lse, const bf16 *q,
 
 /* The most workspace cuDNN's deterministic backward may take at once (it
  * keeps dS, B Hq S Sk bf16, there: 2 GiB at B 2, 32 heads, S 4096).  A
- * whole-sequence backward that needs more runs in tiles (det_tile); a
- * block part, or a tile of one sample and one key head that still needs
- * more, runs the kernels here, which need none. */
+ * backward, whole or a block's part, that needs more runs in tiles
+ * (det_tile); one whose smallest tile still needs more runs the kernels
+ * here, which need none. */
 #define DET_WS_MAX ((int64_t)4 << 30)
 
 /* DET_WS_MAX, or the bytes GRIDLM_TEST_DET_WS_MAX gives: a test's way to
@@ -930,21 +930,19 @@ static int64_t det_ws_max(void)
     return e && *e ? strtoll(e, NULL, 10) : DET_WS_MAX;
 }
 
-/* 1 when plan e is a deterministic backward whose workspace passes
- * det_ws_max(), e being the smallest tile det_tile found (said once a
- * device; fatal under GRIDLM_ATTENTION=cudnn). */
-static int det_too_big(gl_dev *d, const plan_entry *e)
+/* Says that plan e, the smallest tile det_tile found for a deterministic
+ * backward, passes the workspace limit `limit`, so the kernels run the call
+ * (once a device; fatal under GRIDLM_ATTENTION=cudnn). */
+static void det_too_big(gl_dev *d, const plan_entry *e, int64_t limit)
 {
-    if (!e->key.det || e->ws <= det_ws_max())
-        return 0;
     gl_cuda_state *st = gl_cuda_st(d);
     gl_cudnn *c = st->cudnn;
     int fatal = st->attn_impl == GL_ATTN_CUDNN;
     if (!fatal && c->det_ws_said)
-        return 1;
+        return;
     char what[320];
     describe(what, sizeof what, &e->key);
-    double gib = e->ws / 1073741824.0, max = det_ws_max() / 1073741824.0;
+    double gib = e->ws / 1073741824.0, max = limit / 1073741824.0;
     if (fatal)
         gl_die("GRIDLM_ATTENTION=cudnn with --deterministic-mode, but cuDNN's deterministic "
                "attention backward would take %.3g GiB of workspace for the %s, the "
@@ -954,7 +952,6 @@ static int det_too_big(gl_dev *d, const plan_entry *e)
     gl_info0("cuDNN's deterministic attention backward would take %.3g GiB of "
              "workspace for the %s, the smallest tile it cuts into (more than "
              "%.3g GiB): gridlm's kernels run such shapes", gib, what, max);
-    return 1;
 }
 
 /* Bytes of the fp32 dq accumulator a backward graph of B Hq S rows of D
@@ -975,7 +972,7 @@ static plan_entry *plan_whole(gl_dev *d, plan_key *k, const void *)
 }
 
 /* The tile a deterministic backward of key k runs in, so that its
- * workspace fits DET_WS_MAX: k itself when it fits, else one sample at a
+ * workspace fits det_ws_max(): k itself when it fits, else one sample at a
  * time (B = 1), then the heads in groups of Hq/g query heads with their
  * Hkv/g key heads (g = 2, 4, ...: whole GQA groups), the first tile whose
  * plan fits.  Attention is independent across samples and key-head
@@ -989,8 +986,10 @@ static plan_entry *det_tile(gl_dev *d, plan_key *k, planner plan,
                             const void *arg, int can_tile)
 {
     plan_entry *e = plan(d, k, arg);
-    int64_t max = det_ws_max();
-    if (!e || !k->det || e->ws <= max)
+    if (!e || !k->det)
+        return e;
+    int64_t max = det_ws_max();     /* read under the flag only */
+    if (e->ws <= max)
         return e;
     double per = (double)e->ws / ((double)k->B * k->Hq);   /* a sample's head */
     while (can_tile) {
@@ -1010,7 +1009,7 @@ static plan_entry *det_tile(gl_dev *d, plan_key *k, planner plan,
             return e;
         }
     }
-    det_too_big(d, e);
+    det_too_big(d, e, max);
     return NULL;
 }
 
